@@ -1,0 +1,47 @@
+// Writes one session file (inject/session_format.h): the header, then one chunk per Write().
+// Used by the injected library's writer thread and by gprof-run's kernel recorder. No exceptions,
+// no output on the target's streams: every failure is an errno value for the caller to count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "session_format.h"
+#include "zstd_loader.h"
+
+namespace gprof {
+
+class ChunkFileWriter {
+ public:
+  ChunkFileWriter() = default;
+  ~ChunkFileWriter();
+  ChunkFileWriter(const ChunkFileWriter&) = delete;
+  ChunkFileWriter& operator=(const ChunkFileWriter&) = delete;
+
+  // Creates `path`, which must not exist yet, and writes the file header. Returns 0 or an errno.
+  int Create(const char* path, format::Source source, uint32_t pid);
+  // Appends one chunk holding `size` bytes of encoded records, zstd-compressed when libzstd is
+  // available. Returns 0 or an errno (ENOSPC, EIO, ...); on failure nothing of the chunk counts.
+  int Write(const void* records, size_t size, uint32_t record_count);
+  // Closes the file; a writer that was never created or is already closed ignores the call.
+  void Close();
+  // Forgets the file without touching it: for a forked child that inherited a parent's writer.
+  void Abandon();
+
+  bool is_open() const { return fd_ >= 0; }
+  uint64_t chunks_written() const { return sequence_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+
+ private:
+  int WriteAll(const void* first, size_t first_size, const void* second, size_t second_size);
+
+  int fd_ = -1;
+  uint64_t sequence_ = 0;
+  uint64_t bytes_written_ = 0;
+  const ZstdApi* zstd_ = nullptr;
+  void* cctx_ = nullptr;
+  char* compressed_ = nullptr;  // reused between chunks
+  size_t compressed_capacity_ = 0;
+};
+
+}  // namespace gprof

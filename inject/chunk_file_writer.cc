@@ -122,7 +122,8 @@ void ChunkFileWriter::Abandon() {
 
 int ChunkFileWriter::WriteAll(const void* first, size_t first_size, const void* second,
                               size_t second_size) {
-  iovec parts[2] = {{const_cast<void*>(first), first_size}, {const_cast<void*>(second), second_size}};
+  iovec parts[2] = {{const_cast<void*>(first), first_size},
+                    {const_cast<void*>(second), second_size}};
   int count = second_size > 0 ? 2 : 1;
   iovec* next = parts;
   while (count > 0) {

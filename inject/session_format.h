@@ -2,14 +2,14 @@
 //
 // A file is a FileHeader followed by chunks. Each chunk is a ChunkHeader and a payload of
 // `stored_size` bytes, zstd-compressed or raw as `compression` says; the decompressed payload is a
-// run of records, each starting with a RecordHeader whose `size` covers the whole record, so a reader
-// skips record types it does not know. Chunks are written whole and in order (`sequence` counts up
-// from 0), so a file cut short by a crash holds every chunk but the last, and a reader can resync on
-// kChunkMagic after a damaged one.
+// run of records, each starting with a RecordHeader whose `size` covers the whole record, so a
+// reader skips record types it does not know. Chunks are written whole and in order (`sequence`
+// counts up from 0), so a file cut short by a crash holds every chunk but the last, and a reader
+// can resync on kChunkMagic after a damaged one.
 //
-// Every struct here crosses a process boundary: fixed-width fields, explicit padding, no bool, a size
-// assertion, and enums that only grow at the end. The injected library (inject/), gprof-run's kernel
-// recorder (bpf/) and the collector (collector/) all include this header.
+// Every struct here crosses a process boundary: fixed-width fields, explicit padding, no bool, a
+// size assertion, and enums that only grow at the end. The injected library (inject/), gprof-run's
+// kernel recorder (bpf/) and the collector (collector/) all include this header.
 #pragma once
 
 #include <cstdint>
@@ -26,13 +26,13 @@ enum class Source : uint32_t {
 };
 
 struct FileHeader {
-  char magic[8];               // kFileMagic
-  uint32_t version;            // kFormatVersion of the writer
-  uint32_t header_size;        // sizeof(FileHeader) at the writer; readers skip what they do not know
-  uint32_t source;             // Source
-  uint32_t clock_id;           // kClockMonotonic
-  uint64_t features;           // reserved for optional capabilities, 0 today
-  uint32_t pid;                // writing process (the target process for kInject)
+  char magic[8];         // kFileMagic
+  uint32_t version;      // kFormatVersion of the writer
+  uint32_t header_size;  // sizeof(FileHeader) at the writer; readers skip what they do not know
+  uint32_t source;       // Source
+  uint32_t clock_id;     // kClockMonotonic
+  uint64_t features;     // reserved for optional capabilities, 0 today
+  uint32_t pid;          // writing process (the target process for kInject)
   uint32_t reserved0;
   uint64_t start_monotonic_ns;
   uint64_t start_realtime_ns;  // wall clock at the same moment, to print dates
@@ -40,16 +40,16 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 64);
 
-inline constexpr uint32_t kChunkMagic = 0x4b4e4843;  // "CHNK" in a little-endian dump
+inline constexpr uint32_t kChunkMagic = 0x4b4e4843;      // "CHNK" in a little-endian dump
 inline constexpr uint32_t kMaxChunkRawSize = 64u << 20;  // a reader refuses anything larger
 
 enum class Compression : uint32_t { kNone = 0, kZstd = 1 };
 
 struct ChunkHeader {
-  uint32_t magic;             // kChunkMagic
-  uint32_t compression;       // Compression
-  uint32_t stored_size;       // payload bytes that follow this header in the file
-  uint32_t raw_size;          // payload bytes after decompression
+  uint32_t magic;        // kChunkMagic
+  uint32_t compression;  // Compression
+  uint32_t stored_size;  // payload bytes that follow this header in the file
+  uint32_t raw_size;     // payload bytes after decompression
   uint32_t record_count;
   uint32_t payload_checksum;  // Fnv1a32 of the stored payload bytes
   uint64_t sequence;          // 0, 1, 2, ...: a gap means a chunk was lost

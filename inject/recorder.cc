@@ -1,0 +1,235 @@
+#include "recorder.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ring_registry.h"
+#include "session_writer.h"
+
+namespace gprof::inject {
+
+__thread ThreadState t_thread_state __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+constexpr uint32_t kMaxRings = 4096;
+// How long exit waits for the writer's last flush before giving up on it.
+constexpr int kShutdownWaitMs = 2000;
+
+enum class WriterState : uint32_t { kNotStarted, kRunning, kStopped };
+
+// All of it constant-initialised: valid before any constructor has run.
+struct Globals {
+  pthread_once_t init_once = PTHREAD_ONCE_INIT;
+  std::atomic<bool> active{false};
+  char session_dir[PATH_MAX] = {};
+  std::atomic<uint64_t> generation{1};  // bumped in every forked child
+
+  pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<ThreadRing*> rings[kMaxRings] = {};
+  std::atomic<uint32_t> ring_count{0};
+  ThreadRing* free_rings[kMaxRings] = {};  // under registry_lock
+  uint32_t free_count = 0;                 // under registry_lock
+  std::atomic<uint64_t> unregistered_drops{0};
+  pthread_key_t ring_key{};
+
+  std::atomic<WriterState> writer_state{WriterState::kNotStarted};  // under registry_lock to start
+  pthread_t writer_thread{};
+  pid_t writer_pid = 0;
+  std::atomic<uint32_t> wake_word{0};
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> shutting_down{false};
+};
+constinit Globals g;
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op | FUTEX_PRIVATE_FLAG, value,
+                 timeout, nullptr, 0);
+}
+
+void WakeWriter() {
+  g.wake_word.fetch_add(1, std::memory_order_release);
+  Futex(&g.wake_word, FUTEX_WAKE, 1, nullptr);
+}
+
+void OnThreadExit(void* value) {
+  auto* ring = static_cast<ThreadRing*>(value);
+  ThreadState& state = t_thread_state;
+  if (ring != nullptr && state.ring == ring &&
+      state.generation == g.generation.load(std::memory_order_relaxed)) {
+    ring->state.store(RingState::kRetired, std::memory_order_release);
+  }
+  state.ring = nullptr;
+}
+
+// fork() copies only the calling thread. The child must not touch the parent's rings or wait for a
+// writer thread it does not have, and a lock another parent thread held must not stay held: start
+// over from nothing, leaking the parent's rings (they are the parent's pages, copied on write).
+void PrepareFork() { pthread_mutex_lock(&g.registry_lock); }
+void ParentAfterFork() { pthread_mutex_unlock(&g.registry_lock); }
+void ChildAfterFork() {
+  pthread_mutex_init(&g.registry_lock, nullptr);
+  g.generation.fetch_add(1, std::memory_order_relaxed);
+  g.ring_count.store(0, std::memory_order_relaxed);
+  g.free_count = 0;
+  g.unregistered_drops.store(0, std::memory_order_relaxed);
+  g.writer_state.store(WriterState::kNotStarted, std::memory_order_relaxed);
+  g.stop_requested.store(false, std::memory_order_relaxed);
+  g.shutting_down.store(false, std::memory_order_relaxed);
+  g.wake_word.store(0, std::memory_order_relaxed);
+  pthread_setspecific(g.ring_key, nullptr);
+  t_thread_state.ring = nullptr;
+  t_thread_state.registration_failed = 0;
+}
+
+void InitializeOnce() {
+  const char* dir = getenv(kSessionDirEnv);
+  if (dir == nullptr || dir[0] == '\0' || strlen(dir) >= sizeof(g.session_dir)) return;
+  if (pthread_key_create(&g.ring_key, OnThreadExit) != 0) return;
+  if (pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork) != 0) return;
+  strcpy(g.session_dir, dir);
+  g.active.store(true, std::memory_order_release);
+}
+
+// The writer gets no signals: the target's handlers must run on the target's own threads.
+bool StartWriterLocked() {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  int error = pthread_create(&g.writer_thread, nullptr, WriterThreadMain, g.session_dir);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (error != 0) return false;
+  g.writer_pid = getpid();
+  g.writer_state.store(WriterState::kRunning, std::memory_order_release);
+  return true;
+}
+
+ThreadRing* AllocateRingLocked() {
+  uint32_t count = g.ring_count.load(std::memory_order_relaxed);
+  if (count >= kMaxRings) return nullptr;
+  // Untouched pages cost nothing: a thread that makes ten calls uses one page of its ring.
+  void* memory = mmap(nullptr, sizeof(ThreadRing), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) return nullptr;
+  auto* ring = new (memory) ThreadRing();
+  g.rings[count].store(ring, std::memory_order_relaxed);
+  g.ring_count.store(count + 1, std::memory_order_release);
+  return ring;
+}
+
+ThreadRing* RegisterThread() {
+  ThreadState& state = t_thread_state;
+  uint64_t generation = g.generation.load(std::memory_order_relaxed);
+  if (state.registration_failed != 0 && state.generation == generation) return nullptr;
+
+  pthread_mutex_lock(&g.registry_lock);
+  bool writer_ok = g.writer_state.load(std::memory_order_relaxed) == WriterState::kRunning ||
+                   (g.writer_state.load(std::memory_order_relaxed) == WriterState::kNotStarted &&
+                    StartWriterLocked());
+  ThreadRing* ring = nullptr;
+  if (writer_ok) ring = g.free_count > 0 ? g.free_rings[--g.free_count] : AllocateRingLocked();
+  if (ring != nullptr) {
+    ring->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    ring->owner_serial += 1;
+    memset(ring->initial_name, 0, sizeof(ring->initial_name));
+    prctl(PR_GET_NAME, ring->initial_name);
+    ring->state.store(RingState::kActive, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g.registry_lock);
+
+  state.generation = generation;
+  state.ring = ring;
+  state.registration_failed = ring == nullptr;
+  if (ring != nullptr) pthread_setspecific(g.ring_key, ring);
+  return ring;
+}
+
+}  // namespace
+
+bool RecordingActive() {
+  pthread_once(&g.init_once, InitializeOnce);
+  return g.active.load(std::memory_order_relaxed);
+}
+
+void SubmitCall(RuntimeApi api, uint64_t enter_ns, uint64_t exit_ns, uint64_t stream,
+                uint32_t flags, int32_t return_code) {
+  ThreadState& state = t_thread_state;
+  ThreadRing* ring = state.ring;
+  if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
+    ring = RegisterThread();
+    if (ring == nullptr) {
+      g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  format::ApiCallRecord record;
+  record.header = {sizeof(record), format::kApiCall, 0};
+  record.enter_ns = enter_ns;
+  record.exit_ns = exit_ns;
+  record.stream = stream;
+  record.correlation_id = 0;
+  record.tid = ring->tid;
+  record.api_id = ApiId(api);
+  record.return_code = return_code;
+  record.flags = flags;
+  if (ring->Push(record)) WakeWriter();
+}
+
+void ShutdownRecording() {
+  if (g.writer_state.load(std::memory_order_acquire) != WriterState::kRunning ||
+      g.writer_pid != getpid() || g.shutting_down.exchange(true)) {
+    return;
+  }
+  g.stop_requested.store(true, std::memory_order_release);
+  WakeWriter();
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += kShutdownWaitMs / 1000;
+  // Bounded: exit may run where the writer cannot finish (a signal handler interrupted a thread
+  // holding the registry lock); the target's exit must not hang on us.
+  if (pthread_timedjoin_np(g.writer_thread, nullptr, &deadline) == 0) {
+    g.writer_state.store(WriterState::kStopped, std::memory_order_release);
+  }
+  g.active.store(false, std::memory_order_relaxed);
+}
+
+// --- ring_registry.h, for the writer thread ---
+
+uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
+
+ThreadRing* RingAt(uint32_t index) { return g.rings[index].load(std::memory_order_relaxed); }
+
+void ReleaseRing(ThreadRing* ring) {
+  pthread_mutex_lock(&g.registry_lock);
+  ring->state.store(RingState::kFree, std::memory_order_release);
+  g.free_rings[g.free_count++] = ring;
+  pthread_mutex_unlock(&g.registry_lock);
+}
+
+uint64_t TakeUnregisteredDrops() {
+  return g.unregistered_drops.exchange(0, std::memory_order_relaxed);
+}
+
+bool WriterStopRequested() { return g.stop_requested.load(std::memory_order_acquire); }
+
+void WriterFailed() { g.active.store(false, std::memory_order_relaxed); }
+
+void WaitForWork(int timeout_ms) {
+  uint32_t seen = g.wake_word.load(std::memory_order_acquire);
+  if (WriterStopRequested()) return;
+  timespec timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  Futex(&g.wake_word, FUTEX_WAIT, seen, &timeout);
+}
+
+}  // namespace gprof::inject

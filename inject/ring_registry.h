@@ -1,0 +1,26 @@
+// What the writer thread sees of the recorder: the rings of all threads that ever recorded, and the
+// signals between the CUDA call path and the writer. Internal to the injected library.
+#pragma once
+
+#include <cstdint>
+
+#include "thread_ring.h"
+
+namespace gprof::inject {
+
+// Rings are only ever appended to the registry (a ring freed by an exited thread is reused by the
+// next new thread), so RingAt(i) for i < RingCount() is always a valid ring.
+uint32_t RingCount();
+ThreadRing* RingAt(uint32_t index);
+// A retired ring the writer has drained completely goes back to the free list.
+void ReleaseRing(ThreadRing* ring);
+// Calls lost because their thread could not get a ring (too many threads at once).
+uint64_t TakeUnregisteredDrops();
+
+bool WriterStopRequested();
+// The writer could not create the session file: stop recording in this process.
+void WriterFailed();
+// Sleeps until a ring reaches its wake-up mark, a stop is requested, or `timeout_ms` passes.
+void WaitForWork(int timeout_ms);
+
+}  // namespace gprof::inject

@@ -1,0 +1,249 @@
+#include "session_writer.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "clock.h"
+#include "ring_registry.h"
+#include "runtime_api_table.h"
+
+namespace gprof::inject {
+namespace {
+
+constexpr size_t kStagingBytes = 1u << 20;
+// Data reaches the file at least this often, so a SIGKILLed target loses at most this much.
+constexpr int kFlushIntervalMs = 200;
+constexpr uint64_t kNameRefreshIntervalNs = 500'000'000;
+
+// Reads a small /proc file whole; returns its contents or an empty string.
+std::string ReadProcFile(const char* path) {
+  std::string text;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+template <typename Record>
+Record MakeRecord(format::RecordType type, size_t trailing_bytes = 0) {
+  Record record{};
+  record.header.size = static_cast<uint32_t>(sizeof(Record) + trailing_bytes);
+  record.header.type = type;
+  return record;
+}
+
+}  // namespace
+
+SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {}
+
+int SessionWriter::Open(const char* session_dir) {
+  pid_t pid = getpid();
+  int error = EEXIST;
+  // The same pid comes back when a process execs: each image gets its own file.
+  for (int generation = 0; generation < 1000 && error == EEXIST; ++generation) {
+    char path[PATH_MAX];
+    if (generation == 0) {
+      snprintf(path, sizeof(path), "%s/inject-%d.gpr", session_dir, pid);
+    } else {
+      snprintf(path, sizeof(path), "%s/inject-%d.%d.gpr", session_dir, pid, generation);
+    }
+    error = file_.Create(path, format::Source::kInject, static_cast<uint32_t>(pid));
+  }
+  if (error != 0) return error;
+  WriteProcessInfo();
+  WriteApiNames();
+  WriteMaps();
+  Flush();
+  return 0;
+}
+
+void SessionWriter::Cycle(bool force_flush) {
+  DrainRings();
+  uint64_t now = MonotonicNs();
+  if (now - last_name_refresh_ns_ >= kNameRefreshIntervalNs) {
+    RefreshThreadNames();
+    last_name_refresh_ns_ = now;
+  }
+  if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
+  if (force_flush || staged_bytes_ > 0) Flush();
+}
+
+void SessionWriter::Finish() {
+  DrainRings();
+  RefreshThreadNames();
+  if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
+  WriteMaps();
+  Flush();
+  file_.Close();
+}
+
+void SessionWriter::DrainRings() {
+  uint32_t count = RingCount();
+  if (ring_views_.size() < count) ring_views_.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadRing* ring = RingAt(i);
+    RingState state = ring->state.load(std::memory_order_acquire);
+    if (state == RingState::kFree) continue;
+    RingView& view = ring_views_[i];
+    if (view.owner_serial != ring->owner_serial) {
+      // A new thread owns this ring: name it now, before it can exit and take /proc's entry along.
+      view.owner_serial = ring->owner_serial;
+      view.tid = ring->tid;
+      memcpy(view.name, ring->initial_name, sizeof(view.name));
+      WriteThreadName(view.tid, view.name);
+    }
+    uint64_t head = ring->head.load(std::memory_order_acquire);
+    uint64_t tail = ring->tail.load(std::memory_order_relaxed);
+    for (; tail < head; ++tail) {
+      const format::ApiCallRecord& record = ring->slots[tail % ThreadRing::kSlots];
+      Append(&record, sizeof(record));
+    }
+    ring->tail.store(tail, std::memory_order_release);
+
+    uint64_t dropped = ring->dropped.load(std::memory_order_relaxed);
+    if (dropped != view.dropped_seen) {
+      WriteDrops(view.tid, dropped - view.dropped_seen);
+      view.dropped_seen = dropped;
+    }
+    // The owner stopped pushing before it marked the ring retired, so empty now means empty
+    // forever.
+    if (state == RingState::kRetired && ring->head.load(std::memory_order_acquire) == tail) {
+      ReleaseRing(ring);
+    }
+  }
+}
+
+void SessionWriter::RefreshThreadNames() {
+  for (uint32_t i = 0; i < ring_views_.size(); ++i) {
+    ThreadRing* ring = RingAt(i);
+    if (ring->state.load(std::memory_order_acquire) != RingState::kActive) continue;
+    RingView& view = ring_views_[i];
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%u/comm", view.tid);
+    std::string name = ReadProcFile(path);
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    if (name.empty() || strncmp(name.c_str(), view.name, sizeof(view.name)) == 0) continue;
+    memset(view.name, 0, sizeof(view.name));
+    memcpy(view.name, name.data(), std::min(name.size(), sizeof(view.name) - 1));
+    WriteThreadName(view.tid, view.name);
+  }
+}
+
+void SessionWriter::WriteThreadName(uint32_t tid, const char* name) {
+  auto record = MakeRecord<format::ThreadNameRecord>(format::kThreadName);
+  record.tid = tid;
+  record.time_ns = MonotonicNs();
+  strncpy(record.name, name, sizeof(record.name) - 1);
+  Append(&record, sizeof(record));
+}
+
+void SessionWriter::WriteProcessInfo() {
+  char exe[PATH_MAX] = {};
+  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (exe_len < 0) exe_len = 0;
+  std::string cmdline = ReadProcFile("/proc/self/cmdline");
+  auto record = MakeRecord<format::ProcessInfoRecord>(
+      format::kProcessInfo, static_cast<size_t>(exe_len) + cmdline.size());
+  record.pid = static_cast<uint32_t>(getpid());
+  record.ppid = static_cast<uint32_t>(getppid());
+  record.time_ns = MonotonicNs();
+  record.exe_len = static_cast<uint32_t>(exe_len);
+  record.cmdline_len = static_cast<uint32_t>(cmdline.size());
+  std::string tail(exe, static_cast<size_t>(exe_len));
+  tail += cmdline;
+  Append(&record, sizeof(record), tail.data(), tail.size());
+}
+
+void SessionWriter::WriteApiNames() {
+  for (uint32_t i = 0; i < static_cast<uint32_t>(RuntimeApi::kCount); ++i) {
+    const char* name = kRuntimeApiNames[i];
+    size_t length = strlen(name);
+    auto record = MakeRecord<format::ApiNameRecord>(format::kApiName, length);
+    record.api_id = ApiId(static_cast<RuntimeApi>(i));
+    record.domain = static_cast<uint32_t>(format::ApiDomain::kRuntime);
+    record.name_len = static_cast<uint32_t>(length);
+    Append(&record, sizeof(record), name, length);
+  }
+}
+
+void SessionWriter::WriteMaps() {
+  std::string maps = ReadProcFile("/proc/self/maps");
+  auto record = MakeRecord<format::MapsSnapshotRecord>(format::kMapsSnapshot, maps.size());
+  record.time_ns = MonotonicNs();
+  record.text_len = static_cast<uint32_t>(maps.size());
+  Append(&record, sizeof(record), maps.data(), maps.size());
+}
+
+void SessionWriter::WriteDrops(uint32_t tid, uint64_t count) {
+  auto record = MakeRecord<format::DroppedRecord>(format::kDropped);
+  record.time_ns = MonotonicNs();
+  record.count = count;
+  record.tid = tid;
+  Append(&record, sizeof(record));
+}
+
+void SessionWriter::Append(const void* head, size_t head_size, const void* tail, size_t tail_size) {
+  size_t size = head_size + tail_size;
+  if (staged_bytes_ + size > kStagingBytes) Flush();
+  if (size > kStagingBytes) {
+    // Larger than the staging buffer (a huge maps file): a chunk of its own.
+    std::string whole(static_cast<const char*>(head), head_size);
+    whole.append(static_cast<const char*>(tail), tail_size);
+    if (file_.Write(whole.data(), whole.size(), 1) != 0) ++records_lost_to_write_errors_;
+    return;
+  }
+  memcpy(staging_.get() + staged_bytes_, head, head_size);
+  if (tail_size > 0) memcpy(staging_.get() + staged_bytes_ + head_size, tail, tail_size);
+  staged_bytes_ += size;
+  ++staged_records_;
+}
+
+void SessionWriter::Flush() {
+  if (staged_bytes_ == 0) return;
+  if (file_.Write(staging_.get(), staged_bytes_, staged_records_) != 0) {
+    // Disk full or the directory went away: the target must run on unharmed. Count what was lost
+    // and say so in the first chunk that does get written.
+    records_lost_to_write_errors_ += staged_records_;
+    staged_bytes_ = 0;
+    staged_records_ = 0;
+    return;
+  }
+  staged_bytes_ = 0;
+  staged_records_ = 0;
+  if (records_lost_to_write_errors_ > 0) {
+    uint64_t lost = records_lost_to_write_errors_;
+    records_lost_to_write_errors_ = 0;
+    WriteDrops(0, lost);
+  }
+}
+
+void* WriterThreadMain(void* session_dir) {
+  prctl(PR_SET_NAME, "gprof-writer");
+  SessionWriter writer;
+  if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
+    WriterFailed();
+    return nullptr;
+  }
+  while (!WriterStopRequested()) {
+    WaitForWork(kFlushIntervalMs);
+    writer.Cycle(/*force_flush=*/false);
+  }
+  writer.Finish();
+  return nullptr;
+}
+
+}  // namespace gprof::inject

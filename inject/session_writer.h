@@ -1,0 +1,57 @@
+// The writer thread's work: drain every thread's ring, add what only the writer can know (thread
+// names, /proc/self/maps, drop counts) and write it all to this process's session file in chunks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "chunk_file_writer.h"
+
+namespace gprof::inject {
+
+class SessionWriter {
+ public:
+  SessionWriter();
+  // Creates inject-<pid>.gpr (inject-<pid>.<n>.gpr after an exec kept the pid) in `session_dir`
+  // and writes the process's description. Returns 0 or an errno.
+  int Open(const char* session_dir);
+  // One pass: every ring's new records, new thread names, drop counts; a chunk when enough is
+  // buffered or `force_flush`.
+  void Cycle(bool force_flush);
+  // Last pass at exit: drains, snapshots the maps again (libraries loaded since), flushes, closes.
+  void Finish();
+
+ private:
+  struct RingView {  // the writer's memory of one ring
+    uint64_t owner_serial = 0;
+    uint64_t dropped_seen = 0;
+    char name[16] = {};
+    uint32_t tid = 0;
+  };
+
+  void DrainRings();
+  void RefreshThreadNames();
+  void WriteThreadName(uint32_t tid, const char* name);
+  void WriteProcessInfo();
+  void WriteApiNames();
+  void WriteMaps();
+  void WriteDrops(uint32_t tid, uint64_t count);
+  // Appends one record to the staging buffer, flushing first when it would not fit.
+  void Append(const void* head, size_t head_size, const void* tail = nullptr, size_t tail_size = 0);
+  void Flush();
+
+  ChunkFileWriter file_;
+  std::unique_ptr<uint8_t[]> staging_;
+  size_t staged_bytes_ = 0;
+  uint32_t staged_records_ = 0;
+  uint64_t records_lost_to_write_errors_ = 0;
+  uint64_t last_name_refresh_ns_ = 0;
+  std::vector<RingView> ring_views_;
+};
+
+// Entry point of the writer thread. `session_dir` must outlive it.
+void* WriterThreadMain(void* session_dir);
+
+}  // namespace gprof::inject

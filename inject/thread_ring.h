@@ -1,0 +1,51 @@
+// A single-producer, single-consumer ring of CUDA call records: the calling thread pushes, the
+// writer thread drains. Pushing is two loads, a 56-byte copy and a release store: no lock, no
+// allocation, no syscall on the CUDA call's path. A full ring drops and counts, never blocks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "session_format.h"
+
+namespace gprof::inject {
+
+enum class RingState : uint32_t {
+  kFree = 0,     // in the free list, owned by nobody
+  kActive = 1,   // owned by a live thread
+  kRetired = 2,  // its thread exited: the writer drains it, then frees it
+};
+
+struct alignas(64) ThreadRing {
+  static constexpr uint64_t kSlots = 8192;  // ~450 KiB, touched page by page as it fills
+  static constexpr uint64_t kWakeWriterAt = kSlots / 2;
+
+  // Producer side.
+  alignas(64) std::atomic<uint64_t> head{0};
+  std::atomic<uint64_t> dropped{0};
+  // Consumer side.
+  alignas(64) std::atomic<uint64_t> tail{0};
+  // Ownership, changed at thread start and exit only.
+  alignas(64) std::atomic<RingState> state{RingState::kFree};
+  uint32_t tid = 0;
+  uint64_t owner_serial = 0;   // changes each time the ring gets a new thread
+  char initial_name[16] = {};  // the owner's name when it took the ring
+
+  format::ApiCallRecord slots[kSlots];
+
+  // Returns true when this push filled the ring to the wake-up mark: the caller should wake the
+  // writer. Only the owning thread calls it.
+  bool Push(const format::ApiCallRecord& record) {
+    uint64_t h = head.load(std::memory_order_relaxed);
+    uint64_t used = h - tail.load(std::memory_order_acquire);
+    if (used >= kSlots) {
+      dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    slots[h % kSlots] = record;
+    head.store(h + 1, std::memory_order_release);
+    return used + 1 == kWakeWriterAt;
+  }
+};
+
+}  // namespace gprof::inject

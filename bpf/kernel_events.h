@@ -25,9 +25,9 @@ enum gprof_kernel_record {
   GPROF_REC_TASK_NEW = 1002,
   GPROF_REC_TASK_RENAME = 1003,
   GPROF_REC_TASK_EXIT = 1004,
-  GPROF_REC_KERNEL_STACK = 1005, /* written by the loader */
+  GPROF_REC_KERNEL_STACK = 1005,  /* written by the loader */
   GPROF_REC_KERNEL_SYMBOL = 1006, /* written by the loader */
-  GPROF_REC_LOST = 1007, /* written by the loader */
+  GPROF_REC_LOST = 1007,          /* written by the loader */
 };
 
 #define GPROF_COMM_LEN 16
@@ -47,18 +47,24 @@ struct gprof_offcpu {
   struct gprof_rec_hdr hdr;
   __u32 pid; /* tgid */
   __u32 tid;
-  __u64 start_ns; /* switched out */
-  __u64 end_ns; /* switched in again */
-  __u64 wake_ns; /* sched_waking that made it runnable; 0 when preempted (never slept) */
+  __u64 start_ns;  /* switched out */
+  __u64 end_ns;    /* switched in again */
+  __u64 wake_ns;   /* sched_waking that made it runnable; 0 when preempted (never slept) */
   __u32 waker_pid; /* valid when wake_ns != 0; 0 for the idle task / interrupts */
-  __u32 waker_tid;
-  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack */
+  __u32 waker_tid; /* 0 for interrupts (timers, IPIs, softirqs on the irq stack): waker_comm is
+                      then "[irq]" and waker_kstack_id shows which interrupt */
+  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack (-ENODATA: stacks off) */
   __s32 waker_kstack_id; /* waker's kernel stack at the wakeup */
-  __u32 state; /* prev_state at switch-out */
-  __u32 cpu; /* CPU it was switched in on */
-  __u32 flags; /* enum gprof_offcpu_flags */
+  __u32 state;           /* prev_state at switch-out */
+  __u32 cpu;             /* CPU it was switched in on (GPROF_OFFCPU_UNFINISHED: the CPU it left) */
+  __u32 flags;           /* enum gprof_offcpu_flags */
   __u32 reserved;
   char waker_comm[GPROF_COMM_LEN];
+};
+
+enum gprof_futex_flags {
+  GPROF_FUTEX_UNFINISHED = 1u << 0, /* still inside futex() when recording stopped: end_ns is that
+                                       time, ret is 0 */
 };
 
 /* One futex(2) call of a thread of the tree, emitted at its return. */
@@ -73,8 +79,9 @@ struct gprof_futex {
   __u32 op; /* including FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME */
   __u32 val;
   __u32 val3;
-  __u32 reserved;
-  __s64 timeout_ns; /* relative or absolute as op says; -1: no timeout */
+  __u32 flags;      /* enum gprof_futex_flags */
+  __s64 timeout_ns; /* relative or absolute as op says; -1: no timeout; -2: a timeout the probe
+                       could not read (user page not resident) */
   __s64 ret;
 };
 
@@ -132,22 +139,66 @@ struct gprof_kernel_symbol {
 };
 
 enum gprof_lost_kind {
-  GPROF_LOST_RINGBUF = 0, /* ring buffer full: event not recorded */
-  GPROF_LOST_STACK = 1, /* stack id unavailable (map full or hash collision) */
-  GPROF_LOST_PENDING = 2, /* per-thread state map full: interval not tracked */
-  GPROF_LOST_KINDS = 3,
+  GPROF_LOST_RINGBUF = 0,   /* ring buffer full: event not recorded */
+  GPROF_LOST_STACK = 1,     /* stack id unavailable (map full or hash collision) */
+  GPROF_LOST_PENDING = 2,   /* per-thread state map full: interval not tracked */
+  GPROF_LOST_TRACKED = 3,   /* process map full: a forked process of the tree is not followed
+                               (record_type GPROF_REC_TASK_NEW) */
+  GPROF_LOST_MALFORMED = 4, /* loader: ring-buffer sample with a bad size or unknown type, skipped
+                               (record_type as the sample claimed) */
+  GPROF_LOST_WRITE = 5,     /* loader: records it could not write to kernel.gpr (a failed chunk
+                               write, or no memory to stage them; record_type 0: any type) */
+  GPROF_LOST_KINDS = 6,
 };
 
 /* Events the kernel side could not record, by kind and record type. */
 struct gprof_lost {
   struct gprof_rec_hdr hdr;
-  __u32 kind; /* enum gprof_lost_kind */
+  __u32 kind;        /* enum gprof_lost_kind */
   __u32 record_type; /* enum gprof_kernel_record it would have been */
   __u64 count;
 };
 
+/* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
+
+/* The per-CPU `lost` array: one counter per (kind, record type) the BPF side counts. */
+#define GPROF_LOST_BPF_KINDS 4  /* GPROF_LOST_RINGBUF .. GPROF_LOST_TRACKED */
+#define GPROF_LOST_TYPE_SLOTS 8 /* record types GPROF_REC_OFFCPU .. GPROF_REC_OFFCPU + 7 */
+#define GPROF_LOST_SLOT(kind, type) ((kind)*GPROF_LOST_TYPE_SLOTS + ((type)-GPROF_REC_OFFCPU))
+#define GPROF_LOST_SLOTS (GPROF_LOST_BPF_KINDS * GPROF_LOST_TYPE_SLOTS)
+
+/* Value of the `offcpu_pending` map (key: tid): a thread of the tree that is off-CPU now. The
+ * loader reads what is left at the end to emit GPROF_OFFCPU_UNFINISHED intervals. */
+struct gprof_offcpu_pending {
+  __u64 start_ns;
+  __u64 wake_ns;
+  __u32 pid; /* tgid */
+  __u32 state;
+  __s32 kstack_id;
+  __s32 waker_kstack_id;
+  __u32 waker_pid;
+  __u32 waker_tid;
+  __u32 cpu; /* switched out on */
+  __u32 reserved;
+  char waker_comm[GPROF_COMM_LEN];
+};
+
+/* Value of the `futex_pending` map (key: tid): a futex() call of the tree in progress. */
+struct gprof_futex_pending {
+  __u64 start_ns;
+  __u64 uaddr;
+  __u64 uaddr2;
+  __s64 timeout_ns;
+  __u32 pid; /* tgid */
+  __u32 op;
+  __u32 val;
+  __u32 val3;
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
+static_assert(sizeof(struct gprof_offcpu_pending) == 64, "");
+static_assert(sizeof(struct gprof_futex_pending) == 48, "");
 static_assert(sizeof(struct gprof_offcpu) == 88, "");
 static_assert(sizeof(struct gprof_futex) == 80, "");
 static_assert(sizeof(struct gprof_task_new) == 56, "");
@@ -162,6 +213,8 @@ _Static_assert(sizeof(struct gprof_futex) == 80, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
+_Static_assert(sizeof(struct gprof_offcpu_pending) == 64, "gprof_offcpu_pending layout");
+_Static_assert(sizeof(struct gprof_futex_pending) == 48, "gprof_futex_pending layout");
 #endif
 
 #endif /* GPROF_KERNEL_EVENTS_H */

@@ -1,0 +1,83 @@
+// gprof-run's kernel recorder: loads the BPF programs of kernel_events.bpf.c, follows one process
+// tree in the kernel, and drains what they record into `<session dir>/kernel.gpr` (the chunked
+// session format of inject/session_format.h; records of bpf/kernel_events.h).
+//
+// Use from one thread: Start, Track the root, Poll in a loop while the target runs, Finish.
+// No exceptions escape; errors are returned as one line of text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gprof::bpf {
+
+struct KernelRecorderOptions {
+  // Ring buffer between the BPF programs and the loader. Rounded up to a power of two of at least
+  // a page; at most 1 GiB.
+  uint64_t ring_buffer_bytes = 16ull << 20;
+  // Distinct kernel stacks the stack map can hold (each takes GPROF_MAX_STACK_DEPTH * 8 bytes of
+  // kernel memory). A stack that finds its hash bucket taken is lost (counted), so this should be
+  // well above the number of distinct stacks expected.
+  uint32_t stack_map_entries = 16384;
+  // Kernel stacks at switch-out, wakeup and thread creation. Each costs an unwind in the kernel,
+  // most of the per-event cost on a switch-heavy target; off, every stack id in the records is
+  // -ENODATA.
+  bool kernel_stacks = true;
+};
+
+struct KernelRecorderStats {
+  uint64_t records_written = 0;  // records in chunks kernel.gpr took, loader records included
+  uint64_t lost = 0;             // sum over lost kinds (kernel counters, malformed, write failures)
+};
+
+class KernelRecorder {
+ public:
+  // Opens, loads and attaches the programs and creates `<session_dir>/kernel.gpr`. Records nothing
+  // until Track(). On failure returns nullptr and fills *error with one line naming what failed;
+  // *permission_denied is set when the cause is missing privileges (EPERM/EACCES without
+  // CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN), so the caller can say "needs root or
+  // CAP_BPF+CAP_PERFMON" and go on without kernel recording.
+  static std::unique_ptr<KernelRecorder> Start(const std::string& session_dir,
+                                               const KernelRecorderOptions& options,
+                                               std::string* error, bool* permission_denied);
+
+  // Adds a process: its threads, and the processes it forks from now on, are recorded. Children
+  // it forked before the call are not (gprof-run tracks its child before releasing it).
+  bool Track(int pid, std::string* error);
+
+  // Waits up to timeout_ms (< 0: no limit), but at most ~100 ms, for records and drains the ring
+  // buffer into kernel.gpr. Returns the ring-buffer records drained, or -errno. A signal during
+  // the wait (SIGCHLD, SIGINT) ends it at once: a clean return of what was drained, 0 when
+  // nothing. Call it in a loop that checks the caller's own state in between (the short wait
+  // bounds how late that loop sees a signal that arrived outside the wait). Records are written
+  // in chunks at least every ~250 ms or ~1 MiB, so a killed gprof-run loses little.
+  int Poll(int timeout_ms);
+
+  // Stops: detaches, drains what is left, emits GPROF_OFFCPU_UNFINISHED intervals and
+  // GPROF_FUTEX_UNFINISHED calls for threads still off-CPU / inside futex(), writes the symbols of
+  // the kernel stacks (the stacks themselves are written as they first appear), writes a
+  // gprof_lost record for every non-zero loss counter, closes the file. Idempotent.
+  void Finish();
+
+  KernelRecorderStats stats() const;
+
+  // The first error that cost records after Start (a failed chunk write), empty when none.
+  const std::string& last_error() const;
+
+  ~KernelRecorder();
+  KernelRecorder(const KernelRecorder&) = delete;
+  KernelRecorder& operator=(const KernelRecorder&) = delete;
+
+  struct State;  // libbpf objects and buffers; kernel_recorder.cc
+
+ private:
+  explicit KernelRecorder(std::unique_ptr<State> state);
+  static std::unique_ptr<KernelRecorder> StartOrThrow(const std::string& session_dir,
+                                                      const KernelRecorderOptions& options,
+                                                      std::string* error, bool* permission_denied);
+  void FinishRecording();
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gprof::bpf

@@ -24,7 +24,7 @@ struct Process {
   uint32_t ppid = 0;
   std::string exe;
   std::vector<std::string> cmdline;
-  std::vector<Mapping> maps;  // latest /proc/PID/maps snapshot, sorted by start
+  std::vector<Mapping> maps;     // latest /proc/PID/maps snapshot, sorted by start
   uint64_t dropped_records = 0;  // CUDA call records the injected library could not keep
 };
 
@@ -79,8 +79,9 @@ struct FutexCall {
   uint32_t op = 0;  // with FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
   uint32_t val = 0;
   uint32_t val3 = 0;
-  int64_t timeout_ns = -1;
+  int64_t timeout_ns = -1;  // -1: none; -2: set, but the recorder could not read it
   int64_t ret = 0;
+  uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
   uint32_t command() const { return op & 0x7f; }  // FUTEX_CMD_MASK
   bool is_wait() const;
   bool is_wake() const;
@@ -130,10 +131,10 @@ struct Session {
   std::map<uint32_t, Process> processes;  // by pid
   std::map<uint32_t, Thread> threads;     // by tid
   std::vector<std::string> api_names;
-  std::vector<ApiCall> api_calls;         // sorted by enter_ns
-  std::vector<OffCpuInterval> off_cpu;    // sorted by start_ns
-  std::vector<FutexCall> futex_calls;     // sorted by start_ns
-  std::vector<TaskStart> task_starts;     // sorted by time_ns
+  std::vector<ApiCall> api_calls;                                    // sorted by enter_ns
+  std::vector<OffCpuInterval> off_cpu;                               // sorted by start_ns
+  std::vector<FutexCall> futex_calls;                                // sorted by start_ns
+  std::vector<TaskStart> task_starts;                                // sorted by time_ns
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
   std::vector<LostEvents> lost;

@@ -1,0 +1,347 @@
+#include "analysis.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+
+#include "kernel_stack.h"
+
+namespace gprof::collector {
+namespace {
+
+// Per-thread views of the session, sorted by time, for interval lookups.
+class ThreadIndex {
+ public:
+  explicit ThreadIndex(const Session& session) {
+    for (const auto& interval : session.off_cpu) off_cpu_[interval.tid].push_back(&interval);
+    for (const auto& futex : session.futex_calls) futex_[futex.tid].push_back(&futex);
+    for (const auto& call : session.api_calls) calls_[call.tid].push_back(&call);
+  }
+
+  // Off-CPU intervals of `tid` that overlap [start, end). A thread's intervals never overlap, so
+  // sorted by start they are sorted by end too.
+  std::span<const OffCpuInterval* const> OffCpuDuring(uint32_t tid, uint64_t start,
+                                                      uint64_t end) const {
+    auto it = off_cpu_.find(tid);
+    if (it == off_cpu_.end()) return {};
+    const auto& all = it->second;
+    auto first = std::partition_point(all.begin(), all.end(),
+                                      [&](const OffCpuInterval* i) { return i->end_ns <= start; });
+    auto last = std::partition_point(first, all.end(),
+                                     [&](const OffCpuInterval* i) { return i->start_ns < end; });
+    return {first, last};
+  }
+
+  // The futex() call of `tid` in progress at `time`.
+  const FutexCall* FutexAt(uint32_t tid, uint64_t time) const {
+    return Containing(futex_, tid, time);
+  }
+  // The outermost CUDA call of `tid` in progress at `time`.
+  const ApiCall* CallAt(uint32_t tid, uint64_t time) const { return Containing(calls_, tid, time); }
+
+ private:
+  template <typename T>
+  static uint64_t Start(const T* item) {
+    if constexpr (std::is_same_v<T, ApiCall>) {
+      return item->enter_ns;
+    } else {
+      return item->start_ns;
+    }
+  }
+  template <typename T>
+  static uint64_t End(const T* item) {
+    if constexpr (std::is_same_v<T, ApiCall>) {
+      return item->exit_ns;
+    } else {
+      return item->end_ns;
+    }
+  }
+  template <typename T>
+  static const T* Containing(const std::unordered_map<uint32_t, std::vector<const T*>>& by_tid,
+                             uint32_t tid, uint64_t time) {
+    auto it = by_tid.find(tid);
+    if (it == by_tid.end()) return nullptr;
+    const auto& all = it->second;
+    auto after = std::partition_point(all.begin(), all.end(),
+                                      [&](const T* item) { return Start(item) <= time; });
+    if (after == all.begin()) return nullptr;
+    const T* candidate = *(after - 1);
+    return End(candidate) >= time ? candidate : nullptr;
+  }
+
+  std::unordered_map<uint32_t, std::vector<const OffCpuInterval*>> off_cpu_;
+  std::unordered_map<uint32_t, std::vector<const FutexCall*>> futex_;
+  std::unordered_map<uint32_t, std::vector<const ApiCall*>> calls_;
+};
+
+// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside.
+struct TimeSplit {
+  uint64_t on_cpu_ns = 0;
+  uint64_t runnable_ns = 0;
+  uint64_t asleep_ns = 0;
+  std::vector<Wait> waits;
+};
+
+class Analyzer {
+ public:
+  Analyzer(const Session& session, const AnalysisOptions& options)
+      : session_(session), index_(session) {
+    analysis_.options = options;
+  }
+
+  Analysis Run() {
+    for (const auto& call : session_.api_calls) {
+      if (call.duration() >= analysis_.options.threshold_ns) ExplainCall(call);
+    }
+    FindFreezes();
+    return std::move(analysis_);
+  }
+
+ private:
+  TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
+  Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
+  void ExplainCall(const ApiCall& call);
+  void FindFreezes();
+  void BuildFreeze(const WaitObject& object, std::vector<int> members);
+  HolderActivity DescribeHolder(uint32_t tid, uint64_t freeze_start, uint64_t release_ns) const;
+
+  const Session& session_;
+  ThreadIndex index_;
+  Analysis analysis_;
+};
+
+Wait Analyzer::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+  Wait wait;
+  wait.start_ns = start;
+  wait.end_ns = end;
+  wait.state = interval.state();
+  wait.kstack_id = interval.kstack_id;
+  wait.object.pid = interval.pid;
+  wait.object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
+  if (wait.state == OffCpuState::kRunnable) {
+    if (wait.object.kernel_function.empty()) wait.object.kernel_function = "preempted";
+    return wait;
+  }
+  if (const FutexCall* futex = index_.FutexAt(interval.tid, interval.start_ns);
+      futex != nullptr && futex->is_wait()) {
+    wait.object.futex_address = futex->uaddr;
+  }
+  if (interval.wake_ns != 0 && interval.wake_ns >= start && interval.wake_ns <= end) {
+    wait.wake_ns = interval.wake_ns;
+    wait.waker_tid = interval.waker_tid;
+    wait.waker_comm = interval.waker_comm;
+    if (interval.waker_tid != 0)
+      wait.waker_call = index_.CallAt(interval.waker_tid, interval.wake_ns);
+  }
+  return wait;
+}
+
+TimeSplit Analyzer::Split(uint32_t tid, uint64_t start, uint64_t end) const {
+  TimeSplit split;
+  for (const OffCpuInterval* interval : index_.OffCpuDuring(tid, start, end)) {
+    uint64_t clipped_start = std::max(interval->start_ns, start);
+    uint64_t clipped_end = std::min(interval->end_ns, end);
+    Wait wait = MakeWait(*interval, clipped_start, clipped_end);
+    if (wait.state == OffCpuState::kRunnable) {
+      split.runnable_ns += clipped_end - clipped_start;
+    } else {
+      split.asleep_ns += wait.asleep_ns();
+      if (wait.wake_ns != 0) split.runnable_ns += clipped_end - wait.wake_ns;
+    }
+    split.waits.push_back(std::move(wait));
+  }
+  uint64_t off_cpu = split.asleep_ns + split.runnable_ns;
+  split.on_cpu_ns = end - start > off_cpu ? end - start - off_cpu : 0;
+  return split;
+}
+
+// The object a thread slept on longest among `waits`, and for how long.
+std::pair<std::optional<WaitObject>, uint64_t> LongestWaitObject(const std::vector<Wait>& waits) {
+  std::vector<std::pair<const WaitObject*, uint64_t>> totals;
+  for (const Wait& wait : waits) {
+    if (wait.state == OffCpuState::kRunnable) continue;
+    auto it = std::find_if(totals.begin(), totals.end(),
+                           [&](const auto& total) { return *total.first == wait.object; });
+    if (it == totals.end()) {
+      totals.emplace_back(&wait.object, wait.asleep_ns());
+    } else {
+      it->second += wait.asleep_ns();
+    }
+  }
+  if (totals.empty()) return {std::nullopt, 0};
+  auto longest = std::max_element(totals.begin(), totals.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+  return {*longest->first, longest->second};
+}
+
+void Analyzer::ExplainCall(const ApiCall& call) {
+  TimeSplit split = Split(call.tid, call.enter_ns, call.exit_ns);
+  BlockedCall blocked;
+  blocked.call = &call;
+  blocked.on_cpu_ns = split.on_cpu_ns;
+  blocked.runnable_ns = split.runnable_ns;
+  blocked.asleep_ns = split.asleep_ns;
+  blocked.waits = std::move(split.waits);
+  std::tie(blocked.main_object, blocked.main_object_ns) = LongestWaitObject(blocked.waits);
+  analysis_.blocked_calls.push_back(std::move(blocked));
+}
+
+// Blocked calls of several threads whose longest wait is on the same object and overlap in time
+// froze together. (A single thread's wait is explained by its own waker, in its BlockedCall.)
+void Analyzer::FindFreezes() {
+  struct Span {
+    uint64_t start, end;
+    int blocked_call;
+  };
+  std::map<std::tuple<uint32_t, uint64_t, std::string>, std::vector<Span>> by_object;
+  for (int i = 0; i < static_cast<int>(analysis_.blocked_calls.size()); ++i) {
+    const BlockedCall& blocked = analysis_.blocked_calls[i];
+    if (!blocked.main_object) continue;
+    uint64_t start = UINT64_MAX, end = 0;
+    for (const Wait& wait : blocked.waits) {
+      if (wait.object != *blocked.main_object) continue;
+      start = std::min(start, wait.start_ns);
+      end = std::max(end, wait.end_ns);
+    }
+    const WaitObject& object = *blocked.main_object;
+    by_object[{object.pid, object.futex_address, object.is_futex() ? "" : object.kernel_function}]
+        .push_back(Span{start, end, i});
+  }
+  for (auto& [key, spans] : by_object) {
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.start < b.start; });
+    std::vector<int> group;
+    uint64_t group_end = 0;
+    const WaitObject object = *analysis_.blocked_calls[spans.front().blocked_call].main_object;
+    for (const Span& span : spans) {
+      if (!group.empty() && span.start > group_end) {
+        BuildFreeze(object, std::move(group));
+        group.clear();
+      }
+      group.push_back(span.blocked_call);
+      group_end = group.size() == 1 ? span.end : std::max(group_end, span.end);
+    }
+    if (!group.empty()) BuildFreeze(object, std::move(group));
+  }
+  std::vector<int> order(analysis_.freezes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return analysis_.freezes[a].start_ns < analysis_.freezes[b].start_ns;
+  });
+  std::vector<Freeze> sorted;
+  for (int i : order) {
+    for (const FreezeMember& member : analysis_.freezes[i].members) {
+      analysis_.blocked_calls[member.blocked_call].freeze = static_cast<int>(sorted.size());
+    }
+    sorted.push_back(std::move(analysis_.freezes[i]));
+  }
+  analysis_.freezes = std::move(sorted);
+}
+
+void Analyzer::BuildFreeze(const WaitObject& object, std::vector<int> members) {
+  std::set<uint32_t> member_tids;
+  for (int i : members) member_tids.insert(analysis_.blocked_calls[i].call->tid);
+  if (member_tids.size() < 2) return;
+
+  Freeze freeze;
+  freeze.object = object;
+  freeze.thread_count = member_tids.size();
+  freeze.start_ns = UINT64_MAX;
+  // Who released the waiters: a waker outside the group is the holder; a waker inside it only
+  // passed the lock on (a convoy). The holder is the outside waker that ended most decisive waits.
+  std::map<uint32_t, std::pair<int, uint64_t>> outside_wakers;  // tid -> (wakes, first wake)
+  const Wait* first_release = nullptr;
+  for (int i : members) {
+    const BlockedCall& blocked = analysis_.blocked_calls[i];
+    for (const Wait& wait : blocked.waits) {
+      if (wait.object != object) continue;
+      freeze.start_ns = std::min(freeze.start_ns, wait.start_ns);
+      freeze.end_ns = std::max(freeze.end_ns, wait.end_ns);
+    }
+    FreezeMember member;
+    member.blocked_call = i;
+    // A woken mutex waiter that loses the lock again sleeps twice: the long sleep names the holder.
+    const Wait* decisive = LongestWaitOn(blocked.waits, object);
+    if (decisive != nullptr && decisive->wake_ns != 0 && decisive->waker_tid != 0) {
+      member.woken_by_tid = decisive->waker_tid;
+      if (first_release == nullptr || decisive->wake_ns < first_release->wake_ns)
+        first_release = decisive;
+      if (!member_tids.contains(decisive->waker_tid)) {
+        auto& [wakes, first] =
+            outside_wakers.try_emplace(decisive->waker_tid, 0, UINT64_MAX).first->second;
+        ++wakes;
+        first = std::min(first, decisive->wake_ns);
+      }
+    }
+    freeze.members.push_back(member);
+  }
+  uint32_t holder = first_release != nullptr ? first_release->waker_tid : 0;
+  uint64_t release = first_release != nullptr ? first_release->wake_ns : 0;
+  int best_wakes = 0;
+  for (const auto& [tid, wakes_and_first] : outside_wakers) {
+    auto [wakes, first] = wakes_and_first;
+    if (wakes > best_wakes || (wakes == best_wakes && first < release)) {
+      holder = tid;
+      release = first;
+      best_wakes = wakes;
+    }
+  }
+  for (FreezeMember& member : freeze.members) {
+    member.passed_on = member.woken_by_tid != 0 && member.woken_by_tid != holder &&
+                       member_tids.contains(member.woken_by_tid);
+  }
+  if (holder != 0) freeze.holder = DescribeHolder(holder, freeze.start_ns, release);
+  analysis_.freezes.push_back(std::move(freeze));
+}
+
+HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t freeze_start,
+                                        uint64_t release_ns) const {
+  HolderActivity holder;
+  holder.tid = tid;
+  holder.release_ns = release_ns;
+  holder.call = index_.CallAt(tid, release_ns);
+  if (holder.call != nullptr) {
+    for (size_t i = 0; i < analysis_.blocked_calls.size(); ++i) {
+      if (analysis_.blocked_calls[i].call == holder.call) holder.blocked_call = static_cast<int>(i);
+    }
+  }
+  if (release_ns <= freeze_start) return holder;
+  TimeSplit split = Split(tid, freeze_start, release_ns);
+  holder.on_cpu_ns = split.on_cpu_ns;
+  holder.asleep_ns = split.asleep_ns;
+  holder.runnable_ns = split.runnable_ns;
+  auto [object, ns] = LongestWaitObject(split.waits);
+  holder.own_wait = object;
+  if (object) {
+    // The waker of its longest sleep on that object is what it was waiting for.
+    const Wait* longest = LongestWaitOn(split.waits, *object);
+    holder.own_waker_tid = longest->waker_tid;
+    holder.own_waker_comm = longest->waker_comm;
+  }
+  return holder;
+}
+
+}  // namespace
+
+const Wait* LongestWaitOn(const std::vector<Wait>& waits, const WaitObject& object) {
+  const Wait* longest = nullptr;
+  for (const Wait& wait : waits) {
+    if (wait.object == object && (longest == nullptr || wait.asleep_ns() > longest->asleep_ns())) {
+      longest = &wait;
+    }
+  }
+  return longest;
+}
+
+std::string BlockingKernelFunction(const Session& session, int32_t stack_id) {
+  return BlockingFunction(session.KernelStack(stack_id));
+}
+
+Analysis Analyze(const Session& session, const AnalysisOptions& options) {
+  return Analyzer(session, options).Run();
+}
+
+}  // namespace gprof::collector

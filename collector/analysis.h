@@ -1,0 +1,100 @@
+// Explains slow CUDA calls with the kernel's record: where each call's time went (on CPU, waiting
+// for a CPU, asleep on what), who woke it and what that thread was doing, and which threads froze
+// together behind one lock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace gprof::collector {
+
+struct AnalysisOptions {
+  uint64_t threshold_ns = 1'000'000;  // CUDA calls at least this long are explained
+};
+
+// What a waiting thread was blocked on: a futex word of one process, or (no futex call around the
+// sleep) the kernel function it slept in.
+struct WaitObject {
+  uint32_t pid = 0;
+  uint64_t futex_address = 0;   // 0: not a futex wait
+  std::string kernel_function;  // where it slept: "futex_wait_queue", "do_nanosleep", ...
+  bool operator==(const WaitObject&) const = default;
+  bool is_futex() const { return futex_address != 0; }
+};
+
+// One off-CPU interval inside a slow call.
+struct Wait {
+  uint64_t start_ns = 0;  // clipped to the call
+  uint64_t wake_ns = 0;   // 0: never woken inside the call (preempted, or woken after it)
+  uint64_t end_ns = 0;    // clipped to the call
+  OffCpuState state = OffCpuState::kSleeping;
+  WaitObject object;
+  uint32_t waker_tid = 0;  // 0: no waker (preempted) or an interrupt
+  std::string waker_comm;  // the kernel's name for the waker, also when it is outside the tree
+  const ApiCall* waker_call = nullptr;  // the waker's CUDA call in progress when it woke us
+  int32_t kstack_id = -1;
+  uint64_t asleep_ns() const { return (wake_ns != 0 ? wake_ns : end_ns) - start_ns; }
+};
+
+struct BlockedCall {
+  const ApiCall* call = nullptr;
+  uint64_t on_cpu_ns = 0;    // running: working or spinning inside the call
+  uint64_t runnable_ns = 0;  // ready but waiting for a CPU (preempted, or woken and not yet run)
+  uint64_t asleep_ns = 0;    // blocked: the sum of the waits' sleeping parts
+  std::vector<Wait> waits;   // in time order
+  std::optional<WaitObject> main_object;  // the object it slept on longest
+  uint64_t main_object_ns = 0;
+  int freeze = -1;  // index into Analysis::freezes, when it froze with others
+};
+
+// What a lock holder did while others waited for it.
+struct HolderActivity {
+  uint32_t tid = 0;
+  const ApiCall* call = nullptr;  // its CUDA call in progress when it released the others
+  uint64_t release_ns = 0;        // its first wake of a waiter
+  uint64_t on_cpu_ns = 0;         // during the freeze, up to the release
+  uint64_t asleep_ns = 0;
+  uint64_t runnable_ns = 0;
+  std::optional<WaitObject> own_wait;  // what it slept on longest meanwhile, if it slept
+  uint32_t own_waker_tid = 0;          // who ended that sleep
+  std::string own_waker_comm;
+  int blocked_call = -1;  // index into Analysis::blocked_calls when its call is slow too
+};
+
+struct FreezeMember {
+  int blocked_call = -1;      // index into Analysis::blocked_calls
+  uint32_t woken_by_tid = 0;  // who ended its wait on the lock
+  bool passed_on = false;     // woken by another waiter of the same lock (a convoy), not the holder
+};
+
+// Threads blocked at the same time on the same object, with one cause.
+struct Freeze {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  WaitObject object;
+  std::vector<FreezeMember> members;  // one per blocked call, in order of the wait's start
+  std::optional<HolderActivity> holder;
+  size_t thread_count = 0;  // distinct threads among the members
+};
+
+struct Analysis {
+  AnalysisOptions options;
+  std::vector<BlockedCall> blocked_calls;  // slow calls, in time order
+  std::vector<Freeze> freezes;             // in time order
+  uint64_t slow_call_count() const { return blocked_calls.size(); }
+};
+
+Analysis Analyze(const Session& session, const AnalysisOptions& options);
+
+// The longest sleep on `object` among `waits`, or nullptr.
+const Wait* LongestWaitOn(const std::vector<Wait>& waits, const WaitObject& object);
+
+// The kernel function a thread slept in: the innermost frame of its switch-out stack that is not
+// the scheduler itself ("futex_wait_queue", "do_nanosleep", ...); empty without a stack.
+std::string BlockingKernelFunction(const Session& session, int32_t stack_id);
+
+}  // namespace gprof::collector

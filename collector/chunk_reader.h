@@ -1,0 +1,55 @@
+// Reads one session file (inject/session_format.h) and hands out its records, salvaging what is
+// valid: a damaged chunk is reported and skipped (the reader resyncs on the next chunk magic), a
+// file cut short keeps every complete chunk before the cut. Every byte is bounds-checked.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "session_format.h"
+#include "status.h"
+
+namespace gprof::collector {
+
+struct RecordView {
+  uint16_t type = 0;
+  std::span<const uint8_t> bytes;  // the whole record, header included
+  uint64_t chunk_offset = 0;       // file offset of the chunk that holds it, for messages
+  uint32_t writer_pid = 0;         // FileHeader::pid of the file
+};
+
+struct ChunkFileSummary {
+  format::FileHeader header{};
+  uint64_t chunks = 0;
+  uint64_t records = 0;
+  uint64_t damaged_chunks = 0;
+};
+
+using RecordVisitor = std::function<void(const RecordView&)>;
+
+// Calls `visit` for every record of every valid chunk of `path`, in file order. Problems that leave
+// part of the file readable are appended to `diagnostics` (file, offset, what); only a file that
+// cannot be opened or has no valid header is an error (its message does not repeat the path).
+Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
+                                         std::vector<Diagnostic>* diagnostics);
+
+// Copies a fixed-size record struct out of `bytes` when it is large enough; false otherwise.
+template <typename T>
+bool ReadRecord(std::span<const uint8_t> bytes, T* out) {
+  if (bytes.size() < sizeof(T)) return false;
+  __builtin_memcpy(out, bytes.data(), sizeof(T));
+  return true;
+}
+
+// The `length` bytes that follow a fixed-size record struct T, or nothing if they run past the end.
+template <typename T>
+std::string_view TrailingText(std::span<const uint8_t> bytes, uint64_t length) {
+  if (bytes.size() < sizeof(T) || bytes.size() - sizeof(T) < length) return {};
+  return {reinterpret_cast<const char*>(bytes.data() + sizeof(T)), static_cast<size_t>(length)};
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,53 @@
+#include "collect.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "perfetto_writer.h"
+#include "report.h"
+#include "session_reader.h"
+
+namespace gprof::collector {
+namespace {
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::Error(path + ": cannot write");
+  return {};
+}
+
+}  // namespace
+
+Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
+  auto session = ReadSession(directory);
+  if (!session.ok()) return session.status();
+  Analysis analysis = Analyze(*session, options.analysis);
+
+  CollectResult result;
+  result.text_report = RenderTextReport(*session, analysis);
+  for (const Diagnostic& diagnostic : session->diagnostics) {
+    result.warnings.push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
+                              ": " + diagnostic.message);
+  }
+  if (!options.write_files) return result;
+
+  std::filesystem::path dir(directory);
+  auto write = [&](const std::string& path, const Status& status) {
+    if (status.ok()) {
+      result.written.push_back(path);
+    } else {
+      result.warnings.push_back(status.message());
+    }
+  };
+  std::string trace = (dir / kTraceFile).string();
+  write(trace, WritePerfettoTrace(*session, trace));
+  std::string text = (dir / kTextReportFile).string();
+  write(text, WriteTextFile(text, result.text_report));
+  std::string json = (dir / kJsonReportFile).string();
+  write(json, WriteTextFile(json, RenderJsonReport(*session, analysis).dump(1) + "\n"));
+  return result;
+}
+
+}  // namespace gprof::collector

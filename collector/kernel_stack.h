@@ -1,0 +1,18 @@
+// Reading kernel stacks: which frame says why a thread blocked.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gprof::collector {
+
+// "futex_wait_queue+0x5c/0x90 [module]" -> "futex_wait_queue"
+std::string_view FunctionOf(std::string_view frame);
+
+// The kernel function a thread blocked in: the innermost frame of its switch-out stack that is
+// neither the scheduler nor the tracing that recorded the switch ("futex_wait_queue",
+// "do_nanosleep", ...); empty when there is none.
+std::string BlockingFunction(const std::vector<std::string>& frames);
+
+}  // namespace gprof::collector

@@ -1,0 +1,1172 @@
+#include "perfetto_writer.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <protozero/pbf_builder.hpp>
+#include <queue>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "kernel_events.h"
+#include "kernel_stack.h"
+#include "session_format.h"
+
+namespace gprof::collector {
+namespace {
+
+using protozero::pbf_tag_type;
+
+// Field numbers, from perfetto_trace.proto (shared/schemas): only the fields this writer sets.
+enum class TraceField : pbf_tag_type { kPacket = 1 };
+enum class PacketField : pbf_tag_type {
+  kClockSnapshot = 6,
+  kTimestamp = 8,
+  kTrustedPacketSequenceId = 10,
+  kTrackEvent = 11,
+  kInternedData = 12,
+  kSequenceFlags = 13,
+  kTracePacketDefaults = 59,
+  kTrackDescriptor = 60,
+};
+enum class PacketDefaultsField : pbf_tag_type { kTrackEventDefaults = 11, kTimestampClockId = 58 };
+enum class TrackEventDefaultsField : pbf_tag_type { kTrackUuid = 11 };
+enum class ClockSnapshotField : pbf_tag_type { kClocks = 1, kPrimaryTraceClock = 2 };
+enum class ClockField : pbf_tag_type { kClockId = 1, kTimestamp = 2 };
+enum class TrackDescriptorField : pbf_tag_type {
+  kUuid = 1,
+  kName = 2,
+  kProcess = 3,
+  kThread = 4,
+  kParentUuid = 5,
+};
+enum class ProcessDescriptorField : pbf_tag_type { kPid = 1, kCmdline = 2, kProcessName = 6 };
+enum class ThreadDescriptorField : pbf_tag_type { kPid = 1, kTid = 2, kThreadName = 5 };
+enum class InternedDataField : pbf_tag_type {
+  kEventCategories = 1,
+  kEventNames = 2,
+  kDebugAnnotationNames = 3,
+  kDebugAnnotationStringValues = 29,
+};
+// EventCategory, EventName, DebugAnnotationName and InternedString all hold an iid and its text.
+enum class InternedEntryField : pbf_tag_type { kIid = 1, kText = 2 };
+enum class TrackEventField : pbf_tag_type {
+  kCategoryIids = 3,
+  kDebugAnnotations = 4,
+  kType = 9,
+  kNameIid = 10,
+  kFlowIds = 47,
+  kTerminatingFlowIds = 48,
+};
+enum class DebugAnnotationField : pbf_tag_type {
+  kNameIid = 1,
+  kBoolValue = 2,
+  kUintValue = 3,
+  kIntValue = 4,
+  kPointerValue = 7,
+  kStringValueIid = 17,
+};
+
+constexpr uint32_t kBuiltinClockMonotonic = 3;
+constexpr uint32_t kBuiltinClockBoottime = 6;
+constexpr uint32_t kSeqIncrementalStateCleared = 1;
+constexpr uint32_t kSeqNeedsIncrementalState = 2;
+enum class TrackEventType : int32_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3 };
+
+using PacketBuilder = protozero::pbf_builder<PacketField>;
+using DescriptorBuilder = protozero::pbf_builder<TrackDescriptorField>;
+
+// The output file. Packets are encoded into a buffer that goes to the file whenever it passes
+// kFlushBytes, so memory stays flat however long the session.
+class TraceFile {
+ public:
+  explicit TraceFile(std::string path) : path_(std::move(path)) {}
+
+  Status Open() {
+    file_.reset(std::fopen(path_.c_str(), "wb"));
+    if (!file_) return Failure(errno);
+    return {};
+  }
+
+  // Appends one TracePacket; `fill` writes its fields.
+  template <typename Fill>
+  void AppendPacket(Fill&& fill) {
+    {
+      protozero::pbf_builder<TraceField> trace{buffer_};
+      PacketBuilder packet{trace, TraceField::kPacket};
+      fill(packet);
+    }
+    if (buffer_.size() >= kFlushBytes) Flush();
+  }
+
+  Status Close() {
+    Flush();
+    FILE* file = file_.release();
+    if (std::fclose(file) != 0 && write_errno_ == 0) write_errno_ = errno;
+    if (write_errno_ != 0) return Failure(write_errno_);
+    return {};
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+
+  void Flush() {
+    if (write_errno_ == 0 &&
+        std::fwrite(buffer_.data(), 1, buffer_.size(), file_.get()) != buffer_.size()) {
+      write_errno_ = errno != 0 ? errno : EIO;
+    }
+    buffer_.clear();
+  }
+
+  Status Failure(int error) const {
+    return Status::Error("cannot write Perfetto trace " + path_ + ": " + std::strerror(error));
+  }
+
+  std::string path_;
+  std::unique_ptr<FILE, int (*)(FILE*)> file_{nullptr, &std::fclose};
+  std::string buffer_;
+  int write_errno_ = 0;  // the first write error; later packets are encoded but not written
+};
+
+// The string tables of InternedData this writer fills.
+enum class InternTable : uint8_t { kEventNames, kCategories, kAnnotationNames, kAnnotationStrings };
+constexpr size_t kInternTableCount = 4;
+
+constexpr InternedDataField InternedDataFieldOf(InternTable table) {
+  switch (table) {
+    case InternTable::kEventNames:
+      return InternedDataField::kEventNames;
+    case InternTable::kCategories:
+      return InternedDataField::kEventCategories;
+    case InternTable::kAnnotationNames:
+      return InternedDataField::kDebugAnnotationNames;
+    case InternTable::kAnnotationStrings:
+      return InternedDataField::kDebugAnnotationStringValues;
+  }
+  return InternedDataField::kEventNames;
+}
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+
+// Assigns iids (from 1) to strings, one numbering per table for the whole trace. A sequence emits
+// an entry the first time one of its packets refers to it (see Sequence), so every string travels
+// once per sequence, whatever number of events use it.
+class StringInterner {
+ public:
+  uint64_t Intern(InternTable table, std::string_view text) {
+    Table& entries = tables_[static_cast<size_t>(table)];
+    auto found = entries.iids.find(text);
+    if (found != entries.iids.end()) return found->second;
+    auto [inserted, unused] = entries.iids.emplace(std::string(text), entries.texts.size() + 1);
+    entries.texts.push_back(&inserted->first);
+    return inserted->second;
+  }
+
+  const std::string& Text(InternTable table, uint64_t iid) const {
+    return *tables_[static_cast<size_t>(table)].texts[iid - 1];
+  }
+
+ private:
+  struct Table {
+    std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> iids;
+    std::vector<const std::string*> texts;  // by iid - 1; the map's nodes do not move
+  };
+  std::array<Table, kInternTableCount> tables_;
+};
+
+// One packet sequence (trusted_packet_sequence_id). Interned entries and packet defaults are valid
+// per sequence, so each remembers which entries its packets have already carried.
+class Sequence {
+ public:
+  explicit Sequence(uint32_t id) : id_(id) {}
+
+  uint32_t id() const { return id_; }
+
+  // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, SEQ_NEEDS_INCREMENTAL_STATE on the rest.
+  uint32_t TakePacketFlags() {
+    if (started_) return kSeqNeedsIncrementalState;
+    started_ = true;
+    return kSeqIncrementalStateCleared;
+  }
+
+  // True the first time this sequence meets `iid` of `table`.
+  bool MarkInterned(InternTable table, uint64_t iid) {
+    std::vector<bool>& seen = interned_[static_cast<size_t>(table)];
+    if (iid >= seen.size()) seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
+    if (seen[iid]) return false;
+    seen[iid] = true;
+    return true;
+  }
+
+ private:
+  uint32_t id_;
+  bool started_ = false;
+  std::array<std::vector<bool>, kInternTableCount> interned_;
+};
+
+struct Annotation {
+  enum class Kind : uint8_t { kUint, kInt, kPointer, kBool, kInternedString };
+  uint64_t name_iid = 0;
+  Kind kind = Kind::kUint;
+  uint64_t value = 0;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
+};
+
+// One TrackEvent to write. Its track comes from the sequence's defaults.
+struct TrackEventSpec {
+  TrackEventType type = TrackEventType::kInstant;
+  uint64_t timestamp_ns = 0;
+  uint64_t name_iid = 0;                    // 0 on slice ends
+  uint64_t category_iid = 0;                // 0 on slice ends
+  uint64_t flow_id = 0;                     // 0: none
+  uint64_t terminating_flow_id = 0;         // 0: none
+  std::array<Annotation, 8> annotations{};  // the most an event carries is 7 (a futex call)
+  size_t annotation_count = 0;
+
+  void Annotate(uint64_t annotation_name_iid, Annotation::Kind kind, uint64_t value) {
+    assert(annotation_count < annotations.size());
+    annotations[annotation_count++] = Annotation{annotation_name_iid, kind, value};
+  }
+  void AnnotateInt(uint64_t annotation_name_iid, int64_t value) {
+    Annotate(annotation_name_iid, Annotation::Kind::kInt, static_cast<uint64_t>(value));
+  }
+};
+
+// Encodes packets onto the trace file.
+class PacketWriter {
+ public:
+  PacketWriter(TraceFile& file, const StringInterner& interner)
+      : file_(file), interner_(interner) {}
+
+  // MONOTONIC and BOOTTIME read at the same moment, and MONOTONIC as the trace's clock.
+  void WriteClockSnapshot(Sequence& sequence, const SessionMeta& meta) {
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      WriteSequenceHeader(packet, sequence);
+      protozero::pbf_builder<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+      AddClock(snapshot, kBuiltinClockMonotonic, meta.start_monotonic_ns);
+      if (meta.start_boottime_ns != 0)
+        AddClock(snapshot, kBuiltinClockBoottime, meta.start_boottime_ns);
+      snapshot.add_uint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
+    });
+  }
+
+  // A track that carries no events of its own (a process).
+  template <typename Describe>
+  void WriteTrackDescriptor(Sequence& sequence, uint64_t uuid, Describe&& describe) {
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      WriteSequenceHeader(packet, sequence);
+      WriteDescriptor(packet, uuid, describe);
+    });
+  }
+
+  // The first packet of an event track's own sequence: the track, and the defaults that let its
+  // events leave out their clock and track.
+  template <typename Describe>
+  void WriteEventTrackDescriptor(Sequence& sequence, uint64_t uuid, Describe&& describe) {
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      WriteSequenceHeader(packet, sequence);
+      WriteEventDefaults(packet, uuid);
+      WriteDescriptor(packet, uuid, describe);
+    });
+  }
+
+  void WriteTrackEvent(Sequence& sequence, const TrackEventSpec& event) {
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      packet.add_uint64(PacketField::kTimestamp, event.timestamp_ns);
+      WriteSequenceHeader(packet, sequence);
+      WriteNewInternedStrings(packet, sequence, event);
+      WriteTrackEventBody(packet, event);
+    });
+  }
+
+ private:
+  static void AddClock(protozero::pbf_builder<ClockSnapshotField>& snapshot, uint32_t clock_id,
+                       uint64_t timestamp_ns) {
+    protozero::pbf_builder<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+    clock.add_uint32(ClockField::kClockId, clock_id);
+    clock.add_uint64(ClockField::kTimestamp, timestamp_ns);
+  }
+
+  static void WriteSequenceHeader(PacketBuilder& packet, Sequence& sequence) {
+    packet.add_uint32(PacketField::kTrustedPacketSequenceId, sequence.id());
+    packet.add_uint32(PacketField::kSequenceFlags, sequence.TakePacketFlags());
+  }
+
+  static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
+    protozero::pbf_builder<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
+    defaults.add_uint32(PacketDefaultsField::kTimestampClockId, kBuiltinClockMonotonic);
+    protozero::pbf_builder<TrackEventDefaultsField> track_event_defaults{
+        defaults, PacketDefaultsField::kTrackEventDefaults};
+    track_event_defaults.add_uint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
+  }
+
+  template <typename Describe>
+  static void WriteDescriptor(PacketBuilder& packet, uint64_t uuid, Describe& describe) {
+    DescriptorBuilder descriptor{packet, PacketField::kTrackDescriptor};
+    descriptor.add_uint64(TrackDescriptorField::kUuid, uuid);
+    describe(descriptor);
+  }
+
+  void WriteNewInternedStrings(PacketBuilder& packet, Sequence& sequence,
+                               const TrackEventSpec& event) {
+    // protozero drops the InternedData message again when nothing was added to it.
+    protozero::pbf_builder<InternedDataField> interned{packet, PacketField::kInternedData};
+    AddIfNew(interned, sequence, InternTable::kEventNames, event.name_iid);
+    AddIfNew(interned, sequence, InternTable::kCategories, event.category_iid);
+    for (size_t i = 0; i < event.annotation_count; ++i) {
+      const Annotation& annotation = event.annotations[i];
+      AddIfNew(interned, sequence, InternTable::kAnnotationNames, annotation.name_iid);
+      if (annotation.kind == Annotation::Kind::kInternedString) {
+        AddIfNew(interned, sequence, InternTable::kAnnotationStrings, annotation.value);
+      }
+    }
+  }
+
+  void AddIfNew(protozero::pbf_builder<InternedDataField>& interned, Sequence& sequence,
+                InternTable table, uint64_t iid) {
+    if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
+    protozero::pbf_builder<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
+    entry.add_uint64(InternedEntryField::kIid, iid);
+    entry.add_string(InternedEntryField::kText, interner_.Text(table, iid));
+  }
+
+  static void WriteTrackEventBody(PacketBuilder& packet, const TrackEventSpec& event) {
+    protozero::pbf_builder<TrackEventField> track_event{packet, PacketField::kTrackEvent};
+    track_event.add_enum(TrackEventField::kType, static_cast<int32_t>(event.type));
+    if (event.name_iid != 0) track_event.add_uint64(TrackEventField::kNameIid, event.name_iid);
+    if (event.category_iid != 0)
+      track_event.add_uint64(TrackEventField::kCategoryIids, event.category_iid);
+    if (event.flow_id != 0) track_event.add_fixed64(TrackEventField::kFlowIds, event.flow_id);
+    if (event.terminating_flow_id != 0) {
+      track_event.add_fixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
+    }
+    for (size_t i = 0; i < event.annotation_count; ++i)
+      WriteAnnotation(track_event, event.annotations[i]);
+  }
+
+  static void WriteAnnotation(protozero::pbf_builder<TrackEventField>& track_event,
+                              const Annotation& annotation) {
+    protozero::pbf_builder<DebugAnnotationField> encoded{track_event,
+                                                         TrackEventField::kDebugAnnotations};
+    encoded.add_uint64(DebugAnnotationField::kNameIid, annotation.name_iid);
+    switch (annotation.kind) {
+      case Annotation::Kind::kUint:
+        encoded.add_uint64(DebugAnnotationField::kUintValue, annotation.value);
+        break;
+      case Annotation::Kind::kInt:
+        encoded.add_int64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
+        break;
+      case Annotation::Kind::kPointer:
+        encoded.add_uint64(DebugAnnotationField::kPointerValue, annotation.value);
+        break;
+      case Annotation::Kind::kBool:
+        encoded.add_bool(DebugAnnotationField::kBoolValue, annotation.value != 0);
+        break;
+      case Annotation::Kind::kInternedString:
+        encoded.add_uint64(DebugAnnotationField::kStringValueIid, annotation.value);
+        break;
+    }
+  }
+
+  TraceFile& file_;
+  const StringInterner& interner_;
+};
+
+// Track uuids are derived from the pid/tid they belong to, so they are stable and never collide.
+enum class TrackKind : uint64_t {
+  kProcess = 1,
+  kThread = 2,
+  kOffCpu = 3,
+  kFutex = 4,
+  kGprofRun = 5
+};
+
+uint64_t TrackUuid(TrackKind kind, uint32_t id) {
+  return (uint64_t{id} << 3) | static_cast<uint64_t>(kind);
+}
+
+// A track that carries events. Each has its own sequence, whose defaults name the track, so its
+// events do not repeat the track uuid.
+struct EventTrack {
+  explicit EventTrack(uint32_t sequence_id) : sequence(sequence_id) {}
+  Sequence sequence;
+  std::vector<uint64_t> open_slice_ends;  // innermost last
+};
+
+struct ThreadTracks {
+  ThreadTracks(uint32_t tid_, uint32_t sequence_id) : tid(tid_), thread(sequence_id) {}
+  uint32_t tid;
+  EventTrack thread;
+  std::optional<EventTrack> off_cpu;  // made on the thread's first off-CPU interval
+  std::optional<EventTrack> futex;    // made on its first futex call
+};
+
+std::string_view BaseName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::string_view ProcessName(const Process& process) {
+  if (!process.exe.empty()) return BaseName(process.exe);
+  if (!process.cmdline.empty()) return BaseName(process.cmdline.front());
+  return {};
+}
+
+// Every track of the trace, each described when it is made. Child tracks are made when their first
+// event comes, so threads without off-CPU or futex records show none.
+class TrackRegistry {
+ public:
+  TrackRegistry(const Session& session, PacketWriter& packets, Sequence& metadata)
+      : session_(session), packets_(packets), metadata_(metadata) {}
+
+  // The processes and threads of the model, each thread with its track.
+  void DescribeModel() {
+    for (const auto& [pid, process] : session_.processes) DescribeProcess(pid);
+    for (const auto& [tid, thread] : session_.threads) AddThread(thread.pid, tid, thread.name);
+  }
+
+  // A thread's tracks; a tid the model's thread list lacks gets tracks on first use, so no event is
+  // lost for want of one.
+  ThreadTracks& Thread(uint32_t tid, uint32_t pid) {
+    auto found = threads_.find(tid);
+    if (found != threads_.end()) return found->second;
+    return AddThread(pid, tid, "");
+  }
+
+  EventTrack& OffCpu(ThreadTracks& thread) {
+    return ChildTrack(thread.off_cpu, thread, TrackKind::kOffCpu, "off-CPU");
+  }
+
+  EventTrack& Futex(ThreadTracks& thread) {
+    return ChildTrack(thread.futex, thread, TrackKind::kFutex, "futex");
+  }
+
+  // The global track of what gprof-run has to say about the recording itself.
+  EventTrack& GprofRun() {
+    if (!gprof_run_) {
+      uint64_t uuid = TrackUuid(TrackKind::kGprofRun, 0);
+      gprof_run_.emplace(NextSequenceId());
+      packets_.WriteEventTrackDescriptor(
+          gprof_run_->sequence, uuid, [](DescriptorBuilder& descriptor) {
+            descriptor.add_string(TrackDescriptorField::kName, "gprof-run");
+          });
+    }
+    return *gprof_run_;
+  }
+
+ private:
+  uint32_t NextSequenceId() { return next_sequence_id_++; }
+
+  void DescribeProcess(uint32_t pid) {
+    if (!described_pids_.insert(pid).second) return;
+    auto process = session_.processes.find(pid);
+    packets_.WriteTrackDescriptor(
+        metadata_, TrackUuid(TrackKind::kProcess, pid), [&](DescriptorBuilder& descriptor) {
+          protozero::pbf_builder<ProcessDescriptorField> encoded{descriptor,
+                                                                 TrackDescriptorField::kProcess};
+          encoded.add_int32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
+          if (process == session_.processes.end()) return;
+          for (const std::string& argument : process->second.cmdline) {
+            encoded.add_string(ProcessDescriptorField::kCmdline, argument);
+          }
+          std::string_view name = ProcessName(process->second);
+          if (!name.empty())
+            encoded.add_string(ProcessDescriptorField::kProcessName, name.data(), name.size());
+        });
+  }
+
+  ThreadTracks& AddThread(uint32_t pid, uint32_t tid, const std::string& name) {
+    DescribeProcess(pid);
+    auto [entry, unused] = threads_.try_emplace(tid, tid, NextSequenceId());
+    ThreadTracks& thread = entry->second;
+    uint64_t uuid = TrackUuid(TrackKind::kThread, tid);
+    packets_.WriteEventTrackDescriptor(
+        thread.thread.sequence, uuid, [&](DescriptorBuilder& descriptor) {
+          descriptor.add_uint64(TrackDescriptorField::kParentUuid,
+                                TrackUuid(TrackKind::kProcess, pid));
+          protozero::pbf_builder<ThreadDescriptorField> encoded{descriptor,
+                                                                TrackDescriptorField::kThread};
+          encoded.add_int32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
+          encoded.add_int64(ThreadDescriptorField::kTid, tid);
+          if (!name.empty()) encoded.add_string(ThreadDescriptorField::kThreadName, name);
+        });
+    return thread;
+  }
+
+  EventTrack& ChildTrack(std::optional<EventTrack>& track, const ThreadTracks& thread,
+                         TrackKind kind, const char* name) {
+    if (!track) {
+      track.emplace(NextSequenceId());
+      uint64_t uuid = TrackUuid(kind, thread.tid);
+      packets_.WriteEventTrackDescriptor(track->sequence, uuid, [&](DescriptorBuilder& descriptor) {
+        descriptor.add_uint64(TrackDescriptorField::kParentUuid,
+                              TrackUuid(TrackKind::kThread, thread.tid));
+        descriptor.add_string(TrackDescriptorField::kName, name);
+      });
+    }
+    return *track;
+  }
+
+  const Session& session_;
+  PacketWriter& packets_;
+  Sequence& metadata_;  // the sequence of packets that need no track: clock snapshot, processes
+  uint32_t next_sequence_id_ = metadata_.id() + 1;
+  std::optional<EventTrack> gprof_run_;
+  std::unordered_map<uint32_t, ThreadTracks> threads_;  // by tid; elements never move
+  std::unordered_set<uint32_t> described_pids_;
+};
+
+// The fixed strings of the trace: categories and annotation names, interned once.
+struct Vocabulary {
+  explicit Vocabulary(StringInterner& interner)
+      : cuda(interner.Intern(InternTable::kCategories, "cuda")),
+        sched(interner.Intern(InternTable::kCategories, "sched")),
+        futex(interner.Intern(InternTable::kCategories, "futex")),
+        gprof_run(interner.Intern(InternTable::kCategories, "gprof-run")),
+        stream(Name(interner, "stream")),
+        correlation_id(Name(interner, "correlation_id")),
+        return_code(Name(interner, "return_code")),
+        recorded_duration_ns(Name(interner, "recorded_duration_ns")),
+        state(Name(interner, "state")),
+        kernel_stack(Name(interner, "kernel_stack")),
+        still_off_cpu_at_end(Name(interner, "still_off_cpu_at_end")),
+        waker(Name(interner, "waker")),
+        waker_kernel_stack(Name(interner, "waker_kernel_stack")),
+        op(Name(interner, "op")),
+        uaddr(Name(interner, "uaddr")),
+        uaddr2(Name(interner, "uaddr2")),
+        val(Name(interner, "val")),
+        timeout_ns(Name(interner, "timeout_ns")),
+        return_value(Name(interner, "return")),
+        count(Name(interner, "count")),
+        file(Name(interner, "file")),
+        offset(Name(interner, "offset")) {}
+
+  static uint64_t Name(StringInterner& interner, std::string_view name) {
+    return interner.Intern(InternTable::kAnnotationNames, name);
+  }
+
+  // Categories.
+  uint64_t cuda, sched, futex, gprof_run;
+  // Annotation names.
+  uint64_t stream, correlation_id, return_code, recorded_duration_ns;
+  uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
+  uint64_t op, uaddr, uaddr2, val, timeout_ns, return_value;
+  uint64_t count, file, offset;
+};
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// Innermost first: "futex_wait_queue+0x5c <- futex_wait+0xf2 <- do_futex+0x106"
+std::string StackText(const std::vector<std::string>& frames) {
+  std::string text;
+  for (const std::string& frame : frames) {
+    if (!text.empty()) text += " <- ";
+    text += frame;
+  }
+  return text;
+}
+
+const char* StateLetter(OffCpuState state) {
+  switch (state) {
+    case OffCpuState::kRunnable:
+      return "R";
+    case OffCpuState::kSleeping:
+      return "S";
+    case OffCpuState::kDiskSleep:
+      return "D";
+    case OffCpuState::kOther:
+      return "?";
+  }
+  return "?";
+}
+
+// The wait's name when the stack names no function.
+const char* StateWord(OffCpuState state) {
+  switch (state) {
+    case OffCpuState::kRunnable:
+      return "preempted";
+    case OffCpuState::kSleeping:
+      return "sleeping";
+    case OffCpuState::kDiskSleep:
+      return "uninterruptible";
+    case OffCpuState::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+std::string StateText(const OffCpuInterval& interval) {
+  return std::string(StateLetter(interval.state())) + " (" + StateWord(interval.state()) +
+         ", prev_state " + Hex(interval.raw_state) + ")";
+}
+
+// Names and annotation strings of the off-CPU track and the wake instants, computed once per kernel
+// stack, state or thread rather than per event.
+class SchedulerNames {
+ public:
+  SchedulerNames(const Session& session, StringInterner& interner)
+      : session_(session), interner_(interner) {}
+
+  // "S futex_wait_queue", "D folio_wait_bit_common", "R preempted".
+  uint64_t WaitName(const OffCpuInterval& interval) {
+    OffCpuState state = interval.state();
+    uint64_t& iid = Stack(interval.kstack_id).wait_name_iids[static_cast<size_t>(state)];
+    if (iid == 0)
+      iid = interner_.Intern(InternTable::kEventNames, WaitNameText(interval.kstack_id, state));
+    return iid;
+  }
+
+  uint64_t State(const OffCpuInterval& interval) {
+    auto [entry, inserted] = state_iids_.try_emplace(interval.raw_state, 0);
+    if (inserted)
+      entry->second = interner_.Intern(InternTable::kAnnotationStrings, StateText(interval));
+    return entry->second;
+  }
+
+  // 0 when the interval has no recorded stack.
+  uint64_t StackTextIid(int32_t stack_id) { return Stack(stack_id).text_iid; }
+
+  // "runnable (woken by pt_data_pin (101))"
+  uint64_t RunnableName(const OffCpuInterval& interval) {
+    return Waker(interval).runnable_name_iid;
+  }
+
+  // "pt_data_pin (101)"
+  uint64_t WakerLabel(const OffCpuInterval& interval) { return Waker(interval).label_iid; }
+
+  // "wake python (100)", on the waker's track.
+  uint64_t WakeName(uint32_t woken_tid) {
+    auto [entry, inserted] = wake_names_.try_emplace(woken_tid, 0);
+    if (inserted) {
+      entry->second =
+          interner_.Intern(InternTable::kEventNames, "wake " + session_.ThreadLabel(woken_tid));
+    }
+    return entry->second;
+  }
+
+ private:
+  struct StackNames {
+    uint64_t text_iid = 0;
+    std::string blocking_function;
+    std::array<uint64_t, 4> wait_name_iids{};  // by OffCpuState
+  };
+
+  struct WakerNames {
+    std::string comm;  // the kernel's name of the waker these were made for
+    uint64_t label_iid = 0;
+    uint64_t runnable_name_iid = 0;
+  };
+
+  // By waker tid; remade when the kernel names that tid differently (a tid reused outside the
+  // tree).
+  const WakerNames& Waker(const OffCpuInterval& interval) {
+    auto [entry, inserted] = wakers_.try_emplace(interval.waker_tid);
+    WakerNames& names = entry->second;
+    if (inserted || names.comm != interval.waker_comm) {
+      std::string label = WakerText(interval);
+      names.comm = interval.waker_comm;
+      names.label_iid = interner_.Intern(InternTable::kAnnotationStrings, label);
+      names.runnable_name_iid =
+          interner_.Intern(InternTable::kEventNames, "runnable (woken by " + label + ")");
+    }
+    return names;
+  }
+
+  StackNames& Stack(int32_t stack_id) {
+    auto [entry, inserted] = stacks_.try_emplace(stack_id);
+    if (inserted) {
+      std::vector<std::string> frames = session_.KernelStack(stack_id);
+      if (!frames.empty())
+        entry->second.text_iid =
+            interner_.Intern(InternTable::kAnnotationStrings, StackText(frames));
+      entry->second.blocking_function = BlockingFunction(frames);
+    }
+    return entry->second;
+  }
+
+  std::string WaitNameText(int32_t stack_id, OffCpuState state) {
+    std::string name = StateLetter(state);
+    const std::string& function = Stack(stack_id).blocking_function;
+    name += ' ';
+    name += (state == OffCpuState::kRunnable || function.empty()) ? StateWord(state) : function;
+    return name;
+  }
+
+  // The waker as a thread of the model, or as the kernel named it when it is outside the tree.
+  std::string WakerText(const OffCpuInterval& interval) const {
+    if (interval.waker_tid == 0) return "interrupt/idle";
+    if (session_.threads.count(interval.waker_tid) != 0)
+      return session_.ThreadLabel(interval.waker_tid);
+    std::string tid = std::to_string(interval.waker_tid);
+    return interval.waker_comm.empty() ? tid : interval.waker_comm + " (" + tid + ")";
+  }
+
+  const Session& session_;
+  StringInterner& interner_;
+  std::unordered_map<int32_t, StackNames> stacks_;
+  std::unordered_map<uint32_t, uint64_t> state_iids_;  // by raw prev_state
+  std::unordered_map<uint32_t, WakerNames> wakers_;
+  std::unordered_map<uint32_t, uint64_t> wake_names_;  // by woken tid
+};
+
+const char* FutexCommandName(uint32_t command) {
+  static constexpr const char* kNames[] = {
+      "FUTEX_WAIT",           "FUTEX_WAKE",        "FUTEX_FD",          "FUTEX_REQUEUE",
+      "FUTEX_CMP_REQUEUE",    "FUTEX_WAKE_OP",     "FUTEX_LOCK_PI",     "FUTEX_UNLOCK_PI",
+      "FUTEX_TRYLOCK_PI",     "FUTEX_WAIT_BITSET", "FUTEX_WAKE_BITSET", "FUTEX_WAIT_REQUEUE_PI",
+      "FUTEX_CMP_REQUEUE_PI", "FUTEX_LOCK_PI2"};
+  return command < std::size(kNames) ? kNames[command] : nullptr;
+}
+
+std::string FutexCommandText(const FutexCall& call) {
+  const char* name = FutexCommandName(call.command());
+  return name != nullptr ? name : "FUTEX_" + std::to_string(call.command());
+}
+
+// "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"
+std::string FutexOpText(const FutexCall& call) {
+  constexpr uint32_t kPrivateFlag = 128, kClockRealtime = 256;
+  std::string text = FutexCommandText(call);
+  if (call.op & kPrivateFlag) text += "|FUTEX_PRIVATE_FLAG";
+  if (call.op & kClockRealtime) text += "|FUTEX_CLOCK_REALTIME";
+  return text;
+}
+
+// Names of futex slices, made once per operation and address: a lock's waits and wakes repeat them.
+class FutexNames {
+ public:
+  explicit FutexNames(StringInterner& interner) : interner_(interner) {}
+
+  // "FUTEX_WAIT_BITSET 0x7f1234"
+  uint64_t SliceName(const FutexCall& call) {
+    auto [entry, inserted] = slice_names_.try_emplace({call.command(), call.uaddr}, 0);
+    if (inserted)
+      entry->second = interner_.Intern(InternTable::kEventNames,
+                                       FutexCommandText(call) + " " + Hex(call.uaddr));
+    return entry->second;
+  }
+
+  uint64_t OpText(const FutexCall& call) {
+    auto [entry, inserted] = op_texts_.try_emplace(call.op, 0);
+    if (inserted)
+      entry->second = interner_.Intern(InternTable::kAnnotationStrings, FutexOpText(call));
+    return entry->second;
+  }
+
+ private:
+  using CommandAndAddress = std::pair<uint32_t, uint64_t>;
+  struct CommandAndAddressHash {
+    size_t operator()(const CommandAndAddress& key) const {
+      return std::hash<uint64_t>{}(key.second * 31 + key.first);
+    }
+  };
+
+  StringInterner& interner_;
+  std::unordered_map<CommandAndAddress, uint64_t, CommandAndAddressHash> slice_names_;
+  std::unordered_map<uint32_t, uint64_t> op_texts_;  // by op, flags included
+};
+
+// Writes the events of the three record vectors in one pass, in global timestamp order, so every
+// track's events are in order. What a record causes later (a slice end, the runnable half of an
+// off-CPU interval, a wake instant) waits in a queue that holds only what is open at the moment
+// (about threads x nesting depth), never the session.
+class TimelineWriter {
+ public:
+  TimelineWriter(const Session& session, TrackRegistry& tracks, PacketWriter& packets,
+                 StringInterner& interner, const Vocabulary& vocabulary)
+      : session_(session),
+        tracks_(tracks),
+        packets_(packets),
+        interner_(interner),
+        vocabulary_(vocabulary),
+        scheduler_names_(session, interner),
+        futex_names_(interner),
+        api_name_iids_(session.api_names.size(), 0) {}
+
+  void Write();
+
+ private:
+  // What a queued event does. At one timestamp, ends come first (innermost first), then instants,
+  // then begins: a slice that ends where the next starts closes before it, and a flow starts before
+  // the event it ends in.
+  enum class Action : uint8_t { kEndSlice, kWakeInstant, kBeginRunnable };
+
+  struct Pending {
+    uint64_t time_ns;
+    Action action;
+    uint64_t order;        // queueing order; the later of two equal ends is the inner slice
+    EventTrack* track;     // kEndSlice, kBeginRunnable
+    size_t off_cpu_index;  // kWakeInstant, kBeginRunnable
+  };
+
+  struct RunsLater {
+    bool operator()(const Pending& a, const Pending& b) const {
+      if (a.time_ns != b.time_ns) return a.time_ns > b.time_ns;
+      if (a.action != b.action) return a.action > b.action;
+      return a.order < b.order;
+    }
+  };
+
+  void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
+    pending_.push(Pending{time_ns, action, next_order_++, track, off_cpu_index});
+  }
+
+  void RunPendingUpTo(uint64_t time_ns);
+  void Run(const Pending& pending);
+  void BeginApiCall(const ApiCall& call);
+  void BeginOffCpu(size_t index);
+  void BeginRunnable(EventTrack& track, size_t index);
+  void WriteWakeInstant(size_t index);
+  void BeginFutex(const FutexCall& call);
+  void BeginSlice(EventTrack& track, TrackEventSpec& event, uint64_t end_ns);
+  void EndSlice(EventTrack& track, uint64_t time_ns);
+
+  uint64_t ApiNameIid(uint32_t name_index);
+  uint64_t StreamIid(uint64_t stream);
+  bool HasWakeFlow(const OffCpuInterval& interval) const;
+  static uint64_t WakeTime(const OffCpuInterval& interval);
+  static uint64_t FlowId(size_t off_cpu_index) { return off_cpu_index + 1; }
+
+  const Session& session_;
+  TrackRegistry& tracks_;
+  PacketWriter& packets_;
+  StringInterner& interner_;
+  const Vocabulary& vocabulary_;
+  SchedulerNames scheduler_names_;
+  FutexNames futex_names_;
+  std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
+  std::unordered_map<uint64_t, uint64_t> stream_iids_;  // by stream handle
+  std::priority_queue<Pending, std::vector<Pending>, RunsLater> pending_;
+  uint64_t next_order_ = 0;
+};
+
+uint64_t StartOf(const ApiCall& call) { return call.enter_ns; }
+uint64_t EndOf(const ApiCall& call) { return call.exit_ns; }
+uint64_t StartOf(const OffCpuInterval& interval) { return interval.start_ns; }
+uint64_t EndOf(const OffCpuInterval& interval) { return interval.end_ns; }
+uint64_t StartOf(const FutexCall& call) { return call.start_ns; }
+uint64_t EndOf(const FutexCall& call) { return call.end_ns; }
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+
+// Walks a vector sorted by start time. Records that start in the same nanosecond come longest
+// first, so that of two nested slices the outer one opens first.
+template <typename Record>
+class RecordCursor {
+ public:
+  explicit RecordCursor(const std::vector<Record>& records) : records_(records) { LoadGroup(); }
+
+  uint64_t next_start() const { return group_.empty() ? kNever : StartOf(records_[group_.back()]); }
+
+  size_t Take() {
+    size_t index = group_.back();
+    group_.pop_back();
+    if (group_.empty()) LoadGroup();
+    return index;
+  }
+
+ private:
+  // The next run of records with one start time, ordered so that the longest is at the back.
+  void LoadGroup() {
+    if (group_end_ == records_.size()) return;
+    uint64_t start = StartOf(records_[group_end_]);
+    while (group_end_ < records_.size() && StartOf(records_[group_end_]) == start)
+      group_.push_back(group_end_++);
+    std::sort(group_.begin(), group_.end(), [&](size_t a, size_t b) {
+      uint64_t end_a = EndOf(records_[a]), end_b = EndOf(records_[b]);
+      return end_a != end_b ? end_a < end_b : a > b;
+    });
+  }
+
+  const std::vector<Record>& records_;
+  size_t group_end_ = 0;
+  std::vector<size_t> group_;
+};
+
+void TimelineWriter::Write() {
+  RecordCursor api_calls(session_.api_calls);
+  RecordCursor off_cpu(session_.off_cpu);
+  RecordCursor futex_calls(session_.futex_calls);
+  while (true) {
+    uint64_t next =
+        std::min({api_calls.next_start(), off_cpu.next_start(), futex_calls.next_start()});
+    RunPendingUpTo(next);
+    if (next == kNever) return;
+    if (api_calls.next_start() == next) {
+      BeginApiCall(session_.api_calls[api_calls.Take()]);
+    } else if (off_cpu.next_start() == next) {
+      BeginOffCpu(off_cpu.Take());
+    } else {
+      BeginFutex(session_.futex_calls[futex_calls.Take()]);
+    }
+  }
+}
+
+void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
+  while (!pending_.empty() && pending_.top().time_ns <= time_ns) {
+    Pending next = pending_.top();
+    pending_.pop();
+    Run(next);
+  }
+}
+
+void TimelineWriter::Run(const Pending& pending) {
+  switch (pending.action) {
+    case Action::kEndSlice:
+      EndSlice(*pending.track, pending.time_ns);
+      break;
+    case Action::kWakeInstant:
+      WriteWakeInstant(pending.off_cpu_index);
+      break;
+    case Action::kBeginRunnable:
+      BeginRunnable(*pending.track, pending.off_cpu_index);
+      break;
+  }
+}
+
+void TimelineWriter::BeginApiCall(const ApiCall& call) {
+  TrackEventSpec event;
+  event.timestamp_ns = call.enter_ns;
+  event.name_iid = ApiNameIid(call.name_index);
+  event.category_iid = vocabulary_.cuda;
+  if (call.flags & format::kApiCallHasStream) {
+    event.Annotate(vocabulary_.stream, Annotation::Kind::kInternedString, StreamIid(call.stream));
+  }
+  if (call.correlation_id != 0)
+    event.Annotate(vocabulary_.correlation_id, Annotation::Kind::kUint, call.correlation_id);
+  if (call.return_code != 0) event.AnnotateInt(vocabulary_.return_code, call.return_code);
+  BeginSlice(tracks_.Thread(call.tid, call.pid).thread, event, call.exit_ns);
+}
+
+// The wait: from the switch-out to the wakeup, or to the switch-in when the thread was preempted.
+void TimelineWriter::BeginOffCpu(size_t index) {
+  const OffCpuInterval& interval = session_.off_cpu[index];
+  EventTrack& track = tracks_.OffCpu(tracks_.Thread(interval.tid, interval.pid));
+  TrackEventSpec wait;
+  wait.timestamp_ns = interval.start_ns;
+  wait.name_iid = scheduler_names_.WaitName(interval);
+  wait.category_iid = vocabulary_.sched;
+  wait.Annotate(vocabulary_.state, Annotation::Kind::kInternedString,
+                scheduler_names_.State(interval));
+  if (uint64_t stack = scheduler_names_.StackTextIid(interval.kstack_id); stack != 0) {
+    wait.Annotate(vocabulary_.kernel_stack, Annotation::Kind::kInternedString, stack);
+  }
+  if (interval.flags & GPROF_OFFCPU_UNFINISHED)
+    wait.Annotate(vocabulary_.still_off_cpu_at_end, Annotation::Kind::kBool, 1);
+  if (interval.wake_ns == 0) {
+    BeginSlice(track, wait, interval.end_ns);
+    return;
+  }
+  uint64_t wake_ns = WakeTime(interval);
+  Schedule(wake_ns, Action::kBeginRunnable, &track, index);
+  if (HasWakeFlow(interval)) Schedule(wake_ns, Action::kWakeInstant, nullptr, index);
+  BeginSlice(track, wait, wake_ns);
+}
+
+// The time a woken thread waited for a CPU, from the wakeup to the switch-in.
+void TimelineWriter::BeginRunnable(EventTrack& track, size_t index) {
+  const OffCpuInterval& interval = session_.off_cpu[index];
+  TrackEventSpec runnable;
+  runnable.timestamp_ns = WakeTime(interval);
+  runnable.name_iid = scheduler_names_.RunnableName(interval);
+  runnable.category_iid = vocabulary_.sched;
+  if (HasWakeFlow(interval)) runnable.terminating_flow_id = FlowId(index);
+  runnable.Annotate(vocabulary_.waker, Annotation::Kind::kInternedString,
+                    scheduler_names_.WakerLabel(interval));
+  if (uint64_t stack = scheduler_names_.StackTextIid(interval.waker_kstack_id); stack != 0) {
+    runnable.Annotate(vocabulary_.waker_kernel_stack, Annotation::Kind::kInternedString, stack);
+  }
+  BeginSlice(track, runnable, interval.end_ns);
+}
+
+// "wake X" on the waker's thread track: where the flow arrow to X's runnable slice starts.
+void TimelineWriter::WriteWakeInstant(size_t index) {
+  const OffCpuInterval& interval = session_.off_cpu[index];
+  TrackEventSpec wake;
+  wake.timestamp_ns = WakeTime(interval);
+  wake.name_iid = scheduler_names_.WakeName(interval.tid);
+  wake.category_iid = vocabulary_.sched;
+  wake.flow_id = FlowId(index);
+  packets_.WriteTrackEvent(tracks_.Thread(interval.waker_tid, interval.waker_pid).thread.sequence,
+                           wake);
+}
+
+void TimelineWriter::BeginFutex(const FutexCall& call) {
+  TrackEventSpec event;
+  event.timestamp_ns = call.start_ns;
+  event.name_iid = futex_names_.SliceName(call);
+  event.category_iid = vocabulary_.futex;
+  event.Annotate(vocabulary_.op, Annotation::Kind::kInternedString, futex_names_.OpText(call));
+  event.Annotate(vocabulary_.uaddr, Annotation::Kind::kPointer, call.uaddr);
+  event.Annotate(vocabulary_.val, Annotation::Kind::kUint, call.val);
+  if (call.timeout_ns >= 0) event.AnnotateInt(vocabulary_.timeout_ns, call.timeout_ns);
+  if (call.uaddr2 != 0) event.Annotate(vocabulary_.uaddr2, Annotation::Kind::kPointer, call.uaddr2);
+  event.AnnotateInt(vocabulary_.return_value, call.ret);
+  BeginSlice(tracks_.Futex(tracks_.Thread(call.tid, call.pid)), event, call.end_ns);
+}
+
+void TimelineWriter::BeginSlice(EventTrack& track, TrackEventSpec& event, uint64_t end_ns) {
+  uint64_t end = std::max(end_ns, event.timestamp_ns);
+  if (!track.open_slice_ends.empty() && end > track.open_slice_ends.back()) {
+    // It outlives the slice it started in: drawn ending with that one, so nesting stays proper,
+    // with its recorded length kept.
+    event.Annotate(vocabulary_.recorded_duration_ns, Annotation::Kind::kUint,
+                   end - event.timestamp_ns);
+    end = track.open_slice_ends.back();
+  }
+  event.type = TrackEventType::kSliceBegin;
+  track.open_slice_ends.push_back(end);
+  packets_.WriteTrackEvent(track.sequence, event);
+  Schedule(end, Action::kEndSlice, &track, 0);
+}
+
+void TimelineWriter::EndSlice(EventTrack& track, uint64_t time_ns) {
+  assert(!track.open_slice_ends.empty() && track.open_slice_ends.back() == time_ns);
+  track.open_slice_ends.pop_back();
+  TrackEventSpec end;
+  end.type = TrackEventType::kSliceEnd;
+  end.timestamp_ns = time_ns;
+  packets_.WriteTrackEvent(track.sequence, end);
+}
+
+uint64_t TimelineWriter::ApiNameIid(uint32_t name_index) {
+  if (name_index >= api_name_iids_.size()) {
+    return interner_.Intern(InternTable::kEventNames, "CUDA call #" + std::to_string(name_index));
+  }
+  uint64_t& iid = api_name_iids_[name_index];
+  if (iid == 0) iid = interner_.Intern(InternTable::kEventNames, session_.api_names[name_index]);
+  return iid;
+}
+
+// Streams are few and repeat on every call: an interned "0x..." costs less than a pointer value.
+uint64_t TimelineWriter::StreamIid(uint64_t stream) {
+  auto [entry, inserted] = stream_iids_.try_emplace(stream, 0);
+  if (inserted) entry->second = interner_.Intern(InternTable::kAnnotationStrings, Hex(stream));
+  return entry->second;
+}
+
+// Arrows only join threads of the model: a waker outside the tree (or an interrupt, tid 0) has no
+// track, and stays named in the runnable slice's annotations.
+bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) const {
+  return interval.waker_tid != 0 && interval.waker_tid != interval.tid &&
+         session_.threads.count(interval.waker_tid) != 0;
+}
+
+uint64_t TimelineWriter::WakeTime(const OffCpuInterval& interval) {
+  return std::clamp(interval.wake_ns, interval.start_ns,
+                    std::max(interval.start_ns, interval.end_ns));
+}
+
+// Instants on the "gprof-run" track at the session's start: everything the trace is missing.
+class GprofRunEventWriter {
+ public:
+  GprofRunEventWriter(const Session& session, TrackRegistry& tracks, PacketWriter& packets,
+                      StringInterner& interner, const Vocabulary& vocabulary)
+      : session_(session),
+        tracks_(tracks),
+        packets_(packets),
+        interner_(interner),
+        vocabulary_(vocabulary) {}
+
+  void Write() {
+    for (const LostEvents& lost : session_.lost) WriteCount("lost: " + lost.what, lost.count);
+    for (const Diagnostic& diagnostic : session_.diagnostics) WriteDiagnostic(diagnostic);
+    for (const std::string& message : session_.messages) WriteEvent(Instant("message: " + message));
+    if (!session_.meta.kernel_recording) WriteEvent(Instant(KernelRecordingOffText()));
+  }
+
+ private:
+  TrackEventSpec Instant(const std::string& name) {
+    TrackEventSpec event;
+    event.timestamp_ns = StartTime();
+    event.name_iid = interner_.Intern(InternTable::kEventNames, name);
+    event.category_iid = vocabulary_.gprof_run;
+    return event;
+  }
+
+  void WriteCount(const std::string& name, uint64_t count) {
+    TrackEventSpec event = Instant(name);
+    event.Annotate(vocabulary_.count, Annotation::Kind::kUint, count);
+    WriteEvent(event);
+  }
+
+  void WriteDiagnostic(const Diagnostic& diagnostic) {
+    TrackEventSpec event = Instant("reader: " + diagnostic.message);
+    event.Annotate(vocabulary_.file, Annotation::Kind::kInternedString,
+                   interner_.Intern(InternTable::kAnnotationStrings, diagnostic.file));
+    event.Annotate(vocabulary_.offset, Annotation::Kind::kUint, diagnostic.offset);
+    WriteEvent(event);
+  }
+
+  std::string KernelRecordingOffText() const {
+    const std::string& why = session_.meta.kernel_recording_note;
+    return why.empty() ? "kernel recording off" : "kernel recording off: " + why;
+  }
+
+  void WriteEvent(const TrackEventSpec& event) {
+    packets_.WriteTrackEvent(tracks_.GprofRun().sequence, event);
+  }
+
+  // The recorded start, or the first event when the session did not say.
+  uint64_t StartTime() const {
+    if (session_.meta.start_monotonic_ns != 0) return session_.meta.start_monotonic_ns;
+    uint64_t first = kNever;
+    if (!session_.api_calls.empty()) first = std::min(first, session_.api_calls.front().enter_ns);
+    if (!session_.off_cpu.empty()) first = std::min(first, session_.off_cpu.front().start_ns);
+    if (!session_.futex_calls.empty())
+      first = std::min(first, session_.futex_calls.front().start_ns);
+    return first == kNever ? 0 : first;
+  }
+
+  const Session& session_;
+  TrackRegistry& tracks_;
+  PacketWriter& packets_;
+  StringInterner& interner_;
+  const Vocabulary& vocabulary_;
+};
+
+Status WriteTrace(const Session& session, TraceFile& file) {
+  StringInterner interner;
+  Vocabulary vocabulary(interner);
+  PacketWriter packets(file, interner);
+  Sequence metadata(1);
+  packets.WriteClockSnapshot(metadata, session.meta);
+  TrackRegistry tracks(session, packets, metadata);
+  tracks.DescribeModel();
+  GprofRunEventWriter(session, tracks, packets, interner, vocabulary).Write();
+  TimelineWriter(session, tracks, packets, interner, vocabulary).Write();
+  return file.Close();
+}
+
+}  // namespace
+
+Status WritePerfettoTrace(const Session& session, const std::string& path,
+                          const PerfettoOptions& /*options*/) {
+  TraceFile file(path);
+  if (Status opened = file.Open(); !opened.ok()) return opened;
+  // Exceptions stop at the module boundary; the only one expected here is running out of memory.
+  try {
+    return WriteTrace(session, file);
+  } catch (const std::exception& error) {
+    return Status::Error("cannot write Perfetto trace " + path + ": " + error.what());
+  }
+}
+
+}  // namespace gprof::collector

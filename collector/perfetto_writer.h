@@ -1,0 +1,38 @@
+// The Perfetto export: one session as a protobuf trace (a `Trace` of `TracePacket`s, TrackEvent
+// with interned strings) that ui.perfetto.dev and trace_processor open.
+//
+// What the trace holds, per thread of the model:
+//   - a thread track with the thread's CUDA calls as slices (nested calls nest), annotated with the
+//     stream, the correlation id and the return code (the last two only when not 0);
+//   - a child track "off-CPU": each interval the thread spent off-CPU, split at its wakeup into the
+//     wait ("S futex_wait_queue", with the state and the kernel stack) and the time it then waited
+//     for a CPU ("runnable (woken by X)", with the waker and the waker's kernel stack);
+//   - a child track "futex": one slice per futex(2) call;
+//   - "wake <thread>" instants on the waker's thread track, with a flow arrow to the runnable slice
+//   of
+//     the thread it woke, when the waker is a thread of the model.
+// A global track "gprof-run" holds what did not make it into the trace: lost events, the readers'
+// diagnostics, the injected library's messages.
+//
+// Timestamps are CLOCK_MONOTONIC nanoseconds, stated in the trace (with a clock snapshot to
+// BOOTTIME). Packets are streamed to the file as they are made: memory does not grow with the
+// session.
+#pragma once
+
+#include <string>
+
+#include "model.h"
+#include "status.h"
+
+namespace gprof::collector {
+
+// Export settings. None yet: callers pass the defaults, so adding one later changes no call site.
+struct PerfettoOptions {};
+
+// Writes `session` to `path` (created or truncated). The session's record vectors must be sorted as
+// model.h states (api_calls by enter_ns, off_cpu and futex_calls by start_ns). Returns an error
+// naming `path` when the file cannot be created or written.
+Status WritePerfettoTrace(const Session& session, const std::string& path,
+                          const PerfettoOptions& options = {});
+
+}  // namespace gprof::collector

@@ -1,0 +1,21 @@
+// The report: for every slow CUDA call, where its time went and who held it up; threads that froze
+// together as one freeze with one cause. Text for people (printed after a run), JSON for tools.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "analysis.h"
+#include "model.h"
+
+namespace gprof::collector {
+
+struct ReportOptions {
+  size_t max_listed = 20;  // freezes and slow calls printed in the text; the JSON has all
+};
+
+std::string RenderTextReport(const Session& session, const Analysis& analysis,
+                             const ReportOptions& options = {});
+nlohmann::json RenderJsonReport(const Session& session, const Analysis& analysis);
+
+}  // namespace gprof::collector

@@ -1,0 +1,155 @@
+#include "report.h"
+#include "report_format.h"
+#include "session_format.h"
+
+namespace gprof::collector {
+namespace {
+
+using nlohmann::json;
+
+json Optional(const std::optional<int>& value) { return value ? json(*value) : json(nullptr); }
+
+json ThreadRef(const Session& session, uint32_t tid) {
+  auto it = session.threads.find(tid);
+  return {{"tid", tid}, {"name", it == session.threads.end() ? "" : it->second.name}};
+}
+
+json CallJson(const Session& session, const ApiCall* call) {
+  if (call == nullptr) return nullptr;
+  json out = {{"api", session.ApiName(*call)},
+              {"tid", call->tid},
+              {"pid", call->pid},
+              {"enter_ns", call->enter_ns},
+              {"exit_ns", call->exit_ns},
+              {"duration_ns", call->duration()},
+              {"return_code", call->return_code}};
+  if (call->flags & format::kApiCallHasStream) out["stream"] = FormatHex(call->stream);
+  return out;
+}
+
+json ObjectJson(const Session& session, const std::optional<WaitObject>& object) {
+  if (!object) return nullptr;
+  json out = {{"pid", object->pid},
+              {"kernel_function", object->kernel_function},
+              {"description", DescribeWaitObject(session, *object)}};
+  if (object->is_futex()) {
+    out["futex_address"] = FormatHex(object->futex_address);
+    out["location"] = DescribeAddress(session, object->pid, object->futex_address);
+  }
+  return out;
+}
+
+json WaitJson(const Session& session, const Wait& wait) {
+  return {{"start_ns", wait.start_ns},
+          {"wake_ns", wait.wake_ns},
+          {"end_ns", wait.end_ns},
+          {"asleep_ns", wait.state == OffCpuState::kRunnable ? 0 : wait.asleep_ns()},
+          {"state", StateName(wait.state)},
+          {"object", ObjectJson(session, wait.object)},
+          {"kernel_stack", session.KernelStack(wait.kstack_id)},
+          {"waker_tid", wait.waker_tid},
+          {"waker_comm", wait.waker_comm},
+          {"waker_call", CallJson(session, wait.waker_call)}};
+}
+
+json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
+  json waits = json::array();
+  for (const Wait& wait : blocked.waits) waits.push_back(WaitJson(session, wait));
+  json out = CallJson(session, blocked.call);
+  out["thread"] = ThreadRef(session, blocked.call->tid)["name"];
+  out["on_cpu_ns"] = blocked.on_cpu_ns;
+  out["runnable_ns"] = blocked.runnable_ns;
+  out["asleep_ns"] = blocked.asleep_ns;
+  out["main_wait"] = ObjectJson(session, blocked.main_object);
+  out["main_wait_ns"] = blocked.main_object_ns;
+  out["freeze"] = blocked.freeze >= 0 ? json(blocked.freeze) : json(nullptr);
+  out["waits"] = std::move(waits);
+  return out;
+}
+
+json HolderJson(const Session& session, const std::optional<HolderActivity>& holder) {
+  if (!holder) return nullptr;
+  json out = ThreadRef(session, holder->tid);
+  out["call"] = CallJson(session, holder->call);
+  out["release_ns"] = holder->release_ns;
+  out["on_cpu_ns"] = holder->on_cpu_ns;
+  out["asleep_ns"] = holder->asleep_ns;
+  out["runnable_ns"] = holder->runnable_ns;
+  out["own_wait"] = ObjectJson(session, holder->own_wait);
+  out["own_waker_tid"] = holder->own_waker_tid;
+  out["own_waker_comm"] = holder->own_waker_comm;
+  out["slow_call"] = holder->blocked_call >= 0 ? json(holder->blocked_call) : json(nullptr);
+  return out;
+}
+
+json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& freeze) {
+  json members = json::array();
+  for (const FreezeMember& member : freeze.members) {
+    const BlockedCall& blocked = analysis.blocked_calls[member.blocked_call];
+    json entry = ThreadRef(session, blocked.call->tid);
+    entry["slow_call"] = member.blocked_call;
+    entry["api"] = session.ApiName(*blocked.call);
+    entry["duration_ns"] = blocked.call->duration();
+    entry["woken_by_tid"] = member.woken_by_tid;
+    entry["passed_on"] = member.passed_on;
+    members.push_back(std::move(entry));
+  }
+  return {{"start_ns", freeze.start_ns},
+          {"end_ns", freeze.end_ns},
+          {"duration_ns", freeze.end_ns - freeze.start_ns},
+          {"object", ObjectJson(session, freeze.object)},
+          {"thread_count", freeze.thread_count},
+          {"members", std::move(members)},
+          {"holder", HolderJson(session, freeze.holder)}};
+}
+
+json SessionJson(const Session& session) {
+  const SessionMeta& meta = session.meta;
+  json lost = json::array();
+  for (const auto& entry : session.lost)
+    lost.push_back({{"what", entry.what}, {"count", entry.count}});
+  json diagnostics = json::array();
+  for (const auto& d : session.diagnostics) {
+    diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
+  }
+  json threads = json::array();
+  for (const auto& [tid, thread] : session.threads) {
+    threads.push_back({{"tid", tid}, {"pid", thread.pid}, {"name", thread.name}});
+  }
+  return {{"directory", session.directory},
+          {"command", meta.command},
+          {"root_pid", meta.root_pid},
+          {"start_monotonic_ns", meta.start_monotonic_ns},
+          {"end_monotonic_ns", meta.end_monotonic_ns},
+          {"exit_code", Optional(meta.exit_code)},
+          {"exit_signal", Optional(meta.exit_signal)},
+          {"kernel_recording", meta.kernel_recording},
+          {"kernel_recording_note", meta.kernel_recording_note},
+          {"counts",
+           {{"processes", session.processes.size()},
+            {"threads", session.threads.size()},
+            {"cuda_calls", session.api_calls.size()},
+            {"off_cpu_intervals", session.off_cpu.size()},
+            {"futex_calls", session.futex_calls.size()}}},
+          {"lost", std::move(lost)},
+          {"diagnostics", std::move(diagnostics)},
+          {"messages", session.messages},
+          {"threads", std::move(threads)}};
+}
+
+}  // namespace
+
+json RenderJsonReport(const Session& session, const Analysis& analysis) {
+  json slow_calls = json::array();
+  for (const BlockedCall& blocked : analysis.blocked_calls) {
+    slow_calls.push_back(BlockedCallJson(session, blocked));
+  }
+  json freezes = json::array();
+  for (const Freeze& freeze : analysis.freezes)
+    freezes.push_back(FreezeJson(session, analysis, freeze));
+  return {{"format", "gprof-run-report"},        {"version", 1},
+          {"session", SessionJson(session)},     {"threshold_ns", analysis.options.threshold_ns},
+          {"slow_calls", std::move(slow_calls)}, {"freezes", std::move(freezes)}};
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,248 @@
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "report.h"
+#include "report_format.h"
+
+namespace gprof::collector {
+namespace {
+
+std::string JoinCommand(const std::vector<std::string>& command) {
+  std::string text;
+  for (const auto& arg : command) {
+    if (!text.empty()) text += ' ';
+    text += arg.find(' ') == std::string::npos ? arg : "'" + arg + "'";
+  }
+  return text;
+}
+
+std::string WithThousands(uint64_t value) {
+  std::string digits = std::to_string(value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return digits;
+}
+
+class TextReport {
+ public:
+  TextReport(const Session& session, const Analysis& analysis, const ReportOptions& options)
+      : session_(session), analysis_(analysis), options_(options) {}
+
+  std::string Render() {
+    Header();
+    Freezes();
+    OtherSlowCalls();
+    return out_.str();
+  }
+
+ private:
+  std::string Thread(uint32_t tid) const { return session_.ThreadLabel(tid); }
+  std::string Call(const ApiCall& call) const {
+    return session_.ApiName(call) + " (" + FormatOffset(session_, call.enter_ns) + ", " +
+           FormatDuration(call.duration()) + ")";
+  }
+  // "woken by holder (1236), inside cudaDeviceSynchronize (+0.208 s, 40.1 ms)"
+  std::string Waker(uint32_t tid, const std::string& comm, const ApiCall* call) const {
+    if (tid == 0) return comm.empty() ? "woken by an interrupt" : "woken by " + comm;
+    std::string text =
+        "woken by " + (session_.threads.contains(tid)
+                           ? Thread(tid)
+                           : comm + " (" + std::to_string(tid) + ", outside the traced tree)");
+    if (call != nullptr) text += ", inside " + Call(*call);
+    return text;
+  }
+
+  void Header();
+  void Freezes();
+  void FreezeHolder(const Freeze& freeze);
+  void OtherSlowCalls();
+  std::string Breakdown(const BlockedCall& blocked) const;
+
+  const Session& session_;
+  const Analysis& analysis_;
+  const ReportOptions& options_;
+  std::ostringstream out_;
+  std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
+};
+
+void TextReport::Header() {
+  const SessionMeta& meta = session_.meta;
+  out_ << "gprof-run report: " << session_.directory << "\n";
+  if (!meta.command.empty()) {
+    out_ << "  command   " << JoinCommand(meta.command);
+    if (meta.root_pid != 0) out_ << "  (pid " << meta.root_pid << ")";
+    out_ << "\n";
+  }
+  if (meta.exit_code || meta.exit_signal) {
+    out_ << "  exit      "
+         << (meta.exit_code ? "status " + std::to_string(*meta.exit_code)
+                            : "killed by signal " + std::to_string(*meta.exit_signal));
+    if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0) {
+      out_ << " after " << FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
+    }
+    out_ << "\n";
+  }
+  size_t processes = std::count_if(session_.processes.begin(), session_.processes.end(),
+                                   [](const auto& p) { return p.first != 0; });
+  out_ << "  recorded  " << processes << (processes == 1 ? " process, " : " processes, ")
+       << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
+       << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "
+       << WithThousands(session_.futex_calls.size()) << " futex calls\n";
+  if (!meta.kernel_recording) {
+    out_ << "  kernel    NOT recorded"
+         << (meta.kernel_recording_note.empty() ? "" : ": " + meta.kernel_recording_note)
+         << "\n            (calls below are timed, but not explained)\n";
+  }
+  uint64_t lost_total = 0;
+  for (const auto& lost : session_.lost) lost_total += lost.count;
+  if (lost_total == 0) {
+    out_ << "  lost      nothing\n";
+  } else {
+    for (const auto& lost : session_.lost) {
+      if (lost.count > 0)
+        out_ << "  LOST      " << WithThousands(lost.count) << " " << lost.what << "\n";
+    }
+  }
+  for (const auto& diagnostic : session_.diagnostics) {
+    out_ << "  damaged   " << diagnostic.file << " at offset " << diagnostic.offset << ": "
+         << diagnostic.message << "\n";
+  }
+  for (const auto& message : session_.messages) out_ << "  note      " << message << "\n";
+
+  size_t in_freezes = std::count_if(analysis_.blocked_calls.begin(), analysis_.blocked_calls.end(),
+                                    [](const BlockedCall& b) { return b.freeze >= 0; });
+  out_ << "\n"
+       << analysis_.blocked_calls.size() << " CUDA calls took "
+       << FormatDuration(analysis_.options.threshold_ns) << " or longer";
+  if (!analysis_.freezes.empty()) {
+    out_ << "; " << in_freezes << " of them in " << analysis_.freezes.size()
+         << (analysis_.freezes.size() == 1 ? " freeze" : " freezes")
+         << " (threads blocked together on one object)";
+  }
+  out_ << ".\n";
+}
+
+// Freezes longest first, numbered in that order: the worst is what the reader came for.
+void TextReport::Freezes() {
+  std::vector<const Freeze*> ordered;
+  for (const Freeze& freeze : analysis_.freezes) ordered.push_back(&freeze);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const Freeze* a, const Freeze* b) {
+    return a->end_ns - a->start_ns > b->end_ns - b->start_ns;
+  });
+  size_t shown = std::min(ordered.size(), options_.max_listed);
+  for (size_t i = 0; i < shown; ++i) {
+    const Freeze& freeze = *ordered[i];
+    if (freeze.holder && freeze.holder->call != nullptr) held_by_[freeze.holder->call] = i + 1;
+    out_ << "\nFREEZE " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
+         << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << freeze.thread_count
+         << " threads blocked on " << (freeze.object.is_futex() ? "one lock" : "one wait") << "\n";
+    out_ << "  on       " << DescribeWaitObject(session_, freeze.object) << " in pid "
+         << freeze.object.pid << "\n";
+    FreezeHolder(freeze);
+    const char* label = "  blocked  ";
+    for (const FreezeMember& member : freeze.members) {
+      const BlockedCall& blocked = analysis_.blocked_calls[member.blocked_call];
+      out_ << label << Thread(blocked.call->tid) << " in " << Call(*blocked.call) << ": "
+           << Breakdown(blocked);
+      if (member.woken_by_tid != 0) {
+        out_ << "; released by " << Thread(member.woken_by_tid);
+        if (member.passed_on) out_ << ", who waited on it too and passed it on";
+      }
+      out_ << "\n";
+      label = "           ";
+    }
+  }
+  if (shown < analysis_.freezes.size()) {
+    out_ << "\n(" << analysis_.freezes.size() - shown << " more freezes in report.json)\n";
+  }
+}
+
+void TextReport::FreezeHolder(const Freeze& freeze) {
+  if (!freeze.holder) {
+    out_ << "  holder   unknown: no recorded thread released the waiters\n";
+    return;
+  }
+  const HolderActivity& holder = *freeze.holder;
+  out_ << "  holder   " << Thread(holder.tid) << " released it at "
+       << FormatOffset(session_, holder.release_ns);
+  if (holder.call != nullptr) {
+    out_ << ", inside " << Call(*holder.call) << "\n";
+  } else {
+    out_ << ", outside any CUDA call\n";
+  }
+  uint64_t span = holder.on_cpu_ns + holder.asleep_ns + holder.runnable_ns;
+  if (span == 0) return;
+  out_ << "  meantime ";
+  if (holder.own_wait && holder.asleep_ns >= holder.on_cpu_ns) {
+    out_ << "the holder slept " << FormatDuration(holder.asleep_ns) << " on "
+         << DescribeWaitObject(session_, *holder.own_wait);
+    if (holder.own_waker_tid != 0 || !holder.own_waker_comm.empty()) {
+      out_ << ", " << Waker(holder.own_waker_tid, holder.own_waker_comm, nullptr);
+    }
+    out_ << "; on CPU " << FormatDuration(holder.on_cpu_ns) << "\n";
+  } else {
+    out_ << "the holder was on CPU " << FormatDuration(holder.on_cpu_ns)
+         << " (working or spinning while holding it)";
+    if (holder.asleep_ns > 0) out_ << ", asleep " << FormatDuration(holder.asleep_ns);
+    if (holder.runnable_ns > 0)
+      out_ << ", waiting for a CPU " << FormatDuration(holder.runnable_ns);
+    out_ << "\n";
+  }
+}
+
+std::string TextReport::Breakdown(const BlockedCall& blocked) const {
+  std::ostringstream text;
+  if (blocked.main_object) {
+    text << "asleep " << FormatDuration(blocked.main_object_ns) << " on "
+         << DescribeWaitObject(session_, *blocked.main_object);
+    if (blocked.asleep_ns > blocked.main_object_ns) {
+      text << " (+" << FormatDuration(blocked.asleep_ns - blocked.main_object_ns) << " elsewhere)";
+    }
+    text << ", ";
+  }
+  text << "on CPU " << FormatDuration(blocked.on_cpu_ns);
+  if (blocked.runnable_ns > 0)
+    text << ", waiting for a CPU " << FormatDuration(blocked.runnable_ns);
+  return text.str();
+}
+
+void TextReport::OtherSlowCalls() {
+  std::vector<const BlockedCall*> others;
+  for (const BlockedCall& blocked : analysis_.blocked_calls) {
+    if (blocked.freeze < 0) others.push_back(&blocked);
+  }
+  if (others.empty()) return;
+  std::stable_sort(others.begin(), others.end(), [](const BlockedCall* a, const BlockedCall* b) {
+    return a->call->duration() > b->call->duration();
+  });
+  size_t shown = std::min(others.size(), options_.max_listed);
+  out_ << "\nSLOW CUDA CALLS not blocked in a freeze, longest first";
+  if (shown < others.size())
+    out_ << " (" << shown << " of " << others.size() << "; all in report.json)";
+  out_ << "\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const BlockedCall& blocked = *others[i];
+    out_ << "  " << Thread(blocked.call->tid) << " in " << Call(*blocked.call) << ": "
+         << Breakdown(blocked) << "\n";
+    if (auto held = held_by_.find(blocked.call); held != held_by_.end()) {
+      out_ << "      it held the lock of FREEZE " << held->second << " meanwhile\n";
+    }
+    // The wait that decided the call: the longest sleep on its main object.
+    const Wait* longest =
+        blocked.main_object ? LongestWaitOn(blocked.waits, *blocked.main_object) : nullptr;
+    if (longest != nullptr && (longest->waker_tid != 0 || !longest->waker_comm.empty())) {
+      out_ << "      " << Waker(longest->waker_tid, longest->waker_comm, longest->waker_call)
+           << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::string RenderTextReport(const Session& session, const Analysis& analysis,
+                             const ReportOptions& options) {
+  return TextReport(session, analysis, options).Render();
+}
+
+}  // namespace gprof::collector

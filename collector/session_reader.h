@@ -1,0 +1,22 @@
+// Reads a whole session directory into one Session: session.json (what gprof-run knew about the
+// run), every inject-*.gpr (one per process that made CUDA calls) and kernel.gpr (the kernel
+// recorder). Damaged input is salvaged and described in Session::diagnostics; only a directory
+// with nothing readable in it is an error.
+#pragma once
+
+#include <string>
+
+#include "model.h"
+#include "status.h"
+
+namespace gprof::collector {
+
+inline constexpr char kSessionMetaFile[] = "session.json";
+inline constexpr char kKernelFile[] = "kernel.gpr";
+inline constexpr char kInjectFilePrefix[] = "inject-";
+inline constexpr char kRecordingFileSuffix[] = ".gpr";
+inline constexpr int kSessionMetaVersion = 1;
+
+Expected<Session> ReadSession(const std::string& directory);
+
+}  // namespace gprof::collector

@@ -1,0 +1,84 @@
+// gprof-run: profile a GPU program unchanged, and explain why its threads froze.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "exit_codes.h"
+#include "run_command.h"
+
+namespace {
+constexpr char kUsage[] =
+    "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
+    "       gprof-run report DIR [--threshold MS]\n"
+    "The command's output, input and exit status are its own; the report goes to stderr and,\n"
+    "with the Perfetto trace, into the session directory.";
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gprof-run: records every CUDA call of a program and what the kernel did with its threads, "
+      "then explains each blocked call: the lock behind it, the thread that held it, and what "
+      "that thread was doing.",
+      "gprof-run"};
+  app.footer(kUsage);
+  app.set_version_flag("--version", GPROF_VERSION);
+  app.prefix_command();  // everything from CMD on belongs to the command
+
+  gprof::cli::RunOptions run;
+  bool no_kernel = false;
+  bool quiet = false;
+  app.add_option("-o,--output", run.output_dir,
+                 "Session directory (default: a new gprof-<cmd>-<date-time> here); must not hold "
+                 "an earlier session");
+  app.add_option("--threshold", run.threshold_ms, "Explain CUDA calls at least this long, in ms")
+      ->default_val(1.0)
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-kernel", no_kernel, "Record CUDA calls only, no BPF (no explanations)");
+  app.add_flag("-q,--quiet", quiet, "Do not print the report at the end (it is still written)");
+  app.add_flag("--run-as-root", run.run_as_root,
+               "Under sudo, run the command as root instead of as the invoking user");
+  app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
+      ->check(CLI::ExistingFile);
+
+  std::string report_dir;
+  double report_threshold_ms = 1.0;
+  CLI::App* report =
+      app.add_subcommand("report", "Explain a saved session again and print the report");
+  report->add_option("dir", report_dir, "Session directory")->required();
+  report
+      ->add_option("--threshold", report_threshold_ms,
+                   "Explain CUDA calls at least this long, in ms")
+      ->default_val(1.0)
+      ->check(CLI::PositiveNumber);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fprintf(stderr, "gprof-run: %s\nRun 'gprof-run --help' for usage.\n", e.what());
+    return gprof::cli::kExitToolFailure;
+  }
+
+  if (report->parsed()) return gprof::cli::ReportCommand(report_dir, report_threshold_ms);
+
+  run.command = app.remaining();
+  // prefix_command() hands over everything from the first argument it does not know: an option
+  // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
+  if (!run.command.empty() && run.command.front().starts_with("-") && run.command.front() != "--") {
+    fprintf(stderr, "gprof-run: unknown option %s\nRun 'gprof-run --help' for usage.\n",
+            run.command.front().c_str());
+    return gprof::cli::kExitToolFailure;
+  }
+  if (!run.command.empty() && run.command.front() == "--") run.command.erase(run.command.begin());
+  if (run.command.empty()) {
+    fprintf(stderr, "gprof-run: no command given\n%s\n", kUsage);
+    return gprof::cli::kExitToolFailure;
+  }
+  run.kernel_recording = !no_kernel;
+  run.print_report = !quiet;
+  return gprof::cli::RunCommand(run);
+}

@@ -1,0 +1,25 @@
+// `gprof-run [options] -- CMD [ARGS...]`: record CMD and everything it starts, then explain it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gprof::cli {
+
+struct RunOptions {
+  std::vector<std::string> command;
+  std::string output_dir;  // empty: a new gprof-<cmd>-<date-time> here
+  double threshold_ms = 1.0;
+  bool kernel_recording = true;
+  bool print_report = true;
+  bool run_as_root = false;    // under sudo, keep the command as root
+  std::string inject_library;  // empty: next to the gprof-run executable
+};
+
+// Returns the status gprof-run exits with: the command's, or one of exit_codes.h.
+int RunCommand(const RunOptions& options);
+
+// `gprof-run report DIR`: runs the collector again on a saved session and prints the report.
+int ReportCommand(const std::string& directory, double threshold_ms);
+
+}  // namespace gprof::cli

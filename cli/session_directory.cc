@@ -1,0 +1,122 @@
+#include "session_directory.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "session_reader.h"
+
+namespace gprof::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A file-name-safe short form of the command: "python3", "train.py"...
+std::string CommandStem(const std::string& command) {
+  std::string stem = fs::path(command).filename().string();
+  for (char& c : stem) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
+  return stem.empty() ? "cmd" : stem.substr(0, 40);
+}
+
+std::string Timestamp() {
+  time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  strftime(text, sizeof(text), "%Y%m%d-%H%M%S", &local);
+  return text;
+}
+
+}  // namespace
+
+std::optional<std::string> CreateSessionDirectory(const std::string& requested,
+                                                  const std::string& command, std::string* error) {
+  std::error_code ec;
+  if (!requested.empty()) {
+    if (fs::exists(requested, ec)) {
+      if (!fs::is_directory(requested, ec)) {
+        *error = requested + " exists and is not a directory";
+        return std::nullopt;
+      }
+      if (!fs::is_empty(requested, ec)) {
+        *error = requested +
+                 " already exists and is not empty: gprof-run never overwrites a "
+                 "session; choose another -o or remove it";
+        return std::nullopt;
+      }
+    } else if (mkdir(requested.c_str(), 0755) != 0) {
+      *error = "cannot create session directory " + requested + ": " + strerror(errno);
+      return std::nullopt;
+    }
+    return fs::absolute(requested, ec).lexically_normal().string();
+  }
+  std::string base = "gprof-" + CommandStem(command) + "-" + Timestamp();
+  for (int attempt = 1; attempt < 1000; ++attempt) {
+    std::string name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
+    if (mkdir(name.c_str(), 0755) == 0) return fs::absolute(name, ec).lexically_normal().string();
+    if (errno != EEXIST) {
+      *error = "cannot create session directory " + name +
+               " in the current directory: " + strerror(errno) + " (use -o DIR)";
+      return std::nullopt;
+    }
+  }
+  *error = "cannot find a free session directory name " + base + "-N";
+  return std::nullopt;
+}
+
+bool WriteSessionMeta(const std::string& directory, const RunDescription& run, std::string* error) {
+  nlohmann::json exit = nlohmann::json::object();
+  if (run.exit_code) exit["code"] = *run.exit_code;
+  if (run.exit_signal) exit["signal"] = *run.exit_signal;
+  nlohmann::json meta = {
+      {"format", "gprof-run-session"},
+      {"version", collector::kSessionMetaVersion},
+      {"tool_version", GPROF_VERSION},
+      {"command", run.command},
+      {"root_pid", run.root_pid},
+      {"clock", "CLOCK_MONOTONIC"},
+      {"start",
+       {{"monotonic_ns", run.start_monotonic_ns},
+        {"realtime_ns", run.start_realtime_ns},
+        {"boottime_ns", run.start_boottime_ns}}},
+      {"end", {{"monotonic_ns", run.end_monotonic_ns}}},
+      {"exit", exit},
+      {"kernel_recording",
+       {{"enabled", run.kernel_recording}, {"note", run.kernel_recording_note}}},
+      {"inject_library", run.inject_library},
+  };
+  fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
+  fs::path temporary = final_path;
+  temporary += ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << meta.dump(2) << "\n";
+    if (!out.flush()) {
+      *error = "cannot write " + temporary.string();
+      return false;
+    }
+  }
+  if (rename(temporary.c_str(), final_path.c_str()) != 0) {
+    *error = "cannot write " + final_path.string() + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void ChownTree(const std::string& directory, unsigned uid, unsigned gid) {
+  std::error_code ec;
+  if (chown(directory.c_str(), uid, gid) != 0) return;
+  for (const auto& entry : fs::recursive_directory_iterator(directory, ec)) {
+    if (lchown(entry.path().c_str(), uid, gid) != 0) continue;
+  }
+}
+
+}  // namespace gprof::cli

@@ -1,0 +1,57 @@
+// Helpers shared by the test programs that run on the fake CUDA runtime.
+#pragma once
+
+#include <errno.h>
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include "fake_cuda.h"
+
+namespace apps {
+
+inline uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+inline void SleepNs(uint64_t duration_ns) {
+  const uint64_t deadline_ns = MonotonicNs() + duration_ns;
+  const timespec deadline = {time_t(deadline_ns / 1'000'000'000),
+                             long(deadline_ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) == EINTR) {
+  }
+}
+
+// Linux keeps 15 characters of a thread name.
+inline void SetThreadName(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.c_str());
+}
+
+// A failed CUDA call ends the program with status 1: a test program that carried on would hide it.
+inline void Check(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return;
+  std::fprintf(stderr, "%s: %s failed: %s\n", program_invocation_short_name, call,
+               cudaGetErrorName(error));
+  std::exit(1);
+}
+
+// Parses a whole decimal integer in [min, max]; exits with status 2 and `usage` otherwise.
+inline long ParseInt(const char* text, long min, long max, const char* usage) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < min || value > max) {
+    std::fprintf(stderr, "%s: bad number '%s'\nusage: %s\n", program_invocation_short_name, text,
+                 usage);
+    std::exit(2);
+  }
+  return value;
+}
+
+}  // namespace apps

@@ -1,0 +1,405 @@
+// gprof-run for real: the command's behaviour is its own (status, signals, streams, environment),
+// misuse gets one clear line and gprof-run's own statuses, and with BPF the report explains the
+// fake runtime's driver-lock freeze as well as the program itself measured it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "session_format.h"
+#include "test_support.h"
+
+namespace gprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+ProcessResult Gprof(std::vector<std::string> args, ProcessSpec spec = {}) {
+  spec.argv = {GprofRunPath()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  if (spec.timeout_s == 120) spec.timeout_s = 90;
+  return RunProcess(spec);
+}
+
+json ReadJson(const std::string& path) {
+  json parsed = json::parse(ReadFile(path), nullptr, false);
+  EXPECT_FALSE(parsed.is_discarded()) << path;
+  return parsed;
+}
+
+// --- the command's behaviour is its own ---
+
+TEST(EndToEnd, ExitStatusIsTheCommands) {
+  TempDir dir;
+  EXPECT_EQ(Gprof({"-q", "-o", dir.Sub("a"), "--", AppPath("exit_app"), "exit", "3"}).exit_code(),
+            3);
+  EXPECT_EQ(Gprof({"-q", "-o", dir.Sub("b"), "--", AppPath("exit_app"), "exit", "0"}).exit_code(),
+            0);
+  ProcessResult killed =
+      Gprof({"-q", "-o", dir.Sub("c"), "--", AppPath("exit_app"), "signal", "9"});
+  EXPECT_TRUE(WIFEXITED(killed.wait_status));  // gprof-run itself exits, with 128 + N
+  EXPECT_EQ(killed.exit_code(), 128 + 9);
+  EXPECT_EQ(Gprof({"-q", "-o", dir.Sub("d"), AppPath("exit_app"), "signal", "11"}).exit_code(),
+            128 + 11);
+  ProcessResult session =
+      Gprof({"-q", "-o", dir.Sub("e"), "--", AppPath("exit_app"), "exit", "42"});
+  json meta = ReadJson(dir.Sub("e/session.json"));
+  EXPECT_EQ(meta["exit"]["code"], 42);
+}
+
+TEST(EndToEnd, OutputAndInputAreUntouched) {
+  TempDir dir;
+  ProcessResult plain = RunProcess(Command({AppPath("exit_app"), "print"}));
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "print"});
+  EXPECT_EQ(run.exit_code(), 0);
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(run.err, plain.err);  // -q: not a byte of ours
+
+  std::string input;
+  for (int i = 0; i < 200000; ++i) input.push_back(static_cast<char>(i * 7 % 256));
+  ProcessSpec spec;
+  spec.input = input;
+  ProcessResult echo = Gprof({"-q", "-o", dir.Sub("t"), "--", AppPath("exit_app"), "echo"}, spec);
+  EXPECT_EQ(echo.exit_code(), 0);
+  EXPECT_EQ(echo.out, input);
+
+  ProcessResult loud = Gprof({"-o", dir.Sub("u"), "--", AppPath("exit_app"), "print"});
+  EXPECT_EQ(loud.out, plain.out);
+  ASSERT_EQ(loud.err.substr(0, plain.err.size()), plain.err);  // the report comes after
+  EXPECT_NE(loud.err.find("gprof-run report"), std::string::npos);
+}
+
+TEST(EndToEnd, PreloadIsAppendedNotReplaced) {
+  TempDir dir;
+  std::string existing = BuildDir() + "/tests/fake_cuda/libcudart.so.13";
+  ProcessSpec spec;
+  spec.set_env = {"LD_PRELOAD=" + existing};
+  ProcessResult run =
+      Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "env", "LD_PRELOAD"}, spec);
+  EXPECT_EQ(run.exit_code(), 0) << run.err;
+  std::string preload = run.out.substr(0, run.out.find('\n'));
+  EXPECT_EQ(preload, existing + ":" + fs::canonical(InjectLibraryPath()).string());
+  ProcessResult injection =
+      Gprof({"-q", "-o", dir.Sub("t"), "--", AppPath("exit_app"), "env", "CUDA_INJECTION64_PATH"});
+  EXPECT_EQ(injection.out, fs::canonical(InjectLibraryPath()).string() + "\n");
+}
+
+TEST(EndToEnd, SignalsAreForwarded) {
+  TempDir dir;
+  for (int signal : {SIGTERM, SIGINT}) {
+    ProcessSpec spec;
+    spec.signal_after_ms = 700;
+    spec.signal = signal;
+    spec.timeout_s = 30;
+    ProcessResult run = Gprof({"-q", "-o", dir.Sub("s" + std::to_string(signal)), "--",
+                               AppPath("exit_app"), "sleep", "20000"},
+                              spec);
+    EXPECT_EQ(run.exit_code(), 128 + signal);
+    EXPECT_LT(run.seconds, 10) << "the command did not get the signal";
+  }
+}
+
+// --- gprof-run's own failures ---
+
+TEST(EndToEnd, LaunchFailuresUseTheShellsStatuses) {
+  TempDir dir;
+  ProcessResult missing = Gprof({"-o", dir.Sub("a"), "--", "/no/such/program"});
+  EXPECT_EQ(missing.exit_code(), 127);
+  EXPECT_EQ(missing.err, "gprof-run: /no/such/program: command not found\n");
+  EXPECT_FALSE(fs::exists(dir.Sub("a")));
+  std::ofstream(dir.Sub("data.txt")) << "not a program\n";
+  chmod(dir.Sub("data.txt").c_str(), 0644);
+  ProcessResult not_executable = Gprof({"-o", dir.Sub("b"), "--", dir.Sub("data.txt")});
+  EXPECT_EQ(not_executable.exit_code(), 126);
+  EXPECT_NE(not_executable.err.find("cannot execute"), std::string::npos);
+  EXPECT_EQ(std::count(not_executable.err.begin(), not_executable.err.end(), '\n'), 1);
+}
+
+TEST(EndToEnd, MisuseIsOneClearLineAnd125) {
+  TempDir dir;
+  ProcessResult none = Gprof({});
+  EXPECT_EQ(none.exit_code(), 125);
+  EXPECT_NE(none.err.find("no command given"), std::string::npos);
+  ProcessResult unknown = Gprof({"--frobnicate", "--", "true"});
+  EXPECT_EQ(unknown.exit_code(), 125);
+  EXPECT_NE(unknown.err.find("frobnicate"), std::string::npos) << unknown.err;
+  ProcessResult no_session = Gprof({"report", dir.Sub("nothing")});
+  EXPECT_EQ(no_session.exit_code(), 125);
+  EXPECT_NE(no_session.err.find("no such session directory"), std::string::npos) << no_session.err;
+  EXPECT_EQ(Gprof({"--help"}).exit_code(), 0);
+}
+
+TEST(EndToEnd, NeverOverwritesASession) {
+  TempDir dir;
+  fs::create_directory(dir.Sub("taken"));
+  std::ofstream(dir.Sub("taken/keep")) << "precious";
+  ProcessResult run = Gprof({"-o", dir.Sub("taken"), "--", AppPath("exit_app")});
+  EXPECT_EQ(run.exit_code(), 125);
+  EXPECT_NE(run.err.find("not empty"), std::string::npos);
+  EXPECT_EQ(ReadFile(dir.Sub("taken/keep")), "precious");
+
+  // Without -o, each run gets a new directory beside the others.
+  ProcessSpec here;
+  here.cwd = dir.path();
+  ASSERT_EQ(Gprof({"-q", AppPath("exit_app")}, here).exit_code(), 0);
+  ASSERT_EQ(Gprof({"-q", AppPath("exit_app")}, here).exit_code(), 0);
+  int sessions = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    sessions += entry.path().filename().string().starts_with("gprof-exit_app-");
+  }
+  EXPECT_EQ(sessions, 2);
+}
+
+TEST(EndToEnd, WithoutBpfPrivilegesCudaCallsAreStillRecorded) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run gprof-run as an unprivileged user";
+  TempDir dir;
+  ProcessSpec spec;
+  spec.run_as_uid = 65534;  // nobody
+  ProcessResult run = Gprof({"-o", dir.Sub("s"), "--", AppPath("api_tour_app")}, spec);
+  EXPECT_EQ(run.exit_code(), 0) << run.err;
+  std::istringstream lines(run.err);
+  std::string first;
+  std::getline(lines, first);
+  EXPECT_NE(first.find("kernel recording off"), std::string::npos) << run.err;
+  EXPECT_NE(first.find("CAP_BPF"), std::string::npos) << first;
+  json report = ReadJson(dir.Sub("s/report.json"));
+  EXPECT_GE(report["session"]["counts"]["cuda_calls"].get<int>(), 19);
+  EXPECT_FALSE(report["session"]["kernel_recording"].get<bool>());
+}
+
+// --- the freeze, explained ---
+
+struct AppCall {
+  uint32_t tid;
+  std::string thread, api;
+  uint64_t enter_ns, exit_ns;
+};
+
+std::vector<AppCall> ReadAppCalls(const std::string& path) {
+  std::vector<AppCall> calls;
+  std::istringstream lines(ReadFile(path));
+  std::string line;
+  std::regex pattern(R"(call tid=(\d+) thread=(\S+) api=(\w+) enter_ns=(\d+) exit_ns=(\d+))");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, pattern)) {
+      calls.push_back({static_cast<uint32_t>(std::stoul(m[1])), m[2], m[3], std::stoull(m[4]),
+                       std::stoull(m[5])});
+    }
+  }
+  return calls;
+}
+
+// Runs freeze_app under gprof-run and checks the report against what the app measured itself:
+// every blocked launcher named, one lock, the holder and its call, durations within 10%.
+void CheckFreezeExplained(const std::string& holder_mode, const std::string& holder_api) {
+  TempDir dir;
+  std::string calls_file = dir.Sub("calls.txt");
+  ProcessResult run =
+      Gprof({"-o", dir.Sub("s"), "--", AppPath("freeze_app"), "--launchers", "3", "--rounds", "3",
+             "--long-kernel-ms", "40", "--holder", holder_mode, "--calls-out", calls_file});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json report = ReadJson(dir.Sub("s/report.json"));
+  ASSERT_TRUE(report["session"]["kernel_recording"].get<bool>()) << run.err;
+
+  std::vector<AppCall> measured = ReadAppCalls(calls_file);
+  std::map<uint32_t, std::string> launchers;
+  uint32_t holder_tid = 0;
+  for (const auto& call : measured) {
+    if (call.thread.starts_with("launcher")) launchers[call.tid] = call.thread;
+    if (call.thread == "holder") holder_tid = call.tid;
+  }
+  ASSERT_EQ(launchers.size(), 3u) << "the app itself saw fewer blocked launchers";
+  ASSERT_NE(holder_tid, 0u);
+
+  // The calls of the rounds, as the app measured them: the holder's holding calls, and the
+  // launches that blocked for most of one. (Other calls the app timed at a millisecond or two are
+  // scheduling noise on a loaded 2-core machine, not the freeze.)
+  std::vector<AppCall> rounds, round_calls;
+  for (const auto& call : measured) {
+    if (call.tid == holder_tid && call.api == holder_api) rounds.push_back(call);
+  }
+  ASSERT_EQ(rounds.size(), 3u);
+  for (const auto& call : measured) {
+    for (const auto& round : rounds) {
+      bool holds = call.tid == holder_tid && call.api == holder_api;
+      bool blocked = launchers.contains(call.tid) && call.enter_ns < round.exit_ns &&
+                     call.exit_ns > round.enter_ns &&
+                     call.exit_ns - call.enter_ns > (round.exit_ns - round.enter_ns) / 2;
+      if (holds || blocked) {
+        round_calls.push_back(call);
+        break;
+      }
+    }
+  }
+  // Each is in the report, with the duration the app measured, within 10%.
+  const json& slow = report["slow_calls"];
+  for (const auto& call : round_calls) {
+    const json* found = nullptr;
+    for (const auto& entry : slow) {
+      if (entry["tid"] == call.tid && entry["enter_ns"].get<uint64_t>() >= call.enter_ns &&
+          entry["exit_ns"].get<uint64_t>() <= call.exit_ns) {
+        found = &entry;
+      }
+    }
+    ASSERT_NE(found, nullptr) << call.thread << " " << call.api << " at " << call.enter_ns
+                              << " is not in the report";
+    EXPECT_EQ((*found)["api"], call.api);
+    double app_ns = static_cast<double>(call.exit_ns - call.enter_ns);
+    double reported_ns = (*found)["duration_ns"].get<double>();
+    EXPECT_NEAR(reported_ns, app_ns, app_ns * 0.10) << call.thread << " " << call.api;
+  }
+
+  // Each round (one slow holder call, as the app measured it) is one freeze: the launchers blocked
+  // during it, together, on one lock, released by the holder inside that call. (Other freezes,
+  // such as threads starting up together, may exist; they are not the rounds.)
+  const json& freezes = report["freezes"];
+  std::set<std::string> locks;
+  std::set<uint32_t> blocked_seen;
+  for (const auto& round : rounds) {
+    const json* freeze = nullptr;
+    for (const auto& candidate : freezes) {
+      if (candidate["start_ns"].get<uint64_t>() < round.exit_ns &&
+          candidate["end_ns"].get<uint64_t>() > round.enter_ns &&
+          (freeze == nullptr ||
+           candidate["duration_ns"].get<uint64_t>() > (*freeze)["duration_ns"].get<uint64_t>())) {
+        freeze = &candidate;
+      }
+    }
+    ASSERT_NE(freeze, nullptr) << "no freeze during the round at " << round.enter_ns;
+    const json& holder = (*freeze)["holder"];
+    ASSERT_FALSE(holder.is_null()) << freeze->dump(1);
+    EXPECT_EQ(holder["tid"], holder_tid) << freeze->dump(1);
+    EXPECT_EQ(holder["name"], "holder");
+    ASSERT_FALSE(holder["call"].is_null()) << freeze->dump(1);
+    EXPECT_EQ(holder["call"]["api"], holder_api) << freeze->dump(1);
+    EXPECT_GE(holder["call"]["enter_ns"].get<uint64_t>(), round.enter_ns);
+    EXPECT_LE(holder["call"]["exit_ns"].get<uint64_t>(), round.exit_ns);
+    ASSERT_FALSE((*freeze)["object"]["futex_address"].is_null());
+    locks.insert((*freeze)["object"]["futex_address"].get<std::string>());
+    EXPECT_NE((*freeze)["object"]["location"].get<std::string>().find("libcudart.so.13"),
+              std::string::npos)
+        << "the driver lock lives in the runtime's data: " << (*freeze)["object"].dump();
+    for (const auto& member : (*freeze)["members"]) {
+      uint32_t tid = member["tid"];
+      EXPECT_TRUE(launchers.contains(tid)) << "not a launcher: " << member.dump();
+      blocked_seen.insert(tid);
+    }
+    // Launchers the app saw blocked during the round are all in its freeze, and the freeze lasts as
+    // long as the longest of their blocked calls, as the app measured them.
+    uint64_t longest_blocked_ns = 0;
+    for (const auto& call : round_calls) {
+      if (!launchers.contains(call.tid) || call.enter_ns >= round.exit_ns ||
+          call.exit_ns <= round.enter_ns) {
+        continue;
+      }
+      EXPECT_TRUE(blocked_seen.contains(call.tid)) << call.thread << " missing from the freeze";
+      longest_blocked_ns = std::max(longest_blocked_ns, call.exit_ns - call.enter_ns);
+    }
+    double freeze_ns = (*freeze)["duration_ns"].get<double>();
+    EXPECT_NEAR(freeze_ns, longest_blocked_ns, longest_blocked_ns * 0.10);
+  }
+  EXPECT_EQ(locks.size(), 1u) << "one driver lock";
+  for (const auto& [tid, name] : launchers) EXPECT_TRUE(blocked_seen.contains(tid)) << name;
+
+  // And the text says it in words.
+  std::string text = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_NE(text.find("FREEZE 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("holder   holder (" + std::to_string(holder_tid) + ") released it"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("inside " + holder_api), std::string::npos) << text;
+  for (const auto& [tid, name] : launchers) EXPECT_NE(text.find(name), std::string::npos) << name;
+  EXPECT_EQ(run.err.find(text.substr(0, 40)) != std::string::npos, true) << "report printed";
+}
+
+TEST(EndToEnd, ExplainsAFreezeBehindASleepingHolder) {
+  GPROF_NEED_BPF();
+  CheckFreezeExplained("sync", "cudaDeviceSynchronize");
+}
+
+TEST(EndToEnd, ExplainsAFreezeBehindASpinningHolder) {
+  GPROF_NEED_BPF();
+  CheckFreezeExplained("free", "cudaFree");
+}
+
+TEST(EndToEnd, TraceDecodesWithThePerfettoSchema) {
+  GPROF_NEED_BPF();
+  std::string schema = PerfettoSchemaPath();
+  std::string schema_dir = fs::path(schema).parent_path();
+  if (!fs::exists(schema)) {
+    GTEST_SKIP() << "Perfetto schema not found at " << schema << " (set GPROF_PERFETTO_SCHEMA)";
+  }
+  if (RunProcess(Command({"/usr/bin/protoc", "--version"})).exit_code() != 0) {
+    GTEST_SKIP() << "protoc not installed (Debian: protobuf-compiler)";
+  }
+  TempDir dir;
+  ASSERT_EQ(
+      Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("freeze_app"), "--rounds", "1"}).exit_code(),
+      0);
+  ProcessSpec decode;
+  decode.argv = {"/bin/sh", "-c",
+                 "/usr/bin/protoc --proto_path='" + schema_dir +
+                     "' --decode=perfetto.protos.Trace perfetto_trace.proto < '" +
+                     dir.Sub("s/trace.perfetto-trace") + "'"};
+  ProcessResult decoded = RunProcess(decode);
+  ASSERT_EQ(decoded.exit_code(), 0) << decoded.err;
+  for (const char* expected :
+       {"launcher-0", "holder", "cudaLaunchKernel", "cudaDeviceSynchronize", "off-CPU", "futex"}) {
+    EXPECT_NE(decoded.out.find(expected), std::string::npos) << expected;
+  }
+}
+
+// --- saved sessions, whole or damaged ---
+
+TEST(EndToEnd, ReportReprintsAndSalvagesADamagedSession) {
+  TempDir dir;
+  std::string session = dir.Sub("s");
+  ASSERT_EQ(Gprof({"-q", "-o", session, "--", AppPath("freeze_app"), "--rounds", "2"}).exit_code(),
+            0);
+  ProcessResult again = Gprof({"report", session});
+  ASSERT_EQ(again.exit_code(), 0) << again.err;
+  EXPECT_EQ(again.out.substr(0, again.out.find("\ntrace:")) + "",
+            ReadFile(session + "/report.txt"));
+
+  // Cut the inject file inside its last chunk and break a byte of the kernel file's first chunk.
+  std::string inject;
+  for (const auto& entry : fs::directory_iterator(session)) {
+    if (entry.path().filename().string().starts_with("inject-")) inject = entry.path();
+  }
+  ASSERT_FALSE(inject.empty());
+  uintmax_t size = fs::file_size(inject);
+  fs::resize_file(inject, size - 10);
+  if (fs::exists(session + "/kernel.gpr")) {
+    std::fstream kernel(session + "/kernel.gpr", std::ios::in | std::ios::out | std::ios::binary);
+    kernel.seekp(sizeof(format::FileHeader) + sizeof(format::ChunkHeader) + 8);
+    kernel.put('\x7f');
+  }
+  ProcessResult damaged = Gprof({"report", session});
+  EXPECT_EQ(damaged.exit_code(), 0) << damaged.err;
+  EXPECT_NE(damaged.err.find(inject + " at offset "), std::string::npos) << damaged.err;
+  EXPECT_NE(damaged.err.find("mid-chunk"), std::string::npos) << damaged.err;
+  EXPECT_NE(damaged.out.find("gprof-run report"), std::string::npos);
+  json report = ReadJson(session + "/report.json");
+  EXPECT_GT(report["session"]["counts"]["cuda_calls"].get<int>(), 0) << "nothing salvaged";
+  EXPECT_FALSE(report["session"]["diagnostics"].empty());
+
+  // A file that is no session file at all.
+  std::ofstream(session + "/kernel.gpr", std::ios::trunc) << "garbage";
+  ProcessResult garbage = Gprof({"report", session});
+  EXPECT_EQ(garbage.exit_code(), 0);
+  EXPECT_NE(garbage.err.find("kernel.gpr at offset 0: not a gprof-run session file"),
+            std::string::npos)
+      << garbage.err;
+}
+
+}  // namespace
+}  // namespace gprof::test

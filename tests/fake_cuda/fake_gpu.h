@@ -1,0 +1,50 @@
+// The simulated GPU behind the fake CUDA runtime: one in-order queue run by the "fake-gpu" thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+namespace fake_cuda {
+
+class FakeGpu {
+ public:
+  // Items are numbered from 1 in submission order and complete in that order, so "item N is done"
+  // means everything submitted before it is done too; 0 names "nothing", always done.
+  using Seq = uint64_t;
+
+  // Queues an item that keeps the GPU busy for `duration_ns`. Starts the fake-gpu thread on first
+  // use; returns nullopt only if that thread cannot be created.
+  std::optional<Seq> Submit(uint64_t duration_ns);
+
+  Seq LastSubmitted() const;
+  bool IsDone(Seq seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
+
+  // Blocks off-CPU until `seq` is done; the fake-gpu thread wakes the caller.
+  void WaitSleeping(Seq seq);
+  // Busy-waits on-CPU until `seq` is done, like a driver polling a GPU semaphore.
+  void WaitSpinning(Seq seq) const;
+
+ private:
+  struct WorkItem {
+    Seq seq;
+    uint64_t submit_ns;  // CLOCK_MONOTONIC
+    uint64_t duration_ns;
+  };
+
+  static void* WorkerMain(void* self);
+  void RunWorker();
+
+  mutable std::mutex mutex_;  // guards everything below but completed_
+  std::condition_variable work_queued_;
+  std::condition_variable work_completed_;
+  std::deque<WorkItem> queue_;
+  Seq last_submitted_ = 0;
+  bool worker_started_ = false;
+  std::atomic<Seq> completed_{0};  // written under mutex_ so sleeping waiters miss no wake-up
+};
+
+}  // namespace fake_cuda

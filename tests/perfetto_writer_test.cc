@@ -1,0 +1,890 @@
+// The Perfetto writer, checked by decoding its output: with protozero against field numbers looked
+// up in perfetto_trace.proto independently of the writer, and with protoc against the schema
+// itself.
+#include "perfetto_writer.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <protozero/pbf_reader.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace gprof::collector {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// A reader for what the writer produces: tracks, events with their interned strings resolved, and
+// a list of every rule of the format the trace broke.
+
+constexpr uint32_t kClockMonotonic = 3;
+constexpr uint32_t kClockBoottime = 6;
+constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
+enum InternTable { kEventNames, kCategories, kAnnotationNames, kAnnotationStrings, kTableCount };
+
+struct DecodedTrack {
+  uint64_t uuid = 0;
+  uint64_t parent_uuid = 0;
+  std::string name;
+  bool is_process = false;
+  bool is_thread = false;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::optional<std::string> thread_name;
+  std::string process_name;
+  std::vector<std::string> cmdline;
+};
+
+struct DecodedEvent {
+  uint64_t timestamp_ns = 0;
+  int type = 0;
+  uint64_t track_uuid = 0;
+  std::string name;
+  std::vector<std::string> categories;
+  std::vector<uint64_t> flow_ids;
+  std::vector<uint64_t> terminating_flow_ids;
+  std::map<std::string, std::string> annotations;
+};
+
+struct DecodedTrace {
+  std::map<uint32_t, uint64_t> clock_snapshot;  // clock id -> timestamp
+  uint32_t primary_trace_clock = 0;
+  std::vector<DecodedTrack> tracks;
+  std::vector<DecodedEvent> events;  // in file order
+  std::vector<std::string> errors;   // every broken rule, with the packet's index
+};
+
+struct SequenceState {
+  bool started = false;
+  uint32_t default_clock_id = 0;
+  uint64_t default_track_uuid = 0;
+  std::array<std::map<uint64_t, std::string>, kTableCount> interned;
+};
+
+class TraceDecoder {
+ public:
+  DecodedTrace Decode(const std::string& bytes) {
+    protozero::pbf_reader trace(bytes);
+    while (trace.next(1)) DecodePacket(trace.get_view());
+    return std::move(result_);
+  }
+
+ private:
+  void Error(const std::string& what) {
+    result_.errors.push_back("packet " + std::to_string(packet_index_) + ": " + what);
+  }
+
+  void DecodePacket(protozero::data_view bytes) {
+    ++packet_index_;
+    protozero::pbf_reader packet(bytes);
+    std::optional<uint32_t> sequence_id, flags, clock_id;
+    std::optional<uint64_t> timestamp;
+    std::optional<protozero::data_view> defaults, interned, track_event, descriptor, snapshot;
+    while (packet.next()) {
+      switch (packet.tag()) {
+        case 8:
+          timestamp = packet.get_uint64();
+          break;
+        case 58:
+          clock_id = packet.get_uint32();
+          break;
+        case 10:
+          sequence_id = packet.get_uint32();
+          break;
+        case 13:
+          flags = packet.get_uint32();
+          break;
+        case 59:
+          defaults = packet.get_view();
+          break;
+        case 12:
+          interned = packet.get_view();
+          break;
+        case 11:
+          track_event = packet.get_view();
+          break;
+        case 60:
+          descriptor = packet.get_view();
+          break;
+        case 6:
+          snapshot = packet.get_view();
+          break;
+        default:
+          Error("unexpected packet field " + std::to_string(packet.tag()));
+          packet.skip();
+      }
+    }
+    if (!sequence_id) return Error("no trusted_packet_sequence_id");
+    SequenceState& sequence = sequences_[*sequence_id];
+    CheckSequenceFlags(sequence, flags.value_or(0));
+    if (defaults) DecodeDefaults(sequence, *defaults);
+    if (interned) DecodeInterned(sequence, *interned);
+    if (descriptor) DecodeDescriptor(*descriptor);
+    if (snapshot) DecodeSnapshot(*snapshot);
+    if (track_event) {
+      if (!timestamp) Error("track event without timestamp");
+      if (clock_id.value_or(sequence.default_clock_id) != kClockMonotonic)
+        Error("event not on MONOTONIC");
+      DecodeTrackEvent(sequence, *track_event, timestamp.value_or(0));
+    }
+  }
+
+  void CheckSequenceFlags(SequenceState& sequence, uint32_t flags) {
+    if (!sequence.started) {
+      if (flags != 1)
+        Error("first packet of a sequence without SEQ_INCREMENTAL_STATE_CLEARED alone");
+      sequence.started = true;
+    } else if (flags != 2) {
+      Error("later packet without SEQ_NEEDS_INCREMENTAL_STATE alone");
+    }
+  }
+
+  void DecodeDefaults(SequenceState& sequence, protozero::data_view bytes) {
+    protozero::pbf_reader defaults(bytes);
+    while (defaults.next()) {
+      if (defaults.tag() == 58) {
+        sequence.default_clock_id = defaults.get_uint32();
+      } else if (defaults.tag() == 11) {
+        protozero::pbf_reader track_event_defaults = defaults.get_message();
+        while (track_event_defaults.next(11))
+          sequence.default_track_uuid = track_event_defaults.get_uint64();
+      } else {
+        defaults.skip();
+      }
+    }
+  }
+
+  void DecodeInterned(SequenceState& sequence, protozero::data_view bytes) {
+    static const std::map<uint32_t, InternTable> kTables = {
+        {2, kEventNames}, {1, kCategories}, {3, kAnnotationNames}, {29, kAnnotationStrings}};
+    protozero::pbf_reader interned(bytes);
+    while (interned.next()) {
+      auto table = kTables.find(interned.tag());
+      if (table == kTables.end()) {
+        Error("unexpected interned field " + std::to_string(interned.tag()));
+        interned.skip();
+        continue;
+      }
+      protozero::pbf_reader entry = interned.get_message();
+      uint64_t iid = 0;
+      std::string text;
+      while (entry.next()) {
+        if (entry.tag() == 1)
+          iid = entry.get_uint64();
+        else if (entry.tag() == 2)
+          text = entry.get_string();
+        else
+          entry.skip();
+      }
+      if (iid == 0) Error("interned entry without iid");
+      if (!sequence.interned[table->second].emplace(iid, text).second) {
+        Error("iid " + std::to_string(iid) + " interned twice on one sequence");
+      }
+    }
+  }
+
+  void DecodeDescriptor(protozero::data_view bytes) {
+    DecodedTrack track;
+    protozero::pbf_reader descriptor(bytes);
+    while (descriptor.next()) {
+      switch (descriptor.tag()) {
+        case 1:
+          track.uuid = descriptor.get_uint64();
+          break;
+        case 5:
+          track.parent_uuid = descriptor.get_uint64();
+          break;
+        case 2:
+          track.name = descriptor.get_string();
+          break;
+        case 3:
+          DecodeProcess(track, descriptor.get_view());
+          break;
+        case 4:
+          DecodeThread(track, descriptor.get_view());
+          break;
+        default:
+          Error("unexpected descriptor field");
+          descriptor.skip();
+      }
+    }
+    result_.tracks.push_back(track);
+  }
+
+  static void DecodeProcess(DecodedTrack& track, protozero::data_view bytes) {
+    track.is_process = true;
+    protozero::pbf_reader process(bytes);
+    while (process.next()) {
+      if (process.tag() == 1)
+        track.pid = process.get_int32();
+      else if (process.tag() == 2)
+        track.cmdline.push_back(process.get_string());
+      else if (process.tag() == 6)
+        track.process_name = process.get_string();
+      else
+        process.skip();
+    }
+  }
+
+  static void DecodeThread(DecodedTrack& track, protozero::data_view bytes) {
+    track.is_thread = true;
+    protozero::pbf_reader thread(bytes);
+    while (thread.next()) {
+      if (thread.tag() == 1)
+        track.pid = thread.get_int32();
+      else if (thread.tag() == 2)
+        track.tid = thread.get_int64();
+      else if (thread.tag() == 5)
+        track.thread_name = thread.get_string();
+      else
+        thread.skip();
+    }
+  }
+
+  void DecodeSnapshot(protozero::data_view bytes) {
+    protozero::pbf_reader snapshot(bytes);
+    while (snapshot.next()) {
+      if (snapshot.tag() == 2) {
+        result_.primary_trace_clock = snapshot.get_uint32();
+        continue;
+      }
+      protozero::pbf_reader clock = snapshot.get_message();
+      uint32_t id = 0;
+      uint64_t timestamp = 0;
+      while (clock.next()) {
+        if (clock.tag() == 1)
+          id = clock.get_uint32();
+        else if (clock.tag() == 2)
+          timestamp = clock.get_uint64();
+        else
+          clock.skip();
+      }
+      result_.clock_snapshot[id] = timestamp;
+    }
+  }
+
+  std::string Resolve(const SequenceState& sequence, InternTable table, uint64_t iid) {
+    auto found = sequence.interned[table].find(iid);
+    if (found != sequence.interned[table].end()) return found->second;
+    Error("unresolved iid " + std::to_string(iid) + " in table " + std::to_string(table));
+    return "?";
+  }
+
+  void DecodeTrackEvent(const SequenceState& sequence, protozero::data_view bytes,
+                        uint64_t timestamp) {
+    DecodedEvent event;
+    event.timestamp_ns = timestamp;
+    event.track_uuid = sequence.default_track_uuid;
+    protozero::pbf_reader track_event(bytes);
+    while (track_event.next()) {
+      switch (track_event.tag()) {
+        case 9:
+          event.type = track_event.get_enum();
+          break;
+        case 11:
+          event.track_uuid = track_event.get_uint64();
+          break;
+        case 10:
+          event.name = Resolve(sequence, kEventNames, track_event.get_uint64());
+          break;
+        case 3:
+          event.categories.push_back(Resolve(sequence, kCategories, track_event.get_uint64()));
+          break;
+        case 47:
+          event.flow_ids.push_back(track_event.get_fixed64());
+          break;
+        case 48:
+          event.terminating_flow_ids.push_back(track_event.get_fixed64());
+          break;
+        case 4:
+          DecodeAnnotation(sequence, event, track_event.get_view());
+          break;
+        default:
+          Error("unexpected track event field " + std::to_string(track_event.tag()));
+          track_event.skip();
+      }
+    }
+    if (event.track_uuid == 0) Error("track event without a track");
+    result_.events.push_back(event);
+  }
+
+  void DecodeAnnotation(const SequenceState& sequence, DecodedEvent& event,
+                        protozero::data_view bytes) {
+    protozero::pbf_reader annotation(bytes);
+    std::string name, value;
+    while (annotation.next()) {
+      switch (annotation.tag()) {
+        case 1:
+          name = Resolve(sequence, kAnnotationNames, annotation.get_uint64());
+          break;
+        case 2:
+          value = annotation.get_bool() ? "true" : "false";
+          break;
+        case 3:
+          value = std::to_string(annotation.get_uint64());
+          break;
+        case 4:
+          value = std::to_string(annotation.get_int64());
+          break;
+        case 7:
+          value = Hex(annotation.get_uint64());
+          break;
+        case 17:
+          value = Resolve(sequence, kAnnotationStrings, annotation.get_uint64());
+          break;
+        default:
+          Error("unexpected annotation field " + std::to_string(annotation.tag()));
+          annotation.skip();
+      }
+    }
+    event.annotations[name] = value;
+  }
+
+  static std::string Hex(uint64_t value) {
+    std::ostringstream text;
+    text << "0x" << std::hex << value;
+    return text.str();
+  }
+
+  DecodedTrace result_;
+  std::map<uint32_t, SequenceState> sequences_;
+  size_t packet_index_ = 0;
+};
+
+struct Slice {
+  std::string name;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  size_t depth = 0;
+  const DecodedEvent* begin = nullptr;
+};
+
+// The slices of one track, matching each end to the innermost open begin. Broken order or nesting
+// lands in `errors`.
+std::vector<Slice> SlicesOf(const DecodedTrace& trace, uint64_t track_uuid,
+                            std::vector<std::string>* errors) {
+  std::vector<Slice> slices;
+  std::vector<size_t> open;
+  uint64_t last_ns = 0;
+  for (const DecodedEvent& event : trace.events) {
+    if (event.track_uuid != track_uuid) continue;
+    if (event.timestamp_ns < last_ns)
+      errors->push_back("track " + std::to_string(track_uuid) + " goes back in time");
+    last_ns = event.timestamp_ns;
+    if (event.type == kSliceBegin) {
+      open.push_back(slices.size());
+      slices.push_back(Slice{event.name, event.timestamp_ns, 0, open.size() - 1, &event});
+    } else if (event.type == kSliceEnd) {
+      if (open.empty()) {
+        errors->push_back("end without begin on track " + std::to_string(track_uuid));
+        continue;
+      }
+      slices[open.back()].end_ns = event.timestamp_ns;
+      open.pop_back();
+    }
+  }
+  if (!open.empty()) errors->push_back("unclosed slice on track " + std::to_string(track_uuid));
+  return slices;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session: two processes, a main thread whose CUDA calls nest, a data thread that holds a lock
+// and wakes it, a thread only the kernel saw (no name), a worker whose calls start together and
+// overlap; wakers in the tree, outside it and interrupts; futex waits and wakes; losses.
+
+constexpr uint64_t kBase = 1'000'000'000'000;  // 1000 s of CLOCK_MONOTONIC
+constexpr uint32_t kMain = 100, kPinThread = 101, kKernelOnly = 102, kWorker = 200, kOutsider = 999;
+constexpr int32_t kFutexWaitStack = 1, kFutexWakeStack = 2, kPreemptStack = 3, kIoStack = 4;
+constexpr uint64_t kStream = 0x7f00aa00;
+constexpr uint64_t kGil = 0x7f1234;
+
+uint64_t At(uint64_t offset_ns) { return kBase + offset_ns; }
+
+void AddStack(Session& session, int32_t id, const std::vector<std::string>& frames) {
+  uint64_t address = 0xffffffff81000000ull + static_cast<uint64_t>(id) * 0x1000;
+  for (const std::string& frame : frames) {
+    session.kernel_stacks[id].push_back(address);
+    session.kernel_symbols[address] = frame;
+    address += 0x10;
+  }
+}
+
+ApiCall Call(uint32_t pid, uint32_t tid, uint32_t name_index, uint64_t enter, uint64_t exit) {
+  ApiCall call;
+  call.pid = pid;
+  call.tid = tid;
+  call.name_index = name_index;
+  call.enter_ns = At(enter);
+  call.exit_ns = At(exit);
+  return call;
+}
+
+OffCpuInterval OffCpu(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end, uint32_t state,
+                      int32_t stack) {
+  OffCpuInterval interval;
+  interval.pid = pid;
+  interval.tid = tid;
+  interval.start_ns = At(start);
+  interval.end_ns = At(end);
+  interval.raw_state = state;
+  interval.kstack_id = stack;
+  return interval;
+}
+
+OffCpuInterval Woken(OffCpuInterval interval, uint64_t wake, uint32_t waker_pid, uint32_t waker_tid,
+                     std::string waker_comm, int32_t waker_stack) {
+  interval.wake_ns = At(wake);
+  interval.waker_pid = waker_pid;
+  interval.waker_tid = waker_tid;
+  interval.waker_comm = std::move(waker_comm);
+  interval.waker_kstack_id = waker_stack;
+  return interval;
+}
+
+FutexCall Futex(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end, uint32_t op, uint32_t val,
+                int64_t ret) {
+  FutexCall call;
+  call.pid = pid;
+  call.tid = tid;
+  call.start_ns = At(start);
+  call.end_ns = At(end);
+  call.op = op;
+  call.uaddr = kGil;
+  call.val = val;
+  call.ret = ret;
+  return call;
+}
+
+enum ApiName : uint32_t {
+  kCudaLaunchKernel,
+  kCuLaunchKernel,
+  kCudaDeviceSynchronize,
+  kCudaMemcpyAsync
+};
+
+Session MakeSession() {
+  Session session;
+  session.meta.start_monotonic_ns = kBase;
+  session.meta.start_boottime_ns = kBase + 777'000'000;
+  session.meta.kernel_recording = true;
+  session.processes[kMain] =
+      Process{kMain, 1, "/usr/bin/python3.12", {"python", "train.py"}, {}, 0};
+  session.processes[kWorker] =
+      Process{kWorker, kMain, "/usr/bin/python3.12", {"python", "worker.py"}, {}, 0};
+  session.threads[kMain] = Thread{kMain, kMain, "python", 0};
+  session.threads[kPinThread] = Thread{kMain, kPinThread, "pt_data_pin", 0};
+  session.threads[kKernelOnly] = Thread{kMain, kKernelOnly, "", 0};
+  session.threads[kWorker] = Thread{kWorker, kWorker, "worker", 0};
+  session.api_names = {"cudaLaunchKernel", "cuLaunchKernel", "cudaDeviceSynchronize",
+                       "cudaMemcpyAsync"};
+
+  ApiCall launch = Call(kMain, kMain, kCudaLaunchKernel, 1000, 5000);
+  launch.flags = 1;  // kApiCallHasStream
+  launch.stream = kStream;
+  launch.correlation_id = 1;
+  ApiCall driver_launch = Call(kMain, kMain, kCuLaunchKernel, 2000, 4000);
+  driver_launch.correlation_id = 2;
+  ApiCall failed_copy = Call(kMain, kMain, kCudaMemcpyAsync, 6100, 7000);
+  failed_copy.return_code = 700;
+  session.api_calls = {
+      launch,
+      Call(kMain, kPinThread, kCudaDeviceSynchronize, 1500, 9000),
+      driver_launch,
+      failed_copy,
+      // Entered in the same nanosecond, the nested one listed first.
+      Call(kWorker, kWorker, kCuLaunchKernel, 8000, 8200),
+      Call(kWorker, kWorker, kCudaLaunchKernel, 8000, 8500),
+      // The second starts inside the first and ends after it.
+      Call(kWorker, kWorker, kCudaMemcpyAsync, 9000, 9500),
+      Call(kWorker, kWorker, kCudaDeviceSynchronize, 9200, 9800),
+  };
+
+  OffCpuInterval unfinished = Woken(OffCpu(kMain, kMain, 10000, 12000, 1, kFutexWaitStack), 11000,
+                                    kWorker, kWorker, "worker", -1);
+  unfinished.flags = 1;  // GPROF_OFFCPU_UNFINISHED
+  session.off_cpu = {
+      Woken(OffCpu(kMain, kMain, 5000, 6000, 1, kFutexWaitStack), 5800, kMain, kPinThread,
+            "pt_data_pin", kFutexWakeStack),
+      OffCpu(kMain, kKernelOnly, 5100, 5600, 0, kPreemptStack),
+      Woken(OffCpu(kWorker, kWorker, 5200, 7000, 2, kIoStack), 6500, 42, kOutsider, "kworker/0:1",
+            -1),
+      Woken(OffCpu(kMain, kPinThread, 9100, 9900, 1, -14), 9400, 0, 0, "swapper/1", -1),
+      unfinished,
+  };
+  session.futex_calls = {
+      Futex(kMain, kMain, 4900, 6050, 9 | 128, 0, 0),
+      Futex(kMain, kPinThread, 5790, 5810, 1 | 128, 1, 1),
+  };
+  AddStack(session, kFutexWaitStack,
+           {"__schedule+0x2f0", "schedule+0x5e", "futex_wait_queue+0x60", "futex_wait+0x177",
+            "do_futex+0x106"});
+  AddStack(session, kFutexWakeStack,
+           {"try_to_wake_up+0x1f0", "wake_up_q+0x4a", "futex_wake+0x15c"});
+  AddStack(session, kPreemptStack,
+           {"__schedule+0x2f0", "preempt_schedule_irq+0x39", "irqentry_exit+0x30"});
+  AddStack(
+      session, kIoStack,
+      {"__schedule+0x2f0", "schedule+0x5e", "io_schedule+0x46", "folio_wait_bit_common+0x13d"});
+  session.lost = {{"kernel ring buffer: off-CPU", 42}, {"CUDA call records of pid 200", 3}};
+  session.diagnostics = {{"kernel.gpr", 4096, "truncated chunk salvaged"}};
+  session.messages = {"pid 100: CUPTI subscriber taken by another tool"};
+  return session;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+std::string TracePath(const std::string& name) {
+  return testing::TempDir() + "perfetto_writer_test_" + std::to_string(getpid()) + "_" + name +
+         ".perfetto-trace";
+}
+
+class PerfettoWriterTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    session_ = MakeSession();
+    path_ = TracePath(testing::UnitTest::GetInstance()->current_test_info()->name());
+    Status written = WritePerfettoTrace(session_, path_);
+    ASSERT_TRUE(written.ok()) << written.message();
+    trace_ = TraceDecoder().Decode(ReadFile(path_));
+  }
+
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  const DecodedTrack* ThreadTrack(int64_t tid) const {
+    for (const DecodedTrack& track : trace_.tracks) {
+      if (track.is_thread && track.tid == tid) return &track;
+    }
+    return nullptr;
+  }
+
+  const DecodedTrack* ChildTrack(int64_t tid, const std::string& name) const {
+    const DecodedTrack* thread = ThreadTrack(tid);
+    for (const DecodedTrack& track : trace_.tracks) {
+      if (thread != nullptr && track.parent_uuid == thread->uuid && track.name == name)
+        return &track;
+    }
+    return nullptr;
+  }
+
+  const DecodedTrack* NamedTrack(const std::string& name) const {
+    for (const DecodedTrack& track : trace_.tracks) {
+      if (track.name == name && track.parent_uuid == 0) return &track;
+    }
+    return nullptr;
+  }
+
+  std::vector<Slice> Slices(const DecodedTrack* track) {
+    EXPECT_NE(track, nullptr);
+    if (track == nullptr) return {};
+    std::vector<std::string> errors;
+    std::vector<Slice> slices = SlicesOf(trace_, track->uuid, &errors);
+    EXPECT_TRUE(errors.empty()) << testing::PrintToString(errors);
+    return slices;
+  }
+
+  std::vector<const DecodedEvent*> Instants(const DecodedTrack* track) const {
+    std::vector<const DecodedEvent*> instants;
+    for (const DecodedEvent& event : trace_.events) {
+      if (track != nullptr && event.track_uuid == track->uuid && event.type == kInstant)
+        instants.push_back(&event);
+    }
+    return instants;
+  }
+
+  Session session_;
+  std::string path_;
+  DecodedTrace trace_;
+};
+
+TEST_F(PerfettoWriterTest, FollowsTheFormatsRules) {
+  // Sequence flags, clocks, interning once per sequence, every iid resolved, no unknown field.
+  EXPECT_TRUE(trace_.errors.empty()) << testing::PrintToString(trace_.errors);
+  EXPECT_FALSE(trace_.events.empty());
+}
+
+TEST_F(PerfettoWriterTest, StatesMonotonicAsTheTraceClock) {
+  EXPECT_EQ(trace_.primary_trace_clock, kClockMonotonic);
+  EXPECT_EQ(trace_.clock_snapshot[kClockMonotonic], session_.meta.start_monotonic_ns);
+  EXPECT_EQ(trace_.clock_snapshot[kClockBoottime], session_.meta.start_boottime_ns);
+}
+
+TEST_F(PerfettoWriterTest, DescribesEveryThreadOnceWithItsName) {
+  std::map<int64_t, int> descriptors;
+  for (const DecodedTrack& track : trace_.tracks) {
+    if (track.is_thread) ++descriptors[track.tid];
+  }
+  EXPECT_EQ(descriptors,
+            (std::map<int64_t, int>{{kMain, 1}, {kPinThread, 1}, {kKernelOnly, 1}, {kWorker, 1}}));
+  EXPECT_EQ(ThreadTrack(kPinThread)->thread_name, "pt_data_pin");
+  EXPECT_EQ(ThreadTrack(kPinThread)->pid, kMain);
+  EXPECT_EQ(ThreadTrack(kWorker)->thread_name, "worker");
+  EXPECT_FALSE(ThreadTrack(kKernelOnly)->thread_name.has_value());
+}
+
+TEST_F(PerfettoWriterTest, DescribesProcessesWithNameAndCommandLine) {
+  std::map<int64_t, const DecodedTrack*> processes;
+  for (const DecodedTrack& track : trace_.tracks) {
+    if (track.is_process) processes[track.pid] = &track;
+  }
+  ASSERT_EQ(processes.size(), 2u);
+  EXPECT_EQ(processes[kMain]->process_name, "python3.12");
+  EXPECT_EQ(processes[kMain]->cmdline, (std::vector<std::string>{"python", "train.py"}));
+  EXPECT_EQ(ThreadTrack(kWorker)->parent_uuid, processes[kWorker]->uuid);
+}
+
+TEST_F(PerfettoWriterTest, WritesNestedCudaCallsWithTheirAnnotations) {
+  std::vector<Slice> slices = Slices(ThreadTrack(kMain));
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(slices[0].depth, 0u);
+  EXPECT_EQ(slices[0].begin->categories, std::vector<std::string>{"cuda"});
+  EXPECT_EQ(slices[0].begin->annotations, (std::map<std::string, std::string>{
+                                              {"stream", "0x7f00aa00"}, {"correlation_id", "1"}}));
+  EXPECT_EQ(slices[1].name, "cuLaunchKernel");
+  EXPECT_EQ(slices[1].depth, 1u);
+  EXPECT_EQ(slices[1].begin_ns, At(2000));
+  EXPECT_EQ(slices[1].end_ns, At(4000));
+  EXPECT_EQ(slices[2].name, "cudaMemcpyAsync");
+  EXPECT_EQ(slices[2].begin->annotations.at("return_code"), "700");
+}
+
+TEST_F(PerfettoWriterTest, OpensTheLongerOfTwoCallsEnteredTogetherFirst) {
+  std::vector<Slice> slices = Slices(ThreadTrack(kWorker));
+  ASSERT_GE(slices.size(), 2u);
+  EXPECT_EQ(slices[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(slices[0].depth, 0u);
+  EXPECT_EQ(slices[1].name, "cuLaunchKernel");
+  EXPECT_EQ(slices[1].depth, 1u);
+}
+
+TEST_F(PerfettoWriterTest, EndsACallThatOutlivesItsEnclosingCallWithIt) {
+  std::vector<Slice> slices = Slices(ThreadTrack(kWorker));
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(slices[3].name, "cudaDeviceSynchronize");
+  EXPECT_EQ(slices[3].depth, 1u);
+  EXPECT_EQ(slices[3].end_ns, At(9500));
+  EXPECT_EQ(slices[3].begin->annotations.at("recorded_duration_ns"), "600");
+}
+
+TEST_F(PerfettoWriterTest, SplitsAnOffCpuIntervalAtItsWakeup) {
+  const DecodedTrack* off_cpu = ChildTrack(kMain, "off-CPU");
+  std::vector<Slice> slices = Slices(off_cpu);
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(slices[0].name, "S futex_wait_queue");
+  EXPECT_EQ(slices[0].begin_ns, At(5000));
+  EXPECT_EQ(slices[0].end_ns, At(5800));
+  EXPECT_EQ(slices[0].begin->annotations.at("state"), "S (sleeping, prev_state 0x1)");
+  EXPECT_EQ(slices[0].begin->annotations.at("kernel_stack"),
+            "__schedule+0x2f0 <- schedule+0x5e <- futex_wait_queue+0x60 <- futex_wait+0x177 <- "
+            "do_futex+0x106");
+  EXPECT_EQ(slices[1].name, "runnable (woken by pt_data_pin (101))");
+  EXPECT_EQ(slices[1].begin_ns, At(5800));
+  EXPECT_EQ(slices[1].end_ns, At(6000));
+  EXPECT_EQ(slices[1].depth, 0u);
+  EXPECT_EQ(slices[1].begin->annotations.at("waker"), "pt_data_pin (101)");
+  EXPECT_EQ(slices[1].begin->annotations.at("waker_kernel_stack"),
+            "try_to_wake_up+0x1f0 <- wake_up_q+0x4a <- futex_wake+0x15c");
+}
+
+TEST_F(PerfettoWriterTest, NamesTheWaitAfterTheFirstFrameThatIsNotTheScheduler) {
+  std::vector<Slice> io_wait = Slices(ChildTrack(kWorker, "off-CPU"));
+  ASSERT_EQ(io_wait.size(), 2u);
+  EXPECT_EQ(io_wait[0].name, "D folio_wait_bit_common");
+  std::vector<Slice> preempted = Slices(ChildTrack(kKernelOnly, "off-CPU"));
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0].name, "R preempted");
+  EXPECT_EQ(preempted[0].begin_ns, At(5100));
+  EXPECT_EQ(preempted[0].end_ns, At(5600));
+  std::vector<Slice> no_stack = Slices(ChildTrack(kPinThread, "off-CPU"));
+  ASSERT_EQ(no_stack.size(), 2u);
+  EXPECT_EQ(no_stack[0].name, "S sleeping");
+  EXPECT_EQ(no_stack[0].begin->annotations.count("kernel_stack"), 0u);
+}
+
+TEST_F(PerfettoWriterTest, MarksAnIntervalStillOpenWhenRecordingStopped) {
+  std::vector<Slice> slices = Slices(ChildTrack(kMain, "off-CPU"));
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(slices[2].begin->annotations.at("still_off_cpu_at_end"), "true");
+  EXPECT_EQ(slices[0].begin->annotations.count("still_off_cpu_at_end"), 0u);
+}
+
+TEST_F(PerfettoWriterTest, DrawsAWakeArrowFromEachWakerInTheTree) {
+  std::map<uint64_t, const DecodedEvent*> origins, ends;
+  for (const DecodedEvent& event : trace_.events) {
+    for (uint64_t id : event.flow_ids)
+      EXPECT_TRUE(origins.emplace(id, &event).second) << "flow " << id;
+    for (uint64_t id : event.terminating_flow_ids)
+      EXPECT_TRUE(ends.emplace(id, &event).second) << "flow " << id;
+  }
+  ASSERT_EQ(origins.size(), 2u);
+  ASSERT_EQ(ends.size(), 2u);
+  std::set<std::string> arrows;
+  for (const auto& [id, origin] : origins) {
+    ASSERT_EQ(ends.count(id), 1u);
+    const DecodedEvent* end = ends[id];
+    EXPECT_EQ(origin->type, kInstant);
+    EXPECT_EQ(origin->timestamp_ns, end->timestamp_ns);
+    arrows.insert(origin->name + " -> " + end->name);
+  }
+  EXPECT_EQ(arrows,
+            (std::set<std::string>{"wake python (100) -> runnable (woken by pt_data_pin (101))",
+                                   "wake python (100) -> runnable (woken by worker (200))"}));
+  ASSERT_EQ(Instants(ThreadTrack(kPinThread)).size(), 1u);
+  EXPECT_EQ(Instants(ThreadTrack(kPinThread))[0]->timestamp_ns, At(5800));
+}
+
+TEST_F(PerfettoWriterTest, NamesWakersOutsideTheTreeWithoutAnArrow) {
+  std::vector<Slice> worker = Slices(ChildTrack(kWorker, "off-CPU"));
+  ASSERT_EQ(worker.size(), 2u);
+  EXPECT_EQ(worker[1].name, "runnable (woken by kworker/0:1 (999))");
+  EXPECT_EQ(worker[1].begin->annotations.at("waker"), "kworker/0:1 (999)");
+  EXPECT_TRUE(worker[1].begin->terminating_flow_ids.empty());
+  std::vector<Slice> pin = Slices(ChildTrack(kPinThread, "off-CPU"));
+  ASSERT_EQ(pin.size(), 2u);
+  EXPECT_EQ(pin[1].name, "runnable (woken by interrupt/idle)");
+  EXPECT_TRUE(pin[1].begin->terminating_flow_ids.empty());
+}
+
+TEST_F(PerfettoWriterTest, WritesFutexCallsOnTheirOwnTrack) {
+  std::vector<Slice> waits = Slices(ChildTrack(kMain, "futex"));
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].name, "FUTEX_WAIT_BITSET 0x7f1234");
+  EXPECT_EQ(waits[0].begin->annotations,
+            (std::map<std::string, std::string>{{"op", "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"},
+                                                {"uaddr", "0x7f1234"},
+                                                {"val", "0"},
+                                                {"return", "0"}}));
+  std::vector<Slice> wakes = Slices(ChildTrack(kPinThread, "futex"));
+  ASSERT_EQ(wakes.size(), 1u);
+  EXPECT_EQ(wakes[0].name, "FUTEX_WAKE 0x7f1234");
+  EXPECT_EQ(wakes[0].begin->annotations.at("return"), "1");
+  EXPECT_EQ(ChildTrack(kWorker, "futex"), nullptr)
+      << "a thread without futex calls gets no futex track";
+}
+
+TEST_F(PerfettoWriterTest, ShowsLossesAndDiagnosticsOnTheGprofRunTrack) {
+  std::vector<const DecodedEvent*> instants = Instants(NamedTrack("gprof-run"));
+  std::map<std::string, std::map<std::string, std::string>> shown;
+  for (const DecodedEvent* event : instants) {
+    shown[event->name] = event->annotations;
+    EXPECT_EQ(event->timestamp_ns, session_.meta.start_monotonic_ns);
+  }
+  EXPECT_EQ(shown,
+            (std::map<std::string, std::map<std::string, std::string>>{
+                {"lost: kernel ring buffer: off-CPU", {{"count", "42"}}},
+                {"lost: CUDA call records of pid 200", {{"count", "3"}}},
+                {"reader: truncated chunk salvaged", {{"file", "kernel.gpr"}, {"offset", "4096"}}},
+                {"message: pid 100: CUPTI subscriber taken by another tool", {}},
+            }));
+}
+
+TEST_F(PerfettoWriterTest, KeepsEveryTrackInOrderWithMatchedSlices) {
+  std::set<uint64_t> event_tracks;
+  for (const DecodedEvent& event : trace_.events) event_tracks.insert(event.track_uuid);
+  std::set<uint64_t> described;
+  for (const DecodedTrack& track : trace_.tracks) described.insert(track.uuid);
+  for (uint64_t uuid : event_tracks) {
+    EXPECT_EQ(described.count(uuid), 1u) << "events on undescribed track " << uuid;
+    std::vector<std::string> errors;
+    SlicesOf(trace_, uuid, &errors);
+    EXPECT_TRUE(errors.empty()) << testing::PrintToString(errors);
+  }
+}
+
+TEST(PerfettoWriter, GivesTracksToThreadsOnlyTheEventsName) {
+  Session session;
+  session.api_names = {"cudaFree"};
+  session.api_calls = {Call(300, 301, 0, 10, 20)};
+  std::string path = TracePath("unlisted_thread");
+  ASSERT_TRUE(WritePerfettoTrace(session, path).ok());
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(path));
+  std::filesystem::remove(path);
+  EXPECT_TRUE(trace.errors.empty()) << testing::PrintToString(trace.errors);
+  int threads = 0;
+  for (const DecodedTrack& track : trace.tracks)
+    threads += track.is_thread && track.tid == 301 && track.pid == 300;
+  EXPECT_EQ(threads, 1);
+}
+
+TEST(PerfettoWriter, SaysWhenKernelRecordingWasOff) {
+  Session session;
+  session.meta.kernel_recording_note = "no CAP_BPF";
+  std::string path = TracePath("kernel_off");
+  ASSERT_TRUE(WritePerfettoTrace(session, path).ok());
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(path));
+  std::filesystem::remove(path);
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].name, "kernel recording off: no CAP_BPF");
+}
+
+TEST(PerfettoWriter, NamesThePathItCannotWrite) {
+  std::string path = testing::TempDir() + "no-such-directory/trace.perfetto-trace";
+  Status written = WritePerfettoTrace(MakeSession(), path);
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.message().find(path), std::string::npos) << written.message();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real schema: protoc must decode the trace as perfetto.protos.Trace, with no unknown field.
+
+std::filesystem::path SchemaPath() { return gprof::test::PerfettoSchemaPath(); }
+
+bool ProtocOnPath() { return std::system("command -v protoc >/dev/null 2>&1") == 0; }
+
+// Runs `command`, returning its exit status and standard output.
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, output};
+  std::array<char, 4096> chunk;
+  size_t read;
+  while ((read = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) output.append(chunk.data(), read);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
+  std::filesystem::path schema = SchemaPath();
+  if (!ProtocOnPath()) GTEST_SKIP() << "protoc is not on PATH";
+  if (!std::filesystem::exists(schema)) {
+    GTEST_SKIP() << "no Perfetto schema at " << schema << " (GPROF_PERFETTO_SCHEMA names another)";
+  }
+  auto [status, text] = RunCommand("protoc --proto_path='" + schema.parent_path().string() +
+                                   "' --decode=perfetto.protos.Trace '" +
+                                   schema.filename().string() + "' < '" + path_ + "'");
+  ASSERT_EQ(status, 0) << text;
+  for (const char* expected :
+       {"thread_name: \"pt_data_pin\"", "thread_name: \"worker\"", "process_name: \"python3.12\"",
+        "name: \"cudaLaunchKernel\"", "name: \"S futex_wait_queue\"",
+        "name: \"runnable (woken by pt_data_pin (101))\"", "name: \"FUTEX_WAKE 0x7f1234\"",
+        "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC", "timestamp_clock_id: 3",
+        "terminating_flow_ids: "}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing " << expected;
+  }
+  // protoc prints fields the schema does not know by number ("123: 4"): there must be none.
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t first = line.find_first_not_of(' ');
+    ASSERT_FALSE(first != std::string::npos &&
+                 std::isdigit(static_cast<unsigned char>(line[first])))
+        << "unknown field: " << line;
+  }
+}
+
+}  // namespace
+}  // namespace gprof::collector

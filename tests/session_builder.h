@@ -1,0 +1,111 @@
+// Writes session files the way the recorders do (through the real ChunkFileWriter), with records
+// the test chooses: the input of reader, analysis and writer tests.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "chunk_file_writer.h"
+#include "kernel_events.h"
+#include "session_format.h"
+
+namespace gprof::test {
+
+// Encoded records waiting to become one chunk.
+class RecordBatch {
+ public:
+  // Appends `record` (any struct that starts with the 8-byte record header) and `tail` bytes after
+  // it, filling in the header's size and type.
+  template <typename Record>
+  void Add(Record record, uint16_t type, std::string_view tail = {}) {
+    format::RecordHeader header{static_cast<uint32_t>(sizeof(Record) + tail.size()), type, 0};
+    memcpy(&record, &header, sizeof(header));
+    bytes_.append(reinterpret_cast<const char*>(&record), sizeof(record));
+    bytes_.append(tail);
+    ++count_;
+  }
+  // Writes the batch as one chunk and empties it.
+  void WriteTo(ChunkFileWriter* file) {
+    file->Write(bytes_.data(), bytes_.size(), count_);
+    bytes_.clear();
+    count_ = 0;
+  }
+
+ private:
+  std::string bytes_;
+  uint32_t count_ = 0;
+};
+
+inline format::ApiCallRecord ApiCall(uint32_t tid, uint32_t api_id, uint64_t enter_ns,
+                                     uint64_t exit_ns) {
+  format::ApiCallRecord record{};
+  record.tid = tid;
+  record.api_id = api_id;
+  record.enter_ns = enter_ns;
+  record.exit_ns = exit_ns;
+  return record;
+}
+
+inline void AddApiName(RecordBatch* batch, uint32_t api_id, std::string_view name) {
+  format::ApiNameRecord record{};
+  record.api_id = api_id;
+  record.domain = static_cast<uint32_t>(format::ApiDomain::kRuntime);
+  record.name_len = static_cast<uint32_t>(name.size());
+  batch->Add(record, format::kApiName, name);
+}
+
+inline void AddThreadName(RecordBatch* batch, uint32_t tid, std::string_view name) {
+  format::ThreadNameRecord record{};
+  record.tid = tid;
+  memcpy(record.name, name.data(), std::min(name.size(), sizeof(record.name) - 1));
+  batch->Add(record, format::kThreadName);
+}
+
+inline gprof_offcpu OffCpu(uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                           uint64_t wake_ns, uint32_t waker_tid, int32_t kstack_id) {
+  gprof_offcpu event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.wake_ns = wake_ns;
+  event.waker_pid = waker_tid != 0 ? pid : 0;
+  event.waker_tid = waker_tid;
+  event.kstack_id = kstack_id;
+  event.waker_kstack_id = -1;
+  event.state = wake_ns != 0 ? GPROF_TASK_INTERRUPTIBLE : GPROF_TASK_RUNNING;
+  return event;
+}
+
+inline gprof_futex Futex(uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                         uint64_t uaddr, uint32_t op) {
+  gprof_futex event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.uaddr = uaddr;
+  event.op = op;
+  event.timeout_ns = -1;
+  return event;
+}
+
+// A kernel stack record and the symbols of its frames, innermost first.
+inline void AddKernelStack(RecordBatch* batch, int32_t stack_id,
+                           std::initializer_list<std::pair<uint64_t, std::string_view>> frames) {
+  std::string ips;
+  for (const auto& [address, name] : frames) {
+    ips.append(reinterpret_cast<const char*>(&address), sizeof(address));
+    gprof_kernel_symbol symbol{};
+    symbol.address = address;
+    symbol.name_len = static_cast<uint32_t>(name.size());
+    batch->Add(symbol, GPROF_REC_KERNEL_SYMBOL, name);
+  }
+  gprof_kernel_stack stack{};
+  stack.stack_id = stack_id;
+  stack.depth = static_cast<uint32_t>(frames.size());
+  batch->Add(stack, GPROF_REC_KERNEL_STACK, ips);
+}
+
+}  // namespace gprof::test

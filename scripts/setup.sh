@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package gprof-run needs to build and test, then builds it in ./build.
+# Run as root (or with sudo) on Debian 12. Usage: scripts/setup.sh [extra cmake arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config       # the C++20 toolchain
+  clang llvm bpftool                     # BPF programs: clang -target bpf, skeletons, vmlinux.h
+  libbpf-dev libelf-dev zlib1g-dev libzstd-dev  # the kernel recorder's loader (linked statically)
+  libcli11-dev nlohmann-json3-dev libprotozero-dev  # command line, JSON report, Perfetto encoder
+  libgtest-dev protobuf-compiler         # tests; protoc checks the trace against Perfetto's schema
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: installing packages needs root; run it with sudo" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" > /dev/null
+
+if [ ! -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
+  echo "setup.sh: the CUDA toolkit headers are missing (/usr/local/cuda/include): install the CUDA" \
+       "toolkit (13.0) first; no GPU is needed" >&2
+  exit 1
+fi
+if [ ! -r /sys/kernel/btf/vmlinux ]; then
+  echo "setup.sh: this kernel has no BTF (/sys/kernel/btf/vmlinux): the BPF programs cannot be" \
+       "built here" >&2
+  exit 1
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" > /dev/null
+cmake --build build -j "$(nproc)"

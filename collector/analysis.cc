@@ -106,7 +106,11 @@ class Analyzer {
   void ExplainCall(const ApiCall& call);
   void FindFreezes();
   void BuildFreeze(const WaitObject& object, std::vector<int> members);
-  HolderActivity DescribeHolder(uint32_t tid, uint64_t freeze_start, uint64_t release_ns) const;
+  // When `tid` last took hold of `object` before `release`: the end of its last wait on it, or,
+  // when it did not wait on it, the freeze's start or its CUDA call's, whichever is earlier.
+  uint64_t HoldStart(uint32_t tid, const WaitObject& object, uint64_t freeze_start,
+                     uint64_t release) const;
+  HolderActivity DescribeHolder(uint32_t tid, uint64_t hold_start, uint64_t release_ns) const;
 
   const Session& session_;
   ThreadIndex index_;
@@ -241,6 +245,22 @@ void Analyzer::FindFreezes() {
   analysis_.freezes = std::move(sorted);
 }
 
+uint64_t Analyzer::HoldStart(uint32_t tid, const WaitObject& object, uint64_t freeze_start,
+                             uint64_t release) const {
+  // The hold may have begun before the first victim blocked: look back over the CUDA call the
+  // releaser was in, too.
+  uint64_t since = freeze_start;
+  if (const ApiCall* call = index_.CallAt(tid, release)) since = std::min(since, call->enter_ns);
+  uint64_t start = since;
+  for (const OffCpuInterval* interval : index_.OffCpuDuring(tid, since, release)) {
+    if (interval->end_ns > release) break;
+    if (MakeWait(*interval, interval->start_ns, interval->end_ns).object == object) {
+      start = interval->end_ns;
+    }
+  }
+  return start;
+}
+
 void Analyzer::BuildFreeze(const WaitObject& object, std::vector<int> members) {
   std::set<uint32_t> member_tids;
   for (int i : members) member_tids.insert(analysis_.blocked_calls[i].call->tid);
@@ -250,57 +270,62 @@ void Analyzer::BuildFreeze(const WaitObject& object, std::vector<int> members) {
   freeze.object = object;
   freeze.thread_count = member_tids.size();
   freeze.start_ns = UINT64_MAX;
-  // Who released the waiters: a waker outside the group is the holder; a waker inside it only
-  // passed the lock on (a convoy). The holder is the outside waker that ended most decisive waits.
-  std::map<uint32_t, std::pair<int, uint64_t>> outside_wakers;  // tid -> (wakes, first wake)
-  const Wait* first_release = nullptr;
   for (int i : members) {
-    const BlockedCall& blocked = analysis_.blocked_calls[i];
-    for (const Wait& wait : blocked.waits) {
+    for (const Wait& wait : analysis_.blocked_calls[i].waits) {
       if (wait.object != object) continue;
       freeze.start_ns = std::min(freeze.start_ns, wait.start_ns);
       freeze.end_ns = std::max(freeze.end_ns, wait.end_ns);
     }
+  }
+  // Each member's longest sleep on the object was ended by a release. The holder is the thread
+  // whose release ended the longest hold: from its own last wait on the object (or the freeze's
+  // start) to the release. Releases after a short hold only passed the lock on (a convoy), and a
+  // holder may itself have waited on the lock before it took it for long.
+  uint32_t holder = 0;
+  uint64_t release = 0, longest_hold = 0, hold_start = freeze.start_ns;
+  for (int i : members) {
     FreezeMember member;
     member.blocked_call = i;
-    // A woken mutex waiter that loses the lock again sleeps twice: the long sleep names the holder.
-    const Wait* decisive = LongestWaitOn(blocked.waits, object);
+    // A woken mutex waiter that loses the lock again sleeps twice: the long sleep counts.
+    const Wait* decisive = LongestWaitOn(analysis_.blocked_calls[i].waits, object);
     if (decisive != nullptr && decisive->wake_ns != 0 && decisive->waker_tid != 0) {
       member.woken_by_tid = decisive->waker_tid;
-      if (first_release == nullptr || decisive->wake_ns < first_release->wake_ns)
-        first_release = decisive;
-      if (!member_tids.contains(decisive->waker_tid)) {
-        auto& [wakes, first] =
-            outside_wakers.try_emplace(decisive->waker_tid, 0, UINT64_MAX).first->second;
-        ++wakes;
-        first = std::min(first, decisive->wake_ns);
+      uint64_t start = HoldStart(decisive->waker_tid, object, freeze.start_ns, decisive->wake_ns);
+      uint64_t hold = decisive->wake_ns - std::min(start, decisive->wake_ns);
+      if (holder == 0 || hold > longest_hold || (hold == longest_hold && decisive->wake_ns < release)) {
+        holder = decisive->waker_tid;
+        release = decisive->wake_ns;
+        longest_hold = hold;
+        hold_start = start;
       }
     }
     freeze.members.push_back(member);
-  }
-  uint32_t holder = first_release != nullptr ? first_release->waker_tid : 0;
-  uint64_t release = first_release != nullptr ? first_release->wake_ns : 0;
-  int best_wakes = 0;
-  for (const auto& [tid, wakes_and_first] : outside_wakers) {
-    auto [wakes, first] = wakes_and_first;
-    if (wakes > best_wakes || (wakes == best_wakes && first < release)) {
-      holder = tid;
-      release = first;
-      best_wakes = wakes;
-    }
   }
   for (FreezeMember& member : freeze.members) {
     member.passed_on = member.woken_by_tid != 0 && member.woken_by_tid != holder &&
                        member_tids.contains(member.woken_by_tid);
   }
-  if (holder != 0) freeze.holder = DescribeHolder(holder, freeze.start_ns, release);
+  if (holder != 0) {
+    freeze.holder = DescribeHolder(holder, hold_start, release);
+    // Its own slow call waited on the lock only before taking it: it is the cause, not a victim.
+    std::erase_if(freeze.members, [&](const FreezeMember& member) {
+      return analysis_.blocked_calls[member.blocked_call].call == freeze.holder->call;
+    });
+    std::set<uint32_t> victims;
+    for (const FreezeMember& member : freeze.members) {
+      victims.insert(analysis_.blocked_calls[member.blocked_call].call->tid);
+    }
+    freeze.thread_count = victims.size();
+    if (freeze.thread_count < 2) return;
+  }
   analysis_.freezes.push_back(std::move(freeze));
 }
 
-HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t freeze_start,
+HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t hold_start,
                                         uint64_t release_ns) const {
   HolderActivity holder;
   holder.tid = tid;
+  holder.hold_start_ns = hold_start;
   holder.release_ns = release_ns;
   holder.call = index_.CallAt(tid, release_ns);
   if (holder.call != nullptr) {
@@ -308,8 +333,8 @@ HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t freeze_start,
       if (analysis_.blocked_calls[i].call == holder.call) holder.blocked_call = static_cast<int>(i);
     }
   }
-  if (release_ns <= freeze_start) return holder;
-  TimeSplit split = Split(tid, freeze_start, release_ns);
+  if (release_ns <= hold_start) return holder;
+  TimeSplit split = Split(tid, hold_start, release_ns);
   holder.on_cpu_ns = split.on_cpu_ns;
   holder.asleep_ns = split.asleep_ns;
   holder.runnable_ns = split.runnable_ns;

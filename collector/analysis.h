@@ -55,8 +55,9 @@ struct BlockedCall {
 struct HolderActivity {
   uint32_t tid = 0;
   const ApiCall* call = nullptr;  // its CUDA call in progress when it released the others
-  uint64_t release_ns = 0;        // its first wake of a waiter
-  uint64_t on_cpu_ns = 0;         // during the freeze, up to the release
+  uint64_t hold_start_ns = 0;     // since when it held the object (or the freeze's start)
+  uint64_t release_ns = 0;        // the release that ended its hold
+  uint64_t on_cpu_ns = 0;         // while it held it
   uint64_t asleep_ns = 0;
   uint64_t runnable_ns = 0;
   std::optional<WaitObject> own_wait;  // what it slept on longest meanwhile, if it slept

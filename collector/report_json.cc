@@ -71,6 +71,7 @@ json HolderJson(const Session& session, const std::optional<HolderActivity>& hol
   if (!holder) return nullptr;
   json out = ThreadRef(session, holder->tid);
   out["call"] = CallJson(session, holder->call);
+  out["hold_start_ns"] = holder->hold_start_ns;
   out["release_ns"] = holder->release_ns;
   out["on_cpu_ns"] = holder->on_cpu_ns;
   out["asleep_ns"] = holder->asleep_ns;

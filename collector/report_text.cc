@@ -164,7 +164,8 @@ void TextReport::FreezeHolder(const Freeze& freeze) {
     return;
   }
   const HolderActivity& holder = *freeze.holder;
-  out_ << "  holder   " << Thread(holder.tid) << " released it at "
+  out_ << "  holder   " << Thread(holder.tid) << " held it "
+       << FormatDuration(holder.release_ns - holder.hold_start_ns) << " and released it at "
        << FormatOffset(session_, holder.release_ns);
   if (holder.call != nullptr) {
     out_ << ", inside " << Call(*holder.call) << "\n";

@@ -313,7 +313,7 @@ void CheckFreezeExplained(const std::string& holder_mode, const std::string& hol
   // And the text says it in words.
   std::string text = ReadFile(dir.Sub("s/report.txt"));
   EXPECT_NE(text.find("FREEZE 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("holder   holder (" + std::to_string(holder_tid) + ") released it"),
+  EXPECT_NE(text.find("holder   holder (" + std::to_string(holder_tid) + ") held it"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("inside " + holder_api), std::string::npos) << text;

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run here, after scripts/setup.sh: puts what scripts/gpu/validate.sh needs into .gpu/ (ignored by
+# git), for the device tool's `carry`: gprof-run, the injected library, the test binaries and
+# programs of the build, and the real-CUDA freeze program compiled for Hopper.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .gpu && mkdir -p .gpu/build/bin .gpu/build/lib/gprof-run .gpu/build/tests/apps \
+  .gpu/build/tests/fake_cuda
+cp build/bin/gprof-run .gpu/build/bin/
+cp build/lib/gprof-run/libgprof_inject.so .gpu/build/lib/gprof-run/
+cp build/tests/e2e_test build/tests/kernel_recorder_test build/tests/inject_test .gpu/build/tests/
+cp build/tests/apps/{api_tour_app,exit_app,fork_app,freeze_app} .gpu/build/tests/apps/
+cp -P build/tests/fake_cuda/libcudart.so.13* .gpu/build/tests/fake_cuda/
+find .gpu -type f -perm -u+x -exec strip --strip-debug {} +
+/usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 -cudart shared \
+  -Xlinker -rpath,/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib \
+  -o .gpu/cuda_free_freeze scripts/gpu/cuda_free_freeze.cu
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+du -sh .gpu

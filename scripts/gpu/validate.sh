@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Run on the GPU machine from the repository root, with .gpu/ from scripts/gpu/bundle.sh carried
+# along: the kernel-recorder and end-to-end tests (fake runtime, BPF required), the real-CUDA
+# driver-lock freeze explained, and PyTorch under gprof-run (launch-bound loop timed against no
+# profiler, interleaved; DataLoader with forked workers and pinned memory). Results go to $OUT.
+set -u
+out=${OUT:-/tmp/gprof-gpu}
+mkdir -p "$out"
+build=$PWD/.gpu/build
+gprof=$build/bin/gprof-run
+work=$(mktemp -d)
+
+{
+  date -u
+  nvidia-smi -L
+  uname -r
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+} > "$out/environment.txt" 2>&1
+
+# 1. The tests that need BPF, on this kernel (the test programs run on the fake runtime).
+for test in kernel_recorder_test inject_test e2e_test; do
+  LD_LIBRARY_PATH=$build/tests/fake_cuda GPROF_BUILD_DIR=$build GPROF_REQUIRE_BPF=1 \
+    timeout 300 "$build/tests/$test" --gtest_brief=1 2>&1 | tail -n 30
+done > "$out/tests.log" 2>&1
+
+# 2. The real driver lock: cudaFree waits for the GPU while other threads launch.
+timeout 120 "$gprof" -o "$work/freeze" -- .gpu/cuda_free_freeze --rounds 8 --calls-out "$work/calls.txt" \
+  > "$out/freeze_report.txt" 2>&1
+echo "gprof-run exit status $?" >> "$out/freeze_report.txt"
+python3 scripts/gpu/check_freeze_report.py "$work/freeze/report.json" "$work/calls.txt" cudaFree \
+  > "$out/freeze_check.txt" 2>&1
+
+# 3. PyTorch: plain, CUDA calls only, and full recording, interleaved.
+ops=50000
+{
+  for round in 1 2 3 4 5; do
+    for config in plain cuda full; do
+      case $config in
+        plain) cmd=(python3 scripts/gpu/torch_check.py $ops) ;;
+        cuda) cmd=("$gprof" -q --no-kernel -o "$work/t-$config-$round" -- python3 scripts/gpu/torch_check.py $ops) ;;
+        full) cmd=("$gprof" -q -o "$work/t-$config-$round" -- python3 scripts/gpu/torch_check.py $ops) ;;
+      esac
+      result=$(timeout 300 "${cmd[@]}" 2>&1)
+      status=$?
+      echo "round=$round config=$config status=$status $(echo "$result" | tr '\n' ' ')"
+    done
+  done
+} > "$out/torch_runs.txt" 2>&1
+cp "$work/t-full-1/report.txt" "$out/torch_report.txt" 2>/dev/null
+python3 - "$work" >> "$out/torch_runs.txt" 2>&1 <<'PY'
+import json, sys, glob
+for path in sorted(glob.glob(sys.argv[1] + "/t-full-1/report.json")):
+    r = json.load(open(path))
+    s = r["session"]
+    print("session", path, "counts", s["counts"], "lost", s["lost"], "diagnostics", s["diagnostics"][:3])
+    names = {}
+    for call in r["slow_calls"]:
+        names[call["api"]] = names.get(call["api"], 0) + 1
+    print("slow calls by api", names)
+PY
+ls -la "$work"/t-full-1 >> "$out/torch_runs.txt" 2>&1

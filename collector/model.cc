@@ -13,6 +13,20 @@ OffCpuState OffCpuInterval::state() const {
   return OffCpuState::kOther;
 }
 
+const char* StateName(OffCpuState state) {
+  switch (state) {
+    case OffCpuState::kRunnable:
+      return "runnable";
+    case OffCpuState::kSleeping:
+      return "sleeping";
+    case OffCpuState::kDiskSleep:
+      return "uninterruptible";
+    case OffCpuState::kOther:
+      return "other";
+  }
+  return "other";
+}
+
 bool FutexCall::is_wait() const {
   switch (command()) {
     case 0:   // FUTEX_WAIT

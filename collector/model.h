@@ -50,6 +50,8 @@ struct ApiCall {
 
 // Thread state at switch-out, from the kernel's prev_state.
 enum class OffCpuState : uint8_t { kRunnable, kSleeping, kDiskSleep, kOther };
+// "runnable", "sleeping", "uninterruptible", "other".
+const char* StateName(OffCpuState state);
 
 struct OffCpuInterval {
   uint64_t start_ns = 0;  // switched out

@@ -599,17 +599,7 @@ const char* StateLetter(OffCpuState state) {
 
 // The wait's name when the stack names no function.
 const char* StateWord(OffCpuState state) {
-  switch (state) {
-    case OffCpuState::kRunnable:
-      return "preempted";
-    case OffCpuState::kSleeping:
-      return "sleeping";
-    case OffCpuState::kDiskSleep:
-      return "uninterruptible";
-    case OffCpuState::kOther:
-      return "other";
-  }
-  return "other";
+  return state == OffCpuState::kRunnable ? "preempted" : StateName(state);
 }
 
 std::string StateText(const OffCpuInterval& interval) {

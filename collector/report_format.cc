@@ -61,21 +61,8 @@ std::string DescribeWaitObject(const Session& session, const WaitObject& object)
   std::string text = "futex " + FormatHex(object.futex_address);
   std::string where = DescribeAddress(session, object.pid, object.futex_address);
   if (!where.empty()) text += " (" + where + ")";
+  if (!object.kernel_function.empty()) text += " in " + object.kernel_function;
   return text;
-}
-
-const char* StateName(OffCpuState state) {
-  switch (state) {
-    case OffCpuState::kRunnable:
-      return "runnable";
-    case OffCpuState::kSleeping:
-      return "sleeping";
-    case OffCpuState::kDiskSleep:
-      return "uninterruptible";
-    case OffCpuState::kOther:
-      return "other";
-  }
-  return "other";
 }
 
 }  // namespace gprof::collector

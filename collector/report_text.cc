@@ -137,7 +137,7 @@ void TextReport::Freezes() {
     out_ << "\nFREEZE " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
          << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << freeze.thread_count
          << " threads blocked on " << (freeze.object.is_futex() ? "one lock" : "one wait") << "\n";
-    out_ << "  on       " << DescribeWaitObject(session_, freeze.object) << " in pid "
+    out_ << "  on       " << DescribeWaitObject(session_, freeze.object) << ", pid "
          << freeze.object.pid << "\n";
     FreezeHolder(freeze);
     const char* label = "  blocked  ";

@@ -122,7 +122,7 @@ ThreadRing* AllocateRingLocked() {
   void* memory = mmap(nullptr, sizeof(ThreadRing), PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return nullptr;
-  auto* ring = new (memory) ThreadRing();
+  auto* ring = new (memory) ThreadRing;  // default-init: the slots stay untouched
   g.rings[count].store(ring, std::memory_order_relaxed);
   g.ring_count.store(count + 1, std::memory_order_release);
   return ring;

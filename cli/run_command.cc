@@ -122,6 +122,8 @@ int RunCommand(const RunOptions& options) {
     Say(error);
     return kExitToolFailure;
   }
+  std::error_code ec;
+  bool dir_existed = !options.output_dir.empty() && fs::exists(options.output_dir, ec);
   auto session_dir = CreateSessionDirectory(options.output_dir, options.command.front(), &error);
   if (!session_dir) {
     Say(error);
@@ -177,8 +179,7 @@ int RunCommand(const RunOptions& options) {
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
-    std::error_code ec;
-    fs::remove_all(*session_dir, ec);  // nothing ran: nothing to keep
+    DiscardSession(*session_dir, /*created=*/!dir_existed);  // nothing ran: nothing to keep
     return failure->exit_status;
   }
 

@@ -111,6 +111,12 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
   return true;
 }
 
+void DiscardSession(const std::string& directory, bool created) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) fs::remove_all(entry.path(), ec);
+  if (created) fs::remove(directory, ec);
+}
+
 void ChownTree(const std::string& directory, unsigned uid, unsigned gid) {
   std::error_code ec;
   if (chown(directory.c_str(), uid, gid) != 0) return;

@@ -32,6 +32,10 @@ struct RunDescription {
 // Writes session.json atomically (a temporary file renamed over it). Returns false with *error.
 bool WriteSessionMeta(const std::string& directory, const RunDescription& run, std::string* error);
 
+// Removes what a session that never ran left in `directory`, and the directory itself when
+// gprof-run created it (an empty directory the user gave with -o stays).
+void DiscardSession(const std::string& directory, bool created);
+
 // Gives the directory and everything in it to `uid`:`gid` (the user who ran sudo).
 void ChownTree(const std::string& directory, unsigned uid, unsigned gid);
 

@@ -115,6 +115,10 @@ TEST(EndToEnd, LaunchFailuresUseTheShellsStatuses) {
   EXPECT_EQ(missing.exit_code(), 127);
   EXPECT_EQ(missing.err, "gprof-run: /no/such/program: command not found\n");
   EXPECT_FALSE(fs::exists(dir.Sub("a")));
+  fs::create_directory(dir.Sub("given"));  // an empty directory of the user's stays, empty
+  EXPECT_EQ(Gprof({"-o", dir.Sub("given"), "--", "/no/such/program"}).exit_code(), 127);
+  EXPECT_TRUE(fs::is_directory(dir.Sub("given")));
+  EXPECT_TRUE(fs::is_empty(dir.Sub("given")));
   std::ofstream(dir.Sub("data.txt")) << "not a program\n";
   chmod(dir.Sub("data.txt").c_str(), 0644);
   ProcessResult not_executable = Gprof({"-o", dir.Sub("b"), "--", dir.Sub("data.txt")});

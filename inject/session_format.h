@@ -73,6 +73,15 @@ enum RecordType : uint16_t {
   kMapsSnapshot = 5,
   kDropped = 6,
   kMessage = 7,
+  kCaptureInfo = 8,
+  kGpuName = 9,
+  kGpuKernel = 10,
+  kGpuMemcpy = 11,
+  kGpuMemset = 12,
+  kGpuSync = 13,
+  kGpuDropped = 14,
+  kClockOffset = 15,
+  kCallStack = 16,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -88,6 +97,12 @@ struct ProcessInfoRecord {
 static_assert(sizeof(ProcessInfoRecord) == 32);
 
 enum class ApiDomain : uint32_t { kRuntime = 1, kDriver = 2 };
+
+// api_id of a call seen through CUPTI: the domain above the callback id. Ids of the interposition
+// path stay below 1 << 16.
+inline constexpr uint32_t CuptiApiId(ApiDomain domain, uint32_t cbid) {
+  return (static_cast<uint32_t>(domain) << 16) | (cbid & 0xffff);
+}
 
 // Names an api_id before the first ApiCallRecord that uses it. Followed by `name_len` bytes.
 struct ApiNameRecord {
@@ -157,6 +172,130 @@ struct MessageRecord {
   uint32_t text_len;
 };
 static_assert(sizeof(MessageRecord) == 24);
+
+enum class CaptureMode : uint32_t {
+  kInterposition = 1,  // CUDA runtime functions interposed; no GPU activity
+  kCupti = 2,          // CUPTI callbacks and activity records
+};
+
+// How this process's CUDA calls are recorded, and why. Followed by `text_len` bytes: the libcupti
+// path in use, or why CUPTI is not (not found, taken by another tool, ...).
+struct CaptureInfoRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  uint32_t mode;           // CaptureMode
+  uint32_t cupti_version;  // cuptiGetVersion(), 0 without CUPTI
+  uint32_t text_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(CaptureInfoRecord) == 32);
+
+// Names a GPU function (a kernel's mangled name, as CUPTI gives it) before the first record that
+// uses `name_id`. Followed by `name_len` bytes.
+struct GpuNameRecord {
+  RecordHeader header;
+  uint32_t name_id;
+  uint32_t name_len;
+};
+static_assert(sizeof(GpuNameRecord) == 16);
+
+// What the records below share: where and when on the GPU, and the API call that caused it
+// (correlation_id = ApiCallRecord::correlation_id of the same process).
+struct GpuPlacement {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t correlation_id;
+  uint64_t graph_node_id;  // 0: not launched from a CUDA graph
+  uint32_t device_id;
+  uint32_t context_id;
+  uint32_t stream_id;
+  uint32_t graph_id;  // 0: not launched from a CUDA graph
+};
+static_assert(sizeof(GpuPlacement) == 48);
+
+struct GpuKernelRecord {
+  RecordHeader header;
+  GpuPlacement placement;
+  int32_t grid[3];
+  int32_t block[3];
+  uint32_t name_id;               // GpuNameRecord
+  uint32_t shared_memory_bytes;   // static + dynamic
+  uint32_t registers_per_thread;
+  uint32_t reserved;
+};
+static_assert(sizeof(GpuKernelRecord) == 96);
+
+// CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind values, kept as CUPTI numbers them.
+struct GpuMemcpyRecord {
+  RecordHeader header;
+  GpuPlacement placement;
+  uint64_t bytes;
+  uint8_t copy_kind;    // CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, ...
+  uint8_t src_kind;     // CUpti_ActivityMemoryKind: 1 pageable, 2 pinned, 3 device, ...
+  uint8_t dst_kind;
+  uint8_t async;        // 1: asynchronous with the host
+  uint32_t reserved;
+};
+static_assert(sizeof(GpuMemcpyRecord) == 72);
+
+struct GpuMemsetRecord {
+  RecordHeader header;
+  GpuPlacement placement;
+  uint64_t bytes;
+  uint32_t value;
+  uint8_t memory_kind;  // CUpti_ActivityMemoryKind
+  uint8_t async;
+  uint16_t reserved;
+};
+static_assert(sizeof(GpuMemsetRecord) == 72);
+
+// The host waited for the GPU: CUpti_ActivitySynchronization2.
+struct GpuSyncRecord {
+  RecordHeader header;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t correlation_id;
+  uint32_t context_id;
+  uint32_t stream_id;   // 0xffffffff: not a stream sync
+  uint32_t type;        // CUpti_ActivitySynchronizationType: 1 event, 2 stream-wait-event, 3 stream, 4 context
+  uint32_t event_id;
+};
+static_assert(sizeof(GpuSyncRecord) == 48);
+
+// GPU activity records CUPTI could not keep (its buffers were full), for one context or in all.
+struct GpuDroppedRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  uint64_t count;
+  uint32_t context_id;
+  uint32_t reserved;
+};
+static_assert(sizeof(GpuDroppedRecord) == 32);
+
+// CUPTI's activity clock against CLOCK_MONOTONIC: GPU timestamps of this process, from `time_ns`
+// on, are CLOCK_MONOTONIC + offset_ns until the next such record. Another library in the process
+// (Kineto) can register its own timestamp callback and change CUPTI's clock, so this is measured,
+// not assumed.
+struct ClockOffsetRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  int64_t offset_ns;  // cuptiGetTimestamp() - CLOCK_MONOTONIC
+  uint64_t uncertainty_ns;
+};
+static_assert(sizeof(ClockOffsetRecord) == 32);
+
+// The native stack of a thread at the exit of a slow CUDA call (the call is the thread's ApiCall
+// with this enter_ns), innermost frame first. Followed by `frame_count` uint64 return addresses,
+// then `text_len` bytes: one line per frame, "symbol+0xoffset" or empty where unknown.
+struct CallStackRecord {
+  RecordHeader header;
+  uint64_t enter_ns;
+  uint32_t tid;
+  uint32_t frame_count;
+  uint32_t text_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(CallStackRecord) == 32);
 
 // FNV-1a, 32 bit: cheap enough for the writer thread, enough to notice a damaged payload.
 inline uint32_t Fnv1a32(const void* data, uint64_t size) {

@@ -36,6 +36,15 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Do not print the report at the end (it is still written)");
   app.add_flag("--run-as-root", run.run_as_root,
                "Under sudo, run the command as root instead of as the invoking user");
+  app.add_option("--cuda", run.cuda_mode,
+                 "How CUDA calls are recorded: auto (CUPTI when it can be used, else "
+                 "interposition), cupti (say so loudly when CUPTI cannot be used), preload "
+                 "(interposition only: leaves CUPTI to torch.profiler or nsys), off (kernel only)")
+      ->check(CLI::IsMember({"auto", "cupti", "preload", "off"}));
+  app.add_option("--cupti-lib", run.cupti_library,
+                 "libcupti to use when the program has none loaded (default: next to its "
+                 "libcudart, then the CUDA toolkit's)")
+      ->check(CLI::ExistingFile);
   app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
       ->check(CLI::ExistingFile);
 

@@ -62,27 +62,55 @@ std::optional<std::string> FindInjectLibrary(const std::string& requested, std::
 }
 
 // The command's environment: ours, with the injected library appended to any LD_PRELOAD the user
-// set, named as the CUDA injection library, and told where the session is.
-std::vector<std::string> TargetEnvironment(const std::string& inject_library,
+// set and named as the CUDA injection library (for CUPTI), and the session's settings.
+// `--cuda=off` adds nothing: only the kernel is recorded. An injection library the user already
+// set stays, unless CUPTI is asked for: the driver loads one only.
+std::vector<std::string> TargetEnvironment(const RunOptions& options,
+                                           const std::string& inject_library,
                                            const std::string& session_dir) {
   std::vector<std::string> environment;
+  bool inject = options.cuda_mode != "off";
+  bool use_cupti = options.cuda_mode == "auto" || options.cuda_mode == "cupti";
   std::string preload = inject_library;
+  std::string injection = inject_library;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view variable(*entry);
-    if (variable.starts_with("LD_PRELOAD=")) {
+    if (inject && variable.starts_with("LD_PRELOAD=")) {
       std::string existing(variable.substr(strlen("LD_PRELOAD=")));
       if (!existing.empty()) preload = existing + ":" + inject_library;
       continue;
     }
-    if (variable.starts_with("CUDA_INJECTION64_PATH=") ||
-        variable.starts_with("GPROF_SESSION_DIR=")) {
+    if (use_cupti && variable.starts_with("CUDA_INJECTION64_PATH=")) {
+      std::string existing(variable.substr(strlen("CUDA_INJECTION64_PATH=")));
+      if (!existing.empty() && existing != inject_library) {
+        if (options.cuda_mode == "cupti") {
+          Say("replacing CUDA_INJECTION64_PATH=" + existing + " (--cuda=cupti)");
+        } else {
+          Say("CUDA_INJECTION64_PATH is already set (" + existing +
+              "): keeping it, so CUDA "
+              "calls are recorded by interposition, without the GPU timeline");
+          injection.clear();
+          environment.emplace_back(variable);
+        }
+      }
       continue;
+    }
+    if (variable.starts_with("GPROF_SESSION_DIR=") || variable.starts_with("GPROF_CUDA_MODE=") ||
+        variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
+        (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
+      continue;  // this run's own settings follow
     }
     environment.emplace_back(variable);
   }
+  if (!inject) return environment;
   environment.push_back("LD_PRELOAD=" + preload);
-  environment.push_back("CUDA_INJECTION64_PATH=" + inject_library);
+  if (use_cupti && !injection.empty()) environment.push_back("CUDA_INJECTION64_PATH=" + injection);
   environment.push_back("GPROF_SESSION_DIR=" + session_dir);
+  environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
+  environment.push_back("GPROF_STACK_THRESHOLD_NS=" +
+                        std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
+  if (!options.cupti_library.empty())
+    environment.push_back("GPROF_CUPTI_LIB=" + options.cupti_library);
   return environment;
 }
 
@@ -132,13 +160,14 @@ int RunCommand(const RunOptions& options) {
 
   LaunchSettings launch;
   launch.argv = options.command;
-  launch.environment = TargetEnvironment(*inject_library, *session_dir);
+  launch.environment = TargetEnvironment(options, *inject_library, *session_dir);
   ApplySudoUser(options, &launch);
   if (launch.run_as_uid) ChownTree(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
 
   RunDescription run;
   run.command = options.command;
   run.inject_library = *inject_library;
+  run.cuda_mode = options.cuda_mode;
 
   auto target = TargetProcess::Spawn(launch, &error);
   if (!target) {

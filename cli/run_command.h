@@ -12,8 +12,10 @@ struct RunOptions {
   double threshold_ms = 1.0;
   bool kernel_recording = true;
   bool print_report = true;
-  bool run_as_root = false;    // under sudo, keep the command as root
-  std::string inject_library;  // empty: next to the gprof-run executable
+  bool run_as_root = false;        // under sudo, keep the command as root
+  std::string inject_library;      // empty: next to the gprof-run executable
+  std::string cuda_mode = "auto";  // auto | cupti | preload | off
+  std::string cupti_library;       // empty: found in the target (inject/cupti_library.h)
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.

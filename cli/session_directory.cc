@@ -92,6 +92,7 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
       {"kernel_recording",
        {{"enabled", run.kernel_recording}, {"note", run.kernel_recording_note}}},
       {"inject_library", run.inject_library},
+      {"cuda_mode", run.cuda_mode},
   };
   fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
   fs::path temporary = final_path;

@@ -27,6 +27,7 @@ struct RunDescription {
   bool kernel_recording = false;
   std::string kernel_recording_note;
   std::string inject_library;
+  std::string cuda_mode;  // --cuda
 };
 
 // Writes session.json atomically (a temporary file renamed over it). Returns false with *error.

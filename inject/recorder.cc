@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "native_stack.h"
 #include "ring_registry.h"
 #include "session_writer.h"
 
@@ -50,17 +52,20 @@ struct Globals {
   std::atomic<uint32_t> wake_word{0};
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
+
+  std::atomic<bool> cupti_records_api_calls{false};
+  std::atomic<void (*)()> before_shutdown{nullptr};
+
+  pthread_mutex_t messages_lock = PTHREAD_MUTEX_INITIALIZER;
+  PostedMessage messages[16] = {};
+  size_t message_count = 0;
+  uint64_t stack_threshold_ns = UINT64_MAX;  // from GPROF_STACK_THRESHOLD_NS
 };
 constinit Globals g;
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op | FUTEX_PRIVATE_FLAG, value,
                  timeout, nullptr, 0);
-}
-
-void WakeWriter() {
-  g.wake_word.fetch_add(1, std::memory_order_release);
-  Futex(&g.wake_word, FUTEX_WAKE, 1, nullptr);
 }
 
 void OnThreadExit(void* value) {
@@ -88,6 +93,13 @@ void ChildAfterFork() {
   g.stop_requested.store(false, std::memory_order_relaxed);
   g.shutting_down.store(false, std::memory_order_relaxed);
   g.wake_word.store(0, std::memory_order_relaxed);
+  // The parent's CUPTI session is not the child's: the driver initialises CUDA (and calls
+  // InitializeInjection) again if the child uses it, and a flush of the parent's state could hang.
+  g.cupti_records_api_calls.store(false, std::memory_order_relaxed);
+  g.before_shutdown.store(nullptr, std::memory_order_relaxed);
+  ResetStacksAfterFork();
+  pthread_mutex_init(&g.messages_lock, nullptr);
+  g.message_count = 0;
   pthread_setspecific(g.ring_key, nullptr);
   t_thread_state.ring = nullptr;
   t_thread_state.registration_failed = 0;
@@ -99,6 +111,9 @@ void InitializeOnce() {
   if (pthread_key_create(&g.ring_key, OnThreadExit) != 0) return;
   if (pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork) != 0) return;
   strcpy(g.session_dir, dir);
+  if (const char* threshold = getenv(kStackThresholdEnv)) {
+    g.stack_threshold_ns = strtoull(threshold, nullptr, 10);
+  }
   g.active.store(true, std::memory_order_release);
 }
 
@@ -162,8 +177,25 @@ bool RecordingActive() {
   return g.active.load(std::memory_order_relaxed);
 }
 
-void SubmitCall(RuntimeApi api, uint64_t enter_ns, uint64_t exit_ns, uint64_t stream,
-                uint32_t flags, int32_t return_code) {
+bool CuptiRecordsApiCalls() { return g.cupti_records_api_calls.load(std::memory_order_relaxed); }
+
+void SetCuptiRecordsApiCalls(bool enabled) {
+  g.cupti_records_api_calls.store(enabled, std::memory_order_relaxed);
+}
+
+const char* SessionDirectory() { return RecordingActive() ? g.session_dir : nullptr; }
+
+bool EnsureWriterRunning() {
+  if (!RecordingActive()) return false;
+  pthread_mutex_lock(&g.registry_lock);
+  bool running = g.writer_state.load(std::memory_order_relaxed) == WriterState::kRunning ||
+                 (g.writer_state.load(std::memory_order_relaxed) == WriterState::kNotStarted &&
+                  StartWriterLocked());
+  pthread_mutex_unlock(&g.registry_lock);
+  return running;
+}
+
+void SubmitCall(format::ApiCallRecord record) {
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
   if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
@@ -173,17 +205,42 @@ void SubmitCall(RuntimeApi api, uint64_t enter_ns, uint64_t exit_ns, uint64_t st
       return;
     }
   }
-  format::ApiCallRecord record;
   record.header = {sizeof(record), format::kApiCall, 0};
-  record.enter_ns = enter_ns;
-  record.exit_ns = exit_ns;
-  record.stream = stream;
-  record.correlation_id = 0;
   record.tid = ring->tid;
-  record.api_id = ApiId(api);
-  record.return_code = return_code;
-  record.flags = flags;
-  if (ring->Push(record)) WakeWriter();
+  if (ring->Push(record)) NotifyWriter();
+  if (record.exit_ns - record.enter_ns >= g.stack_threshold_ns) {
+    CaptureSlowCallStack(record.tid, record.enter_ns);
+  }
+}
+
+void NotifyWriter() {
+  g.wake_word.fetch_add(1, std::memory_order_release);
+  Futex(&g.wake_word, FUTEX_WAKE, 1, nullptr);
+}
+
+void PostMessage(format::MessageLevel level, const char* text) {
+  pthread_mutex_lock(&g.messages_lock);
+  if (g.message_count < sizeof(g.messages) / sizeof(g.messages[0])) {
+    PostedMessage& message = g.messages[g.message_count++];
+    message.level = static_cast<uint32_t>(level);
+    snprintf(message.text, sizeof(message.text), "%s", text);
+  }
+  pthread_mutex_unlock(&g.messages_lock);
+  NotifyWriter();
+}
+
+size_t TakePostedMessages(PostedMessage* out, size_t capacity) {
+  pthread_mutex_lock(&g.messages_lock);
+  size_t taken = g.message_count < capacity ? g.message_count : capacity;
+  memcpy(out, g.messages, taken * sizeof(PostedMessage));
+  memmove(g.messages, g.messages + taken, (g.message_count - taken) * sizeof(PostedMessage));
+  g.message_count -= taken;
+  pthread_mutex_unlock(&g.messages_lock);
+  return taken;
+}
+
+void SetBeforeShutdown(void (*before_flush)()) {
+  g.before_shutdown.store(before_flush, std::memory_order_release);
 }
 
 void ShutdownRecording() {
@@ -191,8 +248,9 @@ void ShutdownRecording() {
       g.writer_pid != getpid() || g.shutting_down.exchange(true)) {
     return;
   }
+  RunBeforeShutdown();
   g.stop_requested.store(true, std::memory_order_release);
-  WakeWriter();
+  NotifyWriter();
   timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   deadline.tv_sec += kShutdownWaitMs / 1000;
@@ -222,6 +280,10 @@ uint64_t TakeUnregisteredDrops() {
 }
 
 bool WriterStopRequested() { return g.stop_requested.load(std::memory_order_acquire); }
+
+void RunBeforeShutdown() {
+  if (auto before_flush = g.before_shutdown.load(std::memory_order_acquire)) before_flush();
+}
 
 void WriterFailed() { g.active.store(false, std::memory_order_relaxed); }
 

@@ -18,6 +18,8 @@ namespace gprof::inject {
 
 // Environment variable naming the session directory. Unset: the library only forwards calls.
 inline constexpr char kSessionDirEnv[] = "GPROF_SESSION_DIR";
+// Calls at least this long (ns) get their thread's native stack recorded. Unset: none do.
+inline constexpr char kStackThresholdEnv[] = "GPROF_STACK_THRESHOLD_NS";
 
 // Per-thread state on the CUDA call path; initial-exec TLS, so reading it is one instruction.
 struct ThreadState {
@@ -31,13 +33,34 @@ extern __thread ThreadState t_thread_state __attribute__((tls_model("initial-exe
 // True when this process records (session directory set, writer not failed).
 bool RecordingActive();
 
-// Stores one finished call of the calling thread. Never blocks, never allocates after the thread's
-// first call; drops and counts when the thread's ring is full.
-void SubmitCall(RuntimeApi api, uint64_t enter_ns, uint64_t exit_ns, uint64_t stream,
-                uint32_t flags, int32_t return_code);
+// True once CUPTI records this process's API calls: the interposed functions then only forward,
+// so that no call is recorded twice.
+bool CuptiRecordsApiCalls();
+void SetCuptiRecordsApiCalls(bool enabled);
+
+// Stores one finished call of the calling thread (header and tid are filled in here). Never
+// blocks, never allocates after the thread's first call; drops and counts when the ring is full.
+// A call at least the slow-call threshold long also gets the thread's native stack.
+void SubmitCall(format::ApiCallRecord record);
+
+// Starts the writer thread if it is not running yet (CUPTI delivers GPU records before any API
+// call may have been recorded). False when recording is off or the thread cannot start.
+bool EnsureWriterRunning();
+
+// The session directory, when recording is active.
+const char* SessionDirectory();
 
 // Stops the writer after a final flush; called at exit and before _exit. Waits a bounded time.
+// `before_flush`, when set, runs first (CUPTI hands over its last buffers there).
 void ShutdownRecording();
+void SetBeforeShutdown(void (*before_flush)());
+
+// Wakes the writer thread: there is something to write now.
+void NotifyWriter();
+
+// Something the report should say about this process ("CUPTI is taken by ..."), from any thread
+// but the writer's. Copied; at most a few dozen are kept.
+void PostMessage(format::MessageLevel level, const char* text);
 
 // The stream a call works on, when it has one.
 struct CallStream {
@@ -50,7 +73,7 @@ struct CallStream {
 template <typename Call>
 inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
   ThreadState& state = t_thread_state;
-  if (state.depth++ != 0 || !RecordingActive()) {
+  if (state.depth++ != 0 || !RecordingActive() || CuptiRecordsApiCalls()) {
     auto result = call();
     --state.depth;
     return result;
@@ -59,7 +82,15 @@ inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
   auto result = call();
   uint64_t exit_ns = MonotonicNs();
   int saved_errno = errno;
-  SubmitCall(api, enter_ns, exit_ns, stream.id, stream.flags, static_cast<int32_t>(result));
+  format::ApiCallRecord record;
+  record.api_id = ApiId(api);
+  record.enter_ns = enter_ns;
+  record.exit_ns = exit_ns;
+  record.stream = stream.id;
+  record.flags = stream.flags;
+  record.return_code = static_cast<int32_t>(result);
+  record.correlation_id = 0;
+  SubmitCall(record);
   errno = saved_errno;
   --state.depth;
   return result;

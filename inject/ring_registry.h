@@ -2,6 +2,7 @@
 // signals between the CUDA call path and the writer. Internal to the injected library.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "thread_ring.h"
@@ -18,8 +19,17 @@ void ReleaseRing(ThreadRing* ring);
 uint64_t TakeUnregisteredDrops();
 
 bool WriterStopRequested();
+
+struct PostedMessage {
+  uint32_t level;  // format::MessageLevel
+  char text[472];
+};
+// Moves the posted messages into `out`; returns how many.
+size_t TakePostedMessages(PostedMessage* out, size_t capacity);
 // The writer could not create the session file: stop recording in this process.
 void WriterFailed();
+// Runs the hook set with SetBeforeShutdown (recorder.h), if any: CUPTI's forced flush.
+void RunBeforeShutdown();
 // Sleeps until a ring reaches its wake-up mark, a stop is requested, or `timeout_ms` passes.
 void WaitForWork(int timeout_ms);
 

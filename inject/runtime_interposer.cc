@@ -1,11 +1,8 @@
 // The CUDA runtime functions, interposed by LD_PRELOAD: each forwards to the real libcudart and
 // records the call (inject/recorder.h). The list and order live in runtime_api_table.h.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <link.h>
 
-#include <cstring>
-
+#include "real_symbol.h"
 #include "recorder.h"
 
 // Variants that cuda_runtime_api.h declares only under per-thread-default-stream macros, and the
@@ -33,47 +30,9 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
 namespace gprof::inject {
 namespace {
 
-struct SearchState {
-  const char* symbol;
-  const void* own_base;
-  bool cudart_only;
-  void* found;
-};
-
-int SearchLoadedObject(dl_phdr_info* info, size_t, void* data) {
-  auto* search = static_cast<SearchState*>(data);
-  const char* path = info->dlpi_name;
-  if (path == nullptr || path[0] == '\0') return 0;
-  if (search->cudart_only && strstr(path, "libcudart") == nullptr) return 0;
-  void* handle = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
-  if (handle == nullptr) return 0;
-  void* symbol = dlsym(handle, search->symbol);
-  dlclose(handle);
-  Dl_info where;
-  if (symbol == nullptr || dladdr(symbol, &where) == 0 || where.dli_fbase == search->own_base)
-    return 0;
-  search->found = symbol;
-  return 1;
-}
-
-// The real definition of `name`. RTLD_NEXT finds it when libcudart is in the global scope; when it
-// was loaded RTLD_LOCAL, as a dependency of a dlopen'ed module (PyTorch's extensions), RTLD_NEXT
-// cannot see it and the loaded objects are searched, libcudart first.
-void* FindRealSymbol(const char* name) {
-  if (void* symbol = dlsym(RTLD_NEXT, name)) return symbol;
-  Dl_info self;
-  if (dladdr(reinterpret_cast<void*>(&FindRealSymbol), &self) == 0) return nullptr;
-  for (bool cudart_only : {true, false}) {
-    SearchState search{name, self.dli_fbase, cudart_only, nullptr};
-    dl_iterate_phdr(SearchLoadedObject, &search);
-    if (search.found != nullptr) return search.found;
-  }
-  return nullptr;
-}
-
 template <typename Fn>
 Fn RealFunction(const char* name) {
-  return reinterpret_cast<Fn>(FindRealSymbol(name));
+  return reinterpret_cast<Fn>(FindRealSymbol(name, "libcudart"));
 }
 
 CallStream OnStream(cudaStream_t stream) {

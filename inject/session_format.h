@@ -218,8 +218,8 @@ struct GpuKernelRecord {
   GpuPlacement placement;
   int32_t grid[3];
   int32_t block[3];
-  uint32_t name_id;               // GpuNameRecord
-  uint32_t shared_memory_bytes;   // static + dynamic
+  uint32_t name_id;              // GpuNameRecord
+  uint32_t shared_memory_bytes;  // static + dynamic
   uint32_t registers_per_thread;
   uint32_t reserved;
 };
@@ -230,10 +230,10 @@ struct GpuMemcpyRecord {
   RecordHeader header;
   GpuPlacement placement;
   uint64_t bytes;
-  uint8_t copy_kind;    // CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, ...
-  uint8_t src_kind;     // CUpti_ActivityMemoryKind: 1 pageable, 2 pinned, 3 device, ...
+  uint8_t copy_kind;  // CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, ...
+  uint8_t src_kind;   // CUpti_ActivityMemoryKind: 1 pageable, 2 pinned, 3 device, ...
   uint8_t dst_kind;
-  uint8_t async;        // 1: asynchronous with the host
+  uint8_t async;  // 1: asynchronous with the host
   uint32_t reserved;
 };
 static_assert(sizeof(GpuMemcpyRecord) == 72);
@@ -256,8 +256,9 @@ struct GpuSyncRecord {
   uint64_t end_ns;
   uint64_t correlation_id;
   uint32_t context_id;
-  uint32_t stream_id;   // 0xffffffff: not a stream sync
-  uint32_t type;        // CUpti_ActivitySynchronizationType: 1 event, 2 stream-wait-event, 3 stream, 4 context
+  uint32_t stream_id;  // 0xffffffff: not a stream sync
+  uint32_t
+      type;  // CUpti_ActivitySynchronizationType: 1 event, 2 stream-wait-event, 3 stream, 4 context
   uint32_t event_id;
 };
 static_assert(sizeof(GpuSyncRecord) == 48);

@@ -11,6 +11,9 @@
 #include <string>
 
 #include "clock.h"
+#include "cupti_tracer.h"
+#include "native_stack.h"
+#include "recorder.h"
 #include "ring_registry.h"
 #include "runtime_api_table.h"
 
@@ -72,23 +75,121 @@ int SessionWriter::Open(const char* session_dir) {
 }
 
 void SessionWriter::Cycle(bool force_flush) {
-  DrainRings();
+  DrainAll();
   uint64_t now = MonotonicNs();
   if (now - last_name_refresh_ns_ >= kNameRefreshIntervalNs) {
     RefreshThreadNames();
     last_name_refresh_ns_ = now;
   }
-  if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
   if (force_flush || staged_bytes_ > 0) Flush();
 }
 
 void SessionWriter::Finish() {
-  DrainRings();
+  DrainAll();
   RefreshThreadNames();
-  if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
   WriteMaps();
   Flush();
   file_.Close();
+}
+
+void SessionWriter::DrainAll() {
+  WriteCaptureStatus();
+  WritePostedMessages();
+  DrainRings();
+  WriteClockOffset();  // before the GPU records it applies to
+  DrainActivityBuffers();
+  WriteSlowCallStacks();
+  if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
+}
+
+void SessionWriter::WriteCaptureStatus() {
+  CaptureStatus status;
+  if (!TakeCaptureStatus(&status)) return;
+  size_t length = strlen(status.text);
+  auto record = MakeRecord<format::CaptureInfoRecord>(format::kCaptureInfo, length);
+  record.time_ns = MonotonicNs();
+  record.mode = static_cast<uint32_t>(status.mode);
+  record.cupti_version = status.cupti_version;
+  record.text_len = static_cast<uint32_t>(length);
+  Append(&record, sizeof(record), status.text, length);
+}
+
+void SessionWriter::WritePostedMessages() {
+  PostedMessage messages[8];
+  size_t count;
+  while ((count = TakePostedMessages(messages, 8)) > 0) {
+    for (size_t i = 0; i < count; ++i) {
+      size_t length = strlen(messages[i].text);
+      auto record = MakeRecord<format::MessageRecord>(format::kMessage, length);
+      record.time_ns = MonotonicNs();
+      record.level = messages[i].level;
+      record.text_len = static_cast<uint32_t>(length);
+      Append(&record, sizeof(record), messages[i].text, length);
+    }
+  }
+}
+
+// Written when it moves by more than a microsecond: another library can re-register CUPTI's
+// clock at any time (Kineto does), and GPU timestamps are only as good as this offset.
+void SessionWriter::WriteClockOffset() {
+  int64_t offset_ns = 0;
+  uint64_t uncertainty_ns = 0;
+  if (!MeasureCuptiClockOffset(&offset_ns, &uncertainty_ns)) return;
+  int64_t moved = offset_ns - clock_offset_ns_;
+  if (clock_offset_written_ && moved < 1000 && moved > -1000) return;
+  auto record = MakeRecord<format::ClockOffsetRecord>(format::kClockOffset);
+  record.time_ns = MonotonicNs();
+  record.offset_ns = offset_ns;
+  record.uncertainty_ns = uncertainty_ns;
+  Append(&record, sizeof(record));
+  clock_offset_written_ = true;
+  clock_offset_ns_ = offset_ns;
+}
+
+void SessionWriter::DrainActivityBuffers() {
+  const CuptiLibrary* cupti = ActiveCupti();
+  ActivityBuffer buffer;
+  while (TakeCompletedActivityBuffer(&buffer)) {
+    if (cupti != nullptr) gpu_.Encode(*cupti, buffer.data, buffer.valid_size);
+    ReturnActivityBuffer(buffer.data);
+  }
+  if (uint64_t dropped = TakeDroppedActivityRecords(); dropped > 0) {
+    auto record = MakeRecord<format::GpuDroppedRecord>(format::kGpuDropped);
+    record.time_ns = MonotonicNs();
+    record.count = dropped;
+    Append(&record, sizeof(record));
+  }
+}
+
+void SessionWriter::WriteSlowCallStacks() {
+  static SlowCallStack stacks[16];  // writer thread only; 6 KiB off its stack
+  size_t count;
+  while ((count = TakeSlowCallStacks(stacks, 16)) > 0) {
+    for (size_t i = 0; i < count; ++i) {
+      const SlowCallStack& stack = stacks[i];
+      std::string text;
+      for (uint32_t frame = 0; frame < stack.frame_count; ++frame) {
+        char symbol[256];
+        size_t length = SymbolizeReturnAddress(stack.frames[frame], symbol, sizeof(symbol));
+        text.append(symbol, length);
+        text.push_back('\n');
+      }
+      auto record = MakeRecord<format::CallStackRecord>(
+          format::kCallStack, stack.frame_count * sizeof(uint64_t) + text.size());
+      record.enter_ns = stack.enter_ns;
+      record.tid = stack.tid;
+      record.frame_count = stack.frame_count;
+      record.text_len = static_cast<uint32_t>(text.size());
+      std::string tail(reinterpret_cast<const char*>(stack.frames),
+                       stack.frame_count * sizeof(uint64_t));
+      tail += text;
+      Append(&record, sizeof(record), tail.data(), tail.size());
+    }
+  }
+  if (uint64_t dropped = TakeDroppedStacks(); dropped > 0) {
+    PostMessage(format::MessageLevel::kWarning,
+                "native stacks of some slow calls were not kept (too many at once)");
+  }
 }
 
 void SessionWriter::DrainRings() {
@@ -110,6 +211,7 @@ void SessionWriter::DrainRings() {
     uint64_t tail = ring->tail.load(std::memory_order_relaxed);
     for (; tail < head; ++tail) {
       const format::ApiCallRecord& record = ring->slots[tail % ThreadRing::kSlots];
+      if (record.api_id >= (1u << 16)) gpu_.NameApi(record.api_id);  // a CUPTI id
       Append(&record, sizeof(record));
     }
     ring->tail.store(tail, std::memory_order_release);
@@ -238,8 +340,17 @@ void* WriterThreadMain(void* session_dir) {
     WriterFailed();
     return nullptr;
   }
+  bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
+    if (!signal_flushed && SignalFlushRequested()) {
+      signal_flushed = true;
+      // A fatal signal waits for this in its handler (cupti_tracer.cc): everything out, now.
+      RunBeforeShutdown();
+      writer.Cycle(/*force_flush=*/true);
+      FinishSignalFlush();
+      continue;
+    }
     writer.Cycle(/*force_flush=*/false);
   }
   writer.Finish();

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "chunk_file_writer.h"
+#include "gpu_record_encoder.h"
+#include "record_sink.h"
 
 namespace gprof::inject {
 
-class SessionWriter {
+class SessionWriter : public RecordSink {
  public:
   SessionWriter();
   // Creates inject-<pid>.gpr (inject-<pid>.<n>.gpr after an exec kept the pid) in `session_dir`
@@ -23,6 +25,10 @@ class SessionWriter {
   // Last pass at exit: drains, snapshots the maps again (libraries loaded since), flushes, closes.
   void Finish();
 
+  // Appends one record to the staging buffer, flushing first when it would not fit.
+  void Append(const void* head, size_t head_size, const void* tail = nullptr,
+              size_t tail_size = 0) override;
+
  private:
   struct RingView {  // the writer's memory of one ring
     uint64_t owner_serial = 0;
@@ -31,15 +37,20 @@ class SessionWriter {
     uint32_t tid = 0;
   };
 
+  // What every pass writes, in the order a reader needs it (names before their uses).
+  void DrainAll();
   void DrainRings();
+  void DrainActivityBuffers();
+  void WriteCaptureStatus();
+  void WriteClockOffset();
+  void WriteSlowCallStacks();
+  void WritePostedMessages();
   void RefreshThreadNames();
   void WriteThreadName(uint32_t tid, const char* name);
   void WriteProcessInfo();
   void WriteApiNames();
   void WriteMaps();
   void WriteDrops(uint32_t tid, uint64_t count);
-  // Appends one record to the staging buffer, flushing first when it would not fit.
-  void Append(const void* head, size_t head_size, const void* tail = nullptr, size_t tail_size = 0);
   void Flush();
 
   ChunkFileWriter file_;
@@ -49,6 +60,9 @@ class SessionWriter {
   uint64_t records_lost_to_write_errors_ = 0;
   uint64_t last_name_refresh_ns_ = 0;
   std::vector<RingView> ring_views_;
+  GpuRecordEncoder gpu_{this};
+  bool clock_offset_written_ = false;
+  int64_t clock_offset_ns_ = 0;
 };
 
 // Entry point of the writer thread. `session_dir` must outlive it.

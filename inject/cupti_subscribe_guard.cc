@@ -1,0 +1,54 @@
+// CUPTI takes one subscriber. When gprof-run holds it, a tool inside the target (torch.profiler's
+// Kineto) gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED and records no GPU activity, often
+// without a word. Interposing cuptiSubscribe lets the session say so, with the way out.
+#include <cupti.h>
+
+#include <atomic>
+
+#include "cupti_tracer.h"
+#include "real_symbol.h"
+#include "recorder.h"
+
+namespace gprof::inject {
+namespace {
+
+std::atomic<bool> g_reported{false};
+
+CUptiResult NoteRefusedSubscriber(CUptiResult result) {
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && ActiveCupti() != nullptr &&
+      !g_reported.exchange(true)) {
+    PostMessage(format::MessageLevel::kWarning,
+                "another CUPTI client in this process (torch.profiler, Kineto, ...) could not "
+                "subscribe because gprof-run holds CUPTI: it records no GPU activity; run "
+                "gprof-run with --cuda=preload to leave CUPTI to it");
+  }
+  return result;
+}
+
+template <typename Fn>
+Fn Real(const char* name) {
+  return reinterpret_cast<Fn>(FindRealSymbol(name, "libcupti"));
+}
+
+}  // namespace
+}  // namespace gprof::inject
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                           void* userdata) {
+  static const auto real = gprof::inject::Real<decltype(&cuptiSubscribe)>("cuptiSubscribe");
+  if (real == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  return gprof::inject::NoteRefusedSubscriber(real(subscriber, callback, userdata));
+}
+
+CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                              void* userdata, CUpti_SubscriberParams* params) {
+  static const auto real = gprof::inject::Real<decltype(&cuptiSubscribe_v2)>("cuptiSubscribe_v2");
+  if (real == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  return gprof::inject::NoteRefusedSubscriber(real(subscriber, callback, userdata, params));
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

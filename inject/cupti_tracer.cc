@@ -1,0 +1,400 @@
+#include "cupti_tracer.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+#include "clock.h"
+#include "recorder.h"
+
+namespace gprof::inject {
+namespace {
+
+// Activity buffers: a few allocated up front, so that CUPTI's requests (which can come from the
+// thread that launches a kernel) are served without malloc; more on demand, up to a bound, past
+// which CUPTI drops records and counts them.
+constexpr size_t kActivityBufferBytes = 4u << 20;
+constexpr size_t kPreallocatedBuffers = 4;
+constexpr size_t kMaxBuffers = 64;
+// CUPTI's own worker hands over partly filled buffers this often, so that a killed process loses
+// at most this much more than the writer's own flush interval.
+constexpr uint32_t kCuptiFlushPeriodMs = 250;
+// How long a fatal signal waits for the last flush before it takes its course.
+constexpr long kSignalFlushWaitMs = 1500;
+
+struct CaptureState {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  CaptureStatus status{format::CaptureMode::kInterposition, 0,
+                       "CUPTI not started: the CUDA driver has not loaded the injection (yet)"};
+  bool status_changed = true;
+
+  CuptiLibrary cupti{};
+  std::atomic<bool> cupti_active{false};
+  CUpti_SubscriberHandle subscriber = nullptr;
+  pid_t started_in = 0;
+
+  pthread_mutex_t buffers_lock = PTHREAD_MUTEX_INITIALIZER;
+  uint8_t* free_buffers[kMaxBuffers] = {};
+  size_t free_count = 0;
+  size_t allocated = 0;
+  ActivityBuffer completed[kMaxBuffers] = {};
+  size_t completed_count = 0;
+  std::atomic<uint64_t> dropped{0};
+
+  std::atomic<int> signal_flush{0};
+  std::atomic<uint32_t> signal_flush_done{0};
+};
+constinit CaptureState g;
+
+// Per-thread state of the API callbacks: the outermost call in progress. Nested callbacks (the
+// driver calls a runtime call makes) only count depth: the time is the outermost call's, once.
+struct ApiCallState {
+  uint32_t depth;
+  uint32_t api_id;
+  uint64_t enter_ns;
+  uint64_t correlation_id;
+};
+__thread ApiCallState t_api_call __attribute__((tls_model("initial-exec")));
+
+void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
+  pthread_mutex_lock(&g.lock);
+  g.status.mode = mode;
+  g.status.cupti_version = version;
+  snprintf(g.status.text, sizeof(g.status.text), "%s", text);
+  g.status_changed = true;
+  pthread_mutex_unlock(&g.lock);
+  NotifyWriter();
+}
+
+void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  ApiCallState& state = t_api_call;
+  if (call->callbackSite == CUPTI_API_ENTER) {
+    if (state.depth++ == 0) {
+      state.enter_ns = MonotonicNs();
+      state.api_id =
+          format::CuptiApiId(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? format::ApiDomain::kRuntime
+                                                                   : format::ApiDomain::kDriver,
+                             cbid);
+      state.correlation_id = call->correlationId;
+    }
+    return;
+  }
+  if (state.depth == 0 || --state.depth != 0) return;  // nested, or an exit seen without its enter
+  uint64_t exit_ns = MonotonicNs();
+  int saved_errno = errno;
+  format::ApiCallRecord record{};
+  record.api_id = state.api_id;
+  record.enter_ns = state.enter_ns;
+  record.exit_ns = exit_ns;
+  record.correlation_id = state.correlation_id;
+  // cudaError_t and CUresult are both int-sized enums.
+  if (call->functionReturnValue != nullptr) {
+    record.return_code = *static_cast<const int32_t*>(call->functionReturnValue);
+  }
+  SubmitCall(record);
+  errno = saved_errno;
+}
+
+void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  uint8_t* data = nullptr;
+  pthread_mutex_lock(&g.buffers_lock);
+  if (g.free_count > 0) {
+    data = g.free_buffers[--g.free_count];
+  } else if (g.allocated < kMaxBuffers) {
+    data = static_cast<uint8_t*>(aligned_alloc(8, kActivityBufferBytes));
+    if (data != nullptr) ++g.allocated;
+  }
+  pthread_mutex_unlock(&g.buffers_lock);
+  *buffer = data;
+  *size = data != nullptr ? kActivityBufferBytes : 0;  // none: CUPTI drops and counts
+  *max_records = 0;
+}
+
+void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                                size_t valid_size) {
+  // Asked here, as CUPTI documents, and with none of our locks held: it re-enters CUPTI.
+  size_t dropped = 0;
+  if (g.cupti.ActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
+    g.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  }
+  if (buffer == nullptr) return;
+  if (valid_size == 0) {
+    ReturnActivityBuffer(buffer);
+    return;
+  }
+  pthread_mutex_lock(&g.buffers_lock);
+  g.completed[g.completed_count++] = ActivityBuffer{buffer, valid_size};  // at most kMaxBuffers
+  pthread_mutex_unlock(&g.buffers_lock);
+  NotifyWriter();
+}
+
+uint64_t CUPTIAPI MonotonicTimestamp() { return MonotonicNs(); }
+
+// Hands CUPTI's last records to the writer: at exit, before the writer's final flush.
+void FlushCupti() {
+  if (g.cupti_active.load(std::memory_order_acquire)) {
+    g.cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+}
+
+// Registered with atexit() once CUDA is initialised: atexit handlers run last-registered first,
+// so this runs before the CUDA runtime's own teardown, while CUPTI can still flush.
+void FlushAtExit() { ShutdownRecording(); }
+
+// A fatal signal at its default disposition would end the process with CUPTI's last records
+// still in its buffers. The handler asks the writer thread to flush (a signal handler itself may
+// not call CUPTI), waits a bounded time, then lets the signal take its default course.
+void OnFatalSignal(int signal_number) {
+  int saved_errno = errno;
+  int expected = 0;
+  if (g.signal_flush.compare_exchange_strong(expected, signal_number)) {
+    NotifyWriter();
+    timespec timeout{kSignalFlushWaitMs / 1000, (kSignalFlushWaitMs % 1000) * 1000000L};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g.signal_flush_done),
+            FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0, &timeout, nullptr, 0);
+  }
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signal_number, &default_action, nullptr);
+  errno = saved_errno;
+  raise(signal_number);  // pending until this handler returns: then the default action
+}
+
+// Only where the program left the default: its own handlers and ignored signals stay its own.
+void FlushOnFatalSignals() {
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+    struct sigaction current {};
+    if (sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+        (current.sa_flags & SA_SIGINFO)) {
+      continue;
+    }
+    struct sigaction flush {};
+    flush.sa_handler = OnFatalSignal;
+    sigemptyset(&flush.sa_mask);
+    flush.sa_flags = SA_RESTART;
+    sigaction(signal_number, &flush, nullptr);
+  }
+}
+
+void PreallocateBuffers() {
+  pthread_mutex_lock(&g.buffers_lock);
+  while (g.allocated < kPreallocatedBuffers) {
+    auto* data = static_cast<uint8_t*>(aligned_alloc(8, kActivityBufferBytes));
+    if (data == nullptr) break;
+    g.free_buffers[g.free_count++] = data;
+    ++g.allocated;
+  }
+  pthread_mutex_unlock(&g.buffers_lock);
+}
+
+bool UseActivityApiRecords() {
+  const char* mode = getenv(kCuptiApiRecordsEnv);
+  return mode != nullptr && strcmp(mode, "activity") == 0;
+}
+
+// Subscribes; on failure says why in `reason`. A taken CUPTI names its holder when the CUPTI has
+// cuptiSubscribe_v2.
+bool Subscribe(char* reason, size_t reason_size) {
+  CUptiResult result;
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  if (g.cupti.SubscribeV2 != nullptr) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "gprof-run";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = sizeof(holder);
+    result = g.cupti.SubscribeV2(&g.subscriber, OnApiCallback, nullptr, &params);
+  } else {
+    result = g.cupti.Subscribe(&g.subscriber, OnApiCallback, nullptr);
+  }
+  if (result == CUPTI_SUCCESS) return true;
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    snprintf(reason, reason_size,
+             "CUPTI is taken by %s: CUDA calls are recorded by interposition, without the GPU "
+             "timeline",
+             holder[0] != '\0' ? holder : "another tool (Nsight Systems, torch.profiler, ...)");
+  } else {
+    snprintf(reason, reason_size,
+             "cuptiSubscribe failed (%s): CUDA calls are recorded by "
+             "interposition",
+             g.cupti.ResultText(result));
+  }
+  return false;
+}
+
+// Enables everything gprof-run records. False (with `reason`) when CUPTI refuses a part the
+// capture cannot do without; GPU activity kinds a device lacks are only noted.
+bool EnableRecording(bool activity_api_records, char* note, size_t note_size, char* reason,
+                     size_t reason_size) {
+  CUptiResult result = g.cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp);
+  if (result == CUPTI_SUCCESS) {
+    result = g.cupti.ActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
+  }
+  if (result == CUPTI_SUCCESS && activity_api_records) {
+    g.cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);  // kernel tids, not pthread_t
+    result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (result == CUPTI_SUCCESS) result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+  } else if (result == CUPTI_SUCCESS) {
+    result = g.cupti.EnableDomain(1, g.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (result == CUPTI_SUCCESS) {
+      result = g.cupti.EnableDomain(1, g.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    }
+  }
+  if (result != CUPTI_SUCCESS) {
+    snprintf(reason, reason_size, "CUPTI refused to record API calls (%s)",
+             g.cupti.ResultText(result));
+    return false;
+  }
+  note[0] = '\0';
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
+    result = g.cupti.ActivityEnable(kind);
+    if (result != CUPTI_SUCCESS) {
+      size_t used = strlen(note);
+      snprintf(note + used, note_size - used, "; activity kind %d not recorded (%s)",
+               static_cast<int>(kind), g.cupti.ResultText(result));
+    }
+  }
+  g.cupti.ActivityFlushPeriod(kCuptiFlushPeriodMs);
+  return true;
+}
+
+}  // namespace
+
+void StartCudaCapture() {
+  pid_t pid = getpid();
+  if (g.started_in == pid || !RecordingActive() || !EnsureWriterRunning()) return;
+  g.started_in = pid;
+
+  const char* mode = getenv(kCudaModeEnv);
+  bool required = mode != nullptr && strcmp(mode, "cupti") == 0;
+  if (mode != nullptr && strcmp(mode, "preload") == 0) {
+    SetStatus(format::CaptureMode::kInterposition, 0,
+              "CUPTI left to other tools (--cuda=preload): no GPU timeline");
+    return;
+  }
+  char reason[512];
+  if (!LoadCuptiLibrary(&g.cupti, reason, sizeof(reason))) {
+    SetStatus(format::CaptureMode::kInterposition, 0, reason);
+    if (required) PostMessage(format::MessageLevel::kError, reason);
+    return;
+  }
+  if (!Subscribe(reason, sizeof(reason))) {
+    SetStatus(format::CaptureMode::kInterposition, g.cupti.version, reason);
+    PostMessage(required ? format::MessageLevel::kError : format::MessageLevel::kWarning, reason);
+    return;
+  }
+  bool activity_api_records = UseActivityApiRecords();
+  char note[256];
+  PreallocateBuffers();
+  if (!EnableRecording(activity_api_records, note, sizeof(note), reason, sizeof(reason))) {
+    g.cupti.Unsubscribe(g.subscriber);
+    SetStatus(format::CaptureMode::kInterposition, g.cupti.version, reason);
+    PostMessage(format::MessageLevel::kWarning, reason);
+    return;
+  }
+  g.cupti_active.store(true, std::memory_order_release);
+  SetCuptiRecordsApiCalls(true);
+  SetBeforeShutdown(FlushCupti);
+  atexit(FlushAtExit);
+  FlushOnFatalSignals();
+
+  char text[600];
+  snprintf(text, sizeof(text), "CUPTI %u (%s), API calls from %s%s", g.cupti.version, g.cupti.path,
+           activity_api_records ? "activity records" : "callbacks", note);
+  SetStatus(format::CaptureMode::kCupti, g.cupti.version, text);
+}
+
+bool TakeCaptureStatus(CaptureStatus* out) {
+  pthread_mutex_lock(&g.lock);
+  bool changed = g.status_changed;
+  if (changed) *out = g.status;
+  g.status_changed = false;
+  pthread_mutex_unlock(&g.lock);
+  return changed;
+}
+
+bool TakeCompletedActivityBuffer(ActivityBuffer* out) {
+  pthread_mutex_lock(&g.buffers_lock);
+  bool taken = g.completed_count > 0;
+  if (taken) {
+    *out = g.completed[0];
+    memmove(g.completed, g.completed + 1, (g.completed_count - 1) * sizeof(ActivityBuffer));
+    --g.completed_count;
+  }
+  pthread_mutex_unlock(&g.buffers_lock);
+  return taken;
+}
+
+void ReturnActivityBuffer(uint8_t* data) {
+  pthread_mutex_lock(&g.buffers_lock);
+  g.free_buffers[g.free_count++] = data;  // every buffer came from this pool: never overflows
+  pthread_mutex_unlock(&g.buffers_lock);
+}
+
+uint64_t TakeDroppedActivityRecords() { return g.dropped.exchange(0, std::memory_order_relaxed); }
+
+const CuptiLibrary* ActiveCupti() {
+  return g.cupti_active.load(std::memory_order_acquire) ? &g.cupti : nullptr;
+}
+
+bool CuptiApiName(uint32_t api_id, char* out, size_t size) {
+  const CuptiLibrary* cupti = ActiveCupti();
+  if (cupti == nullptr) return false;
+  auto domain = (api_id >> 16) == static_cast<uint32_t>(format::ApiDomain::kRuntime)
+                    ? CUPTI_CB_DOMAIN_RUNTIME_API
+                    : CUPTI_CB_DOMAIN_DRIVER_API;
+  const char* name = nullptr;
+  if (cupti->GetCallbackName(domain, api_id & 0xffff, &name) != CUPTI_SUCCESS || name == nullptr) {
+    return false;
+  }
+  snprintf(out, size, "%s", name);
+  // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the same name interposition records.
+  char* suffix = strrchr(out, '_');
+  if (suffix != nullptr && suffix[1] == 'v' && suffix[2] >= '0' && suffix[2] <= '9') *suffix = '\0';
+  return true;
+}
+
+bool MeasureCuptiClockOffset(int64_t* offset_ns, uint64_t* uncertainty_ns) {
+  const CuptiLibrary* cupti = ActiveCupti();
+  if (cupti == nullptr) return false;
+  bool measured = false;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    uint64_t before = MonotonicNs();
+    uint64_t cupti_now = 0;
+    if (cupti->GetTimestamp(&cupti_now) != CUPTI_SUCCESS) return false;
+    uint64_t after = MonotonicNs();
+    uint64_t half = (after - before) / 2;
+    if (!measured || half < *uncertainty_ns) {
+      *offset_ns = static_cast<int64_t>(cupti_now - (before + half));
+      *uncertainty_ns = half;
+      measured = true;
+    }
+  }
+  return measured;
+}
+
+bool SignalFlushRequested() { return g.signal_flush.load(std::memory_order_acquire) != 0; }
+
+void FinishSignalFlush() {
+  g.signal_flush_done.store(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g.signal_flush_done),
+          FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace gprof::inject

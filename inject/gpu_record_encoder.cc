@@ -1,0 +1,151 @@
+#include "gpu_record_encoder.h"
+
+#include <cstring>
+
+#include "clock.h"
+#include "cupti_tracer.h"
+#include "session_format.h"
+
+namespace gprof::inject {
+namespace {
+
+template <typename Record>
+Record MakeRecord(format::RecordType type, size_t trailing_bytes = 0) {
+  Record record{};
+  record.header.size = static_cast<uint32_t>(sizeof(Record) + trailing_bytes);
+  record.header.type = type;
+  return record;
+}
+
+template <typename Activity>
+format::GpuPlacement Placement(const Activity& activity) {
+  format::GpuPlacement placement{};
+  placement.start_ns = activity.start;
+  placement.end_ns = activity.end;
+  placement.correlation_id = activity.correlationId;
+  placement.graph_node_id = activity.graphNodeId;
+  placement.device_id = activity.deviceId;
+  placement.context_id = activity.contextId;
+  placement.stream_id = activity.streamId;
+  placement.graph_id = activity.graphId;
+  return placement;
+}
+
+}  // namespace
+
+uint32_t GpuRecordEncoder::KernelNameId(const char* name) {
+  if (name == nullptr) name = "";
+  if (auto found = name_by_pointer_.find(name); found != name_by_pointer_.end()) {
+    return found->second;
+  }
+  auto [entry, inserted] =
+      name_by_text_.try_emplace(name, static_cast<uint32_t>(name_by_text_.size() + 1));
+  if (inserted) {
+    size_t length = strlen(name);
+    auto record = MakeRecord<format::GpuNameRecord>(format::kGpuName, length);
+    record.name_id = entry->second;
+    record.name_len = static_cast<uint32_t>(length);
+    sink_->Append(&record, sizeof(record), name, length);
+  }
+  name_by_pointer_.emplace(name, entry->second);
+  return entry->second;
+}
+
+bool GpuRecordEncoder::NameApi(uint32_t api_id) {
+  if (named_apis_.contains(api_id)) return true;
+  char name[128];
+  if (!CuptiApiName(api_id, name, sizeof(name))) return false;
+  size_t length = strlen(name);
+  auto record = MakeRecord<format::ApiNameRecord>(format::kApiName, length);
+  record.api_id = api_id;
+  record.domain = api_id >> 16;
+  record.name_len = static_cast<uint32_t>(length);
+  sink_->Append(&record, sizeof(record), name, length);
+  named_apis_.insert(api_id);
+  return true;
+}
+
+void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size) {
+  CUpti_Activity* activity = nullptr;
+  while (cupti.ActivityGetNextRecord(buffer, valid_size, &activity) == CUPTI_SUCCESS) {
+    switch (activity->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto& kernel = *reinterpret_cast<const CUpti_ActivityKernel10*>(activity);
+        auto record = MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
+        record.placement = Placement(kernel);
+        record.grid[0] = kernel.gridX;
+        record.grid[1] = kernel.gridY;
+        record.grid[2] = kernel.gridZ;
+        record.block[0] = kernel.blockX;
+        record.block[1] = kernel.blockY;
+        record.block[2] = kernel.blockZ;
+        record.name_id = KernelNameId(kernel.name);
+        record.shared_memory_bytes =
+            static_cast<uint32_t>(kernel.staticSharedMemory + kernel.dynamicSharedMemory);
+        record.registers_per_thread = kernel.registersPerThread;
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(activity);
+        auto record = MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
+        record.placement = Placement(copy);
+        record.bytes = copy.bytes;
+        record.copy_kind = copy.copyKind;
+        record.src_kind = copy.srcKind;
+        record.dst_kind = copy.dstKind;
+        record.async = (copy.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto& set = *reinterpret_cast<const CUpti_ActivityMemset4*>(activity);
+        auto record = MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
+        record.placement = Placement(set);
+        record.bytes = set.bytes;
+        record.value = set.value;
+        record.memory_kind = static_cast<uint8_t>(set.memoryKind);
+        record.async = (set.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const auto& sync = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(activity);
+        auto record = MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
+        record.start_ns = sync.start;
+        record.end_ns = sync.end;
+        record.correlation_id = sync.correlationId;
+        record.context_id = sync.contextId;
+        record.stream_id = sync.streamId;
+        record.type = static_cast<uint32_t>(sync.type);
+        record.event_id = sync.cudaEventId;
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        // Only with GPROF_CUPTI_API_RECORDS=activity: CUPTI timed the call itself. A runtime
+        // call's nested driver calls come as records of their own and are kept as they are.
+        const auto& api = *reinterpret_cast<const CUpti_ActivityAPI*>(activity);
+        auto record = MakeRecord<format::ApiCallRecord>(format::kApiCall);
+        record.api_id = format::CuptiApiId(activity->kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                                               ? format::ApiDomain::kRuntime
+                                               : format::ApiDomain::kDriver,
+                                           api.cbid);
+        record.enter_ns = api.start;
+        record.exit_ns = api.end;
+        record.correlation_id = api.correlationId;
+        record.tid = api.threadId;
+        record.return_code = static_cast<int32_t>(api.returnValue);
+        NameApi(record.api_id);
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace gprof::inject

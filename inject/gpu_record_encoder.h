@@ -1,0 +1,36 @@
+// Turns CUPTI activity buffers into session-file records (inject/session_format.h): kernels,
+// copies, memsets, synchronizations, and API calls when CUPTI records those itself. Runs on the
+// writer thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cupti_library.h"
+#include "record_sink.h"
+
+namespace gprof::inject {
+
+class GpuRecordEncoder {
+ public:
+  explicit GpuRecordEncoder(RecordSink* sink) : sink_(sink) {}
+
+  // Encodes every record of a completed buffer; kinds gprof-run does not record are skipped.
+  void Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size);
+
+  // Writes the ApiNameRecord of a CUPTI api id the first time it is used. True when named.
+  bool NameApi(uint32_t api_id);
+
+ private:
+  uint32_t KernelNameId(const char* name);
+
+  RecordSink* sink_;
+  // CUPTI shares one name string among a kernel's records: the pointer is a fast first key.
+  std::unordered_map<const char*, uint32_t> name_by_pointer_;
+  std::unordered_map<std::string, uint32_t> name_by_text_;
+  std::unordered_set<uint32_t> named_apis_;
+};
+
+}  // namespace gprof::inject

@@ -1,7 +1,7 @@
 // The driver-lock freeze of the design brief (section 6), on a real GPU: launcher threads launch
 // tiny kernels on their own non-blocking streams while a holder thread queues a long kernel and
-// calls cudaFree, which waits for the GPU to go idle inside the driver; every launch issued
-// meanwhile blocks. Like tests/apps/freeze_app, it writes the calls it measured at >= 1 ms to
+// calls cudaFree (or, with --holder freehost, cudaFreeHost), which waits for the GPU to go idle
+// inside the driver; every launch issued meanwhile blocks. Like tests/apps/freeze_app, it writes the calls it measured at >= 1 ms to
 // --calls-out, as ground truth for gprof-run's report:
 //   call tid=<tid> thread=<name> api=<cudaLaunchKernel|cudaFree> enter_ns=<ns> exit_ns=<ns>
 #include <cuda_runtime.h>
@@ -65,10 +65,12 @@ void Timed(const std::string& thread, const char* api, Call call) {
 int main(int argc, char** argv) {
   int launchers = 3, rounds = 3, long_ms = 30;
   const char* calls_out = nullptr;
+  bool free_host = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--calls-out")) calls_out = argv[i + 1];
     if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--long-ms")) long_ms = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--holder")) free_host = !strcmp(argv[i + 1], "freehost");
   }
   int clock_khz = 0;
   Check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "cudaDeviceGetAttribute");
@@ -101,9 +103,17 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round) {
       usleep(100000);
       void* buffer;
-      Check(cudaMalloc(&buffer, 64 << 20), "cudaMalloc");
+      if (free_host) {
+        Check(cudaMallocHost(&buffer, 64 << 20), "cudaMallocHost");
+      } else {
+        Check(cudaMalloc(&buffer, 64 << 20), "cudaMalloc");
+      }
       Spin<<<1, 1, 0, stream>>>(static_cast<long long>(long_ms) * clock_khz);
-      Timed("holder", "cudaFree", [&] { return cudaFree(buffer); });
+      if (free_host) {
+        Timed("holder", "cudaFreeHost", [&] { return cudaFreeHost(buffer); });
+      } else {
+        Timed("holder", "cudaFree", [&] { return cudaFree(buffer); });
+      }
     }
     usleep(100000);
   });

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "gpu_timeline.h"
 #include "kernel_stack.h"
 
 namespace gprof::collector {
@@ -88,7 +89,7 @@ struct TimeSplit {
 class Analyzer {
  public:
   Analyzer(const Session& session, const AnalysisOptions& options)
-      : session_(session), index_(session) {
+      : session_(session), index_(session), correlation_(session), gpu_busy_(session) {
     analysis_.options = options;
   }
 
@@ -97,6 +98,7 @@ class Analyzer {
       if (call.duration() >= analysis_.options.threshold_ns) ExplainCall(call);
     }
     FindFreezes();
+    analysis_.gpu = SummarizeGpu(session_, correlation_);
     return std::move(analysis_);
   }
 
@@ -111,9 +113,14 @@ class Analyzer {
   uint64_t HoldStart(uint32_t tid, const WaitObject& object, uint64_t freeze_start,
                      uint64_t release) const;
   HolderActivity DescribeHolder(uint32_t tid, uint64_t hold_start, uint64_t release_ns) const;
+  // What the GPU of `pid` did in [start, end); `call` (may be null) is whose own work to list.
+  std::optional<GpuDuringCall> GpuDuring(uint32_t pid, uint64_t start, uint64_t end,
+                                         const ApiCall* call) const;
 
   const Session& session_;
   ThreadIndex index_;
+  GpuCorrelation correlation_;
+  GpuBusyTimeline gpu_busy_;
   Analysis analysis_;
 };
 
@@ -190,7 +197,26 @@ void Analyzer::ExplainCall(const ApiCall& call) {
   blocked.asleep_ns = split.asleep_ns;
   blocked.waits = std::move(split.waits);
   std::tie(blocked.main_object, blocked.main_object_ns) = LongestWaitObject(blocked.waits);
+  blocked.gpu = GpuDuring(call.pid, call.enter_ns, call.exit_ns, &call);
   analysis_.blocked_calls.push_back(std::move(blocked));
+}
+
+std::optional<GpuDuringCall> Analyzer::GpuDuring(uint32_t pid, uint64_t start, uint64_t end,
+                                                 const ApiCall* call) const {
+  if (!gpu_busy_.Recorded(pid)) return std::nullopt;
+  GpuUse use = gpu_busy_.UseDuring(pid, start, end);
+  GpuDuringCall gpu;
+  gpu.window_ns = end - start;
+  gpu.busy_ns = use.busy_ns;
+  gpu.main_activity = use.longest;
+  gpu.main_overlap_ns = use.longest_overlap_ns;
+  if (use.longest != nullptr) gpu.main_launcher = correlation_.LauncherOf(*use.longest);
+  if (call != nullptr) {
+    for (const GpuActivity* activity : correlation_.ActivitiesOf(*call)) {
+      if (activity->occupies_gpu()) gpu.own_work.push_back(activity);
+    }
+  }
+  return gpu;
 }
 
 // Blocked calls of several threads whose longest wait is on the same object and overlap in time
@@ -292,7 +318,8 @@ void Analyzer::BuildFreeze(const WaitObject& object, std::vector<int> members) {
       member.woken_by_tid = decisive->waker_tid;
       uint64_t start = HoldStart(decisive->waker_tid, object, freeze.start_ns, decisive->wake_ns);
       uint64_t hold = decisive->wake_ns - std::min(start, decisive->wake_ns);
-      if (holder == 0 || hold > longest_hold || (hold == longest_hold && decisive->wake_ns < release)) {
+      if (holder == 0 || hold > longest_hold ||
+          (hold == longest_hold && decisive->wake_ns < release)) {
         holder = decisive->waker_tid;
         release = decisive->wake_ns;
         longest_hold = hold;
@@ -332,6 +359,11 @@ HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t hold_start,
     for (size_t i = 0; i < analysis_.blocked_calls.size(); ++i) {
       if (analysis_.blocked_calls[i].call == holder.call) holder.blocked_call = static_cast<int>(i);
     }
+    holder.gpu =
+        GpuDuring(holder.call->pid, holder.call->enter_ns, holder.call->exit_ns, holder.call);
+  } else if (auto thread = session_.threads.find(tid); thread != session_.threads.end()) {
+    holder.gpu =
+        GpuDuring(thread->second.pid, hold_start, std::max(hold_start, release_ns), nullptr);
   }
   if (release_ns <= hold_start) return holder;
   TimeSplit split = Split(tid, hold_start, release_ns);

@@ -1,6 +1,6 @@
 // Explains slow CUDA calls with the kernel's record: where each call's time went (on CPU, waiting
-// for a CPU, asleep on what), who woke it and what that thread was doing, and which threads froze
-// together behind one lock.
+// for a CPU, asleep on what), who woke it and what that thread was doing, which threads froze
+// together behind one lock, and what the GPU of the process was doing meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_summary.h"
 #include "model.h"
 
 namespace gprof::collector {
@@ -40,6 +41,17 @@ struct Wait {
   uint64_t asleep_ns() const { return (wake_ns != 0 ? wake_ns : end_ns) - start_ns; }
 };
 
+// What the GPU of a call's process did during the call (or during a hold), when the process's GPU
+// timeline was recorded.
+struct GpuDuringCall {
+  uint64_t window_ns = 0;  // the interval looked at
+  uint64_t busy_ns = 0;    // the process's kernels, copies and memsets in it, overlaps counted once
+  const GpuActivity* main_activity = nullptr;  // what the GPU ran longest meanwhile; null: idle
+  uint64_t main_overlap_ns = 0;
+  const ApiCall* main_launcher = nullptr;    // the call that launched it, when it was recorded
+  std::vector<const GpuActivity*> own_work;  // kernels, copies, memsets the call itself caused
+};
+
 struct BlockedCall {
   const ApiCall* call = nullptr;
   uint64_t on_cpu_ns = 0;    // running: working or spinning inside the call
@@ -48,7 +60,8 @@ struct BlockedCall {
   std::vector<Wait> waits;   // in time order
   std::optional<WaitObject> main_object;  // the object it slept on longest
   uint64_t main_object_ns = 0;
-  int freeze = -1;  // index into Analysis::freezes, when it froze with others
+  int freeze = -1;                   // index into Analysis::freezes, when it froze with others
+  std::optional<GpuDuringCall> gpu;  // none: the process's GPU timeline was not recorded
 };
 
 // What a lock holder did while others waited for it.
@@ -64,6 +77,8 @@ struct HolderActivity {
   uint32_t own_waker_tid = 0;          // who ended that sleep
   std::string own_waker_comm;
   int blocked_call = -1;  // index into Analysis::blocked_calls when its call is slow too
+  // The GPU during its call (during the hold when it was in none); none: not recorded.
+  std::optional<GpuDuringCall> gpu;
 };
 
 struct FreezeMember {
@@ -86,6 +101,7 @@ struct Analysis {
   AnalysisOptions options;
   std::vector<BlockedCall> blocked_calls;  // slow calls, in time order
   std::vector<Freeze> freezes;             // in time order
+  GpuSummary gpu;
   uint64_t slow_call_count() const { return blocked_calls.size(); }
 };
 

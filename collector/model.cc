@@ -78,6 +78,11 @@ std::vector<std::string> Session::KernelStack(int32_t stack_id) const {
   return frames;
 }
 
+const NativeStack* Session::CallStackOf(const ApiCall& call) const {
+  auto it = call_stacks.find({call.tid, call.enter_ns});
+  return it == call_stacks.end() ? nullptr : &it->second;
+}
+
 const Mapping* Session::FindMapping(uint32_t pid, uint64_t address) const {
   auto process = processes.find(pid);
   if (process == processes.end()) return nullptr;

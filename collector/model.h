@@ -2,11 +2,14 @@
 // clock (CLOCK_MONOTONIC, nanoseconds). Readers fill it, the analysis and the writers read it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace gprof::collector {
@@ -19,13 +22,36 @@ struct Mapping {
   std::string path;   // empty for anonymous memory
 };
 
+// How the injected library saw a process's CUDA calls.
+enum class CaptureMode : uint8_t {
+  kUnknown,        // no capture record: a library from before CUPTI capture, or none loaded
+  kInterposition,  // CUDA runtime functions interposed: calls only, no GPU timeline
+  kCupti,          // CUPTI callbacks and activity records: calls and the GPU timeline
+};
+
+struct Capture {
+  CaptureMode mode = CaptureMode::kUnknown;
+  uint32_t cupti_version = 0;  // cuptiGetVersion(), 0 without CUPTI
+  std::string note;            // the libcupti in use, or why CUPTI is not
+};
+
+// CUPTI's activity clock minus CLOCK_MONOTONIC, measured at `time_ns` (CLOCK_MONOTONIC).
+struct ClockOffset {
+  uint64_t time_ns = 0;
+  int64_t offset_ns = 0;
+  uint64_t uncertainty_ns = 0;
+};
+
 struct Process {
   uint32_t pid = 0;
   uint32_t ppid = 0;
   std::string exe;
   std::vector<std::string> cmdline;
-  std::vector<Mapping> maps;     // latest /proc/PID/maps snapshot, sorted by start
-  uint64_t dropped_records = 0;  // CUDA call records the injected library could not keep
+  std::vector<Mapping> maps;               // latest /proc/PID/maps snapshot, sorted by start
+  uint64_t dropped_records = 0;            // CUDA call records the injected library could not keep
+  Capture capture;                         // the latest the process wrote
+  std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
+  uint64_t gpu_dropped_records = 0;        // GPU activity records CUPTI could not keep
 };
 
 struct Thread {
@@ -46,6 +72,65 @@ struct ApiCall {
   int32_t return_code = 0;
   uint32_t flags = 0;  // format::ApiCallFlags
   uint64_t duration() const { return exit_ns - enter_ns; }
+};
+
+// What one GPU activity was. CUPTI's enum values are kept as CUPTI numbers them
+// (gpu_vocabulary.h names them).
+struct GpuKernel {
+  uint32_t name_index = 0;  // into Session::kernel_names
+  std::array<int32_t, 3> grid{};
+  std::array<int32_t, 3> block{};
+  uint32_t shared_memory_bytes = 0;  // static + dynamic
+  uint32_t registers_per_thread = 0;
+};
+
+struct GpuMemcpy {
+  uint64_t bytes = 0;
+  uint8_t copy_kind = 0;  // CUpti_ActivityMemcpyKind
+  uint8_t src_kind = 0;   // CUpti_ActivityMemoryKind
+  uint8_t dst_kind = 0;
+  bool async = false;
+};
+
+struct GpuMemset {
+  uint64_t bytes = 0;
+  uint32_t value = 0;
+  uint8_t memory_kind = 0;  // CUpti_ActivityMemoryKind
+  bool async = false;
+};
+
+// The host waited for the GPU (it does not occupy the GPU itself).
+struct GpuSync {
+  uint32_t type = 0;  // CUpti_ActivitySynchronizationType
+  uint32_t event_id = 0;
+};
+
+inline constexpr uint32_t kNoStream = 0xffffffff;  // GpuSync: not a stream synchronization
+
+// One record of the GPU timeline, on CLOCK_MONOTONIC (CUPTI's clock offsets already applied).
+struct GpuActivity {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // = ApiCall::correlation_id of the call that caused it
+  uint64_t graph_node_id = 0;   // 0: not launched from a CUDA graph
+  uint32_t pid = 0;
+  uint32_t device_id = 0;  // 0 for a GpuSync, which names no device
+  uint32_t context_id = 0;
+  uint32_t stream_id = 0;  // CUPTI's stream id; kNoStream for a sync that is not on a stream
+  uint32_t graph_id = 0;   // 0: not launched from a CUDA graph
+  std::variant<GpuKernel, GpuMemcpy, GpuMemset, GpuSync> detail;
+
+  // Kernels, copies and memsets keep the GPU busy; a synchronization is the host waiting.
+  bool occupies_gpu() const { return !std::holds_alternative<GpuSync>(detail); }
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// The native stack of a thread at the exit of a slow CUDA call, innermost frame first.
+struct NativeStack {
+  uint32_t pid = 0;
+  std::vector<uint64_t> ips;
+  // One per ip: demangled "symbol+0xoffset", empty where the symbol is unknown.
+  std::vector<std::string> symbols;
 };
 
 // Thread state at switch-out, from the kernel's prev_state.
@@ -133,10 +218,13 @@ struct Session {
   std::map<uint32_t, Process> processes;  // by pid
   std::map<uint32_t, Thread> threads;     // by tid
   std::vector<std::string> api_names;
-  std::vector<ApiCall> api_calls;                                    // sorted by enter_ns
-  std::vector<OffCpuInterval> off_cpu;                               // sorted by start_ns
-  std::vector<FutexCall> futex_calls;                                // sorted by start_ns
-  std::vector<TaskStart> task_starts;                                // sorted by time_ns
+  std::vector<ApiCall> api_calls;           // sorted by enter_ns
+  std::vector<OffCpuInterval> off_cpu;      // sorted by start_ns
+  std::vector<FutexCall> futex_calls;       // sorted by start_ns
+  std::vector<TaskStart> task_starts;       // sorted by time_ns
+  std::vector<std::string> kernel_names;    // demangled; as recorded when they do not demangle
+  std::vector<GpuActivity> gpu_activities;  // sorted by start_ns
+  std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
   std::vector<LostEvents> lost;
@@ -144,6 +232,11 @@ struct Session {
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
 
   const std::string& ApiName(const ApiCall& call) const { return api_names[call.name_index]; }
+  const std::string& KernelName(const GpuKernel& kernel) const {
+    return kernel_names[kernel.name_index];
+  }
+  // The native stack recorded at the exit of `call`, or nullptr.
+  const NativeStack* CallStackOf(const ApiCall& call) const;
   // "name (tid)" or "tid" when the thread has no known name.
   std::string ThreadLabel(uint32_t tid) const;
   // Kernel stack as symbols, innermost first; "0x..." where no symbol is known.

@@ -8,16 +8,21 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <protozero/pbf_builder.hpp>
 #include <queue>
+#include <span>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "gpu_timeline.h"
+#include "gpu_vocabulary.h"
 #include "kernel_events.h"
 #include "kernel_stack.h"
 #include "session_format.h"
@@ -228,11 +233,12 @@ struct Annotation {
 struct TrackEventSpec {
   TrackEventType type = TrackEventType::kInstant;
   uint64_t timestamp_ns = 0;
-  uint64_t name_iid = 0;                    // 0 on slice ends
-  uint64_t category_iid = 0;                // 0 on slice ends
-  uint64_t flow_id = 0;                     // 0: none
-  uint64_t terminating_flow_id = 0;         // 0: none
-  std::array<Annotation, 8> annotations{};  // the most an event carries is 7 (a futex call)
+  uint64_t name_iid = 0;               // 0 on slice ends
+  uint64_t category_iid = 0;           // 0 on slice ends
+  std::span<const uint64_t> flow_ids;  // flows starting here; valid until written
+  uint64_t terminating_flow_id = 0;    // 0: none
+  // The most an event carries is 9: a kernel of a graph, cut short on its stream.
+  std::array<Annotation, 10> annotations{};
   size_t annotation_count = 0;
 
   void Annotate(uint64_t annotation_name_iid, Annotation::Kind kind, uint64_t value) {
@@ -348,7 +354,8 @@ class PacketWriter {
     if (event.name_iid != 0) track_event.add_uint64(TrackEventField::kNameIid, event.name_iid);
     if (event.category_iid != 0)
       track_event.add_uint64(TrackEventField::kCategoryIids, event.category_iid);
-    if (event.flow_id != 0) track_event.add_fixed64(TrackEventField::kFlowIds, event.flow_id);
+    for (uint64_t flow_id : event.flow_ids)
+      track_event.add_fixed64(TrackEventField::kFlowIds, flow_id);
     if (event.terminating_flow_id != 0) {
       track_event.add_fixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
     }
@@ -384,13 +391,16 @@ class PacketWriter {
   const StringInterner& interner_;
 };
 
-// Track uuids are derived from the pid/tid they belong to, so they are stable and never collide.
+// Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
+// trace), so they are stable and never collide. Three bits: 7 is the last kind there is room for.
 enum class TrackKind : uint64_t {
   kProcess = 1,
   kThread = 2,
   kOffCpu = 3,
   kFutex = 4,
-  kGprofRun = 5
+  kGprofRun = 5,
+  kGpuStream = 6,
+  kGpuSync = 7,
 };
 
 uint64_t TrackUuid(TrackKind kind, uint32_t id) {
@@ -453,6 +463,26 @@ class TrackRegistry {
     return ChildTrack(thread.futex, thread, TrackKind::kFutex, "futex");
   }
 
+  // The lane of one stream of one GPU of a process: "GPU 0 stream 13".
+  EventTrack& GpuStream(uint32_t pid, uint32_t device, uint32_t stream) {
+    auto key = std::make_tuple(pid, device, stream);
+    auto found = gpu_streams_.find(key);
+    if (found != gpu_streams_.end()) return found->second;
+    EventTrack& track = gpu_streams_.try_emplace(key, NextSequenceId()).first->second;
+    std::string name = "GPU " + std::to_string(device) + " stream " + std::to_string(stream);
+    DescribeProcessChild(track, TrackUuid(TrackKind::kGpuStream, gpu_streams_.size()), pid, name);
+    return track;
+  }
+
+  // A process's host-side waits for its GPU.
+  EventTrack& GpuSync(uint32_t pid) {
+    auto found = gpu_syncs_.find(pid);
+    if (found != gpu_syncs_.end()) return found->second;
+    EventTrack& track = gpu_syncs_.try_emplace(pid, NextSequenceId()).first->second;
+    DescribeProcessChild(track, TrackUuid(TrackKind::kGpuSync, pid), pid, "GPU synchronization");
+    return track;
+  }
+
   // The global track of what gprof-run has to say about the recording itself.
   EventTrack& GprofRun() {
     if (!gprof_run_) {
@@ -505,6 +535,15 @@ class TrackRegistry {
     return thread;
   }
 
+  void DescribeProcessChild(EventTrack& track, uint64_t uuid, uint32_t pid,
+                            const std::string& name) {
+    DescribeProcess(pid);
+    packets_.WriteEventTrackDescriptor(track.sequence, uuid, [&](DescriptorBuilder& descriptor) {
+      descriptor.add_uint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
+      descriptor.add_string(TrackDescriptorField::kName, name);
+    });
+  }
+
   EventTrack& ChildTrack(std::optional<EventTrack>& track, const ThreadTracks& thread,
                          TrackKind kind, const char* name) {
     if (!track) {
@@ -526,6 +565,9 @@ class TrackRegistry {
   std::optional<EventTrack> gprof_run_;
   std::unordered_map<uint32_t, ThreadTracks> threads_;  // by tid; elements never move
   std::unordered_set<uint32_t> described_pids_;
+  // By pid, device and stream; elements never move.
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, EventTrack> gpu_streams_;
+  std::unordered_map<uint32_t, EventTrack> gpu_syncs_;  // by pid
 };
 
 // The fixed strings of the trace: categories and annotation names, interned once.
@@ -535,6 +577,7 @@ struct Vocabulary {
         sched(interner.Intern(InternTable::kCategories, "sched")),
         futex(interner.Intern(InternTable::kCategories, "futex")),
         gprof_run(interner.Intern(InternTable::kCategories, "gprof-run")),
+        gpu(interner.Intern(InternTable::kCategories, "gpu")),
         stream(Name(interner, "stream")),
         correlation_id(Name(interner, "correlation_id")),
         return_code(Name(interner, "return_code")),
@@ -552,19 +595,36 @@ struct Vocabulary {
         return_value(Name(interner, "return")),
         count(Name(interner, "count")),
         file(Name(interner, "file")),
-        offset(Name(interner, "offset")) {}
+        offset(Name(interner, "offset")),
+        grid(Name(interner, "grid")),
+        block(Name(interner, "block")),
+        registers_per_thread(Name(interner, "registers_per_thread")),
+        shared_memory_bytes(Name(interner, "shared_memory_bytes")),
+        graph_id(Name(interner, "graph_id")),
+        graph_node_id(Name(interner, "graph_node_id")),
+        bytes(Name(interner, "bytes")),
+        from(Name(interner, "from")),
+        to(Name(interner, "to")),
+        async(Name(interner, "async")),
+        value(Name(interner, "value")),
+        memory(Name(interner, "memory")),
+        sync_type(Name(interner, "type")),
+        event(Name(interner, "event")),
+        overlapped_next_ns(Name(interner, "overlapped_next_ns")) {}
 
   static uint64_t Name(StringInterner& interner, std::string_view name) {
     return interner.Intern(InternTable::kAnnotationNames, name);
   }
 
   // Categories.
-  uint64_t cuda, sched, futex, gprof_run;
+  uint64_t cuda, sched, futex, gprof_run, gpu;
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
   uint64_t op, uaddr, uaddr2, val, timeout_ns, return_value;
   uint64_t count, file, offset;
+  uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
+  uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
 };
 
 std::string Hex(uint64_t value) {
@@ -773,7 +833,52 @@ class FutexNames {
   std::unordered_map<uint32_t, uint64_t> op_texts_;  // by op, flags included
 };
 
-// Writes the events of the three record vectors in one pass, in global timestamp order, so every
+// Names and annotation strings of GPU slices: kernel names made once per kernel, the rest interned
+// from their few values.
+class GpuNames {
+ public:
+  GpuNames(const Session& session, StringInterner& interner)
+      : session_(session), interner_(interner), kernel_name_iids_(session.kernel_names.size(), 0) {}
+
+  // The kernel's demangled name, "Memcpy HtoD", "Memset", "cudaStreamSynchronize wait".
+  uint64_t SliceName(const GpuActivity& activity) {
+    const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
+    if (kernel == nullptr) {
+      return interner_.Intern(InternTable::kEventNames, GpuActivityName(session_, activity));
+    }
+    if (kernel->name_index >= kernel_name_iids_.size()) {
+      return interner_.Intern(InternTable::kEventNames,
+                              "kernel#" + std::to_string(kernel->name_index));
+    }
+    uint64_t& iid = kernel_name_iids_[kernel->name_index];
+    if (iid == 0) iid = interner_.Intern(InternTable::kEventNames, session_.KernelName(*kernel));
+    return iid;
+  }
+
+  // "(128, 1, 1)"
+  uint64_t Dimensions(const std::array<int32_t, 3>& dimensions) {
+    char text[48];
+    std::snprintf(text, sizeof(text), "(%d, %d, %d)", dimensions[0], dimensions[1], dimensions[2]);
+    return interner_.Intern(InternTable::kAnnotationStrings, text);
+  }
+
+  uint64_t Text(std::string_view text) {
+    return interner_.Intern(InternTable::kAnnotationStrings, text);
+  }
+
+ private:
+  const Session& session_;
+  StringInterner& interner_;
+  std::vector<uint64_t> kernel_name_iids_;  // by Session::kernel_names index; 0: not yet
+};
+
+// Where each GPU activity's slice ends on its stream's lane, for those that do not end at their
+// recorded end: a stream runs one thing at a time, so one that overlaps the next on its stream is
+// inconsistent data, and is cut where the next starts to keep the lane a sequence. By index into
+// Session::gpu_activities.
+std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& session);
+
+// Writes the events of the record vectors in one pass, in global timestamp order, so every
 // track's events are in order. What a record causes later (a slice end, the runnable half of an
 // off-CPU interval, a wake instant) waits in a queue that holds only what is open at the moment
 // (about threads x nesting depth), never the session.
@@ -788,6 +893,9 @@ class TimelineWriter {
         vocabulary_(vocabulary),
         scheduler_names_(session, interner),
         futex_names_(interner),
+        gpu_names_(session, interner),
+        correlation_(session),
+        clipped_gpu_ends_(ClipOverlapsOnStreams(session)),
         api_name_iids_(session.api_names.size(), 0) {}
 
   void Write();
@@ -825,14 +933,24 @@ class TimelineWriter {
   void BeginRunnable(EventTrack& track, size_t index);
   void WriteWakeInstant(size_t index);
   void BeginFutex(const FutexCall& call);
+  void BeginGpuActivity(size_t index);
+  void AnnotateGpuDetail(TrackEventSpec& event, const GpuActivity& activity);
   void BeginSlice(EventTrack& track, TrackEventSpec& event, uint64_t end_ns);
   void EndSlice(EventTrack& track, uint64_t time_ns);
 
   uint64_t ApiNameIid(uint32_t name_index);
   uint64_t StreamIid(uint64_t stream);
   bool HasWakeFlow(const OffCpuInterval& interval) const;
+  const ApiCall* LaunchFlowOrigin(const GpuActivity& activity) const;
   static uint64_t WakeTime(const OffCpuInterval& interval);
-  static uint64_t FlowId(size_t off_cpu_index) { return off_cpu_index + 1; }
+  // Flow ids: wake arrows by off-CPU interval from 1, launch arrows (an API call to the GPU work
+  // it caused) by GPU activity in the upper half of the range, so the two never meet.
+  static uint64_t WakeFlowId(size_t off_cpu_index) { return off_cpu_index + 1; }
+  static uint64_t LaunchFlowId(size_t gpu_index) { return kLaunchFlowIds | gpu_index; }
+  static constexpr uint64_t kLaunchFlowIds = uint64_t{1} << 63;
+  size_t IndexOf(const GpuActivity& activity) const {
+    return static_cast<size_t>(&activity - session_.gpu_activities.data());
+  }
 
   const Session& session_;
   TrackRegistry& tracks_;
@@ -841,6 +959,10 @@ class TimelineWriter {
   const Vocabulary& vocabulary_;
   SchedulerNames scheduler_names_;
   FutexNames futex_names_;
+  GpuNames gpu_names_;
+  GpuCorrelation correlation_;
+  std::unordered_map<size_t, uint64_t> clipped_gpu_ends_;
+  std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
   std::unordered_map<uint64_t, uint64_t> stream_iids_;  // by stream handle
   std::priority_queue<Pending, std::vector<Pending>, RunsLater> pending_;
@@ -853,6 +975,8 @@ uint64_t StartOf(const OffCpuInterval& interval) { return interval.start_ns; }
 uint64_t EndOf(const OffCpuInterval& interval) { return interval.end_ns; }
 uint64_t StartOf(const FutexCall& call) { return call.start_ns; }
 uint64_t EndOf(const FutexCall& call) { return call.end_ns; }
+uint64_t StartOf(const GpuActivity& activity) { return activity.start_ns; }
+uint64_t EndOf(const GpuActivity& activity) { return activity.end_ns; }
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
@@ -890,21 +1014,47 @@ class RecordCursor {
   std::vector<size_t> group_;
 };
 
+std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& session) {
+  std::unordered_map<size_t, uint64_t> clipped;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> last_on_stream;
+  // In the order the writer begins them, so that each is compared with the slice before it.
+  RecordCursor cursor(session.gpu_activities);
+  while (cursor.next_start() != kNever) {
+    size_t index = cursor.Take();
+    const GpuActivity& activity = session.gpu_activities[index];
+    if (!activity.occupies_gpu()) continue;
+    auto [last, first_on_stream] = last_on_stream.try_emplace(
+        std::make_tuple(activity.pid, activity.device_id, activity.stream_id), index);
+    if (first_on_stream) continue;
+    size_t previous = std::exchange(last->second, index);
+    auto previous_end = clipped.find(previous);
+    uint64_t end = previous_end != clipped.end() ? previous_end->second
+                                                 : session.gpu_activities[previous].end_ns;
+    if (activity.start_ns < end) clipped[previous] = activity.start_ns;
+  }
+  return clipped;
+}
+
 void TimelineWriter::Write() {
   RecordCursor api_calls(session_.api_calls);
   RecordCursor off_cpu(session_.off_cpu);
   RecordCursor futex_calls(session_.futex_calls);
+  RecordCursor gpu_activities(session_.gpu_activities);
   while (true) {
-    uint64_t next =
-        std::min({api_calls.next_start(), off_cpu.next_start(), futex_calls.next_start()});
+    uint64_t next = std::min({api_calls.next_start(), off_cpu.next_start(),
+                              futex_calls.next_start(), gpu_activities.next_start()});
     RunPendingUpTo(next);
     if (next == kNever) return;
+    // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
+    // before the slice it ends in.
     if (api_calls.next_start() == next) {
       BeginApiCall(session_.api_calls[api_calls.Take()]);
     } else if (off_cpu.next_start() == next) {
       BeginOffCpu(off_cpu.Take());
-    } else {
+    } else if (futex_calls.next_start() == next) {
       BeginFutex(session_.futex_calls[futex_calls.Take()]);
+    } else {
+      BeginGpuActivity(gpu_activities.Take());
     }
   }
 }
@@ -942,7 +1092,72 @@ void TimelineWriter::BeginApiCall(const ApiCall& call) {
   if (call.correlation_id != 0)
     event.Annotate(vocabulary_.correlation_id, Annotation::Kind::kUint, call.correlation_id);
   if (call.return_code != 0) event.AnnotateInt(vocabulary_.return_code, call.return_code);
+  launch_flow_ids_.clear();
+  for (const GpuActivity* activity : correlation_.ActivitiesOf(call)) {
+    if (LaunchFlowOrigin(*activity) == &call)
+      launch_flow_ids_.push_back(LaunchFlowId(IndexOf(*activity)));
+  }
+  event.flow_ids = launch_flow_ids_;
   BeginSlice(tracks_.Thread(call.tid, call.pid).thread, event, call.exit_ns);
+}
+
+// Kernels, copies and memsets on their stream's lane, ending a launch arrow from the API call
+// that caused them; host waits for the GPU on the process's synchronization track.
+void TimelineWriter::BeginGpuActivity(size_t index) {
+  const GpuActivity& activity = session_.gpu_activities[index];
+  TrackEventSpec event;
+  event.timestamp_ns = activity.start_ns;
+  event.name_iid = gpu_names_.SliceName(activity);
+  event.category_iid = vocabulary_.gpu;
+  if (activity.correlation_id != 0) {
+    event.Annotate(vocabulary_.correlation_id, Annotation::Kind::kUint, activity.correlation_id);
+  }
+  AnnotateGpuDetail(event, activity);
+  if (!activity.occupies_gpu()) {
+    BeginSlice(tracks_.GpuSync(activity.pid), event, activity.end_ns);
+    return;
+  }
+  if (activity.graph_id != 0) {
+    event.Annotate(vocabulary_.graph_id, Annotation::Kind::kUint, activity.graph_id);
+    event.Annotate(vocabulary_.graph_node_id, Annotation::Kind::kUint, activity.graph_node_id);
+  }
+  if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = LaunchFlowId(index);
+  uint64_t end = activity.end_ns;
+  if (auto clipped = clipped_gpu_ends_.find(index); clipped != clipped_gpu_ends_.end()) {
+    end = clipped->second;
+    event.Annotate(vocabulary_.recorded_duration_ns, Annotation::Kind::kUint, activity.duration());
+    event.Annotate(vocabulary_.overlapped_next_ns, Annotation::Kind::kUint, activity.end_ns - end);
+  }
+  BeginSlice(tracks_.GpuStream(activity.pid, activity.device_id, activity.stream_id), event, end);
+}
+
+void TimelineWriter::AnnotateGpuDetail(TrackEventSpec& event, const GpuActivity& activity) {
+  using Kind = Annotation::Kind;
+  if (const auto* kernel = std::get_if<GpuKernel>(&activity.detail)) {
+    event.Annotate(vocabulary_.grid, Kind::kInternedString, gpu_names_.Dimensions(kernel->grid));
+    event.Annotate(vocabulary_.block, Kind::kInternedString, gpu_names_.Dimensions(kernel->block));
+    event.Annotate(vocabulary_.registers_per_thread, Kind::kUint, kernel->registers_per_thread);
+    event.Annotate(vocabulary_.shared_memory_bytes, Kind::kUint, kernel->shared_memory_bytes);
+  } else if (const auto* copy = std::get_if<GpuMemcpy>(&activity.detail)) {
+    event.Annotate(vocabulary_.bytes, Kind::kUint, copy->bytes);
+    event.Annotate(vocabulary_.from, Kind::kInternedString,
+                   gpu_names_.Text(MemoryKindName(copy->src_kind)));
+    event.Annotate(vocabulary_.to, Kind::kInternedString,
+                   gpu_names_.Text(MemoryKindName(copy->dst_kind)));
+    event.Annotate(vocabulary_.async, Kind::kBool, copy->async);
+  } else if (const auto* memset = std::get_if<GpuMemset>(&activity.detail)) {
+    event.Annotate(vocabulary_.bytes, Kind::kUint, memset->bytes);
+    event.Annotate(vocabulary_.value, Kind::kUint, memset->value);
+    event.Annotate(vocabulary_.memory, Kind::kInternedString,
+                   gpu_names_.Text(MemoryKindName(memset->memory_kind)));
+    event.Annotate(vocabulary_.async, Kind::kBool, memset->async);
+  } else if (const auto* sync = std::get_if<GpuSync>(&activity.detail)) {
+    event.Annotate(vocabulary_.sync_type, Kind::kInternedString,
+                   gpu_names_.Text(SyncTypeName(sync->type)));
+    if (activity.stream_id != kNoStream)
+      event.Annotate(vocabulary_.stream, Kind::kUint, activity.stream_id);
+    if (sync->event_id != 0) event.Annotate(vocabulary_.event, Kind::kUint, sync->event_id);
+  }
 }
 
 // The wait: from the switch-out to the wakeup, or to the switch-in when the thread was preempted.
@@ -977,7 +1192,7 @@ void TimelineWriter::BeginRunnable(EventTrack& track, size_t index) {
   runnable.timestamp_ns = WakeTime(interval);
   runnable.name_iid = scheduler_names_.RunnableName(interval);
   runnable.category_iid = vocabulary_.sched;
-  if (HasWakeFlow(interval)) runnable.terminating_flow_id = FlowId(index);
+  if (HasWakeFlow(interval)) runnable.terminating_flow_id = WakeFlowId(index);
   runnable.Annotate(vocabulary_.waker, Annotation::Kind::kInternedString,
                     scheduler_names_.WakerLabel(interval));
   if (uint64_t stack = scheduler_names_.StackTextIid(interval.waker_kstack_id); stack != 0) {
@@ -993,7 +1208,8 @@ void TimelineWriter::WriteWakeInstant(size_t index) {
   wake.timestamp_ns = WakeTime(interval);
   wake.name_iid = scheduler_names_.WakeName(interval.tid);
   wake.category_iid = vocabulary_.sched;
-  wake.flow_id = FlowId(index);
+  uint64_t flow_id = WakeFlowId(index);
+  wake.flow_ids = std::span<const uint64_t>(&flow_id, 1);
   packets_.WriteTrackEvent(tracks_.Thread(interval.waker_tid, interval.waker_pid).thread.sequence,
                            wake);
 }
@@ -1057,6 +1273,16 @@ uint64_t TimelineWriter::StreamIid(uint64_t stream) {
 bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) const {
   return interval.waker_tid != 0 && interval.waker_tid != interval.tid &&
          session_.threads.count(interval.waker_tid) != 0;
+}
+
+// The call whose slice the launch arrow to `activity` starts from: the outermost call of its
+// correlation, so that the arrow is drawn once. None for a host wait, for work whose call was not
+// recorded, and for work that seems to start before its call entered (a clock gone wrong: an arrow
+// back in time would not pair up).
+const ApiCall* TimelineWriter::LaunchFlowOrigin(const GpuActivity& activity) const {
+  if (!activity.occupies_gpu()) return nullptr;
+  const ApiCall* launcher = correlation_.LauncherOf(activity);
+  return launcher != nullptr && activity.start_ns >= launcher->enter_ns ? launcher : nullptr;
 }
 
 uint64_t TimelineWriter::WakeTime(const OffCpuInterval& interval) {

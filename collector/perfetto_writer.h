@@ -9,10 +9,17 @@
 //     for a CPU ("runnable (woken by X)", with the waker and the waker's kernel stack);
 //   - a child track "futex": one slice per futex(2) call;
 //   - "wake <thread>" instants on the waker's thread track, with a flow arrow to the runnable slice
-//   of
-//     the thread it woke, when the waker is a thread of the model.
-// A global track "gprof-run" holds what did not make it into the trace: lost events, the readers'
-// diagnostics, the injected library's messages.
+//     of the thread it woke, when the waker is a thread of the model.
+// Per process, with CUPTI capture:
+//   - a track per GPU stream ("GPU 0 stream 13") with its kernels (demangled name; grid, block,
+//     registers, shared memory, correlation and graph ids), copies ("Memcpy HtoD": bytes, memory
+//     kinds, async) and memsets, each the end of a flow arrow from the API call that caused it
+//     (same process and correlation id). A stream runs one thing at a time: an activity that
+//     overlaps the next on its stream is cut where the next starts, with its recorded length and
+//     the overlap annotated;
+//   - a track "GPU synchronization": the host's waits for the GPU ("cudaStreamSynchronize wait").
+// A global track "gprof-run" holds what did not make it into the trace: lost events (CUPTI's
+// dropped records included), the readers' diagnostics, the injected library's messages.
 //
 // Timestamps are CLOCK_MONOTONIC nanoseconds, stated in the trace (with a clock snapshot to
 // BOOTTIME). Packets are streamed to the file as they are made: memory does not grow with the
@@ -30,8 +37,8 @@ namespace gprof::collector {
 struct PerfettoOptions {};
 
 // Writes `session` to `path` (created or truncated). The session's record vectors must be sorted as
-// model.h states (api_calls by enter_ns, off_cpu and futex_calls by start_ns). Returns an error
-// naming `path` when the file cannot be created or written.
+// model.h states (api_calls by enter_ns; off_cpu, futex_calls and gpu_activities by start_ns).
+// Returns an error naming `path` when the file cannot be created or written.
 Status WritePerfettoTrace(const Session& session, const std::string& path,
                           const PerfettoOptions& options = {});
 

@@ -1,5 +1,6 @@
-// The report: for every slow CUDA call, where its time went and who held it up; threads that froze
-// together as one freeze with one cause. Text for people (printed after a run), JSON for tools.
+// The report: for every slow CUDA call, where its time went, who held it up, what the GPU was doing
+// meanwhile and the call's native stack; threads that froze together as one freeze with one cause.
+// Text for people (printed after a run), JSON for tools.
 #pragma once
 
 #include <nlohmann/json.hpp>

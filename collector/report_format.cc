@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+
+#include "gpu_vocabulary.h"
 
 namespace gprof::collector {
 
@@ -63,6 +66,95 @@ std::string DescribeWaitObject(const Session& session, const WaitObject& object)
   if (!where.empty()) text += " (" + where + ")";
   if (!object.kernel_function.empty()) text += " in " + object.kernel_function;
   return text;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = bytes / 1024.0;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  snprintf(text, sizeof(text), "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string FormatShare(uint64_t part, uint64_t whole) {
+  if (whole == 0 || part >= whole) return "100%";
+  // Rounded down, so that 100% means all of it.
+  auto percent = static_cast<unsigned>(part * 100.0 / whole);
+  if (percent == 0) return part == 0 ? "0%" : "<1%";
+  return std::to_string(percent) + "%";
+}
+
+namespace {
+
+struct ActivityDetail {
+  std::string operator()(const GpuKernel&) const { return {}; }
+  std::string operator()(const GpuMemcpy& copy) const {
+    return " of " + FormatBytes(copy.bytes) + " (" + MemoryKindName(copy.src_kind) + " to " +
+           MemoryKindName(copy.dst_kind) + ")";
+  }
+  std::string operator()(const GpuMemset& memset) const {
+    return " of " + FormatBytes(memset.bytes) + " (" + MemoryKindName(memset.memory_kind) + ")";
+  }
+  std::string operator()(const GpuSync&) const { return {}; }
+};
+
+}  // namespace
+
+std::string DescribeGpuActivity(const Session& session, const GpuActivity& activity) {
+  std::string text =
+      GpuActivityName(session, activity) + std::visit(ActivityDetail{}, activity.detail);
+  if (activity.stream_id != kNoStream) text += " on stream " + std::to_string(activity.stream_id);
+  return text;
+}
+
+std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
+                              const std::string& window) {
+  const GpuActivity* main = gpu.main_activity;
+  bool main_is_own =
+      std::find(gpu.own_work.begin(), gpu.own_work.end(), main) != gpu.own_work.end();
+  std::string text;
+  if (main == nullptr) {
+    text = "the GPU was idle during " + window;
+  } else {
+    text = "the GPU was running " + std::string(main_is_own ? "its own " : "") +
+           DescribeGpuActivity(session, *main) + " for " + FormatDuration(gpu.main_overlap_ns);
+    if (!main_is_own && gpu.main_launcher != nullptr) {
+      text += ", launched by " + session.ThreadLabel(gpu.main_launcher->tid) + " in " +
+              session.ApiName(*gpu.main_launcher);
+    }
+    text += "; busy " + FormatShare(gpu.busy_ns, gpu.window_ns) + " of " + window;
+  }
+  if (!gpu.own_work.empty() && !main_is_own) {
+    const GpuActivity& first = *gpu.own_work.front();
+    text += "; its own work: " + DescribeGpuActivity(session, first) + ", " +
+            FormatDuration(first.duration()) + " at " + FormatOffset(session, first.start_ns);
+    if (gpu.own_work.size() > 1) text += " (+" + std::to_string(gpu.own_work.size() - 1) + " more)";
+  }
+  return text;
+}
+
+std::string HolderGpuWindow(const Session& session, const HolderActivity& holder) {
+  return holder.call != nullptr ? "its " + session.ApiName(*holder.call) : "the hold";
+}
+
+std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack) {
+  std::vector<std::string> frames;
+  frames.reserve(stack.ips.size());
+  for (size_t i = 0; i < stack.ips.size(); ++i) {
+    if (i < stack.symbols.size() && !stack.symbols[i].empty()) {
+      frames.push_back(stack.symbols[i]);
+      continue;
+    }
+    std::string where = DescribeAddress(session, stack.pid, stack.ips[i]);
+    frames.push_back(where.empty() ? FormatHex(stack.ips[i]) : where);
+  }
+  return frames;
 }
 
 }  // namespace gprof::collector

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "analysis.h"
 #include "model.h"
@@ -21,5 +22,22 @@ uint64_t SessionOrigin(const Session& session);
 std::string DescribeWaitObject(const Session& session, const WaitObject& object);
 // Where a futex word lives: "libcudart.so.13+0x24040", "[heap]", or empty when unknown.
 std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address);
+// "73.4 MiB", "512 B".
+std::string FormatBytes(uint64_t bytes);
+// "100%" only when `part` is all of `whole`, "<1%" when it is a sliver of it.
+std::string FormatShare(uint64_t part, uint64_t whole);
+// "Spin(long long) on stream 13", "Memcpy HtoD of 73.4 MiB (pageable to device) on stream 7".
+std::string DescribeGpuActivity(const Session& session, const GpuActivity& activity);
+// What the GPU did during `window` ("the call", "its cudaFree"): "the GPU was running
+// Spin(long long) on stream 13 for 30.1 ms, launched by holder (429) in cudaLaunchKernel; busy
+// 100% of the call", or "the GPU was idle during the call", and the call's own work if it was not
+// what ran.
+std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
+                              const std::string& window);
+// What a holder's GPU use was measured over: "its cudaFree", or "the hold" outside any call.
+std::string HolderGpuWindow(const Session& session, const HolderActivity& holder);
+// A native stack's frames, innermost first: the symbol, else the mapping and offset, else the
+// address.
+std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack);
 
 }  // namespace gprof::collector

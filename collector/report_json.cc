@@ -1,3 +1,4 @@
+#include "gpu_vocabulary.h"
 #include "report.h"
 #include "report_format.h"
 #include "session_format.h"
@@ -25,6 +26,78 @@ json CallJson(const Session& session, const ApiCall* call) {
               {"return_code", call->return_code}};
   if (call->flags & format::kApiCallHasStream) out["stream"] = FormatHex(call->stream);
   return out;
+}
+
+// The kind-specific fields of a GPU activity.
+struct ActivityDetailJson {
+  json operator()(const GpuKernel& kernel) const {
+    return {{"kind", "kernel"},
+            {"grid", kernel.grid},
+            {"block", kernel.block},
+            {"registers_per_thread", kernel.registers_per_thread},
+            {"shared_memory_bytes", kernel.shared_memory_bytes}};
+  }
+  json operator()(const GpuMemcpy& copy) const {
+    return {{"kind", "memcpy"},
+            {"copy_kind", MemcpyKindName(copy.copy_kind)},
+            {"bytes", copy.bytes},
+            {"from", MemoryKindName(copy.src_kind)},
+            {"to", MemoryKindName(copy.dst_kind)},
+            {"async", copy.async}};
+  }
+  json operator()(const GpuMemset& memset) const {
+    return {{"kind", "memset"},
+            {"bytes", memset.bytes},
+            {"value", memset.value},
+            {"memory", MemoryKindName(memset.memory_kind)},
+            {"async", memset.async}};
+  }
+  json operator()(const GpuSync& sync) const {
+    return {
+        {"kind", "synchronization"}, {"type", SyncTypeName(sync.type)}, {"event", sync.event_id}};
+  }
+};
+
+json ActivityJson(const Session& session, const GpuActivity* activity) {
+  if (activity == nullptr) return nullptr;
+  json out = std::visit(ActivityDetailJson{}, activity->detail);
+  out["name"] = GpuActivityName(session, *activity);
+  out["pid"] = activity->pid;
+  out["device"] = activity->device_id;
+  out["context"] = activity->context_id;
+  out["stream"] = activity->stream_id == kNoStream ? json(nullptr) : json(activity->stream_id);
+  out["start_ns"] = activity->start_ns;
+  out["end_ns"] = activity->end_ns;
+  out["duration_ns"] = activity->duration();
+  out["correlation_id"] = activity->correlation_id;
+  if (activity->graph_id != 0) {
+    out["graph_id"] = activity->graph_id;
+    out["graph_node_id"] = activity->graph_node_id;
+  }
+  return out;
+}
+
+json GpuJson(const Session& session, const std::optional<GpuDuringCall>& gpu,
+             const std::string& window) {
+  if (!gpu) return nullptr;
+  json own_work = json::array();
+  for (const GpuActivity* activity : gpu->own_work)
+    own_work.push_back(ActivityJson(session, activity));
+  return {{"window_ns", gpu->window_ns},
+          {"busy_ns", gpu->busy_ns},
+          {"busy_fraction", gpu->window_ns == 0 ? 0.0 : double(gpu->busy_ns) / gpu->window_ns},
+          {"description", DescribeGpuDuring(session, *gpu, window)},
+          {"main_activity", ActivityJson(session, gpu->main_activity)},
+          {"main_overlap_ns", gpu->main_overlap_ns},
+          {"main_launcher", CallJson(session, gpu->main_launcher)},
+          {"own_work", std::move(own_work)}};
+}
+
+// Every frame of the native stack recorded at the call's exit, innermost first; null if none.
+json NativeStackJson(const Session& session, const ApiCall* call) {
+  const NativeStack* stack = call != nullptr ? session.CallStackOf(*call) : nullptr;
+  if (stack == nullptr) return nullptr;
+  return NativeStackFrames(session, *stack);
 }
 
 json ObjectJson(const Session& session, const std::optional<WaitObject>& object) {
@@ -64,6 +137,8 @@ json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
   out["main_wait_ns"] = blocked.main_object_ns;
   out["freeze"] = blocked.freeze >= 0 ? json(blocked.freeze) : json(nullptr);
   out["waits"] = std::move(waits);
+  out["gpu"] = GpuJson(session, blocked.gpu, "the call");
+  out["native_stack"] = NativeStackJson(session, blocked.call);
   return out;
 }
 
@@ -80,6 +155,8 @@ json HolderJson(const Session& session, const std::optional<HolderActivity>& hol
   out["own_waker_tid"] = holder->own_waker_tid;
   out["own_waker_comm"] = holder->own_waker_comm;
   out["slow_call"] = holder->blocked_call >= 0 ? json(holder->blocked_call) : json(nullptr);
+  out["gpu"] = GpuJson(session, holder->gpu, HolderGpuWindow(session, *holder));
+  out["native_stack"] = NativeStackJson(session, holder->call);
   return out;
 }
 
@@ -104,6 +181,37 @@ json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& 
           {"holder", HolderJson(session, freeze.holder)}};
 }
 
+const char* CaptureModeName(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::kCupti:
+      return "cupti";
+    case CaptureMode::kInterposition:
+      return "interposition";
+    case CaptureMode::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+json ProcessJson(const Process& process) {
+  json offsets = json::array();
+  for (const ClockOffset& offset : process.clock_offsets) {
+    offsets.push_back({{"time_ns", offset.time_ns},
+                       {"offset_ns", offset.offset_ns},
+                       {"uncertainty_ns", offset.uncertainty_ns}});
+  }
+  return {{"pid", process.pid},
+          {"ppid", process.ppid},
+          {"exe", process.exe},
+          {"capture",
+           {{"mode", CaptureModeName(process.capture.mode)},
+            {"cupti_version", process.capture.cupti_version},
+            {"note", process.capture.note}}},
+          {"clock_offsets", std::move(offsets)},
+          {"dropped_records", process.dropped_records},
+          {"gpu_dropped_records", process.gpu_dropped_records}};
+}
+
 json SessionJson(const Session& session) {
   const SessionMeta& meta = session.meta;
   json lost = json::array();
@@ -113,6 +221,8 @@ json SessionJson(const Session& session) {
   for (const auto& d : session.diagnostics) {
     diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
   }
+  json processes = json::array();
+  for (const auto& [pid, process] : session.processes) processes.push_back(ProcessJson(process));
   json threads = json::array();
   for (const auto& [tid, thread] : session.threads) {
     threads.push_back({{"tid", tid}, {"pid", thread.pid}, {"name", thread.name}});
@@ -131,14 +241,32 @@ json SessionJson(const Session& session) {
             {"threads", session.threads.size()},
             {"cuda_calls", session.api_calls.size()},
             {"off_cpu_intervals", session.off_cpu.size()},
-            {"futex_calls", session.futex_calls.size()}}},
+            {"futex_calls", session.futex_calls.size()},
+            {"gpu_activities", session.gpu_activities.size()}}},
           {"lost", std::move(lost)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
+          {"processes", std::move(processes)},
           {"threads", std::move(threads)}};
 }
 
 }  // namespace
+
+json GpuSummaryJson(const Session& session, const GpuSummary& gpu) {
+  json kernels = json::array();
+  for (const KernelTotal& kernel : gpu.kernels_by_time) {
+    kernels.push_back({{"name", session.kernel_names[kernel.name_index]},
+                       {"count", kernel.count},
+                       {"total_ns", kernel.total_ns}});
+  }
+  return {{"kernels_total", gpu.kernels},
+          {"copies", gpu.copies},
+          {"memsets", gpu.memsets},
+          {"synchronizations", gpu.synchronizations},
+          {"launch_calls", gpu.launch_calls},
+          {"launch_calls_with_kernel", gpu.launch_calls_with_kernel},
+          {"kernels", std::move(kernels)}};
+}
 
 json RenderJsonReport(const Session& session, const Analysis& analysis) {
   json slow_calls = json::array();
@@ -148,9 +276,13 @@ json RenderJsonReport(const Session& session, const Analysis& analysis) {
   json freezes = json::array();
   for (const Freeze& freeze : analysis.freezes)
     freezes.push_back(FreezeJson(session, analysis, freeze));
-  return {{"format", "gprof-run-report"},        {"version", 1},
-          {"session", SessionJson(session)},     {"threshold_ns", analysis.options.threshold_ns},
-          {"slow_calls", std::move(slow_calls)}, {"freezes", std::move(freezes)}};
+  return {{"format", "gprof-run-report"},
+          {"version", 1},
+          {"session", SessionJson(session)},
+          {"threshold_ns", analysis.options.threshold_ns},
+          {"slow_calls", std::move(slow_calls)},
+          {"freezes", std::move(freezes)},
+          {"gpu", GpuSummaryJson(session, analysis.gpu)}};
 }
 
 }  // namespace gprof::collector

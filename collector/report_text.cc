@@ -3,6 +3,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "gpu_vocabulary.h"
 #include "report.h"
 #include "report_format.h"
 
@@ -22,6 +23,57 @@ std::string WithThousands(uint64_t value) {
   std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
   return digits;
+}
+
+// The frames of a slow call's native stack the text shows; report.json has them all.
+constexpr size_t kStackFramesShown = 8;
+
+// "CUPTI 13.0 (API version 130001), /usr/.../libcupti.so.13", "interposition, no GPU timeline
+// (CUPTI subscriber taken by another tool)".
+std::string CaptureText(const Capture& capture) {
+  switch (capture.mode) {
+    case CaptureMode::kCupti:
+      return CuptiVersionText(capture.cupti_version) +
+             (capture.note.empty() ? std::string() : ", " + capture.note);
+    case CaptureMode::kInterposition:
+      return "interposition, no GPU timeline" +
+             (capture.note.empty() ? std::string() : " (" + capture.note + ")");
+    case CaptureMode::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+uint64_t Magnitude(int64_t value) {
+  return value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+}
+
+// Offsets up to this (or up to their measurement's uncertainty) mean the clocks agreed, as the
+// injected library asks CUPTI for: applied, but not worth a line.
+constexpr uint64_t kClocksAgreeNs = 1000;
+
+// "pid 429: CUPTI's clock was 1.2 ms ahead of CLOCK_MONOTONIC (+-1.0 us); GPU times corrected",
+// or nothing when the clocks agreed.
+std::string ClockOffsetText(const Process& process) {
+  const ClockOffset* largest = nullptr;
+  size_t corrections = 0;
+  for (const ClockOffset& offset : process.clock_offsets) {
+    if (Magnitude(offset.offset_ns) <= std::max(offset.uncertainty_ns, kClocksAgreeNs)) continue;
+    ++corrections;
+    if (largest == nullptr || Magnitude(offset.offset_ns) > Magnitude(largest->offset_ns))
+      largest = &offset;
+  }
+  if (largest == nullptr) return {};
+  std::string text = "pid " + std::to_string(process.pid) + ": CUPTI's clock was ";
+  std::string size = FormatDuration(Magnitude(largest->offset_ns));
+  if (corrections == 1) {
+    text += size + (largest->offset_ns > 0 ? " ahead of" : " behind") + " CLOCK_MONOTONIC (+-" +
+            FormatDuration(largest->uncertainty_ns) + ")";
+  } else {
+    text += "off CLOCK_MONOTONIC by up to " + size + " (" + std::to_string(corrections) +
+            " measurements)";
+  }
+  return text + "; GPU times corrected";
 }
 
 class TextReport {
@@ -54,8 +106,12 @@ class TextReport {
   }
 
   void Header();
+  void GpuLines();
+  void CaptureLines();
+  void StackLine(const ApiCall& call, const char* indent);
   void Freezes();
   void FreezeHolder(const Freeze& freeze);
+  void HolderMeantime(const HolderActivity& holder);
   void OtherSlowCalls();
   std::string Breakdown(const BlockedCall& blocked) const;
 
@@ -65,6 +121,25 @@ class TextReport {
   std::ostringstream out_;
   std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
 };
+
+// What the GPU ran, and the launches whose kernel did not arrive (lost, or still running).
+void TextReport::GpuLines() {
+  const GpuSummary& gpu = analysis_.gpu;
+  if (gpu.kernels + gpu.copies + gpu.memsets == 0) return;
+  out_ << "  gpu       " << WithThousands(gpu.kernels) << " kernels, " << WithThousands(gpu.copies)
+       << " copies, " << WithThousands(gpu.memsets) << " memsets";
+  if (gpu.launch_calls != gpu.launch_calls_with_kernel) {
+    out_ << "; " << WithThousands(gpu.launch_calls - gpu.launch_calls_with_kernel) << " of "
+         << WithThousands(gpu.launch_calls) << " kernel launches have no kernel recorded";
+  }
+  out_ << "\n";
+  for (size_t i = 0; i < std::min<size_t>(3, gpu.kernels_by_time.size()); ++i) {
+    const KernelTotal& kernel = gpu.kernels_by_time[i];
+    out_ << (i == 0 ? "  top       " : "            ") << FormatDuration(kernel.total_ns) << " in "
+         << WithThousands(kernel.count) << " x "
+         << session_.kernel_names[kernel.name_index].substr(0, 80) << "\n";
+  }
+}
 
 void TextReport::Header() {
   const SessionMeta& meta = session_.meta;
@@ -88,7 +163,12 @@ void TextReport::Header() {
   out_ << "  recorded  " << processes << (processes == 1 ? " process, " : " processes, ")
        << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
        << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "
-       << WithThousands(session_.futex_calls.size()) << " futex calls\n";
+       << WithThousands(session_.futex_calls.size()) << " futex calls";
+  if (!session_.gpu_activities.empty())
+    out_ << ", " << WithThousands(session_.gpu_activities.size()) << " GPU activities";
+  out_ << "\n";
+  GpuLines();
+  CaptureLines();
   if (!meta.kernel_recording) {
     out_ << "  kernel    NOT recorded"
          << (meta.kernel_recording_note.empty() ? "" : ": " + meta.kernel_recording_note)
@@ -123,6 +203,44 @@ void TextReport::Header() {
   out_ << ".\n";
 }
 
+// How each process's CUDA calls were captured, processes captured alike on one line, and the
+// clock offsets that moved their GPU times.
+void TextReport::CaptureLines() {
+  std::map<std::string, std::vector<uint32_t>> pids_by_capture;
+  for (const auto& [pid, process] : session_.processes) {
+    if (process.capture.mode != CaptureMode::kUnknown)
+      pids_by_capture[CaptureText(process.capture)].push_back(pid);
+  }
+  for (const auto& [capture, pids] : pids_by_capture) {
+    out_ << "  capture   " << capture << ": pid";
+    if (pids.size() > 1) out_ << "s";
+    const char* separator = " ";
+    for (uint32_t pid : pids) {
+      out_ << separator << pid;
+      separator = ", ";
+    }
+    out_ << "\n";
+  }
+  for (const auto& [pid, process] : session_.processes) {
+    std::string offset = ClockOffsetText(process);
+    if (!offset.empty()) out_ << "  clock     " << offset << "\n";
+  }
+}
+
+// "at cudaFree <- FreeLoop(int)+0x1c <- ...": the call's native stack, when it was recorded.
+void TextReport::StackLine(const ApiCall& call, const char* indent) {
+  const NativeStack* stack = session_.CallStackOf(call);
+  if (stack == nullptr || stack->ips.empty()) return;
+  std::vector<std::string> frames = NativeStackFrames(session_, *stack);
+  out_ << indent << "at ";
+  for (size_t i = 0; i < std::min(frames.size(), kStackFramesShown); ++i) {
+    out_ << (i == 0 ? "" : " <- ") << frames[i];
+  }
+  if (frames.size() > kStackFramesShown)
+    out_ << " <- ... (" << frames.size() - kStackFramesShown << " more)";
+  out_ << "\n";
+}
+
 // Freezes longest first, numbered in that order: the worst is what the reader came for.
 void TextReport::Freezes() {
   std::vector<const Freeze*> ordered;
@@ -150,6 +268,7 @@ void TextReport::Freezes() {
         if (member.passed_on) out_ << ", who waited on it too and passed it on";
       }
       out_ << "\n";
+      StackLine(*blocked.call, "             ");
       label = "           ";
     }
   }
@@ -169,9 +288,18 @@ void TextReport::FreezeHolder(const Freeze& freeze) {
        << FormatOffset(session_, holder.release_ns);
   if (holder.call != nullptr) {
     out_ << ", inside " << Call(*holder.call) << "\n";
+    StackLine(*holder.call, "             ");
   } else {
     out_ << ", outside any CUDA call\n";
   }
+  HolderMeantime(holder);
+  if (holder.gpu) {
+    out_ << "  gpu      "
+         << DescribeGpuDuring(session_, *holder.gpu, HolderGpuWindow(session_, holder)) << "\n";
+  }
+}
+
+void TextReport::HolderMeantime(const HolderActivity& holder) {
   uint64_t span = holder.on_cpu_ns + holder.asleep_ns + holder.runnable_ns;
   if (span == 0) return;
   out_ << "  meantime ";
@@ -236,6 +364,9 @@ void TextReport::OtherSlowCalls() {
       out_ << "      " << Waker(longest->waker_tid, longest->waker_comm, longest->waker_call)
            << "\n";
     }
+    if (blocked.gpu)
+      out_ << "      " << DescribeGpuDuring(session_, *blocked.gpu, "the call") << "\n";
+    StackLine(*blocked.call, "      ");
   }
 }
 

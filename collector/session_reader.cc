@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "capture_records.h"
 #include "chunk_reader.h"
 #include "kernel_events.h"
 #include "session_format.h"
@@ -79,11 +80,13 @@ class SessionBuilder {
 
   void ReadInjectFile(const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
+    CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
     auto visit = [&](const RecordView& record) {
-      DecodeInject(record, record.writer_pid, &api_index, path);
+      if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
     };
     auto summary = ReadChunkFile(path, visit, &session_->diagnostics);
     if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+    capture.Finish();
   }
 
   void ReadKernelFile(const std::string& path) {
@@ -108,6 +111,7 @@ class SessionBuilder {
   Session* session_;
   ThreadNames names_;
   std::unordered_map<std::string, uint32_t> api_name_index_;
+  KernelNameIndex kernel_name_index_;
   std::unordered_map<uint32_t, uint32_t> thread_pid_;
 };
 
@@ -341,6 +345,7 @@ void SessionBuilder::Finish() {
   std::sort(session_->futex_calls.begin(), session_->futex_calls.end(), by_start);
   std::sort(session_->task_starts.begin(), session_->task_starts.end(),
             [](const TaskStart& a, const TaskStart& b) { return a.time_ns < b.time_ns; });
+  std::sort(session_->gpu_activities.begin(), session_->gpu_activities.end(), by_start);
 
   for (const auto& [tid, pid] : thread_pid_) {
     Thread& thread = session_->threads[tid];
@@ -358,6 +363,11 @@ void SessionBuilder::Finish() {
       session_->lost.push_back(
           LostEvents{"CUDA call records of pid " + std::to_string(pid) + " (thread buffer full)",
                      process.dropped_records});
+    }
+    if (process.gpu_dropped_records > 0) {
+      session_->lost.push_back(
+          LostEvents{"GPU activity records of pid " + std::to_string(pid) + " (CUPTI buffers full)",
+                     process.gpu_dropped_records});
     }
   }
 }

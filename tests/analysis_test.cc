@@ -1,9 +1,11 @@
 // The analysis and the reports on hand-built sessions whose right answer is known: a lock convoy
-// behind a holder that sleeps, a holder that spins, preemption, separate freezes on one lock.
+// behind a holder that sleeps, a holder that spins, preemption, separate freezes on one lock; and
+// what the GPU was doing meanwhile.
 #include "analysis.h"
 
 #include <gtest/gtest.h>
 
+#include "gpu_timeline.h"
 #include "report.h"
 
 namespace gprof::collector {
@@ -33,11 +35,47 @@ class SessionBuilder {
   void Thread(uint32_t tid, const std::string& name) {
     session_.threads[tid] = {kPid, tid, name, 0};
   }
-  void Call(uint32_t tid, const std::string& api, uint64_t enter, uint64_t exit) {
+  void Call(uint32_t tid, const std::string& api, uint64_t enter, uint64_t exit,
+            uint64_t correlation_id = 0) {
     uint32_t index = 0;
     while (index < session_.api_names.size() && session_.api_names[index] != api) ++index;
     if (index == session_.api_names.size()) session_.api_names.push_back(api);
-    session_.api_calls.push_back({enter, exit, 0, 0, kPid, tid, index, 0, 0});
+    session_.api_calls.push_back({enter, exit, 0, correlation_id, kPid, tid, index, 0, 0});
+  }
+  // The process's CUDA calls and GPU work recorded through CUPTI.
+  void Cupti() {
+    session_.processes[kPid].pid = kPid;
+    session_.processes[kPid].capture = {CaptureMode::kCupti, 130001, "/usr/lib/libcupti.so.13"};
+  }
+  void Kernel(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
+              const std::string& name = "Spin(long long)") {
+    uint32_t index = 0;
+    while (index < session_.kernel_names.size() && session_.kernel_names[index] != name) ++index;
+    if (index == session_.kernel_names.size()) session_.kernel_names.push_back(name);
+    GpuKernel kernel;
+    kernel.name_index = index;
+    Gpu(stream, start, end, correlation_id, kernel);
+  }
+  void Memcpy(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
+              uint64_t bytes) {
+    Gpu(stream, start, end, correlation_id, GpuMemcpy{bytes, 1, 1, 3, false});  // HtoD, pageable
+  }
+  void Gpu(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
+           decltype(GpuActivity::detail) detail) {
+    GpuActivity activity;
+    activity.pid = kPid;
+    activity.stream_id = stream;
+    activity.start_ns = start;
+    activity.end_ns = end;
+    activity.correlation_id = correlation_id;
+    activity.detail = std::move(detail);
+    session_.gpu_activities.push_back(activity);
+  }
+  void Stack(uint32_t tid, uint64_t enter, std::vector<std::string> symbols) {
+    NativeStack& stack = session_.call_stacks[{tid, enter}];
+    stack.pid = kPid;
+    for (size_t i = 0; i < symbols.size(); ++i) stack.ips.push_back(0x7f0000400000 + i * 0x10);
+    stack.symbols = std::move(symbols);
   }
   // A futex wait on `address` from `start` to `end`, woken at `wake` by `waker`.
   void FutexSleep(uint32_t tid, uint64_t address, uint64_t start, uint64_t wake, uint64_t end,
@@ -77,6 +115,7 @@ class SessionBuilder {
               [](const ApiCall& a, const ApiCall& b) { return a.enter_ns < b.enter_ns; });
     std::sort(session_.off_cpu.begin(), session_.off_cpu.end(), by_start);
     std::sort(session_.futex_calls.begin(), session_.futex_calls.end(), by_start);
+    std::sort(session_.gpu_activities.begin(), session_.gpu_activities.end(), by_start);
     return session_;
   }
 
@@ -260,6 +299,315 @@ TEST(Analysis, SingleBlockedCallNamesItsWakerAndWhatItWasDoing) {
   std::string text = RenderTextReport(session, analysis);
   EXPECT_NE(text.find("woken by holder (10), inside cudaDeviceSynchronize"), std::string::npos)
       << text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU during slow calls.
+
+// The slow call of `tid` that is the only one of its thread.
+const BlockedCall& SlowCallOf(const Analysis& analysis, uint32_t tid) {
+  for (const BlockedCall& blocked : analysis.blocked_calls) {
+    if (blocked.call->tid == tid) return blocked;
+  }
+  ADD_FAILURE() << "no slow call of " << tid;
+  return analysis.blocked_calls.front();
+}
+
+TEST(GpuDuringCalls, BusyForTheWholeCallNamesWhatRanAndWhoLaunchedIt) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "waiter");
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 10000, /*correlation_id=*/1);
+  builder.Kernel(13, 20000, 30 * kMs, 1);
+  builder.Call(11, "cudaStreamSynchronize", 1 * kMs, 25 * kMs, 2);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const BlockedCall& sync = SlowCallOf(analysis, 11);
+  ASSERT_TRUE(sync.gpu.has_value());
+  EXPECT_EQ(sync.gpu->window_ns, 24 * kMs);
+  EXPECT_EQ(sync.gpu->busy_ns, 24 * kMs);
+  ASSERT_NE(sync.gpu->main_activity, nullptr);
+  EXPECT_EQ(sync.gpu->main_activity->stream_id, 13u);
+  EXPECT_EQ(sync.gpu->main_overlap_ns, 24 * kMs);
+  ASSERT_NE(sync.gpu->main_launcher, nullptr);
+  EXPECT_EQ(sync.gpu->main_launcher->tid, kHolder);
+  EXPECT_TRUE(sync.gpu->own_work.empty());
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("the GPU was running Spin(long long) on stream 13 for 24.0 ms, launched by "
+                      "holder (10) in cudaLaunchKernel; busy 100% of the call"),
+            std::string::npos)
+      << text;
+}
+
+TEST(GpuDuringCalls, AnIdleGpuIsSaidToBeIdle) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Kernel(13, 0, 5 * kMs, 0);
+  builder.Kernel(13, 16 * kMs, 17 * kMs, 0);
+  builder.Call(kHolder, "cudaFree", 10 * kMs, 15 * kMs);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const BlockedCall& free_call = SlowCallOf(analysis, kHolder);
+  ASSERT_TRUE(free_call.gpu.has_value()) << "CUPTI capture: no work means idle";
+  EXPECT_EQ(free_call.gpu->busy_ns, 0u);
+  EXPECT_EQ(free_call.gpu->main_activity, nullptr);
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("the GPU was idle during the call"), std::string::npos) << text;
+}
+
+TEST(GpuDuringCalls, PartlyBusy) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Kernel(13, 0, 12 * kMs, 0);
+  builder.Call(kHolder, "cudaFree", 10 * kMs, 14 * kMs);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const GpuDuringCall& gpu = *SlowCallOf(analysis, kHolder).gpu;
+  EXPECT_EQ(gpu.busy_ns, 2 * kMs);
+  EXPECT_EQ(gpu.main_overlap_ns, 2 * kMs);
+  EXPECT_NE(RenderTextReport(session, analysis).find("busy 50% of the call"), std::string::npos);
+}
+
+TEST(GpuDuringCalls, OverlappingWorkOnTwoStreamsCountsOnce) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Kernel(13, 1 * kMs, 7 * kMs, 0, "First()");
+  builder.Kernel(14, 4 * kMs, 9 * kMs, 0, "Second()");
+  builder.Call(kHolder, "cudaDeviceSynchronize", 0, 10 * kMs);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const GpuDuringCall& gpu = *SlowCallOf(analysis, kHolder).gpu;
+  EXPECT_EQ(gpu.busy_ns, 8 * kMs) << "1..9 ms, not 6 + 5";
+  ASSERT_NE(gpu.main_activity, nullptr);
+  EXPECT_EQ(session.KernelName(std::get<GpuKernel>(gpu.main_activity->detail)), "First()");
+  EXPECT_EQ(gpu.main_overlap_ns, 6 * kMs);
+}
+
+TEST(GpuDuringCalls, ALongKernelThatStartedEarlierIsFound) {
+  // Many short kernels start after the long one; the long one still overlaps the call longest.
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Kernel(13, 0, 50 * kMs, 0, "Long()");
+  for (uint64_t i = 0; i < 20; ++i) builder.Kernel(14, i * kMs, i * kMs + 100000, 0, "Short()");
+  builder.Call(kHolder, "cudaDeviceSynchronize", 30 * kMs, 40 * kMs);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const GpuDuringCall& gpu = *SlowCallOf(analysis, kHolder).gpu;
+  EXPECT_EQ(gpu.busy_ns, 10 * kMs);
+  EXPECT_EQ(session.KernelName(std::get<GpuKernel>(gpu.main_activity->detail)), "Long()");
+}
+
+TEST(GpuDuringCalls, NothingIsSaidWithoutAGpuTimeline) {
+  SessionBuilder builder;  // interposition: calls only
+  builder.Call(kHolder, "cudaFree", 0, 5 * kMs);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  EXPECT_FALSE(SlowCallOf(analysis, kHolder).gpu.has_value());
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_EQ(text.find("GPU was"), std::string::npos) << text;
+  EXPECT_TRUE(RenderJsonReport(session, analysis)["slow_calls"][0]["gpu"].is_null());
+}
+
+TEST(GpuDuringCalls, ACallsOwnCopyIsNamedAsItsOwn) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Call(kHolder, "cudaMemcpy", 0, 5 * kMs, 5);
+  builder.Memcpy(7, 1 * kMs, 4500000, 5, 1 << 20);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  const GpuDuringCall& gpu = *SlowCallOf(analysis, kHolder).gpu;
+  ASSERT_EQ(gpu.own_work.size(), 1u);
+  EXPECT_EQ(gpu.own_work[0], gpu.main_activity);
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("the GPU was running its own Memcpy HtoD of 1.0 MiB (pageable to device) on "
+                      "stream 7 for 3.5 ms; busy 70% of the call"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = RenderJsonReport(session, analysis)["slow_calls"][0]["gpu"];
+  EXPECT_EQ(json["busy_ns"], 3500000);
+  EXPECT_DOUBLE_EQ(json["busy_fraction"].get<double>(), 0.7);
+  ASSERT_EQ(json["own_work"].size(), 1u);
+  EXPECT_EQ(json["own_work"][0]["kind"], "memcpy");
+  EXPECT_EQ(json["own_work"][0]["copy_kind"], "HtoD");
+  EXPECT_EQ(json["own_work"][0]["from"], "pageable");
+  EXPECT_EQ(json["main_activity"]["name"], "Memcpy HtoD");
+}
+
+TEST(GpuDuringCalls, OwnWorkThatRanLaterIsStillNamed) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 3 * kMs, 9);
+  builder.Kernel(13, 4 * kMs, 6 * kMs, 9);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("the GPU was idle during the call; its own work: Spin(long long) on stream "
+                      "13, 2.0 ms at +0.004 s"),
+            std::string::npos)
+      << text;
+}
+
+TEST(GpuDuringCalls, AFreezeSaysWhatTheGpuRanDuringTheHoldersCall) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 50000, 1);
+  builder.Kernel(13, 100000, 30 * kMs + 100000, 1);
+  builder.Call(kHolder, "cudaFree", 200000, 30 * kMs + 200000, 2);  // spins until the GPU is idle
+  for (uint32_t tid : {11u, 12u}) {
+    builder.Thread(tid, "launcher");
+    builder.Call(tid, "cudaLaunchKernel", 1 * kMs, 30 * kMs + 200000, 2 + tid);
+    builder.FutexSleep(tid, kLock, 1 * kMs + 100, 30 * kMs + 180000, 30 * kMs + 190000, kHolder);
+  }
+  builder.Stack(kHolder, 200000, {"cudaFree+0x10", "FreeLoop(int)+0x1c"});
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.freezes.size(), 1u);
+  const HolderActivity& holder = *analysis.freezes[0].holder;
+  ASSERT_TRUE(holder.gpu.has_value());
+  EXPECT_EQ(holder.gpu->busy_ns, 29900000u);
+  ASSERT_NE(holder.gpu->main_launcher, nullptr);
+  EXPECT_EQ(session.ApiName(*holder.gpu->main_launcher), "cudaLaunchKernel");
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("\n  gpu      the GPU was running Spin(long long) on stream 13 for 29.9 ms, "
+                      "launched by holder (10) in cudaLaunchKernel; busy 99% of its cudaFree\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("inside cudaFree (+0.000 s, 30.0 ms)\n             at cudaFree+0x10 <- "
+                      "FreeLoop(int)+0x1c\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = RenderJsonReport(session, analysis)["freezes"][0]["holder"];
+  EXPECT_EQ(json["gpu"]["main_launcher"]["api"], "cudaLaunchKernel");
+  EXPECT_EQ(json["native_stack"], (nlohmann::json{"cudaFree+0x10", "FreeLoop(int)+0x1c"}));
+}
+
+TEST(GpuSummary, CountsKernelsByNameAndLaunchesWithoutTheirKernel) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 1000, 1);
+  builder.Kernel(13, 2000, 5000, 1, "A()");
+  builder.Call(kHolder, "cudaLaunchKernel", 10000, 11000, 2);
+  builder.Kernel(13, 12000, 13000, 2, "B()");
+  builder.Call(kHolder, "__cudaLaunchKernel", 20000, 21000, 3);
+  builder.Kernel(13, 22000, 30000, 3, "A()");
+  builder.Call(kHolder, "cuLaunchKernel", 40000, 41000, 4);  // its kernel was not recorded
+  builder.Call(kHolder, "cudaMemcpyAsync", 50000, 51000, 5);
+  builder.Memcpy(13, 52000, 53000, 5, 4096);
+  builder.Call(kHolder, "cudaLaunchHostFunc", 60000, 61000, 6);  // runs no kernel: not counted
+  Session session = builder.Build();
+  GpuSummary gpu = Analyze(session, {}).gpu;
+  EXPECT_EQ(gpu.kernels, 3u);
+  EXPECT_EQ(gpu.copies, 1u);
+  EXPECT_EQ(gpu.launch_calls, 4u);
+  EXPECT_EQ(gpu.launch_calls_with_kernel, 3u);
+  ASSERT_EQ(gpu.kernels_by_time.size(), 2u);
+  EXPECT_EQ(session.kernel_names[gpu.kernels_by_time[0].name_index], "A()");
+  EXPECT_EQ(gpu.kernels_by_time[0].count, 2u);
+  EXPECT_EQ(gpu.kernels_by_time[0].total_ns, 3000u + 8000u);
+  std::string text = RenderTextReport(session, Analyze(session, {}));
+  EXPECT_NE(text.find("gpu       3 kernels, 1 copies, 0 memsets; 1 of 4 kernel launches have no "
+                      "kernel recorded"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = RenderJsonReport(session, Analyze(session, {}));
+  EXPECT_EQ(json["gpu"]["launch_calls_with_kernel"], 3);
+  EXPECT_EQ(json["gpu"]["kernels"][0]["name"], "A()");
+}
+
+TEST(GpuCorrelation, JoinsCallsAndWorkOfOneProcessBothWays) {
+  Session session;
+  session.api_names = {"cudaLaunchKernel", "cuLaunchKernel", "cudaFree"};
+  session.kernel_names = {"k"};
+  session.api_calls = {
+      {0, 100, 0, 7, 100, 1, 0, 0, 0},    // the runtime call
+      {10, 90, 0, 7, 100, 1, 1, 0, 0},    // the driver call inside it, same correlation id
+      {20, 80, 0, 7, 200, 2, 0, 0, 0},    // another process, same correlation id
+      {200, 300, 0, 0, 100, 1, 2, 0, 0},  // seen by interposition
+  };
+  auto kernel = [](uint32_t pid, uint64_t start, uint64_t correlation_id) {
+    GpuActivity activity;
+    activity.pid = pid;
+    activity.start_ns = start;
+    activity.end_ns = start + 10;
+    activity.correlation_id = correlation_id;
+    activity.detail = GpuKernel{};
+    return activity;
+  };
+  session.gpu_activities = {kernel(100, 110, 7), kernel(200, 120, 7), kernel(100, 130, 7),
+                            kernel(100, 140, 8)};
+  GpuCorrelation correlation(session);
+
+  auto of_runtime = correlation.ActivitiesOf(session.api_calls[0]);
+  ASSERT_EQ(of_runtime.size(), 2u);
+  EXPECT_EQ(of_runtime[0], &session.gpu_activities[0]);
+  EXPECT_EQ(of_runtime[1], &session.gpu_activities[2]);
+  EXPECT_EQ(correlation.ActivitiesOf(session.api_calls[1]).size(), 2u);
+  auto of_other = correlation.ActivitiesOf(session.api_calls[2]);
+  ASSERT_EQ(of_other.size(), 1u);
+  EXPECT_EQ(of_other[0], &session.gpu_activities[1]);
+  EXPECT_TRUE(correlation.ActivitiesOf(session.api_calls[3]).empty());
+
+  EXPECT_EQ(correlation.LauncherOf(session.gpu_activities[0]), &session.api_calls[0])
+      << "the outermost call";
+  EXPECT_EQ(correlation.LauncherOf(session.gpu_activities[1]), &session.api_calls[2]);
+  EXPECT_EQ(correlation.LauncherOf(session.gpu_activities[3]), nullptr);
+}
+
+TEST(Report, ShowsTheFirstFramesOfASlowCallsStackAndJsonAll) {
+  SessionBuilder builder;
+  builder.Call(kHolder, "cudaMalloc", 0, 5 * kMs);
+  std::vector<std::string> frames;
+  for (int i = 0; i < 10; ++i) frames.push_back("f" + std::to_string(i) + "()+0x1");
+  frames[9] = "";  // no symbol: named by its mapping
+  builder.Stack(kHolder, 0, frames);
+  Session session = builder.Build();
+  session.processes[kPid].maps = {
+      {0x7f0000400000, 0x7f0000500000, 0x1000, "r-xp", "/lib/libapp.so"}};
+  Analysis analysis = Analyze(session, {});
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("\n      at f0()+0x1 <- f1()+0x1 <- f2()+0x1 <- f3()+0x1 <- f4()+0x1 <- "
+                      "f5()+0x1 <- f6()+0x1 <- f7()+0x1 <- ... (2 more)\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json stack = RenderJsonReport(session, analysis)["slow_calls"][0]["native_stack"];
+  ASSERT_EQ(stack.size(), 10u);
+  EXPECT_EQ(stack[9], "libapp.so+0x1090");
+}
+
+TEST(Report, NamesEachProcesssCaptureAndTheClockCorrected) {
+  SessionBuilder builder;
+  builder.Cupti();
+  Session session = builder.Build();
+  // Within its uncertainty, and within a microsecond: the clocks agreed, nothing to say.
+  session.processes[kPid].clock_offsets = {
+      {1000, 1'200'000, 1000}, {2000, 50, 100}, {3000, 500, 100}};
+  Process interposed;
+  interposed.pid = 200;
+  interposed.capture = {CaptureMode::kInterposition, 0, "CUPTI subscriber taken by another tool"};
+  session.processes[200] = interposed;
+  Process also_cupti;
+  also_cupti.pid = 300;
+  also_cupti.capture = session.processes[kPid].capture;
+  session.processes[300] = also_cupti;
+  Analysis analysis = Analyze(session, {});
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("  capture   CUPTI 13.0 (API version 130001), /usr/lib/libcupti.so.13: "
+                      "pids 100, 300\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  capture   interposition, no GPU timeline (CUPTI subscriber taken by "
+                      "another tool): pid 200\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  clock     pid 100: CUPTI's clock was 1.2 ms ahead of CLOCK_MONOTONIC "
+                      "(+-1.0 us); GPU times corrected\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json processes = RenderJsonReport(session, analysis)["session"]["processes"];
+  ASSERT_EQ(processes.size(), 3u);
+  EXPECT_EQ(processes[0]["capture"]["mode"], "cupti");
+  EXPECT_EQ(processes[0]["clock_offsets"][0]["offset_ns"], 1'200'000);
+  EXPECT_EQ(processes[1]["capture"]["mode"], "interposition");
 }
 
 TEST(Report, TextAndJsonNameTheFreeze) {

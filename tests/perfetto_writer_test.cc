@@ -474,15 +474,22 @@ enum ApiName : uint32_t {
   kCudaMemcpyAsync
 };
 
+Process MakeProcess(uint32_t pid, uint32_t ppid, std::vector<std::string> cmdline) {
+  Process process;
+  process.pid = pid;
+  process.ppid = ppid;
+  process.exe = "/usr/bin/python3.12";
+  process.cmdline = std::move(cmdline);
+  return process;
+}
+
 Session MakeSession() {
   Session session;
   session.meta.start_monotonic_ns = kBase;
   session.meta.start_boottime_ns = kBase + 777'000'000;
   session.meta.kernel_recording = true;
-  session.processes[kMain] =
-      Process{kMain, 1, "/usr/bin/python3.12", {"python", "train.py"}, {}, 0};
-  session.processes[kWorker] =
-      Process{kWorker, kMain, "/usr/bin/python3.12", {"python", "worker.py"}, {}, 0};
+  session.processes[kMain] = MakeProcess(kMain, 1, {"python", "train.py"});
+  session.processes[kWorker] = MakeProcess(kWorker, kMain, {"python", "worker.py"});
   session.threads[kMain] = Thread{kMain, kMain, "python", 0};
   session.threads[kPinThread] = Thread{kMain, kPinThread, "pt_data_pin", 0};
   session.threads[kKernelOnly] = Thread{kMain, kKernelOnly, "", 0};
@@ -555,8 +562,10 @@ std::string TracePath(const std::string& name) {
 
 class PerfettoWriterTest : public testing::Test {
  protected:
+  virtual Session BuildSession() const { return MakeSession(); }
+
   void SetUp() override {
-    session_ = MakeSession();
+    session_ = BuildSession();
     path_ = TracePath(testing::UnitTest::GetInstance()->current_test_info()->name());
     Status written = WritePerfettoTrace(session_, path_);
     ASSERT_TRUE(written.ok()) << written.message();
@@ -577,6 +586,17 @@ class PerfettoWriterTest : public testing::Test {
     for (const DecodedTrack& track : trace_.tracks) {
       if (thread != nullptr && track.parent_uuid == thread->uuid && track.name == name)
         return &track;
+    }
+    return nullptr;
+  }
+
+  // A track named `name` under the process `pid` (a GPU stream, the GPU synchronization track).
+  const DecodedTrack* ProcessChildTrack(int64_t pid, const std::string& name) const {
+    for (const DecodedTrack& process : trace_.tracks) {
+      if (!process.is_process || process.pid != pid) continue;
+      for (const DecodedTrack& track : trace_.tracks) {
+        if (track.parent_uuid == process.uuid && track.name == name) return &track;
+      }
     }
     return nullptr;
   }
@@ -858,7 +878,10 @@ std::pair<int, std::string> RunCommand(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
-TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
+// Decodes the trace at `path` with protoc against the real schema: it must decode, contain every
+// `expected` line fragment, and hold no field the schema does not know.
+void ExpectDecodesWithTheRealSchema(const std::string& path,
+                                    const std::vector<std::string>& expected) {
   std::filesystem::path schema = SchemaPath();
   if (!ProtocOnPath()) GTEST_SKIP() << "protoc is not on PATH";
   if (!std::filesystem::exists(schema)) {
@@ -866,15 +889,10 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
   }
   auto [status, text] = RunCommand("protoc --proto_path='" + schema.parent_path().string() +
                                    "' --decode=perfetto.protos.Trace '" +
-                                   schema.filename().string() + "' < '" + path_ + "'");
+                                   schema.filename().string() + "' < '" + path + "'");
   ASSERT_EQ(status, 0) << text;
-  for (const char* expected :
-       {"thread_name: \"pt_data_pin\"", "thread_name: \"worker\"", "process_name: \"python3.12\"",
-        "name: \"cudaLaunchKernel\"", "name: \"S futex_wait_queue\"",
-        "name: \"runnable (woken by pt_data_pin (101))\"", "name: \"FUTEX_WAKE 0x7f1234\"",
-        "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC", "timestamp_clock_id: 3",
-        "terminating_flow_ids: "}) {
-    EXPECT_NE(text.find(expected), std::string::npos) << "missing " << expected;
+  for (const std::string& fragment : expected) {
+    EXPECT_NE(text.find(fragment), std::string::npos) << "missing " << fragment;
   }
   // protoc prints fields the schema does not know by number ("123: 4"): there must be none.
   std::istringstream lines(text);
@@ -884,6 +902,254 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
                  std::isdigit(static_cast<unsigned char>(line[first])))
         << "unknown field: " << line;
   }
+}
+
+TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
+  ExpectDecodesWithTheRealSchema(
+      path_, {"thread_name: \"pt_data_pin\"", "thread_name: \"worker\"",
+              "process_name: \"python3.12\"", "name: \"cudaLaunchKernel\"",
+              "name: \"S futex_wait_queue\"", "name: \"runnable (woken by pt_data_pin (101))\"",
+              "name: \"FUTEX_WAKE 0x7f1234\"", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
+              "timestamp_clock_id: 3", "terminating_flow_ids: "});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU timeline: the session above with CUPTI capture in both processes. Launch arrows from
+// runtime and driver calls, work of two calls with one correlation id in different processes, work
+// whose call was not recorded or seems to start before it, two activities overlapping on one
+// stream, host waits that overlap each other, and CUPTI's losses.
+
+constexpr uint32_t kSpin = 0, kAdd = 1;  // Session::kernel_names
+
+GpuActivity Work(uint32_t pid, uint32_t stream, uint64_t start, uint64_t end,
+                 uint64_t correlation_id, decltype(GpuActivity::detail) detail) {
+  GpuActivity activity;
+  activity.pid = pid;
+  activity.stream_id = stream;
+  activity.context_id = 1;
+  activity.start_ns = At(start);
+  activity.end_ns = At(end);
+  activity.correlation_id = correlation_id;
+  activity.detail = std::move(detail);
+  return activity;
+}
+
+GpuKernel KernelNamed(uint32_t name_index) {
+  GpuKernel kernel;
+  kernel.name_index = name_index;
+  kernel.grid = {128, 1, 1};
+  kernel.block = {256, 1, 1};
+  kernel.registers_per_thread = 32;
+  kernel.shared_memory_bytes = 4096;
+  return kernel;
+}
+
+ApiCall* FindCall(Session& session, uint32_t tid, uint32_t name_index) {
+  for (ApiCall& call : session.api_calls) {
+    if (call.tid == tid && call.name_index == name_index) return &call;
+  }
+  return nullptr;
+}
+
+Session MakeGpuSession() {
+  Session session = MakeSession();
+  for (uint32_t pid : {kMain, kWorker}) {
+    session.processes[pid].capture = {CaptureMode::kCupti, 130001, "libcupti.so.13"};
+  }
+  session.kernel_names = {"Spin(long long)", "Add(float*)"};
+  // Main: cudaLaunchKernel (correlation 1), cuLaunchKernel inside it (2), cudaMemcpyAsync (3); a
+  // launch of the pin thread (4) whose kernel's clock puts it before the call.
+  FindCall(session, kMain, kCudaMemcpyAsync)->correlation_id = 3;
+  ApiCall early = Call(kMain, kPinThread, kCudaLaunchKernel, 7000, 7100);
+  early.correlation_id = 4;
+  session.api_calls.push_back(early);
+  // Worker: cudaLaunchKernel and the cuLaunchKernel inside it share correlation 1, like main's.
+  FindCall(session, kWorker, kCudaLaunchKernel)->correlation_id = 1;
+  FindCall(session, kWorker, kCuLaunchKernel)->correlation_id = 1;
+  std::sort(session.api_calls.begin(), session.api_calls.end(),
+            [](const ApiCall& a, const ApiCall& b) { return a.enter_ns < b.enter_ns; });
+
+  GpuActivity in_graph = Work(kMain, 13, 9000, 9500, 1, KernelNamed(kAdd));
+  in_graph.graph_id = 3;
+  in_graph.graph_node_id = 77;
+  session.gpu_activities = {
+      Work(kMain, 13, 6000, 9000, 1, KernelNamed(kSpin)),
+      in_graph,
+      Work(kMain, 15, 4200, 4300, 2, KernelNamed(kAdd)),
+      Work(kMain, 14, 6500, 7500, 3, GpuMemcpy{1 << 20, 1, 1, 3, false}),  // overlaps the memset
+      Work(kMain, 14, 7000, 8000, 0, GpuMemset{4096, 0, 3, true}),
+      Work(kMain, 16, 6900, 7050, 4, KernelNamed(kSpin)),   // before its call entered
+      Work(kMain, 13, 9600, 9700, 99, KernelNamed(kSpin)),  // its call was not recorded
+      Work(kWorker, 13, 8600, 8700, 1, KernelNamed(kSpin)),
+      Work(kMain, kNoStream, 8000, 9200, 0, GpuSync{4, 0}),  // overlaps the stream wait
+      Work(kMain, 13, 7500, 8900, 0, GpuSync{3, 0}),
+  };
+  std::sort(session.gpu_activities.begin(), session.gpu_activities.end(),
+            [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
+  session.lost.push_back({"GPU activity records of pid 100 (CUPTI buffers full)", 5});
+  return session;
+}
+
+class PerfettoGpuTest : public PerfettoWriterTest {
+ protected:
+  Session BuildSession() const override { return MakeGpuSession(); }
+
+  // "name (track)": a thread's track by tid, a GPU track by its process and name.
+  std::string Where(const DecodedEvent& event) const {
+    for (const DecodedTrack& track : trace_.tracks) {
+      if (track.uuid != event.track_uuid) continue;
+      if (track.is_thread) return event.name + " (" + std::to_string(track.tid) + ")";
+      for (const DecodedTrack& process : trace_.tracks) {
+        if (process.is_process && process.uuid == track.parent_uuid) {
+          return event.name + " (" + std::to_string(process.pid) + " " + track.name + ")";
+        }
+      }
+    }
+    return event.name + " (?)";
+  }
+};
+
+TEST_F(PerfettoGpuTest, FollowsTheFormatsRulesWithTheGpuTimeline) {
+  EXPECT_TRUE(trace_.errors.empty()) << testing::PrintToString(trace_.errors);
+}
+
+TEST_F(PerfettoGpuTest, GivesEachProcessATrackPerGpuStream) {
+  std::map<int64_t, std::set<std::string>> names;
+  for (const DecodedTrack& process : trace_.tracks) {
+    if (!process.is_process) continue;
+    for (const DecodedTrack& track : trace_.tracks) {
+      if (track.parent_uuid == process.uuid && !track.is_thread)
+        names[process.pid].insert(track.name);
+    }
+  }
+  EXPECT_EQ(names[kMain],
+            (std::set<std::string>{"GPU 0 stream 13", "GPU 0 stream 14", "GPU 0 stream 15",
+                                   "GPU 0 stream 16", "GPU synchronization"}));
+  EXPECT_EQ(names[kWorker], (std::set<std::string>{"GPU 0 stream 13"}));
+}
+
+TEST_F(PerfettoGpuTest, WritesKernelsInOrderWithTheirAnnotations) {
+  std::vector<Slice> slices = Slices(ProcessChildTrack(kMain, "GPU 0 stream 13"));
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].name, "Spin(long long)");
+  EXPECT_EQ(slices[0].begin_ns, At(6000));
+  EXPECT_EQ(slices[0].end_ns, At(9000));
+  EXPECT_EQ(slices[0].begin->categories, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(slices[0].begin->annotations,
+            (std::map<std::string, std::string>{{"grid", "(128, 1, 1)"},
+                                                {"block", "(256, 1, 1)"},
+                                                {"registers_per_thread", "32"},
+                                                {"shared_memory_bytes", "4096"},
+                                                {"correlation_id", "1"}}));
+  EXPECT_EQ(slices[1].name, "Add(float*)");
+  EXPECT_EQ(slices[1].begin_ns, At(9000));
+  EXPECT_EQ(slices[1].begin->annotations.at("graph_id"), "3");
+  EXPECT_EQ(slices[1].begin->annotations.at("graph_node_id"), "77");
+  EXPECT_EQ(slices[2].begin->annotations.at("correlation_id"), "99");
+  for (const Slice& slice : slices) EXPECT_EQ(slice.depth, 0u);
+}
+
+TEST_F(PerfettoGpuTest, CutsAnActivityThatOverlapsTheNextOnItsStreamAndSaysSo) {
+  std::vector<Slice> slices = Slices(ProcessChildTrack(kMain, "GPU 0 stream 14"));
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].name, "Memcpy HtoD");
+  EXPECT_EQ(slices[0].begin_ns, At(6500));
+  EXPECT_EQ(slices[0].end_ns, At(7000));
+  EXPECT_EQ(slices[0].begin->annotations,
+            (std::map<std::string, std::string>{{"bytes", "1048576"},
+                                                {"from", "pageable"},
+                                                {"to", "device"},
+                                                {"async", "false"},
+                                                {"correlation_id", "3"},
+                                                {"recorded_duration_ns", "1000"},
+                                                {"overlapped_next_ns", "500"}}));
+  EXPECT_EQ(slices[1].name, "Memset");
+  EXPECT_EQ(slices[1].begin_ns, At(7000));
+  EXPECT_EQ(slices[1].end_ns, At(8000));
+  EXPECT_EQ(slices[1].depth, 0u);
+  EXPECT_EQ(slices[1].begin->annotations.at("memory"), "device");
+  EXPECT_EQ(slices[1].begin->annotations.count("recorded_duration_ns"), 0u);
+}
+
+TEST_F(PerfettoGpuTest, WritesHostWaitsOnTheProcesssSynchronizationTrack) {
+  std::vector<Slice> slices = Slices(ProcessChildTrack(kMain, "GPU synchronization"));
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].name, "cudaStreamSynchronize wait");
+  EXPECT_EQ(slices[0].begin->annotations.at("type"), "stream synchronize");
+  EXPECT_EQ(slices[0].begin->annotations.at("stream"), "13");
+  // Two threads' waits overlap: the later one nests, cut where the first ends.
+  EXPECT_EQ(slices[1].name, "cudaDeviceSynchronize wait");
+  EXPECT_EQ(slices[1].depth, 1u);
+  EXPECT_EQ(slices[1].end_ns, At(8900));
+  EXPECT_EQ(slices[1].begin->annotations.at("recorded_duration_ns"), "1200");
+  EXPECT_EQ(slices[1].begin->annotations.count("stream"), 0u);
+}
+
+TEST_F(PerfettoGpuTest, PairsEveryLaunchArrowOnceAndNeverWithAWakeArrow) {
+  std::map<uint64_t, std::vector<const DecodedEvent*>> origins, ends;
+  for (const DecodedEvent& event : trace_.events) {
+    for (uint64_t id : event.flow_ids) origins[id].push_back(&event);
+    for (uint64_t id : event.terminating_flow_ids) ends[id].push_back(&event);
+  }
+  std::set<std::string> launches, wakes;
+  for (const auto& [id, from] : origins) {
+    ASSERT_EQ(from.size(), 1u) << "flow " << id << " starts twice";
+    ASSERT_EQ(ends[id].size(), 1u) << "flow " << id << " does not end exactly once";
+    const DecodedEvent& to = *ends[id][0];
+    EXPECT_LE(from[0]->timestamp_ns, to.timestamp_ns) << "flow " << id << " goes back in time";
+    bool is_launch = from[0]->categories == std::vector<std::string>{"cuda"};
+    (is_launch ? launches : wakes).insert(Where(*from[0]) + " -> " + Where(to));
+  }
+  EXPECT_EQ(origins.size(), ends.size()) << "an arrow ends without a start";
+  EXPECT_EQ(launches, (std::set<std::string>{
+                          "cudaLaunchKernel (100) -> Spin(long long) (100 GPU 0 stream 13)",
+                          "cudaLaunchKernel (100) -> Add(float*) (100 GPU 0 stream 13)",
+                          "cuLaunchKernel (100) -> Add(float*) (100 GPU 0 stream 15)",
+                          "cudaMemcpyAsync (100) -> Memcpy HtoD (100 GPU 0 stream 14)",
+                          "cudaLaunchKernel (200) -> Spin(long long) (200 GPU 0 stream 13)",
+                      }));
+  EXPECT_EQ(wakes, (std::set<std::string>{
+                       "wake python (100) (101) -> runnable (woken by pt_data_pin (101)) (?)",
+                       "wake python (100) (200) -> runnable (woken by worker (200)) (?)",
+                   }));
+  // Both arrows of main's cudaLaunchKernel (a graph of two kernels) leave its one slice.
+  std::vector<Slice> main_calls = Slices(ThreadTrack(kMain));
+  ASSERT_FALSE(main_calls.empty());
+  EXPECT_EQ(main_calls[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(main_calls[0].begin->flow_ids.size(), 2u);
+}
+
+TEST_F(PerfettoGpuTest, ShowsCuptisLossesOnTheGprofRunTrack) {
+  bool shown = false;
+  for (const DecodedEvent* event : Instants(NamedTrack("gprof-run"))) {
+    if (event->name == "lost: GPU activity records of pid 100 (CUPTI buffers full)") {
+      shown = true;
+      EXPECT_EQ(event->annotations.at("count"), "5");
+    }
+  }
+  EXPECT_TRUE(shown);
+}
+
+TEST_F(PerfettoGpuTest, KeepsEveryTrackInOrderWithTheGpuTimeline) {
+  std::set<uint64_t> event_tracks;
+  for (const DecodedEvent& event : trace_.events) event_tracks.insert(event.track_uuid);
+  std::set<uint64_t> described;
+  for (const DecodedTrack& track : trace_.tracks) {
+    EXPECT_TRUE(described.insert(track.uuid).second) << "track " << track.uuid << " twice";
+  }
+  for (uint64_t uuid : event_tracks) {
+    EXPECT_EQ(described.count(uuid), 1u) << "events on undescribed track " << uuid;
+    std::vector<std::string> errors;
+    SlicesOf(trace_, uuid, &errors);
+    EXPECT_TRUE(errors.empty()) << testing::PrintToString(errors);
+  }
+}
+
+TEST_F(PerfettoGpuTest, DecodesWithTheRealSchemaWithTheGpuTimeline) {
+  ExpectDecodesWithTheRealSchema(
+      path_, {"name: \"GPU 0 stream 13\"", "name: \"GPU synchronization\"",
+              "name: \"Spin(long long)\"", "name: \"Memcpy HtoD\"",
+              "name: \"cudaStreamSynchronize wait\"", "flow_ids: ", "terminating_flow_ids: "});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chunk_file_writer.h"
 #include "kernel_events.h"
@@ -53,6 +54,73 @@ inline void AddApiName(RecordBatch* batch, uint32_t api_id, std::string_view nam
   record.domain = static_cast<uint32_t>(format::ApiDomain::kRuntime);
   record.name_len = static_cast<uint32_t>(name.size());
   batch->Add(record, format::kApiName, name);
+}
+
+inline void AddCaptureInfo(RecordBatch* batch, format::CaptureMode mode, uint32_t cupti_version,
+                           std::string_view text, uint64_t time_ns = 0) {
+  format::CaptureInfoRecord record{};
+  record.time_ns = time_ns;
+  record.mode = static_cast<uint32_t>(mode);
+  record.cupti_version = cupti_version;
+  record.text_len = static_cast<uint32_t>(text.size());
+  batch->Add(record, format::kCaptureInfo, text);
+}
+
+inline void AddGpuName(RecordBatch* batch, uint32_t name_id, std::string_view name) {
+  format::GpuNameRecord record{};
+  record.name_id = name_id;
+  record.name_len = static_cast<uint32_t>(name.size());
+  batch->Add(record, format::kGpuName, name);
+}
+
+// Where and when GPU work ran, on CUPTI's clock.
+inline format::GpuPlacement Placement(uint64_t start_ns, uint64_t end_ns, uint64_t correlation_id,
+                                      uint32_t stream_id, uint32_t device_id = 0) {
+  format::GpuPlacement placement{};
+  placement.start_ns = start_ns;
+  placement.end_ns = end_ns;
+  placement.correlation_id = correlation_id;
+  placement.stream_id = stream_id;
+  placement.device_id = device_id;
+  placement.context_id = 1;
+  return placement;
+}
+
+inline format::GpuKernelRecord KernelRecord(const format::GpuPlacement& placement,
+                                            uint32_t name_id) {
+  format::GpuKernelRecord record{};
+  record.placement = placement;
+  record.name_id = name_id;
+  record.grid[0] = 128;
+  record.grid[1] = record.grid[2] = 1;
+  record.block[0] = 256;
+  record.block[1] = record.block[2] = 1;
+  record.registers_per_thread = 32;
+  record.shared_memory_bytes = 4096;
+  return record;
+}
+
+inline format::ClockOffsetRecord ClockOffsetAt(uint64_t time_ns, int64_t offset_ns,
+                                               uint64_t uncertainty_ns = 100) {
+  format::ClockOffsetRecord record{};
+  record.time_ns = time_ns;
+  record.offset_ns = offset_ns;
+  record.uncertainty_ns = uncertainty_ns;
+  return record;
+}
+
+// A native stack of `ips` whose text is `lines` joined by newlines (one per frame, as written).
+inline void AddCallStack(RecordBatch* batch, uint32_t tid, uint64_t enter_ns,
+                         const std::vector<uint64_t>& ips, const std::vector<std::string>& lines) {
+  std::string tail(reinterpret_cast<const char*>(ips.data()), ips.size() * sizeof(uint64_t));
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  format::CallStackRecord record{};
+  record.tid = tid;
+  record.enter_ns = enter_ns;
+  record.frame_count = static_cast<uint32_t>(ips.size());
+  record.text_len = static_cast<uint32_t>(text.size());
+  batch->Add(record, format::kCallStack, tail + text);
 }
 
 inline void AddThreadName(RecordBatch* batch, uint32_t tid, std::string_view name) {

@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "demangle.h"
 #include "session_builder.h"
 #include "test_support.h"
 
 namespace gprof::test {
 namespace {
 
+using collector::GpuActivity;
 using collector::ReadSession;
 using collector::Session;
 
@@ -325,6 +327,332 @@ TEST(SessionReader, RefusesWhatIsNotASession) {
   ASSERT_TRUE(broken.ok());
   ASSERT_EQ(broken->diagnostics.size(), 1u);
   EXPECT_NE(broken->diagnostics[0].message.find("not valid JSON"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUPTI capture: how the process was captured, the GPU timeline, CUPTI's losses and clock, stacks.
+
+constexpr uint32_t kLaunchId = format::CuptiApiId(format::ApiDomain::kRuntime, 211);
+constexpr uint32_t kMemcpyId = format::CuptiApiId(format::ApiDomain::kRuntime, 31);
+constexpr char kLibcupti[] = "/usr/local/cuda/lib64/libcupti.so.13";
+
+// An inject file of process kPid that `fill` writes, as one chunk.
+template <typename Fill>
+void WriteCaptureFile(const TempDir& dir, Fill&& fill) {
+  ChunkFileWriter file;
+  ASSERT_EQ(file.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+  RecordBatch batch;
+  fill(batch);
+  batch.WriteTo(&file);
+  file.Close();
+}
+
+std::string AllDiagnostics(const Session& session) {
+  std::string all;
+  for (const auto& d : session.diagnostics) all += d.file + ": " + d.message + "\n";
+  return all;
+}
+
+size_t MalformedCount(const Session& session) {
+  size_t malformed = 0;
+  for (const auto& d : session.diagnostics)
+    malformed += d.message.find("malformed") != std::string::npos;
+  return malformed;
+}
+
+TEST(SessionReader, ReadsEveryCaptureRecordAsWritten) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    AddCaptureInfo(&batch, format::CaptureMode::kCupti, 130001, kLibcupti);
+    AddApiName(&batch, kLaunchId, "cudaLaunchKernel");
+    AddApiName(&batch, kMemcpyId, "cudaMemcpy");
+    auto launch = ApiCall(101, kLaunchId, 1000, 2000);
+    launch.correlation_id = 7;
+    batch.Add(launch, format::kApiCall);
+    auto copy = ApiCall(101, kMemcpyId, 3000, 9000);
+    copy.correlation_id = 8;
+    batch.Add(copy, format::kApiCall);
+    AddGpuName(&batch, 1, "_Z4Spinx");
+    auto kernel = KernelRecord(Placement(2500, 6000, 7, 13), 1);
+    kernel.placement.graph_id = 3;
+    kernel.placement.graph_node_id = 44;
+    batch.Add(kernel, format::kGpuKernel);
+    format::GpuMemcpyRecord memcpy{};
+    memcpy.placement = Placement(6100, 8000, 8, 14, 1);
+    memcpy.bytes = 1 << 20;
+    memcpy.copy_kind = 1;  // HtoD
+    memcpy.src_kind = 1;   // pageable
+    memcpy.dst_kind = 3;   // device
+    batch.Add(memcpy, format::kGpuMemcpy);
+    format::GpuMemsetRecord memset{};
+    memset.placement = Placement(2000, 2100, 0, 13);
+    memset.bytes = 64;
+    memset.value = 0xff;
+    memset.memory_kind = 3;
+    memset.async = 1;
+    batch.Add(memset, format::kGpuMemset);
+    format::GpuSyncRecord sync{};
+    sync.start_ns = 8500;
+    sync.end_ns = 8900;
+    sync.correlation_id = 8;
+    sync.stream_id = 14;
+    sync.type = 3;  // stream synchronize
+    batch.Add(sync, format::kGpuSync);
+    format::GpuDroppedRecord dropped{};
+    dropped.count = 5;
+    batch.Add(dropped, format::kGpuDropped);
+    batch.Add(dropped, format::kGpuDropped);
+    AddCallStack(&batch, 101, 3000, {0x401000, 0x402000, 0x403000},
+                 {"cudaMemcpy+0x10", "_ZN5Model4StepEi+0x2c", ""});
+  });
+
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_EQ(MalformedCount(*session), 0u) << AllDiagnostics(*session);
+
+  const collector::Process& process = session->processes.at(kPid);
+  EXPECT_EQ(process.capture.mode, collector::CaptureMode::kCupti);
+  EXPECT_EQ(process.capture.cupti_version, 130001u);
+  EXPECT_EQ(process.capture.note, kLibcupti);
+  EXPECT_EQ(process.gpu_dropped_records, 10u);
+  bool lost_named = false;
+  for (const auto& lost : session->lost) {
+    if (lost.what == "GPU activity records of pid 100 (CUPTI buffers full)") {
+      lost_named = true;
+      EXPECT_EQ(lost.count, 10u);
+    }
+  }
+  EXPECT_TRUE(lost_named);
+
+  // Sorted by start, whatever the order they were written in.
+  const auto& gpu = session->gpu_activities;
+  ASSERT_EQ(gpu.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(gpu.begin(), gpu.end(),
+                             [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; }));
+  const auto& memset_activity = gpu[0];
+  const auto* memset_detail = std::get_if<collector::GpuMemset>(&memset_activity.detail);
+  ASSERT_NE(memset_detail, nullptr);
+  EXPECT_EQ(memset_detail->bytes, 64u);
+  EXPECT_EQ(memset_detail->value, 0xffu);
+  EXPECT_TRUE(memset_detail->async);
+
+  const GpuActivity& kernel = gpu[1];
+  const auto* kernel_detail = std::get_if<collector::GpuKernel>(&kernel.detail);
+  ASSERT_NE(kernel_detail, nullptr);
+  EXPECT_EQ(session->KernelName(*kernel_detail), "Spin(long long)");
+  EXPECT_EQ(kernel.pid, kPid);
+  EXPECT_EQ(kernel.start_ns, 2500u);
+  EXPECT_EQ(kernel.end_ns, 6000u);
+  EXPECT_EQ(kernel.correlation_id, 7u);
+  EXPECT_EQ(kernel.stream_id, 13u);
+  EXPECT_EQ(kernel.context_id, 1u);
+  EXPECT_EQ(kernel.graph_id, 3u);
+  EXPECT_EQ(kernel.graph_node_id, 44u);
+  EXPECT_EQ(kernel_detail->grid, (std::array<int32_t, 3>{128, 1, 1}));
+  EXPECT_EQ(kernel_detail->block, (std::array<int32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(kernel_detail->registers_per_thread, 32u);
+  EXPECT_EQ(kernel_detail->shared_memory_bytes, 4096u);
+  EXPECT_TRUE(kernel.occupies_gpu());
+
+  const GpuActivity& copy = gpu[2];
+  const auto* copy_detail = std::get_if<collector::GpuMemcpy>(&copy.detail);
+  ASSERT_NE(copy_detail, nullptr);
+  EXPECT_EQ(copy.device_id, 1u);
+  EXPECT_EQ(copy_detail->bytes, 1u << 20);
+  EXPECT_EQ(copy_detail->copy_kind, 1);
+  EXPECT_EQ(copy_detail->src_kind, 1);
+  EXPECT_EQ(copy_detail->dst_kind, 3);
+  EXPECT_FALSE(copy_detail->async);
+
+  const GpuActivity& sync = gpu[3];
+  const auto* sync_detail = std::get_if<collector::GpuSync>(&sync.detail);
+  ASSERT_NE(sync_detail, nullptr);
+  EXPECT_EQ(sync_detail->type, 3u);
+  EXPECT_EQ(sync.stream_id, 14u);
+  EXPECT_FALSE(sync.occupies_gpu());
+
+  ASSERT_EQ(session->api_calls.size(), 2u);
+  EXPECT_EQ(session->ApiName(session->api_calls[0]), "cudaLaunchKernel");
+  EXPECT_EQ(session->api_calls[0].correlation_id, 7u);
+  const collector::NativeStack* stack = session->CallStackOf(session->api_calls[1]);
+  ASSERT_NE(stack, nullptr);
+  EXPECT_EQ(stack->pid, kPid);
+  EXPECT_EQ(stack->ips, (std::vector<uint64_t>{0x401000, 0x402000, 0x403000}));
+  EXPECT_EQ(stack->symbols,
+            (std::vector<std::string>{"cudaMemcpy+0x10", "Model::Step(int)+0x2c", ""}));
+  EXPECT_EQ(session->CallStackOf(session->api_calls[0]), nullptr);
+}
+
+TEST(SessionReader, PutsGpuTimesOnMonotonicWithTheOffsetInEffect) {
+  TempDir dir;
+  constexpr int64_t kRealtimeLike = 1'700'000'000'000'000'000;  // a Kineto-style clock
+  WriteCaptureFile(dir, [&](RecordBatch& batch) {
+    AddGpuName(&batch, 1, "k");
+    // Activities first: CUPTI delivers its buffers after the work, the offsets may come later.
+    batch.Add(KernelRecord(Placement(800, 900, 0, 1), 1), format::kGpuKernel);    // before any
+    batch.Add(KernelRecord(Placement(5000, 5100, 0, 1), 1), format::kGpuKernel);  // first offset
+    batch.Add(KernelRecord(Placement(kRealtimeLike + 60'000, kRealtimeLike + 61'000, 0, 1), 1),
+              format::kGpuKernel);  // stamped by the realtime-like clock
+    batch.Add(KernelRecord(Placement(200'000, 200'500, 0, 1), 1), format::kGpuKernel);  // back
+    batch.Add(KernelRecord(Placement(10, 20, 0, 1), 1), format::kGpuKernel);  // below zero
+    batch.Add(ClockOffsetAt(1000, 500), format::kClockOffset);
+    batch.Add(ClockOffsetAt(50'000, kRealtimeLike), format::kClockOffset);
+    batch.Add(ClockOffsetAt(100'000, -2000), format::kClockOffset);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  std::vector<std::pair<uint64_t, uint64_t>> times;
+  for (const GpuActivity& activity : session->gpu_activities)
+    times.emplace_back(activity.start_ns, activity.end_ns);
+  EXPECT_EQ(times, (std::vector<std::pair<uint64_t, uint64_t>>{
+                       {300, 400},          // before the first measurement: the first offset
+                       {4500, 4600},        // +500
+                       {60'000, 61'000},    // the realtime-like offset, though written later
+                       {202'000, 202'500},  // -2000
+                   }));
+  // 10 - 500 falls before CLOCK_MONOTONIC's zero: skipped and said.
+  EXPECT_NE(AllDiagnostics(*session).find("1 GPU activity records skipped"), std::string::npos)
+      << AllDiagnostics(*session);
+  const auto& offsets = session->processes.at(kPid).clock_offsets;
+  ASSERT_EQ(offsets.size(), 3u);
+  EXPECT_EQ(offsets[1].offset_ns, kRealtimeLike);
+}
+
+TEST(SessionReader, WithoutClockOffsetsGpuTimesAreTakenAsMonotonic) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    AddGpuName(&batch, 1, "k");
+    batch.Add(KernelRecord(Placement(7000, 8000, 0, 1), 1), format::kGpuKernel);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  ASSERT_EQ(session->gpu_activities.size(), 1u);
+  EXPECT_EQ(session->gpu_activities[0].start_ns, 7000u);
+  EXPECT_TRUE(session->processes.at(kPid).clock_offsets.empty());
+}
+
+TEST(SessionReader, MalformedCaptureRecordsAreSkippedWithAMessage) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    // Each type cut to its record header.
+    for (uint16_t type : {format::kCaptureInfo, format::kGpuName, format::kGpuKernel,
+                          format::kGpuMemcpy, format::kGpuMemset, format::kGpuSync,
+                          format::kGpuDropped, format::kClockOffset, format::kCallStack}) {
+      batch.Add(format::RecordHeader{}, type);
+    }
+    // Trailing lengths past the record's end.
+    format::CaptureInfoRecord info{};
+    info.text_len = 1000;
+    batch.Add(info, format::kCaptureInfo, "short");
+    format::GpuNameRecord name{};
+    name.name_len = 1u << 31;
+    batch.Add(name, format::kGpuName, "_Z1fv");
+    format::CallStackRecord stack{};
+    stack.frame_count = 0x20000000;  // frame bytes that would wrap a 32-bit size
+    batch.Add(stack, format::kCallStack, std::string(16, '\0'));
+    stack.frame_count = 1;
+    stack.text_len = 100;
+    batch.Add(stack, format::kCallStack, std::string(8, '\0') + "f+0x1\n");
+    // Time running backwards.
+    batch.Add(KernelRecord(Placement(5000, 4000, 0, 1), 1), format::kGpuKernel);
+    format::GpuSyncRecord sync{};
+    sync.start_ns = 10;
+    sync.end_ns = 5;
+    batch.Add(sync, format::kGpuSync);
+    // And a good one after all that.
+    AddGpuName(&batch, 1, "_Z4Spinx");
+    batch.Add(KernelRecord(Placement(1000, 2000, 0, 1), 1), format::kGpuKernel);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(MalformedCount(*session), 9u + 4u + 2u) << AllDiagnostics(*session);
+  for (const auto& d : session->diagnostics) {
+    if (d.message.find("malformed") == std::string::npos) continue;
+    EXPECT_EQ(d.file, dir.Sub("inject-100.gpr"));
+    EXPECT_EQ(d.offset, sizeof(format::FileHeader)) << "the chunk that holds it";
+  }
+  ASSERT_EQ(session->gpu_activities.size(), 1u);
+  EXPECT_EQ(session->KernelName(std::get<collector::GpuKernel>(session->gpu_activities[0].detail)),
+            "Spin(long long)");
+  EXPECT_TRUE(session->call_stacks.empty());
+  EXPECT_EQ(session->processes.at(kPid).capture.mode, collector::CaptureMode::kUnknown);
+}
+
+TEST(SessionReader, CaptureFileCutShortKeepsItsCompleteChunks) {
+  TempDir dir;
+  std::string path = dir.Sub("inject-100.gpr");
+  {
+    ChunkFileWriter file;
+    ASSERT_EQ(file.Create(path.c_str(), format::Source::kInject, kPid), 0);
+    RecordBatch batch;
+    AddCaptureInfo(&batch, format::CaptureMode::kCupti, 130001, kLibcupti);
+    AddGpuName(&batch, 1, "_Z4Spinx");
+    batch.WriteTo(&file);
+    for (uint64_t chunk = 0; chunk < 3; ++chunk) {
+      for (uint64_t i = 0; i < 10; ++i) {
+        uint64_t start = (chunk * 10 + i) * 1000;
+        batch.Add(KernelRecord(Placement(start, start + 500, 0, 1), 1), format::kGpuKernel);
+      }
+      batch.WriteTo(&file);
+    }
+  }
+  auto offsets = ChunkOffsets(path);
+  ASSERT_EQ(offsets.size(), 4u);
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(offsets[3] + 40)), 0);
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->gpu_activities.size(), 20u);
+  EXPECT_EQ(session->processes.at(kPid).capture.mode, collector::CaptureMode::kCupti);
+}
+
+TEST(SessionReader, KernelNamesAreDemangledWhereTheyCanBe) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    AddGpuName(&batch, 1, "_ZN2at6native13reduce_kernelEPfi");
+    AddGpuName(&batch, 2, "triton_poi_fused_add_0");  // not C++: as it is
+    AddGpuName(&batch, 3, "_Z_not_really_mangled");   // fails to demangle: kept mangled
+    for (uint32_t id : {1u, 2u, 3u, 4u}) {            // 4 was never named
+      batch.Add(KernelRecord(Placement(id * 1000, id * 1000 + 10, 0, 1), id), format::kGpuKernel);
+    }
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  std::vector<std::string> names;
+  for (const GpuActivity& activity : session->gpu_activities)
+    names.push_back(session->KernelName(std::get<collector::GpuKernel>(activity.detail)));
+  EXPECT_EQ(names, (std::vector<std::string>{"at::native::reduce_kernel(float*, int)",
+                                             "triton_poi_fused_add_0", "_Z_not_really_mangled",
+                                             "kernel#4"}));
+}
+
+TEST(Demangle, ReadsNamesAndStackFrames) {
+  EXPECT_EQ(collector::Demangle("_Z4Spinx"), "Spin(long long)");
+  EXPECT_EQ(collector::Demangle("main"), "main");
+  EXPECT_EQ(collector::Demangle("i"), "i") << "a plain word is not a type name";
+  EXPECT_EQ(collector::DemangleFrame("_ZN2at5emptyEv+0x1c"), "at::empty()+0x1c");
+  EXPECT_EQ(collector::DemangleFrame("start_thread+0x8b"), "start_thread+0x8b");
+  EXPECT_EQ(collector::DemangleFrame("_Z4Spinx"), "Spin(long long)");
+  EXPECT_EQ(collector::DemangleFrame(""), "");
+}
+
+TEST(SessionReader, CallStackTextShorterThanItsFramesLeavesThemUnknown) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    format::CallStackRecord stack{};
+    stack.tid = 101;
+    stack.enter_ns = 5;
+    stack.frame_count = 3;
+    std::string text = "_Z1fv+0x1";  // one line, no newline, for three frames
+    stack.text_len = static_cast<uint32_t>(text.size());
+    std::string ips(3 * sizeof(uint64_t), '\1');
+    batch.Add(stack, format::kCallStack, ips + text);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  ASSERT_EQ(session->call_stacks.size(), 1u);
+  const auto& stack = session->call_stacks.begin()->second;
+  EXPECT_EQ(stack.ips.size(), 3u);
+  EXPECT_EQ(stack.symbols, (std::vector<std::string>{"f()+0x1", "", ""}));
 }
 
 }  // namespace

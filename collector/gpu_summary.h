@@ -1,0 +1,31 @@
+// The GPU lane in numbers: what ran, how long per kernel, and whether every kernel launch the
+// process made has the kernel it launched (a check on the capture as much as a figure).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu_timeline.h"
+#include "model.h"
+
+namespace gprof::collector {
+
+struct KernelTotal {
+  uint32_t name_index = 0;  // into Session::kernel_names
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+};
+
+struct GpuSummary {
+  uint64_t kernels = 0;
+  uint64_t copies = 0;
+  uint64_t memsets = 0;
+  uint64_t synchronizations = 0;
+  uint64_t launch_calls = 0;  // API calls that launch a kernel, seen through CUPTI
+  uint64_t launch_calls_with_kernel = 0;
+  std::vector<KernelTotal> kernels_by_time;  // longest total first
+};
+
+GpuSummary SummarizeGpu(const Session& session, const GpuCorrelation& correlation);
+
+}  // namespace gprof::collector

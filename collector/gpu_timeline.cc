@@ -1,0 +1,106 @@
+#include "gpu_timeline.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace gprof::collector {
+namespace {
+
+// Orders by process and correlation id: each call's activities, and each activity's calls, are
+// one run.
+struct ByCorrelation {
+  static std::pair<uint32_t, uint64_t> Key(const ApiCall* call) {
+    return {call->pid, call->correlation_id};
+  }
+  static std::pair<uint32_t, uint64_t> Key(const GpuActivity* activity) {
+    return {activity->pid, activity->correlation_id};
+  }
+  template <typename A, typename B>
+  bool operator()(const A* a, const B* b) const {
+    return Key(a) < Key(b);
+  }
+};
+
+}  // namespace
+
+GpuCorrelation::GpuCorrelation(const Session& session) {
+  for (const ApiCall& call : session.api_calls) {
+    if (call.correlation_id != 0) calls_.push_back(&call);
+  }
+  for (const GpuActivity& activity : session.gpu_activities) {
+    if (activity.correlation_id != 0) activities_.push_back(&activity);
+  }
+  // Outermost first: the earliest to enter, the longest of those entered together.
+  std::stable_sort(calls_.begin(), calls_.end(), [](const ApiCall* a, const ApiCall* b) {
+    return std::make_tuple(a->pid, a->correlation_id, a->enter_ns, b->exit_ns) <
+           std::make_tuple(b->pid, b->correlation_id, b->enter_ns, a->exit_ns);
+  });
+  std::stable_sort(activities_.begin(), activities_.end(), ByCorrelation{});  // keeps start order
+}
+
+std::span<const GpuActivity* const> GpuCorrelation::ActivitiesOf(const ApiCall& call) const {
+  if (call.correlation_id == 0) return {};
+  auto [first, last] =
+      std::equal_range(activities_.begin(), activities_.end(), &call, ByCorrelation{});
+  return {first, last};
+}
+
+const ApiCall* GpuCorrelation::LauncherOf(const GpuActivity& activity) const {
+  if (activity.correlation_id == 0) return nullptr;
+  auto first = std::lower_bound(calls_.begin(), calls_.end(), &activity, ByCorrelation{});
+  if (first == calls_.end() || ByCorrelation::Key(*first) != ByCorrelation::Key(&activity)) {
+    return nullptr;
+  }
+  return *first;
+}
+
+GpuBusyTimeline::GpuBusyTimeline(const Session& session) {
+  for (const auto& [pid, process] : session.processes) {
+    if (process.capture.mode == CaptureMode::kCupti) recorded_pids_.insert(pid);
+  }
+  for (const GpuActivity& activity : session.gpu_activities) {
+    recorded_pids_.insert(activity.pid);
+    if (!activity.occupies_gpu()) continue;
+    ProcessWork& process = processes_[activity.pid];
+    uint64_t latest = process.max_end_ns.empty() ? 0 : process.max_end_ns.back();
+    process.work.push_back(&activity);
+    process.max_end_ns.push_back(std::max(latest, activity.end_ns));
+    // Sorted by start, each activity either extends the last busy stretch or begins a new one.
+    if (!process.busy.empty() && activity.start_ns <= process.busy.back().second) {
+      process.busy.back().second = std::max(process.busy.back().second, activity.end_ns);
+    } else {
+      process.busy.emplace_back(activity.start_ns, activity.end_ns);
+    }
+  }
+}
+
+GpuUse GpuBusyTimeline::UseDuring(uint32_t pid, uint64_t start_ns, uint64_t end_ns) const {
+  GpuUse use;
+  auto found = processes_.find(pid);
+  if (found == processes_.end() || end_ns <= start_ns) return use;
+  const ProcessWork& process = found->second;
+
+  auto stretch = std::partition_point(process.busy.begin(), process.busy.end(),
+                                      [&](const auto& busy) { return busy.second <= start_ns; });
+  for (; stretch != process.busy.end() && stretch->first < end_ns; ++stretch) {
+    use.busy_ns += std::min(stretch->second, end_ns) - std::max(stretch->first, start_ns);
+  }
+
+  // Everything before `first` ended by start_ns; everything from the first start at end_ns on
+  // begins after the interval.
+  size_t first = std::partition_point(process.max_end_ns.begin(), process.max_end_ns.end(),
+                                      [&](uint64_t end) { return end <= start_ns; }) -
+                 process.max_end_ns.begin();
+  for (size_t i = first; i < process.work.size() && process.work[i]->start_ns < end_ns; ++i) {
+    const GpuActivity& activity = *process.work[i];
+    uint64_t overlap_start = std::max(activity.start_ns, start_ns);
+    uint64_t overlap_end = std::min(activity.end_ns, end_ns);
+    if (overlap_end > overlap_start && overlap_end - overlap_start > use.longest_overlap_ns) {
+      use.longest = &activity;
+      use.longest_overlap_ns = overlap_end - overlap_start;
+    }
+  }
+  return use;
+}
+
+}  // namespace gprof::collector

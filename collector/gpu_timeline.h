@@ -1,0 +1,66 @@
+// The questions asked of the GPU timeline: which GPU work an API call caused and which call caused
+// a piece of work (same process, same CUPTI correlation id), and how busy a process's GPU was
+// during an interval. Each index is built once from a session sorted as model.h states, and points
+// into it: the session must outlive it and stay unchanged.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "model.h"
+
+namespace gprof::collector {
+
+class GpuCorrelation {
+ public:
+  explicit GpuCorrelation(const Session& session);
+
+  // The GPU activities `call` caused (synchronizations included), in start order; none for a call
+  // seen by interposition, which has no correlation id.
+  std::span<const GpuActivity* const> ActivitiesOf(const ApiCall& call) const;
+
+  // The call that caused `activity`: of its process's calls with its correlation id (a runtime
+  // call and the driver call inside it may share one), the outermost. nullptr when none was
+  // recorded.
+  const ApiCall* LauncherOf(const GpuActivity& activity) const;
+
+ private:
+  std::vector<const ApiCall*> calls_;           // by (pid, correlation id), outermost first
+  std::vector<const GpuActivity*> activities_;  // by (pid, correlation id), then start
+};
+
+// How a process's GPU was used during an interval.
+struct GpuUse {
+  uint64_t busy_ns = 0;  // time in which at least one kernel, copy or memset of it ran
+  const GpuActivity* longest = nullptr;  // the activity that overlapped the interval longest
+  uint64_t longest_overlap_ns = 0;
+};
+
+class GpuBusyTimeline {
+ public:
+  explicit GpuBusyTimeline(const Session& session);
+
+  // Whether the GPU work of `pid` was recorded at all (CUPTI capture): only then does no activity
+  // mean an idle GPU.
+  bool Recorded(uint32_t pid) const { return recorded_pids_.contains(pid); }
+
+  // Its GPU work in [start_ns, end_ns): kernels, copies and memsets on any of its devices and
+  // streams, overlapping ones counted once.
+  GpuUse UseDuring(uint32_t pid, uint64_t start_ns, uint64_t end_ns) const;
+
+ private:
+  struct ProcessWork {
+    std::vector<const GpuActivity*> work;             // in start order
+    std::vector<uint64_t> max_end_ns;                 // the latest end among work[0..i]
+    std::vector<std::pair<uint64_t, uint64_t>> busy;  // union of the work: disjoint, in order
+  };
+
+  std::unordered_map<uint32_t, ProcessWork> processes_;
+  std::unordered_set<uint32_t> recorded_pids_;
+};
+
+}  // namespace gprof::collector

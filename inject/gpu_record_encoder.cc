@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "clock.h"
 #include "cupti_tracer.h"
 #include "session_format.h"
 
@@ -65,7 +64,8 @@ bool GpuRecordEncoder::NameApi(uint32_t api_id) {
   return true;
 }
 
-void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size) {
+void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
+                              int64_t clock_offset_ns) {
   CUpti_Activity* activity = nullptr;
   while (cupti.ActivityGetNextRecord(buffer, valid_size, &activity) == CUPTI_SUCCESS) {
     switch (activity->kind) {
@@ -133,8 +133,8 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
                                                ? format::ApiDomain::kRuntime
                                                : format::ApiDomain::kDriver,
                                            api.cbid);
-        record.enter_ns = api.start;
-        record.exit_ns = api.end;
+        record.enter_ns = api.start - clock_offset_ns;
+        record.exit_ns = api.end - clock_offset_ns;
         record.correlation_id = api.correlationId;
         record.tid = api.threadId;
         record.return_code = static_cast<int32_t>(api.returnValue);

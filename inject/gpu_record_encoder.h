@@ -18,7 +18,11 @@ class GpuRecordEncoder {
   explicit GpuRecordEncoder(RecordSink* sink) : sink_(sink) {}
 
   // Encodes every record of a completed buffer; kinds gprof-run does not record are skipped.
-  void Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size);
+  // `clock_offset_ns` (CUPTI's clock minus CLOCK_MONOTONIC) is taken off the API call records
+  // CUPTI timed itself: those share the session's clock, unlike GPU records, which carry theirs
+  // with the ClockOffsetRecords.
+  void Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
+              int64_t clock_offset_ns);
 
   // Writes the ApiNameRecord of a CUPTI api id the first time it is used. True when named.
   bool NameApi(uint32_t api_id);

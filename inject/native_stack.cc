@@ -43,9 +43,14 @@ const void* OwnBase() {
   return base;
 }
 
-bool InThisLibrary(void* address) {
+// Frames of the recording itself, on top of every captured stack: this library's, and CUPTI's
+// when the call was seen through a CUPTI callback. The CUDA library frames below them stay: they
+// name the call ("cudaFree+0x10").
+bool IsRecordingFrame(void* address) {
   Dl_info where;
-  return dladdr(address, &where) != 0 && where.dli_fbase == OwnBase();
+  if (dladdr(address, &where) == 0) return false;
+  return where.dli_fbase == OwnBase() ||
+         (where.dli_fname != nullptr && strstr(where.dli_fname, "libcupti") != nullptr);
 }
 
 }  // namespace
@@ -59,7 +64,7 @@ void CaptureSlowCallStack(uint32_t tid, uint64_t enter_ns) {
   void* frames[kMaxStackFrames + 8];
   int depth = backtrace_fn(frames, static_cast<int>(kMaxStackFrames + 8));
   int first = 0;
-  while (first < depth && InThisLibrary(frames[first])) ++first;
+  while (first < depth && IsRecordingFrame(frames[first])) ++first;
 
   pthread_mutex_lock(&g_queue.lock);
   if (g_queue.count == kQueueCapacity) {

@@ -14,7 +14,7 @@ struct SlowCallStack {
   uint64_t enter_ns;  // identifies the call, with the tid
   uint32_t tid;
   uint32_t frame_count;
-  uint64_t frames[kMaxStackFrames];  // innermost first, this library's own frames left out
+  uint64_t frames[kMaxStackFrames];  // innermost first, the recording's own frames left out
 };
 
 // Captures the calling thread's stack for the call of `tid` that entered at `enter_ns`.

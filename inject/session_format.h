@@ -179,7 +179,8 @@ enum class CaptureMode : uint32_t {
 };
 
 // How this process's CUDA calls are recorded, and why. Followed by `text_len` bytes: the libcupti
-// path in use, or why CUPTI is not (not found, taken by another tool, ...).
+// path in use and how API calls are taken from it, or why CUPTI is not used (not found, taken by
+// another tool, ...).
 struct CaptureInfoRecord {
   RecordHeader header;
   uint64_t time_ns;

@@ -150,7 +150,7 @@ void SessionWriter::DrainActivityBuffers() {
   const CuptiLibrary* cupti = ActiveCupti();
   ActivityBuffer buffer;
   while (TakeCompletedActivityBuffer(&buffer)) {
-    if (cupti != nullptr) gpu_.Encode(*cupti, buffer.data, buffer.valid_size);
+    if (cupti != nullptr) gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_);
     ReturnActivityBuffer(buffer.data);
   }
   if (uint64_t dropped = TakeDroppedActivityRecords(); dropped > 0) {

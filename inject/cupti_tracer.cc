@@ -25,11 +25,12 @@ namespace {
 constexpr size_t kActivityBufferBytes = 4u << 20;
 constexpr size_t kPreallocatedBuffers = 4;
 constexpr size_t kMaxBuffers = 64;
-// CUPTI's own worker hands over partly filled buffers this often, so that a killed process loses
-// at most this much more than the writer's own flush interval.
+// CUPTI's own worker hands over full buffers this often (partly filled ones come from the writer's
+// periodic cuptiActivityFlushAll, session_writer.cc).
 constexpr uint32_t kCuptiFlushPeriodMs = 250;
 // How long a fatal signal waits for the last flush before it takes its course.
 constexpr long kSignalFlushWaitMs = 1500;
+constexpr uint32_t kMaxContexts = 64;
 
 struct CaptureState {
   pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,6 +51,9 @@ struct CaptureState {
   size_t completed_count = 0;
   std::atomic<uint64_t> dropped{0};
 
+  std::atomic<CUcontext> contexts[kMaxContexts] = {};
+  std::atomic<uint32_t> context_count{0};
+
   std::atomic<int> signal_flush{0};
   std::atomic<uint32_t> signal_flush_done{0};
 };
@@ -64,6 +68,27 @@ struct ApiCallState {
   uint64_t correlation_id;
 };
 __thread ApiCallState t_api_call __attribute__((tls_model("initial-exec")));
+__thread CUcontext t_last_context __attribute__((tls_model("initial-exec")));
+
+// The contexts API calls ran in: CUPTI counts dropped GPU records per context, and a context whose
+// records found no buffer at all never completes one, so the writer asks each of them.
+void NoteContext(CUcontext context) {
+  if (context == nullptr || context == t_last_context) return;
+  t_last_context = context;
+  uint32_t count = g.context_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (g.contexts[i].load(std::memory_order_relaxed) == context) return;
+  }
+  pthread_mutex_lock(&g.lock);
+  count = g.context_count.load(std::memory_order_relaxed);
+  bool known = false;
+  for (uint32_t i = 0; i < count; ++i) known |= g.contexts[i].load() == context;
+  if (!known && count < kMaxContexts) {
+    g.contexts[count].store(context, std::memory_order_relaxed);
+    g.context_count.store(count + 1, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g.lock);
+}
 
 void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
   pthread_mutex_lock(&g.lock);
@@ -78,10 +103,12 @@ void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
 void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                             const void* data) {
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (t_thread_state.interposition_recording != 0) return;  // that call is recorded already
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   ApiCallState& state = t_api_call;
   if (call->callbackSite == CUPTI_API_ENTER) {
     if (state.depth++ == 0) {
+      NoteContext(call->context);
       state.enter_ns = MonotonicNs();
       state.api_id =
           format::CuptiApiId(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? format::ApiDomain::kRuntime
@@ -122,14 +149,18 @@ void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_reco
   *max_records = 0;
 }
 
-void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
-                                size_t valid_size) {
-  // Asked here, as CUPTI documents, and with none of our locks held: it re-enters CUPTI.
+void CountDropped(CUcontext context, uint32_t stream_id) {
+  // Never with one of our locks held: it re-enters CUPTI (Kineto's deadlock).
   size_t dropped = 0;
   if (g.cupti.ActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS &&
       dropped > 0) {
     g.dropped.fetch_add(dropped, std::memory_order_relaxed);
   }
+}
+
+void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                                size_t valid_size) {
+  CountDropped(context, stream_id);  // where CUPTI documents to ask
   if (buffer == nullptr) return;
   if (valid_size == 0) {
     ReturnActivityBuffer(buffer);
@@ -315,7 +346,7 @@ void StartCudaCapture() {
   FlushOnFatalSignals();
 
   char text[600];
-  snprintf(text, sizeof(text), "CUPTI %u (%s), API calls from %s%s", g.cupti.version, g.cupti.path,
+  snprintf(text, sizeof(text), "%s, API calls from %s%s", g.cupti.path,
            activity_api_records ? "activity records" : "callbacks", note);
   SetStatus(format::CaptureMode::kCupti, g.cupti.version, text);
 }
@@ -347,7 +378,14 @@ void ReturnActivityBuffer(uint8_t* data) {
   pthread_mutex_unlock(&g.buffers_lock);
 }
 
-uint64_t TakeDroppedActivityRecords() { return g.dropped.exchange(0, std::memory_order_relaxed); }
+uint64_t TakeDroppedActivityRecords() {
+  if (ActiveCupti() != nullptr) {
+    CountDropped(nullptr, 0);  // the global queue: API records
+    uint32_t count = g.context_count.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < count; ++i) CountDropped(g.contexts[i].load(), 0);
+  }
+  return g.dropped.exchange(0, std::memory_order_relaxed);
+}
 
 const CuptiLibrary* ActiveCupti() {
   return g.cupti_active.load(std::memory_order_acquire) ? &g.cupti : nullptr;

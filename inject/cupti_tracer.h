@@ -42,7 +42,7 @@ struct ActivityBuffer {
 bool TakeCompletedActivityBuffer(ActivityBuffer* out);
 void ReturnActivityBuffer(uint8_t* data);
 
-// Activity records CUPTI dropped since the last call.
+// Activity records CUPTI dropped since the last call (CUPTI is asked about every context seen).
 uint64_t TakeDroppedActivityRecords();
 
 // The loaded CUPTI, once capture through it has started; null otherwise.

@@ -27,6 +27,9 @@ struct ThreadState {
   uint64_t generation;  // of the process that registered `ring`; differs after fork()
   uint32_t depth;       // CUDA calls in progress on this thread: only the outermost is recorded
   uint32_t registration_failed;
+  // An interposed call is being recorded: it started before CUPTI did (the first call of a
+  // process starts the driver, and with it CUPTI), so CUPTI's callbacks inside it stay silent.
+  uint32_t interposition_recording;
 };
 extern __thread ThreadState t_thread_state __attribute__((tls_model("initial-exec")));
 
@@ -78,9 +81,11 @@ inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
     --state.depth;
     return result;
   }
+  state.interposition_recording = 1;
   uint64_t enter_ns = MonotonicNs();
   auto result = call();
   uint64_t exit_ns = MonotonicNs();
+  state.interposition_recording = 0;
   int saved_errno = errno;
   format::ApiCallRecord record;
   record.api_id = ApiId(api);

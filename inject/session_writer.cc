@@ -24,6 +24,10 @@ constexpr size_t kStagingBytes = 1u << 20;
 // Data reaches the file at least this often, so a SIGKILLed target loses at most this much.
 constexpr int kFlushIntervalMs = 200;
 constexpr uint64_t kNameRefreshIntervalNs = 500'000'000;
+// CUPTI's periodic flush hands over full buffers only: a quiet process would keep its GPU records
+// in a half-full buffer indefinitely, lost if it is killed. The writer asks for the rest this
+// often.
+constexpr uint64_t kCuptiFlushIntervalNs = 500'000'000;
 
 // Reads a small /proc file whole; returns its contents or an empty string.
 std::string ReadProcFile(const char* path) {
@@ -148,6 +152,11 @@ void SessionWriter::WriteClockOffset() {
 
 void SessionWriter::DrainActivityBuffers() {
   const CuptiLibrary* cupti = ActiveCupti();
+  if (uint64_t now = MonotonicNs();
+      cupti != nullptr && now - last_cupti_flush_ns_ >= kCuptiFlushIntervalNs) {
+    cupti->ActivityFlushAll(0);  // buffers whose records are complete, full or not
+    last_cupti_flush_ns_ = now;
+  }
   ActivityBuffer buffer;
   while (TakeCompletedActivityBuffer(&buffer)) {
     if (cupti != nullptr) gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_);

@@ -61,6 +61,7 @@ class SessionWriter : public RecordSink {
   uint64_t last_name_refresh_ns_ = 0;
   std::vector<RingView> ring_views_;
   GpuRecordEncoder gpu_{this};
+  uint64_t last_cupti_flush_ns_ = 0;
   bool clock_offset_written_ = false;
   int64_t clock_offset_ns_ = 0;
 };

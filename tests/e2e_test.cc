@@ -362,6 +362,47 @@ TEST(EndToEnd, TraceDecodesWithThePerfettoSchema) {
   }
 }
 
+// --- how CUDA calls are captured ---
+
+std::string CaptureNote(const std::string& session) {
+  json report = ReadJson(session + "/report.json");
+  if (report["session"]["processes"].empty()) return "";
+  return report["session"]["processes"][0]["capture"].dump();
+}
+
+TEST(EndToEnd, CudaModeChoosesTheCapture) {
+  TempDir dir;
+  // auto: CUPTI (the mock, found next to the fake runtime), with the GPU timeline.
+  ASSERT_EQ(Gprof({"-q", "-o", dir.Sub("auto"), "--", AppPath("api_tour_app")}).exit_code(), 0);
+  json automatic = ReadJson(dir.Sub("auto/report.json"));
+  EXPECT_NE(CaptureNote(dir.Sub("auto")).find("cupti"), std::string::npos)
+      << CaptureNote(dir.Sub("auto"));
+  EXPECT_GT(automatic["gpu"]["kernels_total"].get<int>(), 0);
+
+  // preload: interposition only, CUPTI left alone.
+  ASSERT_EQ(Gprof({"-q", "--cuda=preload", "-o", dir.Sub("preload"), "--", AppPath("api_tour_app")})
+                .exit_code(),
+            0);
+  json preload = ReadJson(dir.Sub("preload/report.json"));
+  EXPECT_EQ(preload["gpu"]["kernels_total"], 0);
+  EXPECT_GE(preload["session"]["counts"]["cuda_calls"].get<int>(), 19);
+
+  // off: nothing injected at all.
+  ProcessResult off = Gprof(
+      {"-q", "--cuda=off", "-o", dir.Sub("off"), "--", AppPath("exit_app"), "env", "LD_PRELOAD"});
+  EXPECT_EQ(off.exit_code(), 0);
+  EXPECT_EQ(off.out, "") << "LD_PRELOAD is unset, as without gprof-run";
+  EXPECT_EQ(ReadJson(dir.Sub("off/report.json"))["session"]["counts"]["cuda_calls"], 0);
+
+  // An injection library the user set stays, under auto: calls still recorded by interposition.
+  ProcessSpec theirs;
+  theirs.set_env = {"CUDA_INJECTION64_PATH=/opt/other/libinjection.so"};
+  ProcessResult kept = Gprof(
+      {"-o", dir.Sub("kept"), "--", AppPath("exit_app"), "env", "CUDA_INJECTION64_PATH"}, theirs);
+  EXPECT_EQ(kept.out, "/opt/other/libinjection.so\n");
+  EXPECT_NE(kept.err.find("already set"), std::string::npos) << kept.err;
+}
+
 // --- saved sessions, whole or damaged ---
 
 TEST(EndToEnd, ReportReprintsAndSalvagesADamagedSession) {

@@ -6,8 +6,12 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <variant>
 
+#include "analysis.h"
+#include "gpu_timeline.h"
 #include "session_format.h"
 #include "session_reader.h"
 #include "test_support.h"
@@ -28,9 +32,23 @@ ProcessSpec Preloaded(std::vector<std::string> argv, const TempDir& session) {
   ProcessSpec spec;
   spec.argv = std::move(argv);
   spec.set_env = {"LD_PRELOAD=" + InjectLibraryPath(), "GPROF_SESSION_DIR=" + session.path()};
+  spec.unset_env = {"CUDA_INJECTION64_PATH"};
   spec.timeout_s = 60;
   return spec;
 }
+
+// As gprof-run starts a command: preloaded, and named as the CUDA injection library, so that the
+// (fake) driver calls InitializeInjection and the (mock) CUPTI next to the fake runtime is used.
+ProcessSpec Injected(std::vector<std::string> argv, const TempDir& session,
+                     std::vector<std::string> extra_env = {}) {
+  ProcessSpec spec = Preloaded(std::move(argv), session);
+  spec.unset_env.clear();
+  spec.set_env.push_back("CUDA_INJECTION64_PATH=" + InjectLibraryPath());
+  spec.set_env.insert(spec.set_env.end(), extra_env.begin(), extra_env.end());
+  return spec;
+}
+
+std::string MockCuptiPath() { return BuildDir() + "/tests/fake_cuda/libcupti.so.13"; }
 
 // The session as the injected library alone left it: without gprof-run there is no session.json,
 // which the reader notes; every other diagnostic is a failure.
@@ -214,6 +232,218 @@ TEST(Inject, AnUnwritableSessionDirectoryDoesNotHarmTheProgram) {
   EXPECT_EQ(run.exit_code(), 4);
   EXPECT_EQ(run.out, plain.out);
   EXPECT_EQ(run.err, plain.err);
+}
+
+// --- CUPTI capture (the mock CUPTI and the fake driver's injection, tests/mock_cupti) ---
+
+const collector::Process& OnlyProcess(const Session& session) {
+  EXPECT_EQ(session.processes.size(), 1u);
+  return session.processes.begin()->second;
+}
+
+size_t KernelsOf(const Session& session) {
+  return std::count_if(session.gpu_activities.begin(), session.gpu_activities.end(),
+                       [](const collector::GpuActivity& activity) {
+                         return std::holds_alternative<collector::GpuKernel>(activity.detail);
+                       });
+}
+
+TEST(InjectCupti, RecordsEveryCallOnceWithTheGpuWorkItCaused) {
+  TempDir session_dir;
+  ProcessResult run = RunProcess(Injected({AppPath("api_tour_app")}, session_dir));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  Session session = ReadOrFail(session_dir.path());
+  const collector::Process& process = OnlyProcess(session);
+  EXPECT_EQ(process.capture.mode, collector::CaptureMode::kCupti) << process.capture.note;
+  EXPECT_NE(process.capture.note.find(MockCuptiPath()), std::string::npos) << process.capture.note;
+
+  // The same calls in the same order as the program printed them, each once, named without
+  // CUPTI's version suffix; CUPTI also sees the calls interposition does not wrap. The first call
+  // starts the driver (and CUPTI with it), so interposition records that one; every other has its
+  // own correlation id.
+  std::vector<std::string> printed;
+  std::istringstream lines(run.out);
+  std::string line;
+  while (std::getline(lines, line)) printed.push_back(line.substr(4, line.find(' ') - 4));
+  const std::set<std::string> unprinted = {"cudaStreamBeginCapture", "cudaStreamEndCapture",
+                                           "cudaGraphInstantiate", "cudaGetLastError"};
+  std::vector<std::string> recorded;
+  std::set<uint64_t> correlation_ids;
+  for (const auto& call : session.api_calls) {
+    if (unprinted.contains(session.ApiName(call))) continue;
+    recorded.push_back(session.ApiName(call));
+    if (&call != &session.api_calls.front()) {
+      EXPECT_NE(call.correlation_id, 0u) << session.ApiName(call);
+      correlation_ids.insert(call.correlation_id);
+    }
+  }
+  EXPECT_EQ(recorded, printed);
+  EXPECT_EQ(correlation_ids.size(), printed.size() - 1);
+
+  // Every launch has its kernel, the copies have their bytes, the waits their sync records.
+  collector::Analysis analysis = collector::Analyze(session, {});
+  EXPECT_EQ(analysis.gpu.launch_calls, 2u);  // one direct, one captured into the graph
+  EXPECT_GE(analysis.gpu.kernels, 2u);
+  EXPECT_EQ(analysis.gpu.launch_calls_with_kernel, 1u) << "the captured launch runs in the graph";
+  bool copy_of_4096 = false;
+  for (const auto& activity : session.gpu_activities) {
+    if (const auto* copy = std::get_if<collector::GpuMemcpy>(&activity.detail)) {
+      copy_of_4096 |= copy->bytes == 4096;
+    }
+  }
+  EXPECT_TRUE(copy_of_4096);
+  EXPECT_GT(analysis.gpu.synchronizations, 0u);
+}
+
+TEST(InjectCupti, ATakenCuptiFallsBackToInterpositionAndSaysSo) {
+  TempDir session_dir;
+  ProcessResult run =
+      RunProcess(Injected({AppPath("api_tour_app")}, session_dir, {"MOCK_CUPTI_TAKEN=1"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  const collector::Process& process = OnlyProcess(session);
+  EXPECT_EQ(process.capture.mode, collector::CaptureMode::kInterposition);
+  EXPECT_NE(process.capture.note.find("taken"), std::string::npos) << process.capture.note;
+  EXPECT_GE(session.api_calls.size(), 19u);  // interposition recorded them
+  EXPECT_TRUE(session.gpu_activities.empty());
+  ASSERT_FALSE(session.messages.empty());
+  EXPECT_NE(session.messages[0].find("taken"), std::string::npos) << session.messages[0];
+}
+
+TEST(InjectCupti, PreloadModeLeavesCuptiToOthers) {
+  TempDir session_dir;
+  ProcessResult run =
+      RunProcess(Injected({AppPath("api_tour_app")}, session_dir, {"GPROF_CUDA_MODE=preload"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  EXPECT_EQ(OnlyProcess(session).capture.mode, collector::CaptureMode::kInterposition);
+  EXPECT_NE(OnlyProcess(session).capture.note.find("--cuda=preload"), std::string::npos);
+  EXPECT_GE(session.api_calls.size(), 19u);
+  EXPECT_TRUE(session.gpu_activities.empty());
+}
+
+TEST(InjectCupti, AMovedCuptiClockIsMeasuredAndCorrected) {
+  // What Kineto does when it registers its own timestamp callback: CUPTI's clock is no longer
+  // CLOCK_MONOTONIC. The kernels must still land inside the calls that launched them.
+  TempDir session_dir;
+  ProcessResult run = RunProcess(
+      Injected({AppPath("api_tour_app")}, session_dir, {"MOCK_CUPTI_CLOCK_OFFSET_NS=5000000000"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  const collector::Process& process = OnlyProcess(session);
+  ASSERT_FALSE(process.clock_offsets.empty());
+  EXPECT_NEAR(static_cast<double>(process.clock_offsets.back().offset_ns), 5e9, 1e6);
+  collector::GpuCorrelation correlation(session);
+  int checked = 0;
+  for (const auto& call : session.api_calls) {
+    for (const collector::GpuActivity* activity : correlation.ActivitiesOf(call)) {
+      if (!std::holds_alternative<collector::GpuKernel>(activity->detail)) continue;
+      EXPECT_GE(activity->start_ns, call.enter_ns) << session.ApiName(call);
+      EXPECT_LT(activity->start_ns, call.exit_ns + 1000000000ull);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 1);
+}
+
+TEST(InjectCupti, RecordsCuptiCouldNotKeepAreCounted) {
+  TempDir session_dir;
+  ProcessResult run =
+      RunProcess(Injected({AppPath("api_tour_app")}, session_dir, {"MOCK_CUPTI_MAX_BUFFERS=0"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  EXPECT_TRUE(session.gpu_activities.empty());
+  EXPECT_GT(OnlyProcess(session).gpu_dropped_records, 0u);
+  bool said = false;
+  for (const auto& lost : session.lost)
+    said |= lost.what.find("GPU activity records") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(InjectCupti, SeesAProgramThatLinksTheRuntimeStatically) {
+  TempDir session_dir;
+  ProcessResult run = RunProcess(Injected({AppPath("static_runtime_app")}, session_dir,
+                                          {"GPROF_CUPTI_LIB=" + MockCuptiPath()}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  size_t printed = std::count(run.out.begin(), run.out.end(), '\n');
+  EXPECT_EQ(session.api_calls.size(), printed);
+  EXPECT_GE(KernelsOf(session), 1u);
+
+  // Interposition alone sees none of them.
+  TempDir preloaded_dir;
+  ASSERT_EQ(RunProcess(Preloaded({AppPath("static_runtime_app")}, preloaded_dir)).exit_code(), 0);
+  auto preloaded = ReadSession(preloaded_dir.path());
+  EXPECT_TRUE(!preloaded.ok() || preloaded->api_calls.empty());
+}
+
+TEST(InjectCupti, SlowCallsCarryTheirNativeStack) {
+  TempDir session_dir;
+  ProcessResult run = RunProcess(Injected({AppPath("freeze_app"), "--rounds", "1"}, session_dir,
+                                          {"GPROF_STACK_THRESHOLD_NS=1000000"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  int slow = 0;
+  for (const auto& call : session.api_calls) {
+    if (call.duration() < 1000000) continue;
+    ++slow;
+    const collector::NativeStack* stack = session.CallStackOf(call);
+    ASSERT_NE(stack, nullptr) << session.ApiName(call) << " at " << call.enter_ns;
+    ASSERT_GE(stack->ips.size(), 3u);
+    std::string frames;
+    for (const auto& symbol : stack->symbols) frames += symbol + "\n";
+    EXPECT_EQ(frames.find("mock_cupti"), std::string::npos) << "CUPTI's own frames:\n" << frames;
+    // Seen through CUPTI, the stack starts in the runtime's function; an interposed call's starts
+    // in its caller (the interposer's frame is left out).
+    if (call.correlation_id != 0) {
+      EXPECT_NE(frames.find(session.ApiName(call)), std::string::npos) << frames;
+    }
+  }
+  EXPECT_GE(slow, 4);  // the holder's sync and the launches it blocked
+}
+
+TEST(InjectCupti, AFatalSignalStillHandsOverTheLastRecords) {
+  TempDir session_dir;
+  ProcessSpec spec = Injected({AppPath("freeze_app"), "--rounds", "1000"}, session_dir);
+  spec.signal_after_ms = 1500;
+  spec.signal = SIGTERM;
+  ProcessResult run = RunProcess(spec);
+  uint64_t signalled_at = run.signalled_at_ns;
+  EXPECT_EQ(run.exit_code(), 128 + SIGTERM) << "the signal's own outcome, unchanged";
+  Session session = ReadOrFail(session_dir.path());
+  ASSERT_FALSE(session.gpu_activities.empty());
+  uint64_t last_end = 0;
+  for (const auto& activity : session.gpu_activities)
+    last_end = std::max(last_end, activity.end_ns);
+  // Kernels run back to back (one per launcher every 0.5 ms): the newest recorded one ended just
+  // before the signal. Without the flush on the signal, what came since the last periodic flush
+  // (up to 0.5 s of CUPTI's, 0.2 s of the writer's) would be missing.
+  EXPECT_GT(last_end + 20000000ull, signalled_at)
+      << "the newest GPU record is " << (signalled_at - last_end) / 1e6
+      << " ms older than the signal";
+}
+
+TEST(InjectCupti, ForkedChildrenInitialiseCuptiOfTheirOwn) {
+  TempDir session_dir;
+  ProcessResult run =
+      RunProcess(Injected({AppPath("fork_app"), "--children", "3", "--calls", "60"}, session_dir));
+  ASSERT_FALSE(run.timed_out);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(session_dir.path());
+  std::regex pattern(R"(child pid=(\d+) calls=(\d+))");
+  std::istringstream lines(run.out);
+  std::string line;
+  int children = 0;
+  while (std::getline(lines, line)) {
+    std::smatch match;
+    if (!std::regex_match(line, match, pattern)) continue;
+    uint32_t pid = static_cast<uint32_t>(std::stoul(match[1]));
+    EXPECT_EQ(CallsOf(session, pid).size(), std::stoul(match[2])) << line;
+    EXPECT_EQ(session.processes.at(pid).capture.mode, collector::CaptureMode::kCupti);
+    ++children;
+  }
+  EXPECT_EQ(children, 3);
 }
 
 }  // namespace

@@ -130,6 +130,9 @@ ProcessResult RunProcess(const ProcessSpec& spec) {
       break;
     }
     if (!signalled && elapsed * 1000 >= spec.signal_after_ms) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      result.signalled_at_ns = now.tv_sec * 1000000000ull + now.tv_nsec;
       kill(pid, spec.signal);
       signalled = true;
     }

@@ -39,8 +39,9 @@ struct ProcessResult {
   bool timed_out = false;
   std::string out;
   std::string err;
-  int exit_code() const;  // the shell's view: 128 + N for a signal, -1 if neither
-  double seconds = 0;     // wall time it ran
+  int exit_code() const;         // the shell's view: 128 + N for a signal, -1 if neither
+  double seconds = 0;            // wall time it ran
+  uint64_t signalled_at_ns = 0;  // CLOCK_MONOTONIC when `signal` was sent; 0: not sent
 };
 
 struct ProcessSpec {

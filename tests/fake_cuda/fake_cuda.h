@@ -42,6 +42,14 @@
 // Process lifetime: the state is never torn down, so exiting with work queued or threads blocked in
 // calls is safe. After fork() the child starts with a fresh device (no queued work, the parent's
 // handles and allocations unknown) and an unlocked driver lock, so it can make calls again.
+//
+// Profiling, as the real driver allows it (details in fake_driver.h): at the first call of a
+// process (and of a forked child) the fake loads CUDA_INJECTION64_PATH and calls its
+// InitializeInjection(); if a libcupti with the mock's hooks (tests/mock_cupti) is loaded by then,
+// every runtime call, the driver calls the runtime makes for it, the GPU work it queues and each
+// host wait are reported to CUPTI. Without both, nothing else changes. The same runtime is built as
+// a static archive, libcudart_static.a, for programs that link the runtime statically
+// (apps/static_runtime_app.cc).
 #pragma once
 
 #include <cuda_runtime_api.h>

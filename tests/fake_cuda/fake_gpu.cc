@@ -7,15 +7,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <utility>
 
 namespace fake_cuda {
-namespace {
 
 uint64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
+
+namespace {
 
 void SleepUntil(uint64_t deadline_ns) {
   const timespec deadline = {time_t(deadline_ns / 1'000'000'000),
@@ -32,7 +34,7 @@ void CpuRelax() {
 
 }  // namespace
 
-std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns) {
+std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns, OnRun on_run) {
   std::unique_lock lock(mutex_);
   if (!worker_started_) {
     // All signals blocked in the worker, as in the real driver's threads: signals sent to the
@@ -52,7 +54,7 @@ std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns) {
     worker_started_ = true;
   }
   const Seq seq = ++last_submitted_;
-  queue_.push_back({seq, MonotonicNs(), duration_ns});
+  queue_.push_back({seq, MonotonicNs(), duration_ns, std::move(on_run)});
   lock.unlock();
   work_queued_.notify_one();
   return seq;
@@ -84,12 +86,14 @@ void FakeGpu::RunWorker() {
   std::unique_lock lock(mutex_);
   for (;;) {
     work_queued_.wait(lock, [&] { return !queue_.empty(); });
-    const WorkItem item = queue_.front();
+    const WorkItem item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
     // Start at the previous item's end, not at this thread's wake-up, so latency does not add up.
-    busy_until_ns = std::max(busy_until_ns, item.submit_ns) + item.duration_ns;
+    const uint64_t start_ns = std::max(busy_until_ns, item.submit_ns);
+    busy_until_ns = start_ns + item.duration_ns;
     SleepUntil(busy_until_ns);
+    if (item.on_run) item.on_run(start_ns, busy_until_ns);
     lock.lock();
     completed_.store(item.seq, std::memory_order_release);
     // Unlocked before waking, so a woken waiter does not then block on mutex_ as well.

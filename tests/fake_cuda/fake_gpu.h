@@ -5,10 +5,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
 namespace fake_cuda {
+
+// CLOCK_MONOTONIC in nanoseconds: the clock of every time the fake GPU keeps.
+uint64_t MonotonicNs();
 
 class FakeGpu {
  public:
@@ -16,9 +20,13 @@ class FakeGpu {
   // means everything submitted before it is done too; 0 names "nothing", always done.
   using Seq = uint64_t;
 
+  // Called on the fake-gpu thread once an item has run, with its start and end on the virtual GPU
+  // clock (CLOCK_MONOTONIC), before it counts as done: a host that waited for it finds it reported.
+  using OnRun = std::function<void(uint64_t start_ns, uint64_t end_ns)>;
+
   // Queues an item that keeps the GPU busy for `duration_ns`. Starts the fake-gpu thread on first
   // use; returns nullopt only if that thread cannot be created.
-  std::optional<Seq> Submit(uint64_t duration_ns);
+  std::optional<Seq> Submit(uint64_t duration_ns, OnRun on_run = {});
 
   Seq LastSubmitted() const;
   bool IsDone(Seq seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
@@ -33,6 +41,7 @@ class FakeGpu {
     Seq seq;
     uint64_t submit_ns;  // CLOCK_MONOTONIC
     uint64_t duration_ns;
+    OnRun on_run;
   };
 
   static void* WorkerMain(void* self);

@@ -311,6 +311,20 @@ TEST(InjectCupti, ATakenCuptiFallsBackToInterpositionAndSaysSo) {
   EXPECT_NE(session.messages[0].find("taken"), std::string::npos) << session.messages[0];
 }
 
+TEST(InjectCupti, AProfilerInsideTheProgramIsToldWhyItSeesNothing) {
+  TempDir session_dir;
+  ProcessResult run = RunProcess(Injected({AppPath("in_process_profiler_app")}, session_dir));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.out, "subscribe=39\n");  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+  Session session = ReadOrFail(session_dir.path());
+  std::string messages;
+  for (const auto& message : session.messages) messages += message + "\n";
+  EXPECT_NE(messages.find("could not subscribe because gprof-run holds CUPTI"), std::string::npos)
+      << messages;
+  EXPECT_NE(messages.find("registered its own activity buffers"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("--cuda=preload"), std::string::npos) << messages;
+}
+
 TEST(InjectCupti, PreloadModeLeavesCuptiToOthers) {
   TempDir session_dir;
   ProcessResult run =

@@ -15,5 +15,8 @@ find .gpu -type f -perm -u+x -exec strip --strip-debug {} +
 /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 -cudart shared \
   -Xlinker -rpath,/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib \
   -o .gpu/cuda_free_freeze scripts/gpu/cuda_free_freeze.cu
+# nvcc's default: the CUDA runtime linked in statically, as third-party binaries often are.
+/usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 -o .gpu/cuda_free_freeze_static \
+  scripts/gpu/cuda_free_freeze.cu
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 du -sh .gpu

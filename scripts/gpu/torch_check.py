@@ -1,6 +1,6 @@
-"""PyTorch under gprof-run: a launch-bound loop, then a DataLoader whose workers are forked
-without exec and whose pin-memory thread copies batches. Prints the loop's time per op (us) and
-'torch_check: ok'; exits 0. Used by scripts/gpu/validate.sh."""
+"""PyTorch under gprof-run: a launch-bound loop, then (unless the second argument is `loop`) a
+DataLoader whose workers are forked without exec and whose pin-memory thread copies batches.
+Prints the loop's time per op (us) and 'torch_check: ok'; exits 0. Used by scripts/gpu/*.sh."""
 import sys
 import time
 
@@ -33,5 +33,6 @@ def data_loader():
 if __name__ == "__main__":
     ops = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     print(f"per_op_us={launch_bound(ops):.3f}")
-    assert data_loader() == 512
+    if sys.argv[2:3] != ["loop"]:
+        assert data_loader() == 512
     print("torch_check: ok")

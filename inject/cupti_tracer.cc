@@ -50,6 +50,7 @@ struct CaptureState {
   ActivityBuffer completed[kMaxBuffers] = {};
   size_t completed_count = 0;
   std::atomic<uint64_t> dropped{0};
+  std::atomic<uint64_t> last_buffer_ns{0};
 
   std::atomic<CUcontext> contexts[kMaxContexts] = {};
   std::atomic<uint32_t> context_count{0};
@@ -169,6 +170,7 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
   pthread_mutex_lock(&g.buffers_lock);
   g.completed[g.completed_count++] = ActivityBuffer{buffer, valid_size};  // at most kMaxBuffers
   pthread_mutex_unlock(&g.buffers_lock);
+  g.last_buffer_ns.store(MonotonicNs(), std::memory_order_relaxed);
   NotifyWriter();
 }
 
@@ -377,6 +379,8 @@ void ReturnActivityBuffer(uint8_t* data) {
   g.free_buffers[g.free_count++] = data;  // every buffer came from this pool: never overflows
   pthread_mutex_unlock(&g.buffers_lock);
 }
+
+uint64_t LastActivityBufferNs() { return g.last_buffer_ns.load(std::memory_order_relaxed); }
 
 uint64_t TakeDroppedActivityRecords() {
   if (ActiveCupti() != nullptr) {

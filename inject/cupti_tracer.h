@@ -42,6 +42,9 @@ struct ActivityBuffer {
 bool TakeCompletedActivityBuffer(ActivityBuffer* out);
 void ReturnActivityBuffer(uint8_t* data);
 
+// When CUPTI last handed over a buffer (CLOCK_MONOTONIC ns), 0 if never.
+uint64_t LastActivityBufferNs();
+
 // Activity records CUPTI dropped since the last call (CUPTI is asked about every context seen).
 uint64_t TakeDroppedActivityRecords();
 

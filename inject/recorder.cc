@@ -50,6 +50,7 @@ struct Globals {
   pthread_t writer_thread{};
   pid_t writer_pid = 0;
   std::atomic<uint32_t> wake_word{0};
+  uint32_t writer_seen_wake = 0;  // the writer thread's own
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
 
@@ -93,6 +94,7 @@ void ChildAfterFork() {
   g.stop_requested.store(false, std::memory_order_relaxed);
   g.shutting_down.store(false, std::memory_order_relaxed);
   g.wake_word.store(0, std::memory_order_relaxed);
+  g.writer_seen_wake = 0;
   // The parent's CUPTI session is not the child's: the driver initialises CUDA (and calls
   // InitializeInjection) again if the child uses it, and a flush of the parent's state could hang.
   g.cupti_records_api_calls.store(false, std::memory_order_relaxed);
@@ -288,10 +290,15 @@ void RunBeforeShutdown() {
 void WriterFailed() { g.active.store(false, std::memory_order_relaxed); }
 
 void WaitForWork(int timeout_ms) {
-  uint32_t seen = g.wake_word.load(std::memory_order_acquire);
-  if (WriterStopRequested()) return;
-  timespec timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-  Futex(&g.wake_word, FUTEX_WAIT, seen, &timeout);
+  // A wake-up that came while the writer was busy must not be lost: compare with the value the
+  // writer saw when it last woke, not with the value now (a ring that reached its mark during a
+  // pass would otherwise wait out the whole timeout, and overflow).
+  uint32_t now = g.wake_word.load(std::memory_order_acquire);
+  if (now == g.writer_seen_wake && !WriterStopRequested()) {
+    timespec timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+    Futex(&g.wake_word, FUTEX_WAIT, now, &timeout);
+  }
+  g.writer_seen_wake = g.wake_word.load(std::memory_order_acquire);
 }
 
 }  // namespace gprof::inject

@@ -25,8 +25,9 @@ constexpr size_t kStagingBytes = 1u << 20;
 constexpr int kFlushIntervalMs = 200;
 constexpr uint64_t kNameRefreshIntervalNs = 500'000'000;
 // CUPTI's periodic flush hands over full buffers only: a quiet process would keep its GPU records
-// in a half-full buffer indefinitely, lost if it is killed. The writer asks for the rest this
-// often.
+// in a half-full buffer indefinitely, lost if it is killed. When no buffer came for this long, the
+// writer asks for the rest. (Not in a busy process: a flush can take long enough for the threads'
+// rings to fill meanwhile, and its buffers come anyway.)
 constexpr uint64_t kCuptiFlushIntervalNs = 500'000'000;
 
 // Reads a small /proc file whole; returns its contents or an empty string.
@@ -152,8 +153,9 @@ void SessionWriter::WriteClockOffset() {
 
 void SessionWriter::DrainActivityBuffers() {
   const CuptiLibrary* cupti = ActiveCupti();
-  if (uint64_t now = MonotonicNs();
-      cupti != nullptr && now - last_cupti_flush_ns_ >= kCuptiFlushIntervalNs) {
+  if (uint64_t now = MonotonicNs(); cupti != nullptr &&
+                                    now - last_cupti_flush_ns_ >= kCuptiFlushIntervalNs &&
+                                    now - LastActivityBufferNs() >= kCuptiFlushIntervalNs) {
     cupti->ActivityFlushAll(0);  // buffers whose records are complete, full or not
     last_cupti_flush_ns_ = now;
   }

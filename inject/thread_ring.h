@@ -17,8 +17,9 @@ enum class RingState : uint32_t {
 };
 
 struct alignas(64) ThreadRing {
-  static constexpr uint64_t kSlots = 8192;  // ~450 KiB, touched page by page as it fills
-  static constexpr uint64_t kWakeWriterAt = kSlots / 2;
+  static constexpr uint64_t kSlots = 32768;  // ~1.8 MiB, touched page by page as it fills
+  // Early enough that the ring can absorb a writer pass (compressing a chunk takes milliseconds).
+  static constexpr uint64_t kWakeWriterAt = kSlots / 4;
 
   // Producer side.
   alignas(64) std::atomic<uint64_t> head{0};

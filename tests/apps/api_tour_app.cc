@@ -1,10 +1,13 @@
 // api_tour_app: calls each CUDA runtime function that gprof-run must record once, in a fixed order,
 // on one stream it creates, and prints one line per call: `api=<function> stream=<0x... or ->`.
 // The injected library's test compares those lines with what it recorded. With the argument
-// `_exit` it leaves through _exit(0), as multiprocessing workers do, skipping exit handlers.
+// `_exit` it leaves through _exit(0), as multiprocessing workers do, skipping exit handlers. With
+// `burst N` it then makes N cudaEventQuery calls at a million a second (the rate of a launch-bound
+// PyTorch loop, seven API calls per operation, under CUPTI) and prints `burst=N`.
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "app_common.h"
@@ -93,6 +96,18 @@ int main(int argc, char** argv) {
   cudaError_t bad = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(0x1234));
   std::printf("api=cudaStreamSynchronize stream=0x1234 error=%d\n", static_cast<int>(bad));
   cudaGetLastError();
+  if (argc > 2 && std::strcmp(argv[1], "burst") == 0) {
+    long calls = std::atol(argv[2]);
+    const uint64_t start_ns = apps::MonotonicNs();
+    for (long i = 0; i < calls; ++i) {
+      cudaEventQuery(event);
+      if (i % 1000 == 999) {
+        while (apps::MonotonicNs() - start_ns < uint64_t(i + 1) * 1000) {
+        }
+      }
+    }
+    std::printf("burst=%ld\n", calls);
+  }
   if (argc > 1 && std::strcmp(argv[1], "_exit") == 0) {
     std::fflush(stdout);
     _exit(0);

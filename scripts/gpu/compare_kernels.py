@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Compares the kernels gprof-run recorded (report.json's "gpu" section) with those torch.profiler
 recorded of the same loop (train_small.py --profiler torch --out FILE): per kernel name, the count
-must be equal and the total time within 2%. Also checks that every kernel launch gprof-run recorded
-has its kernel. Prints the comparison; exits 1 when it fails.
+must be equal and the total time within 2%, or within 2 us a launch for short kernels. The two
+cannot share CUPTI in one process, so these are two runs of the same program, and a kernel of a
+few microseconds varies by more than 2% between runs. torch.profiler's user annotations on the GPU
+lane ("Optimizer.step#SGD.step") are not kernels and are left out. Also checks that every kernel
+launch gprof-run recorded has its kernel. Prints the comparison; exits 1 when it fails.
 
 Usage: compare_kernels.py GPROF_REPORT_JSON TORCH_KERNELS_JSON"""
 import json
+import re
 import sys
 
 
 def main(report_path, torch_path):
     gpu = json.load(open(report_path))["gpu"]
     ours = {k["name"]: k for k in gpu["kernels"]}
-    theirs = json.load(open(torch_path))
+    annotation = re.compile(r"^[\w.]+#[\w.]+$")  # "Optimizer.step#SGD.step", not "{lambda()#1}"
+    theirs = {n: k for n, k in json.load(open(torch_path)).items() if not annotation.match(n)}
     failures = []
     print(f"launch calls {gpu['launch_calls']}, with their kernel {gpu['launch_calls_with_kernel']}")
     if gpu["launch_calls"] != gpu["launch_calls_with_kernel"]:
@@ -28,7 +33,8 @@ def main(report_path, torch_path):
             failures.append(f"only in {'torch.profiler' if a is None else 'gprof-run'}: {name[:100]}")
             continue
         ratio = a["total_ns"] / b["total_ns"] if b["total_ns"] else 1.0
-        ok = a["count"] == b["count"] and abs(ratio - 1) <= 0.02
+        close = abs(ratio - 1) <= 0.02 or abs(a["total_ns"] - b["total_ns"]) <= 2000 * b["count"]
+        ok = a["count"] == b["count"] and close
         print(f"  {'ok ' if ok else 'BAD'} {a['count']:6d} vs {b['count']:6d}  "
               f"{a['total_ns'] / 1e6:9.3f} vs {b['total_ns'] / 1e6:9.3f} ms  {name[:90]}")
         if not ok:

@@ -330,8 +330,11 @@ TEST(InjectCupti, ATakenCuptiFallsBackToInterpositionAndSaysSo) {
 }
 
 TEST(InjectCupti, AProfilerInsideTheProgramIsToldWhyItSeesNothing) {
+  // The program links a libcupti of its own: that one is used, never a second (not even one named
+  // by GPROF_CUPTI_LIB).
   TempDir session_dir;
-  ProcessResult run = RunProcess(Injected({AppPath("in_process_profiler_app")}, session_dir));
+  ProcessResult run = RunProcess(Injected({AppPath("in_process_profiler_app")}, session_dir,
+                                          {"GPROF_CUPTI_LIB=/opt/elsewhere/libcupti.so.13"}));
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_EQ(run.out, "subscribe=39\n");  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
   Session session = ReadOrFail(session_dir.path());
@@ -341,6 +344,17 @@ TEST(InjectCupti, AProfilerInsideTheProgramIsToldWhyItSeesNothing) {
       << messages;
   EXPECT_NE(messages.find("registered its own activity buffers"), std::string::npos) << messages;
   EXPECT_NE(messages.find("--cuda=preload"), std::string::npos) << messages;
+  EXPECT_NE(OnlyProcess(session).capture.note.find(MockCuptiPath()), std::string::npos)
+      << OnlyProcess(session).capture.note;
+}
+
+TEST(InjectCupti, ExitFromAnotherThreadHandsOverTheGpuRecords) {
+  TempDir session_dir;
+  ProcessResult run = RunProcess(Injected({AppPath("exit_app"), "thread-exit", "5"}, session_dir));
+  EXPECT_EQ(run.exit_code(), 5);
+  Session session = ReadOrFail(session_dir.path());
+  EXPECT_EQ(OnlyProcess(session).capture.mode, collector::CaptureMode::kCupti);
+  EXPECT_GE(KernelsOf(session), 1u) << "the kernels of its first calls, ran before the exit";
 }
 
 TEST(InjectCupti, PreloadModeLeavesCuptiToOthers) {

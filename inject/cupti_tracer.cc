@@ -13,6 +13,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "bounded_queue.h"
 #include "clock.h"
 #include "recorder.h"
 
@@ -47,8 +48,7 @@ struct CaptureState {
   uint8_t* free_buffers[kMaxBuffers] = {};
   size_t free_count = 0;
   size_t allocated = 0;
-  ActivityBuffer completed[kMaxBuffers] = {};
-  size_t completed_count = 0;
+  BoundedQueue<ActivityBuffer, kMaxBuffers> completed;  // never full: buffers come from the pool
   std::atomic<uint64_t> dropped{0};
   std::atomic<uint64_t> last_buffer_ns{0};
 
@@ -167,9 +167,7 @@ void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* 
     ReturnActivityBuffer(buffer);
     return;
   }
-  pthread_mutex_lock(&g.buffers_lock);
-  g.completed[g.completed_count++] = ActivityBuffer{buffer, valid_size};  // at most kMaxBuffers
-  pthread_mutex_unlock(&g.buffers_lock);
+  g.completed.Push(ActivityBuffer{buffer, valid_size});
   g.last_buffer_ns.store(MonotonicNs(), std::memory_order_relaxed);
   NotifyWriter();
 }
@@ -307,6 +305,27 @@ bool EnableRecording(bool activity_api_records, char* note, size_t note_size, ch
   return true;
 }
 
+// A forked child has none of the parent's CUPTI session (the driver starts a new one if the child
+// uses CUDA), and a lock the parent's CUPTI thread held must not stay held in it.
+void ForgetCaptureAfterFork() {
+  pthread_mutex_init(&g.lock, nullptr);
+  pthread_mutex_init(&g.buffers_lock, nullptr);
+  g.cupti_active.store(false, std::memory_order_relaxed);
+  g.subscriber = nullptr;
+  g.free_count = 0;  // the parent's buffers stay the parent's
+  g.allocated = 0;
+  g.completed.ResetAfterFork();
+  g.dropped.store(0, std::memory_order_relaxed);
+  g.last_buffer_ns.store(0, std::memory_order_relaxed);
+  g.context_count.store(0, std::memory_order_relaxed);
+  g.signal_flush.store(0, std::memory_order_relaxed);
+  g.signal_flush_done.store(0, std::memory_order_relaxed);
+  g.status = CaptureStatus{format::CaptureMode::kInterposition, 0,
+                           "CUPTI not started in this process: the CUDA driver has not loaded the "
+                           "injection here"};
+  g.status_changed = true;
+}
+
 }  // namespace
 
 void StartCudaCapture() {
@@ -342,6 +361,7 @@ void StartCudaCapture() {
     return;
   }
   g.cupti_active.store(true, std::memory_order_release);
+  pthread_atfork(nullptr, nullptr, ForgetCaptureAfterFork);
   SetCuptiRecordsApiCalls(true);
   SetBeforeShutdown(FlushCupti);
   atexit(FlushAtExit);
@@ -362,17 +382,7 @@ bool TakeCaptureStatus(CaptureStatus* out) {
   return changed;
 }
 
-bool TakeCompletedActivityBuffer(ActivityBuffer* out) {
-  pthread_mutex_lock(&g.buffers_lock);
-  bool taken = g.completed_count > 0;
-  if (taken) {
-    *out = g.completed[0];
-    memmove(g.completed, g.completed + 1, (g.completed_count - 1) * sizeof(ActivityBuffer));
-    --g.completed_count;
-  }
-  pthread_mutex_unlock(&g.buffers_lock);
-  return taken;
-}
+bool TakeCompletedActivityBuffer(ActivityBuffer* out) { return g.completed.Take(out, 1) == 1; }
 
 void ReturnActivityBuffer(uint8_t* data) {
   pthread_mutex_lock(&g.buffers_lock);

@@ -8,14 +8,6 @@
 namespace gprof::inject {
 namespace {
 
-template <typename Record>
-Record MakeRecord(format::RecordType type, size_t trailing_bytes = 0) {
-  Record record{};
-  record.header.size = static_cast<uint32_t>(sizeof(Record) + trailing_bytes);
-  record.header.type = type;
-  return record;
-}
-
 template <typename Activity>
 format::GpuPlacement Placement(const Activity& activity) {
   format::GpuPlacement placement{};
@@ -41,7 +33,7 @@ uint32_t GpuRecordEncoder::KernelNameId(const char* name) {
       name_by_text_.try_emplace(name, static_cast<uint32_t>(name_by_text_.size() + 1));
   if (inserted) {
     size_t length = strlen(name);
-    auto record = MakeRecord<format::GpuNameRecord>(format::kGpuName, length);
+    auto record = format::MakeRecord<format::GpuNameRecord>(format::kGpuName, length);
     record.name_id = entry->second;
     record.name_len = static_cast<uint32_t>(length);
     sink_->Append(&record, sizeof(record), name, length);
@@ -55,7 +47,7 @@ bool GpuRecordEncoder::NameApi(uint32_t api_id) {
   char name[128];
   if (!CuptiApiName(api_id, name, sizeof(name))) return false;
   size_t length = strlen(name);
-  auto record = MakeRecord<format::ApiNameRecord>(format::kApiName, length);
+  auto record = format::MakeRecord<format::ApiNameRecord>(format::kApiName, length);
   record.api_id = api_id;
   record.domain = api_id >> 16;
   record.name_len = static_cast<uint32_t>(length);
@@ -72,7 +64,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto& kernel = *reinterpret_cast<const CUpti_ActivityKernel10*>(activity);
-        auto record = MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
+        auto record = format::MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
         record.placement = Placement(kernel);
         record.grid[0] = kernel.gridX;
         record.grid[1] = kernel.gridY;
@@ -89,7 +81,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(activity);
-        auto record = MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
+        auto record = format::MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
         record.placement = Placement(copy);
         record.bytes = copy.bytes;
         record.copy_kind = copy.copyKind;
@@ -101,7 +93,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto& set = *reinterpret_cast<const CUpti_ActivityMemset4*>(activity);
-        auto record = MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
+        auto record = format::MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
         record.placement = Placement(set);
         record.bytes = set.bytes;
         record.value = set.value;
@@ -112,7 +104,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto& sync = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(activity);
-        auto record = MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
+        auto record = format::MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
         record.start_ns = sync.start;
         record.end_ns = sync.end;
         record.correlation_id = sync.correlationId;
@@ -128,7 +120,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
         // Only with GPROF_CUPTI_API_RECORDS=activity: CUPTI timed the call itself. A runtime
         // call's nested driver calls come as records of their own and are kept as they are.
         const auto& api = *reinterpret_cast<const CUpti_ActivityAPI*>(activity);
-        auto record = MakeRecord<format::ApiCallRecord>(format::kApiCall);
+        auto record = format::MakeRecord<format::ApiCallRecord>(format::kApiCall);
         record.api_id = format::CuptiApiId(activity->kind == CUPTI_ACTIVITY_KIND_RUNTIME
                                                ? format::ApiDomain::kRuntime
                                                : format::ApiDomain::kDriver,

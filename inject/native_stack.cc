@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bounded_queue.h"
+
 namespace gprof::inject {
 namespace {
 
@@ -25,13 +27,8 @@ BacktraceFn LoadBacktrace() {
   return &backtrace;
 }
 
-struct Queue {
-  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  SlowCallStack stacks[kQueueCapacity] = {};
-  size_t count = 0;
-  std::atomic<uint64_t> dropped{0};
-};
-constinit Queue g_queue;
+constinit BoundedQueue<SlowCallStack, kQueueCapacity> g_stacks;
+std::atomic<uint64_t> g_dropped{0};
 std::atomic<BacktraceFn> g_backtrace{nullptr};
 
 const void* OwnBase() {
@@ -66,33 +63,21 @@ void CaptureSlowCallStack(uint32_t tid, uint64_t enter_ns) {
   int first = 0;
   while (first < depth && IsRecordingFrame(frames[first])) ++first;
 
-  pthread_mutex_lock(&g_queue.lock);
-  if (g_queue.count == kQueueCapacity) {
-    pthread_mutex_unlock(&g_queue.lock);
-    g_queue.dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  SlowCallStack& stack = g_queue.stacks[g_queue.count++];
+  SlowCallStack stack;
   stack.enter_ns = enter_ns;
   stack.tid = tid;
   stack.frame_count = 0;
   for (int i = first; i < depth && stack.frame_count < kMaxStackFrames; ++i) {
     stack.frames[stack.frame_count++] = reinterpret_cast<uint64_t>(frames[i]);
   }
-  pthread_mutex_unlock(&g_queue.lock);
+  if (!g_stacks.Push(stack)) g_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t TakeSlowCallStacks(SlowCallStack* out, size_t capacity) {
-  pthread_mutex_lock(&g_queue.lock);
-  size_t taken = g_queue.count < capacity ? g_queue.count : capacity;
-  memcpy(out, g_queue.stacks, taken * sizeof(SlowCallStack));
-  memmove(g_queue.stacks, g_queue.stacks + taken, (g_queue.count - taken) * sizeof(SlowCallStack));
-  g_queue.count -= taken;
-  pthread_mutex_unlock(&g_queue.lock);
-  return taken;
+  return g_stacks.Take(out, capacity);
 }
 
-uint64_t TakeDroppedStacks() { return g_queue.dropped.exchange(0, std::memory_order_relaxed); }
+uint64_t TakeDroppedStacks() { return g_dropped.exchange(0, std::memory_order_relaxed); }
 
 size_t SymbolizeReturnAddress(uint64_t address, char* out, size_t size) {
   // A return address can point just past its call's function: look up the call instruction.
@@ -110,9 +95,8 @@ size_t SymbolizeReturnAddress(uint64_t address, char* out, size_t size) {
 }
 
 void ResetStacksAfterFork() {
-  pthread_mutex_init(&g_queue.lock, nullptr);
-  g_queue.count = 0;
-  g_queue.dropped.store(0, std::memory_order_relaxed);
+  g_stacks.ResetAfterFork();
+  g_dropped.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace gprof::inject

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <new>
 
+#include "bounded_queue.h"
 #include "native_stack.h"
 #include "ring_registry.h"
 #include "session_writer.h"
@@ -57,9 +58,7 @@ struct Globals {
   std::atomic<bool> cupti_records_api_calls{false};
   std::atomic<void (*)()> before_shutdown{nullptr};
 
-  pthread_mutex_t messages_lock = PTHREAD_MUTEX_INITIALIZER;
-  PostedMessage messages[16] = {};
-  size_t message_count = 0;
+  BoundedQueue<PostedMessage, 16> messages;
   uint64_t stack_threshold_ns = UINT64_MAX;  // from GPROF_STACK_THRESHOLD_NS
 };
 constinit Globals g;
@@ -100,8 +99,7 @@ void ChildAfterFork() {
   g.cupti_records_api_calls.store(false, std::memory_order_relaxed);
   g.before_shutdown.store(nullptr, std::memory_order_relaxed);
   ResetStacksAfterFork();
-  pthread_mutex_init(&g.messages_lock, nullptr);
-  g.message_count = 0;
+  g.messages.ResetAfterFork();
   pthread_setspecific(g.ring_key, nullptr);
   t_thread_state.ring = nullptr;
   t_thread_state.registration_failed = 0;
@@ -221,24 +219,15 @@ void NotifyWriter() {
 }
 
 void PostMessage(format::MessageLevel level, const char* text) {
-  pthread_mutex_lock(&g.messages_lock);
-  if (g.message_count < sizeof(g.messages) / sizeof(g.messages[0])) {
-    PostedMessage& message = g.messages[g.message_count++];
-    message.level = static_cast<uint32_t>(level);
-    snprintf(message.text, sizeof(message.text), "%s", text);
-  }
-  pthread_mutex_unlock(&g.messages_lock);
+  PostedMessage message;
+  message.level = static_cast<uint32_t>(level);
+  snprintf(message.text, sizeof(message.text), "%s", text);
+  g.messages.Push(message);  // a full queue drops: sixteen messages say enough
   NotifyWriter();
 }
 
 size_t TakePostedMessages(PostedMessage* out, size_t capacity) {
-  pthread_mutex_lock(&g.messages_lock);
-  size_t taken = g.message_count < capacity ? g.message_count : capacity;
-  memcpy(out, g.messages, taken * sizeof(PostedMessage));
-  memmove(g.messages, g.messages + taken, (g.message_count - taken) * sizeof(PostedMessage));
-  g.message_count -= taken;
-  pthread_mutex_unlock(&g.messages_lock);
-  return taken;
+  return g.messages.Take(out, capacity);
 }
 
 void SetBeforeShutdown(void (*before_flush)()) {

@@ -299,6 +299,15 @@ struct CallStackRecord {
 };
 static_assert(sizeof(CallStackRecord) == 32);
 
+// A record struct with its header filled in, for `trailing_bytes` more bytes after it.
+template <typename Record>
+Record MakeRecord(RecordType type, uint64_t trailing_bytes = 0) {
+  Record record{};
+  record.header.size = static_cast<uint32_t>(sizeof(Record) + trailing_bytes);
+  record.header.type = type;
+  return record;
+}
+
 // FNV-1a, 32 bit: cheap enough for the writer thread, enough to notice a damaged payload.
 inline uint32_t Fnv1a32(const void* data, uint64_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);

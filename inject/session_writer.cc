@@ -46,14 +46,6 @@ std::string ReadProcFile(const char* path) {
   return text;
 }
 
-template <typename Record>
-Record MakeRecord(format::RecordType type, size_t trailing_bytes = 0) {
-  Record record{};
-  record.header.size = static_cast<uint32_t>(sizeof(Record) + trailing_bytes);
-  record.header.type = type;
-  return record;
-}
-
 }  // namespace
 
 SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {}
@@ -111,7 +103,7 @@ void SessionWriter::WriteCaptureStatus() {
   CaptureStatus status;
   if (!TakeCaptureStatus(&status)) return;
   size_t length = strlen(status.text);
-  auto record = MakeRecord<format::CaptureInfoRecord>(format::kCaptureInfo, length);
+  auto record = format::MakeRecord<format::CaptureInfoRecord>(format::kCaptureInfo, length);
   record.time_ns = MonotonicNs();
   record.mode = static_cast<uint32_t>(status.mode);
   record.cupti_version = status.cupti_version;
@@ -125,7 +117,7 @@ void SessionWriter::WritePostedMessages() {
   while ((count = TakePostedMessages(messages, 8)) > 0) {
     for (size_t i = 0; i < count; ++i) {
       size_t length = strlen(messages[i].text);
-      auto record = MakeRecord<format::MessageRecord>(format::kMessage, length);
+      auto record = format::MakeRecord<format::MessageRecord>(format::kMessage, length);
       record.time_ns = MonotonicNs();
       record.level = messages[i].level;
       record.text_len = static_cast<uint32_t>(length);
@@ -142,7 +134,7 @@ void SessionWriter::WriteClockOffset() {
   if (!MeasureCuptiClockOffset(&offset_ns, &uncertainty_ns)) return;
   int64_t moved = offset_ns - clock_offset_ns_;
   if (clock_offset_written_ && moved < 1000 && moved > -1000) return;
-  auto record = MakeRecord<format::ClockOffsetRecord>(format::kClockOffset);
+  auto record = format::MakeRecord<format::ClockOffsetRecord>(format::kClockOffset);
   record.time_ns = MonotonicNs();
   record.offset_ns = offset_ns;
   record.uncertainty_ns = uncertainty_ns;
@@ -165,7 +157,7 @@ void SessionWriter::DrainActivityBuffers() {
     ReturnActivityBuffer(buffer.data);
   }
   if (uint64_t dropped = TakeDroppedActivityRecords(); dropped > 0) {
-    auto record = MakeRecord<format::GpuDroppedRecord>(format::kGpuDropped);
+    auto record = format::MakeRecord<format::GpuDroppedRecord>(format::kGpuDropped);
     record.time_ns = MonotonicNs();
     record.count = dropped;
     Append(&record, sizeof(record));
@@ -185,7 +177,7 @@ void SessionWriter::WriteSlowCallStacks() {
         text.append(symbol, length);
         text.push_back('\n');
       }
-      auto record = MakeRecord<format::CallStackRecord>(
+      auto record = format::MakeRecord<format::CallStackRecord>(
           format::kCallStack, stack.frame_count * sizeof(uint64_t) + text.size());
       record.enter_ns = stack.enter_ns;
       record.tid = stack.tid;
@@ -257,7 +249,7 @@ void SessionWriter::RefreshThreadNames() {
 }
 
 void SessionWriter::WriteThreadName(uint32_t tid, const char* name) {
-  auto record = MakeRecord<format::ThreadNameRecord>(format::kThreadName);
+  auto record = format::MakeRecord<format::ThreadNameRecord>(format::kThreadName);
   record.tid = tid;
   record.time_ns = MonotonicNs();
   strncpy(record.name, name, sizeof(record.name) - 1);
@@ -269,7 +261,7 @@ void SessionWriter::WriteProcessInfo() {
   ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (exe_len < 0) exe_len = 0;
   std::string cmdline = ReadProcFile("/proc/self/cmdline");
-  auto record = MakeRecord<format::ProcessInfoRecord>(
+  auto record = format::MakeRecord<format::ProcessInfoRecord>(
       format::kProcessInfo, static_cast<size_t>(exe_len) + cmdline.size());
   record.pid = static_cast<uint32_t>(getpid());
   record.ppid = static_cast<uint32_t>(getppid());
@@ -285,7 +277,7 @@ void SessionWriter::WriteApiNames() {
   for (uint32_t i = 0; i < static_cast<uint32_t>(RuntimeApi::kCount); ++i) {
     const char* name = kRuntimeApiNames[i];
     size_t length = strlen(name);
-    auto record = MakeRecord<format::ApiNameRecord>(format::kApiName, length);
+    auto record = format::MakeRecord<format::ApiNameRecord>(format::kApiName, length);
     record.api_id = ApiId(static_cast<RuntimeApi>(i));
     record.domain = static_cast<uint32_t>(format::ApiDomain::kRuntime);
     record.name_len = static_cast<uint32_t>(length);
@@ -295,14 +287,14 @@ void SessionWriter::WriteApiNames() {
 
 void SessionWriter::WriteMaps() {
   std::string maps = ReadProcFile("/proc/self/maps");
-  auto record = MakeRecord<format::MapsSnapshotRecord>(format::kMapsSnapshot, maps.size());
+  auto record = format::MakeRecord<format::MapsSnapshotRecord>(format::kMapsSnapshot, maps.size());
   record.time_ns = MonotonicNs();
   record.text_len = static_cast<uint32_t>(maps.size());
   Append(&record, sizeof(record), maps.data(), maps.size());
 }
 
 void SessionWriter::WriteDrops(uint32_t tid, uint64_t count) {
-  auto record = MakeRecord<format::DroppedRecord>(format::kDropped);
+  auto record = format::MakeRecord<format::DroppedRecord>(format::kDropped);
   record.time_ns = MonotonicNs();
   record.count = count;
   record.tid = tid;

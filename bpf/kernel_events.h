@@ -28,6 +28,13 @@ enum gprof_kernel_record {
   GPROF_REC_KERNEL_STACK = 1005,  /* written by the loader */
   GPROF_REC_KERNEL_SYMBOL = 1006, /* written by the loader */
   GPROF_REC_LOST = 1007,          /* written by the loader */
+  GPROF_REC_LOCK_WAIT = 1008,
+  GPROF_REC_DEVICE_WAIT = 1009,
+  GPROF_REC_PAGE_FAULT = 1010,
+  GPROF_REC_MEMORY_MAP = 1011,
+  GPROF_REC_FUTEX_WAITV = 1012,
+  GPROF_REC_USER_STACK = 1013,   /* written by the loader */
+  GPROF_REC_PROCESS_MAPS = 1014, /* written by the loader */
 };
 
 #define GPROF_COMM_LEN 16
@@ -41,6 +48,9 @@ enum gprof_kernel_record {
 enum gprof_offcpu_flags {
   GPROF_OFFCPU_UNFINISHED = 1u << 0, /* still off-CPU when recording stopped: end_ns is that time */
 };
+
+/* Records added after the first version extend their struct at the end: a reader takes the part
+ * it knows (sizeof what it was built with) and skips the rest. */
 
 /* One interval a thread of the tree spent off-CPU, emitted when it runs again. */
 struct gprof_offcpu {
@@ -58,8 +68,10 @@ struct gprof_offcpu {
   __u32 state;           /* prev_state at switch-out */
   __u32 cpu;             /* CPU it was switched in on (GPROF_OFFCPU_UNFINISHED: the CPU it left) */
   __u32 flags;           /* enum gprof_offcpu_flags */
-  __u32 reserved;
+  __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none */
   char waker_comm[GPROF_COMM_LEN];
+  __s32 waker_user_stack_id; /* the waker's user stack at the wakeup; < 0: none (a kernel thread) */
+  __u32 reserved;
 };
 
 enum gprof_futex_flags {
@@ -157,6 +169,129 @@ struct gprof_lost {
   __u32 kind;        /* enum gprof_lost_kind */
   __u32 record_type; /* enum gprof_kernel_record it would have been */
   __u64 count;
+  __u32 cpu; /* the CPU the events were lost on; GPROF_ALL_CPUS: counted in user space */
+  __u32 reserved;
+};
+
+#define GPROF_ALL_CPUS 0xffffffffu
+
+/* The kind of a contended kernel lock, from the flags of the lock:contention_begin tracepoint
+ * (LCB_F_* in include/trace/events/lock.h). */
+enum gprof_lock_flags {
+  GPROF_LOCK_SPIN = 1u << 0,
+  GPROF_LOCK_READ = 1u << 1,
+  GPROF_LOCK_WRITE = 1u << 2,
+  GPROF_LOCK_RT = 1u << 3,
+  GPROF_LOCK_PERCPU = 1u << 4,
+  GPROF_LOCK_MUTEX = 1u << 5,
+  GPROF_LOCK_MMAP_LOCK = 1u << 16, /* the lock is the process's mm->mmap_lock */
+};
+
+/* A thread of the tree waited for a kernel lock (mutex, rwsem, rt_mutex...): from
+ * lock:contention_begin to lock:contention_end. */
+struct gprof_lock_wait {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u64 lock_address;
+  __u32 flags; /* enum gprof_lock_flags */
+  __s32 ret;   /* contention_end's: 0, or -EINTR when interrupted */
+  __u32 owner_pid; /* the holder when the kernel records one (mutex, rwsem writer): else 0 */
+  __u32 owner_tid;
+  __s32 kstack_id; /* where the wait began */
+  __s32 user_stack_id;
+  char owner_comm[GPROF_COMM_LEN];
+};
+
+enum gprof_device_wait_kind {
+  GPROF_DEVICE_IOCTL = 1,
+  GPROF_DEVICE_POLL = 2,  /* poll/ppoll/select/pselect6 with at least one fd on the device */
+  GPROF_DEVICE_EPOLL = 3, /* epoll_wait/epoll_pwait/epoll_pwait2 (the fds inside are not seen) */
+  GPROF_DEVICE_MMAP = 4,
+};
+
+/* A system call of a thread of the tree on a device file of interest (the GPU driver's
+ * /dev/nvidia*, by default), or an epoll wait. */
+struct gprof_device_wait {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u32 kind;        /* enum gprof_device_wait_kind */
+  __s32 fd;          /* the device's fd (poll: the first on the device; epoll: the epoll fd) */
+  __u64 request;     /* ioctl: the request; poll: number of fds; mmap: the length */
+  __s64 ret;
+  char device[GPROF_COMM_LEN]; /* the file's name: "nvidiactl", "nvidia0", "nvidia-uvm" */
+};
+
+/* A page fault of a thread of the tree that took at least the recorder's threshold (faults
+ * that wait for I/O or for the mmap_lock; the many quick ones are only counted). */
+struct gprof_page_fault {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u64 address;
+  __u32 flags;  /* FAULT_FLAG_* of handle_mm_fault: 0x1 write, 0x40 user, ... */
+  __u32 result; /* vm_fault_t: 0x4 major (VM_FAULT_MAJOR), ... */
+};
+
+/* mmap, munmap, mprotect, mremap or madvise of a thread of the tree. */
+struct gprof_memory_map {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u32 syscall_nr; /* 9 mmap, 10 mprotect, 11 munmap, 25 mremap, 28 madvise (x86_64) */
+  __u32 prot;       /* mmap, mprotect: PROT_*; madvise: the advice */
+  __u64 address;    /* the argument; mmap: the mapping made (ret) when it succeeded */
+  __u64 length;
+  __u64 flags;      /* mmap: MAP_*; mremap: the new length */
+  __s64 ret;
+};
+
+#define GPROF_WAITV_MAX 4
+
+/* A futex_waitv(2) call: the first GPROF_WAITV_MAX of its futexes. */
+struct gprof_futex_waitv {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;
+  __u64 end_ns;
+  __u32 count; /* futexes in the call */
+  __u32 flags;
+  __s64 timeout_ns; /* absolute, as futex_waitv takes it; -1: none */
+  __s64 ret;        /* the index of the futex that woke it, or -errno */
+  __u64 uaddr[GPROF_WAITV_MAX];
+};
+
+enum gprof_user_stack_flags {
+  GPROF_USER_STACK_TRUNCATED = 1u << 0, /* the walk hit the depth limit */
+};
+
+/* Loader record: a user stack by id, `depth` return addresses follow, innermost first. The ips
+ * belong to the address space of the process whose record names the id. */
+struct gprof_user_stack {
+  struct gprof_rec_hdr hdr;
+  __s32 stack_id;
+  __u32 depth;
+  __u32 flags; /* enum gprof_user_stack_flags */
+  __u32 reserved;
+};
+
+/* Loader record: /proc/PID/maps of a process of the tree, to name user addresses; `text_len`
+ * bytes follow. */
+struct gprof_process_maps {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 text_len;
+  __u64 time_ns;
 };
 
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
@@ -199,16 +334,28 @@ struct gprof_futex_pending {
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_offcpu_pending) == 64, "");
 static_assert(sizeof(struct gprof_futex_pending) == 48, "");
-static_assert(sizeof(struct gprof_offcpu) == 88, "");
+static_assert(sizeof(struct gprof_offcpu) == 96, "");
+static_assert(sizeof(struct gprof_lock_wait) == 80, "");
+static_assert(sizeof(struct gprof_device_wait) == 72, "");
+static_assert(sizeof(struct gprof_page_fault) == 48, "");
+static_assert(sizeof(struct gprof_memory_map) == 72, "");
+static_assert(sizeof(struct gprof_futex_waitv) == 88, "");
+static_assert(sizeof(struct gprof_user_stack) == 24, "");
+static_assert(sizeof(struct gprof_process_maps) == 24, "");
 static_assert(sizeof(struct gprof_futex) == 80, "");
 static_assert(sizeof(struct gprof_task_new) == 56, "");
 static_assert(sizeof(struct gprof_task_rename) == 48, "");
 static_assert(sizeof(struct gprof_task_exit) == 32, "");
 static_assert(sizeof(struct gprof_kernel_stack) == 16, "");
 static_assert(sizeof(struct gprof_kernel_symbol) == 24, "");
-static_assert(sizeof(struct gprof_lost) == 24, "");
+static_assert(sizeof(struct gprof_lost) == 32, "");
 #else
-_Static_assert(sizeof(struct gprof_offcpu) == 88, "gprof_offcpu layout");
+_Static_assert(sizeof(struct gprof_offcpu) == 96, "gprof_offcpu layout");
+_Static_assert(sizeof(struct gprof_lock_wait) == 80, "gprof_lock_wait layout");
+_Static_assert(sizeof(struct gprof_device_wait) == 72, "gprof_device_wait layout");
+_Static_assert(sizeof(struct gprof_page_fault) == 48, "gprof_page_fault layout");
+_Static_assert(sizeof(struct gprof_memory_map) == 72, "gprof_memory_map layout");
+_Static_assert(sizeof(struct gprof_futex_waitv) == 88, "gprof_futex_waitv layout");
 _Static_assert(sizeof(struct gprof_futex) == 80, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");

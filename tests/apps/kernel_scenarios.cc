@@ -1,0 +1,679 @@
+// kernel_scenarios: the real kernel waits that the kernel recorder must explain (issue 4), one
+// scenario per run, each with named threads and its ground truth on stdout.
+//
+//   kernel_scenarios SCENARIO
+//
+// mutex-convoy  "holder" keeps a pthread mutex 50 ms, on CPU; "waiter-0..2" block on it 2 ms apart,
+//               and each, once it has the mutex, keeps it 5 ms on CPU and passes it on.
+// condvar       "cv-waiter" waits on a pthread condition variable; "cv-signaller" signals it 30 ms
+//               after the wait began.
+// munmap-fault  "unmapper" munmaps a populated 512 MB region of 4 KB pages while "faulter" touches
+//               the first page of fresh mappings, one every 100 us, and "mapper" maps and unmaps
+//               1 MB regions. munmap holds the process's mmap_lock for write only briefly, then for
+//               read while it frees the pages; a fault takes the per-VMA lock and needs the
+//               mmap_lock only to set up a mapping's first page, with a trylock that fails once a
+//               writer is queued. So the mapper's mmap queues behind the munmap (woken by the
+//               unmapper), and the faulter's faults queue behind the mapper (woken by the mapper):
+//               without a mapper, on Linux 6.18, no fault waits.
+// overcommit    as many threads "spin-<i>" as CPUs this process may use, plus two, spin on CPU for
+//               the same 300 ms.
+// pipe          "pipe-reader" blocks in read() on a pipe until "pipe-writer" writes 30 ms later.
+// kernel-mutex  "fpos-holder" reads a 1 GB hole of a tmpfs file (/dev/shm) in one readv(); 5 ms
+//               later "fpos-waiter" calls lseek() on the same file and sleeps on the kernel mutex
+//               file->f_pos_lock (taken by read, write and lseek on a regular file shared by
+//               threads) until the readv returns. Both run on one CPU: the waiter runs while the
+//               holder is preempted, so the kernel puts it to sleep at once instead of spinning
+//               while the holder runs.
+// device-ioctl  "dev-waiter" makes ioctl(FIONREAD) calls on the master of a pseudo-terminal (device
+//               file /dev/ptmx, name "ptmx") and waits on it in poll(), then in epoll_wait(), each
+//               time until "dev-writer" writes a byte to the terminal's other side 30 ms later (the
+//               wakeup itself comes from a kworker, as a driver's comes from its interrupt).
+// futex-waitv   "waitv-waiter" waits in futex_waitv (syscall 449) on two private futex words;
+//               "waitv-waker" sets the second and wakes it with FUTEX_WAKE 30 ms later.
+//
+// stdout, printed once every thread has finished (printing meanwhile would add waits of its own):
+// one fact per line, `key=value` fields, numbers in decimal or 0x-prefixed hex, times in
+// CLOCK_MONOTONIC nanoseconds:
+//   scenario name=<scenario> pid=<pid> cpus=<CPUs it may run on>
+//   thread tid=<tid> role=<role> name=<thread name>                  one line per thread
+//   object kind=<kind> ...                                            locks, futex words, files
+//   span tid=<tid> what=<call> start_ns=<ns> end_ns=<ns> [key=value...]   ordered by start
+//   result key=value...                                               figures derived from spans
+// Exits 0; 2 with usage for a bad argument; 1 when a system call fails or the 20 s watchdog fires.
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr unsigned kWatchdogS = 20;
+constexpr uint64_t kMs = 1'000'000;
+constexpr size_t kPageBytes = 4096;
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+timespec ToTimespec(uint64_t ns) { return {time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)}; }
+
+void SleepUntil(uint64_t deadline_ns) {
+  const timespec deadline = ToTimespec(deadline_ns);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) == EINTR) {
+  }
+}
+
+void SleepNs(uint64_t duration_ns) { SleepUntil(NowNs() + duration_ns); }
+
+void SpinUntil(uint64_t deadline_ns) {
+  while (NowNs() < deadline_ns) {
+  }
+}
+
+uintptr_t Addr(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
+
+[[noreturn]] void Fail(const char* what, int error) {
+  std::fprintf(stderr, "kernel_scenarios: %s: %s\n", what, std::strerror(error));
+  std::exit(1);
+}
+
+// For calls that return -1 and set errno.
+template <typename T>
+T Check(T result, const char* what) {
+  if (result == T(-1)) Fail(what, errno);
+  return result;
+}
+
+// For calls that return an error number (pthread_*).
+void CheckError(int error, const char* what) {
+  if (error != 0) Fail(what, error);
+}
+
+// Waits until another thread has raised `counter` to `value`. It polls with short sleeps rather
+// than wait on a futex, so that the scenario's futex record holds only the waits it is about.
+void AwaitAtLeast(const std::atomic<int>& counter, int value) {
+  while (counter.load() < value) SleepNs(100'000);
+}
+
+void PinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  CheckError(pthread_setaffinity_np(pthread_self(), sizeof set, &set), "pthread_setaffinity_np");
+}
+
+cpu_set_t AllowedCpus() {
+  cpu_set_t set;
+  Check(sched_getaffinity(0, sizeof set, &set), "sched_getaffinity");
+  return set;
+}
+
+struct Span {
+  pid_t tid;
+  const char* what;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  char details[160];  // " key=value...": a fixed buffer, so recording allocates nothing
+};
+
+// One named thread of a scenario. Only the thread writes its spans; others read them once it has
+// been joined.
+class Actor {
+ public:
+  Actor(std::string role, std::string name) : role_(std::move(role)), name_(std::move(name)) {
+    spans_.reserve(kMaxSpans);
+  }
+
+  void Start(std::function<void(Actor&)> body) {
+    thread_ = std::thread([this, body = std::move(body)] {
+      CheckError(pthread_setname_np(pthread_self(), name_.c_str()), "pthread_setname_np");
+      tid_ = gettid();
+      body(*this);
+    });
+  }
+
+  void Join() { thread_.join(); }
+
+  void Record(const char* what, uint64_t start_ns, uint64_t end_ns, const char* format = "", ...)
+      __attribute__((format(printf, 5, 6))) {
+    if (spans_.size() == kMaxSpans) Fail("Actor::Record", ENOSPC);
+    Span& span = spans_.emplace_back(Span{tid_, what, start_ns, end_ns, {}});
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(span.details, sizeof span.details, format, args);
+    va_end(args);
+  }
+
+  pid_t tid() const { return tid_; }
+  const std::string& role() const { return role_; }
+  const std::string& name() const { return name_; }
+  const std::vector<Span>& spans() const { return spans_; }
+
+ private:
+  static constexpr size_t kMaxSpans = 8;
+  std::string role_;
+  std::string name_;
+  pid_t tid_ = 0;
+  std::vector<Span> spans_;
+  std::thread thread_;
+};
+
+class Scenario {
+ public:
+  Actor& Add(std::string role, std::string name) {
+    return *actors_.emplace_back(std::make_unique<Actor>(std::move(role), std::move(name)));
+  }
+
+  void JoinAll() {
+    for (auto& actor : actors_) actor->Join();
+  }
+
+  void Object(const char* format, ...) __attribute__((format(printf, 2, 3))) {
+    va_list args;
+    va_start(args, format);
+    objects_.push_back(Format(format, args));
+    va_end(args);
+  }
+
+  void Result(const char* format, ...) __attribute__((format(printf, 2, 3))) {
+    va_list args;
+    va_start(args, format);
+    results_.push_back(Format(format, args));
+    va_end(args);
+  }
+
+  std::vector<Span> AllSpans() const {
+    std::vector<Span> spans;
+    for (const auto& actor : actors_) {
+      spans.insert(spans.end(), actor->spans().begin(), actor->spans().end());
+    }
+    std::stable_sort(spans.begin(), spans.end(),
+                     [](const Span& a, const Span& b) { return a.start_ns < b.start_ns; });
+    return spans;
+  }
+
+  void Print(const char* name) const {
+    const cpu_set_t allowed = AllowedCpus();
+    std::printf("scenario name=%s pid=%d cpus=%d\n", name, int(getpid()), CPU_COUNT(&allowed));
+    for (const auto& actor : actors_) {
+      std::printf("thread tid=%d role=%s name=%s\n", int(actor->tid()), actor->role().c_str(),
+                  actor->name().c_str());
+    }
+    for (const std::string& object : objects_) std::printf("object %s\n", object.c_str());
+    for (const Span& span : AllSpans()) {
+      std::printf("span tid=%d what=%s start_ns=%" PRIu64 " end_ns=%" PRIu64 "%s\n", int(span.tid),
+                  span.what, span.start_ns, span.end_ns, span.details);
+    }
+    for (const std::string& result : results_) std::printf("result %s\n", result.c_str());
+  }
+
+ private:
+  static std::string Format(const char* format, va_list args) {
+    char text[256];
+    std::vsnprintf(text, sizeof text, format, args);
+    return text;
+  }
+
+  std::vector<std::unique_ptr<Actor>> actors_;
+  std::vector<std::string> objects_;
+  std::vector<std::string> results_;
+};
+
+// The holder keeps the mutex on CPU, as a thread inside cudaFree keeps the driver's lock; the
+// waiters sleep on its futex word, and each one woken wakes the next when it unlocks.
+// Spans: holder and waiters "hold" (from having the mutex to calling unlock); waiters "lock" (the
+// pthread_mutex_lock call). Results: one `tid=<waiter> released_by=<tid>` per waiter, the thread
+// that had the mutex before it.
+void MutexConvoy(Scenario& scenario) {
+  constexpr int kWaiters = 3;
+  constexpr uint64_t kHolderHoldNs = 50 * kMs;
+  constexpr uint64_t kWaiterHoldNs = 5 * kMs;
+  constexpr uint64_t kWaiterSpacingNs = 2 * kMs;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  scenario.Object("kind=pthread_mutex addr=0x%" PRIxPTR " size=%zu", Addr(&mutex), sizeof mutex);
+  std::atomic<int> held{0};
+
+  scenario.Add("holder", "holder").Start([&](Actor& self) {
+    CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+    const uint64_t acquired_ns = NowNs();
+    held.store(1);
+    SpinUntil(acquired_ns + kHolderHoldNs);
+    self.Record("hold", acquired_ns, NowNs(), " mutex=0x%" PRIxPTR, Addr(&mutex));
+    CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+  });
+  AwaitAtLeast(held, 1);
+  for (int i = 0; i < kWaiters; ++i) {
+    scenario.Add("waiter", "waiter-" + std::to_string(i)).Start([&, i](Actor& self) {
+      SleepNs(uint64_t(i) * kWaiterSpacingNs);  // they queue in index order
+      const uint64_t lock_ns = NowNs();
+      CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+      const uint64_t acquired_ns = NowNs();
+      self.Record("lock", lock_ns, acquired_ns, " mutex=0x%" PRIxPTR, Addr(&mutex));
+      SpinUntil(acquired_ns + kWaiterHoldNs);
+      self.Record("hold", acquired_ns, NowNs(), " mutex=0x%" PRIxPTR, Addr(&mutex));
+      CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+    });
+  }
+  scenario.JoinAll();
+
+  pid_t previous_holder = 0;
+  for (const Span& span : scenario.AllSpans()) {
+    if (std::string_view(span.what) != "hold") continue;
+    if (previous_holder != 0) {
+      scenario.Result("tid=%d released_by=%d", int(span.tid), int(previous_holder));
+    }
+    previous_holder = span.tid;
+  }
+}
+
+// glibc's condition variable: the waiter sleeps on a futex word inside the pthread_cond_t. The
+// signaller signals after unlocking, so the waiter's wake is the signal's alone.
+// Spans: "cond_wait" (the waiter's pthread_cond_wait loop), "cond_signal".
+void Condvar(Scenario& scenario) {
+  constexpr uint64_t kSignalAfterNs = 30 * kMs;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  bool ready = false;  // guarded by mutex
+  std::atomic<int> waiting{0};
+  scenario.Object("kind=pthread_cond addr=0x%" PRIxPTR " size=%zu", Addr(&cond), sizeof cond);
+  scenario.Object("kind=pthread_mutex addr=0x%" PRIxPTR " size=%zu", Addr(&mutex), sizeof mutex);
+
+  scenario.Add("waiter", "cv-waiter").Start([&](Actor& self) {
+    CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+    waiting.store(1);
+    const uint64_t wait_ns = NowNs();
+    while (!ready) CheckError(pthread_cond_wait(&cond, &mutex), "pthread_cond_wait");
+    const uint64_t woken_ns = NowNs();
+    CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+    self.Record("cond_wait", wait_ns, woken_ns, " cond=0x%" PRIxPTR, Addr(&cond));
+  });
+  scenario.Add("signaller", "cv-signaller").Start([&](Actor& self) {
+    AwaitAtLeast(waiting, 1);
+    SleepNs(kSignalAfterNs);
+    CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+    ready = true;
+    CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+    const uint64_t signal_ns = NowNs();
+    CheckError(pthread_cond_signal(&cond), "pthread_cond_signal");
+    self.Record("cond_signal", signal_ns, NowNs(), " cond=0x%" PRIxPTR, Addr(&cond));
+  });
+  scenario.JoinAll();
+}
+
+// See the header for why three threads. Spans: "munmap" (addr, length), the mapper's longest
+// "mmap" (length, calls), the faulter's longest "fault" (addr, faults, slow_faults: those of at
+// least 1 ms). Result: munmap_ns, longest_fault_ns, longest_mmap_ns.
+void MunmapFault(Scenario& scenario) {
+  constexpr size_t kRegionBytes = size_t(512) << 20;
+  constexpr size_t kFreshMappings = 8192;
+  constexpr size_t kMapperBytes = size_t(1) << 20;
+  constexpr uint64_t kTouchSpacingNs = 100'000;
+  constexpr uint64_t kMapSpacingNs = 200'000;
+  constexpr uint64_t kSlowFaultNs = kMs;
+  constexpr uint64_t kSettleNs = 10 * kMs;  // before and after the munmap
+  std::atomic<int> running{0};              // the faulter and the mapper, once they are busy
+  std::atomic<int> stop{0};
+
+  // 4 KB pages even where transparent huge pages are always on: a 512 MB batch freed by a
+  // program is usually small pages, and 2 MB ones would make the munmap short.
+  char* region = static_cast<char*>(
+      Check(mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            "mmap"));
+  Check(madvise(region, kRegionBytes, MADV_NOHUGEPAGE), "madvise(MADV_NOHUGEPAGE)");
+  Check(madvise(region, kRegionBytes, MADV_POPULATE_WRITE), "madvise(MADV_POPULATE_WRITE)");
+  scenario.Object("kind=populated_region addr=0x%" PRIxPTR " length=%zu", Addr(region),
+                  kRegionBytes);
+
+  // Fresh mappings: single pages with a PROT_NONE page between them, so that none merges with a
+  // neighbour and each first touch has a mapping to set up.
+  char* fresh = static_cast<char*>(Check(
+      mmap(nullptr, 2 * kFreshMappings * kPageBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+      "mmap"));
+  for (size_t i = 0; i < kFreshMappings; ++i) {
+    Check(mprotect(fresh + 2 * i * kPageBytes, kPageBytes, PROT_READ | PROT_WRITE), "mprotect");
+  }
+  scenario.Object("kind=fresh_mappings addr=0x%" PRIxPTR " length=%zu count=%zu stride=%zu",
+                  Addr(fresh), 2 * kFreshMappings * kPageBytes, kFreshMappings, 2 * kPageBytes);
+
+  uint64_t munmap_ns = 0, longest_fault_ns = 0, longest_mmap_ns = 0;
+  scenario.Add("unmapper", "unmapper").Start([&](Actor& self) {
+    AwaitAtLeast(running, 2);
+    SleepNs(kSettleNs);
+    const uint64_t start_ns = NowNs();
+    Check(munmap(region, kRegionBytes), "munmap");
+    const uint64_t end_ns = NowNs();
+    munmap_ns = end_ns - start_ns;
+    self.Record("munmap", start_ns, end_ns, " addr=0x%" PRIxPTR " length=%zu", Addr(region),
+                kRegionBytes);
+    SleepNs(kSettleNs);
+    stop.store(1);
+  });
+  scenario.Add("mapper", "mapper").Start([&](Actor& self) {
+    uint64_t longest_start_ns = 0, calls = 0;
+    running.fetch_add(1);
+    while (stop.load() == 0) {
+      const uint64_t start_ns = NowNs();
+      void* mapping = Check(
+          mmap(nullptr, kMapperBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+          "mmap");
+      const uint64_t took_ns = NowNs() - start_ns;
+      Check(munmap(mapping, kMapperBytes), "munmap");
+      ++calls;
+      if (took_ns > longest_mmap_ns) longest_mmap_ns = took_ns, longest_start_ns = start_ns;
+      SleepNs(kMapSpacingNs);
+    }
+    self.Record("mmap", longest_start_ns, longest_start_ns + longest_mmap_ns,
+                " length=%zu calls=%" PRIu64, kMapperBytes, calls);
+  });
+  scenario.Add("faulter", "faulter").Start([&](Actor& self) {
+    uint64_t longest_start_ns = 0, slow_faults = 0;
+    const char* longest_address = nullptr;
+    size_t touched = 0;
+    running.fetch_add(1);
+    for (; stop.load() == 0; ++touched) {
+      if (touched == kFreshMappings) Fail("faulter", ENOMEM);
+      volatile char* page = fresh + 2 * touched * kPageBytes;
+      const uint64_t start_ns = NowNs();
+      *page = 1;
+      const uint64_t took_ns = NowNs() - start_ns;
+      if (took_ns >= kSlowFaultNs) ++slow_faults;
+      if (took_ns > longest_fault_ns) {
+        longest_fault_ns = took_ns, longest_start_ns = start_ns;
+        longest_address = const_cast<const char*>(page);
+      }
+      SleepNs(kTouchSpacingNs);
+    }
+    self.Record("fault", longest_start_ns, longest_start_ns + longest_fault_ns,
+                " addr=0x%" PRIxPTR " faults=%zu slow_faults=%" PRIu64, Addr(longest_address),
+                touched, slow_faults);
+  });
+  scenario.JoinAll();
+  scenario.Result("munmap_ns=%" PRIu64 " longest_fault_ns=%" PRIu64 " longest_mmap_ns=%" PRIu64,
+                  munmap_ns, longest_fault_ns, longest_mmap_ns);
+}
+
+struct SchedStat {
+  uint64_t on_cpu_ns = 0;
+  uint64_t runqueue_ns = 0;  // runnable, waiting for a CPU
+  uint64_t timeslices = 0;
+};
+
+// The kernel's own account of this thread (CONFIG_SCHED_INFO).
+SchedStat ReadSchedStat() {
+  SchedStat stat;
+  FILE* file = std::fopen("/proc/thread-self/schedstat", "r");
+  if (file == nullptr) Fail("/proc/thread-self/schedstat", errno);
+  const int fields = std::fscanf(file, "%" SCNu64 " %" SCNu64 " %" SCNu64, &stat.on_cpu_ns,
+                                 &stat.runqueue_ns, &stat.timeslices);
+  std::fclose(file);
+  if (fields != 3) Fail("/proc/thread-self/schedstat", EINVAL);
+  return stat;
+}
+
+// Spans: one "spin" per thread (the common 300 ms) with the kernel's schedstat over it: cpu_ns on
+// CPU, runq_wait_ns runnable without a CPU, timeslices. Result: threads, cpus.
+void Overcommit(Scenario& scenario) {
+  constexpr uint64_t kSpinNs = 300 * kMs;
+  const cpu_set_t allowed = AllowedCpus();
+  const int cpus = CPU_COUNT(&allowed);
+  const int threads = cpus + 2;
+  const uint64_t start_ns = NowNs() + 20 * kMs;  // once every thread exists
+  for (int i = 0; i < threads; ++i) {
+    scenario.Add("spinner", "spin-" + std::to_string(i)).Start([=](Actor& self) {
+      const SchedStat before = ReadSchedStat();
+      SleepUntil(start_ns);
+      SpinUntil(start_ns + kSpinNs);
+      const uint64_t end_ns = NowNs();
+      const SchedStat after = ReadSchedStat();
+      self.Record("spin", start_ns, end_ns,
+                  " cpu_ns=%" PRIu64 " runq_wait_ns=%" PRIu64 " timeslices=%" PRIu64,
+                  after.on_cpu_ns - before.on_cpu_ns, after.runqueue_ns - before.runqueue_ns,
+                  after.timeslices - before.timeslices);
+    });
+  }
+  scenario.JoinAll();
+  scenario.Result("threads=%d cpus=%d", threads, cpus);
+}
+
+// Spans: "read" (the reader's blocked read), "write".
+void Pipe(Scenario& scenario) {
+  constexpr uint64_t kWriteAfterNs = 30 * kMs;
+  int fds[2];
+  Check(pipe(fds), "pipe");
+  struct stat status;
+  Check(fstat(fds[0], &status), "fstat");
+  scenario.Object("kind=pipe read_fd=%d write_fd=%d inode=%" PRIu64, fds[0], fds[1],
+                  uint64_t(status.st_ino));
+  std::atomic<int> reading{0};
+
+  scenario.Add("reader", "pipe-reader").Start([&](Actor& self) {
+    char byte;
+    reading.store(1);
+    const uint64_t start_ns = NowNs();
+    const ssize_t got = Check(read(fds[0], &byte, 1), "read");
+    self.Record("read", start_ns, NowNs(), " fd=%d bytes=%zd", fds[0], got);
+  });
+  scenario.Add("writer", "pipe-writer").Start([&](Actor& self) {
+    AwaitAtLeast(reading, 1);
+    SleepNs(kWriteAfterNs);
+    const uint64_t start_ns = NowNs();
+    const ssize_t put = Check(write(fds[1], "x", 1), "write");
+    self.Record("write", start_ns, NowNs(), " fd=%d bytes=%zd", fds[1], put);
+  });
+  scenario.JoinAll();
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// Spans: "readv" (the holder's, bytes), "lseek" (the waiter's). The holder keeps f_pos_lock for
+// the whole readv; the kernel records it as the mutex's owner.
+void KernelMutex(Scenario& scenario) {
+  constexpr size_t kBufferBytes = size_t(16) << 20;
+  constexpr int kReads = 64;  // one readv of kReads * kBufferBytes = 1 GB
+  constexpr uint64_t kLseekAfterNs = 5 * kMs;
+  // A hole in a tmpfs file reads as zeros without allocating: the readv is long and costs no
+  // memory. Opened, not memfd_create'd: only files opened by path get f_pos_lock.
+  const int fd = Check(open("/dev/shm", O_TMPFILE | O_RDWR, 0600), "open(/dev/shm, O_TMPFILE)");
+  Check(ftruncate(fd, off_t(kBufferBytes) * kReads), "ftruncate");
+  char* buffer = static_cast<char*>(Check(mmap(nullptr, kBufferBytes, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
+                                          "mmap"));
+  std::vector<iovec> reads(kReads, iovec{buffer, kBufferBytes});
+  const cpu_set_t allowed = AllowedCpus();
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  scenario.Object("kind=file fd=%d path=/dev/shm(O_TMPFILE) length=%zu lock=file.f_pos_lock cpu=%d",
+                  fd, kBufferBytes * kReads, cpu);
+  std::atomic<int> reading{0};
+
+  scenario.Add("holder", "fpos-holder").Start([&](Actor& self) {
+    PinToCpu(cpu);
+    reading.store(1);
+    const uint64_t start_ns = NowNs();
+    const ssize_t got = Check(readv(fd, reads.data(), kReads), "readv");
+    self.Record("readv", start_ns, NowNs(), " fd=%d bytes=%zd", fd, got);
+  });
+  scenario.Add("waiter", "fpos-waiter").Start([&](Actor& self) {
+    PinToCpu(cpu);
+    AwaitAtLeast(reading, 1);
+    SleepNs(kLseekAfterNs);
+    const uint64_t start_ns = NowNs();
+    const off_t offset = Check(lseek(fd, 0, SEEK_CUR), "lseek");
+    self.Record("lseek", start_ns, NowNs(), " fd=%d offset=%jd", fd, intmax_t(offset));
+  });
+  scenario.JoinAll();
+  munmap(buffer, kBufferBytes);
+  close(fd);
+}
+
+// Spans: the waiter's "ioctl" (fd, request, ret, value: bytes readable), "poll" (fd, ret, revents),
+// "epoll_wait" (epfd, fd: the device's, ret); the writer's "write" (fd: the terminal's other side).
+void DeviceIoctl(Scenario& scenario) {
+  constexpr uint64_t kWriteAfterNs = 30 * kMs;
+  constexpr int kTimeoutMs = 5000;
+  const int master = Check(posix_openpt(O_RDWR | O_NOCTTY), "posix_openpt");
+  Check(grantpt(master), "grantpt");
+  Check(unlockpt(master), "unlockpt");
+  char slave_path[64];
+  CheckError(ptsname_r(master, slave_path, sizeof slave_path), "ptsname_r");
+  const int slave = Check(open(slave_path, O_RDWR | O_NOCTTY), "open pty");
+  termios raw;
+  Check(tcgetattr(slave, &raw), "tcgetattr");
+  cfmakeraw(&raw);  // bytes pass unchanged
+  Check(tcsetattr(slave, TCSANOW, &raw), "tcsetattr");
+  scenario.Object("kind=device path=/dev/ptmx name=ptmx fd=%d", master);
+  scenario.Object("kind=device path=%s fd=%d", slave_path, slave);
+  std::atomic<int> round{0};  // the waiter's wait that the writer is to end
+
+  scenario.Add("waiter", "dev-waiter").Start([&](Actor& self) {
+    auto readable = [&] {
+      int bytes = 0;
+      const uint64_t start_ns = NowNs();
+      const int ret = Check(ioctl(master, FIONREAD, &bytes), "ioctl(FIONREAD)");
+      self.Record("ioctl", start_ns, NowNs(), " fd=%d request=0x%lx ret=%d value=%d", master,
+                  static_cast<unsigned long>(FIONREAD), ret, bytes);
+    };
+    char byte;
+    readable();
+    pollfd poll_fd = {master, POLLIN, 0};
+    round.store(1);
+    uint64_t start_ns = NowNs();
+    int ready = Check(poll(&poll_fd, 1, kTimeoutMs), "poll");
+    self.Record("poll", start_ns, NowNs(), " fd=%d ret=%d revents=0x%x", master, ready,
+                unsigned(poll_fd.revents));
+    readable();
+    Check(read(master, &byte, 1), "read");
+
+    const int epoll_fd = Check(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+    epoll_event event = {};
+    event.events = EPOLLIN;
+    Check(epoll_ctl(epoll_fd, EPOLL_CTL_ADD, master, &event), "epoll_ctl");
+    round.store(2);
+    start_ns = NowNs();
+    ready = Check(epoll_wait(epoll_fd, &event, 1, kTimeoutMs), "epoll_wait");
+    self.Record("epoll_wait", start_ns, NowNs(), " epfd=%d fd=%d ret=%d", epoll_fd, master, ready);
+    Check(read(master, &byte, 1), "read");
+    close(epoll_fd);
+  });
+  scenario.Add("writer", "dev-writer").Start([&](Actor& self) {
+    for (int r = 1; r <= 2; ++r) {
+      AwaitAtLeast(round, r);
+      SleepNs(kWriteAfterNs);
+      const uint64_t start_ns = NowNs();
+      Check(write(slave, "x", 1), "write");
+      self.Record("write", start_ns, NowNs(), " fd=%d bytes=1", slave);
+    }
+  });
+  scenario.JoinAll();
+  close(slave);
+  close(master);
+}
+
+// Spans: "futex_waitv" (count, ret: the index of the word that woke it), "futex_wake" (addr, ret:
+// threads woken).
+void FutexWaitv(Scenario& scenario) {
+  constexpr uint64_t kWakeAfterNs = 30 * kMs;
+  constexpr uint64_t kTimeoutNs = 5'000 * kMs;
+  alignas(8) std::atomic<uint32_t> words[2] = {0, 0};
+  scenario.Object("kind=futex_word index=0 addr=0x%" PRIxPTR, Addr(&words[0]));
+  scenario.Object("kind=futex_word index=1 addr=0x%" PRIxPTR, Addr(&words[1]));
+  std::atomic<int> waiting{0};
+
+  scenario.Add("waiter", "waitv-waiter").Start([&](Actor& self) {
+    futex_waitv waiters[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      waiters[i].val = 0;
+      waiters[i].uaddr = Addr(&words[i]);
+      waiters[i].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+    }
+    waiting.store(1);
+    const uint64_t start_ns = NowNs();
+    const timespec deadline = ToTimespec(start_ns + kTimeoutNs);
+    const long woken_by =
+        Check(syscall(SYS_futex_waitv, waiters, 2, 0, &deadline, CLOCK_MONOTONIC), "futex_waitv");
+    self.Record("futex_waitv", start_ns, NowNs(), " count=2 ret=%ld", woken_by);
+  });
+  scenario.Add("waker", "waitv-waker").Start([&](Actor& self) {
+    AwaitAtLeast(waiting, 1);
+    SleepNs(kWakeAfterNs);
+    words[1].store(1);
+    const uint64_t start_ns = NowNs();
+    const long woken =
+        Check(syscall(SYS_futex, &words[1], FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0), "futex");
+    self.Record("futex_wake", start_ns, NowNs(), " addr=0x%" PRIxPTR " ret=%ld", Addr(&words[1]),
+                woken);
+  });
+  scenario.JoinAll();
+}
+
+struct Entry {
+  const char* name;
+  void (*run)(Scenario&);
+};
+
+constexpr Entry kScenarios[] = {
+    {"mutex-convoy", MutexConvoy},
+    {"condvar", Condvar},
+    {"munmap-fault", MunmapFault},
+    {"overcommit", Overcommit},
+    {"pipe", Pipe},
+    {"kernel-mutex", KernelMutex},
+    {"device-ioctl", DeviceIoctl},
+    {"futex-waitv", FutexWaitv},
+};
+
+void OnWatchdog(int) {
+  constexpr char kMessage[] = "kernel_scenarios: watchdog: the scenario did not finish in time\n";
+  (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  _exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Entry* entry = nullptr;
+  for (const Entry& candidate : kScenarios) {
+    if (argc == 2 && std::strcmp(argv[1], candidate.name) == 0) entry = &candidate;
+  }
+  if (entry == nullptr) {
+    std::fprintf(stderr, "usage: kernel_scenarios SCENARIO\nscenarios:");
+    for (const Entry& candidate : kScenarios) std::fprintf(stderr, " %s", candidate.name);
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  signal(SIGALRM, OnWatchdog);
+  alarm(kWatchdogS);
+  Scenario scenario;
+  entry->run(scenario);
+  scenario.Print(entry->name);
+  return 0;
+}

@@ -1,0 +1,137 @@
+// pingpong: two threads hand a token back and forth, each hand-over a wakeup and a context switch:
+// the context-switch-heavy load of the kernel recorder's cost benchmark (scripts/bench).
+//
+//   pingpong futex ROUNDS   the token is a private futex word: FUTEX_WAKE, then FUTEX_WAIT
+//   pingpong pipe ROUNDS    the token is a byte, sent over one pipe and back over another
+//
+// The main thread ("ping") times its ROUNDS round trips with the other thread ("pong") and prints
+// one line on stdout:
+//   pingpong kind=<futex|pipe> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x> rounds_per_s=<x>
+// Exits 0; 2 with usage for bad arguments; 1 when a system call fails.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+namespace {
+
+constexpr const char* kUsage = "usage: pingpong futex|pipe ROUNDS";
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "pingpong: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+// The futex word says whose turn it is; a thread sleeps in FUTEX_WAIT until it is its own.
+class FutexToken {
+ public:
+  void AwaitTurn(uint32_t mine) {
+    for (uint32_t seen; (seen = turn_.load()) != mine;) {
+      if (syscall(SYS_futex, &turn_, FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0) == -1 &&
+          errno != EAGAIN && errno != EINTR) {
+        Fail("futex(FUTEX_WAIT)");
+      }
+    }
+  }
+
+  void Pass(uint32_t to) {
+    turn_.store(to);
+    if (syscall(SYS_futex, &turn_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0) == -1) {
+      Fail("futex(FUTEX_WAKE)");
+    }
+  }
+
+ private:
+  std::atomic<uint32_t> turn_{0};
+};
+
+void PipeSend(int fd) {
+  while (write(fd, "x", 1) != 1) {
+    if (errno != EINTR) Fail("write");
+  }
+}
+
+void PipeReceive(int fd) {
+  char byte;
+  while (read(fd, &byte, 1) != 1) {
+    if (errno != EINTR) Fail("read");
+  }
+}
+
+// Runs `ping` for each round on this thread and `pong` for each round on another; returns the
+// elapsed time of this thread's rounds.
+template <typename Ping, typename Pong>
+uint64_t PlayRounds(long rounds, Ping ping, Pong pong) {
+  std::thread other([&] {
+    pthread_setname_np(pthread_self(), "pong");
+    for (long i = 0; i < rounds; ++i) pong();
+  });
+  const uint64_t start_ns = NowNs();
+  for (long i = 0; i < rounds; ++i) ping();
+  const uint64_t elapsed_ns = NowNs() - start_ns;
+  other.join();
+  return elapsed_ns;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  char* end = nullptr;
+  const long rounds = argc == 3 ? std::strtol(argv[2], &end, 10) : 0;
+  const bool futex = argc == 3 && std::strcmp(argv[1], "futex") == 0;
+  const bool pipe_kind = argc == 3 && std::strcmp(argv[1], "pipe") == 0;
+  if ((!futex && !pipe_kind) || end == argv[2] || *end != '\0' || rounds < 1) {
+    std::fprintf(stderr, "%s\n", kUsage);
+    return 2;
+  }
+  pthread_setname_np(pthread_self(), "ping");
+
+  uint64_t elapsed_ns = 0;
+  if (futex) {
+    FutexToken token;
+    elapsed_ns = PlayRounds(
+        rounds,
+        [&] {
+          token.Pass(1);
+          token.AwaitTurn(0);
+        },
+        [&] {
+          token.AwaitTurn(1);
+          token.Pass(0);
+        });
+  } else {
+    int to_pong[2], to_ping[2];
+    if (pipe(to_pong) == -1 || pipe(to_ping) == -1) Fail("pipe");
+    elapsed_ns = PlayRounds(
+        rounds,
+        [&] {
+          PipeSend(to_pong[1]);
+          PipeReceive(to_ping[0]);
+        },
+        [&] {
+          PipeReceive(to_pong[0]);
+          PipeSend(to_ping[1]);
+        });
+  }
+  std::printf("pingpong kind=%s rounds=%ld elapsed_ns=%" PRIu64
+              " ns_per_round=%.1f rounds_per_s=%.0f\n",
+              argv[1], rounds, elapsed_ns, double(elapsed_ns) / double(rounds),
+              double(rounds) * 1e9 / double(elapsed_ns));
+  return 0;
+}

@@ -4,12 +4,19 @@
  * Filtering happens here, not in user space: scheduler events can exceed a million a second
  * machine-wide, and only the tree's share may reach the ring buffer. The tree is the `tracked`
  * map of tgids (the loader adds the root; fork adds children). Per-thread state lives in hash maps
- * keyed by tid; a record is emitted when an interval ends (switch-in, futex return).
+ * keyed by tid; a record is emitted when an interval ends (switch-in, syscall return, lock
+ * acquired, fault handled). Every program looks at the tracked map (or at a per-thread entry that
+ * only a tracked thread can have) before it does anything else.
  *
- * All programs are tp_btf (BTF-typed raw tracepoints): no tracefs needed, typed arguments. The
- * argument lists match Linux 6.18 (checked with `bpftool btf dump file /sys/kernel/btf/vmlinux`,
- * btf_trace_<name>); sched_switch has had its prev_state argument since 5.18. */
+ * Each tracepoint handler is built twice (TRACEPOINT below): as tp_btf, and as raw_tp for kernels
+ * where the tp_btf program cannot load or attach; the loader picks one per tracepoint. Both kinds
+ * pass the arguments as an array of u64, and the handlers read through the pointers with CO-RE
+ * probe reads, which the verifier accepts for both. The argument lists match Linux 6.18 (checked
+ * with `bpftool btf dump file /sys/kernel/btf/vmlinux`, btf_trace_<name>); sched_switch has had its
+ * prev_state argument since 5.18, lock:contention_begin/end exist since 5.19. */
+// clang-format off: vmlinux.h defines the kernel's types that everything after it uses.
 #include "vmlinux.h"
+// clang-format on
 
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
@@ -19,16 +26,64 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define NR_FUTEX 202 /* x86_64; 32-bit (compat) tasks use other numbers and are not seen */
+/* x86_64 system call numbers; 32-bit (compat) tasks use other numbers and are not seen. */
+#define NR_POLL 7
+#define NR_MMAP 9
+#define NR_MPROTECT 10
+#define NR_MUNMAP 11
+#define NR_IOCTL 16
+#define NR_SELECT 23
+#define NR_MREMAP 25
+#define NR_MADVISE 28
+#define NR_FUTEX 202
+#define NR_EPOLL_WAIT 232
+#define NR_PSELECT6 270
+#define NR_PPOLL 271
+#define NR_EPOLL_PWAIT 281
+#define NR_EPOLL_PWAIT2 441
+#define NR_FUTEX_WAITV 449
+#define NR_FUTEX_WAKE 454
+#define NR_FUTEX_WAIT 455
+#define NR_FUTEX_REQUEUE 456
 
 #define FUTEX_WAIT 0
+#define FUTEX_CMP_REQUEUE 4
 #define FUTEX_LOCK_PI 6
 #define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAKE_BITSET 10
 #define FUTEX_WAIT_REQUEUE_PI 11
 #define FUTEX_LOCK_PI2 13
-#define FUTEX_CMD_MASK (~(128 | 256)) /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
+#define FUTEX_PRIVATE_FLAG 128
+#define FUTEX_CLOCK_REALTIME 256
+#define FUTEX_CMD_MASK (~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME))
+#define FUTEX2_PRIVATE FUTEX_PRIVATE_FLAG
+#define CLOCK_REALTIME_ID 0
 
-#define TASK_DEAD 0x80 /* include/linux/sched.h */
+#define MAP_ANONYMOUS 0x20
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+
+#define TASK_DEAD 0x80        /* include/linux/sched.h */
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+/* Flags of lock:contention_begin (include/trace/events/lock.h), the same bits as gprof_lock_flags.
+ */
+#define LCB_F_SPIN GPROF_LOCK_SPIN
+#define LCB_F_READ GPROF_LOCK_READ
+#define LCB_F_WRITE GPROF_LOCK_WRITE
+#define LCB_F_RT GPROF_LOCK_RT
+#define LCB_F_PERCPU GPROF_LOCK_PERCPU
+#define LCB_F_MUTEX GPROF_LOCK_MUTEX
+
+/* Flag bits in the low bits of lock owner words
+ * (kernel/locking/{mutex.h,rwsem.c,rtmutex_common.h}). */
+#define MUTEX_FLAGS 0x07
+#define RWSEM_READER_OWNED 0x1
+#define RWSEM_OWNER_FLAGS_MASK 0x3
+#define RT_MUTEX_HAS_WAITERS 0x1
+
+#define ENOENT 2
+#define ENODATA 61
 
 /* Settings, written by the loader between open and load. */
 const volatile __u32 self_tgid = 0; /* the recorder's own process: never tracked */
@@ -37,10 +92,17 @@ const volatile __u32 self_tgid = 0; /* the recorder's own process: never tracked
  * costs latency only, and saves a wakeup of gprof-run per event on a busy machine. */
 const volatile __u64 wakeup_bytes = 0;
 /* Kernel stacks cost an unwind each (about 2-3 us on the project's VMs, most of a switch's cost);
- * with 0 every stack id is -ENODATA and nothing is counted as lost. */
+ * with 0 every kernel stack id is -ENODATA and nothing is counted as lost. */
 const volatile __u32 capture_stacks = 1;
-
-#define ENODATA 61
+/* User stacks: a frame-pointer walk of the user stack (cheaper, but a copy from user memory per
+ * frame); with 0 every user stack id is -ENODATA. */
+const volatile __u32 capture_user_stacks = 1;
+/* Character devices whose system calls are recorded as device waits, by the start of their name
+ * (the GPU driver's nvidiactl, nvidia0, nvidia-uvm). An empty prefix matches every device. */
+const volatile char device_prefix[GPROF_COMM_LEN] = "nvidia";
+const volatile __u32 device_prefix_len = 6;
+/* Page faults that take at least this long are recorded; the others only counted per thread. */
+const volatile __u64 slow_fault_ns = 50000;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -55,14 +117,22 @@ struct {
   __type(value, __u8);
 } tracked SEC(".maps");
 
-/* Kernel stacks by id. No BPF_F_REUSE_STACKID: an id in a record must keep meaning its stack until
- * the loader has read it; a bucket collision fails the new stack instead (counted). */
+/* Kernel and user stacks by id, one map each. No BPF_F_REUSE_STACKID: an id in a record must keep
+ * meaning its stack until the loader has read it; a bucket collision fails the new stack instead
+ * (counted). */
 struct {
   __uint(type, BPF_MAP_TYPE_STACK_TRACE);
   __uint(max_entries, 16384); /* the loader may change it */
   __uint(key_size, sizeof(__u32));
   __uint(value_size, GPROF_MAX_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, 16384); /* the loader may change it */
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, GPROF_MAX_STACK_DEPTH * sizeof(__u64));
+} user_stacks SEC(".maps");
 
 /* Threads of the tree that are off-CPU now, by tid. */
 struct {
@@ -72,13 +142,58 @@ struct {
   __type(value, struct gprof_offcpu_pending);
 } offcpu_pending SEC(".maps");
 
-/* futex() calls of the tree in progress, by tid. */
+/* System calls of the tree in progress that are recorded at their return, by tid (a thread is in
+ * one system call at a time). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
   __type(key, __u32);
-  __type(value, struct gprof_futex_pending);
-} futex_pending SEC(".maps");
+  __type(value, struct gprof_syscall_pending);
+} syscall_pending SEC(".maps");
+
+/* A contended kernel lock a thread of the tree is waiting for, by tid. */
+struct lock_pending {
+  __u64 start_ns;
+  __u64 lock;
+  __u32 pid;
+  __u32 flags; /* gprof_lock_flags; LCB_F_SPIN while a mutex is still spinning, not asleep */
+  __u32 owner_pid;
+  __u32 owner_tid;
+  __s32 kstack_id;
+  __s32 user_stack_id;
+  char owner_comm[GPROF_COMM_LEN];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 32768);
+  __type(key, __u32);
+  __type(value, struct lock_pending);
+} lock_pending SEC(".maps");
+
+/* A page fault of the tree being handled, by tid. Separate from syscall_pending: faults happen
+ * inside system calls too (a copy to or from user memory). */
+struct fault_pending {
+  __u64 start_ns;
+  __u64 address;
+  __u32 flags;
+  __u32 reserved;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 32768);
+  __type(key, __u32);
+  __type(value, struct fault_pending);
+} fault_pending SEC(".maps");
+
+/* Page faults under slow_fault_ns, counted per thread until it exits (or the loader ends). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 32768);
+  __type(key, __u32);
+  __type(value, struct gprof_quick_faults);
+} quick_faults SEC(".maps");
 
 /* Everything the programs could not record, by GPROF_LOST_SLOT(kind, record type). */
 struct {
@@ -88,10 +203,21 @@ struct {
   __type(value, __u64);
 } lost SEC(".maps");
 
-static __always_inline void count_lost(__u32 kind, __u32 type) {
-  __u32 slot = GPROF_LOST_SLOT(kind, type);
-  __u64* counter = bpf_map_lookup_elem(&lost, &slot);
+/* Events counted rather than recorded, by enum gprof_event_count_kind (per CPU ones only). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GPROF_COUNT_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} counts SEC(".maps");
+
+static __always_inline void count_in(void* map, __u32 slot) {
+  __u64* counter = bpf_map_lookup_elem(map, &slot);
   if (counter) __sync_fetch_and_add(counter, 1); /* per-CPU, but an NMI may nest */
+}
+
+static __always_inline void count_lost(__u32 kind, __u32 type) {
+  count_in(&lost, GPROF_LOST_SLOT(kind, type));
 }
 
 static __always_inline bool is_tracked(__u32 tgid) {
@@ -103,6 +229,16 @@ static __always_inline bool is_tracked(__u32 tgid) {
 static __always_inline __s32 kernel_stack(void* ctx, __u32 record_type) {
   if (!capture_stacks) return -ENODATA;
   long id = bpf_get_stackid(ctx, &stacks, 0);
+  if (id < 0) count_lost(GPROF_LOST_STACK, record_type);
+  return (__s32)id;
+}
+
+/* The current task's user stack id (from its user registers, also inside a system call), or
+ * -errno as kernel_stack. The walk follows frame pointers: it ends early in code built without
+ * them, and at GPROF_MAX_STACK_DEPTH frames (the loader flags such stacks as truncated). */
+static __always_inline __s32 user_stack(void* ctx, __u32 record_type) {
+  if (!capture_user_stacks) return -ENODATA;
+  long id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
   if (id < 0) count_lost(GPROF_LOST_STACK, record_type);
   return (__s32)id;
 }
@@ -125,7 +261,7 @@ static __always_inline void submit(void* record) {
   __u64 flags = 0;
   if (wakeup_bytes) {
     flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-                                                                            : BPF_RB_NO_WAKEUP;
+                                                                          : BPF_RB_NO_WAKEUP;
   }
   bpf_ringbuf_submit(record, flags);
 }
@@ -146,12 +282,12 @@ static __always_inline void submit(void* record) {
  * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named. */
 static __always_inline bool in_interrupt(void) {
   struct task_struct* task = bpf_get_current_task_btf();
-  __u64 base = (__u64)task->stack;
+  __u64 base = (__u64)BPF_CORE_READ(task, stack);
   __u64 size = 16384; /* THREAD_SIZE without KASAN */
   if (bpf_core_field_exists(task->stack_vm_area)) {
-    struct vm_struct* area = task->stack_vm_area;
+    struct vm_struct* area = BPF_CORE_READ(task, stack_vm_area);
     if (area) {
-      __u32 pages = area->nr_pages; /* VMAP_STACK: the exact size, KASAN or not */
+      __u32 pages = BPF_CORE_READ(area, nr_pages); /* VMAP_STACK: the exact size, KASAN or not */
       if (pages) size = (__u64)pages * 4096;
     }
   }
@@ -172,27 +308,73 @@ static __always_inline bool in_interrupt(void) {
   return false;
 }
 
+/* Whether the current task is a kernel thread: it has no user stack. */
+static __always_inline bool in_kernel_thread(void) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  return (BPF_CORE_READ(task, flags) & PF_KTHREAD) != 0;
+}
+
+/* One handler, two programs: tp_btf and raw_tp. The loader loads one of them per tracepoint. */
+#define TRACEPOINT(name, handler)                      \
+  SEC("tp_btf/" #name)                                 \
+  int handler##_btf(u64* ctx) { return handler(ctx); } \
+  SEC("raw_tp/" #name)                                 \
+  int handler##_raw(u64* ctx) { return handler(ctx); }
+
+/* Per-thread state --------------------------------------------------------------------------- */
+
+/* Writes the count of a thread's quick page faults and forgets it. */
+static __always_inline void flush_quick_faults(__u32 tid) {
+  struct gprof_quick_faults* quick = bpf_map_lookup_elem(&quick_faults, &tid);
+  if (!quick) return;
+  struct gprof_event_count* rec = reserve(sizeof(*rec), GPROF_REC_EVENT_COUNT);
+  if (rec) {
+    rec->kind = GPROF_COUNT_QUICK_PAGE_FAULTS;
+    rec->cpu = GPROF_ALL_CPUS;
+    rec->pid = quick->pid;
+    rec->tid = tid;
+    rec->count = quick->count;
+    rec->total_ns = quick->total_ns;
+    rec->limit_ns = slow_fault_ns;
+    submit(rec);
+  }
+  bpf_map_delete_elem(&quick_faults, &tid);
+}
+
+/* Drops whatever a tid has in the per-thread maps: at a thread's end, and at the start of a new
+ * thread, so that a reused tid never inherits state that a missed event left behind. */
+static __always_inline void forget_thread(__u32 tid) {
+  bpf_map_delete_elem(&offcpu_pending, &tid);
+  bpf_map_delete_elem(&syscall_pending, &tid);
+  bpf_map_delete_elem(&lock_pending, &tid);
+  bpf_map_delete_elem(&fault_pending, &tid);
+  bpf_map_delete_elem(&quick_faults, &tid);
+}
+
 /* Scheduler ------------------------------------------------------------------------------------ */
 
-SEC("tp_btf/sched_switch")
-int on_sched_switch(u64* ctx) {
-  /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state) */
+static __always_inline int on_sched_switch(u64* ctx) {
+  /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state);
+   * prev is still current here. */
   bool preempt = (bool)ctx[0];
-  struct task_struct* prev = (struct task_struct*)ctx[1];
   struct task_struct* next = (struct task_struct*)ctx[2];
   __u32 prev_state = (__u32)ctx[3];
   __u64 now = bpf_ktime_get_ns();
 
   /* Switch-out. A dying thread's last switch (TASK_DEAD) never comes back: no entry for it. */
-  __u32 prev_tid = prev->pid;
-  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && is_tracked(prev->tgid)) {
+  __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
+  __u32 prev_tid = (__u32)prev_pid_tgid;
+  __u32 prev_tgid = prev_pid_tgid >> 32;
+  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && is_tracked(prev_tgid)) {
     struct gprof_offcpu_pending entry = {};
     entry.start_ns = now;
-    entry.pid = prev->tgid;
+    entry.pid = prev_tgid;
     /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
     entry.state = preempt ? 0 : prev_state;
     entry.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
+    entry.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
     entry.waker_kstack_id = -1;
+    entry.waker_user_stack_id = -1;
     entry.cpu = bpf_get_smp_processor_id();
     if (bpf_map_update_elem(&offcpu_pending, &prev_tid, &entry, BPF_ANY) != 0) {
       count_lost(GPROF_LOST_PENDING, GPROF_REC_OFFCPU);
@@ -201,7 +383,7 @@ int on_sched_switch(u64* ctx) {
 
   /* Switch-in. Only threads that were tracked at switch-out have an entry, so no tracked lookup:
    * an interval still ends when its process left the tree meanwhile (nothing leaks). */
-  __u32 next_tid = next->pid;
+  __u32 next_tid = BPF_CORE_READ(next, pid);
   if (next_tid == 0) return 0;
   struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &next_tid);
   if (!entry) return 0;
@@ -218,19 +400,22 @@ int on_sched_switch(u64* ctx) {
     rec->waker_kstack_id = entry->waker_kstack_id;
     rec->state = entry->state;
     rec->cpu = bpf_get_smp_processor_id();
+    rec->user_stack_id = entry->user_stack_id;
     __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
+    rec->waker_user_stack_id = entry->waker_user_stack_id;
     submit(rec);
   }
   bpf_map_delete_elem(&offcpu_pending, &next_tid);
   return 0;
 }
+TRACEPOINT(sched_switch, on_sched_switch)
 
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where
  * current is the idle task). The last waking before the switch-in wins. */
-SEC("tp_btf/sched_waking")
-int on_sched_waking(u64* ctx) {
+static __always_inline int on_sched_waking(u64* ctx) {
+  /* (struct task_struct *p) */
   struct task_struct* p = (struct task_struct*)ctx[0];
-  __u32 tid = p->pid;
+  __u32 tid = BPF_CORE_READ(p, pid);
   struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &tid);
   if (!entry) return 0;
   entry->wake_ns = bpf_ktime_get_ns();
@@ -239,63 +424,71 @@ int on_sched_waking(u64* ctx) {
     entry->waker_pid = 0;
     entry->waker_tid = 0;
     __builtin_memcpy(comm, "[irq]", 6);
+    entry->waker_user_stack_id = -ENOENT; /* the interrupted task's user code is not the waker */
   } else {
     __u64 pid_tgid = bpf_get_current_pid_tgid();
     entry->waker_pid = pid_tgid >> 32;
     entry->waker_tid = (__u32)pid_tgid;
     bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
+    entry->waker_user_stack_id = in_kernel_thread() ? -ENOENT : user_stack(ctx, GPROF_REC_OFFCPU);
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
   entry->waker_kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
   return 0;
 }
+TRACEPOINT(sched_waking, on_sched_waking)
 
-/* Processes and threads ------------------------------------------------------------------------- */
+/* Processes and threads -------------------------------------------------------------------------
+ */
 
-SEC("tp_btf/sched_process_fork")
-int on_sched_process_fork(u64* ctx) {
+static __always_inline int on_sched_process_fork(u64* ctx) {
   /* (struct task_struct *parent, struct task_struct *child); runs for threads too */
   struct task_struct* parent = (struct task_struct*)ctx[0];
   struct task_struct* child = (struct task_struct*)ctx[1];
-  __u32 parent_tgid = parent->tgid;
-  __u32 child_tgid = child->tgid;
-  if (child_tgid == parent_tgid || child_tgid == self_tgid) return 0;
+  __u32 parent_tgid = BPF_CORE_READ(parent, tgid);
   if (!is_tracked(parent_tgid)) return 0;
+  forget_thread(BPF_CORE_READ(child, pid));
+  __u32 child_tgid = BPF_CORE_READ(child, tgid);
+  if (child_tgid == parent_tgid || child_tgid == self_tgid) return 0;
   __u8 one = 1;
   if (bpf_map_update_elem(&tracked, &child_tgid, &one, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_TRACKED, GPROF_REC_TASK_NEW);
   }
   return 0;
 }
+TRACEPOINT(sched_process_fork, on_sched_process_fork)
 
 /* First wakeup of a new task: fires in the forking thread, after sched_process_fork. */
-SEC("tp_btf/sched_wakeup_new")
-int on_sched_wakeup_new(u64* ctx) {
+static __always_inline int on_sched_wakeup_new(u64* ctx) {
+  /* (struct task_struct *p) */
   struct task_struct* p = (struct task_struct*)ctx[0];
-  __u32 tgid = p->tgid;
+  __u32 tgid = BPF_CORE_READ(p, tgid);
   if (!is_tracked(tgid)) return 0;
   struct gprof_task_new* rec = reserve(sizeof(*rec), GPROF_REC_TASK_NEW);
   if (!rec) return 0;
   __u64 parent = bpf_get_current_pid_tgid();
   rec->pid = tgid;
-  rec->tid = p->pid;
+  rec->tid = BPF_CORE_READ(p, pid);
   rec->parent_pid = parent >> 32;
   rec->parent_tid = (__u32)parent;
   rec->time_ns = bpf_ktime_get_ns();
   rec->parent_kstack_id = kernel_stack(ctx, GPROF_REC_TASK_NEW);
   rec->flags = rec->parent_pid == tgid ? GPROF_TASK_NEW_THREAD : 0;
-  bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), p->comm);
+  BPF_CORE_READ_STR_INTO(&rec->comm, p, comm);
   submit(rec);
   return 0;
 }
+TRACEPOINT(sched_wakeup_new, on_sched_wakeup_new)
 
-static __always_inline void emit_rename(__u32 pid, __u32 tid, const char* comm, __u32 is_exec) {
+static __always_inline void emit_rename(__u32 pid, __u32 tid, const char* comm, __u32 is_exec,
+                                        __u32 exec_old_tid) {
   struct gprof_task_rename* rec = reserve(sizeof(*rec), GPROF_REC_TASK_RENAME);
   if (!rec) return;
   rec->pid = pid;
   rec->tid = tid;
   rec->time_ns = bpf_ktime_get_ns();
   rec->is_exec = is_exec;
+  rec->exec_old_tid = exec_old_tid;
   /* Exec passes the whole file name: the kernel keeps 15 bytes and a NUL, and so does this. */
   bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), comm);
   submit(rec);
@@ -303,56 +496,120 @@ static __always_inline void emit_rename(__u32 pid, __u32 tid, const char* comm, 
 
 /* __set_task_comm: prctl(PR_SET_NAME), writes to /proc/.../comm (pthread_setname_np of another
  * thread: `task` is then not current), and exec. */
-SEC("tp_btf/task_rename")
-int on_task_rename(u64* ctx) {
+static __always_inline int on_task_rename(u64* ctx) {
   /* (struct task_struct *task, const char *comm): comm is the new name, not yet copied */
   struct task_struct* task = (struct task_struct*)ctx[0];
   const char* comm = (const char*)ctx[1];
-  __u32 tgid = task->tgid;
+  __u32 tgid = BPF_CORE_READ(task, tgid);
   if (!is_tracked(tgid)) return 0;
   /* exec renames the task before sched_process_exec fires, which reports it with is_exec. */
+  __u32 tid = BPF_CORE_READ(task, pid);
   struct task_struct* current = bpf_get_current_task_btf();
-  if (task->pid == current->pid && BPF_CORE_READ_BITFIELD(current, in_execve)) return 0;
-  emit_rename(tgid, task->pid, comm, 0);
+  if (tid == (__u32)bpf_get_current_pid_tgid() &&
+      BPF_CORE_READ_BITFIELD_PROBED(current, in_execve)) {
+    return 0;
+  }
+  emit_rename(tgid, tid, comm, 0, 0);
   return 0;
 }
+TRACEPOINT(task_rename, on_task_rename)
 
-SEC("tp_btf/sched_process_exec")
-int on_sched_process_exec(u64* ctx) {
+static __always_inline int on_sched_process_exec(u64* ctx) {
   /* (struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
   struct task_struct* p = (struct task_struct*)ctx[0];
-  __u32 tgid = p->tgid;
+  __u32 old_tid = (__u32)ctx[1];
+  __u32 tgid = BPF_CORE_READ(p, tgid);
   if (!is_tracked(tgid)) return 0;
-  emit_rename(tgid, p->pid, p->comm, 1);
+  __u32 tid = BPF_CORE_READ(p, pid);
+  emit_rename(tgid, tid, p->comm, 1, old_tid);
+  /* A thread other than the leader took the leader's tid (de_thread): its old tid is free for
+   * reuse from now on, and what it counted belongs to it. */
+  if (old_tid != tid) {
+    flush_quick_faults(old_tid);
+    forget_thread(old_tid);
+  }
   return 0;
 }
+TRACEPOINT(sched_process_exec, on_sched_process_exec)
 
-SEC("tp_btf/sched_process_exit")
-int on_sched_process_exit(u64* ctx) {
+static __always_inline int on_sched_process_exit(u64* ctx) {
   /* (struct task_struct *p, bool group_dead); p is current */
   struct task_struct* p = (struct task_struct*)ctx[0];
   bool group_dead = (bool)ctx[1];
-  __u32 tgid = p->tgid;
-  __u32 tid = p->pid;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tgid = pid_tgid >> 32;
+  __u32 tid = (__u32)pid_tgid;
   if (!is_tracked(tgid)) return 0;
   struct gprof_task_exit* rec = reserve(sizeof(*rec), GPROF_REC_TASK_EXIT);
   if (rec) {
     rec->pid = tgid;
     rec->tid = tid;
     rec->time_ns = bpf_ktime_get_ns();
-    rec->exit_code = p->exit_code;
+    rec->exit_code = BPF_CORE_READ(p, exit_code);
+    rec->flags = group_dead ? GPROF_TASK_EXIT_PROCESS : 0;
     submit(rec);
   }
-  /* The thread is running, so it has no off-CPU entry, and futex entries end at syscall exit;
-   * deleting both anyway keeps a missed event from leaking an entry to a reused tid. */
-  bpf_map_delete_elem(&futex_pending, &tid);
-  bpf_map_delete_elem(&offcpu_pending, &tid);
+  flush_quick_faults(tid);
+  /* The thread is running, so it has no off-CPU entry, and the other entries end before it gets
+   * here; forgetting them anyway keeps a missed event from leaking to a reused tid. */
+  forget_thread(tid);
   /* The last thread of the process: the tgid may be reused by an unrelated process. */
   if (group_dead) bpf_map_delete_elem(&tracked, &tgid);
   return 0;
 }
+TRACEPOINT(sched_process_exit, on_sched_process_exit)
 
-/* futex ------------------------------------------------------------------------------------------ */
+/* System calls ------------------------------------------------------------------------------------
+ */
+
+/* The calls recorded at their return: kept to a switch on the number, the first thing both
+ * syscall programs do, since they run for every system call of the machine. */
+static __always_inline bool recorded_syscall(long nr) {
+  switch (nr) {
+    case NR_POLL:
+    case NR_MMAP:
+    case NR_MPROTECT:
+    case NR_MUNMAP:
+    case NR_IOCTL:
+    case NR_SELECT:
+    case NR_MREMAP:
+    case NR_MADVISE:
+    case NR_FUTEX:
+    case NR_EPOLL_WAIT:
+    case NR_PSELECT6:
+    case NR_PPOLL:
+    case NR_EPOLL_PWAIT:
+    case NR_EPOLL_PWAIT2:
+    case NR_FUTEX_WAITV:
+    case NR_FUTEX_WAKE:
+    case NR_FUTEX_WAIT:
+    case NR_FUTEX_REQUEUE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static __always_inline bool is_memory_syscall(long nr) {
+  return nr == NR_MMAP || nr == NR_MPROTECT || nr == NR_MUNMAP || nr == NR_MREMAP ||
+         nr == NR_MADVISE;
+}
+
+static __always_inline bool is_futex_syscall(long nr) {
+  return nr == NR_FUTEX || nr == NR_FUTEX_WAKE || nr == NR_FUTEX_WAIT || nr == NR_FUTEX_REQUEUE;
+}
+
+/* A struct __kernel_timespec in user memory as nanoseconds: -1 without one, -2 when unreadable
+ * (a probe cannot fault a non-resident page in). */
+static __always_inline __s64 read_timeout(__u64 user_timespec) {
+  if (!user_timespec) return -1;
+  struct {
+    __s64 tv_sec;
+    __s64 tv_nsec;
+  } ts;
+  if (bpf_probe_read_user(&ts, sizeof(ts), (const void*)user_timespec) != 0) return -2;
+  return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 static __always_inline bool futex_has_timeout(__u32 op) {
   __u32 cmd = op & FUTEX_CMD_MASK;
@@ -360,67 +617,593 @@ static __always_inline bool futex_has_timeout(__u32 op) {
          cmd == FUTEX_WAIT_BITSET || cmd == FUTEX_WAIT_REQUEUE_PI;
 }
 
-SEC("tp_btf/sys_enter")
-int on_sys_enter(u64* ctx) {
-  /* (struct pt_regs *regs, long id) */
-  if ((long)ctx[1] != NR_FUTEX) return 0;
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  __u32 tgid = pid_tgid >> 32;
-  __u32 tid = (__u32)pid_tgid;
-  if (!is_tracked(tgid)) return 0;
-  struct pt_regs* regs = (struct pt_regs*)ctx[0];
-  /* futex(uaddr, op, val, timeout or val2, uaddr2, val3): di, si, dx, r10, r8, r9 */
-  struct gprof_futex_pending entry = {};
-  entry.start_ns = bpf_ktime_get_ns();
-  entry.pid = tgid;
-  entry.uaddr = regs->di;
-  entry.op = (__u32)regs->si;
-  entry.val = (__u32)regs->dx;
-  entry.uaddr2 = regs->r8;
-  entry.val3 = (__u32)regs->r9;
-  entry.timeout_ns = -1;
-  const void* timeout = (const void*)regs->r10;
-  if (timeout && futex_has_timeout(entry.op)) {
-    struct {
-      __s64 tv_sec;
-      __s64 tv_nsec;
-    } ts;
-    /* Cannot fault here: a timespec on a page not resident reads as "unreadable" (-2). */
-    if (bpf_probe_read_user(&ts, sizeof(ts), timeout) == 0) {
-      entry.timeout_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
-    } else {
-      entry.timeout_ns = -2;
+/* struct futex_waitv (include/uapi/linux/futex.h), as futex_waitv and futex_requeue take it. */
+struct user_futex_waitv {
+  __u64 val;
+  __u64 uaddr;
+  __u32 flags;
+  __u32 reserved;
+};
+
+/* The futex family in futex(2) terms (the mapping of the futex2 calls is documented at
+ * GPROF_FUTEX_FUTEX2 in kernel_events.h). */
+static __always_inline void futex_call(struct gprof_syscall_pending* entry) {
+  const __u64* args = entry->args;
+  entry->futex.timeout_ns = -1;
+  if (entry->nr == NR_FUTEX) {
+    /* futex(uaddr, op, val, timeout or val2, uaddr2, val3) */
+    entry->futex.uaddr = args[0];
+    entry->futex.op = (__u32)args[1];
+    entry->futex.val = (__u32)args[2];
+    entry->futex.uaddr2 = args[4];
+    entry->futex.val3 = (__u32)args[5];
+    if (futex_has_timeout(entry->futex.op)) entry->futex.timeout_ns = read_timeout(args[3]);
+    return;
+  }
+  entry->futex.flags = GPROF_FUTEX_FUTEX2;
+  if (entry->nr == NR_FUTEX_WAKE) {
+    /* futex_wake(uaddr, mask, nr, flags) */
+    entry->futex.uaddr = args[0];
+    entry->futex.op = FUTEX_WAKE_BITSET | (args[3] & FUTEX2_PRIVATE);
+    entry->futex.val = (__u32)args[2];
+    entry->futex.val3 = (__u32)args[1];
+  } else if (entry->nr == NR_FUTEX_WAIT) {
+    /* futex_wait(uaddr, val, mask, flags, timeout, clockid) */
+    entry->futex.uaddr = args[0];
+    entry->futex.op = FUTEX_WAIT_BITSET | (args[3] & FUTEX2_PRIVATE);
+    if (args[4] && args[5] == CLOCK_REALTIME_ID) entry->futex.op |= FUTEX_CLOCK_REALTIME;
+    entry->futex.val = (__u32)args[1];
+    entry->futex.val3 = (__u32)args[2];
+    entry->futex.timeout_ns = read_timeout(args[4]);
+  } else {
+    /* futex_requeue(waiters[2], flags, nr_wake, nr_requeue): from waiters[0] to waiters[1] */
+    struct user_futex_waitv waiters[2];
+    entry->futex.op = FUTEX_CMP_REQUEUE;
+    entry->futex.val = (__u32)args[2];
+    if (bpf_probe_read_user(waiters, sizeof(waiters), (const void*)args[0]) == 0) {
+      entry->futex.uaddr = waiters[0].uaddr;
+      entry->futex.uaddr2 = waiters[1].uaddr;
+      entry->futex.val3 = (__u32)waiters[0].val;
+      entry->futex.op |= waiters[0].flags & FUTEX2_PRIVATE;
     }
   }
-  if (bpf_map_update_elem(&futex_pending, &tid, &entry, BPF_ANY) != 0) {
-    count_lost(GPROF_LOST_PENDING, GPROF_REC_FUTEX);
+}
+
+/* futex_waitv(waiters, nr_futexes, flags, timeout, clockid): the first GPROF_WAITV_MAX addresses.
+ */
+static __always_inline void futex_waitv_call(struct gprof_syscall_pending* entry) {
+  const __u64* args = entry->args;
+  entry->waitv.count = (__u32)args[1];
+  entry->waitv.timeout_ns = read_timeout(args[3]);
+  entry->waitv.flags = args[3] && args[4] == CLOCK_REALTIME_ID ? FUTEX_CLOCK_REALTIME : 0;
+  const struct user_futex_waitv* waiters = (const struct user_futex_waitv*)args[0];
+  for (__u32 i = 0; i < GPROF_WAITV_MAX; i++) {
+    if (i >= entry->waitv.count) break;
+    __u64 uaddr = 0;
+    if (bpf_probe_read_user(&uaddr, sizeof(uaddr), &waiters[i].uaddr) != 0) break;
+    entry->waitv.uaddr[i] = uaddr;
+  }
+}
+
+/* Whether the current task's `fd` is a character device whose name starts with device_prefix.
+ * Fills `name` (zeroed first: it is copied into a record). The file is found as the kernel finds
+ * it: task->files->fdt->fd[fd], bounded by max_fds. */
+static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
+  __builtin_memset(name, 0, GPROF_COMM_LEN);
+  if (fd < 0) return false;
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct fdtable* fdt = BPF_CORE_READ(task, files, fdt);
+  if (!fdt || (__u32)fd >= BPF_CORE_READ(fdt, max_fds)) return false;
+  struct file** files = BPF_CORE_READ(fdt, fd);
+  struct file* file = NULL;
+  if (bpf_probe_read_kernel(&file, sizeof(file), &files[fd]) != 0 || !file) return false;
+  if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFCHR) return false;
+  const unsigned char* file_name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+  if (bpf_probe_read_kernel_str(name, GPROF_COMM_LEN, file_name) < 0) return false;
+  for (__u32 i = 0; i < GPROF_COMM_LEN; i++) {
+    if (i >= device_prefix_len) break;
+    if (name[i] != device_prefix[i]) return false;
+  }
+  return true;
+}
+
+/* How many fds of a poll or select call are looked at for a device: a GPU driver's poll is on a
+ * few fds, and the cost of a call must stay bounded. */
+#define DEVICE_SCAN_FDS 16
+#define SELECT_SCAN_WORDS 16 /* fd_set words: fds below 1024, FD_SETSIZE */
+
+/* The state of a scan of a poll or select call's fds, run with bpf_loop so that the verifier
+ * checks one step instead of every iteration. */
+struct fd_scan {
+  const __u64* args; /* the call's arguments */
+  __u32 checked;     /* fds looked up so far, at most DEVICE_SCAN_FDS */
+  __s32 found_fd;    /* the first fd on a device of interest, or -1 */
+  char name[GPROF_COMM_LEN];
+};
+
+/* One struct pollfd of poll(fds, nfds, timeout) or ppoll(fds, nfds, tmo_p, sigmask, size). */
+static long scan_pollfd(__u32 index, void* context) {
+  struct fd_scan* scan = context;
+  const struct {
+    __s32 fd;
+    __s16 events;
+    __s16 revents;
+  }* fds = (const void*)scan->args[0];
+  __s32 fd = -1;
+  if (bpf_probe_read_user(&fd, sizeof(fd), &fds[index].fd) != 0) return 1;
+  if (!device_fd(fd, scan->name)) return 0;
+  scan->found_fd = fd;
+  return 1;
+}
+
+/* The index of the one bit set in `bit`. */
+static __always_inline __u32 bit_index(__u64 bit) {
+  __u32 index = 0;
+  if (bit & 0xffffffff00000000ull) index += 32;
+  if (bit & 0xffff0000ffff0000ull) index += 16;
+  if (bit & 0xff00ff00ff00ff00ull) index += 8;
+  if (bit & 0xf0f0f0f0f0f0f0f0ull) index += 4;
+  if (bit & 0xccccccccccccccccull) index += 2;
+  if (bit & 0xaaaaaaaaaaaaaaaaull) index += 1;
+  return index;
+}
+
+/* One word of the fd sets of select(nfds, readfds, writefds, exceptfds, timeout) or pselect6 (the
+ * same, and a sigmask): the fds set in any of the three. */
+static long scan_fdset_word(__u32 word, void* context) {
+  struct fd_scan* scan = context;
+  __u64 nfds = scan->args[0];
+  __u64 bits = 0;
+  for (__u32 set = 1; set <= 3; set++) {
+    const __u64* fds = (const __u64*)scan->args[set];
+    __u64 part = 0;
+    if (fds && bpf_probe_read_user(&part, sizeof(part), &fds[word]) == 0) bits |= part;
+  }
+  if (nfds - word * 64 < 64) bits &= (1ull << (nfds - word * 64)) - 1;
+  for (__u32 i = 0; i < DEVICE_SCAN_FDS; i++) {
+    if (!bits) return 0;
+    if (scan->checked >= DEVICE_SCAN_FDS) return 1;
+    __u64 lowest = bits & -bits;
+    bits ^= lowest;
+    scan->checked++;
+    __s32 fd = (__s32)(word * 64 + bit_index(lowest));
+    if (device_fd(fd, scan->name)) {
+      scan->found_fd = fd;
+      return 1;
+    }
   }
   return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int on_sys_exit(u64* ctx) {
-  /* (struct pt_regs *regs, long ret); the syscall number is in orig_ax */
-  struct pt_regs* regs = (struct pt_regs*)ctx[0];
-  if (regs->orig_ax != NR_FUTEX) return 0;
-  __u32 tid = (__u32)bpf_get_current_pid_tgid();
-  struct gprof_futex_pending* entry = bpf_map_lookup_elem(&futex_pending, &tid);
-  if (!entry) return 0;
-  struct gprof_futex* rec = reserve(sizeof(*rec), GPROF_REC_FUTEX);
-  if (rec) {
-    rec->pid = entry->pid;
-    rec->tid = tid;
-    rec->start_ns = entry->start_ns;
-    rec->end_ns = bpf_ktime_get_ns();
-    rec->uaddr = entry->uaddr;
-    rec->uaddr2 = entry->uaddr2;
-    rec->op = entry->op;
-    rec->val = entry->val;
-    rec->val3 = entry->val3;
-    rec->timeout_ns = entry->timeout_ns;
-    rec->ret = (long)ctx[1];
-    submit(rec);
+/* Whether a poll or select call waits on a device of interest: fills the device part. */
+static __always_inline bool device_in_fds(struct gprof_syscall_pending* entry, bool select) {
+  struct fd_scan scan = {};
+  scan.args = entry->args;
+  scan.found_fd = -1;
+  __u64 nfds = entry->args[select ? 0 : 1];
+  if (select) {
+    __u64 words = (nfds + 63) / 64;
+    bpf_loop(words < SELECT_SCAN_WORDS ? words : SELECT_SCAN_WORDS, scan_fdset_word, &scan, 0);
+  } else {
+    bpf_loop(nfds < DEVICE_SCAN_FDS ? nfds : DEVICE_SCAN_FDS, scan_pollfd, &scan, 0);
   }
-  bpf_map_delete_elem(&futex_pending, &tid);
+  if (scan.found_fd < 0) return false;
+  entry->device.fd = scan.found_fd;
+  __builtin_memcpy(entry->device.name, scan.name, GPROF_COMM_LEN);
+  return true;
+}
+
+/* Fills the device part of a device wait; false when the call is not one to record. */
+static __always_inline bool device_call(struct gprof_syscall_pending* entry) {
+  switch (entry->nr) {
+    case NR_IOCTL:
+      entry->device.kind = GPROF_DEVICE_IOCTL;
+      entry->device.fd = (__s32)entry->args[0];
+      return device_fd(entry->device.fd, entry->device.name);
+    case NR_POLL:
+    case NR_PPOLL:
+      entry->device.kind = GPROF_DEVICE_POLL;
+      return device_in_fds(entry, false);
+    case NR_SELECT:
+    case NR_PSELECT6:
+      entry->device.kind = GPROF_DEVICE_POLL;
+      return device_in_fds(entry, true);
+    case NR_EPOLL_WAIT:
+    case NR_EPOLL_PWAIT:
+    case NR_EPOLL_PWAIT2:
+      entry->device.kind = GPROF_DEVICE_EPOLL;
+      entry->device.fd = (__s32)entry->args[0];
+      return true;
+    default:
+      return false;
+  }
+}
+
+static __always_inline int on_sys_enter(u64* ctx) {
+  /* (struct pt_regs *regs, long id) */
+  long nr = (long)ctx[1];
+  if (!recorded_syscall(nr)) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tgid = pid_tgid >> 32;
+  __u32 tid = (__u32)pid_tgid;
+  if (!is_tracked(tgid)) return 0;
+
+  struct pt_regs* regs = (struct pt_regs*)ctx[0];
+  struct gprof_syscall_pending entry = {};
+  entry.start_ns = bpf_ktime_get_ns();
+  entry.pid = tgid;
+  entry.nr = (__u32)nr;
+  /* The x86_64 system call convention: di, si, dx, r10, r8, r9. */
+  entry.args[0] = BPF_CORE_READ(regs, di);
+  entry.args[1] = BPF_CORE_READ(regs, si);
+  entry.args[2] = BPF_CORE_READ(regs, dx);
+  entry.args[3] = BPF_CORE_READ(regs, r10);
+  entry.args[4] = BPF_CORE_READ(regs, r8);
+  entry.args[5] = BPF_CORE_READ(regs, r9);
+
+  __u16 record_type = GPROF_REC_DEVICE_WAIT;
+  if (is_futex_syscall(nr)) {
+    futex_call(&entry);
+    record_type = GPROF_REC_FUTEX;
+  } else if (nr == NR_FUTEX_WAITV) {
+    futex_waitv_call(&entry);
+    record_type = GPROF_REC_FUTEX_WAITV;
+  } else if (nr == NR_MMAP) {
+    /* Every mmap is a memory map; one of a device file is a device wait as well. */
+    if (!(entry.args[3] & MAP_ANONYMOUS) && device_fd((__s32)entry.args[4], entry.device.name)) {
+      entry.device.kind = GPROF_DEVICE_MMAP;
+      entry.device.fd = (__s32)entry.args[4];
+    }
+    record_type = GPROF_REC_MEMORY_MAP;
+  } else if (is_memory_syscall(nr)) {
+    record_type = GPROF_REC_MEMORY_MAP;
+  } else if (!device_call(&entry)) {
+    return 0;
+  }
+  if (bpf_map_update_elem(&syscall_pending, &tid, &entry, BPF_ANY) != 0) {
+    count_lost(GPROF_LOST_PENDING, record_type);
+  }
   return 0;
 }
+TRACEPOINT(sys_enter, on_sys_enter)
+
+static __always_inline void emit_futex(const struct gprof_syscall_pending* entry, __u32 tid,
+                                       __u64 now, long ret) {
+  struct gprof_futex* rec = reserve(sizeof(*rec), GPROF_REC_FUTEX);
+  if (!rec) return;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->uaddr = entry->futex.uaddr;
+  rec->uaddr2 = entry->futex.uaddr2;
+  rec->op = entry->futex.op;
+  rec->val = entry->futex.val;
+  rec->val3 = entry->futex.val3;
+  rec->flags = entry->futex.flags;
+  rec->timeout_ns = entry->futex.timeout_ns;
+  rec->ret = ret;
+  submit(rec);
+}
+
+static __always_inline void emit_futex_waitv(const struct gprof_syscall_pending* entry, __u32 tid,
+                                             __u64 now, long ret) {
+  struct gprof_futex_waitv* rec = reserve(sizeof(*rec), GPROF_REC_FUTEX_WAITV);
+  if (!rec) return;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->count = entry->waitv.count;
+  rec->flags = entry->waitv.flags;
+  rec->timeout_ns = entry->waitv.timeout_ns;
+  rec->ret = ret;
+  __builtin_memcpy(rec->uaddr, entry->waitv.uaddr, sizeof(rec->uaddr));
+  submit(rec);
+}
+
+static __always_inline void emit_device_wait(const struct gprof_syscall_pending* entry, __u32 tid,
+                                             __u64 now, long ret) {
+  struct gprof_device_wait* rec = reserve(sizeof(*rec), GPROF_REC_DEVICE_WAIT);
+  if (!rec) return;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->kind = entry->device.kind;
+  rec->fd = entry->device.fd;
+  /* ioctl: the request; poll: nfds; mmap: the length; epoll: maxevents */
+  rec->request = entry->device.kind == GPROF_DEVICE_EPOLL ? entry->args[2] : entry->args[1];
+  if (entry->nr == NR_SELECT || entry->nr == NR_PSELECT6) rec->request = entry->args[0];
+  rec->ret = ret;
+  __builtin_memcpy(rec->device, entry->device.name, GPROF_COMM_LEN);
+  submit(rec);
+}
+
+static __always_inline void emit_memory_map(const struct gprof_syscall_pending* entry, __u32 tid,
+                                            __u64 now, long ret) {
+  struct gprof_memory_map* rec = reserve(sizeof(*rec), GPROF_REC_MEMORY_MAP);
+  if (!rec) return;
+  const __u64* args = entry->args;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->syscall_nr = entry->nr;
+  rec->address = args[0];
+  rec->length = args[1];
+  rec->ret = ret;
+  switch (entry->nr) {
+    case NR_MMAP: /* (addr, length, prot, flags, fd, offset) */
+      if (ret >= 0 || ret < -4095) rec->address = (__u64)ret;
+      rec->prot = (__u32)args[2];
+      rec->flags = args[3];
+      break;
+    case NR_MPROTECT: /* (addr, length, prot) */
+    case NR_MADVISE:  /* (addr, length, advice) */
+      rec->prot = (__u32)args[2];
+      break;
+    case NR_MREMAP: /* (old_address, old_size, new_size, flags, new_address) */
+      rec->flags = args[2];
+      rec->prot = (__u32)args[3];
+      break;
+    default: /* munmap (addr, length) */
+      break;
+  }
+  submit(rec);
+}
+
+static __always_inline int on_sys_exit(u64* ctx) {
+  /* (struct pt_regs *regs, long ret); the syscall number is in orig_ax */
+  struct pt_regs* regs = (struct pt_regs*)ctx[0];
+  long nr = BPF_CORE_READ(regs, orig_ax);
+  if (!recorded_syscall(nr)) return 0;
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct gprof_syscall_pending* entry = bpf_map_lookup_elem(&syscall_pending, &tid);
+  if (!entry) return 0;
+  /* An entry of another call: its return was missed (it cannot happen today; no record). */
+  if (entry->nr == nr) {
+    long ret = (long)ctx[1];
+    __u64 now = bpf_ktime_get_ns();
+    if (is_futex_syscall(nr)) {
+      emit_futex(entry, tid, now, ret);
+    } else if (nr == NR_FUTEX_WAITV) {
+      emit_futex_waitv(entry, tid, now, ret);
+    } else {
+      if (is_memory_syscall(nr)) emit_memory_map(entry, tid, now, ret);
+      if (entry->device.kind != 0) emit_device_wait(entry, tid, now, ret);
+    }
+  }
+  bpf_map_delete_elem(&syscall_pending, &tid);
+  return 0;
+}
+TRACEPOINT(sys_exit, on_sys_exit)
+
+/* Kernel locks --------------------------------------------------------------------------------- */
+
+/* The task that holds `lock` as the lock's owner word says (a task pointer with flag bits in its
+ * low bits), or NULL where the kind of lock keeps no owner. An rwsem held for reading keeps the
+ * last reader to take it (*reader_owned is then set): a hint, one holder among possibly several,
+ * which may have released it since. */
+static __always_inline struct task_struct* lock_owner(void* lock, __u32 flags, bool* reader_owned) {
+  __u64 owner = 0;
+  *reader_owned = false;
+  if (flags & LCB_F_MUTEX) {
+    if (bpf_core_field_exists(struct mutex, owner)) { /* not on PREEMPT_RT */
+      owner = BPF_CORE_READ((struct mutex*)lock, owner.counter) & ~(__u64)MUTEX_FLAGS;
+    }
+  } else if (flags & LCB_F_RT) {
+    if (!(flags & (LCB_F_READ | LCB_F_WRITE))) { /* rwbase_rt locks keep readers uncounted */
+      owner =
+          (__u64)BPF_CORE_READ((struct rt_mutex_base*)lock, owner) & ~(__u64)RT_MUTEX_HAS_WAITERS;
+    }
+  } else if ((flags & (LCB_F_READ | LCB_F_WRITE)) && !(flags & LCB_F_PERCPU)) {
+    __u64 word = BPF_CORE_READ((struct rw_semaphore*)lock, owner.counter);
+    *reader_owned = (word & RWSEM_READER_OWNED) != 0;
+    owner = word & ~(__u64)RWSEM_OWNER_FLAGS_MASK;
+  }
+  return (struct task_struct*)owner;
+}
+
+/* The thread goes to sleep on the lock: who holds it, and where the thread waits. */
+static __always_inline void note_lock_sleep(void* ctx, struct lock_pending* entry, void* lock,
+                                            __u32 flags, struct mm_struct* mm) {
+  entry->flags = (entry->flags & GPROF_LOCK_MMAP_LOCK) | flags;
+  entry->owner_pid = 0;
+  entry->owner_tid = 0;
+  __builtin_memset(entry->owner_comm, 0, GPROF_COMM_LEN);
+  bool reader_owned = false;
+  struct task_struct* owner = lock_owner(lock, flags, &reader_owned);
+  if (reader_owned) {
+    entry->flags |= GPROF_LOCK_READER_OWNED;
+    /* A reader hint is named only while that task lives, and for an mmap_lock only if it is a
+     * thread of the same address space (a downgraded munmap, typically). */
+    if (owner && (BPF_CORE_READ(owner, exit_state) != 0 ||
+                  ((entry->flags & GPROF_LOCK_MMAP_LOCK) && BPF_CORE_READ(owner, mm) != mm))) {
+      owner = NULL;
+    }
+  }
+  if (owner) {
+    entry->owner_tid = BPF_CORE_READ(owner, pid);
+    entry->owner_pid = BPF_CORE_READ(owner, tgid);
+    BPF_CORE_READ_STR_INTO(&entry->owner_comm, owner, comm);
+  }
+  entry->kstack_id = kernel_stack(ctx, GPROF_REC_LOCK_WAIT);
+  entry->user_stack_id = user_stack(ctx, GPROF_REC_LOCK_WAIT);
+}
+
+/* A mutex first spins (contention_begin with LCB_F_MUTEX | LCB_F_SPIN), and only if that fails
+ * goes to sleep (a second contention_begin with LCB_F_MUTEX): the wait starts at the first and is
+ * recorded only if the second came. Other spinning locks (spinlocks, rwlocks) are many and short:
+ * only counted, per CPU. rwsem, rt_mutex, percpu-rwsem and semaphore waits sleep right away. */
+static __always_inline int on_contention_begin(u64* ctx) {
+  /* (void *lock, unsigned int flags) */
+  void* lock = (void*)ctx[0];
+  __u32 flags = (__u32)ctx[1];
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tgid = pid_tgid >> 32;
+  __u32 tid = (__u32)pid_tgid;
+  if (!is_tracked(tgid)) return 0;
+  bool spinning = (flags & LCB_F_SPIN) != 0;
+  if (spinning && !(flags & LCB_F_MUTEX)) {
+    count_in(&counts, GPROF_COUNT_SPIN_CONTENTION);
+    return 0;
+  }
+  struct mm_struct* mm = BPF_CORE_READ((struct task_struct*)bpf_get_current_task_btf(), mm);
+  struct lock_pending* entry = bpf_map_lookup_elem(&lock_pending, &tid);
+  if (entry && entry->lock == (__u64)lock) {
+    if (!spinning) note_lock_sleep(ctx, entry, lock, flags, mm); /* the mutex stopped spinning */
+    return 0;
+  }
+
+  struct lock_pending fresh = {};
+  fresh.start_ns = bpf_ktime_get_ns();
+  fresh.lock = (__u64)lock;
+  fresh.pid = tgid;
+  fresh.flags = flags;
+  fresh.kstack_id = -ENODATA;
+  fresh.user_stack_id = -ENODATA;
+  if (mm && (__u64)lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock)) {
+    fresh.flags |= GPROF_LOCK_MMAP_LOCK;
+  }
+  if (!spinning) note_lock_sleep(ctx, &fresh, lock, flags, mm);
+  if (bpf_map_update_elem(&lock_pending, &tid, &fresh, BPF_ANY) != 0) {
+    count_lost(GPROF_LOST_PENDING, GPROF_REC_LOCK_WAIT);
+  }
+  return 0;
+}
+TRACEPOINT(contention_begin, on_contention_begin)
+
+static __always_inline int on_contention_end(u64* ctx) {
+  /* (void *lock, int ret) */
+  __u64 lock = ctx[0];
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct lock_pending* entry = bpf_map_lookup_elem(&lock_pending, &tid);
+  /* No entry: not a thread of the tree, or a spinning lock; another lock: a spinlock taken while
+   * waiting for a sleeping one. */
+  if (!entry || entry->lock != lock) return 0;
+  if (entry->flags & LCB_F_SPIN) {
+    count_in(&counts, GPROF_COUNT_SPIN_CONTENTION); /* a mutex taken while spinning */
+  } else {
+    struct gprof_lock_wait* rec = reserve(sizeof(*rec), GPROF_REC_LOCK_WAIT);
+    if (rec) {
+      rec->pid = entry->pid;
+      rec->tid = tid;
+      rec->start_ns = entry->start_ns;
+      rec->end_ns = bpf_ktime_get_ns();
+      rec->lock_address = entry->lock;
+      rec->flags = entry->flags;
+      rec->ret = (__s32)ctx[1];
+      rec->owner_pid = entry->owner_pid;
+      rec->owner_tid = entry->owner_tid;
+      rec->kstack_id = entry->kstack_id;
+      rec->user_stack_id = entry->user_stack_id;
+      __builtin_memcpy(rec->owner_comm, entry->owner_comm, GPROF_COMM_LEN);
+      submit(rec);
+    }
+  }
+  bpf_map_delete_elem(&lock_pending, &tid);
+  return 0;
+}
+TRACEPOINT(contention_end, on_contention_end)
+
+/* Page faults ------------------------------------------------------------------------------------
+ */
+
+/* A fault starts at the x86 exception tracepoints (exceptions:page_fault_user, and
+ * page_fault_kernel for faults in kernel mode, on user memory inside a system call) and ends where
+ * handle_mm_fault accounts it: the kernel raises the software perf event PAGE_FAULTS_MIN or
+ * PAGE_FAULTS_MAJ there, after the fault is resolved (retries included), and the loader attaches
+ * a program to each on every CPU. fentry/fexit on handle_mm_fault would be simpler, but kernels
+ * in lockdown (this project's machines) refuse every fentry program, and have no kprobes. Faults
+ * that fail (SIGSEGV), and faults the kernel takes on behalf of get_user_pages, raise no end event:
+ * they are not recorded. */
+
+#define X86_PF_WRITE 0x2 /* error_code bits (arch/x86/include/asm/trap_pf.h) */
+#define X86_PF_USER 0x4
+#define X86_PF_INSTR 0x10
+#define FAULT_FLAG_WRITE 0x1 /* enum fault_flag (include/linux/mm_types.h) */
+#define FAULT_FLAG_USER 0x40
+#define FAULT_FLAG_INSTRUCTION 0x100
+#define VM_FAULT_MAJOR 0x4
+
+static __always_inline int on_page_fault(u64* ctx) {
+  /* (unsigned long address, struct pt_regs *regs, unsigned long error_code) */
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (!is_tracked(pid_tgid >> 32)) return 0;
+  __u64 address = ctx[0];
+  /* Faults the kernel fixes up without handling them: on kernel addresses, and those of accesses
+   * made with page faults disabled (copy_from_user_nofault; the user-stack walks and probe reads
+   * of these very programs, which would otherwise replace the pending fault they interrupt). */
+  if ((long)address < 0) return 0;
+  struct task_struct* task = bpf_get_current_task_btf();
+  /* A direct read: a probe read disables page faults itself while it copies. */
+  if (task->pagefault_disabled != 0) return 0;
+  __u32 tid = (__u32)pid_tgid;
+  __u64 error_code = ctx[2];
+  struct fault_pending entry = {};
+  entry.start_ns = bpf_ktime_get_ns();
+  entry.address = address;
+  entry.flags = (error_code & X86_PF_WRITE ? FAULT_FLAG_WRITE : 0) |
+                (error_code & X86_PF_USER ? FAULT_FLAG_USER : 0) |
+                (error_code & X86_PF_INSTR ? FAULT_FLAG_INSTRUCTION : 0);
+  if (bpf_map_update_elem(&fault_pending, &tid, &entry, BPF_ANY) != 0) {
+    count_lost(GPROF_LOST_PENDING, GPROF_REC_PAGE_FAULT);
+  }
+  return 0;
+}
+static __always_inline int on_page_fault_user(u64* ctx) { return on_page_fault(ctx); }
+TRACEPOINT(page_fault_user, on_page_fault_user)
+
+static __always_inline int on_page_fault_kernel(u64* ctx) { return on_page_fault(ctx); }
+TRACEPOINT(page_fault_kernel, on_page_fault_kernel)
+
+static __always_inline int fault_done(struct bpf_perf_event_data* ctx, __u32 result) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tid = (__u32)pid_tgid;
+  struct fault_pending* entry = bpf_map_lookup_elem(&fault_pending, &tid);
+  if (!entry) return 0;
+  /* The perf event carries the fault's address: a start left by a fault that failed is not
+   * paired with a later one's end. */
+  if (entry->address == ctx->addr) {
+    __u64 now = bpf_ktime_get_ns();
+    __u64 duration = now - entry->start_ns;
+    if (duration >= slow_fault_ns) {
+      struct gprof_page_fault* rec = reserve(sizeof(*rec), GPROF_REC_PAGE_FAULT);
+      if (rec) {
+        rec->pid = pid_tgid >> 32;
+        rec->tid = tid;
+        rec->start_ns = entry->start_ns;
+        rec->end_ns = now;
+        rec->address = entry->address;
+        rec->flags = entry->flags;
+        rec->result = result;
+        submit(rec);
+      }
+    } else {
+      /* Only this thread touches its entry: no atomics needed. */
+      struct gprof_quick_faults* quick = bpf_map_lookup_elem(&quick_faults, &tid);
+      if (quick) {
+        quick->count += 1;
+        quick->total_ns += duration;
+      } else {
+        struct gprof_quick_faults first = {};
+        first.pid = pid_tgid >> 32;
+        first.count = 1;
+        first.total_ns = duration;
+        if (bpf_map_update_elem(&quick_faults, &tid, &first, BPF_NOEXIST) != 0) {
+          count_lost(GPROF_LOST_PENDING, GPROF_REC_EVENT_COUNT);
+        }
+      }
+    }
+  }
+  bpf_map_delete_elem(&fault_pending, &tid);
+  return 0;
+}
+
+/* Perf event programs return 0: nothing goes to the perf ring, only to ours. */
+SEC("perf_event")
+int on_minor_fault_done(struct bpf_perf_event_data* ctx) { return fault_done(ctx, 0); }
+
+SEC("perf_event")
+int on_major_fault_done(struct bpf_perf_event_data* ctx) { return fault_done(ctx, VM_FAULT_MAJOR); }

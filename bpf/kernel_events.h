@@ -35,6 +35,7 @@ enum gprof_kernel_record {
   GPROF_REC_FUTEX_WAITV = 1012,
   GPROF_REC_USER_STACK = 1013,   /* written by the loader */
   GPROF_REC_PROCESS_MAPS = 1014, /* written by the loader */
+  GPROF_REC_EVENT_COUNT = 1015,  /* by the BPF programs at a thread's exit, and by the loader */
 };
 
 #define GPROF_COMM_LEN 16
@@ -77,6 +78,17 @@ struct gprof_offcpu {
 enum gprof_futex_flags {
   GPROF_FUTEX_UNFINISHED = 1u << 0, /* still inside futex() when recording stopped: end_ns is that
                                        time, ret is 0 */
+  GPROF_FUTEX_FUTEX2 = 1u << 1,     /* a futex_wake/futex_wait/futex_requeue call (futex2), written
+                                       as the futex(2) operation it equals:
+                                       futex_wake(uaddr, mask, nr, flags): FUTEX_WAKE_BITSET,
+                                         val = nr, val3 = mask;
+                                       futex_wait(uaddr, val, mask, flags, timeout, clockid):
+                                         FUTEX_WAIT_BITSET (| FUTEX_CLOCK_REALTIME for that
+                                         clockid), val, val3 = mask, the absolute timeout;
+                                       futex_requeue(waiters, flags, nr_wake, nr_requeue):
+                                         FUTEX_CMP_REQUEUE, uaddr = waiters[0].uaddr, uaddr2 =
+                                         waiters[1].uaddr, val = nr_wake, val3 = waiters[0].val;
+                                       | FUTEX_PRIVATE_FLAG when the futex has FUTEX2_PRIVATE */
 };
 
 /* One futex(2) call of a thread of the tree, emitted at its return. */
@@ -121,8 +133,15 @@ struct gprof_task_rename {
   __u32 tid;
   __u64 time_ns;
   __u32 is_exec;
-  __u32 reserved;
+  __u32 exec_old_tid; /* exec: the thread's tid before it; a thread other than the leader that
+                         execs takes the process's pid as its tid (tid == pid after), and this
+                         old tid ends there without an exit record. 0 when not an exec. */
   char comm[GPROF_COMM_LEN];
+};
+
+enum gprof_task_exit_flags {
+  GPROF_TASK_EXIT_PROCESS = 1u << 0, /* the last thread of its process: the process is gone (the
+                                        leader may have exited before, its threads living on) */
 };
 
 /* A thread of the tree exited. */
@@ -132,7 +151,7 @@ struct gprof_task_exit {
   __u32 tid;
   __u64 time_ns;
   __s32 exit_code; /* task->exit_code: (status << 8) | signal, as wait(2) encodes it */
-  __u32 reserved;
+  __u32 flags;     /* enum gprof_task_exit_flags */
 };
 
 /* Loader records. A kernel stack by id: `depth` return addresses follow, innermost first. */
@@ -160,10 +179,13 @@ enum gprof_lost_kind {
                                (record_type as the sample claimed) */
   GPROF_LOST_WRITE = 5,     /* loader: records it could not write to kernel.gpr (a failed chunk
                                write, or no memory to stage them; record_type 0: any type) */
+  /* GPROF_LOST_STACK counts kernel and user stacks together, under the record type that
+   * wanted them. */
   GPROF_LOST_KINDS = 6,
 };
 
-/* Events the kernel side could not record, by kind and record type. */
+/* Events the kernel side could not record, by kind, record type and CPU: one record for each
+ * (kind, record type, cpu) with a count. */
 struct gprof_lost {
   struct gprof_rec_hdr hdr;
   __u32 kind;        /* enum gprof_lost_kind */
@@ -184,7 +206,11 @@ enum gprof_lock_flags {
   GPROF_LOCK_RT = 1u << 3,
   GPROF_LOCK_PERCPU = 1u << 4,
   GPROF_LOCK_MUTEX = 1u << 5,
-  GPROF_LOCK_MMAP_LOCK = 1u << 16, /* the lock is the process's mm->mmap_lock */
+  GPROF_LOCK_MMAP_LOCK = 1u << 16,    /* the lock is the process's mm->mmap_lock */
+  GPROF_LOCK_READER_OWNED = 1u << 17, /* an rwsem held for reading when the thread went to sleep
+                                         (a munmap holds the mmap_lock so while it frees the
+                                         pages): owner_* is then the kernel's hint, the last reader
+                                         to take it, one holder of possibly several */
 };
 
 /* A thread of the tree waited for a kernel lock (mutex, rwsem, rt_mutex...): from
@@ -196,13 +222,17 @@ struct gprof_lock_wait {
   __u64 start_ns;
   __u64 end_ns;
   __u64 lock_address;
-  __u32 flags; /* enum gprof_lock_flags */
-  __s32 ret;   /* contention_end's: 0, or -EINTR when interrupted */
-  __u32 owner_pid; /* the holder when the kernel records one (mutex, rwsem writer): else 0 */
+  __u32 flags;     /* enum gprof_lock_flags */
+  __s32 ret;       /* contention_end's: 0, or -EINTR when interrupted */
+  __u32 owner_pid; /* the holder when the thread went to sleep, where the kernel records one:
+                      mutex, rt_mutex, rwsem held for writing, and for an rwsem held for reading
+                      the last reader (GPROF_LOCK_READER_OWNED: a hint, named only while that task
+                      lives; for the mmap_lock only a thread of the same process); else 0
+                      (percpu-rwsem and semaphore keep none) */
   __u32 owner_tid;
-  __s32 kstack_id; /* where the wait began */
+  __s32 kstack_id; /* where the thread went to sleep */
   __s32 user_stack_id;
-  char owner_comm[GPROF_COMM_LEN];
+  char owner_comm[GPROF_COMM_LEN]; /* empty when owner_tid is 0 */
 };
 
 enum gprof_device_wait_kind {
@@ -220,15 +250,18 @@ struct gprof_device_wait {
   __u32 tid;
   __u64 start_ns;
   __u64 end_ns;
-  __u32 kind;        /* enum gprof_device_wait_kind */
-  __s32 fd;          /* the device's fd (poll: the first on the device; epoll: the epoll fd) */
-  __u64 request;     /* ioctl: the request; poll: number of fds; mmap: the length */
+  __u32 kind;    /* enum gprof_device_wait_kind */
+  __s32 fd;      /* the device's fd (poll: the first on the device; epoll: the epoll fd) */
+  __u64 request; /* ioctl: the request; poll, select: number of fds (nfds); mmap: the length;
+                    epoll: maxevents */
   __s64 ret;
-  char device[GPROF_COMM_LEN]; /* the file's name: "nvidiactl", "nvidia0", "nvidia-uvm" */
+  char device[GPROF_COMM_LEN]; /* the file's name: "nvidiactl", "nvidia0", "nvidia-uvm"; empty
+                                  for epoll */
 };
 
 /* A page fault of a thread of the tree that took at least the recorder's threshold (faults
- * that wait for I/O or for the mmap_lock; the many quick ones are only counted). */
+ * that wait for I/O or for the mmap_lock; the many quick ones are only counted). Faults that
+ * failed (SIGSEGV) and those taken by get_user_pages (MAP_POPULATE, pinning) are not seen. */
 struct gprof_page_fault {
   struct gprof_rec_hdr hdr;
   __u32 pid;
@@ -236,8 +269,11 @@ struct gprof_page_fault {
   __u64 start_ns;
   __u64 end_ns;
   __u64 address;
-  __u32 flags;  /* FAULT_FLAG_* of handle_mm_fault: 0x1 write, 0x40 user, ... */
-  __u32 result; /* vm_fault_t: 0x4 major (VM_FAULT_MAJOR), ... */
+  __u32 flags;  /* FAULT_FLAG_* known when the fault starts: 0x1 write, 0x40 user (the fault came
+                   from user mode; else from a system call touching user memory), 0x100
+                   instruction fetch */
+  __u32 result; /* 0x4 (VM_FAULT_MAJOR): major, as the kernel counts it (I/O, or a fault that had
+                   to be retried, after waiting for a lock or a page); else 0 */
 };
 
 /* mmap, munmap, mprotect, mremap or madvise of a thread of the tree. */
@@ -248,10 +284,10 @@ struct gprof_memory_map {
   __u64 start_ns;
   __u64 end_ns;
   __u32 syscall_nr; /* 9 mmap, 10 mprotect, 11 munmap, 25 mremap, 28 madvise (x86_64) */
-  __u32 prot;       /* mmap, mprotect: PROT_*; madvise: the advice */
+  __u32 prot;       /* mmap, mprotect: PROT_*; madvise: the advice; mremap: its MREMAP_* flags */
   __u64 address;    /* the argument; mmap: the mapping made (ret) when it succeeded */
   __u64 length;
-  __u64 flags;      /* mmap: MAP_*; mremap: the new length */
+  __u64 flags; /* mmap: MAP_*; mremap: the new length */
   __s64 ret;
 };
 
@@ -264,15 +300,18 @@ struct gprof_futex_waitv {
   __u32 tid;
   __u64 start_ns;
   __u64 end_ns;
-  __u32 count; /* futexes in the call */
-  __u32 flags;
-  __s64 timeout_ns; /* absolute, as futex_waitv takes it; -1: none */
+  __u32 count;      /* futexes in the call */
+  __u32 flags;      /* FUTEX_CLOCK_REALTIME (256) when the timeout is on CLOCK_REALTIME, else 0 (the
+                       call's own flags argument must be 0) */
+  __s64 timeout_ns; /* absolute, as futex_waitv takes it; -1: none; -2: not readable */
   __s64 ret;        /* the index of the futex that woke it, or -errno */
   __u64 uaddr[GPROF_WAITV_MAX];
 };
 
 enum gprof_user_stack_flags {
-  GPROF_USER_STACK_TRUNCATED = 1u << 0, /* the walk hit the depth limit */
+  GPROF_USER_STACK_TRUNCATED = 1u << 0, /* the walk hit the depth limit: the stack filled every
+                                           slot the kernel allows (GPROF_MAX_STACK_DEPTH, or
+                                           kernel.perf_event_max_stack if lower) */
 };
 
 /* Loader record: a user stack by id, `depth` return addresses follow, innermost first. The ips
@@ -286,7 +325,8 @@ struct gprof_user_stack {
 };
 
 /* Loader record: /proc/PID/maps of a process of the tree, to name user addresses; `text_len`
- * bytes follow. */
+ * bytes follow. Taken when the loader learns of the process (it may have run a little by then),
+ * after each exec, and at the end for processes still alive; time_ns is when it was read. */
 struct gprof_process_maps {
   struct gprof_rec_hdr hdr;
   __u32 pid;
@@ -294,11 +334,35 @@ struct gprof_process_maps {
   __u64 time_ns;
 };
 
+/* What gprof_event_count counts. */
+enum gprof_event_count_kind {
+  GPROF_COUNT_QUICK_PAGE_FAULTS = 1, /* page faults of one thread under the slow-fault threshold
+                                        (limit_ns): not recorded one by one */
+  GPROF_COUNT_SPIN_CONTENTION = 2,   /* contended spinning locks (spinlocks, rwlocks, and mutexes
+                                        taken while spinning) of the tree, on one CPU: not
+                                        recorded one by one; total_ns is 0 (not measured) */
+};
+
+/* Events counted rather than recorded. Quick page faults: one record per thread, written when
+ * it exits (or execs as another thread, see exec_old_tid) and by the loader at the end for
+ * threads still alive. Spin contention: one record per CPU, by the loader at the end (pid and
+ * tid 0: the whole tree). */
+struct gprof_event_count {
+  struct gprof_rec_hdr hdr;
+  __u32 kind; /* enum gprof_event_count_kind */
+  __u32 cpu;  /* GPROF_ALL_CPUS when counted per thread */
+  __u32 pid;
+  __u32 tid;
+  __u64 count;
+  __u64 total_ns; /* their summed duration */
+  __u64 limit_ns; /* quick page faults: the threshold they stayed under */
+};
+
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
 
 /* The per-CPU `lost` array: one counter per (kind, record type) the BPF side counts. */
-#define GPROF_LOST_BPF_KINDS 4  /* GPROF_LOST_RINGBUF .. GPROF_LOST_TRACKED */
-#define GPROF_LOST_TYPE_SLOTS 8 /* record types GPROF_REC_OFFCPU .. GPROF_REC_OFFCPU + 7 */
+#define GPROF_LOST_BPF_KINDS 4   /* GPROF_LOST_RINGBUF .. GPROF_LOST_TRACKED */
+#define GPROF_LOST_TYPE_SLOTS 16 /* record types GPROF_REC_OFFCPU .. GPROF_REC_OFFCPU + 15 */
 #define GPROF_LOST_SLOT(kind, type) ((kind)*GPROF_LOST_TYPE_SLOTS + ((type)-GPROF_REC_OFFCPU))
 #define GPROF_LOST_SLOTS (GPROF_LOST_BPF_KINDS * GPROF_LOST_TYPE_SLOTS)
 
@@ -314,26 +378,60 @@ struct gprof_offcpu_pending {
   __u32 waker_pid;
   __u32 waker_tid;
   __u32 cpu; /* switched out on */
-  __u32 reserved;
+  __s32 user_stack_id;
   char waker_comm[GPROF_COMM_LEN];
+  __s32 waker_user_stack_id;
+  __u32 reserved;
 };
 
-/* Value of the `futex_pending` map (key: tid): a futex() call of the tree in progress. */
-struct gprof_futex_pending {
-  __u64 start_ns;
-  __u64 uaddr;
-  __u64 uaddr2;
-  __s64 timeout_ns;
+/* The per-CPU `counts` array, by enum gprof_event_count_kind (slot 0 unused). */
+#define GPROF_COUNT_SLOTS 3
+
+/* Value of the `quick_faults` map (key: tid): a thread's page faults under the threshold. */
+struct gprof_quick_faults {
   __u32 pid; /* tgid */
-  __u32 op;
-  __u32 val;
-  __u32 val3;
+  __u32 reserved;
+  __u64 count;
+  __u64 total_ns;
+};
+
+/* Value of the `syscall_pending` map (key: tid): a system call of the tree in progress that will
+ * be recorded at its return (futex family, device waits, memory maps). */
+struct gprof_syscall_pending {
+  __u64 start_ns;
+  __u64 args[6]; /* as the thread passed them */
+  __u32 pid;     /* tgid */
+  __u32 nr;      /* x86_64 syscall number */
+  union {
+    struct { /* futex, futex_wake, futex_wait, futex_requeue, as gprof_futex holds them */
+      __u64 uaddr;
+      __u64 uaddr2;
+      __s64 timeout_ns;
+      __u32 op;
+      __u32 val;
+      __u32 val3;
+      __u32 flags; /* enum gprof_futex_flags */
+    } futex;
+    struct { /* futex_waitv */
+      __s64 timeout_ns;
+      __u32 count;
+      __u32 flags;
+      __u64 uaddr[GPROF_WAITV_MAX];
+    } waitv;
+    struct { /* ioctl, poll, select, epoll, and mmap of a device (which also has args) */
+      __s32 fd;
+      __u32 kind; /* enum gprof_device_wait_kind; 0: not a device of interest */
+      char name[GPROF_COMM_LEN];
+    } device;
+  };
 };
 
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
-static_assert(sizeof(struct gprof_offcpu_pending) == 64, "");
-static_assert(sizeof(struct gprof_futex_pending) == 48, "");
+static_assert(sizeof(struct gprof_offcpu_pending) == 72, "");
+static_assert(sizeof(struct gprof_syscall_pending) == 112, "");
+static_assert(sizeof(struct gprof_event_count) == 48, "");
+static_assert(sizeof(struct gprof_quick_faults) == 24, "");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
 static_assert(sizeof(struct gprof_lock_wait) == 80, "");
 static_assert(sizeof(struct gprof_device_wait) == 72, "");
@@ -360,8 +458,9 @@ _Static_assert(sizeof(struct gprof_futex) == 80, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
-_Static_assert(sizeof(struct gprof_offcpu_pending) == 64, "gprof_offcpu_pending layout");
-_Static_assert(sizeof(struct gprof_futex_pending) == 48, "gprof_futex_pending layout");
+_Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
+_Static_assert(sizeof(struct gprof_offcpu_pending) == 72, "gprof_offcpu_pending layout");
+_Static_assert(sizeof(struct gprof_syscall_pending) == 112, "gprof_syscall_pending layout");
 #endif
 
 #endif /* GPROF_KERNEL_EVENTS_H */

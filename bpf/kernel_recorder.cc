@@ -2,7 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,12 +17,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_set>
 #include <vector>
 
 #include "chunk_file_writer.h"
 #include "kernel_events.h"
 #include "kernel_events.skel.h"
+#include "session_format.h"
 
 namespace gprof::bpf {
 namespace {
@@ -28,8 +32,19 @@ namespace {
 constexpr size_t kFlushBytes = 1u << 20;  // write a chunk once this much is staged
 constexpr uint64_t kFlushIntervalNs = 250'000'000;
 constexpr int kPollSliceMs = 100;  // the longest wait in Poll (see there)
+constexpr uint64_t kMinRingBufferBytes = 16ull << 20;
+constexpr uint64_t kRingBufferBytesPerCpu = 2ull << 20;
 constexpr uint64_t kMaxRingBufferBytes = 1ull << 30;
 constexpr uint64_t kMaxWakeupBytes = 1u << 20;
+constexpr size_t kMaxMapsBytes = 8u << 20;  // a /proc/PID/maps snapshot is cut at a line beyond
+constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
+
+// x86_64 numbers of the futex calls a gprof_syscall_pending entry can hold (older C library
+// headers lack the futex2 ones).
+constexpr uint32_t kSysFutex = 202;
+constexpr uint32_t kSysFutexWake = 454;
+constexpr uint32_t kSysFutexWait = 455;
+constexpr uint32_t kSysFutexRequeue = 456;
 
 uint64_t MonotonicNs() {
   timespec ts{};
@@ -46,22 +61,28 @@ std::string ErrnoText(int error) {
   return buffer;
 }
 
+bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
 // libbpf's messages. gprof-run must not print on the user's terminal: they go to stderr only with
-// GPROF_DEBUG_BPF=1; otherwise the warnings of an operation are kept to name what failed.
+// GPROF_DEBUG_BPF=1; the warnings of an operation are kept either way, to name what failed.
 std::mutex g_print_mutex;
 bool g_print_debug = false;
 std::vector<std::string> g_warnings;  // first line of each, without libbpf's prefix
 constexpr size_t kMaxWarnings = 32;
 
 int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
-  if (g_print_debug) return vfprintf(stderr, format, args);
-  if (level != LIBBPF_WARN) return 0;
-  char buffer[512];
-  vsnprintf(buffer, sizeof(buffer), format, args);
-  std::string line(buffer, strcspn(buffer, "\n"));
-  if (line.rfind("libbpf: ", 0) == 0) line.erase(0, 8);
-  std::lock_guard<std::mutex> lock(g_print_mutex);
-  if (g_warnings.size() < kMaxWarnings) g_warnings.push_back(std::move(line));
+  va_list copy;
+  va_copy(copy, args);
+  if (g_print_debug) vfprintf(stderr, format, args);
+  if (level == LIBBPF_WARN) {
+    char buffer[512];
+    vsnprintf(buffer, sizeof(buffer), format, copy);
+    std::string line(buffer, strcspn(buffer, "\n"));
+    if (StartsWith(line, "libbpf: ")) line.erase(0, 8);
+    std::lock_guard<std::mutex> lock(g_print_mutex);
+    if (g_warnings.size() < kMaxWarnings) g_warnings.push_back(std::move(line));
+  }
+  va_end(copy);
   return 0;
 }
 
@@ -94,6 +115,19 @@ std::string TakeWarning() {
   return chosen;
 }
 
+// The program libbpf named in its first warning about one ("prog 'NAME': ..."), or "".
+std::string WarnedProgram() {
+  std::lock_guard<std::mutex> lock(g_print_mutex);
+  for (const std::string& line : g_warnings) {
+    size_t start = line.find("prog '");
+    if (start == std::string::npos) continue;
+    start += 6;
+    size_t end = line.find('\'', start);
+    if (end != std::string::npos) return line.substr(start, end - start);
+  }
+  return "";
+}
+
 // Whether this process may load tracing programs: CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON.
 // Tells missing privileges from a verifier rejection, which also reports EACCES.
 bool HasBpfCapabilities() {
@@ -107,32 +141,47 @@ bool HasBpfCapabilities() {
   return has(CAP_SYS_ADMIN) || (has(kCapBpf) && has(kCapPerfmon));
 }
 
-uint64_t RoundRingBuffer(uint64_t bytes) {
-  uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  uint64_t size = page;
+// The ring buffer's size: as asked, or 2 MiB per possible CPU (at least 16 MiB); a power of two
+// of at least a page, at most 1 GiB.
+uint64_t RingBufferBytes(uint64_t requested) {
+  uint64_t bytes = requested;
+  if (bytes == 0) {
+    int cpus = libbpf_num_possible_cpus();
+    bytes = std::max<uint64_t>(kMinRingBufferBytes,
+                               static_cast<uint64_t>(std::max(cpus, 1)) * kRingBufferBytesPerCpu);
+  }
+  uint64_t size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   while (size < bytes && size < kMaxRingBufferBytes) size <<= 1;
   return size;
 }
 
-bool KnownSample(const gprof_rec_hdr& hdr, size_t* expected_size) {
-  switch (hdr.type) {
+// The size of each record type the BPF programs write; 0 for any other type.
+size_t BpfRecordSize(uint16_t type) {
+  switch (type) {
     case GPROF_REC_OFFCPU:
-      *expected_size = sizeof(gprof_offcpu);
-      return true;
+      return sizeof(gprof_offcpu);
     case GPROF_REC_FUTEX:
-      *expected_size = sizeof(gprof_futex);
-      return true;
+      return sizeof(gprof_futex);
     case GPROF_REC_TASK_NEW:
-      *expected_size = sizeof(gprof_task_new);
-      return true;
+      return sizeof(gprof_task_new);
     case GPROF_REC_TASK_RENAME:
-      *expected_size = sizeof(gprof_task_rename);
-      return true;
+      return sizeof(gprof_task_rename);
     case GPROF_REC_TASK_EXIT:
-      *expected_size = sizeof(gprof_task_exit);
-      return true;
+      return sizeof(gprof_task_exit);
+    case GPROF_REC_LOCK_WAIT:
+      return sizeof(gprof_lock_wait);
+    case GPROF_REC_DEVICE_WAIT:
+      return sizeof(gprof_device_wait);
+    case GPROF_REC_PAGE_FAULT:
+      return sizeof(gprof_page_fault);
+    case GPROF_REC_MEMORY_MAP:
+      return sizeof(gprof_memory_map);
+    case GPROF_REC_FUTEX_WAITV:
+      return sizeof(gprof_futex_waitv);
+    case GPROF_REC_EVENT_COUNT:
+      return sizeof(gprof_event_count);
     default:
-      return false;
+      return 0;
   }
 }
 
@@ -171,6 +220,196 @@ std::vector<KernelSymbol> ReadKallsyms() {
   return symbols;
 }
 
+// Up to `limit` bytes of a /proc file, cut after the last whole line; false when unreadable.
+bool ReadProcFile(const std::string& path, size_t limit, std::string* text) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  text->clear();
+  char buffer[65536];
+  bool ok = true;
+  while (text->size() < limit) {
+    ssize_t got = read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ok = false;
+    if (got <= 0) break;
+    text->append(buffer, static_cast<size_t>(got));
+  }
+  close(fd);
+  if (text->size() > limit) {
+    size_t last_line = text->rfind('\n', limit - 1);
+    text->resize(last_line == std::string::npos ? 0 : last_line + 1);
+  }
+  return ok;
+}
+
+// A process's start time (clock ticks after boot, /proc/PID/stat field 22): tells a process from
+// a later one that reused its pid. 0 when it is gone.
+uint64_t ProcessStartTime(uint32_t pid) {
+  std::string stat;
+  if (!ReadProcFile("/proc/" + std::to_string(pid) + "/stat", 4096, &stat)) return 0;
+  size_t field = stat.rfind(')');  // the name may hold spaces and parentheses
+  if (field == std::string::npos) return 0;
+  // Fields from 3 (state) on; the start time is the 20th of them.
+  const char* cursor = stat.c_str() + field + 1;
+  for (int skip = 0; skip < 19; ++skip) {
+    cursor = strchr(cursor + 1, ' ');
+    if (cursor == nullptr) return 0;
+  }
+  return strtoull(cursor + 1, nullptr, 10);
+}
+
+// Which programs are loaded. Each tracepoint program comes as tp_btf and raw_tp twins
+// (kernel_events.bpf.c's TRACEPOINT); lock and page-fault recording are optional features.
+struct AttachPlan {
+  std::map<std::string, std::string> raw_tracepoints;  // tracepoint -> why not tp_btf
+  std::string locks_off_reason;                        // non-empty: kernel locks not recorded
+  std::string faults_off_reason;                       // non-empty: page faults not recorded
+};
+
+struct ProgramKind {
+  enum Attach { kTpBtf, kRawTp, kPerfEvent, kOther } attach = kOther;
+  std::string tracepoint;  // kTpBtf, kRawTp
+};
+
+ProgramKind KindOf(const bpf_program* program) {
+  std::string section = bpf_program__section_name(program);
+  ProgramKind kind;
+  if (StartsWith(section, "tp_btf/")) {
+    kind.attach = ProgramKind::kTpBtf;
+    kind.tracepoint = section.substr(7);
+  } else if (StartsWith(section, "raw_tp/")) {
+    kind.attach = ProgramKind::kRawTp;
+    kind.tracepoint = section.substr(7);
+  } else if (section == "perf_event") {
+    kind.attach = ProgramKind::kPerfEvent;  // the ends of page faults
+  }
+  return kind;
+}
+
+// Without these the recorder still explains everything else: they are left out, with a note,
+// where the kernel has no way to attach them.
+bool IsLockTracepoint(const std::string& tracepoint) {
+  return tracepoint == "contention_begin" || tracepoint == "contention_end";
+}
+
+bool IsFaultTracepoint(const std::string& tracepoint) {
+  return tracepoint == "page_fault_user" || tracepoint == "page_fault_kernel";
+}
+
+bool Wanted(const AttachPlan& plan, const bpf_program* program) {
+  ProgramKind kind = KindOf(program);
+  switch (kind.attach) {
+    case ProgramKind::kTpBtf:
+    case ProgramKind::kRawTp: {
+      if (IsLockTracepoint(kind.tracepoint) && !plan.locks_off_reason.empty()) return false;
+      if (IsFaultTracepoint(kind.tracepoint) && !plan.faults_off_reason.empty()) return false;
+      bool raw = plan.raw_tracepoints.count(kind.tracepoint) != 0;
+      return raw == (kind.attach == ProgramKind::kRawTp);
+    }
+    case ProgramKind::kPerfEvent:
+      return plan.faults_off_reason.empty();
+    case ProgramKind::kOther:
+      return true;
+  }
+  return true;
+}
+
+// Replaces `program`, which failed to load or attach for `reason`, by its fallback, or leaves its
+// feature out; false when it has neither (a raw_tp program of a required tracepoint).
+bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& reason) {
+  ProgramKind kind = KindOf(program);
+  std::string* feature_off = nullptr;
+  if (kind.attach == ProgramKind::kPerfEvent || IsFaultTracepoint(kind.tracepoint)) {
+    feature_off = &plan->faults_off_reason;
+  } else if (IsLockTracepoint(kind.tracepoint)) {
+    feature_off = &plan->locks_off_reason;
+  }
+  if (kind.attach == ProgramKind::kTpBtf) {
+    return plan->raw_tracepoints.emplace(kind.tracepoint, reason).second;
+  }
+  if (feature_off == nullptr || !feature_off->empty()) return false;
+  std::string where = kind.attach == ProgramKind::kPerfEvent ? bpf_program__name(program)
+                                                             : "raw_tp/" + kind.tracepoint;
+  *feature_off = where + " " + reason;
+  return true;
+}
+
+// What the session should say about the plan that worked: how the tracepoints were attached, and
+// what is not recorded.
+std::vector<std::string> DescribePlan(const AttachPlan& plan, bool forced_raw) {
+  std::vector<std::string> notes;
+  if (forced_raw) {
+    notes.push_back("kernel recorder: tracepoints attached as raw_tp (asked for)");
+  } else if (plan.raw_tracepoints.empty()) {
+    notes.push_back("kernel recorder: tracepoints attached as tp_btf");
+  } else {
+    std::string names;
+    for (const auto& [tracepoint, reason] : plan.raw_tracepoints) {
+      names += (names.empty() ? "" : ", ") + tracepoint;
+    }
+    notes.push_back("kernel recorder: tracepoints attached as tp_btf, except as raw_tp: " + names +
+                    " (tp_btf " + plan.raw_tracepoints.begin()->second + ")");
+  }
+  if (!plan.locks_off_reason.empty()) {
+    notes.push_back("kernel recorder: kernel lock waits not recorded (" + plan.locks_off_reason +
+                    ")");
+  }
+  if (!plan.faults_off_reason.empty()) {
+    notes.push_back("kernel recorder: page faults not recorded (" + plan.faults_off_reason + ")");
+  }
+  return notes;
+}
+
+// Attaches `program` to a software perf event `config` (PERF_COUNT_SW_PAGE_FAULTS_MIN/MAJ) on
+// every online CPU, raising one sample per event. Returns 0 or an errno.
+int AttachPerCpu(bpf_program* program, uint64_t config, std::vector<bpf_link*>* links) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return cpus == 0 ? ENODEV : -cpus;
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    perf_event_attr attr{};
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.size = sizeof(attr);
+    attr.config = config;
+    attr.sample_period = 1;
+    int fd =
+        static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0 && errno == ENODEV) continue;  // a CPU that is not online
+    if (fd < 0) return errno;
+    bpf_link* link = bpf_program__attach_perf_event(program, fd);
+    if (link == nullptr) {
+      int error = errno;
+      close(fd);
+      return error;
+    }
+    links->push_back(link);  // the link closes the event
+  }
+  return 0;
+}
+
+// The deepest user stack the kernel walks: a stack that deep may have been cut.
+uint32_t UserStackDepthLimit() {
+  std::string text;
+  uint32_t limit = GPROF_MAX_STACK_DEPTH;
+  if (ReadProcFile("/proc/sys/kernel/perf_event_max_stack", 64, &text)) {
+    unsigned long sysctl = strtoul(text.c_str(), nullptr, 10);
+    if (sysctl > 0 && sysctl < limit) limit = static_cast<uint32_t>(sysctl);
+  }
+  return limit;
+}
+
+// Iterates the keys of a hash map, calling visit(key) on each.
+template <typename Visit>
+void ForEachKey(int map_fd, Visit visit) {
+  uint32_t key = 0;
+  uint32_t next = 0;
+  const uint32_t* previous = nullptr;
+  while (bpf_map_get_next_key(map_fd, previous, &next) == 0) {
+    key = next;
+    previous = &key;
+    visit(key);
+  }
+}
+
 }  // namespace
 
 struct KernelRecorder::State {
@@ -179,14 +418,29 @@ struct KernelRecorder::State {
   ring_buffer* ring = nullptr;
   ChunkFileWriter writer;
   int stacks_fd = -1;
+  int user_stacks_fd = -1;
+  uint32_t user_stack_depth_limit = GPROF_MAX_STACK_DEPTH;
+  uint64_t slow_fault_ns = 0;
+  std::vector<std::string> notes;
 
   std::vector<char> staged;
   uint32_t staged_records = 0;
   uint64_t last_flush_ns = 0;
 
   std::unordered_set<int32_t> stacks_written;
+  std::unordered_set<int32_t> user_stacks_written;
   std::unordered_set<uint64_t> stack_addresses;  // symbolized at Finish
   std::vector<uint64_t> stack_buffer = std::vector<uint64_t>(GPROF_MAX_STACK_DEPTH);
+  std::vector<char> record_buffer;
+
+  // Processes of the tree, for their maps snapshots: start time (tells a reused pid) and whether
+  // their last thread exited.
+  struct TreeProcess {
+    uint64_t start_time = 0;
+    bool alive = true;
+  };
+  std::map<uint32_t, TreeProcess> processes;
+  std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
 
   std::map<uint32_t, uint64_t> malformed;  // by claimed record type
   uint64_t lost_to_writes = 0;
@@ -197,9 +451,13 @@ struct KernelRecorder::State {
 
   ~State() { Release(); }
 
-  void Release() {
+  void DetachAll() {
     for (bpf_link* link : links) bpf_link__destroy(link);
     links.clear();
+  }
+
+  void Release() {
+    DetachAll();
     ring_buffer__free(ring);
     ring = nullptr;
     kernel_events_bpf__destroy(skel);
@@ -230,48 +488,142 @@ struct KernelRecorder::State {
     if (staged.size() >= kFlushBytes) Flush();
   }
 
-  // Writes stack `id` the first time a record refers to it. Ids are stable (no REUSE_STACKID),
-  // and writing them as they come keeps them in the file if gprof-run is killed.
-  void NoteStack(int32_t id) {
-    if (id < 0 || !stacks_written.insert(id).second) return;
+  // Appends a loader record: `header` (a record struct whose hdr.size covers the trailing bytes
+  // too) followed by `tail`.
+  template <typename Record>
+  void AppendWithTail(const Record& header, const void* tail, size_t tail_size) {
+    record_buffer.resize(sizeof(header) + tail_size);
+    memcpy(record_buffer.data(), &header, sizeof(header));
+    if (tail_size > 0) memcpy(record_buffer.data() + sizeof(header), tail, tail_size);
+    Append(record_buffer.data(), record_buffer.size());
+  }
+
+  // The return addresses of stack `id` in `map_fd`, innermost first; 0 frames when unreadable.
+  uint32_t ReadStack(int map_fd, int32_t id) {
     std::fill(stack_buffer.begin(), stack_buffer.end(), 0);
-    if (bpf_map_lookup_elem(stacks_fd, &id, stack_buffer.data()) != 0) return;
+    if (bpf_map_lookup_elem(map_fd, &id, stack_buffer.data()) != 0) return 0;
     uint32_t depth = 0;
     while (depth < stack_buffer.size() && stack_buffer[depth] != 0) ++depth;
+    return depth;
+  }
+
+  // Writes kernel stack `id` the first time a record refers to it. Ids are stable (no
+  // REUSE_STACKID), and writing them as they come keeps them in the file if gprof-run is killed.
+  void NoteStack(int32_t id) {
+    if (id < 0 || !stacks_written.insert(id).second) return;
+    uint32_t depth = ReadStack(stacks_fd, id);
+    if (depth == 0) return;
     gprof_kernel_stack record{};
     record.hdr.size = static_cast<uint32_t>(sizeof(record) + depth * sizeof(uint64_t));
     record.hdr.type = GPROF_REC_KERNEL_STACK;
     record.stack_id = id;
     record.depth = depth;
-    std::vector<char> bytes(record.hdr.size);
-    memcpy(bytes.data(), &record, sizeof(record));
-    memcpy(bytes.data() + sizeof(record), stack_buffer.data(), depth * sizeof(uint64_t));
-    Append(bytes.data(), bytes.size());
+    AppendWithTail(record, stack_buffer.data(), depth * sizeof(uint64_t));
     stack_addresses.insert(stack_buffer.begin(), stack_buffer.begin() + depth);
+  }
+
+  // The same for user stack `id`. The map keeps no length: a stack that fills every slot the
+  // kernel's walk may fill is taken as cut there.
+  void NoteUserStack(int32_t id) {
+    if (id < 0 || !user_stacks_written.insert(id).second) return;
+    uint32_t depth = ReadStack(user_stacks_fd, id);
+    if (depth == 0) return;
+    gprof_user_stack record{};
+    record.hdr.size = static_cast<uint32_t>(sizeof(record) + depth * sizeof(uint64_t));
+    record.hdr.type = GPROF_REC_USER_STACK;
+    record.stack_id = id;
+    record.depth = depth;
+    record.flags = depth >= user_stack_depth_limit ? GPROF_USER_STACK_TRUNCATED : 0;
+    AppendWithTail(record, stack_buffer.data(), depth * sizeof(uint64_t));
+  }
+
+  void NoteProcess(uint32_t pid) {
+    if (processes[pid].alive) maps_due.insert(pid);
+  }
+
+  // Writes /proc/PID/maps of a process of the tree, unless it is gone or its pid now names
+  // another process.
+  void SnapshotMaps(uint32_t pid) {
+    TreeProcess& process = processes[pid];
+    if (!process.alive) return;
+    uint64_t start_time = ProcessStartTime(pid);
+    if (start_time == 0) return;
+    if (process.start_time == 0) process.start_time = start_time;
+    if (process.start_time != start_time) {
+      process.alive = false;
+      return;
+    }
+    uint64_t now = MonotonicNs();
+    std::string text;
+    if (!ReadProcFile("/proc/" + std::to_string(pid) + "/maps", kMaxMapsBytes, &text)) return;
+    gprof_process_maps record{};
+    record.hdr.size = static_cast<uint32_t>(sizeof(record) + text.size());
+    record.hdr.type = GPROF_REC_PROCESS_MAPS;
+    record.pid = pid;
+    record.text_len = static_cast<uint32_t>(text.size());
+    record.time_ns = now;
+    AppendWithTail(record, text.data(), text.size());
+  }
+
+  void SnapshotDueMaps() {
+    for (uint32_t pid : maps_due) SnapshotMaps(pid);
+    maps_due.clear();
   }
 
   void OnSample(const void* data, size_t size) {
     gprof_rec_hdr hdr{};
-    size_t expected = 0;
     if (size < sizeof(hdr)) {
       ++malformed[0];
       return;
     }
     memcpy(&hdr, data, sizeof(hdr));
-    if (!KnownSample(hdr, &expected) || hdr.size != size || size != expected) {
+    size_t expected = BpfRecordSize(hdr.type);
+    if (expected == 0 || hdr.size != size || size != expected) {
       ++malformed[hdr.type];
       return;
     }
     // Records are copied before use: ring-buffer samples are only 8-byte aligned by contract.
-    if (hdr.type == GPROF_REC_OFFCPU) {
-      gprof_offcpu record;
-      memcpy(&record, data, sizeof(record));
-      NoteStack(record.kstack_id);
-      NoteStack(record.waker_kstack_id);
-    } else if (hdr.type == GPROF_REC_TASK_NEW) {
-      gprof_task_new record;
-      memcpy(&record, data, sizeof(record));
-      NoteStack(record.parent_kstack_id);
+    switch (hdr.type) {
+      case GPROF_REC_OFFCPU: {
+        gprof_offcpu record;
+        memcpy(&record, data, sizeof(record));
+        NoteStack(record.kstack_id);
+        NoteStack(record.waker_kstack_id);
+        NoteUserStack(record.user_stack_id);
+        NoteUserStack(record.waker_user_stack_id);
+        break;
+      }
+      case GPROF_REC_LOCK_WAIT: {
+        gprof_lock_wait record;
+        memcpy(&record, data, sizeof(record));
+        NoteStack(record.kstack_id);
+        NoteUserStack(record.user_stack_id);
+        break;
+      }
+      case GPROF_REC_TASK_NEW: {
+        gprof_task_new record;
+        memcpy(&record, data, sizeof(record));
+        NoteStack(record.parent_kstack_id);
+        if (!(record.flags & GPROF_TASK_NEW_THREAD)) NoteProcess(record.pid);
+        break;
+      }
+      case GPROF_REC_TASK_RENAME: {
+        gprof_task_rename record;
+        memcpy(&record, data, sizeof(record));
+        if (record.is_exec) NoteProcess(record.pid);
+        break;
+      }
+      case GPROF_REC_TASK_EXIT: {
+        gprof_task_exit record;
+        memcpy(&record, data, sizeof(record));
+        if (record.flags & GPROF_TASK_EXIT_PROCESS) {
+          processes[record.pid].alive = false;
+          maps_due.erase(record.pid);
+        }
+        break;
+      }
+      default:
+        break;
     }
     Append(data, size);
   }
@@ -287,6 +639,8 @@ struct KernelRecorder::State {
     return 0;
   }
 
+  // The kernel's loss counters: their sum, and (records != nullptr) one gprof_lost per (kind,
+  // record type, CPU) with a count.
   uint64_t KernelLost(std::vector<gprof_lost>* records) const {
     if (skel == nullptr) return kernel_lost_at_finish;
     int cpus = libbpf_num_possible_cpus();
@@ -296,17 +650,18 @@ struct KernelRecorder::State {
     uint64_t total = 0;
     for (uint32_t slot = 0; slot < GPROF_LOST_SLOTS; ++slot) {
       if (bpf_map_lookup_elem(fd, &slot, values.data()) != 0) continue;
-      uint64_t count = 0;
-      for (uint64_t value : values) count += value;
-      if (count == 0) continue;
-      total += count;
-      if (records != nullptr) {
+      for (int cpu = 0; cpu < cpus; ++cpu) {
+        uint64_t count = values[static_cast<size_t>(cpu)];
+        if (count == 0) continue;
+        total += count;
+        if (records == nullptr) continue;
         gprof_lost record{};
         record.hdr.size = sizeof(record);
         record.hdr.type = GPROF_REC_LOST;
         record.kind = slot / GPROF_LOST_TYPE_SLOTS;
         record.record_type = GPROF_REC_OFFCPU + slot % GPROF_LOST_TYPE_SLOTS;
         record.count = count;
+        record.cpu = static_cast<uint32_t>(cpu);
         records->push_back(record);
       }
     }
@@ -319,22 +674,17 @@ struct KernelRecorder::State {
     return total;
   }
 
-  // Threads still off-CPU or inside futex() when recording stops: their intervals end now.
+  // Threads still off-CPU or inside a futex call when recording stops: their intervals end now.
   void EmitUnfinished(uint64_t now) {
     int offcpu_fd = bpf_map__fd(skel->maps.offcpu_pending);
-    uint32_t key = 0;
-    uint32_t next = 0;
-    const uint32_t* previous = nullptr;
-    while (bpf_map_get_next_key(offcpu_fd, previous, &next) == 0) {
-      key = next;
-      previous = &key;
+    ForEachKey(offcpu_fd, [&](uint32_t tid) {
       gprof_offcpu_pending entry{};
-      if (bpf_map_lookup_elem(offcpu_fd, &key, &entry) != 0) continue;
+      if (bpf_map_lookup_elem(offcpu_fd, &tid, &entry) != 0) return;
       gprof_offcpu record{};
       record.hdr.size = sizeof(record);
       record.hdr.type = GPROF_REC_OFFCPU;
       record.pid = entry.pid;
-      record.tid = key;
+      record.tid = tid;
       record.start_ns = entry.start_ns;
       record.end_ns = std::max<uint64_t>(now, entry.start_ns);
       record.wake_ns = entry.wake_ns;
@@ -345,33 +695,74 @@ struct KernelRecorder::State {
       record.state = entry.state;
       record.cpu = entry.cpu;
       record.flags = GPROF_OFFCPU_UNFINISHED;
+      record.user_stack_id = entry.user_stack_id;
       memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
+      record.waker_user_stack_id = entry.waker_user_stack_id;
       NoteStack(record.kstack_id);
       NoteStack(record.waker_kstack_id);
+      NoteUserStack(record.user_stack_id);
+      NoteUserStack(record.waker_user_stack_id);
       Append(&record, sizeof(record));
-    }
+    });
 
-    int futex_fd = bpf_map__fd(skel->maps.futex_pending);
-    previous = nullptr;
-    while (bpf_map_get_next_key(futex_fd, previous, &next) == 0) {
-      key = next;
-      previous = &key;
-      gprof_futex_pending entry{};
-      if (bpf_map_lookup_elem(futex_fd, &key, &entry) != 0) continue;
+    int syscall_fd = bpf_map__fd(skel->maps.syscall_pending);
+    ForEachKey(syscall_fd, [&](uint32_t tid) {
+      gprof_syscall_pending entry{};
+      if (bpf_map_lookup_elem(syscall_fd, &tid, &entry) != 0) return;
+      if (entry.nr != kSysFutex && entry.nr != kSysFutexWake && entry.nr != kSysFutexWait &&
+          entry.nr != kSysFutexRequeue) {
+        return;  // only futex calls can say they are unfinished
+      }
       gprof_futex record{};
       record.hdr.size = sizeof(record);
       record.hdr.type = GPROF_REC_FUTEX;
       record.pid = entry.pid;
-      record.tid = key;
+      record.tid = tid;
       record.start_ns = entry.start_ns;
       record.end_ns = std::max<uint64_t>(now, entry.start_ns);
-      record.uaddr = entry.uaddr;
-      record.uaddr2 = entry.uaddr2;
-      record.op = entry.op;
-      record.val = entry.val;
-      record.val3 = entry.val3;
-      record.flags = GPROF_FUTEX_UNFINISHED;
-      record.timeout_ns = entry.timeout_ns;
+      record.uaddr = entry.futex.uaddr;
+      record.uaddr2 = entry.futex.uaddr2;
+      record.op = entry.futex.op;
+      record.val = entry.futex.val;
+      record.val3 = entry.futex.val3;
+      record.flags = entry.futex.flags | GPROF_FUTEX_UNFINISHED;
+      record.timeout_ns = entry.futex.timeout_ns;
+      Append(&record, sizeof(record));
+    });
+  }
+
+  // Quick page faults of threads still alive, and spinning-lock contention per CPU.
+  void EmitCounts() {
+    int quick_fd = bpf_map__fd(skel->maps.quick_faults);
+    ForEachKey(quick_fd, [&](uint32_t tid) {
+      gprof_quick_faults entry{};
+      if (bpf_map_lookup_elem(quick_fd, &tid, &entry) != 0) return;
+      gprof_event_count record{};
+      record.hdr.size = sizeof(record);
+      record.hdr.type = GPROF_REC_EVENT_COUNT;
+      record.kind = GPROF_COUNT_QUICK_PAGE_FAULTS;
+      record.cpu = GPROF_ALL_CPUS;
+      record.pid = entry.pid;
+      record.tid = tid;
+      record.count = entry.count;
+      record.total_ns = entry.total_ns;
+      record.limit_ns = slow_fault_ns;
+      Append(&record, sizeof(record));
+    });
+
+    int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return;
+    std::vector<uint64_t> values(static_cast<size_t>(cpus));
+    uint32_t slot = GPROF_COUNT_SPIN_CONTENTION;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.counts), &slot, values.data()) != 0) return;
+    for (int cpu = 0; cpu < cpus; ++cpu) {
+      if (values[static_cast<size_t>(cpu)] == 0) continue;
+      gprof_event_count record{};
+      record.hdr.size = sizeof(record);
+      record.hdr.type = GPROF_REC_EVENT_COUNT;
+      record.kind = GPROF_COUNT_SPIN_CONTENTION;
+      record.cpu = static_cast<uint32_t>(cpu);
+      record.count = values[static_cast<size_t>(cpu)];
       Append(&record, sizeof(record));
     }
   }
@@ -382,7 +773,6 @@ struct KernelRecorder::State {
     if (symbols.empty()) return;  // hidden addresses: the collector shows raw ones
     std::vector<uint64_t> addresses(stack_addresses.begin(), stack_addresses.end());
     std::sort(addresses.begin(), addresses.end());
-    std::vector<char> bytes;
     for (uint64_t address : addresses) {
       auto after = std::upper_bound(
           symbols.begin(), symbols.end(), address,
@@ -397,10 +787,21 @@ struct KernelRecorder::State {
       record.address = address;
       record.offset = static_cast<uint32_t>(offset);
       record.name_len = static_cast<uint32_t>(symbol.name.size());
-      bytes.resize(record.hdr.size);
-      memcpy(bytes.data(), &record, sizeof(record));
-      memcpy(bytes.data() + sizeof(record), symbol.name.data(), symbol.name.size());
-      Append(bytes.data(), bytes.size());
+      AppendWithTail(record, symbol.name.data(), symbol.name.size());
+    }
+  }
+
+  void EmitNotes() {
+    for (const std::string& note : notes) {
+      format::MessageRecord record{};
+      record.header.size = static_cast<uint32_t>(sizeof(record) + note.size());
+      record.header.type = format::kMessage;
+      record.time_ns = MonotonicNs();
+      record.level = static_cast<uint32_t>(note.find(" not recorded") != std::string::npos
+                                               ? format::MessageLevel::kWarning
+                                               : format::MessageLevel::kInfo);
+      record.text_len = static_cast<uint32_t>(note.size());
+      AppendWithTail(record, note.data(), note.size());
     }
   }
 };
@@ -434,9 +835,9 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
 
   // Errors from libbpf calls: the errno plus the libbpf warning that names the program or map at
   // fault (the verifier log itself only with GPROF_DEBUG_BPF=1).
-  auto fail = [&](const char* what, int code) -> std::unique_ptr<KernelRecorder> {
+  auto fail = [&](const std::string& what, int code) -> std::unique_ptr<KernelRecorder> {
     code = code < 0 ? -code : code;
-    *error = std::string(what) + ": " + ErrnoText(code);
+    *error = what + ": " + ErrnoText(code);
     std::string warning = TakeWarning();
     if ((code == EPERM || code == EACCES) && !HasBpfCapabilities()) {
       // libbpf's own guesses (RLIMIT_MEMLOCK, CONFIG_BPF_SYSCALL) would only mislead here.
@@ -449,6 +850,12 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     return nullptr;
   };
 
+  // CO-RE relocations and tp_btf both need the kernel's BTF; say so rather than let libbpf fail.
+  if (access(kVmlinuxBtf, R_OK) != 0) {
+    *error = std::string("kernel has no BTF (") + kVmlinuxBtf +
+             " missing): kernel recording needs CONFIG_DEBUG_INFO_BTF";
+    return nullptr;
+  }
   if (options.ring_buffer_bytes > kMaxRingBufferBytes) {
     *error = "kernel ring buffer of " + std::to_string(options.ring_buffer_bytes) +
              " bytes is over the 1 GiB limit";
@@ -458,53 +865,122 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     *error = "kernel stack map needs at least one entry";
     return nullptr;
   }
-
-  auto state = std::make_unique<State>();
-  ResetWarnings();
-  state->skel = kernel_events_bpf__open();
-  if (state->skel == nullptr) return fail("open BPF object", errno);
-
-  uint64_t ring_bytes = RoundRingBuffer(options.ring_buffer_bytes);
-  state->skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
-  state->skel->rodata->wakeup_bytes = std::min<uint64_t>(kMaxWakeupBytes, ring_bytes / 4);
-  state->skel->rodata->capture_stacks = options.kernel_stacks ? 1 : 0;
-  int rc = bpf_map__set_max_entries(state->skel->maps.events, static_cast<uint32_t>(ring_bytes));
-  if (rc != 0) return fail("size the kernel ring buffer", rc);
-  // Without stacks the map is never written: one entry instead of ~16 MiB of kernel memory.
-  rc = bpf_map__set_max_entries(state->skel->maps.stacks,
-                                options.kernel_stacks ? options.stack_map_entries : 1);
-  if (rc != 0) return fail("size the kernel stack map", rc);
-
-  rc = kernel_events_bpf__load(state->skel);
-  if (rc != 0) return fail("load BPF programs", rc);
-
-  // Attached one by one rather than with the skeleton, so an error names the tracepoint.
-  bpf_program* program = nullptr;
-  state->links.reserve(16);  // a push_back that throws would leak an attached link
-  bpf_object__for_each_program(program, state->skel->obj) {
-    bpf_link* link = bpf_program__attach(program);
-    if (link == nullptr) {
-      int code = errno;
-      std::string what = std::string("attach ") + bpf_program__section_name(program);
-      return fail(what.c_str(), code);
-    }
-    state->links.push_back(link);
+  if (options.device_prefix.size() >= GPROF_COMM_LEN) {
+    *error = "device prefix \"" + options.device_prefix + "\" is longer than " +
+             std::to_string(GPROF_COMM_LEN - 1) + " characters";
+    return nullptr;
   }
+
+  const char* raw_env = getenv("GPROF_BPF_RAW_TP");
+  bool force_raw =
+      options.force_raw_tracepoints || (raw_env != nullptr && strcmp(raw_env, "1") == 0);
+  uint64_t ring_bytes = RingBufferBytes(options.ring_buffer_bytes);
+  auto state = std::make_unique<State>();
+  state->slow_fault_ns = options.slow_page_fault_ns;
+  AttachPlan plan;
+
+  // One attempt per fallback at most: each failed attempt moves one program to its fallback (or
+  // leaves an optional feature out), and a failure with no fallback ends the loop.
+  for (;;) {
+    state->Release();
+    ResetWarnings();
+    state->skel = kernel_events_bpf__open();
+    if (state->skel == nullptr) return fail("open BPF object", errno);
+    kernel_events_bpf* skel = state->skel;
+    if (force_raw) {
+      bpf_program* program = nullptr;
+      bpf_object__for_each_program(program, skel->obj) {
+        ProgramKind kind = KindOf(program);
+        if (kind.attach == ProgramKind::kTpBtf) plan.raw_tracepoints.emplace(kind.tracepoint, "");
+      }
+    }
+
+    skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
+    skel->rodata->wakeup_bytes = std::min<uint64_t>(kMaxWakeupBytes, ring_bytes / 4);
+    skel->rodata->capture_stacks = options.kernel_stacks ? 1 : 0;
+    skel->rodata->capture_user_stacks = options.user_stacks ? 1 : 0;
+    memset(skel->rodata->device_prefix, 0, sizeof(skel->rodata->device_prefix));
+    memcpy(skel->rodata->device_prefix, options.device_prefix.data(), options.device_prefix.size());
+    skel->rodata->device_prefix_len = static_cast<uint32_t>(options.device_prefix.size());
+    skel->rodata->slow_fault_ns = options.slow_page_fault_ns;
+    int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
+    if (rc != 0) return fail("size the kernel ring buffer", rc);
+    // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.
+    rc = bpf_map__set_max_entries(skel->maps.stacks,
+                                  options.kernel_stacks ? options.stack_map_entries : 1);
+    if (rc == 0) {
+      rc = bpf_map__set_max_entries(skel->maps.user_stacks,
+                                    options.user_stacks ? options.stack_map_entries : 1);
+    }
+    if (rc != 0) return fail("size the stack maps", rc);
+
+    bpf_program* program = nullptr;
+    bpf_object__for_each_program(program, skel->obj) {
+      bpf_program__set_autoload(program, Wanted(plan, program));
+    }
+
+    rc = kernel_events_bpf__load(skel);
+    if (rc != 0) {
+      if ((rc == -EPERM || rc == -EACCES) && !HasBpfCapabilities()) {
+        return fail("load BPF programs", rc);
+      }
+      std::string name = WarnedProgram();
+      bpf_program* failed =
+          name.empty() ? nullptr : bpf_object__find_program_by_name(skel->obj, name.c_str());
+      if (failed == nullptr || !FallBack(&plan, failed, "failed to load: " + ErrnoText(-rc))) {
+        return fail("load BPF programs", rc);
+      }
+      continue;
+    }
+
+    // Attached one by one rather than with the skeleton, so an error names the tracepoint.
+    bpf_program* failed = nullptr;
+    int attach_error = 0;
+    state->links.reserve(64);  // a push_back that throws would leak an attached link
+    bpf_object__for_each_program(program, skel->obj) {
+      if (!bpf_program__autoload(program)) continue;
+      if (KindOf(program).attach == ProgramKind::kPerfEvent) {
+        uint64_t config = program == skel->progs.on_major_fault_done
+                              ? PERF_COUNT_SW_PAGE_FAULTS_MAJ
+                              : PERF_COUNT_SW_PAGE_FAULTS_MIN;
+        attach_error = AttachPerCpu(program, config, &state->links);
+        if (attach_error == 0) continue;
+        failed = program;
+        break;
+      }
+      bpf_link* link = bpf_program__attach(program);
+      if (link == nullptr) {
+        failed = program;
+        attach_error = errno;
+        break;
+      }
+      state->links.push_back(link);
+    }
+    if (failed == nullptr) break;
+    if (!FallBack(&plan, failed, "failed to attach: " + ErrnoText(attach_error))) {
+      return fail(std::string("attach ") + bpf_program__section_name(failed), attach_error);
+    }
+  }
+  state->notes = DescribePlan(plan, force_raw);
 
   state->ring = ring_buffer__new(bpf_map__fd(state->skel->maps.events), &State::SampleCallback,
                                  state.get(), nullptr);
   if (state->ring == nullptr) return fail("open the kernel ring buffer", errno);
   state->stacks_fd = bpf_map__fd(state->skel->maps.stacks);
+  state->user_stacks_fd = bpf_map__fd(state->skel->maps.user_stacks);
+  state->user_stack_depth_limit = UserStackDepthLimit();
 
   // The file comes last: a failed start leaves no kernel.gpr claiming a recording.
   std::string path = session_dir + "/kernel.gpr";
-  rc = state->writer.Create(path.c_str(), format::Source::kKernel, static_cast<uint32_t>(getpid()));
+  int rc =
+      state->writer.Create(path.c_str(), format::Source::kKernel, static_cast<uint32_t>(getpid()));
   if (rc != 0) {
     *error = "create " + path + ": " + strerror(rc);
     return nullptr;
   }
   state->staged.reserve(kFlushBytes + 4096);
   state->last_flush_ns = MonotonicNs();
+  state->EmitNotes();
   TakeWarning();
   return std::unique_ptr<KernelRecorder>(new KernelRecorder(std::move(state)));
 }
@@ -526,6 +1002,7 @@ bool KernelRecorder::Track(int pid, std::string* error) try {
     *error = "track pid " + std::to_string(pid) + ": " + strerror(errno);
     return false;
   }
+  state_->SnapshotMaps(key);
   return true;
 } catch (...) {
   if (error != nullptr) *error = "track: out of memory";
@@ -548,6 +1025,7 @@ int KernelRecorder::Poll(int timeout_ms) try {
   rc = ring_buffer__consume(s.ring);
   if (rc < 0) return rc;
   drained += rc;
+  s.SnapshotDueMaps();
   if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) s.Flush();
   return drained;
 } catch (...) {  // bad_alloc while staging a loader record
@@ -574,10 +1052,14 @@ void KernelRecorder::Finish() {
 void KernelRecorder::FinishRecording() {
   State& s = *state_;
   // Detach first: what the maps and the ring hold after this is final.
-  for (bpf_link* link : s.links) bpf_link__destroy(link);
-  s.links.clear();
+  s.DetachAll();
   if (s.ring != nullptr) ring_buffer__consume(s.ring);
   s.EmitUnfinished(MonotonicNs());
+  s.EmitCounts();
+  for (auto& [pid, process] : s.processes) {
+    if (process.alive) s.maps_due.insert(pid);
+  }
+  s.SnapshotDueMaps();
   s.EmitSymbols();
 
   std::vector<gprof_lost> lost_records;
@@ -589,6 +1071,7 @@ void KernelRecorder::FinishRecording() {
     record.kind = GPROF_LOST_MALFORMED;
     record.record_type = type;
     record.count = count;
+    record.cpu = GPROF_ALL_CPUS;
     lost_records.push_back(record);
   }
   // Write failures so far; records of a failing final chunk can only reach stats().
@@ -599,6 +1082,7 @@ void KernelRecorder::FinishRecording() {
     record.kind = GPROF_LOST_WRITE;
     record.record_type = 0;
     record.count = s.lost_to_writes;
+    record.cpu = GPROF_ALL_CPUS;
     lost_records.push_back(record);
   }
   for (const gprof_lost& record : lost_records) s.Append(&record, sizeof(record));
@@ -618,6 +1102,8 @@ KernelRecorderStats KernelRecorder::stats() const {
   }
   return stats;
 }
+
+const std::vector<std::string>& KernelRecorder::notes() const { return state_->notes; }
 
 const std::string& KernelRecorder::last_error() const { return state_->last_error; }
 

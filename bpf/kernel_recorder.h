@@ -9,21 +9,35 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gprof::bpf {
 
 struct KernelRecorderOptions {
-  // Ring buffer between the BPF programs and the loader. Rounded up to a power of two of at least
-  // a page; at most 1 GiB.
-  uint64_t ring_buffer_bytes = 16ull << 20;
-  // Distinct kernel stacks the stack map can hold (each takes GPROF_MAX_STACK_DEPTH * 8 bytes of
-  // kernel memory). A stack that finds its hash bucket taken is lost (counted), so this should be
-  // well above the number of distinct stacks expected.
+  // Ring buffer between the BPF programs and the loader. 0: 2 MiB per possible CPU, at least
+  // 16 MiB. Rounded up to a power of two of at least a page; at most 1 GiB.
+  uint64_t ring_buffer_bytes = 0;
+  // Distinct stacks each stack map (kernel, user) can hold; each takes GPROF_MAX_STACK_DEPTH * 8
+  // bytes of kernel memory. A stack that finds its hash bucket taken is lost (counted), so this
+  // should be well above the number of distinct stacks expected.
   uint32_t stack_map_entries = 16384;
-  // Kernel stacks at switch-out, wakeup and thread creation. Each costs an unwind in the kernel,
-  // most of the per-event cost on a switch-heavy target; off, every stack id in the records is
-  // -ENODATA.
+  // Kernel stacks at switch-out, wakeup, lock waits and thread creation. Each costs an unwind in
+  // the kernel, most of the per-event cost on a switch-heavy target; off, every kernel stack id in
+  // the records is -ENODATA.
   bool kernel_stacks = true;
+  // User stacks (frame-pointer walks) at switch-out, wakeup and lock waits; off: -ENODATA.
+  bool user_stacks = true;
+  // System calls on character devices whose name starts with this (at most 15 characters) are
+  // recorded as device waits: the GPU driver's /dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm.
+  // Empty: every character device.
+  std::string device_prefix = "nvidia";
+  // Page faults that take at least this long are recorded one by one; quicker ones are counted
+  // per thread.
+  uint64_t slow_page_fault_ns = 50000;
+  // Attach every tracepoint program as raw_tp instead of tp_btf (GPROF_BPF_RAW_TP=1 in the
+  // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
+  // tp_btf program cannot load or attach.
+  bool force_raw_tracepoints = false;
 };
 
 struct KernelRecorderStats {
@@ -37,7 +51,7 @@ class KernelRecorder {
   // until Track(). On failure returns nullptr and fills *error with one line naming what failed;
   // *permission_denied is set when the cause is missing privileges (EPERM/EACCES without
   // CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN), so the caller can say "needs root or
-  // CAP_BPF+CAP_PERFMON" and go on without kernel recording.
+  // CAP_BPF+CAP_PERFMON" and go on without kernel recording. A kernel without BTF fails here.
   static std::unique_ptr<KernelRecorder> Start(const std::string& session_dir,
                                                const KernelRecorderOptions& options,
                                                std::string* error, bool* permission_denied);
@@ -51,16 +65,24 @@ class KernelRecorder {
   // the wait (SIGCHLD, SIGINT) ends it at once: a clean return of what was drained, 0 when
   // nothing. Call it in a loop that checks the caller's own state in between (the short wait
   // bounds how late that loop sees a signal that arrived outside the wait). Records are written
-  // in chunks at least every ~250 ms or ~1 MiB, so a killed gprof-run loses little.
+  // in chunks at least every ~250 ms or ~1 MiB, so a killed gprof-run loses little. Processes of
+  // the tree that appeared or exec'd since the last call get a /proc/PID/maps snapshot.
   int Poll(int timeout_ms);
 
   // Stops: detaches, drains what is left, emits GPROF_OFFCPU_UNFINISHED intervals and
-  // GPROF_FUTEX_UNFINISHED calls for threads still off-CPU / inside futex(), writes the symbols of
-  // the kernel stacks (the stacks themselves are written as they first appear), writes a
-  // gprof_lost record for every non-zero loss counter, closes the file. Idempotent.
+  // GPROF_FUTEX_UNFINISHED calls for threads still off-CPU / inside a futex call, the counts of
+  // quick page faults of threads still alive and of spinning-lock contention per CPU, a maps
+  // snapshot of every process of the tree still alive, the symbols of the kernel stacks (the
+  // stacks themselves are written as they first appear), a gprof_lost record for every non-zero
+  // loss counter (per CPU), and closes the file. Idempotent.
   void Finish();
 
   KernelRecorderStats stats() const;
+
+  // How the programs were attached, and what the kernel could not record (tracepoints attached
+  // as raw_tp and why, page faults through kprobes, a feature left out): one line each, for the
+  // session to say. kernel.gpr holds the same lines as message records.
+  const std::vector<std::string>& notes() const;
 
   // The first error that cost records after Start (a failed chunk write), empty when none.
   const std::string& last_error() const;

@@ -9,12 +9,19 @@
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,13 +33,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "chunk_reader.h"
 #include "kernel_events.h"
+#include "session_format.h"
 #include "session_reader.h"
 #include "test_support.h"
 
@@ -254,54 +265,139 @@ pid_t StartNoiseProcess() {
   return pid;
 }
 
+// A user stack of kernel.gpr: its flags and return addresses, innermost first.
+struct UserStack {
+  uint32_t flags = 0;
+  std::vector<uint64_t> ips;
+};
+
+struct MapsSnapshot {
+  uint32_t pid = 0;
+  uint64_t time_ns = 0;
+  std::string text;
+};
+
 struct RawRecords {
+  std::vector<gprof_task_new> starts;
   std::vector<gprof_task_rename> renames;
   std::vector<gprof_task_exit> exits;
   std::vector<gprof_futex> futexes;
+  std::vector<gprof_futex_waitv> waitvs;
   std::vector<gprof_offcpu> offcpu;
+  std::vector<gprof_lock_wait> lock_waits;
+  std::vector<gprof_device_wait> device_waits;
+  std::vector<gprof_page_fault> page_faults;
+  std::vector<gprof_memory_map> memory_maps;
+  std::vector<gprof_event_count> counts;
   std::vector<gprof_lost> lost;
+  std::map<int32_t, UserStack> user_stacks;
+  std::map<int32_t, std::vector<uint64_t>> kernel_stacks;
+  std::map<uint64_t, std::string> kernel_symbols;  // by address
+  std::vector<MapsSnapshot> maps;
+  std::vector<std::string> messages;
   uint64_t count = 0;
   uint64_t unknown = 0;
+  std::string malformed;  // the first loader record that did not decode
 };
+
+template <typename T>
+void Collect(const RecordView& record, std::vector<T>* out) {
+  T value;
+  if (collector::ReadRecord(record.bytes, &value)) out->push_back(value);
+}
 
 // kernel.gpr record by record, for what the model folds away (exec flag, exit codes, flags).
 RawRecords ReadRaw(const std::string& path, std::string* error) {
   RawRecords raw;
   std::vector<collector::Diagnostic> diagnostics;
+  auto tail = [](const RecordView& record, size_t header) {
+    return std::string(reinterpret_cast<const char*>(record.bytes.data()) + header,
+                       record.bytes.size() - header);
+  };
   auto summary = collector::ReadChunkFile(
       path,
       [&](const RecordView& record) {
         ++raw.count;
         switch (record.type) {
-          case GPROF_REC_TASK_RENAME: {
-            gprof_task_rename r;
-            if (collector::ReadRecord(record.bytes, &r)) raw.renames.push_back(r);
-            break;
-          }
-          case GPROF_REC_TASK_EXIT: {
-            gprof_task_exit r;
-            if (collector::ReadRecord(record.bytes, &r)) raw.exits.push_back(r);
-            break;
-          }
-          case GPROF_REC_FUTEX: {
-            gprof_futex r;
-            if (collector::ReadRecord(record.bytes, &r)) raw.futexes.push_back(r);
-            break;
-          }
-          case GPROF_REC_OFFCPU: {
-            gprof_offcpu r;
-            if (collector::ReadRecord(record.bytes, &r)) raw.offcpu.push_back(r);
-            break;
-          }
-          case GPROF_REC_LOST: {
-            gprof_lost r;
-            if (collector::ReadRecord(record.bytes, &r)) raw.lost.push_back(r);
-            break;
-          }
           case GPROF_REC_TASK_NEW:
-          case GPROF_REC_KERNEL_STACK:
-          case GPROF_REC_KERNEL_SYMBOL:
-            break;
+            return Collect(record, &raw.starts);
+          case GPROF_REC_TASK_RENAME:
+            return Collect(record, &raw.renames);
+          case GPROF_REC_TASK_EXIT:
+            return Collect(record, &raw.exits);
+          case GPROF_REC_FUTEX:
+            return Collect(record, &raw.futexes);
+          case GPROF_REC_FUTEX_WAITV:
+            return Collect(record, &raw.waitvs);
+          case GPROF_REC_OFFCPU:
+            return Collect(record, &raw.offcpu);
+          case GPROF_REC_LOCK_WAIT:
+            return Collect(record, &raw.lock_waits);
+          case GPROF_REC_DEVICE_WAIT:
+            return Collect(record, &raw.device_waits);
+          case GPROF_REC_PAGE_FAULT:
+            return Collect(record, &raw.page_faults);
+          case GPROF_REC_MEMORY_MAP:
+            return Collect(record, &raw.memory_maps);
+          case GPROF_REC_EVENT_COUNT:
+            return Collect(record, &raw.counts);
+          case GPROF_REC_LOST:
+            return Collect(record, &raw.lost);
+          case GPROF_REC_USER_STACK: {
+            gprof_user_stack stack;
+            if (!collector::ReadRecord(record.bytes, &stack) ||
+                record.bytes.size() != sizeof(stack) + stack.depth * sizeof(uint64_t)) {
+              raw.malformed = "user stack";
+              return;
+            }
+            UserStack& out = raw.user_stacks[stack.stack_id];
+            out.flags = stack.flags;
+            out.ips.resize(stack.depth);
+            memcpy(out.ips.data(), record.bytes.data() + sizeof(stack),
+                   stack.depth * sizeof(uint64_t));
+            return;
+          }
+          case GPROF_REC_PROCESS_MAPS: {
+            gprof_process_maps maps;
+            if (!collector::ReadRecord(record.bytes, &maps) ||
+                record.bytes.size() != sizeof(maps) + maps.text_len) {
+              raw.malformed = "process maps";
+              return;
+            }
+            raw.maps.push_back({maps.pid, maps.time_ns, tail(record, sizeof(maps))});
+            return;
+          }
+          case format::kMessage: {
+            format::MessageRecord message;
+            if (!collector::ReadRecord(record.bytes, &message)) {
+              raw.malformed = "message";
+              return;
+            }
+            raw.messages.push_back(tail(record, sizeof(message)));
+            return;
+          }
+          case GPROF_REC_KERNEL_STACK: {
+            gprof_kernel_stack stack;
+            if (!collector::ReadRecord(record.bytes, &stack) ||
+                record.bytes.size() != sizeof(stack) + stack.depth * sizeof(uint64_t)) {
+              raw.malformed = "kernel stack";
+              return;
+            }
+            std::vector<uint64_t>& ips = raw.kernel_stacks[stack.stack_id];
+            ips.resize(stack.depth);
+            memcpy(ips.data(), record.bytes.data() + sizeof(stack), stack.depth * sizeof(uint64_t));
+            return;
+          }
+          case GPROF_REC_KERNEL_SYMBOL: {
+            gprof_kernel_symbol symbol;
+            if (!collector::ReadRecord(record.bytes, &symbol) ||
+                record.bytes.size() != sizeof(symbol) + symbol.name_len) {
+              raw.malformed = "kernel symbol";
+              return;
+            }
+            raw.kernel_symbols[symbol.address] = tail(record, sizeof(symbol));
+            return;
+          }
           default:
             ++raw.unknown;
         }
@@ -311,6 +407,8 @@ RawRecords ReadRaw(const std::string& path, std::string* error) {
     *error = summary.status().message();
   } else if (!diagnostics.empty()) {
     *error = diagnostics.front().message;
+  } else if (!raw.malformed.empty()) {
+    *error = "malformed " + raw.malformed + " record";
   }
   return raw;
 }
@@ -330,6 +428,235 @@ std::string DescribeStack(const Session& session, int32_t stack_id) {
   std::string text;
   for (const std::string& frame : session.KernelStack(stack_id)) text += "\n    " + frame;
   return text;
+}
+
+// ---- Scenarios run in a recorded child -------------------------------------------------------
+
+// What a recorded child scenario sends back with its report: empty when it ran as planned.
+struct ScenarioStatus {
+  char failure[120] = {};
+  void Fail(const char* why) {
+    if (failure[0] == '\0') snprintf(failure, sizeof(failure), "%s", why);
+  }
+};
+
+// Waits until thread `tid` of this process is in one of `states` ('S', 'D', 'Z'...), for up to
+// 10 s.
+bool WaitUntilState(pid_t tid, const char* states) {
+  for (int i = 0; i < 10000; ++i) {
+    char state = ThreadState(tid);
+    if (state != 0 && strchr(states, state) != nullptr) return true;
+    SleepNs(kMs);
+  }
+  return false;
+}
+
+// Forks a child that waits until `recorder` tracks it, runs `scenario`, sends the Report it
+// returns and exits 0; polls the recorder until the child is gone, then finishes the recording.
+// Reports are plain structs with a ScenarioStatus `status`.
+template <typename Report>
+void RunRecordedChild(KernelRecorder* recorder, const std::function<Report()>& scenario,
+                      Report* report) {
+  int release[2], result[2];
+  ASSERT_EQ(pipe2(release, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(result, O_CLOEXEC), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char byte;
+    if (read(release[0], &byte, 1) != 1) _exit(100);
+    Report sent = scenario();
+    (void)!write(result[1], &sent, sizeof(sent));
+    _exit(0);
+  }
+  close(release[0]);
+  close(result[1]);
+  std::string error;
+  ASSERT_TRUE(recorder->Track(child, &error)) << error;
+  ASSERT_EQ(write(release[1], "g", 1), 1);
+  close(release[1]);
+  int status = 0;
+  uint64_t deadline = NowNs() + 60000 * kMs;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    int drained = recorder->Poll(50);
+    ASSERT_GE(drained, 0) << strerror(-drained);
+    if (NowNs() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      FAIL() << "the child did not finish in 60 s";
+    }
+  }
+  ssize_t got = read(result[0], report, sizeof(*report));
+  close(result[0]);
+  recorder->Finish();
+  EXPECT_TRUE(recorder->last_error().empty()) << recorder->last_error();
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof(*report))) << "no report; wait status " << status;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(report->status.failure[0], '\0') << "child scenario failed: " << report->status.failure;
+}
+
+// Functions whose code lies in a section of its own, so that a test can tell whether a return
+// address of a user stack is inside them (the linker defines __start_/__stop_ for such sections).
+// They issue their system calls themselves: the kernel's user stack then starts in them, and the
+// frame-pointer walk goes on through their callers. GCC builds a leaf function without a frame
+// even with -fno-omit-frame-pointer: taking the frame's address makes it keep one.
+#define GPROF_TEST_SECTION(name) __attribute__((noinline, section(#name)))
+#define GPROF_SECTION_BOUNDS(name) extern "C" const char __start_##name[], __stop_##name[]
+
+GPROF_SECTION_BOUNDS(gprof_pipe_read);
+GPROF_SECTION_BOUNDS(gprof_pipe_reader);
+GPROF_SECTION_BOUNDS(gprof_pipe_write);
+GPROF_SECTION_BOUNDS(gprof_deep_stack);
+GPROF_SECTION_BOUNDS(gprof_spin);
+
+bool InSection(uint64_t ip, const char* start, const char* stop) {
+  return ip >= reinterpret_cast<uint64_t>(start) && ip < reinterpret_cast<uint64_t>(stop);
+}
+#define IN_SECTION(ip, name) InSection(ip, __start_##name, __stop_##name)
+
+GPROF_TEST_SECTION(gprof_pipe_read) long PipeReadFrame(int fd, void* buffer, size_t size) {
+  long ret;
+  asm volatile("" : : "r"(__builtin_frame_address(0)));
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "0"(static_cast<long>(SYS_read)), "D"(fd), "S"(buffer), "d"(size)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+
+GPROF_TEST_SECTION(gprof_pipe_write) long PipeWriteFrame(int fd, const void* buffer, size_t size) {
+  long ret;
+  asm volatile("" : : "r"(__builtin_frame_address(0)));
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "0"(static_cast<long>(SYS_write)), "D"(fd), "S"(buffer), "d"(size)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+
+GPROF_TEST_SECTION(gprof_pipe_reader) long PipeReader(int fd) {
+  char byte = 0;
+  long got = PipeReadFrame(fd, &byte, 1);
+  asm volatile("" ::: "memory");  // no tail call: this frame stays on the stack
+  return got;
+}
+
+// Blocks in a pipe read `depth` frames deep: deeper than the kernel walks.
+GPROF_TEST_SECTION(gprof_deep_stack) long DeepRead(int depth, int fd) {
+  if (depth == 0) return PipeReader(fd);
+  long got = DeepRead(depth - 1, fd);
+  asm volatile("" ::: "memory");
+  return got;
+}
+
+// Spins until the deadline, reading the clock only every million iterations: a preemption
+// finds it in its own code, not in the clock's.
+GPROF_TEST_SECTION(gprof_spin) void SpinUntil(uint64_t deadline_ns) {
+  while (NowNs() < deadline_ns) {
+    for (int i = 0; i < 1000000; ++i) asm volatile("" ::: "memory");
+  }
+}
+
+const UserStack* FindUserStack(const RawRecords& raw, int32_t id) {
+  auto found = raw.user_stacks.find(id);
+  return found == raw.user_stacks.end() ? nullptr : &found->second;
+}
+
+// The off-CPU interval of `tid` that was in progress at `time_ns`, or null.
+const gprof_offcpu* OffCpuAt(const RawRecords& raw, uint32_t tid, uint64_t time_ns) {
+  for (const auto& o : raw.offcpu) {
+    if (o.tid == tid && o.start_ns <= time_ns && o.end_ns >= time_ns) return &o;
+  }
+  return nullptr;
+}
+
+// The longest off-CPU interval of `tid`, or null.
+// The longest off-CPU interval of `tid`, of those inside [from_ns, to_ns] when given.
+const gprof_offcpu* LongestOffCpu(const RawRecords& raw, uint32_t tid, uint64_t from_ns = 0,
+                                  uint64_t to_ns = UINT64_MAX) {
+  const gprof_offcpu* longest = nullptr;
+  for (const auto& o : raw.offcpu) {
+    if (o.tid == tid && o.start_ns >= from_ns && o.end_ns <= to_ns &&
+        (longest == nullptr || o.end_ns - o.start_ns > longest->end_ns - longest->start_ns)) {
+      longest = &o;
+    }
+  }
+  return longest;
+}
+
+// The function names of kernel stack `id`, innermost first ("" for an address without one).
+std::vector<std::string> KernelFrames(const RawRecords& raw, int32_t id) {
+  std::vector<std::string> names;
+  auto stack = raw.kernel_stacks.find(id);
+  if (stack == raw.kernel_stacks.end()) return names;
+  for (uint64_t ip : stack->second) {
+    auto symbol = raw.kernel_symbols.find(ip);
+    names.push_back(symbol == raw.kernel_symbols.end() ? "" : symbol->second);
+  }
+  return names;
+}
+
+bool KernelStackMentions(const RawRecords& raw, int32_t id, const std::string& word) {
+  for (const std::string& name : KernelFrames(raw, id)) {
+    if (name.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string DescribeKernelStack(const RawRecords& raw, int32_t id) {
+  std::string text = "kernel stack " + std::to_string(id) + ":";
+  for (const std::string& name : KernelFrames(raw, id)) text += "\n    " + name;
+  return text;
+}
+
+// The exec helper: the test binary run again by a recorded thread that is not its process's
+// leader (ExecOfAThreadThatIsNotTheLeader). It makes a child that gets the exec'ing thread's old
+// tid (writing ns_last_pid), reports, and waits until the test closes its pipe. It runs before
+// main() when its environment variable is set, and never returns.
+constexpr char kExecHelperEnv[] = "GPROF_KERNEL_RECORDER_TEST_EXEC_HELPER";
+
+struct ExecHelperReport {
+  uint32_t pid, tid;  // after the exec
+  uint32_t reuser;    // the child that got the old tid; 0 if none did
+  uint32_t attempts;
+};
+
+[[noreturn]] void RunExecHelper(const char* arguments) {
+  unsigned old_tid = 0;
+  int report_fd = -1, finish_fd = -1;
+  if (sscanf(arguments, "%u %d %d", &old_tid, &report_fd, &finish_fd) != 3) _exit(120);
+  ExecHelperReport report{};
+  report.pid = static_cast<uint32_t>(getpid());
+  report.tid = static_cast<uint32_t>(gettid());
+  for (uint32_t attempt = 1; attempt <= 20 && report.reuser == 0; ++attempt) {
+    report.attempts = attempt;
+    FILE* last_pid = fopen("/proc/sys/kernel/ns_last_pid", "w");
+    if (last_pid == nullptr) break;
+    fprintf(last_pid, "%u", old_tid - 1);
+    fclose(last_pid);
+    pid_t child = fork();
+    if (child == 0) {
+      if (static_cast<unsigned>(getpid()) == old_tid) {
+        const size_t size = 16 * 4096;
+        char* pages = static_cast<char*>(
+            mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        for (size_t at = 0; pages != MAP_FAILED && at < size; at += 4096) pages[at] = 1;
+      }
+      _exit(0);
+    }
+    if (child < 0) break;
+    waitpid(child, nullptr, 0);
+    if (static_cast<unsigned>(child) == old_tid) report.reuser = static_cast<uint32_t>(child);
+  }
+  (void)!write(report_fd, &report, sizeof(report));
+  char byte;
+  (void)!read(finish_fd, &byte, 1);
+  _exit(0);
+}
+
+__attribute__((constructor)) void RunExecHelperIfAsked() {
+  const char* arguments = getenv(kExecHelperEnv);
+  if (arguments != nullptr) RunExecHelper(arguments);
 }
 
 class KernelRecorderTest : public ::testing::Test {
@@ -700,13 +1027,15 @@ TEST_F(KernelRecorderTest, WritesUnfinishedIntervalsAndTimeouts) {
 }
 
 // A ring buffer too small for what the child does, drained only after it exits: the events that
-// did not fit are counted by kind and type, written as gprof_lost records, and match stats().
+// did not fit are counted by kind, type and CPU (the child runs on one, the last), written as
+// gprof_lost records, one per (kind, type, CPU), and match stats().
 TEST_F(KernelRecorderTest, CountsWhatTheRingBufferCouldNotHold) {
   KernelRecorderOptions options;
   options.ring_buffer_bytes = 1;  // rounds up to one page: a few dozen records
   options.kernel_stacks = false;
   StartRecorder(options);
   if (recorder_ == nullptr) return;
+  const int cpu = get_nprocs_conf() - 1;
 
   int release[2];
   ASSERT_EQ(pipe2(release, O_CLOEXEC), 0);
@@ -715,6 +1044,10 @@ TEST_F(KernelRecorderTest, CountsWhatTheRingBufferCouldNotHold) {
   if (child == 0) {
     char byte;
     if (read(release[0], &byte, 1) != 1) _exit(100);
+    cpu_set_t one_cpu;
+    CPU_ZERO(&one_cpu);
+    CPU_SET(cpu, &one_cpu);
+    if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) _exit(101);
     static uint32_t word = 1;
     for (int i = 0; i < 5000; ++i) {  // 5000 futex records, each failing FUTEX_WAIT (EAGAIN)
       syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
@@ -726,7 +1059,9 @@ TEST_F(KernelRecorderTest, CountsWhatTheRingBufferCouldNotHold) {
   ASSERT_TRUE(recorder_->Track(child, &error)) << error;
   ASSERT_EQ(write(release[1], "g", 1), 1);
   close(release[1]);
-  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   recorder_->Finish();
   KernelRecorderStats stats = recorder_->stats();
 
@@ -734,9 +1069,15 @@ TEST_F(KernelRecorderTest, CountsWhatTheRingBufferCouldNotHold) {
   RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &raw_error);
   ASSERT_TRUE(raw_error.empty()) << raw_error;
   uint64_t futex_lost = 0, total_lost = 0;
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t>> keys;
   for (const auto& l : raw.lost) {
     total_lost += l.count;
-    if (l.kind == GPROF_LOST_RINGBUF && l.record_type == GPROF_REC_FUTEX) futex_lost = l.count;
+    EXPECT_GT(l.count, 0u);
+    EXPECT_TRUE(keys.insert({l.kind, l.record_type, l.cpu}).second) << "one record per key";
+    if (l.kind == GPROF_LOST_RINGBUF && l.record_type == GPROF_REC_FUTEX) {
+      EXPECT_EQ(l.cpu, static_cast<uint32_t>(cpu)) << "lost on the child's CPU";
+      futex_lost += l.count;
+    }
   }
   uint64_t futex_recorded = 0;
   for (const auto& f : raw.futexes) {
@@ -747,6 +1088,1141 @@ TEST_F(KernelRecorderTest, CountsWhatTheRingBufferCouldNotHold) {
   EXPECT_EQ(futex_recorded + futex_lost, 5000u) << "every futex call recorded or counted";
   EXPECT_EQ(stats.lost, total_lost);
   for (const auto& o : raw.offcpu) EXPECT_EQ(o.kstack_id, -ENODATA);
+}
+
+// A pthread mutex convoy: a holder and three waiters queued one after the other. Each waiter
+// sleeps in a futex wait on the mutex word and is woken by the thread that held it before: the
+// holder wakes the first, the first the second, the second the third.
+TEST_F(KernelRecorderTest, MutexConvoyChainsTheWakers) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr uint64_t kHold = 20 * kMs;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t tids[4];  // the holder, then the waiters in queue order
+    uint64_t mutex_addr;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+        std::atomic<pid_t> tids[4] = {};
+        std::atomic<int> locked{0};
+        std::vector<std::thread> threads;
+        threads.emplace_back([&] {
+          tids[0] = gettid();
+          pthread_mutex_lock(&mutex);
+          locked = 1;
+          for (int i = 1; i < 4; ++i) {
+            while (tids[i] == 0) sched_yield();
+            if (!WaitUntilState(tids[i], "S")) r.status.Fail("a waiter never blocked");
+          }
+          SleepNs(kHold);
+          pthread_mutex_unlock(&mutex);
+        });
+        for (int i = 1; i < 4; ++i) {
+          threads.emplace_back([&, i] {
+            while (locked == 0) sched_yield();
+            // Queue behind the previous waiter: the futex wakes waiters in the order they came.
+            while (tids[i - 1] == 0) sched_yield();
+            if (i > 1 && !WaitUntilState(tids[i - 1], "S")) r.status.Fail("waiter not queued");
+            tids[i] = gettid();
+            pthread_mutex_lock(&mutex);
+            SleepNs(kHold);
+            pthread_mutex_unlock(&mutex);
+          });
+        }
+        for (auto& thread : threads) thread.join();
+        for (int i = 0; i < 4; ++i) r.tids[i] = static_cast<uint32_t>(tids[i]);
+        r.mutex_addr = reinterpret_cast<uint64_t>(&mutex);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  for (int i = 1; i < 4; ++i) {
+    SCOPED_TRACE("waiter " + std::to_string(i));
+    const uint32_t waiter = report.tids[i], previous = report.tids[i - 1];
+    // The same chain in the futex calls: the waiter's wait on the mutex word, and the previous
+    // holder's wake of one thread while it waited.
+    const gprof_futex* wait = nullptr;
+    for (const auto& f : raw.futexes) {
+      if (f.tid == waiter && f.uaddr == report.mutex_addr && (f.op & 127) == FUTEX_WAIT &&
+          (wait == nullptr || f.end_ns - f.start_ns > wait->end_ns - wait->start_ns)) {
+        wait = &f;
+      }
+    }
+    ASSERT_NE(wait, nullptr) << "no futex wait on the mutex";
+    EXPECT_EQ(wait->ret, 0);
+    const gprof_offcpu* sleep = LongestOffCpu(raw, waiter, wait->start_ns, wait->end_ns);
+    ASSERT_NE(sleep, nullptr) << "no sleep inside the futex wait";
+    EXPECT_GE(sleep->end_ns - sleep->start_ns, i * kHold);
+    EXPECT_EQ(sleep->state & 3, static_cast<uint32_t>(GPROF_TASK_INTERRUPTIBLE)) << sleep->state;
+    EXPECT_EQ(sleep->waker_tid, previous) << "woken by the thread that held the mutex before";
+    EXPECT_TRUE(KernelStackMentions(raw, sleep->kstack_id, "futex"))
+        << DescribeKernelStack(raw, sleep->kstack_id);
+    EXPECT_TRUE(KernelStackMentions(raw, sleep->waker_kstack_id, "futex_wake"))
+        << DescribeKernelStack(raw, sleep->waker_kstack_id);
+    EXPECT_NE(FindUserStack(raw, sleep->user_stack_id), nullptr) << sleep->user_stack_id;
+    EXPECT_NE(FindUserStack(raw, sleep->waker_user_stack_id), nullptr)
+        << sleep->waker_user_stack_id;
+
+    bool woken = false;
+    for (const auto& f : raw.futexes) {
+      woken |= f.tid == previous && f.uaddr == report.mutex_addr && (f.op & 127) == FUTEX_WAKE &&
+               f.ret == 1 && f.start_ns >= wait->start_ns && f.start_ns <= wait->end_ns;
+    }
+    EXPECT_TRUE(woken) << "no wake of the previous holder inside the wait";
+  }
+}
+
+// More runnable threads than CPUs: three threads spin on one CPU. Each is preempted again and
+// again: runnable intervals (state 0), with no waker, whose total is its time waiting for the CPU,
+// and whose user stack is in the spinning function.
+TEST_F(KernelRecorderTest, RunnableThreadsWaitForTheCpu) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr uint64_t kSpin = 300 * kMs;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t tids[3];
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        cpu_set_t one_cpu;
+        CPU_ZERO(&one_cpu);
+        CPU_SET(0, &one_cpu);
+        if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
+        std::atomic<pid_t> tids[3] = {};
+        uint64_t deadline = NowNs() + kSpin;
+        std::vector<std::thread> spinners;
+        for (int i = 0; i < 3; ++i) {
+          spinners.emplace_back([&, i] {
+            tids[i] = gettid();
+            SpinUntil(deadline);
+          });
+        }
+        for (auto& thread : spinners) thread.join();
+        for (int i = 0; i < 3; ++i) r.tids[i] = static_cast<uint32_t>(tids[i]);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  for (uint32_t tid : report.tids) {
+    SCOPED_TRACE("spinner " + std::to_string(tid));
+    uint64_t waiting_ns = 0;
+    int runnable = 0, in_spin = 0;
+    for (const auto& o : raw.offcpu) {
+      if (o.tid != tid || o.state != GPROF_TASK_RUNNING) continue;
+      ++runnable;
+      waiting_ns += o.end_ns - o.start_ns;
+      EXPECT_EQ(o.wake_ns, 0u) << "a preempted thread is never woken";
+      EXPECT_EQ(o.waker_tid, 0u);
+      EXPECT_EQ(o.waker_pid, 0u);
+      EXPECT_EQ(Comm(o.waker_comm), "");
+      EXPECT_EQ(o.cpu, 0u) << "pinned to CPU 0";
+      EXPECT_EQ(o.flags, 0u);
+      const UserStack* stack = FindUserStack(raw, o.user_stack_id);
+      if (stack != nullptr && !stack->ips.empty() && IN_SECTION(stack->ips[0], gprof_spin)) {
+        ++in_spin;
+      }
+    }
+    EXPECT_GE(runnable, 5);
+    // Three threads share one CPU: each waits about two thirds of the time.
+    EXPECT_GE(waiting_ns, kSpin / 3) << runnable << " runnable intervals";
+    EXPECT_GE(in_spin, runnable / 2) << "user stacks at preemption in SpinUntil";
+  }
+}
+
+// A thread blocked in a pipe read is woken by the writer: off-CPU in pipe_read, woken by the
+// writing thread, with its user stack (in the reading function, then its caller) and the
+// writer's user stack at the wakeup (in the writing function). A read 200 frames deep has a user
+// stack cut at the depth limit, flagged as truncated.
+TEST_F(KernelRecorderTest, PipeWaitNamesTheWriterAndBothUserStacks) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t reader, deep_reader, writer;
+    uint64_t write_ns;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        int shallow[2], deep[2];
+        if (pipe(shallow) != 0 || pipe(deep) != 0) {
+          r.status.Fail("pipe");
+          return r;
+        }
+        std::atomic<pid_t> reader{0}, deep_reader{0};
+        std::thread shallow_thread([&] {
+          reader = gettid();
+          if (PipeReader(shallow[0]) != 1) r.status.Fail("read");
+        });
+        std::thread deep_thread([&] {
+          deep_reader = gettid();
+          if (DeepRead(200, deep[0]) != 1) r.status.Fail("deep read");
+        });
+        while (reader == 0 || deep_reader == 0) sched_yield();
+        if (!WaitUntilState(reader, "S") || !WaitUntilState(deep_reader, "S")) {
+          r.status.Fail("readers never blocked");
+        }
+        SleepNs(30 * kMs);
+        r.write_ns = NowNs();
+        if (PipeWriteFrame(shallow[1], "x", 1) != 1 || PipeWriteFrame(deep[1], "y", 1) != 1) {
+          r.status.Fail("write");
+        }
+        shallow_thread.join();
+        deep_thread.join();
+        r.reader = static_cast<uint32_t>(reader);
+        r.deep_reader = static_cast<uint32_t>(deep_reader);
+        r.writer = static_cast<uint32_t>(gettid());
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  const gprof_offcpu* wait = OffCpuAt(raw, report.reader, report.write_ns);
+  ASSERT_NE(wait, nullptr) << "no off-CPU interval of the reader at the write";
+  EXPECT_GE(wait->end_ns - wait->start_ns, 30 * kMs);
+  EXPECT_EQ(wait->state & 3, static_cast<uint32_t>(GPROF_TASK_INTERRUPTIBLE)) << wait->state;
+  EXPECT_EQ(wait->waker_tid, report.writer);
+  EXPECT_GE(wait->wake_ns, report.write_ns);
+  EXPECT_TRUE(KernelStackMentions(raw, wait->kstack_id, "pipe_read"))
+      << DescribeKernelStack(raw, wait->kstack_id);
+  EXPECT_TRUE(KernelStackMentions(raw, wait->waker_kstack_id, "pipe_write"))
+      << DescribeKernelStack(raw, wait->waker_kstack_id);
+
+  const UserStack* stack = FindUserStack(raw, wait->user_stack_id);
+  ASSERT_NE(stack, nullptr) << "no user stack: " << wait->user_stack_id;
+  ASSERT_GE(stack->ips.size(), 2u);
+  EXPECT_TRUE(IN_SECTION(stack->ips[0], gprof_pipe_read)) << std::hex << stack->ips[0];
+  EXPECT_TRUE(IN_SECTION(stack->ips[1], gprof_pipe_reader)) << std::hex << stack->ips[1];
+  EXPECT_EQ(stack->flags, 0u);
+  const UserStack* waker_stack = FindUserStack(raw, wait->waker_user_stack_id);
+  ASSERT_NE(waker_stack, nullptr) << "no user stack of the waker: " << wait->waker_user_stack_id;
+  ASSERT_FALSE(waker_stack->ips.empty());
+  EXPECT_TRUE(IN_SECTION(waker_stack->ips[0], gprof_pipe_write)) << std::hex << waker_stack->ips[0];
+
+  const gprof_offcpu* deep_wait = OffCpuAt(raw, report.deep_reader, report.write_ns);
+  ASSERT_NE(deep_wait, nullptr);
+  EXPECT_EQ(deep_wait->waker_tid, report.writer);
+  const UserStack* deep_stack = FindUserStack(raw, deep_wait->user_stack_id);
+  ASSERT_NE(deep_stack, nullptr) << deep_wait->user_stack_id;
+  EXPECT_EQ(deep_stack->ips.size(), static_cast<size_t>(GPROF_MAX_STACK_DEPTH));
+  EXPECT_EQ(deep_stack->flags, static_cast<uint32_t>(GPROF_USER_STACK_TRUNCATED));
+  EXPECT_TRUE(IN_SECTION(deep_stack->ips[0], gprof_pipe_read));
+  EXPECT_TRUE(IN_SECTION(deep_stack->ips.back(), gprof_deep_stack));
+}
+
+// A struct mutex in the kernel: a write to a pseudo-terminal holds the tty's atomic_write_lock
+// for the whole write, sleeping while the terminal is full. A second writer sleeps on that mutex;
+// its lock wait names the first writer as the owner, and the first writer wakes it.
+TEST_F(KernelRecorderTest, KernelMutexWaitNamesTheOwner) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr uint64_t kHold = 50 * kMs;
+  constexpr size_t kBig = 1 << 20;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t pid, owner, waiter;
+    uint64_t hold_start_ns, hold_end_ns;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        int master = posix_openpt(O_RDWR | O_NOCTTY);
+        if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+          r.status.Fail("pseudo-terminal");
+          return r;
+        }
+        int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+        termios raw_mode{};
+        if (slave < 0 || tcgetattr(slave, &raw_mode) != 0) {
+          r.status.Fail("terminal");
+          return r;
+        }
+        cfmakeraw(&raw_mode);
+        tcsetattr(slave, TCSANOW, &raw_mode);
+        std::atomic<pid_t> owner{0}, waiter{0};
+        std::thread owner_thread([&] {
+          pthread_setname_np(pthread_self(), "gp-tty-owner");
+          owner = gettid();
+          std::vector<char> big(kBig, 'x');
+          if (write(slave, big.data(), big.size()) != static_cast<ssize_t>(big.size())) {
+            r.status.Fail("big write");
+          }
+        });
+        while (owner == 0) sched_yield();
+        if (!WaitUntilState(owner, "S")) r.status.Fail("the first writer never blocked");
+        std::thread waiter_thread([&] {
+          pthread_setname_np(pthread_self(), "gp-tty-waiter");
+          waiter = gettid();
+          if (write(slave, "!", 1) != 1) r.status.Fail("small write");
+        });
+        while (waiter == 0) sched_yield();
+        if (!WaitUntilState(waiter, "S")) r.status.Fail("the second writer never blocked");
+        r.hold_start_ns = NowNs();
+        SleepNs(kHold);
+        r.hold_end_ns = NowNs();
+        std::vector<char> sink(65536);
+        size_t drained = 0;
+        while (drained < kBig + 1) {
+          pollfd readable{master, POLLIN, 0};
+          if (poll(&readable, 1, 10000) != 1) break;
+          ssize_t got = read(master, sink.data(), sink.size());
+          if (got <= 0) break;
+          drained += static_cast<size_t>(got);
+        }
+        owner_thread.join();
+        waiter_thread.join();
+        if (drained != kBig + 1) r.status.Fail("the terminal did not deliver everything");
+        r.pid = static_cast<uint32_t>(getpid());
+        r.owner = static_cast<uint32_t>(owner);
+        r.waiter = static_cast<uint32_t>(waiter);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  const gprof_lock_wait* wait = nullptr;
+  for (const auto& w : raw.lock_waits) {
+    if (w.tid == report.waiter && w.start_ns <= report.hold_start_ns &&
+        w.end_ns >= report.hold_end_ns) {
+      wait = &w;
+    }
+  }
+  ASSERT_NE(wait, nullptr) << "no lock wait of the second writer over the hold";
+  EXPECT_EQ(wait->pid, report.pid);
+  EXPECT_EQ(wait->flags, static_cast<uint32_t>(GPROF_LOCK_MUTEX)) << std::hex << wait->flags;
+  EXPECT_EQ(wait->owner_tid, report.owner);
+  EXPECT_EQ(wait->owner_pid, report.pid);
+  EXPECT_EQ(Comm(wait->owner_comm), "gp-tty-owner");
+  EXPECT_EQ(wait->ret, 0);
+  EXPECT_NE(wait->lock_address, 0u);
+  EXPECT_TRUE(KernelStackMentions(raw, wait->kstack_id, "tty_write"))
+      << DescribeKernelStack(raw, wait->kstack_id);
+  EXPECT_NE(FindUserStack(raw, wait->user_stack_id), nullptr) << wait->user_stack_id;
+  const gprof_offcpu* sleep = OffCpuAt(raw, report.waiter, report.hold_end_ns);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, report.owner) << "the owner's unlock wakes the waiter";
+  EXPECT_TRUE(KernelStackMentions(raw, sleep->kstack_id, "mutex"))
+      << DescribeKernelStack(raw, sleep->kstack_id);
+}
+
+// munmap of a large populated region while other threads need the mmap_lock. Since Linux 6.1
+// munmap frees the pages with the lock downgraded to read, and faults take per-VMA locks: a
+// faulting thread waits only behind a queued writer (here a thread calling mmap). Both wait on
+// the process's mmap_lock held for reading, and the lock's reader hint names the munmapping
+// thread. An mmap(MAP_FIXED) over a populated region unmaps it with the lock held for writing:
+// the faulting thread then waits on the writer itself. Each waiting fault is a slow page fault.
+TEST_F(KernelRecorderTest, MunmapHoldsTheMmapLockWhileAnotherThreadFaults) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr size_t kRegion = 512ul << 20;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t pid, unmapper, writer, faulter;
+    uint64_t region, munmap_start_ns, munmap_end_ns;
+    uint64_t replaced, replace_start_ns, replace_end_ns;
+    uint64_t fault_pages[2];  // the faulter's page during the munmap, and during the replacement
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        // Fresh one-page mappings, kept apart by PROT_NONE pages: the first fault of each needs the
+        // mmap_lock (a new anon_vma), the way first touches of fresh memory do.
+        char* fresh = static_cast<char*>(
+            mmap(nullptr, 4 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        if (fresh == MAP_FAILED || mprotect(fresh, 4096, PROT_READ | PROT_WRITE) != 0 ||
+            mprotect(fresh + 2 * 4096, 4096, PROT_READ | PROT_WRITE) != 0) {
+          r.status.Fail("fresh pages");
+          return r;
+        }
+        r.fault_pages[0] = reinterpret_cast<uint64_t>(fresh);
+        r.fault_pages[1] = reinterpret_cast<uint64_t>(fresh + 2 * 4096);
+        auto populate = [&]() -> char* {
+          char* region = static_cast<char*>(
+              mmap(nullptr, kRegion, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+          if (region == MAP_FAILED) return nullptr;
+          madvise(region, kRegion, MADV_NOHUGEPAGE);  // 4 KiB pages: a long unmap
+          for (size_t at = 0; at < kRegion; at += 4096) region[at] = 1;
+          return region;
+        };
+        std::atomic<int> phase{0};
+        std::atomic<pid_t> unmapper{0}, writer{0}, faulter{0};
+        std::thread unmapper_thread([&] {
+          pthread_setname_np(pthread_self(), "gp-unmapper");
+          unmapper = gettid();
+          char* region = populate();
+          if (region == nullptr) {
+            r.status.Fail("mmap");
+            phase = 99;
+            return;
+          }
+          r.region = reinterpret_cast<uint64_t>(region);
+          r.munmap_start_ns = NowNs();
+          phase = 1;
+          munmap(region, kRegion);
+          r.munmap_end_ns = NowNs();
+          while (phase < 2) sched_yield();
+          region = populate();
+          if (region == nullptr) {
+            r.status.Fail("mmap again");
+            phase = 99;
+            return;
+          }
+          r.replace_start_ns = NowNs();
+          phase = 3;
+          void* replaced = mmap(region, kRegion, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+          r.replace_end_ns = NowNs();
+          r.replaced = reinterpret_cast<uint64_t>(replaced);
+          munmap(replaced, kRegion);
+        });
+        std::thread writer_thread([&] {
+          writer = gettid();
+          while (phase < 1) sched_yield();
+          SleepNs(2 * kMs);
+          void* small = mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          if (small != MAP_FAILED) munmap(small, 65536);
+        });
+        std::thread faulter_thread([&] {
+          faulter = gettid();
+          // Reading /proc allocates: this thread's first malloc maps a new arena, an mmap that
+          // would itself queue behind the munmap. Make it now, before the munmap starts.
+          ThreadState(faulter);
+          while (phase < 1) sched_yield();
+          if (phase == 99) return;
+          // Behind the writer, once it waits (mmap_write_lock_killable: state D).
+          while (writer == 0) sched_yield();
+          if (!WaitUntilState(writer, "D")) r.status.Fail("the writer never waited");
+          fresh[0] = 1;
+          phase = 2;
+          while (phase < 3) sched_yield();
+          if (phase == 99) return;
+          SleepNs(3 * kMs);
+          fresh[2 * 4096] = 1;
+        });
+        unmapper_thread.join();
+        writer_thread.join();
+        faulter_thread.join();
+        r.pid = static_cast<uint32_t>(getpid());
+        r.unmapper = static_cast<uint32_t>(unmapper);
+        r.writer = static_cast<uint32_t>(writer);
+        r.faulter = static_cast<uint32_t>(faulter);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  // The munmap and the replacing mmap, with their sizes and durations.
+  const gprof_memory_map* munmap_call = nullptr;
+  const gprof_memory_map* replace_call = nullptr;
+  for (const auto& m : raw.memory_maps) {
+    if (m.tid != report.unmapper || m.length != kRegion) continue;
+    if (m.syscall_nr == SYS_munmap && m.address == report.region) munmap_call = &m;
+    if (m.syscall_nr == SYS_mmap && (m.flags & MAP_FIXED)) replace_call = &m;
+  }
+  ASSERT_NE(munmap_call, nullptr) << "no munmap of the 512 MB region";
+  EXPECT_EQ(munmap_call->ret, 0);
+  EXPECT_GE(munmap_call->start_ns, report.munmap_start_ns);
+  EXPECT_LE(munmap_call->end_ns, report.munmap_end_ns);
+  EXPECT_GE(munmap_call->end_ns - munmap_call->start_ns, 5 * kMs);
+  ASSERT_NE(replace_call, nullptr) << "no mmap(MAP_FIXED) over the region";
+  EXPECT_EQ(replace_call->address, report.replaced);
+  EXPECT_EQ(static_cast<uint64_t>(replace_call->ret), report.replaced);
+  EXPECT_EQ(replace_call->prot, static_cast<uint32_t>(PROT_READ | PROT_WRITE));
+
+  auto lock_wait_of = [&](uint32_t tid, uint64_t from, uint64_t to) -> const gprof_lock_wait* {
+    for (const auto& w : raw.lock_waits) {
+      if (w.tid == tid && (w.flags & GPROF_LOCK_MMAP_LOCK) && w.start_ns >= from &&
+          w.start_ns <= to) {
+        return &w;
+      }
+    }
+    return nullptr;
+  };
+  auto slow_fault_of = [&](uint64_t page) -> const gprof_page_fault* {
+    for (const auto& f : raw.page_faults) {
+      if (f.tid == report.faulter && f.address == page) return &f;
+    }
+    return nullptr;
+  };
+
+  {
+    SCOPED_TRACE("munmap");
+    const uint64_t from = munmap_call->start_ns, to = munmap_call->end_ns;
+    const gprof_lock_wait* writer_wait = lock_wait_of(report.writer, from, to);
+    ASSERT_NE(writer_wait, nullptr) << "the mmap of the writer did not wait on the mmap_lock";
+    EXPECT_EQ(writer_wait->flags,
+              GPROF_LOCK_WRITE | GPROF_LOCK_MMAP_LOCK | GPROF_LOCK_READER_OWNED);
+    EXPECT_EQ(writer_wait->owner_tid, report.unmapper);
+    EXPECT_EQ(Comm(writer_wait->owner_comm), "gp-unmapper");
+    const gprof_lock_wait* fault_wait = lock_wait_of(report.faulter, from, to);
+    ASSERT_NE(fault_wait, nullptr) << "the faulting thread did not wait on the mmap_lock";
+    EXPECT_EQ(fault_wait->flags, GPROF_LOCK_READ | GPROF_LOCK_MMAP_LOCK | GPROF_LOCK_READER_OWNED);
+    EXPECT_EQ(fault_wait->owner_tid, report.unmapper);
+    EXPECT_EQ(fault_wait->owner_pid, report.pid);
+    EXPECT_EQ(fault_wait->ret, 0);
+    EXPECT_GE(fault_wait->end_ns, to) << "it waits for the munmap to end";
+    EXPECT_TRUE(KernelStackMentions(raw, fault_wait->kstack_id, "fault"))
+        << DescribeKernelStack(raw, fault_wait->kstack_id);
+    const gprof_page_fault* fault = slow_fault_of(report.fault_pages[0]);
+    ASSERT_NE(fault, nullptr) << "no slow page fault of the faulting thread";
+    EXPECT_LE(fault->start_ns, fault_wait->start_ns);
+    EXPECT_GE(fault->end_ns, fault_wait->end_ns);
+    EXPECT_EQ(fault->flags, 0x41u) << "FAULT_FLAG_WRITE | FAULT_FLAG_USER";
+    EXPECT_EQ(fault->pid, report.pid);
+  }
+  {
+    SCOPED_TRACE("mmap(MAP_FIXED)");
+    const uint64_t from = replace_call->start_ns, to = replace_call->end_ns;
+    const gprof_lock_wait* fault_wait = lock_wait_of(report.faulter, from, to);
+    ASSERT_NE(fault_wait, nullptr) << "the faulting thread did not wait on the mmap_lock";
+    EXPECT_EQ(fault_wait->flags, GPROF_LOCK_READ | GPROF_LOCK_MMAP_LOCK) << "held for writing";
+    EXPECT_EQ(fault_wait->owner_tid, report.unmapper);
+    EXPECT_EQ(fault_wait->owner_pid, report.pid);
+    EXPECT_EQ(Comm(fault_wait->owner_comm), "gp-unmapper");
+    EXPECT_GE(fault_wait->end_ns, to - kMs);
+    const gprof_page_fault* fault = slow_fault_of(report.fault_pages[1]);
+    ASSERT_NE(fault, nullptr) << "no slow page fault of the faulting thread";
+    EXPECT_LE(fault->start_ns, fault_wait->start_ns);
+    EXPECT_GE(fault->end_ns, fault_wait->end_ns);
+  }
+  // The populating thread's hundreds of thousands of quick faults are counted, not recorded.
+  uint64_t quick = 0;
+  for (const auto& c : raw.counts) {
+    if (c.kind == GPROF_COUNT_QUICK_PAGE_FAULTS && c.tid == report.unmapper) {
+      quick += c.count;
+      EXPECT_EQ(c.limit_ns, 50000u);
+      EXPECT_EQ(c.cpu, GPROF_ALL_CPUS);
+      EXPECT_EQ(c.pid, report.pid);
+    }
+  }
+  EXPECT_GE(quick, kRegion / 4096);
+}
+
+// Writes `byte` to `fd` once thread `tid` sleeps, and a little later: the wait it ends is then a
+// real one.
+std::thread WriteWhenAsleep(pid_t tid, int fd, char byte, ScenarioStatus* status) {
+  return std::thread([=] {
+    if (!WaitUntilState(tid, "S")) status->Fail("the waiting thread never slept");
+    SleepNs(30 * kMs);
+    if (write(fd, &byte, 1) != 1) status->Fail("write");
+  });
+}
+
+// System calls on the configured device (here /dev/ptmx, a pseudo-terminal master): ioctl,
+// poll (the device not the first fd), select, mmap; and epoll_wait, recorded whatever it waits
+// on. Calls on other files (a pipe, /dev/null) are not device waits.
+TEST_F(KernelRecorderTest, DeviceWaitsOnTheConfiguredPrefix) {
+  KernelRecorderOptions options;
+  options.device_prefix = "ptmx";
+  StartRecorder(options);
+  if (recorder_ == nullptr) return;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t tid;
+    int32_t master, null_fd, epoll_fd, pipe_fd;
+    uint64_t start_ns;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        int master = posix_openpt(O_RDWR | O_NOCTTY);
+        int ignored = 0;
+        if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+          r.status.Fail("pseudo-terminal");
+          return r;
+        }
+        int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+        int null_fd = open("/dev/null", O_RDWR);
+        int pipe_fds[2];
+        int epoll_fd = epoll_create1(0);
+        epoll_event event{};
+        event.events = EPOLLIN;
+        if (slave < 0 || null_fd < 0 || pipe(pipe_fds) != 0 || epoll_fd < 0 ||
+            epoll_ctl(epoll_fd, EPOLL_CTL_ADD, master, &event) != 0) {
+          r.status.Fail("files");
+          return r;
+        }
+        termios raw_mode{};
+        tcgetattr(slave, &raw_mode);
+        cfmakeraw(&raw_mode);
+        tcsetattr(slave, TCSANOW, &raw_mode);
+        r.start_ns = NowNs();
+        pid_t self = gettid();
+        char byte;
+
+        unsigned int pty_number = 0;
+        if (ioctl(master, TIOCGPTN, &pty_number) != 0) r.status.Fail("TIOCGPTN");
+        if (ioctl(null_fd, TIOCGPTN, &pty_number) == 0) r.status.Fail("TIOCGPTN on /dev/null");
+
+        std::thread writer = WriteWhenAsleep(self, slave, 'a', &r.status);
+        pollfd fds[2] = {{pipe_fds[0], POLLIN, 0}, {master, POLLIN, 0}};
+        if (poll(fds, 2, 10000) != 1) r.status.Fail("poll");
+        writer.join();
+        ignored += read(master, &byte, 1);
+
+        writer = WriteWhenAsleep(self, slave, 'b', &r.status);
+        fd_set readable;
+        FD_ZERO(&readable);
+        FD_SET(pipe_fds[0], &readable);
+        FD_SET(master, &readable);
+        timeval timeout{10, 0};
+        if (select(std::max(master, pipe_fds[0]) + 1, &readable, nullptr, nullptr, &timeout) != 1) {
+          r.status.Fail("select");
+        }
+        writer.join();
+        ignored += read(master, &byte, 1);
+
+        writer = WriteWhenAsleep(self, slave, 'c', &r.status);
+        epoll_event events[4];
+        if (epoll_wait(epoll_fd, events, 4, 10000) != 1) r.status.Fail("epoll_wait");
+        writer.join();
+        ignored += read(master, &byte, 1);
+
+        if (mmap(nullptr, 4096, PROT_READ, MAP_SHARED, master, 0) != MAP_FAILED ||
+            errno != ENODEV) {
+          r.status.Fail("mmap of the terminal");
+        }
+        pollfd pipe_only{pipe_fds[0], POLLIN, 0};
+        if (poll(&pipe_only, 1, 0) != 0) r.status.Fail("poll of the pipe");
+        (void)ignored;
+        r.tid = static_cast<uint32_t>(self);
+        r.master = master;
+        r.null_fd = null_fd;
+        r.epoll_fd = epoll_fd;
+        r.pipe_fd = pipe_fds[0];
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  std::map<uint32_t, std::vector<gprof_device_wait>> by_kind;
+  for (const auto& d : raw.device_waits) {
+    if (d.start_ns < report.start_ns) continue;  // the terminal's own setup (grantpt, ...)
+    EXPECT_EQ(d.tid, report.tid);
+    EXPECT_NE(d.fd, report.null_fd) << "/dev/null does not have the prefix";
+    by_kind[d.kind].push_back(d);
+  }
+  ASSERT_EQ(by_kind[GPROF_DEVICE_IOCTL].size(), 1u);
+  const gprof_device_wait& ioctl_call = by_kind[GPROF_DEVICE_IOCTL][0];
+  EXPECT_EQ(ioctl_call.fd, report.master);
+  EXPECT_EQ(ioctl_call.request, static_cast<uint64_t>(TIOCGPTN));
+  EXPECT_EQ(ioctl_call.ret, 0);
+  EXPECT_EQ(Comm(ioctl_call.device), "ptmx");
+
+  ASSERT_EQ(by_kind[GPROF_DEVICE_POLL].size(), 2u) << "poll and select; not the pipe's poll";
+  const gprof_device_wait& poll_call = by_kind[GPROF_DEVICE_POLL][0];
+  const gprof_device_wait& select_call = by_kind[GPROF_DEVICE_POLL][1];
+  EXPECT_EQ(poll_call.fd, report.master) << "the first fd on the device";
+  EXPECT_EQ(poll_call.request, 2u);
+  EXPECT_EQ(poll_call.ret, 1);
+  EXPECT_GE(poll_call.end_ns - poll_call.start_ns, 25 * kMs);
+  EXPECT_EQ(Comm(poll_call.device), "ptmx");
+  EXPECT_EQ(select_call.fd, report.master);
+  EXPECT_EQ(select_call.request,
+            static_cast<uint64_t>(std::max(report.master, report.pipe_fd) + 1));
+  EXPECT_EQ(select_call.ret, 1);
+  EXPECT_GE(select_call.end_ns - select_call.start_ns, 25 * kMs);
+
+  ASSERT_EQ(by_kind[GPROF_DEVICE_EPOLL].size(), 1u);
+  const gprof_device_wait& epoll_call = by_kind[GPROF_DEVICE_EPOLL][0];
+  EXPECT_EQ(epoll_call.fd, report.epoll_fd);
+  EXPECT_EQ(epoll_call.request, 4u) << "maxevents";
+  EXPECT_EQ(epoll_call.ret, 1);
+  EXPECT_EQ(Comm(epoll_call.device), "");
+  EXPECT_GE(epoll_call.end_ns - epoll_call.start_ns, 25 * kMs);
+
+  ASSERT_EQ(by_kind[GPROF_DEVICE_MMAP].size(), 1u);
+  const gprof_device_wait& mmap_call = by_kind[GPROF_DEVICE_MMAP][0];
+  EXPECT_EQ(mmap_call.fd, report.master);
+  EXPECT_EQ(mmap_call.request, 4096u);
+  EXPECT_EQ(mmap_call.ret, -ENODEV);
+  // The same call as a memory map.
+  bool memory_map = false;
+  for (const auto& m : raw.memory_maps) {
+    memory_map |= m.syscall_nr == SYS_mmap && m.start_ns == mmap_call.start_ns &&
+                  m.length == 4096 && m.ret == -ENODEV && m.prot == PROT_READ &&
+                  (m.flags & MAP_SHARED) && m.address == 0;
+  }
+  EXPECT_TRUE(memory_map);
+}
+
+// futex2, as x86_64 numbers them (older C library headers lack some).
+constexpr long kSysFutexWaitv = 449;
+constexpr long kSysFutexWake = 454;
+constexpr long kSysFutexWait = 455;
+constexpr long kSysFutexRequeue = 456;
+constexpr unsigned kFutex2SizeU32 = 0x02;
+constexpr unsigned kFutex2Private = 128;
+constexpr uint32_t kFutexBitsetAny = 0xffffffffu;
+struct FutexWaitv {
+  uint64_t val;
+  uint64_t uaddr;
+  uint32_t flags;
+  uint32_t reserved;
+};
+
+// futex_waitv woken through one of its futexes by futex_wake, a timed futex_waitv, futex_wait,
+// and futex_requeue: each recorded with the arguments a wait needs to be paired with its wake.
+TEST_F(KernelRecorderTest, FutexWaitvAndTheFutex2Calls) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t waiter, waker;
+    uint64_t a, b;
+    int64_t timeout_ns;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        static uint32_t a = 0, b = 0;
+        const unsigned flags = kFutex2SizeU32 | kFutex2Private;
+        pid_t self = gettid();
+        std::atomic<pid_t> waker{0};
+        auto wake_when_asleep = [&](uint32_t* word) {
+          return std::thread([&, word] {
+            waker = gettid();
+            if (!WaitUntilState(self, "S")) r.status.Fail("the waiter never slept");
+            SleepNs(20 * kMs);
+            if (syscall(kSysFutexWake, word, kFutexBitsetAny, 1, flags) != 1) {
+              r.status.Fail("futex_wake woke nobody");
+            }
+          });
+        };
+        FutexWaitv both[2] = {{0, reinterpret_cast<uint64_t>(&a), flags, 0},
+                              {0, reinterpret_cast<uint64_t>(&b), flags, 0}};
+        std::thread wake_b = wake_when_asleep(&b);
+        if (syscall(kSysFutexWaitv, both, 2, 0, nullptr, CLOCK_MONOTONIC) != 1) {
+          r.status.Fail("futex_waitv not woken through b");
+        }
+        wake_b.join();
+
+        timespec deadline{};
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += 10 * kMs;
+        if (deadline.tv_nsec >= 1000000000) {
+          deadline.tv_sec += 1;
+          deadline.tv_nsec -= 1000000000;
+        }
+        r.timeout_ns = deadline.tv_sec * 1000000000ll + deadline.tv_nsec;
+        if (syscall(kSysFutexWaitv, both, 2, 0, &deadline, CLOCK_MONOTONIC) != -1 ||
+            errno != ETIMEDOUT) {
+          r.status.Fail("futex_waitv did not time out");
+        }
+
+        std::thread wake_a = wake_when_asleep(&a);
+        if (syscall(kSysFutexWait, &a, 0, kFutexBitsetAny, flags, nullptr, 0) != 0) {
+          r.status.Fail("futex_wait");
+        }
+        wake_a.join();
+        if (syscall(kSysFutexRequeue, both, 0, 1, 0) != 0) r.status.Fail("futex_requeue");
+        r.waiter = static_cast<uint32_t>(self);
+        r.waker = static_cast<uint32_t>(waker);
+        r.a = reinterpret_cast<uint64_t>(&a);
+        r.b = reinterpret_cast<uint64_t>(&b);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  ASSERT_EQ(raw.waitvs.size(), 2u);
+  const gprof_futex_waitv& woken = raw.waitvs[0];
+  EXPECT_EQ(woken.tid, report.waiter);
+  EXPECT_EQ(woken.count, 2u);
+  EXPECT_EQ(woken.uaddr[0], report.a);
+  EXPECT_EQ(woken.uaddr[1], report.b);
+  EXPECT_EQ(woken.uaddr[2], 0u);
+  EXPECT_EQ(woken.uaddr[3], 0u);
+  EXPECT_EQ(woken.ret, 1) << "woken through its second futex";
+  EXPECT_EQ(woken.timeout_ns, -1);
+  EXPECT_EQ(woken.flags, 0u);
+  EXPECT_GE(woken.end_ns - woken.start_ns, 20 * kMs);
+  const gprof_futex_waitv& timed = raw.waitvs[1];
+  EXPECT_EQ(timed.ret, -ETIMEDOUT);
+  EXPECT_EQ(timed.timeout_ns, report.timeout_ns);
+  EXPECT_EQ(timed.flags, 0u) << "CLOCK_MONOTONIC";
+
+  // The futex2 calls, in futex(2) terms.
+  const gprof_futex *wake_a = nullptr, *wake_b = nullptr, *wait_a = nullptr, *requeue = nullptr;
+  int futex2_calls = 0;
+  for (const auto& f : raw.futexes) {
+    if (!(f.flags & GPROF_FUTEX_FUTEX2)) continue;
+    ++futex2_calls;
+    uint32_t command = f.op & ~static_cast<uint32_t>(FUTEX_PRIVATE_FLAG);
+    if (command == FUTEX_WAKE_BITSET) (f.uaddr == report.a ? wake_a : wake_b) = &f;
+    if (command == FUTEX_WAIT_BITSET) wait_a = &f;
+    if (command == FUTEX_CMP_REQUEUE) requeue = &f;
+  }
+  EXPECT_EQ(futex2_calls, 4) << "two futex_wake, a futex_wait, a futex_requeue";
+  ASSERT_TRUE(wake_a != nullptr && wake_b != nullptr && wait_a != nullptr && requeue != nullptr);
+
+  // The futex_wake that ended the futex_waitv: on b, inside it, by the thread that woke it.
+  EXPECT_NE(wake_b->tid, report.waiter);
+  EXPECT_EQ(wake_b->uaddr, report.b);
+  EXPECT_EQ(wake_b->op, static_cast<uint32_t>(FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG));
+  EXPECT_EQ(wake_b->val, 1u);
+  EXPECT_EQ(wake_b->val3, kFutexBitsetAny);
+  EXPECT_EQ(wake_b->ret, 1);
+  EXPECT_GE(wake_b->start_ns, woken.start_ns);
+  EXPECT_LE(wake_b->start_ns, woken.end_ns);
+  const gprof_offcpu* sleep = OffCpuAt(raw, report.waiter, wake_b->start_ns);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, wake_b->tid);
+
+  EXPECT_EQ(wait_a->tid, report.waiter);
+  EXPECT_EQ(wait_a->uaddr, report.a);
+  EXPECT_EQ(wait_a->op, static_cast<uint32_t>(FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG));
+  EXPECT_EQ(wait_a->val, 0u);
+  EXPECT_EQ(wait_a->val3, kFutexBitsetAny);
+  EXPECT_EQ(wait_a->timeout_ns, -1);
+  EXPECT_EQ(wait_a->ret, 0);
+  EXPECT_EQ(wake_a->tid, report.waker);
+  EXPECT_EQ(wake_a->ret, 1);
+  EXPECT_GE(wake_a->start_ns, wait_a->start_ns);
+  EXPECT_LE(wake_a->start_ns, wait_a->end_ns);
+
+  EXPECT_EQ(requeue->op, static_cast<uint32_t>(FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG));
+  EXPECT_EQ(requeue->uaddr, report.a);
+  EXPECT_EQ(requeue->uaddr2, report.b);
+  EXPECT_EQ(requeue->val, 1u) << "nr_wake";
+  EXPECT_EQ(requeue->val3, 0u) << "the value a must hold";
+  EXPECT_EQ(requeue->ret, 0);
+}
+
+// Reads exactly `size` bytes from `fd` within `timeout_ms`; false on timeout, EOF or error.
+bool ReadFully(int fd, void* buffer, size_t size, int timeout_ms) {
+  char* at = static_cast<char*>(buffer);
+  while (size > 0) {
+    pollfd readable{fd, POLLIN, 0};
+    if (poll(&readable, 1, timeout_ms) != 1) return false;
+    ssize_t got = read(fd, at, size);
+    if (got <= 0) return false;
+    at += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// A thread that is not the leader execs (the test binary again, as the exec helper) after the
+// leader exited: the leader's exit is not the process's, the exec names the thread's old tid, the
+// process is still followed, and the old tid's quick page faults are counted as its own. The old
+// tid, reused by a new process of the tree, starts with nothing of it. /proc/PID/maps snapshots:
+// when the process is tracked, after the exec, and at the end.
+TEST_F(KernelRecorderTest, ExecOfAThreadThatIsNotTheLeader) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr uint32_t kTouched = 2000;
+  struct PreExecReport {
+    ScenarioStatus status;
+    uint32_t pid, thread;
+    uint64_t region;
+  };
+  int release[2], before[2], after[2], finish[2];
+  ASSERT_EQ(pipe2(release, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(before, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(after, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(finish, O_CLOEXEC), 0);
+  char binary[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", binary, sizeof(binary) - 1), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char byte;
+    if (read(release[0], &byte, 1) != 1) _exit(100);
+    static const char* path = binary;
+    static int pipes[3] = {before[1], after[1], finish[0]};
+    pthread_t thread;
+    pthread_create(
+        &thread, nullptr,
+        [](void*) -> void* {
+          PreExecReport r{};
+          const size_t size = kTouched * 4096ul;
+          char* region = static_cast<char*>(
+              mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+          madvise(region, size, MADV_NOHUGEPAGE);
+          for (size_t at = 0; at < size; at += 4096) region[at] = 1;
+          if (!WaitUntilState(getpid(), "Z")) r.status.Fail("the leader never exited");
+          r.pid = static_cast<uint32_t>(getpid());
+          r.thread = static_cast<uint32_t>(gettid());
+          r.region = reinterpret_cast<uint64_t>(region);
+          (void)!write(pipes[0], &r, sizeof(r));
+          char arguments[64];
+          snprintf(arguments, sizeof(arguments), "%d %d %d", gettid(), pipes[1], pipes[2]);
+          setenv(kExecHelperEnv, arguments, 1);
+          fcntl(pipes[1], F_SETFD, 0);  // the helper writes to it and waits on the other
+          fcntl(pipes[2], F_SETFD, 0);
+          execl(path, "kernel_recorder_test", static_cast<char*>(nullptr));
+          _exit(121);
+        },
+        nullptr);
+    syscall(SYS_exit, 0);  // the leader goes, the thread lives on (no unwinding through gtest)
+  }
+  close(release[0]);
+  close(before[1]);
+  close(after[1]);
+  close(finish[0]);
+  std::string error;
+  ASSERT_TRUE(recorder_->Track(child, &error)) << error;
+  ASSERT_EQ(write(release[1], "g", 1), 1);
+  close(release[1]);
+  PreExecReport pre{};
+  ExecHelperReport post{};
+  bool got_pre = ReadFully(before[0], &pre, sizeof(pre), 30000);
+  bool got_post = got_pre && ReadFully(after[0], &post, sizeof(post), 30000);
+  ASSERT_GE(recorder_->Poll(0), 0);  // the exec, seen while the helper still runs: a snapshot
+  ASSERT_GE(recorder_->Poll(0), 0);
+  uint64_t finish_ns = NowNs();
+  recorder_->Finish();  // the helper still runs: a last snapshot
+  close(finish[1]);
+  int status = 0;
+  if (!got_post) kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(before[0]);
+  close(after[0]);
+  ASSERT_TRUE(got_pre && got_post) << "no report from the child";
+  ASSERT_EQ(pre.status.failure[0], '\0') << pre.status.failure;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const uint32_t pid = static_cast<uint32_t>(child), old_tid = pre.thread;
+  ASSERT_EQ(pre.pid, pid);
+  ASSERT_EQ(post.pid, pid);
+  ASSERT_EQ(post.tid, pid) << "after the exec the thread has the leader's tid";
+  ASSERT_EQ(post.reuser, old_tid) << "no new process got the old tid in " << post.attempts
+                                  << " attempts";
+
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  const gprof_task_rename* exec = nullptr;
+  for (const auto& r : raw.renames) {
+    if (r.is_exec) {
+      EXPECT_EQ(exec, nullptr) << "one exec";
+      exec = &r;
+    }
+  }
+  ASSERT_NE(exec, nullptr);
+  EXPECT_EQ(exec->pid, pid);
+  EXPECT_EQ(exec->tid, pid);
+  EXPECT_EQ(exec->exec_old_tid, old_tid);
+  EXPECT_EQ(Comm(exec->comm), std::string("kernel_recorder_test").substr(0, GPROF_COMM_LEN - 1));
+
+  const gprof_task_exit* leader_exit = nullptr;
+  const gprof_task_exit* reuser_exit = nullptr;
+  for (const auto& e : raw.exits) {
+    EXPECT_FALSE(e.pid == pid && e.tid == old_tid) << "the exec'ing thread did not exit";
+    if (e.pid == pid && e.tid == pid) leader_exit = &e;
+    if (e.pid == old_tid) reuser_exit = &e;
+  }
+  ASSERT_NE(leader_exit, nullptr);
+  EXPECT_EQ(leader_exit->flags, 0u) << "the leader's exit is not its process's";
+  EXPECT_LT(leader_exit->time_ns, exec->time_ns);
+  ASSERT_NE(reuser_exit, nullptr);
+  EXPECT_EQ(reuser_exit->tid, old_tid);
+  EXPECT_EQ(reuser_exit->flags, static_cast<uint32_t>(GPROF_TASK_EXIT_PROCESS));
+
+  bool thread_start = false, reuser_start = false;
+  for (const auto& s : raw.starts) {
+    thread_start |= s.tid == old_tid && s.pid == pid && (s.flags & GPROF_TASK_NEW_THREAD);
+    reuser_start |= s.tid == old_tid && s.pid == old_tid && s.parent_pid == pid && s.flags == 0;
+  }
+  EXPECT_TRUE(thread_start);
+  EXPECT_TRUE(reuser_start) << "the new process of the reused tid is followed";
+
+  const gprof_event_count* thread_faults = nullptr;
+  const gprof_event_count* reuser_faults = nullptr;
+  for (const auto& c : raw.counts) {
+    if (c.kind != GPROF_COUNT_QUICK_PAGE_FAULTS || c.tid != old_tid) continue;
+    (c.pid == pid ? thread_faults : reuser_faults) = &c;
+  }
+  ASSERT_NE(thread_faults, nullptr) << "the exec'ing thread's quick faults, written at the exec";
+  EXPECT_GE(thread_faults->count, kTouched - 100) << "a few of them may have been slow";
+  ASSERT_NE(reuser_faults, nullptr);
+  EXPECT_LT(reuser_faults->count, kTouched / 2) << "the reused tid inherited the old count";
+  EXPECT_GE(reuser_faults->count, 16u);
+
+  char region[32];
+  snprintf(region, sizeof(region), "%lx-", static_cast<unsigned long>(pre.region));
+  int at_track = 0, after_exec = 0, at_finish = 0;
+  for (const auto& m : raw.maps) {
+    if (m.pid != pid) continue;
+    EXPECT_NE(m.text.find(binary), std::string::npos) << m.text;
+    if (m.time_ns < exec->time_ns) {
+      ++at_track;
+      continue;
+    }
+    EXPECT_EQ(m.text.find(region), std::string::npos) << "a mapping of the program before exec";
+    if (m.time_ns < finish_ns) {
+      ++after_exec;
+    } else {
+      ++at_finish;
+    }
+  }
+  EXPECT_EQ(at_track, 1);
+  EXPECT_EQ(after_exec, 1);
+  EXPECT_EQ(at_finish, 1);
+}
+
+// Scenario of RawTracepointsRecordTheSameFacts: a thread blocked on a pipe, a futex wait and
+// wake, the unmap of a populated region, an ioctl on /dev/null, a rename.
+struct FactsReport {
+  ScenarioStatus status;
+  uint32_t reader, futex_waiter, main;
+  uint64_t word, region;
+};
+
+FactsReport RunFactsScenario() {
+  FactsReport r{};
+  static uint32_t word = 0;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    r.status.Fail("pipe");
+    return r;
+  }
+  std::atomic<pid_t> reader{0}, waiter{0};
+  std::thread reader_thread([&] {
+    pthread_setname_np(pthread_self(), "gp-reader");
+    reader = gettid();
+    PipeReader(fds[0]);
+  });
+  std::thread waiter_thread([&] {
+    waiter = gettid();
+    syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  });
+  while (reader == 0 || waiter == 0) sched_yield();
+  if (!WaitUntilState(reader, "S") || !WaitUntilState(waiter, "S")) r.status.Fail("no sleep");
+  SleepNs(20 * kMs);
+  PipeWriteFrame(fds[1], "x", 1);
+  syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  reader_thread.join();
+  waiter_thread.join();
+  const size_t size = 8u << 20;
+  char* region = static_cast<char*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  for (size_t at = 0; at < size; at += 4096) region[at] = 1;
+  munmap(region, size);
+  int null_fd = open("/dev/null", O_RDONLY);
+  unsigned int number = 0;
+  if (ioctl(null_fd, TIOCGPTN, &number) != -1 || errno != ENOTTY) r.status.Fail("ioctl");
+  close(null_fd);
+  r.reader = static_cast<uint32_t>(reader);
+  r.futex_waiter = static_cast<uint32_t>(waiter);
+  r.main = static_cast<uint32_t>(gettid());
+  r.word = reinterpret_cast<uint64_t>(&word);
+  r.region = reinterpret_cast<uint64_t>(region);
+  return r;
+}
+
+// The facts of the scenario, as the recorder wrote them, in words that do not depend on the run.
+std::multiset<std::string> ScenarioFacts(const RawRecords& raw, const FactsReport& report) {
+  std::multiset<std::string> facts;
+  auto who = [&](uint32_t tid) -> std::string {
+    if (tid == report.reader) return "reader";
+    if (tid == report.futex_waiter) return "waiter";
+    if (tid == report.main) return "main";
+    return "other";
+  };
+  for (const auto& f : raw.futexes) {
+    if (f.uaddr != report.word) continue;
+    facts.insert(who(f.tid) + " futex op " + std::to_string(f.op) + " val " +
+                 std::to_string(f.val) + " ret " + std::to_string(f.ret));
+  }
+  for (const auto& m : raw.memory_maps) {
+    if (m.address != report.region) continue;
+    facts.insert(who(m.tid) + " syscall " + std::to_string(m.syscall_nr) + " length " +
+                 std::to_string(m.length) + " ret " + std::to_string(m.ret == 0 ? 0 : 1));
+  }
+  for (const auto& d : raw.device_waits) {
+    facts.insert(who(d.tid) + " device " + Comm(d.device) + " kind " + std::to_string(d.kind) +
+                 " request " + std::to_string(d.request) + " ret " + std::to_string(d.ret));
+  }
+  for (const auto& o : raw.offcpu) {
+    if (o.tid != report.reader && o.tid != report.futex_waiter) continue;
+    if (o.end_ns - o.start_ns < 10 * kMs) continue;
+    const UserStack* stack = FindUserStack(raw, o.user_stack_id);
+    facts.insert(who(o.tid) + " off-CPU state " + std::to_string(o.state & 3) + " woken by " +
+                 who(o.waker_tid) +
+                 (KernelStackMentions(raw, o.kstack_id, "pipe_read") ? " in pipe_read" : "") +
+                 (stack && !stack->ips.empty() && IN_SECTION(stack->ips[0], gprof_pipe_read)
+                      ? " user stack in PipeReadFrame"
+                      : ""));
+  }
+  for (const auto& r : raw.renames) facts.insert(who(r.tid) + " renamed " + Comm(r.comm));
+  for (const auto& s : raw.starts) facts.insert(who(s.tid) + " started by " + who(s.parent_tid));
+  for (const auto& e : raw.exits) {
+    facts.insert(who(e.tid) + " exited " + std::to_string(e.exit_code) + " flags " +
+                 std::to_string(e.flags));
+  }
+  return facts;
+}
+
+// Every tracepoint program attached as raw_tp instead of tp_btf: the same scenario gives the
+// same records, and the session says how the programs were attached.
+TEST_F(KernelRecorderTest, RawTracepointsRecordTheSameFacts) {
+  std::multiset<std::string> facts[2];
+  for (int raw_tp = 0; raw_tp < 2; ++raw_tp) {
+    SCOPED_TRACE(raw_tp ? "raw_tp" : "tp_btf");
+    KernelRecorderOptions options;
+    options.device_prefix = "null";
+    options.force_raw_tracepoints = raw_tp == 1;
+    if (raw_tp) TearDown();
+    StartRecorder(options);
+    if (recorder_ == nullptr) return;
+    const std::vector<std::string> notes = recorder_->notes();
+    ASSERT_FALSE(notes.empty());
+    EXPECT_EQ(notes.front(), raw_tp ? "kernel recorder: tracepoints attached as raw_tp (asked for)"
+                                    : "kernel recorder: tracepoints attached as tp_btf");
+    FactsReport report{};
+    ASSERT_NO_FATAL_FAILURE(
+        RunRecordedChild<FactsReport>(recorder_.get(), RunFactsScenario, &report));
+    std::string error;
+    RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+    ASSERT_TRUE(error.empty()) << error;
+    EXPECT_EQ(raw.messages, notes) << "the notes are in kernel.gpr";
+    facts[raw_tp] = ScenarioFacts(raw, report);
+    for (const char* expected :
+         {"reader off-CPU state 1 woken by main in pipe_read user stack in PipeReadFrame",
+          "waiter off-CPU state 1 woken by main", "waiter futex op 128 val 0 ret 0",
+          "main futex op 129 val 1 ret 1", "main syscall 11 length 8388608 ret 0",
+          "main device null kind 1 request 2147767344 ret -25", "reader renamed gp-reader",
+          "reader started by main"}) {
+      EXPECT_EQ(facts[raw_tp].count(expected), 1u) << expected;
+    }
+  }
+  EXPECT_EQ(facts[0], facts[1]);
 }
 
 std::atomic<int> g_signals{0};

@@ -13,69 +13,77 @@
 namespace gprof::collector {
 namespace {
 
-// Per-thread views of the session, sorted by time, for interval lookups.
-class ThreadIndex {
+uint64_t StartOf(const ApiCall& call) { return call.enter_ns; }
+uint64_t EndOf(const ApiCall& call) { return call.exit_ns; }
+template <typename Record>
+uint64_t StartOf(const Record& record) {
+  return record.start_ns;
+}
+template <typename Record>
+uint64_t EndOf(const Record& record) {
+  return record.end_ns;
+}
+
+// One kind of record, by thread, in time order. A thread is in one system call, one page fault,
+// one lock wait at a time, and off-CPU once: such records of one thread never overlap, so sorted
+// by start they are sorted by end too, which During needs. (CUDA calls nest: only At is asked of
+// them.)
+template <typename Record>
+class PerThread {
  public:
-  explicit ThreadIndex(const Session& session) {
-    for (const auto& interval : session.off_cpu) off_cpu_[interval.tid].push_back(&interval);
-    for (const auto& futex : session.futex_calls) futex_[futex.tid].push_back(&futex);
-    for (const auto& call : session.api_calls) calls_[call.tid].push_back(&call);
+  explicit PerThread(const std::vector<Record>& records) {
+    for (const Record& record : records) by_tid_[record.tid].push_back(&record);
   }
 
-  // Off-CPU intervals of `tid` that overlap [start, end). A thread's intervals never overlap, so
-  // sorted by start they are sorted by end too.
-  std::span<const OffCpuInterval* const> OffCpuDuring(uint32_t tid, uint64_t start,
-                                                      uint64_t end) const {
-    auto it = off_cpu_.find(tid);
-    if (it == off_cpu_.end()) return {};
+  // Those of `tid` that overlap [start, end).
+  std::span<const Record* const> During(uint32_t tid, uint64_t start, uint64_t end) const {
+    auto it = by_tid_.find(tid);
+    if (it == by_tid_.end()) return {};
     const auto& all = it->second;
     auto first = std::partition_point(all.begin(), all.end(),
-                                      [&](const OffCpuInterval* i) { return i->end_ns <= start; });
-    auto last = std::partition_point(first, all.end(),
-                                     [&](const OffCpuInterval* i) { return i->start_ns < end; });
+                                      [&](const Record* r) { return EndOf(*r) <= start; });
+    auto last =
+        std::partition_point(first, all.end(), [&](const Record* r) { return StartOf(*r) < end; });
     return {first, last};
   }
 
-  // The futex() call of `tid` in progress at `time`.
-  const FutexCall* FutexAt(uint32_t tid, uint64_t time) const {
-    return Containing(futex_, tid, time);
-  }
-  // The outermost CUDA call of `tid` in progress at `time`.
-  const ApiCall* CallAt(uint32_t tid, uint64_t time) const { return Containing(calls_, tid, time); }
-
- private:
-  template <typename T>
-  static uint64_t Start(const T* item) {
-    if constexpr (std::is_same_v<T, ApiCall>) {
-      return item->enter_ns;
-    } else {
-      return item->start_ns;
-    }
-  }
-  template <typename T>
-  static uint64_t End(const T* item) {
-    if constexpr (std::is_same_v<T, ApiCall>) {
-      return item->exit_ns;
-    } else {
-      return item->end_ns;
-    }
-  }
-  template <typename T>
-  static const T* Containing(const std::unordered_map<uint32_t, std::vector<const T*>>& by_tid,
-                             uint32_t tid, uint64_t time) {
-    auto it = by_tid.find(tid);
-    if (it == by_tid.end()) return nullptr;
+  // The one of `tid` in progress at `time`: the latest that began at or before it, unless it
+  // ended before.
+  const Record* At(uint32_t tid, uint64_t time) const {
+    auto it = by_tid_.find(tid);
+    if (it == by_tid_.end()) return nullptr;
     const auto& all = it->second;
     auto after = std::partition_point(all.begin(), all.end(),
-                                      [&](const T* item) { return Start(item) <= time; });
+                                      [&](const Record* r) { return StartOf(*r) <= time; });
     if (after == all.begin()) return nullptr;
-    const T* candidate = *(after - 1);
-    return End(candidate) >= time ? candidate : nullptr;
+    const Record* candidate = *(after - 1);
+    return EndOf(*candidate) >= time ? candidate : nullptr;
   }
 
-  std::unordered_map<uint32_t, std::vector<const OffCpuInterval*>> off_cpu_;
-  std::unordered_map<uint32_t, std::vector<const FutexCall*>> futex_;
-  std::unordered_map<uint32_t, std::vector<const ApiCall*>> calls_;
+ private:
+  std::unordered_map<uint32_t, std::vector<const Record*>> by_tid_;
+};
+
+// Per-thread views of the session, for interval lookups.
+struct ThreadIndex {
+  explicit ThreadIndex(const Session& session)
+      : off_cpu(session.off_cpu),
+        futex(session.futex_calls),
+        futex_waitv(session.futex_waitv_calls),
+        calls(session.api_calls),
+        lock_waits(session.lock_waits),
+        page_faults(session.page_faults),
+        device_waits(session.device_waits),
+        memory_map_calls(session.memory_map_calls) {}
+
+  PerThread<OffCpuInterval> off_cpu;
+  PerThread<FutexCall> futex;
+  PerThread<FutexWaitvCall> futex_waitv;
+  PerThread<ApiCall> calls;
+  PerThread<LockWait> lock_waits;
+  PerThread<PageFault> page_faults;
+  PerThread<DeviceWait> device_waits;
+  PerThread<MemoryMapCall> memory_map_calls;
 };
 
 // How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside.
@@ -105,6 +113,7 @@ class Analyzer {
  private:
   TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
   Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
+  WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
   void ExplainCall(const ApiCall& call);
   void FindFreezes();
   void BuildFreeze(const WaitObject& object, std::vector<int> members);
@@ -124,35 +133,77 @@ class Analyzer {
   Analysis analysis_;
 };
 
+// What a sleep that began at `interval.start_ns` was on: the innermost thing the kernel recorded
+// the thread in, a kernel lock (taken in a page fault, taken in a system call) before the page
+// fault before a device call before a futex wait; else the kernel function it slept in.
+WaitObject Analyzer::ObjectOf(const OffCpuInterval& interval, const Wait& wait) const {
+  WaitObject object;
+  object.pid = interval.pid;
+  object.seen_ns = interval.start_ns;
+  object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
+  if (const LockWait* lock = wait.kernel_lock) {
+    object.kind = WaitKind::kKernelLock;
+    object.address = lock->lock_address;
+    object.lock_flags = lock->flags;
+    if (!lock->is_mmap_lock()) object.pid = 0;  // a kernel lock is the same in every process
+  } else if (const PageFault* fault = wait.page_fault) {
+    object.kind = WaitKind::kPageFault;
+    object.address = fault->address;
+  } else if (const DeviceWait* device = wait.device_wait) {
+    object.kind = WaitKind::kDevice;
+    object.device_call = device->call;
+    object.device = device->device;
+  } else if (const FutexCall* futex = index_.futex.At(interval.tid, interval.start_ns);
+             futex != nullptr && futex->is_wait()) {
+    object.kind = WaitKind::kFutex;
+    object.address = futex->uaddr;
+  } else if (const FutexWaitvCall* waitv = index_.futex_waitv.At(interval.tid, interval.start_ns);
+             waitv != nullptr && !waitv->addresses.empty()) {
+    // Of the words it waited on, the one whose wake ended the call stands for them all.
+    object.kind = WaitKind::kFutex;
+    object.address = waitv->woken_address().value_or(waitv->addresses.front());
+  }
+  return object;
+}
+
 Wait Analyzer::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
   Wait wait;
   wait.start_ns = start;
   wait.end_ns = end;
+  wait.pid = interval.pid;
   wait.state = interval.state();
   wait.kstack_id = interval.kstack_id;
-  wait.object.pid = interval.pid;
-  wait.object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
+  wait.user_stack_id = interval.user_stack_id;
   if (wait.state == OffCpuState::kRunnable) {
+    wait.object.pid = interval.pid;
+    wait.object.seen_ns = interval.start_ns;
+    wait.object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
     if (wait.object.kernel_function.empty()) wait.object.kernel_function = "preempted";
     return wait;
   }
-  if (const FutexCall* futex = index_.FutexAt(interval.tid, interval.start_ns);
-      futex != nullptr && futex->is_wait()) {
-    wait.object.futex_address = futex->uaddr;
+  wait.kernel_lock = index_.lock_waits.At(interval.tid, interval.start_ns);
+  wait.page_fault = index_.page_faults.At(interval.tid, interval.start_ns);
+  wait.device_wait = index_.device_waits.At(interval.tid, interval.start_ns);
+  wait.object = ObjectOf(interval, wait);
+  if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+    wait.owner_memory_call = index_.memory_map_calls.At(lock->owner_tid, lock->start_ns);
+    wait.owner_call = index_.calls.At(lock->owner_tid, lock->start_ns);
   }
   if (interval.wake_ns != 0 && interval.wake_ns >= start && interval.wake_ns <= end) {
     wait.wake_ns = interval.wake_ns;
+    wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;
     wait.waker_comm = interval.waker_comm;
+    wait.waker_user_stack_id = interval.waker_user_stack_id;
     if (interval.waker_tid != 0)
-      wait.waker_call = index_.CallAt(interval.waker_tid, interval.wake_ns);
+      wait.waker_call = index_.calls.At(interval.waker_tid, interval.wake_ns);
   }
   return wait;
 }
 
 TimeSplit Analyzer::Split(uint32_t tid, uint64_t start, uint64_t end) const {
   TimeSplit split;
-  for (const OffCpuInterval* interval : index_.OffCpuDuring(tid, start, end)) {
+  for (const OffCpuInterval* interval : index_.off_cpu.During(tid, start, end)) {
     uint64_t clipped_start = std::max(interval->start_ns, start);
     uint64_t clipped_end = std::min(interval->end_ns, end);
     Wait wait = MakeWait(*interval, clipped_start, clipped_end);
@@ -226,7 +277,8 @@ void Analyzer::FindFreezes() {
     uint64_t start, end;
     int blocked_call;
   };
-  std::map<std::tuple<uint32_t, uint64_t, std::string>, std::vector<Span>> by_object;
+  auto by_key = [](const WaitObject& a, const WaitObject& b) { return a.Key() < b.Key(); };
+  std::map<WaitObject, std::vector<Span>, decltype(by_key)> by_object(by_key);
   for (int i = 0; i < static_cast<int>(analysis_.blocked_calls.size()); ++i) {
     const BlockedCall& blocked = analysis_.blocked_calls[i];
     if (!blocked.main_object) continue;
@@ -236,16 +288,13 @@ void Analyzer::FindFreezes() {
       start = std::min(start, wait.start_ns);
       end = std::max(end, wait.end_ns);
     }
-    const WaitObject& object = *blocked.main_object;
-    by_object[{object.pid, object.futex_address, object.is_futex() ? "" : object.kernel_function}]
-        .push_back(Span{start, end, i});
+    by_object[*blocked.main_object].push_back(Span{start, end, i});
   }
-  for (auto& [key, spans] : by_object) {
+  for (auto& [object, spans] : by_object) {
     std::sort(spans.begin(), spans.end(),
               [](const Span& a, const Span& b) { return a.start < b.start; });
     std::vector<int> group;
     uint64_t group_end = 0;
-    const WaitObject object = *analysis_.blocked_calls[spans.front().blocked_call].main_object;
     for (const Span& span : spans) {
       if (!group.empty() && span.start > group_end) {
         BuildFreeze(object, std::move(group));
@@ -276,9 +325,9 @@ uint64_t Analyzer::HoldStart(uint32_t tid, const WaitObject& object, uint64_t fr
   // The hold may have begun before the first victim blocked: look back over the CUDA call the
   // releaser was in, too.
   uint64_t since = freeze_start;
-  if (const ApiCall* call = index_.CallAt(tid, release)) since = std::min(since, call->enter_ns);
+  if (const ApiCall* call = index_.calls.At(tid, release)) since = std::min(since, call->enter_ns);
   uint64_t start = since;
-  for (const OffCpuInterval* interval : index_.OffCpuDuring(tid, since, release)) {
+  for (const OffCpuInterval* interval : index_.off_cpu.During(tid, since, release)) {
     if (interval->end_ns > release) break;
     if (MakeWait(*interval, interval->start_ns, interval->end_ns).object == object) {
       start = interval->end_ns;
@@ -354,7 +403,7 @@ HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t hold_start,
   holder.tid = tid;
   holder.hold_start_ns = hold_start;
   holder.release_ns = release_ns;
-  holder.call = index_.CallAt(tid, release_ns);
+  holder.call = index_.calls.At(tid, release_ns);
   if (holder.call != nullptr) {
     for (size_t i = 0; i < analysis_.blocked_calls.size(); ++i) {
       if (analysis_.blocked_calls[i].call == holder.call) holder.blocked_call = static_cast<int>(i);

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model.h"
@@ -43,6 +45,21 @@ bool ReadRecord(std::span<const uint8_t> bytes, T* out) {
   if (bytes.size() < sizeof(T)) return false;
   __builtin_memcpy(out, bytes.data(), sizeof(T));
   return true;
+}
+
+// Copies a record struct that has grown at its end since its first version, `first_size` bytes
+// long: a record from before then leaves the later fields as `out` had them; false when `bytes`
+// holds less than the first version.
+template <typename T>
+bool ReadGrownRecord(std::span<const uint8_t> bytes, size_t first_size, T* out) {
+  if (bytes.size() < first_size) return false;
+  __builtin_memcpy(out, bytes.data(), bytes.size() < sizeof(T) ? bytes.size() : sizeof(T));
+  return true;
+}
+
+// A fixed-size, NUL-padded text field of a record ("comm"), without its padding.
+inline std::string_view FixedString(const char* text, size_t capacity) {
+  return {text, strnlen(text, capacity)};
 }
 
 // The `length` bytes that follow a fixed-size record struct T, or nothing if they run past the end.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernel_events.h"
+
 namespace gprof::collector {
 
 OffCpuState OffCpuInterval::state() const {
@@ -55,6 +57,47 @@ bool FutexCall::is_wake() const {
   }
 }
 
+std::optional<uint64_t> FutexWaitvCall::woken_address() const {
+  if (ret < 0 || static_cast<uint64_t>(ret) >= addresses.size()) return std::nullopt;
+  return addresses[static_cast<size_t>(ret)];
+}
+
+bool LockWait::is_mmap_lock() const { return (flags & GPROF_LOCK_MMAP_LOCK) != 0; }
+
+const Mapping* MapsSnapshot::Find(uint64_t address) const {
+  auto after = std::upper_bound(mappings.begin(), mappings.end(), address,
+                                [](uint64_t a, const Mapping& m) { return a < m.start; });
+  if (after == mappings.begin() || address >= (after - 1)->end) return nullptr;
+  return &*(after - 1);
+}
+
+std::pair<int64_t, size_t> Process::MapsEpoch(uint64_t time_ns) const {
+  auto taken = std::upper_bound(maps.begin(), maps.end(), time_ns,
+                                [](uint64_t t, const MapsSnapshot& s) { return t < s.time_ns; });
+  auto execs = std::upper_bound(exec_ns.begin(), exec_ns.end(), time_ns);
+  return {(taken - maps.begin()) - 1, static_cast<size_t>(execs - exec_ns.begin())};
+}
+
+const MapsSnapshot* Process::MapsHolding(uint64_t address, uint64_t time_ns) const {
+  auto [in_effect, image] = MapsEpoch(time_ns);
+  // The program image of `time_ns` runs from the exec before it to the exec after it.
+  uint64_t image_start = image == 0 ? 0 : exec_ns[image - 1];
+  uint64_t image_end = image == exec_ns.size() ? kLatest : exec_ns[image];
+  auto holds = [&](int64_t i) {
+    const MapsSnapshot& snapshot = maps[static_cast<size_t>(i)];
+    return snapshot.time_ns >= image_start && snapshot.time_ns < image_end &&
+           snapshot.Find(address) != nullptr;
+  };
+  // The one in effect, then the later ones, then the earlier ones, nearest first.
+  for (int64_t i = std::max<int64_t>(in_effect, 0); i < static_cast<int64_t>(maps.size()); ++i) {
+    if (holds(i)) return &maps[static_cast<size_t>(i)];
+  }
+  for (int64_t i = in_effect - 1; i >= 0; --i) {
+    if (holds(i)) return &maps[static_cast<size_t>(i)];
+  }
+  return nullptr;
+}
+
 std::string Session::ThreadLabel(uint32_t tid) const {
   auto it = threads.find(tid);
   if (it == threads.end() || it->second.name.empty()) return std::to_string(tid);
@@ -83,15 +126,11 @@ const NativeStack* Session::CallStackOf(const ApiCall& call) const {
   return it == call_stacks.end() ? nullptr : &it->second;
 }
 
-const Mapping* Session::FindMapping(uint32_t pid, uint64_t address) const {
+const Mapping* Session::FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns) const {
   auto process = processes.find(pid);
   if (process == processes.end()) return nullptr;
-  const auto& maps = process->second.maps;
-  auto it = std::upper_bound(maps.begin(), maps.end(), address,
-                             [](uint64_t a, const Mapping& m) { return a < m.start; });
-  if (it == maps.begin()) return nullptr;
-  --it;
-  return address < it->end ? &*it : nullptr;
+  const MapsSnapshot* snapshot = process->second.MapsHolding(address, time_ns);
+  return snapshot == nullptr ? nullptr : snapshot->Find(address);
 }
 
 }  // namespace gprof::collector

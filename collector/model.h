@@ -12,15 +12,28 @@
 #include <variant>
 #include <vector>
 
+#include "elf_symbols.h"
+
 namespace gprof::collector {
 
 struct Mapping {
   uint64_t start = 0;
   uint64_t end = 0;
   uint64_t file_offset = 0;
-  std::string perms;  // "rw-p"
-  std::string path;   // empty for anonymous memory
+  std::string perms;   // "rw-p"
+  std::string path;    // empty for anonymous memory
+  uint64_t inode = 0;  // of the mapped file, to tell whether the file here is still that one
 };
+
+// One reading of /proc/PID/maps.
+struct MapsSnapshot {
+  uint64_t time_ns = 0;
+  std::vector<Mapping> mappings;  // sorted by start
+  // The mapping that holds `address`, or nullptr.
+  const Mapping* Find(uint64_t address) const;
+};
+
+inline constexpr uint64_t kLatest = UINT64_MAX;  // a time after every snapshot
 
 // How the injected library saw a process's CUDA calls.
 enum class CaptureMode : uint8_t {
@@ -47,11 +60,23 @@ struct Process {
   uint32_t ppid = 0;
   std::string exe;
   std::vector<std::string> cmdline;
-  std::vector<Mapping> maps;               // latest /proc/PID/maps snapshot, sorted by start
+  // Every /proc/PID/maps snapshot (the injected library's and the kernel recorder's), sorted by
+  // time: a process execs and loads libraries, so an address is named by the snapshots of its time.
+  std::vector<MapsSnapshot> maps;
+  std::vector<uint64_t> exec_ns;           // when it exec'ed a new program, sorted
   uint64_t dropped_records = 0;            // CUDA call records the injected library could not keep
   Capture capture;                         // the latest the process wrote
   std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
   uint64_t gpu_dropped_records = 0;        // GPU activity records CUPTI could not keep
+
+  // The snapshot that names `address` as it was at `time_ns` (kLatest: at the end): of the
+  // snapshots of the program that ran then (none across an exec), the latest taken at or before
+  // `time_ns` if it holds `address`, else the next later one that does (a library loaded after
+  // that snapshot), else the latest earlier one that does; nullptr when none does.
+  const MapsSnapshot* MapsHolding(uint64_t address, uint64_t time_ns) const;
+  // What MapsHolding's answers depend on besides the address: the snapshot taken last at or before
+  // `time_ns` (none: -1) and the program image (execs at or before it).
+  std::pair<int64_t, size_t> MapsEpoch(uint64_t time_ns) const;
 };
 
 struct Thread {
@@ -148,7 +173,9 @@ struct OffCpuInterval {
   uint32_t waker_tid = 0;
   int32_t kstack_id = -1;
   int32_t waker_kstack_id = -1;
-  uint32_t raw_state = 0;  // prev_state as the kernel gave it
+  int32_t user_stack_id = -1;        // the thread's user stack at the switch-out; < 0: none
+  int32_t waker_user_stack_id = -1;  // the waker's at the wakeup (process waker_pid); < 0: none
+  uint32_t raw_state = 0;            // prev_state as the kernel gave it
   uint32_t cpu = 0;
   uint32_t flags = 0;  // gprof_offcpu_flags
   std::string waker_comm;
@@ -175,6 +202,92 @@ struct FutexCall {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// A futex_waitv(2) call: a wait on several futex words at once.
+struct FutexWaitvCall {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t count = 0;  // futexes in the call; only the first `addresses` were recorded
+  std::vector<uint64_t> addresses;
+  int64_t timeout_ns = -1;  // absolute; -1: none
+  int64_t ret = 0;          // the index of the futex that woke it, or -errno
+  // The word whose wake ended the call, when the recorded ones say.
+  std::optional<uint64_t> woken_address() const;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A wait for a contended kernel lock (lock:contention_begin to contention_end).
+struct LockWait {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t lock_address = 0;  // a kernel address
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t flags = 0;      // gprof_lock_flags
+  int32_t ret = 0;         // 0, or -EINTR
+  uint32_t owner_pid = 0;  // the holder, where the kernel records one; 0: unknown
+  uint32_t owner_tid = 0;
+  std::string owner_comm;
+  int32_t kstack_id = -1;
+  int32_t user_stack_id = -1;
+  bool is_mmap_lock() const;  // the waiting process's mm->mmap_lock
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+enum class DeviceCall : uint8_t { kUnknown, kIoctl, kPoll, kEpoll, kMmap };
+
+// A system call on a GPU device file (/dev/nvidia*), or an epoll wait.
+struct DeviceWait {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  DeviceCall call = DeviceCall::kUnknown;
+  int32_t fd = -1;
+  uint64_t request = 0;  // ioctl: the request; poll: number of fds; epoll: maxevents; mmap: length
+  int64_t ret = 0;
+  std::string device;  // "nvidiactl", "nvidia0", "nvidia-uvm"
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A page fault that took at least the recorder's threshold.
+struct PageFault {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t address = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t flags = 0;                             // FAULT_FLAG_*
+  uint32_t result = 0;                            // vm_fault_t
+  bool is_write() const { return flags & 0x1; }   // FAULT_FLAG_WRITE
+  bool is_major() const { return result & 0x4; }  // VM_FAULT_MAJOR
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+enum class MemorySyscall : uint8_t { kUnknown, kMmap, kMprotect, kMunmap, kMremap, kMadvise };
+
+// mmap, munmap, mprotect, mremap or madvise.
+struct MemoryMapCall {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  MemorySyscall syscall = MemorySyscall::kUnknown;
+  uint32_t prot = 0;  // mmap, mprotect: PROT_*; madvise: the advice
+  uint64_t address = 0;
+  uint64_t length = 0;
+  uint64_t flags = 0;  // mmap: MAP_*; mremap: the new length
+  int64_t ret = 0;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A user stack by id: return addresses in the address space of the process that names the id.
+struct UserStack {
+  std::vector<uint64_t> ips;  // innermost first
+  bool truncated = false;     // the walk hit its depth limit
+};
+
 struct TaskStart {
   uint64_t time_ns = 0;
   uint32_t pid = 0;
@@ -192,9 +305,12 @@ struct Diagnostic {
   std::string message;
 };
 
+inline constexpr uint32_t kAllCpus = UINT32_MAX;  // counted for no CPU in particular
+
 struct LostEvents {
   std::string what;  // "kernel ring buffer: off-CPU", "CUDA calls (pid 123)"
   uint64_t count = 0;
+  std::map<uint32_t, uint64_t> by_cpu;  // where the kernel recorder counted per CPU (kAllCpus: not)
 };
 
 // What gprof-run wrote in session.json about the run itself.
@@ -218,18 +334,26 @@ struct Session {
   std::map<uint32_t, Process> processes;  // by pid
   std::map<uint32_t, Thread> threads;     // by tid
   std::vector<std::string> api_names;
-  std::vector<ApiCall> api_calls;           // sorted by enter_ns
-  std::vector<OffCpuInterval> off_cpu;      // sorted by start_ns
-  std::vector<FutexCall> futex_calls;       // sorted by start_ns
-  std::vector<TaskStart> task_starts;       // sorted by time_ns
+  std::vector<ApiCall> api_calls;                 // sorted by enter_ns
+  std::vector<OffCpuInterval> off_cpu;            // sorted by start_ns
+  std::vector<FutexCall> futex_calls;             // sorted by start_ns
+  std::vector<FutexWaitvCall> futex_waitv_calls;  // sorted by start_ns
+  std::vector<LockWait> lock_waits;               // sorted by start_ns
+  std::vector<DeviceWait> device_waits;           // sorted by start_ns
+  std::vector<PageFault> page_faults;             // sorted by start_ns
+  std::vector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
+  std::vector<TaskStart> task_starts;             // sorted by time_ns
   std::vector<std::string> kernel_names;    // demangled; as recorded when they do not demangle
   std::vector<GpuActivity> gpu_activities;  // sorted by start_ns
   std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
+  std::unordered_map<int32_t, UserStack> user_stacks;                // by stack id
   std::vector<LostEvents> lost;
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
+  // The symbols of the files the processes mapped, read from this machine on first use.
+  mutable ElfSymbolCache elf_symbols;
 
   const std::string& ApiName(const ApiCall& call) const { return api_names[call.name_index]; }
   const std::string& KernelName(const GpuKernel& kernel) const {
@@ -241,8 +365,8 @@ struct Session {
   std::string ThreadLabel(uint32_t tid) const;
   // Kernel stack as symbols, innermost first; "0x..." where no symbol is known.
   std::vector<std::string> KernelStack(int32_t stack_id) const;
-  // The mapping that holds `address` in process `pid`, if its maps were recorded.
-  const Mapping* FindMapping(uint32_t pid, uint64_t address) const;
+  // The mapping that holds `address` in process `pid` at `time_ns`, if its maps were recorded.
+  const Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns = kLatest) const;
 };
 
 }  // namespace gprof::collector

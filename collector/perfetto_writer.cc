@@ -25,7 +25,9 @@
 #include "gpu_vocabulary.h"
 #include "kernel_events.h"
 #include "kernel_stack.h"
+#include "kernel_vocabulary.h"
 #include "session_format.h"
+#include "user_symbols.h"
 
 namespace gprof::collector {
 namespace {
@@ -392,7 +394,7 @@ class PacketWriter {
 };
 
 // Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
-// trace), so they are stable and never collide. Three bits: 7 is the last kind there is room for.
+// trace), so they are stable and never collide. Four bits: 15 is the last kind there is room for.
 enum class TrackKind : uint64_t {
   kProcess = 1,
   kThread = 2,
@@ -401,10 +403,11 @@ enum class TrackKind : uint64_t {
   kGprofRun = 5,
   kGpuStream = 6,
   kGpuSync = 7,
+  kKernel = 8,
 };
 
 uint64_t TrackUuid(TrackKind kind, uint32_t id) {
-  return (uint64_t{id} << 3) | static_cast<uint64_t>(kind);
+  return (uint64_t{id} << 4) | static_cast<uint64_t>(kind);
 }
 
 // A track that carries events. Each has its own sequence, whose defaults name the track, so its
@@ -421,6 +424,7 @@ struct ThreadTracks {
   EventTrack thread;
   std::optional<EventTrack> off_cpu;  // made on the thread's first off-CPU interval
   std::optional<EventTrack> futex;    // made on its first futex call
+  std::optional<EventTrack> kernel;   // made on its first lock wait, fault, device or memory call
 };
 
 std::string_view BaseName(std::string_view path) {
@@ -461,6 +465,12 @@ class TrackRegistry {
 
   EventTrack& Futex(ThreadTracks& thread) {
     return ChildTrack(thread.futex, thread, TrackKind::kFutex, "futex");
+  }
+
+  // The thread's system calls on GPU devices and memory maps, slow page faults and kernel lock
+  // waits, nested as they happened (a lock wait in a page fault in an ioctl).
+  EventTrack& Kernel(ThreadTracks& thread) {
+    return ChildTrack(thread.kernel, thread, TrackKind::kKernel, "kernel");
   }
 
   // The lane of one stream of one GPU of a process: "GPU 0 stream 13".
@@ -578,6 +588,7 @@ struct Vocabulary {
         futex(interner.Intern(InternTable::kCategories, "futex")),
         gprof_run(interner.Intern(InternTable::kCategories, "gprof-run")),
         gpu(interner.Intern(InternTable::kCategories, "gpu")),
+        kernel(interner.Intern(InternTable::kCategories, "kernel")),
         stream(Name(interner, "stream")),
         correlation_id(Name(interner, "correlation_id")),
         return_code(Name(interner, "return_code")),
@@ -610,14 +621,28 @@ struct Vocabulary {
         memory(Name(interner, "memory")),
         sync_type(Name(interner, "type")),
         event(Name(interner, "event")),
-        overlapped_next_ns(Name(interner, "overlapped_next_ns")) {}
+        overlapped_next_ns(Name(interner, "overlapped_next_ns")),
+        user_stack(Name(interner, "user_stack")),
+        waker_user_stack(Name(interner, "waker_user_stack")),
+        location(Name(interner, "location")),
+        uaddrs(Name(interner, "uaddrs")),
+        lock(Name(interner, "lock")),
+        lock_kind(Name(interner, "lock_kind")),
+        owner(Name(interner, "owner")),
+        fd(Name(interner, "fd")),
+        request(Name(interner, "request")),
+        length(Name(interner, "length")),
+        address(Name(interner, "address")),
+        prot(Name(interner, "prot")),
+        flags(Name(interner, "flags")),
+        major(Name(interner, "major")) {}
 
   static uint64_t Name(StringInterner& interner, std::string_view name) {
     return interner.Intern(InternTable::kAnnotationNames, name);
   }
 
   // Categories.
-  uint64_t cuda, sched, futex, gprof_run, gpu;
+  uint64_t cuda, sched, futex, gprof_run, gpu, kernel;
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
@@ -625,6 +650,8 @@ struct Vocabulary {
   uint64_t count, file, offset;
   uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
+  uint64_t user_stack, waker_user_stack, location, uaddrs;
+  uint64_t lock, lock_kind, owner, fd, request, length, address, prot, flags, major;
 };
 
 std::string Hex(uint64_t value) {
@@ -833,6 +860,98 @@ class FutexNames {
   std::unordered_map<uint32_t, uint64_t> op_texts_;  // by op, flags included
 };
 
+// User stacks as annotation strings, symbolized once per stack and address space: a thread that
+// waits in one place over and over has one stack.
+class UserStackNames {
+ public:
+  UserStackNames(const Session& session, StringInterner& interner)
+      : session_(session), interner_(interner) {}
+
+  // Stack `stack_id` of process `pid` at `time_ns`; 0 when it is not known.
+  uint64_t TextIid(uint32_t pid, int32_t stack_id, uint64_t time_ns) {
+    if (stack_id < 0) return 0;
+    auto process = session_.processes.find(pid);
+    std::pair<int64_t, size_t> epoch{-1, 0};
+    if (process != session_.processes.end()) epoch = process->second.MapsEpoch(time_ns);
+    auto [entry, inserted] = iids_.try_emplace({pid, stack_id, epoch.first, epoch.second}, 0);
+    if (inserted) {
+      std::vector<std::string> frames = UserStackFrames(session_, pid, stack_id, time_ns);
+      if (!frames.empty())
+        entry->second = interner_.Intern(InternTable::kAnnotationStrings, StackText(frames));
+    }
+    return entry->second;
+  }
+
+ private:
+  const Session& session_;
+  StringInterner& interner_;
+  // By process, stack id and the maps epoch (Process::MapsEpoch) that names its addresses.
+  std::map<std::tuple<uint32_t, int32_t, int64_t, size_t>, uint64_t> iids_;
+};
+
+// Names of the kernel track's slices and of futex_waitv calls. They are made per event (these
+// events are far fewer than scheduler events) and interned, so each text travels once.
+class KernelNames {
+ public:
+  KernelNames(const Session& session, StringInterner& interner)
+      : session_(session), interner_(interner) {}
+
+  // "mmap_lock (held by trainer (13))", "mutex 0xffff888104a0c1e8"
+  uint64_t LockName(const LockWait& lock) {
+    std::string name = LockText(lock);
+    std::string owner = LockOwnerLabel(session_, lock);
+    if (!owner.empty()) name += " (held by " + owner + ")";
+    return Name(name);
+  }
+
+  // "ioctl nvidiactl 0xc020462a", "poll nvidia0", "epoll_wait", "mmap nvidia0"
+  uint64_t DeviceName(const DeviceWait& wait) {
+    std::string name = DeviceCallName(wait.call);
+    if (!wait.device.empty()) name += " " + wait.device;
+    if (wait.call == DeviceCall::kIoctl) name += " " + Hex(wait.request);
+    return Name(name);
+  }
+
+  // "page fault in libtorch_cuda.so", "major page fault in anonymous memory"
+  uint64_t PageFaultName(const PageFault& fault, const UserLocation& location) {
+    std::string name = fault.is_major() ? "major page fault" : "page fault";
+    if (!location.module.empty()) name += " in " + location.module;
+    return Name(name);
+  }
+
+  // "munmap 77.0 MiB", "mremap 1.0 MiB to 2.0 MiB"
+  uint64_t MemoryMapName(const MemoryMapCall& call) {
+    return Name(std::string(MemorySyscallName(call.syscall)) + " " + MemoryMapSize(call));
+  }
+
+  // "futex_waitv 0x7f1234", "futex_waitv 0x7f1234 (+2)"
+  uint64_t FutexWaitvName(const FutexWaitvCall& call) {
+    std::string name = "futex_waitv";
+    if (!call.addresses.empty()) name += " " + Hex(call.addresses.front());
+    if (call.count > 1) name += " (+" + std::to_string(call.count - 1) + ")";
+    return Name(name);
+  }
+
+  // "0x7f1234, 0x7f5678": the words a futex_waitv call recorded.
+  uint64_t AddressList(const std::vector<uint64_t>& addresses) {
+    std::string text;
+    for (uint64_t address : addresses) text += (text.empty() ? "" : ", ") + Hex(address);
+    return Text(text);
+  }
+
+  uint64_t Text(std::string_view text) {
+    return interner_.Intern(InternTable::kAnnotationStrings, text);
+  }
+
+ private:
+  uint64_t Name(const std::string& name) {
+    return interner_.Intern(InternTable::kEventNames, name);
+  }
+
+  const Session& session_;
+  StringInterner& interner_;
+};
+
 // Names and annotation strings of GPU slices: kernel names made once per kernel, the rest interned
 // from their few values.
 class GpuNames {
@@ -893,6 +1012,8 @@ class TimelineWriter {
         vocabulary_(vocabulary),
         scheduler_names_(session, interner),
         futex_names_(interner),
+        user_stacks_(session, interner),
+        kernel_names_(session, interner),
         gpu_names_(session, interner),
         correlation_(session),
         clipped_gpu_ends_(ClipOverlapsOnStreams(session)),
@@ -933,6 +1054,14 @@ class TimelineWriter {
   void BeginRunnable(EventTrack& track, size_t index);
   void WriteWakeInstant(size_t index);
   void BeginFutex(const FutexCall& call);
+  void BeginFutexWaitv(const FutexWaitvCall& call);
+  void BeginMemoryMapCall(const MemoryMapCall& call);
+  void BeginDeviceWait(const DeviceWait& wait);
+  void BeginPageFault(const PageFault& fault);
+  void BeginLockWait(const LockWait& lock);
+  EventTrack& KernelTrack(uint32_t tid, uint32_t pid) {
+    return tracks_.Kernel(tracks_.Thread(tid, pid));
+  }
   void BeginGpuActivity(size_t index);
   void AnnotateGpuDetail(TrackEventSpec& event, const GpuActivity& activity);
   void BeginSlice(EventTrack& track, TrackEventSpec& event, uint64_t end_ns);
@@ -959,6 +1088,8 @@ class TimelineWriter {
   const Vocabulary& vocabulary_;
   SchedulerNames scheduler_names_;
   FutexNames futex_names_;
+  UserStackNames user_stacks_;
+  KernelNames kernel_names_;
   GpuNames gpu_names_;
   GpuCorrelation correlation_;
   std::unordered_map<size_t, uint64_t> clipped_gpu_ends_;
@@ -971,12 +1102,14 @@ class TimelineWriter {
 
 uint64_t StartOf(const ApiCall& call) { return call.enter_ns; }
 uint64_t EndOf(const ApiCall& call) { return call.exit_ns; }
-uint64_t StartOf(const OffCpuInterval& interval) { return interval.start_ns; }
-uint64_t EndOf(const OffCpuInterval& interval) { return interval.end_ns; }
-uint64_t StartOf(const FutexCall& call) { return call.start_ns; }
-uint64_t EndOf(const FutexCall& call) { return call.end_ns; }
-uint64_t StartOf(const GpuActivity& activity) { return activity.start_ns; }
-uint64_t EndOf(const GpuActivity& activity) { return activity.end_ns; }
+template <typename Record>
+uint64_t StartOf(const Record& record) {
+  return record.start_ns;
+}
+template <typename Record>
+uint64_t EndOf(const Record& record) {
+  return record.end_ns;
+}
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
@@ -1039,20 +1172,38 @@ void TimelineWriter::Write() {
   RecordCursor api_calls(session_.api_calls);
   RecordCursor off_cpu(session_.off_cpu);
   RecordCursor futex_calls(session_.futex_calls);
+  RecordCursor futex_waitv_calls(session_.futex_waitv_calls);
+  RecordCursor memory_map_calls(session_.memory_map_calls);
+  RecordCursor device_waits(session_.device_waits);
+  RecordCursor page_faults(session_.page_faults);
+  RecordCursor lock_waits(session_.lock_waits);
   RecordCursor gpu_activities(session_.gpu_activities);
   while (true) {
-    uint64_t next = std::min({api_calls.next_start(), off_cpu.next_start(),
-                              futex_calls.next_start(), gpu_activities.next_start()});
+    uint64_t next = std::min(
+        {api_calls.next_start(), off_cpu.next_start(), futex_calls.next_start(),
+         futex_waitv_calls.next_start(), memory_map_calls.next_start(), device_waits.next_start(),
+         page_faults.next_start(), lock_waits.next_start(), gpu_activities.next_start()});
     RunPendingUpTo(next);
     if (next == kNever) return;
     // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
-    // before the slice it ends in.
+    // before the slice it ends in. On the kernel track, what holds the others first: a system
+    // call, then a page fault in it, then a lock wait in that.
     if (api_calls.next_start() == next) {
       BeginApiCall(session_.api_calls[api_calls.Take()]);
     } else if (off_cpu.next_start() == next) {
       BeginOffCpu(off_cpu.Take());
     } else if (futex_calls.next_start() == next) {
       BeginFutex(session_.futex_calls[futex_calls.Take()]);
+    } else if (futex_waitv_calls.next_start() == next) {
+      BeginFutexWaitv(session_.futex_waitv_calls[futex_waitv_calls.Take()]);
+    } else if (memory_map_calls.next_start() == next) {
+      BeginMemoryMapCall(session_.memory_map_calls[memory_map_calls.Take()]);
+    } else if (device_waits.next_start() == next) {
+      BeginDeviceWait(session_.device_waits[device_waits.Take()]);
+    } else if (page_faults.next_start() == next) {
+      BeginPageFault(session_.page_faults[page_faults.Take()]);
+    } else if (lock_waits.next_start() == next) {
+      BeginLockWait(session_.lock_waits[lock_waits.Take()]);
     } else {
       BeginGpuActivity(gpu_activities.Take());
     }
@@ -1173,6 +1324,11 @@ void TimelineWriter::BeginOffCpu(size_t index) {
   if (uint64_t stack = scheduler_names_.StackTextIid(interval.kstack_id); stack != 0) {
     wait.Annotate(vocabulary_.kernel_stack, Annotation::Kind::kInternedString, stack);
   }
+  if (uint64_t stack =
+          user_stacks_.TextIid(interval.pid, interval.user_stack_id, interval.start_ns);
+      stack != 0) {
+    wait.Annotate(vocabulary_.user_stack, Annotation::Kind::kInternedString, stack);
+  }
   if (interval.flags & GPROF_OFFCPU_UNFINISHED)
     wait.Annotate(vocabulary_.still_off_cpu_at_end, Annotation::Kind::kBool, 1);
   if (interval.wake_ns == 0) {
@@ -1197,6 +1353,11 @@ void TimelineWriter::BeginRunnable(EventTrack& track, size_t index) {
                     scheduler_names_.WakerLabel(interval));
   if (uint64_t stack = scheduler_names_.StackTextIid(interval.waker_kstack_id); stack != 0) {
     runnable.Annotate(vocabulary_.waker_kernel_stack, Annotation::Kind::kInternedString, stack);
+  }
+  if (uint64_t stack = user_stacks_.TextIid(interval.waker_pid, interval.waker_user_stack_id,
+                                            runnable.timestamp_ns);
+      stack != 0) {
+    runnable.Annotate(vocabulary_.waker_user_stack, Annotation::Kind::kInternedString, stack);
   }
   BeginSlice(track, runnable, interval.end_ns);
 }
@@ -1226,6 +1387,99 @@ void TimelineWriter::BeginFutex(const FutexCall& call) {
   if (call.uaddr2 != 0) event.Annotate(vocabulary_.uaddr2, Annotation::Kind::kPointer, call.uaddr2);
   event.AnnotateInt(vocabulary_.return_value, call.ret);
   BeginSlice(tracks_.Futex(tracks_.Thread(call.tid, call.pid)), event, call.end_ns);
+}
+
+void TimelineWriter::BeginFutexWaitv(const FutexWaitvCall& call) {
+  TrackEventSpec event;
+  event.timestamp_ns = call.start_ns;
+  event.name_iid = kernel_names_.FutexWaitvName(call);
+  event.category_iid = vocabulary_.futex;
+  event.Annotate(vocabulary_.uaddrs, Annotation::Kind::kInternedString,
+                 kernel_names_.AddressList(call.addresses));
+  event.Annotate(vocabulary_.count, Annotation::Kind::kUint, call.count);
+  if (call.timeout_ns >= 0) event.AnnotateInt(vocabulary_.timeout_ns, call.timeout_ns);
+  event.AnnotateInt(vocabulary_.return_value, call.ret);
+  BeginSlice(tracks_.Futex(tracks_.Thread(call.tid, call.pid)), event, call.end_ns);
+}
+
+void TimelineWriter::BeginMemoryMapCall(const MemoryMapCall& call) {
+  TrackEventSpec event;
+  event.timestamp_ns = call.start_ns;
+  event.name_iid = kernel_names_.MemoryMapName(call);
+  event.category_iid = vocabulary_.kernel;
+  event.Annotate(vocabulary_.address, Annotation::Kind::kPointer, call.address);
+  event.Annotate(vocabulary_.length, Annotation::Kind::kUint, call.length);
+  if (call.syscall == MemorySyscall::kMmap || call.syscall == MemorySyscall::kMprotect)
+    event.Annotate(vocabulary_.prot, Annotation::Kind::kUint, call.prot);
+  if (call.syscall == MemorySyscall::kMmap)
+    event.Annotate(vocabulary_.flags, Annotation::Kind::kUint, call.flags);
+  event.AnnotateInt(vocabulary_.return_value, call.ret);
+  BeginSlice(KernelTrack(call.tid, call.pid), event, call.end_ns);
+}
+
+void TimelineWriter::BeginDeviceWait(const DeviceWait& wait) {
+  TrackEventSpec event;
+  event.timestamp_ns = wait.start_ns;
+  event.name_iid = kernel_names_.DeviceName(wait);
+  event.category_iid = vocabulary_.kernel;
+  event.AnnotateInt(vocabulary_.fd, wait.fd);
+  switch (wait.call) {
+    case DeviceCall::kIoctl:
+      event.Annotate(vocabulary_.request, Annotation::Kind::kPointer, wait.request);
+      break;
+    case DeviceCall::kMmap:
+      event.Annotate(vocabulary_.length, Annotation::Kind::kUint, wait.request);
+      break;
+    case DeviceCall::kPoll:
+    case DeviceCall::kEpoll:
+      event.Annotate(vocabulary_.count, Annotation::Kind::kUint, wait.request);
+      break;
+    case DeviceCall::kUnknown:
+      break;
+  }
+  event.AnnotateInt(vocabulary_.return_value, wait.ret);
+  BeginSlice(KernelTrack(wait.tid, wait.pid), event, wait.end_ns);
+}
+
+void TimelineWriter::BeginPageFault(const PageFault& fault) {
+  UserLocation location =
+      LocateUserAddress(session_, fault.pid, fault.address, fault.start_ns, AddressUse::kData);
+  TrackEventSpec event;
+  event.timestamp_ns = fault.start_ns;
+  event.name_iid = kernel_names_.PageFaultName(fault, location);
+  event.category_iid = vocabulary_.kernel;
+  event.Annotate(vocabulary_.address, Annotation::Kind::kPointer, fault.address);
+  if (std::string where = DataText(location); !where.empty()) {
+    event.Annotate(vocabulary_.location, Annotation::Kind::kInternedString,
+                   kernel_names_.Text(where));
+  }
+  if (std::string flags = PageFaultFlagsText(fault.flags); !flags.empty()) {
+    event.Annotate(vocabulary_.flags, Annotation::Kind::kInternedString, kernel_names_.Text(flags));
+  }
+  event.Annotate(vocabulary_.major, Annotation::Kind::kBool, fault.is_major());
+  BeginSlice(KernelTrack(fault.tid, fault.pid), event, fault.end_ns);
+}
+
+void TimelineWriter::BeginLockWait(const LockWait& lock) {
+  TrackEventSpec event;
+  event.timestamp_ns = lock.start_ns;
+  event.name_iid = kernel_names_.LockName(lock);
+  event.category_iid = vocabulary_.kernel;
+  event.Annotate(vocabulary_.lock, Annotation::Kind::kPointer, lock.lock_address);
+  event.Annotate(vocabulary_.lock_kind, Annotation::Kind::kInternedString,
+                 kernel_names_.Text(LockKindName(lock.flags)));
+  if (std::string owner = LockOwnerLabel(session_, lock); !owner.empty()) {
+    event.Annotate(vocabulary_.owner, Annotation::Kind::kInternedString, kernel_names_.Text(owner));
+  }
+  if (lock.ret != 0) event.AnnotateInt(vocabulary_.return_value, lock.ret);
+  if (uint64_t stack = scheduler_names_.StackTextIid(lock.kstack_id); stack != 0) {
+    event.Annotate(vocabulary_.kernel_stack, Annotation::Kind::kInternedString, stack);
+  }
+  if (uint64_t stack = user_stacks_.TextIid(lock.pid, lock.user_stack_id, lock.start_ns);
+      stack != 0) {
+    event.Annotate(vocabulary_.user_stack, Annotation::Kind::kInternedString, stack);
+  }
+  BeginSlice(KernelTrack(lock.tid, lock.pid), event, lock.end_ns);
 }
 
 void TimelineWriter::BeginSlice(EventTrack& track, TrackEventSpec& event, uint64_t end_ns) {

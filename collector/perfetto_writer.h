@@ -5,9 +5,14 @@
 //   - a thread track with the thread's CUDA calls as slices (nested calls nest), annotated with the
 //     stream, the correlation id and the return code (the last two only when not 0);
 //   - a child track "off-CPU": each interval the thread spent off-CPU, split at its wakeup into the
-//     wait ("S futex_wait_queue", with the state and the kernel stack) and the time it then waited
-//     for a CPU ("runnable (woken by X)", with the waker and the waker's kernel stack);
-//   - a child track "futex": one slice per futex(2) call;
+//     wait ("S futex_wait_queue", with the state and the kernel and user stacks) and the time it
+//     then waited for a CPU ("runnable (woken by X)", with the waker and the waker's kernel and
+//     user stacks); user stacks are symbolized through the process's maps and ELF files;
+//   - a child track "futex": one slice per futex(2) and futex_waitv(2) call;
+//   - a child track "kernel": its system calls on GPU device files ("ioctl nvidiactl 0xc020462a",
+//     "poll nvidia0") and memory maps ("munmap 77.0 MiB"), its slow page faults ("page fault in
+//     libtorch_cuda.so") and kernel lock waits ("mmap_lock (held by X)", "mutex 0x... (held by
+//     X)"), nested as they happened;
 //   - "wake <thread>" instants on the waker's thread track, with a flow arrow to the runnable slice
 //     of the thread it woke, when the waker is a thread of the model.
 // Per process, with CUPTI capture:

@@ -5,6 +5,9 @@
 #include <iterator>
 
 #include "gpu_vocabulary.h"
+#include "kernel_events.h"
+#include "kernel_vocabulary.h"
+#include "user_symbols.h"
 
 namespace gprof::collector {
 
@@ -48,23 +51,57 @@ std::string FormatHex(uint64_t value) {
   return text;
 }
 
-std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address) {
-  const Mapping* mapping = session.FindMapping(pid, address);
-  if (mapping == nullptr) return {};
-  if (mapping->path.empty()) return "anonymous memory";
-  std::string name = mapping->path;
-  if (name.front() == '/') name = name.substr(name.rfind('/') + 1);
-  if (name.front() == '[') return name;  // [heap], [stack]
-  return name + "+" + FormatHex(address - mapping->start + mapping->file_offset);
+std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address,
+                            uint64_t time_ns) {
+  return DataText(LocateUserAddress(session, pid, address, time_ns, AddressUse::kData));
 }
 
 std::string DescribeWaitObject(const Session& session, const WaitObject& object) {
-  if (!object.is_futex())
-    return object.kernel_function.empty() ? "an unknown wait" : object.kernel_function;
-  std::string text = "futex " + FormatHex(object.futex_address);
-  std::string where = DescribeAddress(session, object.pid, object.futex_address);
-  if (!where.empty()) text += " (" + where + ")";
-  if (!object.kernel_function.empty()) text += " in " + object.kernel_function;
+  switch (object.kind) {
+    case WaitKind::kFutex: {
+      std::string text = "futex " + FormatHex(object.address);
+      std::string where = DescribeAddress(session, object.pid, object.address, object.seen_ns);
+      if (!where.empty()) text += " (" + where + ")";
+      if (!object.kernel_function.empty()) text += " in " + object.kernel_function;
+      return text;
+    }
+    case WaitKind::kKernelLock:
+      if (object.lock_flags & GPROF_LOCK_MMAP_LOCK)
+        return "the mmap_lock of pid " + std::to_string(object.pid);
+      return std::string("kernel ") + LockKindName(object.lock_flags) + " " +
+             FormatHex(object.address);
+    case WaitKind::kDevice: {
+      std::string text = DeviceCallName(object.device_call);
+      if (!object.device.empty())
+        text += (object.device_call == DeviceCall::kMmap ? " of " : " on ") + object.device;
+      return text;
+    }
+    case WaitKind::kPageFault: {
+      std::string text = "a page fault at " + FormatHex(object.address);
+      std::string where = DescribeAddress(session, object.pid, object.address, object.seen_ns);
+      return where.empty() ? text : text + " (" + where + ")";
+    }
+    case WaitKind::kKernelFunction:
+      break;
+  }
+  return object.kernel_function.empty() ? "an unknown wait" : object.kernel_function;
+}
+
+std::string WhereAsleep(const Session& session, const WaitObject& object) {
+  bool inside = object.kind == WaitKind::kDevice || object.kind == WaitKind::kPageFault;
+  return (inside ? "in " : "on ") + DescribeWaitObject(session, object);
+}
+
+std::string LockOwnerText(const Session& session, const Wait& wait) {
+  if (wait.kernel_lock == nullptr) return {};
+  std::string owner = LockOwnerLabel(session, *wait.kernel_lock);
+  if (owner.empty()) return {};
+  std::string text = "held by " + owner;
+  if (const MemoryMapCall* call = wait.owner_memory_call) {
+    text += " in " + std::string(MemorySyscallName(call->syscall)) + " of " + MemoryMapSize(*call);
+  } else if (wait.owner_call != nullptr) {
+    text += " in " + session.ApiName(*wait.owner_call);
+  }
   return text;
 }
 
@@ -151,8 +188,9 @@ std::vector<std::string> NativeStackFrames(const Session& session, const NativeS
       frames.push_back(stack.symbols[i]);
       continue;
     }
-    std::string where = DescribeAddress(session, stack.pid, stack.ips[i]);
-    frames.push_back(where.empty() ? FormatHex(stack.ips[i]) : where);
+    AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
+    frames.push_back(
+        FrameText(LocateUserAddress(session, stack.pid, stack.ips[i], kLatest, use), stack.ips[i]));
   }
   return frames;
 }

@@ -17,11 +17,20 @@ std::string FormatOffset(const Session& session, uint64_t time_ns);
 std::string FormatHex(uint64_t value);
 // The first moment of the session, for offsets: gprof-run's start, or the earliest event.
 uint64_t SessionOrigin(const Session& session);
-// "futex 0x7f3a1c2d4040 (libcudart.so.13+0x24040) in futex_wait_queue", or the kernel function
-// alone ("do_nanosleep") when the wait was not on a futex.
+// "futex 0x7f3a1c2d4040 (libcuda.so.1: some_lock+0x8) in futex_wait_queue", "the mmap_lock of
+// pid 12", "kernel mutex 0xffff888104a0c1e8", "ioctl on nvidiactl", "a page fault at 0x7f3a00001000
+// (libtorch_cuda.so+0x1000)", or the kernel function alone ("do_nanosleep").
 std::string DescribeWaitObject(const Session& session, const WaitObject& object);
-// Where a futex word lives: "libcudart.so.13+0x24040", "[heap]", or empty when unknown.
-std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address);
+// The object with the word a sleep on it reads with: "on futex ...", "in ioctl on nvidiactl".
+std::string WhereAsleep(const Session& session, const WaitObject& object);
+// Who held the kernel lock `wait` slept on and what it was doing: "held by trainer (13) in munmap
+// of 512.0 MiB", "held by trainer (13) in cudaFree", "held by kswapd0 (57)"; empty when the kernel
+// recorded no owner.
+std::string LockOwnerText(const Session& session, const Wait& wait);
+// Where a variable of process `pid` lived at `time_ns`: "libcuda.so.1: some_lock+0x8",
+// "libcudart.so.13+0x24040", "[heap]", or empty when unknown.
+std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address,
+                            uint64_t time_ns);
 // "73.4 MiB", "512 B".
 std::string FormatBytes(uint64_t bytes);
 // "100%" only when `part` is all of `whole`, "<1%" when it is a sliver of it.
@@ -36,8 +45,8 @@ std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
                               const std::string& window);
 // What a holder's GPU use was measured over: "its cudaFree", or "the hold" outside any call.
 std::string HolderGpuWindow(const Session& session, const HolderActivity& holder);
-// A native stack's frames, innermost first: the symbol, else the mapping and offset, else the
-// address.
+// A native stack's frames, innermost first: the symbol the injected library found, else the
+// mapped file's symbol, else the mapping and offset, else the address.
 std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack);
 
 }  // namespace gprof::collector

@@ -1,7 +1,10 @@
 #include "gpu_vocabulary.h"
+#include "kernel_events.h"
+#include "kernel_vocabulary.h"
 #include "report.h"
 #include "report_format.h"
 #include "session_format.h"
+#include "user_symbols.h"
 
 namespace gprof::collector {
 namespace {
@@ -100,16 +103,106 @@ json NativeStackJson(const Session& session, const ApiCall* call) {
   return NativeStackFrames(session, *stack);
 }
 
+const char* WaitKindName(WaitKind kind) {
+  switch (kind) {
+    case WaitKind::kFutex:
+      return "futex";
+    case WaitKind::kKernelLock:
+      return "kernel_lock";
+    case WaitKind::kDevice:
+      return "device";
+    case WaitKind::kPageFault:
+      return "page_fault";
+    case WaitKind::kKernelFunction:
+      break;
+  }
+  return "kernel_function";
+}
+
 json ObjectJson(const Session& session, const std::optional<WaitObject>& object) {
   if (!object) return nullptr;
-  json out = {{"pid", object->pid},
+  json out = {{"kind", WaitKindName(object->kind)},
+              {"pid", object->pid},
               {"kernel_function", object->kernel_function},
               {"description", DescribeWaitObject(session, *object)}};
-  if (object->is_futex()) {
-    out["futex_address"] = FormatHex(object->futex_address);
-    out["location"] = DescribeAddress(session, object->pid, object->futex_address);
+  switch (object->kind) {
+    case WaitKind::kFutex:
+      out["futex_address"] = FormatHex(object->address);
+      out["location"] = DescribeAddress(session, object->pid, object->address, object->seen_ns);
+      break;
+    case WaitKind::kKernelLock:
+      out["lock_address"] = FormatHex(object->address);
+      out["lock_kind"] = LockKindName(object->lock_flags);
+      out["mmap_lock"] = (object->lock_flags & GPROF_LOCK_MMAP_LOCK) != 0;
+      break;
+    case WaitKind::kDevice:
+      out["call"] = DeviceCallName(object->device_call);
+      out["device"] = object->device;
+      break;
+    case WaitKind::kPageFault:
+      out["address"] = FormatHex(object->address);
+      out["location"] = DescribeAddress(session, object->pid, object->address, object->seen_ns);
+      break;
+    case WaitKind::kKernelFunction:
+      break;
   }
   return out;
+}
+
+json UserStackJson(const Session& session, uint32_t pid, int32_t stack_id, uint64_t time_ns) {
+  std::vector<std::string> frames = UserStackFrames(session, pid, stack_id, time_ns);
+  return frames.empty() ? json(nullptr) : json(std::move(frames));
+}
+
+json MemoryMapCallJson(const MemoryMapCall* call) {
+  if (call == nullptr) return nullptr;
+  return {{"syscall", MemorySyscallName(call->syscall)},
+          {"tid", call->tid},
+          {"address", FormatHex(call->address)},
+          {"length", call->length},
+          {"start_ns", call->start_ns},
+          {"end_ns", call->end_ns},
+          {"return", call->ret}};
+}
+
+json KernelLockJson(const Session& session, const Wait& wait) {
+  const LockWait* lock = wait.kernel_lock;
+  if (lock == nullptr) return nullptr;
+  return {{"address", FormatHex(lock->lock_address)},
+          {"kind", LockKindName(lock->flags)},
+          {"mmap_lock", lock->is_mmap_lock()},
+          {"start_ns", lock->start_ns},
+          {"end_ns", lock->end_ns},
+          {"return", lock->ret},
+          {"owner_tid", lock->owner_tid},
+          {"owner_pid", lock->owner_pid},
+          {"owner", LockOwnerLabel(session, *lock)},
+          {"owner_memory_call", MemoryMapCallJson(wait.owner_memory_call)},
+          {"owner_call", CallJson(session, wait.owner_call)},
+          {"kernel_stack", session.KernelStack(lock->kstack_id)}};
+}
+
+json DeviceWaitJson(const DeviceWait* device) {
+  if (device == nullptr) return nullptr;
+  return {{"call", DeviceCallName(device->call)},
+          {"device", device->device},
+          {"fd", device->fd},
+          {"request", FormatHex(device->request)},
+          {"start_ns", device->start_ns},
+          {"end_ns", device->end_ns},
+          {"return", device->ret}};
+}
+
+json PageFaultJson(const Session& session, const PageFault* fault) {
+  if (fault == nullptr) return nullptr;
+  return {{"address", FormatHex(fault->address)},
+          {"location", DescribeAddress(session, fault->pid, fault->address, fault->start_ns)},
+          {"write", fault->is_write()},
+          {"major", fault->is_major()},
+          {"flags", FormatHex(fault->flags)},
+          {"result", FormatHex(fault->result)},
+          {"start_ns", fault->start_ns},
+          {"end_ns", fault->end_ns}};
 }
 
 json WaitJson(const Session& session, const Wait& wait) {
@@ -120,9 +213,15 @@ json WaitJson(const Session& session, const Wait& wait) {
           {"state", StateName(wait.state)},
           {"object", ObjectJson(session, wait.object)},
           {"kernel_stack", session.KernelStack(wait.kstack_id)},
+          {"user_stack", UserStackJson(session, wait.pid, wait.user_stack_id, wait.start_ns)},
+          {"kernel_lock", KernelLockJson(session, wait)},
+          {"device_wait", DeviceWaitJson(wait.device_wait)},
+          {"page_fault", PageFaultJson(session, wait.page_fault)},
           {"waker_tid", wait.waker_tid},
           {"waker_comm", wait.waker_comm},
-          {"waker_call", CallJson(session, wait.waker_call)}};
+          {"waker_call", CallJson(session, wait.waker_call)},
+          {"waker_user_stack",
+           UserStackJson(session, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns)}};
 }
 
 json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
@@ -215,8 +314,13 @@ json ProcessJson(const Process& process) {
 json SessionJson(const Session& session) {
   const SessionMeta& meta = session.meta;
   json lost = json::array();
-  for (const auto& entry : session.lost)
-    lost.push_back({{"what", entry.what}, {"count", entry.count}});
+  for (const auto& entry : session.lost) {
+    json by_cpu = json::array();
+    for (const auto& [cpu, count] : entry.by_cpu) {
+      by_cpu.push_back({{"cpu", cpu == kAllCpus ? json(nullptr) : json(cpu)}, {"count", count}});
+    }
+    lost.push_back({{"what", entry.what}, {"count", entry.count}, {"by_cpu", std::move(by_cpu)}});
+  }
   json diagnostics = json::array();
   for (const auto& d : session.diagnostics) {
     diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
@@ -242,6 +346,11 @@ json SessionJson(const Session& session) {
             {"cuda_calls", session.api_calls.size()},
             {"off_cpu_intervals", session.off_cpu.size()},
             {"futex_calls", session.futex_calls.size()},
+            {"futex_waitv_calls", session.futex_waitv_calls.size()},
+            {"kernel_lock_waits", session.lock_waits.size()},
+            {"device_waits", session.device_waits.size()},
+            {"slow_page_faults", session.page_faults.size()},
+            {"memory_map_calls", session.memory_map_calls.size()},
             {"gpu_activities", session.gpu_activities.size()}}},
           {"lost", std::move(lost)},
           {"diagnostics", std::move(diagnostics)},

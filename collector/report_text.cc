@@ -6,6 +6,7 @@
 #include "gpu_vocabulary.h"
 #include "report.h"
 #include "report_format.h"
+#include "user_symbols.h"
 
 namespace gprof::collector {
 namespace {
@@ -21,12 +22,33 @@ std::string JoinCommand(const std::vector<std::string>& command) {
 
 std::string WithThousands(uint64_t value) {
   std::string digits = std::to_string(value);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return digits;
+  std::string text;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) text += ',';
+    text += digits[i];
+  }
+  return text;
 }
 
-// The frames of a slow call's native stack the text shows; report.json has them all.
+// The frames of a stack the text shows; report.json has them all.
 constexpr size_t kStackFramesShown = 8;
+
+// "f0 <- f1 <- ... <- f7 <- ... (2 more)", innermost first.
+std::string JoinFrames(const std::vector<std::string>& frames) {
+  std::string text;
+  for (size_t i = 0; i < std::min(frames.size(), kStackFramesShown); ++i) {
+    if (i > 0) text += " <- ";
+    text += frames[i];
+  }
+  if (frames.size() > kStackFramesShown)
+    text += " <- ... (" + std::to_string(frames.size() - kStackFramesShown) + " more)";
+  return text;
+}
+
+// What a freeze's threads blocked on is a lock (a futex word, a kernel lock), or another wait.
+bool IsLock(const WaitObject& object) {
+  return object.kind == WaitKind::kFutex || object.kind == WaitKind::kKernelLock;
+}
 
 // "CUPTI 13.0 (API version 130001), /usr/.../libcupti.so.13", "interposition, no GPU timeline
 // (CUPTI subscriber taken by another tool)".
@@ -109,6 +131,7 @@ class TextReport {
   void GpuLines();
   void CaptureLines();
   void StackLine(const ApiCall& call, const char* indent);
+  void UserStackLine(const Wait& wait);
   void Freezes();
   void FreezeHolder(const Freeze& freeze);
   void HolderMeantime(const HolderActivity& holder);
@@ -164,6 +187,16 @@ void TextReport::Header() {
        << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
        << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "
        << WithThousands(session_.futex_calls.size()) << " futex calls";
+  // What only a kernel recorder that sees them records: said when there are some.
+  const std::pair<size_t, const char*> kernel_facts[] = {
+      {session_.futex_waitv_calls.size(), " futex_waitv calls"},
+      {session_.lock_waits.size(), " kernel lock waits"},
+      {session_.device_waits.size(), " device waits"},
+      {session_.page_faults.size(), " slow page faults"},
+      {session_.memory_map_calls.size(), " memory map calls"}};
+  for (const auto& [count, what] : kernel_facts) {
+    if (count > 0) out_ << ", " << WithThousands(count) << what;
+  }
   if (!session_.gpu_activities.empty())
     out_ << ", " << WithThousands(session_.gpu_activities.size()) << " GPU activities";
   out_ << "\n";
@@ -231,14 +264,16 @@ void TextReport::CaptureLines() {
 void TextReport::StackLine(const ApiCall& call, const char* indent) {
   const NativeStack* stack = session_.CallStackOf(call);
   if (stack == nullptr || stack->ips.empty()) return;
-  std::vector<std::string> frames = NativeStackFrames(session_, *stack);
-  out_ << indent << "at ";
-  for (size_t i = 0; i < std::min(frames.size(), kStackFramesShown); ++i) {
-    out_ << (i == 0 ? "" : " <- ") << frames[i];
-  }
-  if (frames.size() > kStackFramesShown)
-    out_ << " <- ... (" << frames.size() - kStackFramesShown << " more)";
-  out_ << "\n";
+  out_ << indent << "at " << JoinFrames(NativeStackFrames(session_, *stack)) << "\n";
+}
+
+// "slept at __futex_abstimed_wait_common+0x... <- ...": where in user code the thread went to
+// sleep, when the kernel recorder took its user stack.
+void TextReport::UserStackLine(const Wait& wait) {
+  std::vector<std::string> frames =
+      UserStackFrames(session_, wait.pid, wait.user_stack_id, wait.start_ns);
+  if (frames.empty()) return;
+  out_ << "      slept at " << JoinFrames(frames) << "\n";
 }
 
 // Freezes longest first, numbered in that order: the worst is what the reader came for.
@@ -254,9 +289,11 @@ void TextReport::Freezes() {
     if (freeze.holder && freeze.holder->call != nullptr) held_by_[freeze.holder->call] = i + 1;
     out_ << "\nFREEZE " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
          << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << freeze.thread_count
-         << " threads blocked on " << (freeze.object.is_futex() ? "one lock" : "one wait") << "\n";
-    out_ << "  on       " << DescribeWaitObject(session_, freeze.object) << ", pid "
-         << freeze.object.pid << "\n";
+         << " threads blocked on " << (IsLock(freeze.object) ? "one lock" : "one wait") << "\n";
+    out_ << "  on       " << DescribeWaitObject(session_, freeze.object);
+    // A kernel lock's description names its process when it has one.
+    if (freeze.object.kind != WaitKind::kKernelLock) out_ << ", pid " << freeze.object.pid;
+    out_ << "\n";
     FreezeHolder(freeze);
     const char* label = "  blocked  ";
     for (const FreezeMember& member : freeze.members) {
@@ -304,8 +341,8 @@ void TextReport::HolderMeantime(const HolderActivity& holder) {
   if (span == 0) return;
   out_ << "  meantime ";
   if (holder.own_wait && holder.asleep_ns >= holder.on_cpu_ns) {
-    out_ << "the holder slept " << FormatDuration(holder.asleep_ns) << " on "
-         << DescribeWaitObject(session_, *holder.own_wait);
+    out_ << "the holder slept " << FormatDuration(holder.asleep_ns) << " "
+         << WhereAsleep(session_, *holder.own_wait);
     if (holder.own_waker_tid != 0 || !holder.own_waker_comm.empty()) {
       out_ << ", " << Waker(holder.own_waker_tid, holder.own_waker_comm, nullptr);
     }
@@ -323,8 +360,13 @@ void TextReport::HolderMeantime(const HolderActivity& holder) {
 std::string TextReport::Breakdown(const BlockedCall& blocked) const {
   std::ostringstream text;
   if (blocked.main_object) {
-    text << "asleep " << FormatDuration(blocked.main_object_ns) << " on "
-         << DescribeWaitObject(session_, *blocked.main_object);
+    text << "asleep " << FormatDuration(blocked.main_object_ns) << " "
+         << WhereAsleep(session_, *blocked.main_object);
+    // The longest sleep on it decided the call: its lock's owner is the one to name.
+    if (const Wait* longest = LongestWaitOn(blocked.waits, *blocked.main_object)) {
+      std::string owner = LockOwnerText(session_, *longest);
+      if (!owner.empty()) text << ", " << owner;
+    }
     if (blocked.asleep_ns > blocked.main_object_ns) {
       text << " (+" << FormatDuration(blocked.asleep_ns - blocked.main_object_ns) << " elsewhere)";
     }
@@ -364,6 +406,7 @@ void TextReport::OtherSlowCalls() {
       out_ << "      " << Waker(longest->waker_tid, longest->waker_comm, longest->waker_call)
            << "\n";
     }
+    if (longest != nullptr) UserStackLine(*longest);
     if (blocked.gpu)
       out_ << "      " << DescribeGpuDuring(session_, *blocked.gpu, "the call") << "\n";
     StackLine(*blocked.call, "      ");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu_timeline.h"
+#include "kernel_events.h"
 #include "report.h"
 
 namespace gprof::collector {
@@ -17,6 +18,7 @@ constexpr uint32_t kGpu = 20;
 constexpr uint64_t kLock = 0x7f0000001000;
 constexpr uint64_t kCondvar = 0x7f0000002000;
 constexpr int32_t kFutexStack = 1;
+constexpr int32_t kRwsemStack = 2;
 constexpr uint64_t kMs = 1'000'000;
 
 class SessionBuilder {
@@ -25,10 +27,12 @@ class SessionBuilder {
     session_.directory = "/tmp/session";
     session_.meta.start_monotonic_ns = 0;
     session_.kernel_stacks[kFutexStack] = {1, 2, 3, 4};
+    session_.kernel_stacks[kRwsemStack] = {1, 2, 5};
     session_.kernel_symbols = {{1, "__schedule+0x1"},
                                {2, "schedule+0x2"},
                                {3, "futex_wait_queue+0x3"},
-                               {4, "futex_wait+0x4"}};
+                               {4, "futex_wait+0x4"},
+                               {5, "rwsem_down_read_slowpath+0x5"}};
     Thread(kHolder, "holder");
     Thread(kGpu, "fake-gpu");
   }
@@ -101,6 +105,25 @@ class SessionBuilder {
     futex.op = 0x80;  // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
     session_.futex_calls.push_back(futex);
   }
+  // Asleep in `state` from `start` to `end`, woken at `wake` by `waker` (0: an interrupt).
+  OffCpuInterval& Sleep(uint32_t tid, uint64_t start, uint64_t wake, uint64_t end, uint32_t waker,
+                        uint32_t state = 2, int32_t stack = kRwsemStack) {
+    OffCpuInterval interval;
+    interval.pid = kPid;
+    interval.tid = tid;
+    interval.start_ns = start;
+    interval.wake_ns = wake;
+    interval.end_ns = end;
+    interval.waker_pid = waker != 0 ? kPid : 0;
+    interval.waker_tid = waker;
+    interval.waker_comm = session_.threads.count(waker) ? session_.threads[waker].name : "";
+    interval.kstack_id = stack;
+    interval.raw_state = state;
+    session_.off_cpu.push_back(interval);
+    return session_.off_cpu.back();
+  }
+  // For what the builder has no helper for: the kernel recorder's other records, maps.
+  Session& session() { return session_; }
   void Preempted(uint32_t tid, uint64_t start, uint64_t end) {
     OffCpuInterval interval;
     interval.pid = kPid;
@@ -116,6 +139,11 @@ class SessionBuilder {
     std::sort(session_.off_cpu.begin(), session_.off_cpu.end(), by_start);
     std::sort(session_.futex_calls.begin(), session_.futex_calls.end(), by_start);
     std::sort(session_.gpu_activities.begin(), session_.gpu_activities.end(), by_start);
+    std::sort(session_.futex_waitv_calls.begin(), session_.futex_waitv_calls.end(), by_start);
+    std::sort(session_.lock_waits.begin(), session_.lock_waits.end(), by_start);
+    std::sort(session_.device_waits.begin(), session_.device_waits.end(), by_start);
+    std::sort(session_.page_faults.begin(), session_.page_faults.end(), by_start);
+    std::sort(session_.memory_map_calls.begin(), session_.memory_map_calls.end(), by_start);
     return session_;
   }
 
@@ -148,7 +176,8 @@ TEST(Analysis, ConvoyBehindASleepingHolderIsOneFreezeWithOneCause) {
   ASSERT_EQ(analysis.freezes.size(), 1u);
   const Freeze& freeze = analysis.freezes[0];
   EXPECT_EQ(freeze.thread_count, 3u);
-  EXPECT_EQ(freeze.object.futex_address, kLock);
+  EXPECT_EQ(freeze.object.kind, WaitKind::kFutex);
+  EXPECT_EQ(freeze.object.address, kLock);
   EXPECT_EQ(freeze.object.kernel_function, "futex_wait_queue");
   ASSERT_TRUE(freeze.holder.has_value());
   EXPECT_EQ(freeze.holder->tid, kHolder);
@@ -156,7 +185,7 @@ TEST(Analysis, ConvoyBehindASleepingHolderIsOneFreezeWithOneCause) {
   EXPECT_EQ(session.ApiName(*freeze.holder->call), "cudaDeviceSynchronize");
   // The holder slept (on its own condition variable) while holding the lock, woken by the GPU.
   ASSERT_TRUE(freeze.holder->own_wait.has_value());
-  EXPECT_EQ(freeze.holder->own_wait->futex_address, kCondvar);
+  EXPECT_EQ(freeze.holder->own_wait->address, kCondvar);
   EXPECT_EQ(freeze.holder->own_waker_tid, kGpu);
   EXPECT_GT(freeze.holder->asleep_ns, 35 * kMs);
 
@@ -562,7 +591,7 @@ TEST(Report, ShowsTheFirstFramesOfASlowCallsStackAndJsonAll) {
   builder.Stack(kHolder, 0, frames);
   Session session = builder.Build();
   session.processes[kPid].maps = {
-      {0x7f0000400000, 0x7f0000500000, 0x1000, "r-xp", "/lib/libapp.so"}};
+      {0, {{0x7f0000400000, 0x7f0000500000, 0x1000, "r-xp", "/lib/libapp.so"}}}};
   Analysis analysis = Analyze(session, {});
   std::string text = RenderTextReport(session, analysis);
   EXPECT_NE(text.find("\n      at f0()+0x1 <- f1()+0x1 <- f2()+0x1 <- f3()+0x1 <- f4()+0x1 <- "
@@ -644,14 +673,259 @@ TEST(Report, SaysWhatIsMissing) {
   Session session = builder.Build();
   session.meta.kernel_recording = false;
   session.meta.kernel_recording_note = "permission denied";
-  session.lost.push_back({"kernel off-CPU intervals: ring buffer full", 42});
+  session.lost.push_back({"kernel off-CPU intervals: ring buffer full", 42, {{0, 40}, {3, 2}}});
   session.diagnostics.push_back({"/s/inject-1.gpr", 4096, "payload checksum mismatch"});
   std::string text = RenderTextReport(session, Analyze(session, {}));
   EXPECT_NE(text.find("NOT recorded: permission denied"), std::string::npos) << text;
-  EXPECT_NE(text.find("LOST      42 kernel off-CPU intervals"), std::string::npos) << text;
+  // The text sums a kind over CPUs; the JSON keeps each CPU's count.
+  EXPECT_NE(text.find("LOST      42 kernel off-CPU intervals: ring buffer full\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json lost = RenderJsonReport(session, Analyze(session, {}))["session"]["lost"];
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["count"], 42);
+  EXPECT_EQ(lost[0]["by_cpu"],
+            nlohmann::json::parse(R"([{"cpu": 0, "count": 40}, {"cpu": 3, "count": 2}])"));
   EXPECT_NE(text.find("/s/inject-1.gpr at offset 4096: payload checksum mismatch"),
             std::string::npos)
       << text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the kernel recorder says beyond scheduling: the kernel lock, device wait or page fault a
+// sleep was in, the lock's owner and what it was doing, the user stack of the sleep.
+
+constexpr uint64_t kMmapLock = 0xffff888100a0c1e8;
+constexpr uint32_t kTrainer = 13;
+
+// `tid` waits from `start` to `end` for the process's mmap_lock, held by `owner`.
+void AddMmapLockWait(SessionBuilder* b, uint32_t tid, uint64_t start, uint64_t end,
+                     uint32_t owner) {
+  LockWait lock;
+  lock.pid = kPid;
+  lock.tid = tid;
+  lock.start_ns = start;
+  lock.end_ns = end;
+  lock.lock_address = kMmapLock;
+  lock.flags = GPROF_LOCK_READ | GPROF_LOCK_MMAP_LOCK;
+  lock.owner_pid = kPid;
+  lock.owner_tid = owner;
+  lock.owner_comm = "trainer";
+  b->session().lock_waits.push_back(lock);
+}
+
+// The trainer unmaps 512 MiB, holding the mmap_lock for writing throughout; two launchers fault
+// meanwhile and sleep on the lock until the munmap releases it.
+Session MunmapFreeze() {
+  SessionBuilder b;
+  b.Thread(kTrainer, "trainer");
+  MemoryMapCall munmap;
+  munmap.pid = kPid;
+  munmap.tid = kTrainer;
+  munmap.start_ns = 5 * kMs;
+  munmap.end_ns = 40 * kMs + 5000;
+  munmap.syscall = MemorySyscall::kMunmap;
+  munmap.address = 0x7e0000000000;
+  munmap.length = 512ull << 20;
+  b.session().memory_map_calls.push_back(munmap);
+  for (uint32_t i = 0; i < 2; ++i) {
+    uint32_t tid = 11 + i;
+    uint64_t enter = (10 + 2 * i) * kMs;
+    b.Thread(tid, "launcher-" + std::to_string(i));
+    b.Call(tid, i == 0 ? "cudaLaunchKernel" : "cudaMemcpyAsync", enter, 41 * kMs);
+    AddMmapLockWait(&b, tid, enter + 5000, 40 * kMs + 2000, kTrainer);
+    b.Sleep(tid, enter + 10000, 40 * kMs, 40 * kMs + 10000, kTrainer);
+  }
+  return b.Build();
+}
+
+TEST(KernelWaits, ThreadsAsleepOnTheMmapLockNameItsOwnerInMunmap) {
+  Session session = MunmapFreeze();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.blocked_calls.size(), 2u);
+  const Wait& wait = analysis.blocked_calls[0].waits.at(0);
+  EXPECT_EQ(wait.object.kind, WaitKind::kKernelLock);
+  EXPECT_EQ(wait.object.pid, kPid) << "an mmap_lock belongs to its process";
+  ASSERT_NE(wait.kernel_lock, nullptr);
+  EXPECT_EQ(wait.kernel_lock->owner_tid, kTrainer);
+  ASSERT_NE(wait.owner_memory_call, nullptr);
+  EXPECT_EQ(wait.owner_memory_call->syscall, MemorySyscall::kMunmap);
+
+  // Both slept on the one lock at once: a freeze, released by its owner.
+  ASSERT_EQ(analysis.freezes.size(), 1u);
+  EXPECT_EQ(analysis.freezes[0].thread_count, 2u);
+  ASSERT_TRUE(analysis.freezes[0].holder.has_value());
+  EXPECT_EQ(analysis.freezes[0].holder->tid, kTrainer);
+
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find(": 2 threads blocked on one lock\n  on       the mmap_lock of pid 100\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("launcher-0 (11) in cudaLaunchKernel (+0.000 s, 31.0 ms): asleep 30.0 ms "
+                      "on the mmap_lock of pid 100, held by trainer (13) in munmap of 512.0 MiB, "
+                      "on CPU"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("asleep 28.0 ms on the mmap_lock of pid 100, held by trainer (13) in munmap "
+                      "of 512.0 MiB"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(", 2 kernel lock waits, 1 memory map calls\n"), std::string::npos) << text;
+
+  nlohmann::json json = RenderJsonReport(session, analysis);
+  EXPECT_EQ(json["freezes"][0]["object"]["kind"], "kernel_lock");
+  EXPECT_EQ(json["freezes"][0]["object"]["mmap_lock"], true);
+  EXPECT_EQ(json["freezes"][0]["object"]["lock_address"], "0xffff888100a0c1e8");
+  const nlohmann::json& lock = json["slow_calls"][0]["waits"][0]["kernel_lock"];
+  EXPECT_EQ(lock["owner"], "trainer (13)");
+  EXPECT_EQ(lock["kind"], "rwsem");
+  EXPECT_EQ(lock["owner_memory_call"]["syscall"], "munmap");
+  EXPECT_EQ(lock["owner_memory_call"]["length"], 512ull << 20);
+  EXPECT_EQ(json["session"]["counts"]["memory_map_calls"], 1);
+}
+
+TEST(KernelWaits, AKernelMutexIsOneObjectForAllProcessesAndNamesAnOwnerOutsideTheTree) {
+  SessionBuilder b;
+  b.Call(kHolder, "cudaMalloc", 0, 10 * kMs);
+  LockWait lock;
+  lock.pid = kPid;
+  lock.tid = kHolder;
+  lock.start_ns = 1 * kMs;
+  lock.end_ns = 9 * kMs;
+  lock.lock_address = 0xffff888100b00000;
+  lock.flags = GPROF_LOCK_MUTEX;
+  lock.owner_tid = 57;
+  lock.owner_comm = "kworker/0:1";
+  b.session().lock_waits.push_back(lock);
+  b.Sleep(kHolder, 1 * kMs + 100, 9 * kMs - 100, 9 * kMs, 0);
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.blocked_calls.size(), 1u);
+  ASSERT_TRUE(analysis.blocked_calls[0].main_object.has_value());
+  EXPECT_EQ(analysis.blocked_calls[0].main_object->pid, 0u);
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(
+      text.find("asleep 8.0 ms on kernel mutex 0xffff888100b00000, held by kworker/0:1 (57),"),
+      std::string::npos)
+      << text;
+}
+
+TEST(KernelWaits, ASleepInAnIoctlOnTheDriverIsNamedWithItsUserStack) {
+  SessionBuilder b;
+  b.Call(kHolder, "cudaDeviceSynchronize", 0, 20 * kMs);
+  DeviceWait ioctl;
+  ioctl.pid = kPid;
+  ioctl.tid = kHolder;
+  ioctl.start_ns = 1 * kMs;
+  ioctl.end_ns = 19 * kMs + 50000;
+  ioctl.call = DeviceCall::kIoctl;
+  ioctl.fd = 5;
+  ioctl.request = 0xc020462a;
+  ioctl.device = "nvidiactl";
+  b.session().device_waits.push_back(ioctl);
+  b.Sleep(kHolder, 1 * kMs + 100000, 18 * kMs + 900000, 19 * kMs, kGpu, 1, kFutexStack)
+      .user_stack_id = 5;
+  // The driver's library is not on this machine: its frames are named by module and offset.
+  b.session().processes[kPid].maps = {
+      {0, {{0x7f0000000000, 0x7f0000100000, 0, "r-xp", "/nonexistent/libcuda.so.1", 0}}}};
+  b.session().user_stacks[5] = {{0x7f0000001010, 0x7f0000002020}, false};
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.blocked_calls.size(), 1u);
+  const BlockedCall& blocked = analysis.blocked_calls[0];
+  ASSERT_TRUE(blocked.main_object.has_value());
+  EXPECT_EQ(blocked.main_object->kind, WaitKind::kDevice);
+  ASSERT_NE(blocked.waits.at(0).device_wait, nullptr);
+  EXPECT_EQ(blocked.waits[0].user_stack_id, 5);
+
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("holder (10) in cudaDeviceSynchronize (+0.000 s, 20.0 ms): asleep 17.8 ms in "
+                      "ioctl on nvidiactl, on CPU"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n      slept at libcuda.so.1+0x1010 <- libcuda.so.1+0x2020\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json wait = RenderJsonReport(session, analysis)["slow_calls"][0]["waits"][0];
+  EXPECT_EQ(wait["object"]["kind"], "device");
+  EXPECT_EQ(wait["device_wait"]["request"], "0xc020462a");
+  EXPECT_EQ(wait["user_stack"],
+            nlohmann::json::parse(R"(["libcuda.so.1+0x1010", "libcuda.so.1+0x2020"])"));
+}
+
+TEST(KernelWaits, ASleepInASlowPageFaultNamesTheFaultingModule) {
+  SessionBuilder b;
+  b.Call(kHolder, "cudaMemcpy", 0, 10 * kMs);
+  PageFault fault;
+  fault.pid = kPid;
+  fault.tid = kHolder;
+  fault.start_ns = 1 * kMs;
+  fault.end_ns = 9 * kMs;
+  fault.address = 0x7f0000401234;
+  fault.result = 0x4;  // VM_FAULT_MAJOR
+  b.session().page_faults.push_back(fault);
+  b.Sleep(kHolder, 1 * kMs + 500000, 8 * kMs + 500000, 8 * kMs + 600000, 0);
+  b.session().processes[kPid].maps = {
+      {0, {{0x7f0000400000, 0x7f0000500000, 0x1000, "r--p", "/nonexistent/libtorch_cuda.so", 0}}}};
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.blocked_calls.size(), 1u);
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("asleep 7.0 ms in a page fault at 0x7f0000401234 (libtorch_cuda.so+0x2234)"),
+            std::string::npos)
+      << text;
+  nlohmann::json wait = RenderJsonReport(session, analysis)["slow_calls"][0]["waits"][0];
+  EXPECT_EQ(wait["page_fault"]["major"], true);
+  EXPECT_EQ(wait["page_fault"]["location"], "libtorch_cuda.so+0x2234");
+}
+
+TEST(KernelWaits, AKernelLockInAPageFaultInAnIoctlIsTheLock) {
+  // Innermost first: the lock the fault waited for, not the fault or the system call around it.
+  SessionBuilder b;
+  b.Thread(kTrainer, "trainer");
+  b.Call(kHolder, "cudaMalloc", 0, 10 * kMs);
+  DeviceWait ioctl;
+  ioctl.pid = kPid;
+  ioctl.tid = kHolder;
+  ioctl.start_ns = 1 * kMs;
+  ioctl.end_ns = 9 * kMs;
+  ioctl.call = DeviceCall::kIoctl;
+  ioctl.device = "nvidia0";
+  b.session().device_waits.push_back(ioctl);
+  PageFault fault;
+  fault.pid = kPid;
+  fault.tid = kHolder;
+  fault.start_ns = 2 * kMs;
+  fault.end_ns = 8 * kMs;
+  b.session().page_faults.push_back(fault);
+  AddMmapLockWait(&b, kHolder, 2 * kMs + 1000, 8 * kMs - 1000, kTrainer);
+  b.Sleep(kHolder, 2 * kMs + 2000, 8 * kMs - 2000, 8 * kMs - 1500, kTrainer);
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  const Wait& wait = analysis.blocked_calls.at(0).waits.at(0);
+  EXPECT_EQ(wait.object.kind, WaitKind::kKernelLock);
+  EXPECT_NE(wait.page_fault, nullptr);
+  EXPECT_NE(wait.device_wait, nullptr);
+}
+
+TEST(KernelWaits, AFutexWaitvSleepIsOnTheWordThatWokeIt) {
+  SessionBuilder b;
+  b.Call(kHolder, "cudaStreamSynchronize", 0, 10 * kMs);
+  FutexWaitvCall waitv;
+  waitv.pid = kPid;
+  waitv.tid = kHolder;
+  waitv.start_ns = 1 * kMs;
+  waitv.end_ns = 9 * kMs;
+  waitv.count = 2;
+  waitv.addresses = {kCondvar, kLock};
+  waitv.ret = 1;
+  b.session().futex_waitv_calls.push_back(waitv);
+  b.Sleep(kHolder, 1 * kMs + 100, 9 * kMs - 1000, 9 * kMs - 500, kGpu, 1, kFutexStack);
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_TRUE(analysis.blocked_calls.at(0).main_object.has_value());
+  EXPECT_EQ(analysis.blocked_calls[0].main_object->kind, WaitKind::kFutex);
+  EXPECT_EQ(analysis.blocked_calls[0].main_object->address, kLock);
 }
 
 }  // namespace

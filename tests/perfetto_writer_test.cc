@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_events.h"
 #include "test_support.h"
 
 namespace gprof::collector {
@@ -544,7 +545,7 @@ Session MakeSession() {
   AddStack(
       session, kIoStack,
       {"__schedule+0x2f0", "schedule+0x5e", "io_schedule+0x46", "folio_wait_bit_common+0x13d"});
-  session.lost = {{"kernel ring buffer: off-CPU", 42}, {"CUDA call records of pid 200", 3}};
+  session.lost = {{"kernel ring buffer: off-CPU", 42, {}}, {"CUDA call records of pid 200", 3, {}}};
   session.diagnostics = {{"kernel.gpr", 4096, "truncated chunk salvaged"}};
   session.messages = {"pid 100: CUPTI subscriber taken by another tool"};
   return session;
@@ -986,7 +987,7 @@ Session MakeGpuSession() {
   };
   std::sort(session.gpu_activities.begin(), session.gpu_activities.end(),
             [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
-  session.lost.push_back({"GPU activity records of pid 100 (CUPTI buffers full)", 5});
+  session.lost.push_back({"GPU activity records of pid 100 (CUPTI buffers full)", 5, {}});
   return session;
 }
 
@@ -1150,6 +1151,223 @@ TEST_F(PerfettoGpuTest, DecodesWithTheRealSchemaWithTheGpuTimeline) {
       path_, {"name: \"GPU 0 stream 13\"", "name: \"GPU synchronization\"",
               "name: \"Spin(long long)\"", "name: \"Memcpy HtoD\"",
               "name: \"cudaStreamSynchronize wait\"", "flow_ids: ", "terminating_flow_ids: "});
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the kernel recorder adds: the main thread unmaps 77 MiB while the pin thread faults and
+// sleeps on the mmap_lock; the main thread's ioctl and poll on the driver; the worker's kernel
+// mutex and futex_waitv; user stacks of a sleep and of its waker, named through the process's maps
+// (the library is not on this machine: module and offset).
+
+constexpr uint64_t kLibfoo = 0x7f5500000000;
+constexpr int32_t kSleepUserStack = 7, kWakerUserStack = 8;
+constexpr uint64_t kMmapLock = 0xffff888100a0c1e8, kKernelMutex = 0xffff888100b00000;
+
+Session MakeKernelSession() {
+  Session session = MakeSession();
+  session.processes[kMain].maps = {
+      {0, {Mapping{kLibfoo, kLibfoo + 0x100000, 0, "r-xp", "/nonexistent/libfoo.so", 0}}}};
+  session.user_stacks[kSleepUserStack] = {{kLibfoo + 0x1010, kLibfoo + 0x2020}, false};
+  session.user_stacks[kWakerUserStack] = {{kLibfoo + 0x4040, kLibfoo + 0x5050}, true};
+
+  MemoryMapCall munmap;
+  munmap.pid = kMain;
+  munmap.tid = kMain;
+  munmap.start_ns = At(20000);
+  munmap.end_ns = At(30000);
+  munmap.syscall = MemorySyscall::kMunmap;
+  munmap.address = 0x7e0000000000;
+  munmap.length = 77ull << 20;
+  session.memory_map_calls = {munmap};
+
+  PageFault fault;
+  fault.pid = kMain;
+  fault.tid = kPinThread;
+  fault.start_ns = At(21000);
+  fault.end_ns = At(29000);
+  fault.address = kLibfoo + 0x3000;
+  fault.flags = 0x41;  // write, user
+  session.page_faults = {fault};
+
+  LockWait mmap_lock;
+  mmap_lock.pid = kMain;
+  mmap_lock.tid = kPinThread;
+  mmap_lock.start_ns = At(21100);
+  mmap_lock.end_ns = At(28900);
+  mmap_lock.lock_address = kMmapLock;
+  mmap_lock.flags = GPROF_LOCK_READ | GPROF_LOCK_MMAP_LOCK;
+  mmap_lock.owner_pid = kMain;
+  mmap_lock.owner_tid = kMain;
+  mmap_lock.owner_comm = "python";
+  mmap_lock.kstack_id = kIoStack;
+  mmap_lock.user_stack_id = kSleepUserStack;
+  LockWait mutex;
+  mutex.pid = kWorker;
+  mutex.tid = kWorker;
+  mutex.start_ns = At(26000);
+  mutex.end_ns = At(27000);
+  mutex.lock_address = kKernelMutex;
+  mutex.flags = GPROF_LOCK_MUTEX;
+  mutex.ret = -4;  // -EINTR
+  session.lock_waits = {mmap_lock, mutex};
+
+  DeviceWait ioctl;
+  ioctl.pid = kMain;
+  ioctl.tid = kMain;
+  ioctl.start_ns = At(31000);
+  ioctl.end_ns = At(32000);
+  ioctl.call = DeviceCall::kIoctl;
+  ioctl.fd = 5;
+  ioctl.request = 0xc020462a;
+  ioctl.device = "nvidiactl";
+  DeviceWait poll = ioctl;
+  poll.start_ns = At(33000);
+  poll.end_ns = At(34000);
+  poll.call = DeviceCall::kPoll;
+  poll.request = 1;
+  poll.ret = 1;
+  poll.device = "nvidia0";
+  session.device_waits = {ioctl, poll};
+
+  FutexWaitvCall waitv;
+  waitv.pid = kWorker;
+  waitv.tid = kWorker;
+  waitv.start_ns = At(20000);
+  waitv.end_ns = At(25000);
+  waitv.count = 2;
+  waitv.addresses = {kGil, 0x7f5678};
+  waitv.ret = 1;
+  session.futex_waitv_calls = {waitv};
+
+  OffCpuInterval sleep = Woken(OffCpu(kMain, kPinThread, 21200, 28800, 2, kIoStack), 28700, kMain,
+                               kMain, "python", -1);
+  sleep.user_stack_id = kSleepUserStack;
+  sleep.waker_user_stack_id = kWakerUserStack;
+  session.off_cpu.push_back(sleep);
+  std::sort(session.off_cpu.begin(), session.off_cpu.end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  return session;
+}
+
+class PerfettoKernelTest : public PerfettoWriterTest {
+ protected:
+  Session BuildSession() const override { return MakeKernelSession(); }
+};
+
+TEST_F(PerfettoKernelTest, FollowsTheFormatsRulesWithKernelFacts) {
+  EXPECT_TRUE(trace_.errors.empty()) << testing::PrintToString(trace_.errors);
+}
+
+TEST_F(PerfettoKernelTest, NestsALockWaitInThePageFaultItBlocked) {
+  std::vector<Slice> slices = Slices(ChildTrack(kPinThread, "kernel"));
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].name, "page fault in libfoo.so");
+  EXPECT_EQ(slices[0].depth, 0u);
+  EXPECT_EQ(slices[0].begin_ns, At(21000));
+  EXPECT_EQ(slices[0].end_ns, At(29000));
+  EXPECT_EQ(slices[0].begin->annotations,
+            (std::map<std::string, std::string>{{"address", "0x7f5500003000"},
+                                                {"location", "libfoo.so+0x3000"},
+                                                {"flags", "write, user"},
+                                                {"major", "false"}}));
+  EXPECT_EQ(slices[1].name, "mmap_lock (held by python (100))");
+  EXPECT_EQ(slices[1].depth, 1u);
+  EXPECT_EQ(slices[1].begin_ns, At(21100));
+  EXPECT_EQ(slices[1].end_ns, At(28900));
+  EXPECT_EQ(slices[1].begin->categories, std::vector<std::string>{"kernel"});
+  EXPECT_EQ(slices[1].begin->annotations,
+            (std::map<std::string, std::string>{
+                {"lock", "0xffff888100a0c1e8"},
+                {"lock_kind", "rwsem"},
+                {"owner", "python (100)"},
+                {"kernel_stack",
+                 "__schedule+0x2f0 <- schedule+0x5e <- io_schedule+0x46 <- "
+                 "folio_wait_bit_common+0x13d"},
+                {"user_stack", "libfoo.so+0x1010 <- libfoo.so+0x2020"}}));
+}
+
+TEST_F(PerfettoKernelTest, WritesDeviceAndMemoryMapCallsInOrder) {
+  std::vector<Slice> slices = Slices(ChildTrack(kMain, "kernel"));
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].name, "munmap 77.0 MiB");
+  EXPECT_EQ(slices[0].begin->annotations,
+            (std::map<std::string, std::string>{
+                {"address", "0x7e0000000000"}, {"length", "80740352"}, {"return", "0"}}));
+  EXPECT_EQ(slices[1].name, "ioctl nvidiactl 0xc020462a");
+  EXPECT_EQ(slices[1].begin->annotations,
+            (std::map<std::string, std::string>{
+                {"fd", "5"}, {"request", "0xc020462a"}, {"return", "0"}}));
+  EXPECT_EQ(slices[2].name, "poll nvidia0");
+  EXPECT_EQ(slices[2].begin->annotations,
+            (std::map<std::string, std::string>{{"fd", "5"}, {"count", "1"}, {"return", "1"}}));
+  for (size_t i = 0; i < slices.size(); ++i) {
+    EXPECT_EQ(slices[i].depth, 0u);
+    if (i > 0) {
+      EXPECT_GE(slices[i].begin_ns, slices[i - 1].end_ns);
+    }
+  }
+}
+
+TEST_F(PerfettoKernelTest, NamesAKernelMutexWithoutAnOwner) {
+  std::vector<Slice> slices = Slices(ChildTrack(kWorker, "kernel"));
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].name, "mutex 0xffff888100b00000");
+  EXPECT_EQ(slices[0].begin->annotations.at("lock_kind"), "mutex");
+  EXPECT_EQ(slices[0].begin->annotations.at("return"), "-4");
+  EXPECT_EQ(slices[0].begin->annotations.count("owner"), 0u);
+}
+
+TEST_F(PerfettoKernelTest, WritesFutexWaitvOnTheFutexTrack) {
+  std::vector<Slice> slices = Slices(ChildTrack(kWorker, "futex"));
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].name, "futex_waitv 0x7f1234 (+1)");
+  EXPECT_EQ(slices[0].begin->categories, std::vector<std::string>{"futex"});
+  EXPECT_EQ(slices[0].begin->annotations,
+            (std::map<std::string, std::string>{
+                {"uaddrs", "0x7f1234, 0x7f5678"}, {"count", "2"}, {"return", "1"}}));
+}
+
+TEST_F(PerfettoKernelTest, OffCpuSlicesCarryTheUserStacksOfTheSleepAndTheWaker) {
+  std::vector<Slice> slices = Slices(ChildTrack(kPinThread, "off-CPU"));
+  const Slice* sleep = nullptr;
+  const Slice* runnable = nullptr;
+  for (const Slice& slice : slices) {
+    if (slice.begin_ns == At(21200)) sleep = &slice;
+    if (slice.begin_ns == At(28700)) runnable = &slice;
+  }
+  ASSERT_NE(sleep, nullptr);
+  ASSERT_NE(runnable, nullptr);
+  EXPECT_EQ(sleep->name, "D folio_wait_bit_common");
+  EXPECT_EQ(sleep->begin->annotations.at("user_stack"), "libfoo.so+0x1010 <- libfoo.so+0x2020");
+  EXPECT_EQ(runnable->name, "runnable (woken by python (100))");
+  EXPECT_EQ(runnable->begin->annotations.at("waker_user_stack"),
+            "libfoo.so+0x4040 <- libfoo.so+0x5050 <- ... (truncated)");
+  // Intervals without a user stack say nothing of one.
+  for (const Slice& slice : Slices(ChildTrack(kMain, "off-CPU")))
+    EXPECT_EQ(slice.begin->annotations.count("user_stack"), 0u) << slice.name;
+}
+
+TEST_F(PerfettoKernelTest, KeepsEveryTrackInOrderWithKernelFacts) {
+  std::set<uint64_t> event_tracks;
+  for (const DecodedEvent& event : trace_.events) event_tracks.insert(event.track_uuid);
+  std::set<uint64_t> described;
+  for (const DecodedTrack& track : trace_.tracks) {
+    EXPECT_TRUE(described.insert(track.uuid).second) << "track " << track.uuid << " twice";
+  }
+  for (uint64_t uuid : event_tracks) {
+    EXPECT_EQ(described.count(uuid), 1u) << "events on undescribed track " << uuid;
+    std::vector<std::string> errors;
+    SlicesOf(trace_, uuid, &errors);
+    EXPECT_TRUE(errors.empty()) << testing::PrintToString(errors);
+  }
+}
+
+TEST_F(PerfettoKernelTest, DecodesWithTheRealSchemaWithKernelFacts) {
+  ExpectDecodesWithTheRealSchema(
+      path_, {"name: \"kernel\"", "name: \"munmap 77.0 MiB\"",
+              "name: \"mmap_lock (held by python (100))\"", "name: \"page fault in libfoo.so\"",
+              "name: \"ioctl nvidiactl 0xc020462a\"", "name: \"futex_waitv 0x7f1234 (+1)\"",
+              "name: \"user_stack\"", "name: \"waker_user_stack\""});
 }
 
 }  // namespace

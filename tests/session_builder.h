@@ -2,6 +2,7 @@
 // the test chooses: the input of reader, analysis and writer tests.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -24,6 +25,14 @@ class RecordBatch {
     memcpy(&record, &header, sizeof(header));
     bytes_.append(reinterpret_cast<const char*>(&record), sizeof(record));
     bytes_.append(tail);
+    ++count_;
+  }
+  // Appends the first `size` bytes of `record`: a record written before its struct grew.
+  template <typename Record>
+  void AddFirstBytes(Record record, uint16_t type, size_t size) {
+    format::RecordHeader header{static_cast<uint32_t>(size), type, 0};
+    memcpy(&record, &header, sizeof(header));
+    bytes_.append(reinterpret_cast<const char*>(&record), size);
     ++count_;
   }
   // Writes the batch as one chunk and empties it.
@@ -174,6 +183,113 @@ inline void AddKernelStack(RecordBatch* batch, int32_t stack_id,
   stack.stack_id = stack_id;
   stack.depth = static_cast<uint32_t>(frames.size());
   batch->Add(stack, GPROF_REC_KERNEL_STACK, ips);
+}
+
+inline gprof_lock_wait LockWaitEvent(uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                                     uint64_t lock_address, uint32_t flags, uint32_t owner_tid,
+                                     std::string_view owner_comm) {
+  gprof_lock_wait event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.lock_address = lock_address;
+  event.flags = flags;
+  event.owner_pid = owner_tid != 0 ? pid : 0;
+  event.owner_tid = owner_tid;
+  memcpy(event.owner_comm, owner_comm.data(),
+         std::min(owner_comm.size(), sizeof(event.owner_comm) - 1));
+  event.kstack_id = -1;
+  event.user_stack_id = -1;
+  return event;
+}
+
+inline gprof_device_wait DeviceWaitEvent(uint32_t pid, uint32_t tid, uint64_t start_ns,
+                                         uint64_t end_ns, uint32_t kind, std::string_view device,
+                                         uint64_t request) {
+  gprof_device_wait event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.kind = kind;
+  event.fd = 7;
+  event.request = request;
+  memcpy(event.device, device.data(), std::min(device.size(), sizeof(event.device) - 1));
+  return event;
+}
+
+inline gprof_page_fault PageFaultEvent(uint32_t pid, uint32_t tid, uint64_t start_ns,
+                                       uint64_t end_ns, uint64_t address) {
+  gprof_page_fault event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.address = address;
+  event.flags = 0x41;  // FAULT_FLAG_WRITE | FAULT_FLAG_USER
+  event.result = 0x4;  // VM_FAULT_MAJOR
+  return event;
+}
+
+// x86_64 numbers: 9 mmap, 11 munmap.
+inline gprof_memory_map MemoryMapEvent(uint32_t pid, uint32_t tid, uint64_t start_ns,
+                                       uint64_t end_ns, uint32_t syscall_nr, uint64_t address,
+                                       uint64_t length) {
+  gprof_memory_map event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.syscall_nr = syscall_nr;
+  event.address = address;
+  event.length = length;
+  return event;
+}
+
+inline gprof_futex_waitv FutexWaitvEvent(uint32_t pid, uint32_t tid, uint64_t start_ns,
+                                         uint64_t end_ns, uint32_t count, int64_t woken_index) {
+  gprof_futex_waitv event{};
+  event.pid = pid;
+  event.tid = tid;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.count = count;
+  event.timeout_ns = -1;
+  event.ret = woken_index;
+  for (uint32_t i = 0; i < GPROF_WAITV_MAX; ++i) event.uaddr[i] = 0x7f0000000100 + i * 0x40;
+  return event;
+}
+
+inline gprof_lost LostEvent(uint32_t kind, uint32_t record_type, uint64_t count, uint32_t cpu) {
+  gprof_lost lost{};
+  lost.kind = kind;
+  lost.record_type = record_type;
+  lost.count = count;
+  lost.cpu = cpu;
+  return lost;
+}
+
+// A user stack record: its return addresses follow, innermost first.
+inline void AddUserStack(RecordBatch* batch, int32_t stack_id, const std::vector<uint64_t>& ips,
+                         bool truncated = false) {
+  gprof_user_stack stack{};
+  stack.stack_id = stack_id;
+  stack.depth = static_cast<uint32_t>(ips.size());
+  stack.flags = truncated ? GPROF_USER_STACK_TRUNCATED : 0;
+  batch->Add(
+      stack, GPROF_REC_USER_STACK,
+      std::string_view(reinterpret_cast<const char*>(ips.data()), ips.size() * sizeof(uint64_t)));
+}
+
+// The loader's copy of /proc/PID/maps at `time_ns`.
+inline void AddProcessMaps(RecordBatch* batch, uint32_t pid, uint64_t time_ns,
+                           std::string_view text) {
+  gprof_process_maps maps{};
+  maps.pid = pid;
+  maps.time_ns = time_ns;
+  maps.text_len = static_cast<uint32_t>(text.size());
+  batch->Add(maps, GPROF_REC_PROCESS_MAPS, text);
 }
 
 }  // namespace gprof::test

@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "demangle.h"
 #include "session_builder.h"
@@ -653,6 +655,265 @@ TEST(SessionReader, CallStackTextShorterThanItsFramesLeavesThemUnknown) {
   const auto& stack = session->call_stacks.begin()->second;
   EXPECT_EQ(stack.ips.size(), 3u);
   EXPECT_EQ(stack.symbols, (std::vector<std::string>{"f()+0x1", "", ""}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the kernel recorder knows besides scheduling: kernel lock waits, device waits, slow page
+// faults, memory map calls, futex_waitv, user stacks, process maps, per-CPU losses.
+
+// Writes kernel.gpr with what `fill` adds, as one chunk.
+template <typename Fill>
+void WriteKernelFile(const TempDir& dir, Fill fill) {
+  ChunkFileWriter file;
+  ASSERT_EQ(file.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+  RecordBatch batch;
+  fill(batch);
+  batch.WriteTo(&file);
+}
+
+constexpr uint64_t kMmapLock = 0xffff888100a0c1e8;
+constexpr char kLibcudaMaps[] =
+    "7f0000000000-7f0000100000 r-xp 00000000 08:01 77   /usr/lib/libcuda.so.1\n"
+    "7f0000100000-7f0000110000 rw-p 00100000 08:01 77   /usr/lib/libcuda.so.1\n";
+
+TEST(SessionReader, ReadsEveryKernelFactAsWritten) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    batch.Add(LockWaitEvent(kPid, 102, 1000, 9000, kMmapLock,
+                            GPROF_LOCK_READ | GPROF_LOCK_MMAP_LOCK, 101, "trainer"),
+              GPROF_REC_LOCK_WAIT);
+    batch.Add(DeviceWaitEvent(kPid, 103, 2000, 3000, GPROF_DEVICE_IOCTL, "nvidiactl", 0xc020462a),
+              GPROF_REC_DEVICE_WAIT);
+    batch.Add(DeviceWaitEvent(kPid, 103, 4000, 5000, 99, "nvidia0", 1), GPROF_REC_DEVICE_WAIT);
+    batch.Add(PageFaultEvent(kPid, 102, 900, 9100, 0x7f0000001234), GPROF_REC_PAGE_FAULT);
+    batch.Add(MemoryMapEvent(kPid, 101, 500, 9500, 11, 0x7e0000000000, 512ull << 20),
+              GPROF_REC_MEMORY_MAP);
+    batch.Add(FutexWaitvEvent(kPid, 104, 100, 200, 6, 2), GPROF_REC_FUTEX_WAITV);
+    AddUserStack(&batch, 4, {0x7f0000001000, 0x7f0000002000}, /*truncated=*/true);
+    AddProcessMaps(&batch, kPid, 50, kLibcudaMaps);
+    AddProcessMaps(&batch, kPid, 10, "7f0000000000-7f0000001000 r--p 00000000 08:01 5 /bin/sh\n");
+    gprof_task_rename exec{};  // the shell execs the program at 40
+    exec.pid = exec.tid = kPid;
+    exec.time_ns = 40;
+    exec.is_exec = 1;
+    memcpy(exec.comm, "python3", 7);
+    batch.Add(exec, GPROF_REC_TASK_RENAME);
+    batch.Add(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_LOCK_WAIT, 5, 0), GPROF_REC_LOST);
+    batch.Add(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_LOCK_WAIT, 7, 3), GPROF_REC_LOST);
+    batch.Add(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_LOCK_WAIT, 1, GPROF_ALL_CPUS),
+              GPROF_REC_LOST);
+    batch.Add(LostEvent(GPROF_LOST_STACK, GPROF_REC_OFFCPU, 2, 1), GPROF_REC_LOST);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_EQ(MalformedCount(*session), 0u) << AllDiagnostics(*session);
+
+  ASSERT_EQ(session->lock_waits.size(), 1u);
+  const collector::LockWait& lock = session->lock_waits[0];
+  EXPECT_EQ(lock.lock_address, kMmapLock);
+  EXPECT_TRUE(lock.is_mmap_lock());
+  EXPECT_EQ(lock.owner_tid, 101u);
+  EXPECT_EQ(lock.owner_comm, "trainer");
+  EXPECT_EQ(lock.duration(), 8000u);
+
+  ASSERT_EQ(session->device_waits.size(), 2u);
+  EXPECT_EQ(session->device_waits[0].call, collector::DeviceCall::kIoctl);
+  EXPECT_EQ(session->device_waits[0].device, "nvidiactl");
+  EXPECT_EQ(session->device_waits[0].request, 0xc020462au);
+  EXPECT_EQ(session->device_waits[1].call, collector::DeviceCall::kUnknown)
+      << "a kind from a newer recorder is kept, named generically";
+
+  ASSERT_EQ(session->page_faults.size(), 1u);
+  EXPECT_EQ(session->page_faults[0].address, 0x7f0000001234u);
+  EXPECT_TRUE(session->page_faults[0].is_major());
+  EXPECT_TRUE(session->page_faults[0].is_write());
+
+  ASSERT_EQ(session->memory_map_calls.size(), 1u);
+  EXPECT_EQ(session->memory_map_calls[0].syscall, collector::MemorySyscall::kMunmap);
+  EXPECT_EQ(session->memory_map_calls[0].length, 512ull << 20);
+
+  ASSERT_EQ(session->futex_waitv_calls.size(), 1u);
+  const collector::FutexWaitvCall& waitv = session->futex_waitv_calls[0];
+  EXPECT_EQ(waitv.count, 6u);
+  ASSERT_EQ(waitv.addresses.size(), size_t{GPROF_WAITV_MAX}) << "only the first four are recorded";
+  EXPECT_EQ(waitv.woken_address(), 0x7f0000000180u);
+
+  ASSERT_EQ(session->user_stacks.count(4), 1u);
+  EXPECT_EQ(session->user_stacks.at(4).ips,
+            (std::vector<uint64_t>{0x7f0000001000, 0x7f0000002000}));
+  EXPECT_TRUE(session->user_stacks.at(4).truncated);
+
+  // Snapshots in time order, whatever order they came in; an address is named by those of the
+  // program that ran at its time.
+  const collector::Process& process = session->processes.at(kPid);
+  ASSERT_EQ(process.maps.size(), 2u);
+  EXPECT_EQ(process.maps[0].time_ns, 10u);
+  EXPECT_EQ(process.maps[1].time_ns, 50u);
+  EXPECT_EQ(process.exec_ns, std::vector<uint64_t>{40});
+  EXPECT_EQ(session->FindMapping(kPid, 0x7f0000000010, 30)->path, "/bin/sh");
+  const collector::Mapping* libcuda = session->FindMapping(kPid, 0x7f0000000010, 60);
+  ASSERT_NE(libcuda, nullptr);
+  EXPECT_EQ(libcuda->path, "/usr/lib/libcuda.so.1");
+  EXPECT_EQ(libcuda->inode, 77u);
+  EXPECT_EQ(session->FindMapping(kPid, 0x7f0000100010, 30), nullptr)
+      << "only the program exec'ed later mapped it";
+
+  // One entry per kind and record type, summed over CPUs; each CPU's count kept.
+  ASSERT_EQ(session->lost.size(), 2u);
+  EXPECT_EQ(session->lost[0].what, "kernel lock waits: ring buffer full");
+  EXPECT_EQ(session->lost[0].count, 13u);
+  EXPECT_EQ(session->lost[0].by_cpu,
+            (std::map<uint32_t, uint64_t>{{0, 5}, {3, 7}, {collector::kAllCpus, 1}}));
+  EXPECT_EQ(session->lost[1].what, "kernel off-CPU intervals: stack unavailable");
+
+  // Threads seen only in these records are threads of the model.
+  for (uint32_t tid : {101u, 102u, 103u, 104u}) {
+    ASSERT_EQ(session->threads.count(tid), 1u) << tid;
+    EXPECT_EQ(session->threads.at(tid).pid, kPid);
+  }
+}
+
+TEST(SessionReader, OffCpuIntervalsCarryTheirUserStacks) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    gprof_offcpu event = OffCpu(kPid, 102, 6000, 8000, 7900, 101, 3);
+    event.user_stack_id = 0;  // a valid id
+    event.waker_user_stack_id = 9;
+    batch.Add(event, GPROF_REC_OFFCPU);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  ASSERT_EQ(session->off_cpu.size(), 1u);
+  EXPECT_EQ(session->off_cpu[0].user_stack_id, 0);
+  EXPECT_EQ(session->off_cpu[0].waker_user_stack_id, 9);
+}
+
+TEST(SessionReader, RecordsFromBeforeTheirStructGrewAreRead) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    // The first gprof_offcpu ended after waker_comm, with a reserved 0 where user_stack_id is now.
+    gprof_offcpu event = OffCpu(kPid, 102, 6000, 8000, 7900, 101, 3);
+    event.user_stack_id = 0;
+    batch.AddFirstBytes(event, GPROF_REC_OFFCPU, offsetof(gprof_offcpu, waker_user_stack_id));
+    // The first gprof_lost had no CPU.
+    batch.AddFirstBytes(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_OFFCPU, 3, 0), GPROF_REC_LOST,
+                        offsetof(gprof_lost, cpu));
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(MalformedCount(*session), 0u) << AllDiagnostics(*session);
+  ASSERT_EQ(session->off_cpu.size(), 1u);
+  EXPECT_EQ(session->off_cpu[0].waker_tid, 101u);
+  EXPECT_LT(session->off_cpu[0].user_stack_id, 0) << "no stack, not stack 0";
+  EXPECT_LT(session->off_cpu[0].waker_user_stack_id, 0);
+  ASSERT_EQ(session->lost.size(), 1u);
+  EXPECT_EQ(session->lost[0].by_cpu, (std::map<uint32_t, uint64_t>{{collector::kAllCpus, 3}}));
+}
+
+TEST(SessionReader, RecordsGrownSinceThisReaderAreReadByThePartItKnows) {
+  TempDir dir;
+  std::string newer_fields(24, '\x5a');
+  WriteKernelFile(dir, [&](RecordBatch& batch) {
+    batch.Add(LockWaitEvent(kPid, 102, 1000, 9000, kMmapLock, GPROF_LOCK_MUTEX, 0, ""),
+              GPROF_REC_LOCK_WAIT, newer_fields);
+    batch.Add(PageFaultEvent(kPid, 102, 900, 9100, 0x1000), GPROF_REC_PAGE_FAULT, newer_fields);
+    AddUserStack(&batch, 1, {0x1000});
+    batch.Add(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_OFFCPU, 3, 0), GPROF_REC_LOST, newer_fields);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(MalformedCount(*session), 0u) << AllDiagnostics(*session);
+  ASSERT_EQ(session->lock_waits.size(), 1u);
+  EXPECT_EQ(session->lock_waits[0].owner_tid, 0u);
+  EXPECT_EQ(session->page_faults.size(), 1u);
+  EXPECT_EQ(session->lost.size(), 1u);
+}
+
+TEST(SessionReader, MalformedKernelFactsAreSkippedWithAMessage) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    // Each type cut to its record header.
+    for (uint16_t type :
+         {GPROF_REC_LOCK_WAIT, GPROF_REC_DEVICE_WAIT, GPROF_REC_PAGE_FAULT, GPROF_REC_MEMORY_MAP,
+          GPROF_REC_FUTEX_WAITV, GPROF_REC_USER_STACK, GPROF_REC_PROCESS_MAPS, GPROF_REC_LOST}) {
+      batch.Add(format::RecordHeader{}, type);
+    }
+    // Time running backwards.
+    batch.Add(LockWaitEvent(kPid, 102, 9000, 1000, kMmapLock, 0, 0, ""), GPROF_REC_LOCK_WAIT);
+    batch.Add(DeviceWaitEvent(kPid, 103, 3000, 2000, GPROF_DEVICE_IOCTL, "nvidiactl", 1),
+              GPROF_REC_DEVICE_WAIT);
+    batch.Add(PageFaultEvent(kPid, 102, 9100, 900, 0x1000), GPROF_REC_PAGE_FAULT);
+    batch.Add(MemoryMapEvent(kPid, 101, 9500, 500, 11, 0x1000, 4096), GPROF_REC_MEMORY_MAP);
+    batch.Add(FutexWaitvEvent(kPid, 104, 200, 100, 1, 0), GPROF_REC_FUTEX_WAITV);
+    // Frames past the record's end, and more than the recorder ever takes.
+    gprof_user_stack stack{};
+    stack.depth = 3;
+    batch.Add(stack, GPROF_REC_USER_STACK, std::string(2 * sizeof(uint64_t), '\0'));
+    stack.depth = GPROF_MAX_STACK_DEPTH + 1;
+    batch.Add(stack, GPROF_REC_USER_STACK,
+              std::string((GPROF_MAX_STACK_DEPTH + 1) * sizeof(uint64_t), '\0'));
+    stack.depth = 0x40000000;  // frame bytes that would wrap a 32-bit size
+    batch.Add(stack, GPROF_REC_USER_STACK, std::string(16, '\0'));
+    // Maps text past the record's end.
+    gprof_process_maps maps{};
+    maps.text_len = 1000;
+    batch.Add(maps, GPROF_REC_PROCESS_MAPS, "short");
+    // And good ones after all that.
+    batch.Add(LockWaitEvent(kPid, 102, 1000, 9000, kMmapLock, 0, 0, ""), GPROF_REC_LOCK_WAIT);
+    AddUserStack(&batch, 2, {0x1000, 0x2000});
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(MalformedCount(*session), 8u + 5u + 3u + 1u) << AllDiagnostics(*session);
+  for (const auto& d : session->diagnostics) {
+    if (d.message.find("malformed") == std::string::npos) continue;
+    EXPECT_EQ(d.file, dir.Sub("kernel.gpr"));
+    EXPECT_EQ(d.offset, sizeof(format::FileHeader)) << "the chunk that holds it";
+  }
+  EXPECT_EQ(session->lock_waits.size(), 1u);
+  EXPECT_TRUE(session->device_waits.empty());
+  EXPECT_TRUE(session->page_faults.empty());
+  EXPECT_TRUE(session->memory_map_calls.empty());
+  EXPECT_TRUE(session->futex_waitv_calls.empty());
+  ASSERT_EQ(session->user_stacks.size(), 1u);
+  EXPECT_EQ(session->user_stacks.at(2).ips.size(), 2u);
+  EXPECT_TRUE(session->lost.empty());
+}
+
+TEST(SessionReader, InjectedAndKernelMapsSnapshotsJoinInTimeOrder) {
+  TempDir dir;
+  {
+    ChunkFileWriter file;
+    ASSERT_EQ(file.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+    RecordBatch batch;
+    std::string maps =
+        "7f0000000000-7f0000010000 rw-p 00000000 08:01 42 /usr/lib/libcudart.so.13\n";
+    format::MapsSnapshotRecord record{};
+    record.time_ns = 30;
+    record.text_len = static_cast<uint32_t>(maps.size());
+    batch.Add(record, format::kMapsSnapshot, maps);
+    batch.WriteTo(&file);
+  }
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    AddProcessMaps(&batch, kPid, 20, "7f0000000000-7f0000001000 r-xp 00000000 08:01 5 /bin/sh\n");
+    AddProcessMaps(&batch, kPid, 40, kLibcudaMaps);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  const auto& maps = session->processes.at(kPid).maps;
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].time_ns, 20u);
+  EXPECT_EQ(maps[1].time_ns, 30u);
+  EXPECT_EQ(maps[1].mappings[0].path, "/usr/lib/libcudart.so.13");
+  EXPECT_EQ(maps[2].time_ns, 40u);
+  // Mapped after the snapshot before its time: named by the next snapshot that has it.
+  const collector::Mapping* mapping = session->FindMapping(kPid, 0x7f0000002000, 25);
+  ASSERT_NE(mapping, nullptr);
+  EXPECT_EQ(mapping->path, "/usr/lib/libcudart.so.13");
+  // Before the first snapshot, too; and the one in effect wins over later ones that differ.
+  EXPECT_EQ(session->FindMapping(kPid, 0x7f0000002000, 5)->path, "/usr/lib/libcudart.so.13");
+  EXPECT_EQ(session->FindMapping(kPid, 0x7f0000000010, 35)->path, "/usr/lib/libcudart.so.13");
+  EXPECT_EQ(session->FindMapping(kPid, 0x7f0000000010, 45)->path, "/usr/lib/libcuda.so.1");
 }
 
 }  // namespace

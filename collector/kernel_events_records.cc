@@ -1,0 +1,361 @@
+#include "kernel_events_records.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kernel_events.h"
+#include "process_maps.h"
+
+namespace gprof::collector {
+namespace {
+
+// Where gprof_offcpu and gprof_lost ended before user stacks and per-CPU counts were added.
+// An off-CPU record that short had a reserved 0 where user_stack_id now is: no stack, not id 0.
+constexpr size_t kOffCpuFirstSize = offsetof(gprof_offcpu, waker_user_stack_id);
+constexpr size_t kLostFirstSize = offsetof(gprof_lost, cpu);
+static_assert(kAllCpus == GPROF_ALL_CPUS);
+
+const char* KernelRecordName(uint32_t type) {
+  switch (type) {
+    case GPROF_REC_OFFCPU:
+      return "off-CPU intervals";
+    case GPROF_REC_FUTEX:
+      return "futex calls";
+    case GPROF_REC_TASK_NEW:
+      return "thread starts";
+    case GPROF_REC_TASK_RENAME:
+      return "thread renames";
+    case GPROF_REC_TASK_EXIT:
+      return "thread exits";
+    case GPROF_REC_LOCK_WAIT:
+      return "lock waits";
+    case GPROF_REC_DEVICE_WAIT:
+      return "device waits";
+    case GPROF_REC_PAGE_FAULT:
+      return "page faults";
+    case GPROF_REC_MEMORY_MAP:
+      return "memory map calls";
+    case GPROF_REC_FUTEX_WAITV:
+      return "futex_waitv calls";
+    default:
+      return "records";
+  }
+}
+
+const char* LostKindName(uint32_t kind) {
+  switch (kind) {
+    case GPROF_LOST_RINGBUF:
+      return "ring buffer full";
+    case GPROF_LOST_STACK:
+      return "stack unavailable";
+    case GPROF_LOST_PENDING:
+      return "per-thread state map full";
+    case GPROF_LOST_TRACKED:
+      return "process map full, a child process not followed";
+    case GPROF_LOST_MALFORMED:
+      return "malformed ring-buffer sample";
+    case GPROF_LOST_WRITE:
+      return "kernel.gpr could not be written";
+    default:
+      return "lost";
+  }
+}
+
+DeviceCall DeviceCallOf(uint32_t kind) {
+  switch (kind) {
+    case GPROF_DEVICE_IOCTL:
+      return DeviceCall::kIoctl;
+    case GPROF_DEVICE_POLL:
+      return DeviceCall::kPoll;
+    case GPROF_DEVICE_EPOLL:
+      return DeviceCall::kEpoll;
+    case GPROF_DEVICE_MMAP:
+      return DeviceCall::kMmap;
+    default:
+      return DeviceCall::kUnknown;  // a newer recorder's kind: kept, named generically
+  }
+}
+
+// x86_64 system call numbers, as the recorder gives them.
+MemorySyscall MemorySyscallOf(uint32_t syscall_nr) {
+  switch (syscall_nr) {
+    case 9:
+      return MemorySyscall::kMmap;
+    case 10:
+      return MemorySyscall::kMprotect;
+    case 11:
+      return MemorySyscall::kMunmap;
+    case 25:
+      return MemorySyscall::kMremap;
+    case 28:
+      return MemorySyscall::kMadvise;
+    default:
+      return MemorySyscall::kUnknown;
+  }
+}
+
+// The `depth` return addresses that follow a stack record of type T, or nothing when they do not
+// fit the record or the recorder's depth limit.
+template <typename T>
+std::optional<std::vector<uint64_t>> StackFrames(std::span<const uint8_t> bytes, uint32_t depth) {
+  uint64_t frames_bytes = uint64_t{depth} * sizeof(uint64_t);
+  if (depth > GPROF_MAX_STACK_DEPTH || bytes.size() - sizeof(T) < frames_bytes) return std::nullopt;
+  std::vector<uint64_t> ips(depth);
+  memcpy(ips.data(), bytes.data() + sizeof(T), frames_bytes);
+  return ips;
+}
+
+}  // namespace
+
+void KernelRecordDecoder::Decode(const RecordView& record) {
+  switch (record.type) {
+    case GPROF_REC_OFFCPU:
+      return DecodeOffCpu(record);
+    case GPROF_REC_FUTEX:
+      return DecodeFutex(record);
+    case GPROF_REC_FUTEX_WAITV:
+      return DecodeFutexWaitv(record);
+    case GPROF_REC_LOCK_WAIT:
+      return DecodeLockWait(record);
+    case GPROF_REC_DEVICE_WAIT:
+      return DecodeDeviceWait(record);
+    case GPROF_REC_PAGE_FAULT:
+      return DecodePageFault(record);
+    case GPROF_REC_MEMORY_MAP:
+      return DecodeMemoryMap(record);
+    case GPROF_REC_TASK_NEW:
+      return DecodeTaskNew(record);
+    case GPROF_REC_TASK_RENAME:
+      return DecodeTaskRename(record);
+    case GPROF_REC_TASK_EXIT:
+      return DecodeTaskExit(record);
+    case GPROF_REC_KERNEL_STACK:
+      return DecodeKernelStack(record);
+    case GPROF_REC_KERNEL_SYMBOL:
+      return DecodeKernelSymbol(record);
+    case GPROF_REC_USER_STACK:
+      return DecodeUserStack(record);
+    case GPROF_REC_PROCESS_MAPS:
+      return DecodeProcessMaps(record);
+    case GPROF_REC_LOST:
+      return DecodeLost(record);
+    default:
+      return;  // a newer recorder's record: skipped by design
+  }
+}
+
+void KernelRecordDecoder::Malformed(const RecordView& record, const char* what) {
+  session_->diagnostics.push_back(
+      {path_, record.chunk_offset, std::string("malformed ") + what + " record skipped"});
+}
+
+void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
+  gprof_offcpu event{};
+  if (!ReadGrownRecord(record.bytes, kOffCpuFirstSize, &event)) return Malformed(record, "off-CPU");
+  if (record.bytes.size() < sizeof(event))
+    event.user_stack_id = event.waker_user_stack_id = -ENODATA;
+  if (event.end_ns < event.start_ns) return Malformed(record, "off-CPU (end before start)");
+  OffCpuInterval interval;
+  interval.start_ns = event.start_ns;
+  interval.end_ns = event.end_ns;
+  interval.wake_ns = event.wake_ns;
+  interval.pid = event.pid;
+  interval.tid = event.tid;
+  interval.waker_pid = event.waker_pid;
+  interval.waker_tid = event.waker_tid;
+  interval.kstack_id = event.kstack_id;
+  interval.waker_kstack_id = event.waker_kstack_id;
+  interval.user_stack_id = event.user_stack_id;
+  interval.waker_user_stack_id = event.waker_user_stack_id;
+  interval.raw_state = event.state;
+  interval.cpu = event.cpu;
+  interval.flags = event.flags;
+  interval.waker_comm = std::string(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  session_->off_cpu.push_back(std::move(interval));
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
+  gprof_futex event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "futex");
+  if (event.end_ns < event.start_ns) return Malformed(record, "futex (end before start)");
+  session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,
+                                            event.pid, event.tid, event.op, event.val, event.val3,
+                                            event.timeout_ns, event.ret, event.flags});
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeFutexWaitv(const RecordView& record) {
+  gprof_futex_waitv event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "futex_waitv");
+  if (event.end_ns < event.start_ns) return Malformed(record, "futex_waitv (end before start)");
+  FutexWaitvCall call;
+  call.start_ns = event.start_ns;
+  call.end_ns = event.end_ns;
+  call.pid = event.pid;
+  call.tid = event.tid;
+  call.count = event.count;
+  call.addresses.assign(event.uaddr,
+                        event.uaddr + std::min<uint32_t>(event.count, GPROF_WAITV_MAX));
+  call.timeout_ns = event.timeout_ns;
+  call.ret = event.ret;
+  session_->futex_waitv_calls.push_back(std::move(call));
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeLockWait(const RecordView& record) {
+  gprof_lock_wait event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "kernel lock wait");
+  if (event.end_ns < event.start_ns)
+    return Malformed(record, "kernel lock wait (end before start)");
+  LockWait wait;
+  wait.start_ns = event.start_ns;
+  wait.end_ns = event.end_ns;
+  wait.lock_address = event.lock_address;
+  wait.pid = event.pid;
+  wait.tid = event.tid;
+  wait.flags = event.flags;
+  wait.ret = event.ret;
+  wait.owner_pid = event.owner_pid;
+  wait.owner_tid = event.owner_tid;
+  wait.owner_comm = std::string(FixedString(event.owner_comm, sizeof(event.owner_comm)));
+  wait.kstack_id = event.kstack_id;
+  wait.user_stack_id = event.user_stack_id;
+  session_->lock_waits.push_back(std::move(wait));
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
+  gprof_device_wait event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "device wait");
+  if (event.end_ns < event.start_ns) return Malformed(record, "device wait (end before start)");
+  DeviceWait wait;
+  wait.start_ns = event.start_ns;
+  wait.end_ns = event.end_ns;
+  wait.pid = event.pid;
+  wait.tid = event.tid;
+  wait.call = DeviceCallOf(event.kind);
+  wait.fd = event.fd;
+  wait.request = event.request;
+  wait.ret = event.ret;
+  wait.device = std::string(FixedString(event.device, sizeof(event.device)));
+  session_->device_waits.push_back(std::move(wait));
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodePageFault(const RecordView& record) {
+  gprof_page_fault event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "page fault");
+  if (event.end_ns < event.start_ns) return Malformed(record, "page fault (end before start)");
+  session_->page_faults.push_back(PageFault{event.start_ns, event.end_ns, event.address, event.pid,
+                                            event.tid, event.flags, event.result});
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeMemoryMap(const RecordView& record) {
+  gprof_memory_map event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "memory map");
+  if (event.end_ns < event.start_ns) return Malformed(record, "memory map (end before start)");
+  session_->memory_map_calls.push_back(MemoryMapCall{
+      event.start_ns, event.end_ns, event.pid, event.tid, MemorySyscallOf(event.syscall_nr),
+      event.prot, event.address, event.length, event.flags, event.ret});
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
+  gprof_task_new event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "thread start");
+  bool is_thread = (event.flags & GPROF_TASK_NEW_THREAD) != 0;
+  session_->task_starts.push_back(TaskStart{event.time_ns, event.pid, event.tid, event.parent_pid,
+                                            event.parent_tid, event.parent_kstack_id, is_thread});
+  threads_->SeeName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
+  threads_->SeeStart(event.tid, event.pid);
+  if (!is_thread) {
+    Process& process = session_->processes[event.pid];
+    process.pid = event.pid;
+    if (process.ppid == 0) process.ppid = event.parent_pid;
+  }
+}
+
+void KernelRecordDecoder::DecodeTaskRename(const RecordView& record) {
+  gprof_task_rename event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "thread rename");
+  threads_->SeeName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
+  threads_->SeeThread(event.tid, event.pid);
+  // A new program: the maps snapshots from before name none of its addresses.
+  if (event.is_exec) session_->processes[event.pid].exec_ns.push_back(event.time_ns);
+}
+
+void KernelRecordDecoder::DecodeTaskExit(const RecordView& record) {
+  gprof_task_exit event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "thread exit");
+  Thread& thread = session_->threads[event.tid];
+  thread.tid = event.tid;
+  thread.pid = event.pid;
+  thread.exit_ns = event.time_ns;
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeKernelStack(const RecordView& record) {
+  gprof_kernel_stack stack;
+  if (!ReadRecord(record.bytes, &stack)) return Malformed(record, "kernel stack");
+  auto ips = StackFrames<gprof_kernel_stack>(record.bytes, stack.depth);
+  if (!ips) return Malformed(record, "kernel stack");
+  session_->kernel_stacks[stack.stack_id] = std::move(*ips);
+}
+
+void KernelRecordDecoder::DecodeKernelSymbol(const RecordView& record) {
+  gprof_kernel_symbol symbol;
+  if (!ReadRecord(record.bytes, &symbol)) return Malformed(record, "kernel symbol");
+  auto name = TrailingText<gprof_kernel_symbol>(record.bytes, symbol.name_len);
+  if (name.size() != symbol.name_len) return Malformed(record, "kernel symbol");
+  char offset[24];
+  snprintf(offset, sizeof(offset), "+0x%x", symbol.offset);
+  session_->kernel_symbols[symbol.address] = std::string(name) + offset;
+}
+
+void KernelRecordDecoder::DecodeUserStack(const RecordView& record) {
+  gprof_user_stack stack;
+  if (!ReadRecord(record.bytes, &stack)) return Malformed(record, "user stack");
+  auto ips = StackFrames<gprof_user_stack>(record.bytes, stack.depth);
+  if (!ips) return Malformed(record, "user stack");
+  session_->user_stacks[stack.stack_id] =
+      UserStack{std::move(*ips), (stack.flags & GPROF_USER_STACK_TRUNCATED) != 0};
+}
+
+void KernelRecordDecoder::DecodeProcessMaps(const RecordView& record) {
+  gprof_process_maps maps;
+  if (!ReadRecord(record.bytes, &maps)) return Malformed(record, "process maps");
+  auto text = TrailingText<gprof_process_maps>(record.bytes, maps.text_len);
+  if (text.size() != maps.text_len) return Malformed(record, "process maps");
+  Process& process = session_->processes[maps.pid];
+  process.pid = maps.pid;
+  process.maps.push_back(MapsSnapshot{maps.time_ns, ParseMaps(text)});
+}
+
+void KernelRecordDecoder::DecodeLost(const RecordView& record) {
+  gprof_lost lost{};
+  lost.cpu = GPROF_ALL_CPUS;  // a count from before per-CPU counts: for no CPU in particular
+  if (!ReadGrownRecord(record.bytes, kLostFirstSize, &lost))
+    return Malformed(record, "lost-events");
+  auto [entry, inserted] =
+      lost_entries_.try_emplace({lost.kind, lost.record_type}, session_->lost.size());
+  if (inserted) {
+    session_->lost.push_back(LostEvents{std::string("kernel ") +
+                                            KernelRecordName(lost.record_type) + ": " +
+                                            LostKindName(lost.kind),
+                                        0,
+                                        {}});
+  }
+  LostEvents& total = session_->lost[entry->second];
+  total.count += lost.count;
+  total.by_cpu[lost.cpu] += lost.count;
+}
+
+}  // namespace gprof::collector

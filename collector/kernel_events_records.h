@@ -1,0 +1,52 @@
+// Decodes the records of kernel.gpr (bpf/kernel_events.h): off-CPU intervals, futex and
+// futex_waitv calls, kernel lock waits, device waits, slow page faults, memory map calls, thread
+// starts, renames and exits, and what the loader adds (kernel and user stacks, kernel symbols,
+// /proc/PID/maps snapshots, lost-event counts). Every byte is bounds-checked and a malformed record
+// becomes a Diagnostic. A record that grew since this reader was built is read by the part it
+// knows; one from before its struct grew, by the part it has.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "chunk_reader.h"
+#include "model.h"
+#include "thread_sightings.h"
+
+namespace gprof::collector {
+
+class KernelRecordDecoder {
+ public:
+  KernelRecordDecoder(Session* session, ThreadSightings* threads, std::string path)
+      : session_(session), threads_(threads), path_(std::move(path)) {}
+
+  void Decode(const RecordView& record);
+
+ private:
+  void Malformed(const RecordView& record, const char* what);
+  void DecodeOffCpu(const RecordView& record);
+  void DecodeFutex(const RecordView& record);
+  void DecodeFutexWaitv(const RecordView& record);
+  void DecodeLockWait(const RecordView& record);
+  void DecodeDeviceWait(const RecordView& record);
+  void DecodePageFault(const RecordView& record);
+  void DecodeMemoryMap(const RecordView& record);
+  void DecodeTaskNew(const RecordView& record);
+  void DecodeTaskRename(const RecordView& record);
+  void DecodeTaskExit(const RecordView& record);
+  void DecodeKernelStack(const RecordView& record);
+  void DecodeKernelSymbol(const RecordView& record);
+  void DecodeUserStack(const RecordView& record);
+  void DecodeProcessMaps(const RecordView& record);
+  void DecodeLost(const RecordView& record);
+
+  Session* session_;
+  ThreadSightings* threads_;
+  std::string path_;
+  // One Session::lost entry per (kind, record type), its counts summed over CPUs and records.
+  std::map<std::pair<uint32_t, uint32_t>, size_t> lost_entries_;
+};
+
+}  // namespace gprof::collector

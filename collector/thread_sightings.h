@@ -1,0 +1,36 @@
+// What the readers learn about threads from the records of every file, kept until all are read:
+// each thread's process and its latest name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "model.h"
+
+namespace gprof::collector {
+
+class ThreadSightings {
+ public:
+  // `tid` was called `name` at `time_ns`; the latest sighting names the thread.
+  void SeeName(uint32_t tid, uint64_t time_ns, std::string_view name);
+  // A record of `tid` in process `pid`: the first one says which process it belongs to...
+  void SeeThread(uint32_t tid, uint32_t pid) { pids_.try_emplace(tid, pid); }
+  // ...unless the thread's start says so, which outranks every other record.
+  void SeeStart(uint32_t tid, uint32_t pid) { pids_[tid] = pid; }
+
+  // Gives every thread seen its process (threads of the model that have one keep it) and name,
+  // and every thread's process a place in the model.
+  void ApplyTo(Session* session) const;
+
+ private:
+  struct NameSighting {
+    uint64_t time_ns = 0;
+    std::string name;
+  };
+  std::unordered_map<uint32_t, NameSighting> names_;
+  std::unordered_map<uint32_t, uint32_t> pids_;
+};
+
+}  // namespace gprof::collector

@@ -1,0 +1,142 @@
+#include "user_symbols.h"
+
+#include <elf.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "demangle.h"
+
+namespace gprof::collector {
+namespace {
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+bool IsFile(const Mapping& mapping) { return mapping.path.starts_with('/'); }
+
+std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+bool PermissionsMatch(const ElfLoadSegment& segment, const std::string& perms) {
+  auto has = [&](size_t at, char letter) { return perms.size() > at && perms[at] == letter; };
+  return has(0, 'r') == ((segment.flags & PF_R) != 0) &&
+         has(1, 'w') == ((segment.flags & PF_W) != 0) &&
+         has(2, 'x') == ((segment.flags & PF_X) != 0);
+}
+
+// The address in the file's own layout (what its symbols say) of `address`, which lies in or
+// right after `mapping`. A mapping maps part of one load segment, whose file range overlaps the
+// mapping's: the one with the mapping's permissions, else (RELRO data made read-only after
+// relocation) the first that overlaps. Past the mapping's end, the segment's zero-filled tail.
+std::optional<uint64_t> FileAddress(const ElfSymbolFile& file, const Mapping& mapping,
+                                    uint64_t address) {
+  uint64_t mapped_file_end = mapping.file_offset + (mapping.end - mapping.start);
+  const ElfLoadSegment* segment = nullptr;
+  for (const ElfLoadSegment& candidate : file.segments()) {
+    bool overlaps = candidate.file_offset < mapped_file_end &&
+                    mapping.file_offset < candidate.file_offset + candidate.file_size;
+    if (!overlaps) continue;
+    if (PermissionsMatch(candidate, mapping.perms)) {
+      segment = &candidate;
+      break;
+    }
+    if (segment == nullptr) segment = &candidate;
+  }
+  if (segment == nullptr) return std::nullopt;
+  uint64_t file_offset = address - mapping.start + mapping.file_offset;
+  uint64_t file_address = file_offset - segment->file_offset + segment->address;
+  // In the page-rounded slack around the segment: nothing of the file's is there.
+  if (file_address < segment->address || file_address - segment->address >= segment->memory_size)
+    return std::nullopt;
+  return file_address;
+}
+
+// Names `location` by the symbol of `mapping`'s file that holds `address`, when there is one.
+void AddSymbol(const Session& session, const Mapping& mapping, uint64_t address, AddressUse use,
+               UserLocation* location) {
+  const ElfSymbolFile* file = session.elf_symbols.Find(mapping.path, mapping.inode);
+  if (file == nullptr) return;
+  std::optional<uint64_t> file_address = FileAddress(*file, mapping, address);
+  if (!file_address) return;
+  const ElfSymbol* symbol = nullptr;
+  switch (use) {
+    case AddressUse::kInstruction:
+      symbol = file->FunctionAt(*file_address);
+      break;
+    case AddressUse::kReturnAddress:
+      // A call that ends its function returns to the next one's first byte.
+      symbol = file->FunctionAt(*file_address - 1);
+      break;
+    case AddressUse::kData:
+      symbol = file->ObjectAt(*file_address);
+      break;
+  }
+  if (symbol == nullptr) return;
+  location->symbol = Demangle(symbol->name);
+  location->symbol_offset = *file_address - symbol->address;
+}
+
+}  // namespace
+
+UserLocation LocateUserAddress(const Session& session, uint32_t pid, uint64_t address,
+                               uint64_t time_ns, AddressUse use) {
+  UserLocation location;
+  auto process = session.processes.find(pid);
+  if (process == session.processes.end()) return location;
+  const MapsSnapshot* maps = process->second.MapsHolding(address, time_ns);
+  if (maps == nullptr) return location;
+  const Mapping* mapping = maps->Find(address);
+  if (mapping->path.empty()) {
+    location.module = "anonymous memory";
+    if (use != AddressUse::kData || mapping == maps->mappings.data()) return location;
+    const Mapping& module = *(mapping - 1);
+    if (!IsFile(module) || module.end != mapping->start) return location;
+    UserLocation in_module;
+    AddSymbol(session, module, address, use, &in_module);
+    if (in_module.symbol.empty()) return location;
+    in_module.module = BaseName(module.path);
+    return in_module;
+  }
+  location.module = IsFile(*mapping) ? BaseName(mapping->path) : mapping->path;
+  if (!IsFile(*mapping)) return location;
+  location.file_backed = true;
+  location.module_offset = address - mapping->start + mapping->file_offset;
+  AddSymbol(session, *mapping, address, use, &location);
+  return location;
+}
+
+std::string FrameText(const UserLocation& location, uint64_t address) {
+  if (!location.symbol.empty()) return location.symbol + "+" + Hex(location.symbol_offset);
+  if (location.file_backed) return location.module + "+" + Hex(location.module_offset);
+  return Hex(address);
+}
+
+std::string DataText(const UserLocation& location) {
+  if (!location.symbol.empty()) {
+    std::string text = location.module + ": " + location.symbol;
+    if (location.symbol_offset != 0) text += "+" + Hex(location.symbol_offset);
+    return text;
+  }
+  if (location.file_backed) return location.module + "+" + Hex(location.module_offset);
+  return location.module;
+}
+
+std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, int32_t stack_id,
+                                         uint64_t time_ns) {
+  std::vector<std::string> frames;
+  if (stack_id < 0) return frames;
+  auto stack = session.user_stacks.find(stack_id);
+  if (stack == session.user_stacks.end()) return frames;
+  const std::vector<uint64_t>& ips = stack->second.ips;
+  for (size_t i = 0; i < ips.size(); ++i) {
+    AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
+    frames.push_back(FrameText(LocateUserAddress(session, pid, ips[i], time_ns, use), ips[i]));
+  }
+  if (stack->second.truncated) frames.emplace_back("... (truncated)");
+  return frames;
+}
+
+}  // namespace gprof::collector

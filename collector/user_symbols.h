@@ -1,0 +1,50 @@
+// Names user-space addresses of the recorded processes: through the process's maps at the time,
+// the module and the offset into its file ("libcuda.so.1+0x24040"), and, when the mapped ELF file
+// can be read here and is still the one that was mapped, the symbol that holds the address,
+// demangled. A file that changed or vanished since the recording leaves the module and offset,
+// never a wrong symbol.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace gprof::collector {
+
+enum class AddressUse : uint8_t {
+  kInstruction,    // where a thread is: the innermost frame of a stack
+  kReturnAddress,  // an outer frame: the call is the instruction before it
+  kData,           // a variable: a futex word, a faulting address
+};
+
+struct UserLocation {
+  // The mapped file's name, "[heap]", "[stack]", "[vdso]", "anonymous memory"; empty when the
+  // address is in no recorded mapping.
+  std::string module;
+  bool file_backed = false;
+  uint64_t module_offset = 0;  // into the file, when file_backed
+  std::string symbol;          // demangled; empty when no symbol holds the address
+  uint64_t symbol_offset = 0;
+};
+
+// Where `address` of process `pid` was at `time_ns` (kLatest: in its latest maps). A data address
+// in the anonymous memory right after a module's data (its .bss, such as a zero-initialized global
+// mutex) is named by that module's symbol when one holds it.
+UserLocation LocateUserAddress(const Session& session, uint32_t pid, uint64_t address,
+                               uint64_t time_ns, AddressUse use);
+
+// A stack frame: "symbol+0x1c", else "libfoo.so+0x1c40", else "0x7f3a1c2d4040".
+std::string FrameText(const UserLocation& location, uint64_t address);
+
+// Where a variable lives: "libcuda.so.1: some_lock+0x8", "libcuda.so.1+0x24040", "[heap]",
+// "anonymous memory"; empty when unknown.
+std::string DataText(const UserLocation& location);
+
+// User stack `stack_id` of process `pid` at `time_ns`, innermost frame first, ending with
+// "... (truncated)" when the walk hit its depth limit; empty when the stack is unknown.
+std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, int32_t stack_id,
+                                         uint64_t time_ns);
+
+}  // namespace gprof::collector

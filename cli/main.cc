@@ -45,6 +45,17 @@ int main(int argc, char** argv) {
                  "libcupti to use when the program has none loaded (default: next to its "
                  "libcudart, then the CUDA toolkit's)")
       ->check(CLI::ExistingFile);
+  app.add_option("--ring-buffer-mb", run.ring_buffer_mb,
+                 "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; at most "
+                 "1024); raise it when the report counts events lost in the ring buffer")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--device-prefix", run.device_prefix,
+                 "System calls on device files whose name starts with this are recorded as "
+                 "device waits (default: nvidia, for /dev/nvidiactl, /dev/nvidia0, "
+                 "/dev/nvidia-uvm; empty: every character device)")
+      ->check([](const std::string& prefix) {
+        return prefix.size() <= 15 ? std::string() : "at most 15 characters";
+      });
   app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
       ->check(CLI::ExistingFile);
 

@@ -179,7 +179,10 @@ int RunCommand(const RunOptions& options) {
   std::unique_ptr<bpf::KernelRecorder> recorder;
   if (options.kernel_recording) {
     bool permission_denied = false;
-    recorder = bpf::KernelRecorder::Start(*session_dir, {}, &error, &permission_denied);
+    bpf::KernelRecorderOptions kernel_options;
+    kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
+    kernel_options.device_prefix = options.device_prefix;
+    recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
     if (recorder && !recorder->Track(target->pid(), &error)) recorder.reset();
     if (!recorder) {
       run.kernel_recording_note = error;

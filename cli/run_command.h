@@ -1,6 +1,7 @@
 // `gprof-run [options] -- CMD [ARGS...]`: record CMD and everything it starts, then explain it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ struct RunOptions {
   std::string inject_library;      // empty: next to the gprof-run executable
   std::string cuda_mode = "auto";  // auto | cupti | preload | off
   std::string cupti_library;       // empty: found in the target (inject/cupti_library.h)
+  uint32_t ring_buffer_mb = 0;     // kernel recorder's ring buffer; 0: 2 MiB per CPU, >= 16 MiB
+  std::string device_prefix = "nvidia";  // device files whose system calls are device waits
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.

@@ -229,6 +229,7 @@ struct LockWait {
   uint32_t owner_pid = 0;  // the holder, where the kernel records one; 0: unknown
   uint32_t owner_tid = 0;
   std::string owner_comm;
+  bool owner_inferred = false;  // the kernel named none: found from the record (lock_owners.h)
   int32_t kstack_id = -1;
   int32_t user_stack_id = -1;
   bool is_mmap_lock() const;  // the waiting process's mm->mmap_lock

@@ -629,6 +629,7 @@ struct Vocabulary {
         lock(Name(interner, "lock")),
         lock_kind(Name(interner, "lock_kind")),
         owner(Name(interner, "owner")),
+        owner_inferred(Name(interner, "owner_inferred")),
         fd(Name(interner, "fd")),
         request(Name(interner, "request")),
         length(Name(interner, "length")),
@@ -651,7 +652,7 @@ struct Vocabulary {
   uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
   uint64_t user_stack, waker_user_stack, location, uaddrs;
-  uint64_t lock, lock_kind, owner, fd, request, length, address, prot, flags, major;
+  uint64_t lock, lock_kind, owner, owner_inferred, fd, request, length, address, prot, flags, major;
 };
 
 std::string Hex(uint64_t value) {
@@ -1470,6 +1471,7 @@ void TimelineWriter::BeginLockWait(const LockWait& lock) {
                  kernel_names_.Text(LockKindName(lock.flags)));
   if (std::string owner = LockOwnerLabel(session_, lock); !owner.empty()) {
     event.Annotate(vocabulary_.owner, Annotation::Kind::kInternedString, kernel_names_.Text(owner));
+    if (lock.owner_inferred) event.Annotate(vocabulary_.owner_inferred, Annotation::Kind::kBool, 1);
   }
   if (lock.ret != 0) event.AnnotateInt(vocabulary_.return_value, lock.ret);
   if (uint64_t stack = scheduler_names_.StackTextIid(lock.kstack_id); stack != 0) {

@@ -177,6 +177,7 @@ json KernelLockJson(const Session& session, const Wait& wait) {
           {"owner_tid", lock->owner_tid},
           {"owner_pid", lock->owner_pid},
           {"owner", LockOwnerLabel(session, *lock)},
+          {"owner_inferred", lock->owner_inferred},
           {"owner_memory_call", MemoryMapCallJson(wait.owner_memory_call)},
           {"owner_call", CallJson(session, wait.owner_call)},
           {"kernel_stack", session.KernelStack(lock->kstack_id)}};

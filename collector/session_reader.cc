@@ -1,5 +1,7 @@
 #include "session_reader.h"
 
+#include "lock_owners.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "capture_records.h"
 #include "chunk_reader.h"
 #include "kernel_events_records.h"
+#include "lock_owners.h"
 #include "process_maps.h"
 #include "session_format.h"
 #include "thread_sightings.h"
@@ -174,6 +177,7 @@ void SessionBuilder::Finish() {
     std::sort(process.exec_ns.begin(), process.exec_ns.end());
   }
   threads_.ApplyTo(session_);
+  InferMmapLockOwners(*session_);
   for (const auto& [pid, process] : session_->processes) {
     if (process.dropped_records > 0) {
       session_->lost.push_back(

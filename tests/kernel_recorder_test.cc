@@ -1543,7 +1543,11 @@ TEST_F(KernelRecorderTest, MunmapHoldsTheMmapLockWhileAnotherThreadFaults) {
   const gprof_memory_map* replace_call = nullptr;
   for (const auto& m : raw.memory_maps) {
     if (m.tid != report.unmapper || m.length != kRegion) continue;
-    if (m.syscall_nr == SYS_munmap && m.address == report.region) munmap_call = &m;
+    // The region is unmapped twice (the second time once replaced): the first is the one.
+    if (m.syscall_nr == SYS_munmap && m.address == report.region &&
+        m.start_ns >= report.munmap_start_ns && m.start_ns <= report.munmap_end_ns) {
+      munmap_call = &m;
+    }
     if (m.syscall_nr == SYS_mmap && (m.flags & MAP_FIXED)) replace_call = &m;
   }
   ASSERT_NE(munmap_call, nullptr) << "no munmap of the 512 MB region";

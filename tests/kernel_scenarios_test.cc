@@ -1,0 +1,570 @@
+// Issue 4 end to end: the kernel waits a GPU program meets, made by real programs
+// (tests/apps/kernel_scenarios, tests/apps/gil_convoy.py) that print their own ground truth, run
+// under gprof-run with real BPF, then read back through the collector: each records the right
+// wait, the right waker and, where the kernel knows one, the owner; and the trace shows those
+// facts on the waiting thread's tracks.
+#include <gtest/gtest.h>
+#include <linux/futex.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernel_events.h"
+#include "model.h"
+#include "session_reader.h"
+#include "test_support.h"
+#include "trace_decoder.h"
+#include "user_symbols.h"
+
+namespace gprof::test {
+namespace {
+
+using collector::OffCpuInterval;
+using collector::OffCpuState;
+using collector::Session;
+
+constexpr uint64_t kMs = 1'000'000;
+
+// One line of a scenario's stdout: "span tid=1 what=lock start_ns=..." -> kind "span", fields.
+struct Fact {
+  std::string kind;
+  std::map<std::string, std::string> fields;
+  const std::string& operator[](const std::string& key) const {
+    static const std::string kNone;
+    auto found = fields.find(key);
+    return found == fields.end() ? kNone : found->second;
+  }
+  uint64_t Number(const std::string& key) const {
+    return std::strtoull((*this)[key].c_str(), nullptr, 0);
+  }
+};
+
+struct GroundTruth {
+  std::vector<Fact> facts;
+  uint32_t pid = 0;
+  std::map<std::string, uint32_t> tid_of;  // thread name -> tid
+
+  std::vector<Fact> All(const std::string& kind, const std::string& key = "",
+                        const std::string& value = "") const {
+    std::vector<Fact> found;
+    for (const Fact& fact : facts) {
+      if (fact.kind == kind && (key.empty() || fact[key] == value)) found.push_back(fact);
+    }
+    return found;
+  }
+  Fact One(const std::string& kind, const std::string& key = "",
+           const std::string& value = "") const {
+    std::vector<Fact> found = All(kind, key, value);
+    EXPECT_EQ(found.size(), 1u) << kind << " " << key << "=" << value;
+    return found.empty() ? Fact{} : found.front();
+  }
+  uint32_t Tid(const std::string& name) const {
+    auto found = tid_of.find(name);
+    EXPECT_NE(found, tid_of.end()) << "no thread named " << name;
+    return found == tid_of.end() ? 0 : found->second;
+  }
+};
+
+GroundTruth ParseGroundTruth(const std::string& out) {
+  GroundTruth truth;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    Fact fact;
+    words >> fact.kind;
+    std::string word;
+    while (words >> word) {
+      size_t equals = word.find('=');
+      if (equals != std::string::npos)
+        fact.fields[word.substr(0, equals)] = word.substr(equals + 1);
+    }
+    if (fact.kind == "scenario") truth.pid = static_cast<uint32_t>(fact.Number("pid"));
+    if (fact.kind == "thread")
+      truth.tid_of[fact["name"]] = static_cast<uint32_t>(fact.Number("tid"));
+    truth.facts.push_back(std::move(fact));
+  }
+  return truth;
+}
+
+// A scenario run under gprof-run, its session read back and its trace decoded.
+struct Recorded {
+  GroundTruth truth;
+  Session session;
+  DecodedTrace trace;
+};
+
+// Runs `argv` under gprof-run (extra gprof-run options first); false (with a test failure) when
+// anything on the way fails.
+bool Record(const std::vector<std::string>& gprof_options, const std::vector<std::string>& argv,
+            const TempDir& dir, Recorded* recorded) {
+  ProcessSpec spec;
+  spec.argv = {GprofRunPath(), "-q", "-o", dir.Sub("session")};
+  spec.argv.insert(spec.argv.end(), gprof_options.begin(), gprof_options.end());
+  spec.argv.push_back("--");
+  spec.argv.insert(spec.argv.end(), argv.begin(), argv.end());
+  spec.timeout_s = 90;
+  ProcessResult run = RunProcess(spec);
+  EXPECT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.err.find("kernel recording off"), std::string::npos) << run.err;
+  if (run.exit_code() != 0) return false;
+  recorded->truth = ParseGroundTruth(run.out);
+  EXPECT_NE(recorded->truth.pid, 0u) << "no scenario line in\n" << run.out;
+  auto session = collector::ReadSession(dir.Sub("session"));
+  EXPECT_TRUE(session.ok()) << (session.ok() ? "" : session.status().message());
+  if (!session.ok()) return false;
+  recorded->session = std::move(*session);
+  recorded->trace = DecodeTraceFile(dir.Sub("session/trace.perfetto-trace"));
+  EXPECT_TRUE(recorded->trace.errors.empty()) << recorded->trace.errors.front();
+  return recorded->truth.pid != 0 && recorded->trace.errors.empty();
+}
+
+bool RecordScenario(const std::string& scenario, const TempDir& dir, Recorded* recorded,
+                    const std::vector<std::string>& gprof_options = {}) {
+  return Record(gprof_options, {AppPath("kernel_scenarios"), scenario}, dir, recorded);
+}
+
+bool Overlaps(uint64_t start_a, uint64_t end_a, uint64_t start_b, uint64_t end_b) {
+  return start_a < end_b && start_b < end_a;
+}
+
+// The thread's longest sleep (not a preemption) inside [from, to].
+const OffCpuInterval* LongestSleep(const Session& session, uint32_t tid, uint64_t from,
+                                   uint64_t to) {
+  const OffCpuInterval* longest = nullptr;
+  for (const OffCpuInterval& interval : session.off_cpu) {
+    if (interval.tid != tid || interval.state() == OffCpuState::kRunnable) continue;
+    if (interval.start_ns < from || interval.end_ns > to) continue;
+    if (longest == nullptr || interval.duration() > longest->duration()) longest = &interval;
+  }
+  return longest;
+}
+
+bool StackMentions(const Session& session, int32_t stack_id, const std::string& function) {
+  for (const std::string& frame : session.KernelStack(stack_id)) {
+    if (frame.find(function) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string StackText(const Session& session, int32_t stack_id) {
+  std::string text;
+  for (const std::string& frame : session.KernelStack(stack_id)) text += frame + " <- ";
+  return text;
+}
+
+std::string Hex(uint64_t value) {
+  char text[32];
+  snprintf(text, sizeof text, "0x%" PRIx64, value);
+  return text;
+}
+
+// The slices of thread `tid`'s track and of its child tracks (off-CPU, futex, kernel).
+std::vector<Slice> ThreadSlices(const DecodedTrace& trace, uint32_t tid) {
+  uint64_t thread_uuid = 0;
+  for (const DecodedTrack& track : trace.tracks) {
+    if (track.is_thread && track.tid == tid) thread_uuid = track.uuid;
+  }
+  std::vector<Slice> slices;
+  if (thread_uuid == 0) return slices;
+  std::vector<std::string> errors;
+  for (const DecodedTrack& track : trace.tracks) {
+    if (track.uuid != thread_uuid && track.parent_uuid != thread_uuid) continue;
+    for (Slice& slice : SlicesOf(trace, track.uuid, &errors)) slices.push_back(std::move(slice));
+  }
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  return slices;
+}
+
+// A slice of `tid` whose name contains `name_part`, overlapping [from, to], and whose annotation
+// `key` contains `value_part` (no key: any); false with what the thread's slices are.
+::testing::AssertionResult TraceShows(const DecodedTrace& trace, uint32_t tid,
+                                      const std::string& name_part, uint64_t from, uint64_t to,
+                                      const std::string& key = "",
+                                      const std::string& value_part = "") {
+  std::vector<Slice> slices = ThreadSlices(trace, tid);
+  for (const Slice& slice : slices) {
+    if (slice.name.find(name_part) == std::string::npos) continue;
+    if (!Overlaps(slice.begin_ns, slice.end_ns, from, to)) continue;
+    if (key.empty()) return ::testing::AssertionSuccess();
+    auto value = slice.begin->annotations.find(key);
+    if (value != slice.begin->annotations.end() &&
+        value->second.find(value_part) != std::string::npos) {
+      return ::testing::AssertionSuccess();
+    }
+  }
+  auto failure = ::testing::AssertionFailure();
+  failure << "thread " << tid << " has no slice '" << name_part << "' with " << key << " ~ '"
+          << value_part << "'; its slices in the window:";
+  for (const Slice& slice : slices) {
+    if (!Overlaps(slice.begin_ns, slice.end_ns, from, to)) continue;
+    failure << "\n  " << slice.name;
+    for (const auto& [name, value] : slice.begin->annotations) {
+      if (name != "kernel_stack" && name != "user_stack" && name != "waker_kernel_stack" &&
+          name != "waker_user_stack")
+        failure << " " << name << "=" << value;
+    }
+  }
+  return failure;
+}
+
+// The thread's label in the trace: "waiter-0 (1234)".
+std::string Label(const GroundTruth& truth, const std::string& name) {
+  return name + " (" + std::to_string(truth.Tid(name)) + ")";
+}
+
+class KernelScenario : public ::testing::Test {
+ protected:
+  void SetUp() override { GPROF_NEED_BPF(); }
+  TempDir dir_;
+  Recorded recorded_;
+};
+
+// A pthread mutex convoy: each waiter sleeps in a futex wait on the mutex word and is woken by the
+// thread that held the mutex before it.
+TEST_F(KernelScenario, MutexConvoy) {
+  ASSERT_TRUE(RecordScenario("mutex-convoy", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const uint64_t mutex = truth.One("object", "kind", "pthread_mutex").Number("addr");
+  std::vector<Fact> results = truth.All("result");
+  ASSERT_EQ(results.size(), 3u);
+  for (const Fact& result : results) {
+    const uint32_t waiter = static_cast<uint32_t>(result.Number("tid"));
+    const uint32_t releaser = static_cast<uint32_t>(result.Number("released_by"));
+    SCOPED_TRACE("waiter " + std::to_string(waiter));
+    Fact lock;
+    for (const Fact& span : truth.All("span", "what", "lock")) {
+      if (span.Number("tid") == waiter) lock = span;
+    }
+    const uint64_t lock_start = lock.Number("start_ns"), lock_end = lock.Number("end_ns");
+
+    // The wait: a futex wait on the mutex word for most of the lock call.
+    const collector::FutexCall* wait = nullptr;
+    for (const auto& call : session.futex_calls) {
+      if (call.tid == waiter && call.uaddr == mutex && call.is_wait() &&
+          (wait == nullptr || call.duration() > wait->duration()))
+        wait = &call;
+    }
+    ASSERT_NE(wait, nullptr) << "no futex wait on the mutex " << Hex(mutex);
+    EXPECT_GE(wait->duration(), (lock_end - lock_start) * 8 / 10);
+    // The waker: the thread that released the mutex, with its futex wake on the same word.
+    const OffCpuInterval* sleep = LongestSleep(session, waiter, wait->start_ns, wait->end_ns);
+    ASSERT_NE(sleep, nullptr);
+    EXPECT_EQ(sleep->waker_tid, releaser);
+    EXPECT_TRUE(StackMentions(session, sleep->kstack_id, "futex"))
+        << StackText(session, sleep->kstack_id);
+    bool woken = false;
+    for (const auto& call : session.futex_calls) {
+      woken |= call.tid == releaser && call.uaddr == mutex && call.is_wake() && call.ret == 1 &&
+               call.start_ns >= wait->start_ns && call.start_ns <= wait->end_ns;
+    }
+    EXPECT_TRUE(woken) << "no futex wake of the mutex by " << releaser;
+
+    // The trace: the futex wait with its word, and the wakeup naming the releaser.
+    EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "FUTEX_WAIT", lock_start, lock_end, "uaddr",
+                           Hex(mutex)));
+    EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "runnable", sleep->start_ns, sleep->end_ns,
+                           "waker", "(" + std::to_string(releaser) + ")"));
+  }
+}
+
+// A condition variable: the waiter sleeps on a futex word inside the pthread_cond_t and the
+// signaller's futex wake ends it.
+TEST_F(KernelScenario, ConditionVariable) {
+  ASSERT_TRUE(RecordScenario("condvar", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const Fact cond = truth.One("object", "kind", "pthread_cond");
+  const uint64_t cond_start = cond.Number("addr"), cond_end = cond_start + cond.Number("size");
+  const Fact span = truth.One("span", "what", "cond_wait");
+  const uint32_t waiter = truth.Tid("cv-waiter"), signaller = truth.Tid("cv-signaller");
+
+  const collector::FutexCall* wait = nullptr;
+  for (const auto& call : session.futex_calls) {
+    if (call.tid == waiter && call.is_wait() && call.uaddr >= cond_start && call.uaddr < cond_end &&
+        (wait == nullptr || call.duration() > wait->duration()))
+      wait = &call;
+  }
+  ASSERT_NE(wait, nullptr) << "no futex wait inside the condition variable";
+  EXPECT_GE(wait->duration(), (span.Number("end_ns") - span.Number("start_ns")) * 8 / 10);
+  const OffCpuInterval* sleep = LongestSleep(session, waiter, wait->start_ns, wait->end_ns);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, signaller);
+  bool signalled = false;
+  for (const auto& call : session.futex_calls) {
+    signalled |=
+        call.tid == signaller && call.is_wake() && call.uaddr == wait->uaddr && call.ret >= 1;
+  }
+  EXPECT_TRUE(signalled) << "no futex wake of " << Hex(wait->uaddr) << " by the signaller";
+  EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "FUTEX_WAIT", wait->start_ns, wait->end_ns,
+                         "uaddr", Hex(wait->uaddr)));
+  EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "runnable", sleep->start_ns, sleep->end_ns,
+                         "waker", Label(truth, "cv-signaller")));
+}
+
+// A pipe: the reader sleeps in pipe_read until the writer's write wakes it.
+TEST_F(KernelScenario, PipeWait) {
+  ASSERT_TRUE(RecordScenario("pipe", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const Fact read = truth.One("span", "what", "read");
+  const uint32_t reader = truth.Tid("pipe-reader"), writer = truth.Tid("pipe-writer");
+  const OffCpuInterval* sleep =
+      LongestSleep(session, reader, read.Number("start_ns"), read.Number("end_ns"));
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_GE(sleep->duration(), (read.Number("end_ns") - read.Number("start_ns")) * 8 / 10);
+  EXPECT_EQ(sleep->state(), OffCpuState::kSleeping);
+  EXPECT_EQ(sleep->waker_tid, writer);
+  EXPECT_TRUE(StackMentions(session, sleep->kstack_id, "pipe_read"))
+      << StackText(session, sleep->kstack_id);
+  EXPECT_TRUE(StackMentions(session, sleep->waker_kstack_id, "pipe_write"))
+      << StackText(session, sleep->waker_kstack_id);
+  EXPECT_TRUE(TraceShows(recorded_.trace, reader, "pipe_read", sleep->start_ns, sleep->end_ns));
+  EXPECT_TRUE(TraceShows(recorded_.trace, reader, "runnable", sleep->start_ns, sleep->end_ns,
+                         "waker", Label(truth, "pipe-writer")));
+}
+
+// More runnable threads than CPUs: no lock, only time spent runnable waiting for a CPU, about as
+// much as the threads measured themselves (/proc schedstat), with no waker.
+TEST_F(KernelScenario, RunnableThreadsWaitForACpu) {
+  ASSERT_TRUE(RecordScenario("overcommit", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  std::vector<Fact> spins = truth.All("span", "what", "spin");
+  ASSERT_GE(spins.size(), 3u);
+  for (const Fact& spin : spins) {
+    const uint32_t tid = static_cast<uint32_t>(spin.Number("tid"));
+    SCOPED_TRACE("spinner " + std::to_string(tid));
+    uint64_t runnable_ns = 0, slept_ns = 0;
+    for (const OffCpuInterval& interval : session.off_cpu) {
+      // Inside the spin: the sleep until its start ends late, in a queue for the CPU.
+      if (interval.tid != tid || interval.start_ns < spin.Number("start_ns") ||
+          interval.end_ns > spin.Number("end_ns"))
+        continue;
+      if (interval.state() == OffCpuState::kRunnable) {
+        runnable_ns += interval.duration();
+        EXPECT_EQ(interval.waker_tid, 0u) << "a preempted thread has no waker";
+      } else {
+        slept_ns += interval.duration();
+      }
+    }
+    const uint64_t measured = spin.Number("runq_wait_ns");
+    EXPECT_GT(measured, 0u);
+    EXPECT_NEAR(static_cast<double>(runnable_ns), static_cast<double>(measured),
+                measured * 0.25 + 2.0 * kMs);
+    EXPECT_LT(slept_ns, runnable_ns / 10) << "spinning threads do not sleep";
+    EXPECT_TRUE(TraceShows(recorded_.trace, tid, "preempted", spin.Number("start_ns"),
+                           spin.Number("end_ns")));
+  }
+}
+
+// munmap of a populated 512 MB region holds the process's mmap_lock: the mapper's mmap sleeps on
+// it, named as the mmap_lock with the unmapper as the (reader) owner, and is woken by the unmapper;
+// the faulter's page fault waits behind them. The munmap itself is recorded with its size.
+TEST_F(KernelScenario, MunmapHoldsTheMmapLock) {
+  ASSERT_TRUE(RecordScenario("munmap-fault", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const Fact munmap = truth.One("span", "what", "munmap");
+  const uint64_t munmap_start = munmap.Number("start_ns"), munmap_end = munmap.Number("end_ns");
+  const uint32_t unmapper = truth.Tid("unmapper"), mapper = truth.Tid("mapper"),
+                 faulter = truth.Tid("faulter");
+
+  const collector::MemoryMapCall* call = nullptr;
+  for (const auto& map_call : session.memory_map_calls) {
+    if (map_call.tid == unmapper && map_call.syscall == collector::MemorySyscall::kMunmap &&
+        map_call.address == munmap.Number("addr"))
+      call = &map_call;
+  }
+  ASSERT_NE(call, nullptr) << "the munmap is not recorded";
+  EXPECT_EQ(call->length, munmap.Number("length"));
+  EXPECT_GE(call->duration(), (munmap_end - munmap_start) * 9 / 10);
+  EXPECT_LE(call->duration(), munmap_end - munmap_start);
+
+  const collector::LockWait* mapper_wait = nullptr;
+  for (const auto& wait : session.lock_waits) {
+    if (wait.tid == mapper && wait.is_mmap_lock() &&
+        Overlaps(wait.start_ns, wait.end_ns, munmap_start, munmap_end) &&
+        (mapper_wait == nullptr || wait.duration() > mapper_wait->duration()))
+      mapper_wait = &wait;
+  }
+  ASSERT_NE(mapper_wait, nullptr) << "the mapper never waited on the mmap_lock";
+  EXPECT_GE(mapper_wait->duration(), 10 * kMs);
+  EXPECT_EQ(mapper_wait->owner_tid, unmapper);
+  const OffCpuInterval* sleep =
+      LongestSleep(session, mapper, mapper_wait->start_ns, mapper_wait->end_ns + kMs);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, unmapper);
+  EXPECT_TRUE(StackMentions(session, sleep->kstack_id, "rwsem"))
+      << StackText(session, sleep->kstack_id);
+  EXPECT_TRUE(TraceShows(recorded_.trace, mapper, "mmap_lock", mapper_wait->start_ns,
+                         mapper_wait->end_ns, "owner", Label(truth, "unmapper")));
+  EXPECT_TRUE(TraceShows(recorded_.trace, unmapper, "munmap", munmap_start, munmap_end));
+
+  // The faulter: a slow page fault during the munmap, waiting on the mmap_lock inside it.
+  const collector::PageFault* fault = nullptr;
+  for (const auto& page_fault : session.page_faults) {
+    if (page_fault.tid == faulter &&
+        Overlaps(page_fault.start_ns, page_fault.end_ns, munmap_start, munmap_end) &&
+        (fault == nullptr || page_fault.duration() > fault->duration()))
+      fault = &page_fault;
+  }
+  ASSERT_NE(fault, nullptr) << "no slow page fault of the faulter during the munmap";
+  const uint64_t longest_fault = truth.One("result").Number("longest_fault_ns");
+  EXPECT_GE(fault->duration(), longest_fault * 8 / 10);
+  bool fault_waited_on_the_lock = false;
+  for (const auto& wait : session.lock_waits) {
+    fault_waited_on_the_lock |= wait.tid == faulter && wait.is_mmap_lock() &&
+                                wait.start_ns >= fault->start_ns && wait.end_ns <= fault->end_ns;
+  }
+  EXPECT_TRUE(fault_waited_on_the_lock);
+  const OffCpuInterval* fault_sleep =
+      LongestSleep(session, faulter, fault->start_ns, fault->end_ns);
+  ASSERT_NE(fault_sleep, nullptr);
+  EXPECT_TRUE(fault_sleep->waker_tid == mapper || fault_sleep->waker_tid == unmapper)
+      << fault_sleep->waker_tid;
+  EXPECT_TRUE(TraceShows(recorded_.trace, faulter, "page fault", fault->start_ns, fault->end_ns));
+}
+
+// A kernel mutex (file->f_pos_lock): the waiter's lock wait names the mutex and its owner, the
+// thread inside the long readv, which wakes it.
+TEST_F(KernelScenario, KernelMutexNamesTheOwner) {
+  ASSERT_TRUE(RecordScenario("kernel-mutex", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const Fact lseek = truth.One("span", "what", "lseek");
+  const uint32_t waiter = truth.Tid("fpos-waiter"), holder = truth.Tid("fpos-holder");
+  const collector::LockWait* wait = nullptr;
+  for (const auto& lock : session.lock_waits) {
+    if (lock.tid == waiter && (wait == nullptr || lock.duration() > wait->duration())) wait = &lock;
+  }
+  ASSERT_NE(wait, nullptr) << "no kernel lock wait of the waiter";
+  EXPECT_TRUE(wait->flags & GPROF_LOCK_MUTEX) << std::hex << wait->flags;
+  EXPECT_FALSE(wait->is_mmap_lock());
+  EXPECT_EQ(wait->owner_tid, holder);
+  EXPECT_GE(wait->duration(), (lseek.Number("end_ns") - lseek.Number("start_ns")) * 8 / 10);
+  const OffCpuInterval* sleep = LongestSleep(session, waiter, wait->start_ns, wait->end_ns + kMs);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, holder);
+  EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "mutex", wait->start_ns, wait->end_ns, "owner",
+                         Label(truth, "fpos-holder")));
+}
+
+// System calls on a device file (the pseudo-terminal master stands in for /dev/nvidia*, chosen
+// with --device-prefix): the ioctl with its request, and the poll and epoll waits with their
+// durations; the poll's sleep is woken from outside the tree (a kworker, as a driver's
+// interrupt would).
+TEST_F(KernelScenario, DeviceWaits) {
+  ASSERT_TRUE(RecordScenario("device-ioctl", dir_, &recorded_, {"--device-prefix", "ptmx"}));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const uint32_t waiter = truth.Tid("dev-waiter");
+  auto find = [&](collector::DeviceCall kind, uint64_t start, uint64_t end) {
+    const collector::DeviceWait* found = nullptr;
+    for (const auto& wait : session.device_waits) {
+      if (wait.tid == waiter && wait.call == kind && wait.start_ns >= start && wait.end_ns <= end)
+        found = &wait;
+    }
+    return found;
+  };
+  for (const Fact& ioctl : truth.All("span", "what", "ioctl")) {
+    const auto* wait =
+        find(collector::DeviceCall::kIoctl, ioctl.Number("start_ns"), ioctl.Number("end_ns"));
+    ASSERT_NE(wait, nullptr) << "ioctl at " << ioctl["start_ns"] << " not recorded";
+    EXPECT_EQ(wait->device, "ptmx");
+    EXPECT_EQ(wait->request, ioctl.Number("request"));
+    EXPECT_EQ(wait->ret, 0);
+  }
+  const Fact poll = truth.One("span", "what", "poll");
+  const auto* poll_wait =
+      find(collector::DeviceCall::kPoll, poll.Number("start_ns"), poll.Number("end_ns"));
+  ASSERT_NE(poll_wait, nullptr) << "the poll is not recorded";
+  EXPECT_EQ(poll_wait->device, "ptmx");
+  EXPECT_GE(poll_wait->duration(), (poll.Number("end_ns") - poll.Number("start_ns")) * 9 / 10);
+  EXPECT_EQ(poll_wait->ret, 1);
+  const Fact epoll = truth.One("span", "what", "epoll_wait");
+  const auto* epoll_wait =
+      find(collector::DeviceCall::kEpoll, epoll.Number("start_ns"), epoll.Number("end_ns"));
+  ASSERT_NE(epoll_wait, nullptr) << "the epoll_wait is not recorded";
+  EXPECT_GE(epoll_wait->duration(), (epoll.Number("end_ns") - epoll.Number("start_ns")) * 9 / 10);
+  const OffCpuInterval* sleep =
+      LongestSleep(session, waiter, poll_wait->start_ns, poll_wait->end_ns);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_NE(sleep->waker_tid, 0u);
+  EXPECT_FALSE(sleep->waker_comm.empty());
+  EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "ptmx", poll_wait->start_ns, poll_wait->end_ns));
+}
+
+// futex_waitv on two words: the call records both, the index that woke it, and the waker.
+TEST_F(KernelScenario, FutexWaitv) {
+  ASSERT_TRUE(RecordScenario("futex-waitv", dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const uint32_t waiter = truth.Tid("waitv-waiter"), waker = truth.Tid("waitv-waker");
+  const uint64_t word0 = truth.One("object", "index", "0").Number("addr");
+  const uint64_t word1 = truth.One("object", "index", "1").Number("addr");
+  const collector::FutexWaitvCall* call = nullptr;
+  for (const auto& waitv : session.futex_waitv_calls) {
+    if (waitv.tid == waiter) call = &waitv;
+  }
+  ASSERT_NE(call, nullptr) << "no futex_waitv recorded";
+  EXPECT_EQ(call->count, 2u);
+  EXPECT_EQ(call->addresses, (std::vector<uint64_t>{word0, word1}));
+  EXPECT_EQ(call->ret, 1);
+  EXPECT_EQ(call->woken_address(), std::optional<uint64_t>(word1));
+  const OffCpuInterval* sleep = LongestSleep(session, waiter, call->start_ns, call->end_ns);
+  ASSERT_NE(sleep, nullptr);
+  EXPECT_EQ(sleep->waker_tid, waker);
+  EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "futex_waitv", call->start_ns, call->end_ns,
+                         "uaddrs", Hex(word1)));
+}
+
+// CPython's GIL: the workers take turns; each waits on futex words inside _PyRuntime, named so
+// from the interpreter's symbols, and is woken by another worker dropping the GIL.
+TEST_F(KernelScenario, PythonGilConvoy) {
+  const std::string python = "/usr/bin/python3";
+  if (access(python.c_str(), X_OK) != 0) FAIL() << python << " is missing (scripts/setup.sh)";
+  ASSERT_TRUE(Record({}, {python, SourceDir() + "/tests/apps/gil_convoy.py"}, dir_, &recorded_));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  std::vector<Fact> workers = truth.All("thread", "role", "worker");
+  ASSERT_EQ(workers.size(), 4u);
+  std::map<uint32_t, std::string> worker_names;
+  for (const Fact& worker : workers)
+    worker_names[static_cast<uint32_t>(worker.Number("tid"))] = worker["name"];
+
+  for (const Fact& span : truth.All("span", "what", "work")) {
+    const uint32_t tid = static_cast<uint32_t>(span.Number("tid"));
+    SCOPED_TRACE(worker_names[tid]);
+    size_t gil_waits = 0, woken_by_worker = 0;
+    uint64_t waited_ns = 0;
+    for (const auto& call : session.futex_calls) {
+      if (call.tid != tid || !call.is_wait() ||
+          !Overlaps(call.start_ns, call.end_ns, span.Number("start_ns"), span.Number("end_ns")))
+        continue;
+      collector::UserLocation where = collector::LocateUserAddress(
+          session, truth.pid, call.uaddr, call.start_ns, collector::AddressUse::kData);
+      if (where.symbol != "_PyRuntime") continue;
+      ++gil_waits;
+      waited_ns += call.duration();
+      const OffCpuInterval* sleep = LongestSleep(session, tid, call.start_ns, call.end_ns);
+      if (sleep != nullptr && worker_names.count(sleep->waker_tid) && sleep->waker_tid != tid)
+        ++woken_by_worker;
+    }
+    EXPECT_GE(gil_waits, 10u) << "futex waits on _PyRuntime";
+    // Four workers share one GIL: each waits for about three quarters of the second.
+    EXPECT_GE(waited_ns, 400 * kMs);
+    EXPECT_GE(woken_by_worker, 1u) << "no GIL wait ended by another worker";
+  }
+  const uint32_t first = static_cast<uint32_t>(workers.front().Number("tid"));
+  EXPECT_TRUE(TraceShows(recorded_.trace, first, "runnable", 0, UINT64_MAX, "waker", "gil-worker"));
+}
+
+}  // namespace
+}  // namespace gprof::test

@@ -1,0 +1,403 @@
+// A reader for the Perfetto traces gprof-run writes, for tests: decodes with protozero against
+// field numbers looked up in perfetto_trace.proto independently of the writer.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <protozero/pbf_reader.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace gprof::test {
+
+// A reader for what the writer produces: tracks, events with their interned strings resolved, and
+// a list of every rule of the format the trace broke.
+
+constexpr uint32_t kClockMonotonic = 3;
+constexpr uint32_t kClockBoottime = 6;
+constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
+enum InternTable { kEventNames, kCategories, kAnnotationNames, kAnnotationStrings, kTableCount };
+
+struct DecodedTrack {
+  uint64_t uuid = 0;
+  uint64_t parent_uuid = 0;
+  std::string name;
+  bool is_process = false;
+  bool is_thread = false;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::optional<std::string> thread_name;
+  std::string process_name;
+  std::vector<std::string> cmdline;
+};
+
+struct DecodedEvent {
+  uint64_t timestamp_ns = 0;
+  int type = 0;
+  uint64_t track_uuid = 0;
+  std::string name;
+  std::vector<std::string> categories;
+  std::vector<uint64_t> flow_ids;
+  std::vector<uint64_t> terminating_flow_ids;
+  std::map<std::string, std::string> annotations;
+};
+
+struct DecodedTrace {
+  std::map<uint32_t, uint64_t> clock_snapshot;  // clock id -> timestamp
+  uint32_t primary_trace_clock = 0;
+  std::vector<DecodedTrack> tracks;
+  std::vector<DecodedEvent> events;  // in file order
+  std::vector<std::string> errors;   // every broken rule, with the packet's index
+};
+
+struct SequenceState {
+  bool started = false;
+  uint32_t default_clock_id = 0;
+  uint64_t default_track_uuid = 0;
+  std::array<std::map<uint64_t, std::string>, kTableCount> interned;
+};
+
+class TraceDecoder {
+ public:
+  DecodedTrace Decode(const std::string& bytes) {
+    protozero::pbf_reader trace(bytes);
+    while (trace.next(1)) DecodePacket(trace.get_view());
+    return std::move(result_);
+  }
+
+ private:
+  void Error(const std::string& what) {
+    result_.errors.push_back("packet " + std::to_string(packet_index_) + ": " + what);
+  }
+
+  void DecodePacket(protozero::data_view bytes) {
+    ++packet_index_;
+    protozero::pbf_reader packet(bytes);
+    std::optional<uint32_t> sequence_id, flags, clock_id;
+    std::optional<uint64_t> timestamp;
+    std::optional<protozero::data_view> defaults, interned, track_event, descriptor, snapshot;
+    while (packet.next()) {
+      switch (packet.tag()) {
+        case 8:
+          timestamp = packet.get_uint64();
+          break;
+        case 58:
+          clock_id = packet.get_uint32();
+          break;
+        case 10:
+          sequence_id = packet.get_uint32();
+          break;
+        case 13:
+          flags = packet.get_uint32();
+          break;
+        case 59:
+          defaults = packet.get_view();
+          break;
+        case 12:
+          interned = packet.get_view();
+          break;
+        case 11:
+          track_event = packet.get_view();
+          break;
+        case 60:
+          descriptor = packet.get_view();
+          break;
+        case 6:
+          snapshot = packet.get_view();
+          break;
+        default:
+          Error("unexpected packet field " + std::to_string(packet.tag()));
+          packet.skip();
+      }
+    }
+    if (!sequence_id) return Error("no trusted_packet_sequence_id");
+    SequenceState& sequence = sequences_[*sequence_id];
+    CheckSequenceFlags(sequence, flags.value_or(0));
+    if (defaults) DecodeDefaults(sequence, *defaults);
+    if (interned) DecodeInterned(sequence, *interned);
+    if (descriptor) DecodeDescriptor(*descriptor);
+    if (snapshot) DecodeSnapshot(*snapshot);
+    if (track_event) {
+      if (!timestamp) Error("track event without timestamp");
+      if (clock_id.value_or(sequence.default_clock_id) != kClockMonotonic)
+        Error("event not on MONOTONIC");
+      DecodeTrackEvent(sequence, *track_event, timestamp.value_or(0));
+    }
+  }
+
+  void CheckSequenceFlags(SequenceState& sequence, uint32_t flags) {
+    if (!sequence.started) {
+      if (flags != 1)
+        Error("first packet of a sequence without SEQ_INCREMENTAL_STATE_CLEARED alone");
+      sequence.started = true;
+    } else if (flags != 2) {
+      Error("later packet without SEQ_NEEDS_INCREMENTAL_STATE alone");
+    }
+  }
+
+  void DecodeDefaults(SequenceState& sequence, protozero::data_view bytes) {
+    protozero::pbf_reader defaults(bytes);
+    while (defaults.next()) {
+      if (defaults.tag() == 58) {
+        sequence.default_clock_id = defaults.get_uint32();
+      } else if (defaults.tag() == 11) {
+        protozero::pbf_reader track_event_defaults = defaults.get_message();
+        while (track_event_defaults.next(11))
+          sequence.default_track_uuid = track_event_defaults.get_uint64();
+      } else {
+        defaults.skip();
+      }
+    }
+  }
+
+  void DecodeInterned(SequenceState& sequence, protozero::data_view bytes) {
+    static const std::map<uint32_t, InternTable> kTables = {
+        {2, kEventNames}, {1, kCategories}, {3, kAnnotationNames}, {29, kAnnotationStrings}};
+    protozero::pbf_reader interned(bytes);
+    while (interned.next()) {
+      auto table = kTables.find(interned.tag());
+      if (table == kTables.end()) {
+        Error("unexpected interned field " + std::to_string(interned.tag()));
+        interned.skip();
+        continue;
+      }
+      protozero::pbf_reader entry = interned.get_message();
+      uint64_t iid = 0;
+      std::string text;
+      while (entry.next()) {
+        if (entry.tag() == 1)
+          iid = entry.get_uint64();
+        else if (entry.tag() == 2)
+          text = entry.get_string();
+        else
+          entry.skip();
+      }
+      if (iid == 0) Error("interned entry without iid");
+      if (!sequence.interned[table->second].emplace(iid, text).second) {
+        Error("iid " + std::to_string(iid) + " interned twice on one sequence");
+      }
+    }
+  }
+
+  void DecodeDescriptor(protozero::data_view bytes) {
+    DecodedTrack track;
+    protozero::pbf_reader descriptor(bytes);
+    while (descriptor.next()) {
+      switch (descriptor.tag()) {
+        case 1:
+          track.uuid = descriptor.get_uint64();
+          break;
+        case 5:
+          track.parent_uuid = descriptor.get_uint64();
+          break;
+        case 2:
+          track.name = descriptor.get_string();
+          break;
+        case 3:
+          DecodeProcess(track, descriptor.get_view());
+          break;
+        case 4:
+          DecodeThread(track, descriptor.get_view());
+          break;
+        default:
+          Error("unexpected descriptor field");
+          descriptor.skip();
+      }
+    }
+    result_.tracks.push_back(track);
+  }
+
+  static void DecodeProcess(DecodedTrack& track, protozero::data_view bytes) {
+    track.is_process = true;
+    protozero::pbf_reader process(bytes);
+    while (process.next()) {
+      if (process.tag() == 1)
+        track.pid = process.get_int32();
+      else if (process.tag() == 2)
+        track.cmdline.push_back(process.get_string());
+      else if (process.tag() == 6)
+        track.process_name = process.get_string();
+      else
+        process.skip();
+    }
+  }
+
+  static void DecodeThread(DecodedTrack& track, protozero::data_view bytes) {
+    track.is_thread = true;
+    protozero::pbf_reader thread(bytes);
+    while (thread.next()) {
+      if (thread.tag() == 1)
+        track.pid = thread.get_int32();
+      else if (thread.tag() == 2)
+        track.tid = thread.get_int64();
+      else if (thread.tag() == 5)
+        track.thread_name = thread.get_string();
+      else
+        thread.skip();
+    }
+  }
+
+  void DecodeSnapshot(protozero::data_view bytes) {
+    protozero::pbf_reader snapshot(bytes);
+    while (snapshot.next()) {
+      if (snapshot.tag() == 2) {
+        result_.primary_trace_clock = snapshot.get_uint32();
+        continue;
+      }
+      protozero::pbf_reader clock = snapshot.get_message();
+      uint32_t id = 0;
+      uint64_t timestamp = 0;
+      while (clock.next()) {
+        if (clock.tag() == 1)
+          id = clock.get_uint32();
+        else if (clock.tag() == 2)
+          timestamp = clock.get_uint64();
+        else
+          clock.skip();
+      }
+      result_.clock_snapshot[id] = timestamp;
+    }
+  }
+
+  std::string Resolve(const SequenceState& sequence, InternTable table, uint64_t iid) {
+    auto found = sequence.interned[table].find(iid);
+    if (found != sequence.interned[table].end()) return found->second;
+    Error("unresolved iid " + std::to_string(iid) + " in table " + std::to_string(table));
+    return "?";
+  }
+
+  void DecodeTrackEvent(const SequenceState& sequence, protozero::data_view bytes,
+                        uint64_t timestamp) {
+    DecodedEvent event;
+    event.timestamp_ns = timestamp;
+    event.track_uuid = sequence.default_track_uuid;
+    protozero::pbf_reader track_event(bytes);
+    while (track_event.next()) {
+      switch (track_event.tag()) {
+        case 9:
+          event.type = track_event.get_enum();
+          break;
+        case 11:
+          event.track_uuid = track_event.get_uint64();
+          break;
+        case 10:
+          event.name = Resolve(sequence, kEventNames, track_event.get_uint64());
+          break;
+        case 3:
+          event.categories.push_back(Resolve(sequence, kCategories, track_event.get_uint64()));
+          break;
+        case 47:
+          event.flow_ids.push_back(track_event.get_fixed64());
+          break;
+        case 48:
+          event.terminating_flow_ids.push_back(track_event.get_fixed64());
+          break;
+        case 4:
+          DecodeAnnotation(sequence, event, track_event.get_view());
+          break;
+        default:
+          Error("unexpected track event field " + std::to_string(track_event.tag()));
+          track_event.skip();
+      }
+    }
+    if (event.track_uuid == 0) Error("track event without a track");
+    result_.events.push_back(event);
+  }
+
+  void DecodeAnnotation(const SequenceState& sequence, DecodedEvent& event,
+                        protozero::data_view bytes) {
+    protozero::pbf_reader annotation(bytes);
+    std::string name, value;
+    while (annotation.next()) {
+      switch (annotation.tag()) {
+        case 1:
+          name = Resolve(sequence, kAnnotationNames, annotation.get_uint64());
+          break;
+        case 2:
+          value = annotation.get_bool() ? "true" : "false";
+          break;
+        case 3:
+          value = std::to_string(annotation.get_uint64());
+          break;
+        case 4:
+          value = std::to_string(annotation.get_int64());
+          break;
+        case 7:
+          value = Hex(annotation.get_uint64());
+          break;
+        case 17:
+          value = Resolve(sequence, kAnnotationStrings, annotation.get_uint64());
+          break;
+        default:
+          Error("unexpected annotation field " + std::to_string(annotation.tag()));
+          annotation.skip();
+      }
+    }
+    event.annotations[name] = value;
+  }
+
+  static std::string Hex(uint64_t value) {
+    std::ostringstream text;
+    text << "0x" << std::hex << value;
+    return text.str();
+  }
+
+  DecodedTrace result_;
+  std::map<uint32_t, SequenceState> sequences_;
+  size_t packet_index_ = 0;
+};
+
+struct Slice {
+  std::string name;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  size_t depth = 0;
+  const DecodedEvent* begin = nullptr;
+};
+
+// The slices of one track, matching each end to the innermost open begin. Broken order or nesting
+// lands in `errors`.
+inline std::vector<Slice> SlicesOf(const DecodedTrace& trace, uint64_t track_uuid,
+                                   std::vector<std::string>* errors) {
+  std::vector<Slice> slices;
+  std::vector<size_t> open;
+  uint64_t last_ns = 0;
+  for (const DecodedEvent& event : trace.events) {
+    if (event.track_uuid != track_uuid) continue;
+    if (event.timestamp_ns < last_ns)
+      errors->push_back("track " + std::to_string(track_uuid) + " goes back in time");
+    last_ns = event.timestamp_ns;
+    if (event.type == kSliceBegin) {
+      open.push_back(slices.size());
+      slices.push_back(Slice{event.name, event.timestamp_ns, 0, open.size() - 1, &event});
+    } else if (event.type == kSliceEnd) {
+      if (open.empty()) {
+        errors->push_back("end without begin on track " + std::to_string(track_uuid));
+        continue;
+      }
+      slices[open.back()].end_ns = event.timestamp_ns;
+      open.pop_back();
+    }
+  }
+  if (!open.empty()) errors->push_back("unclosed slice on track " + std::to_string(track_uuid));
+  return slices;
+}
+
+// The trace in `path`, decoded; a file that cannot be read gives a trace with that error.
+inline DecodedTrace DecodeTraceFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    DecodedTrace trace;
+    trace.errors.push_back("cannot read " + path);
+    return trace;
+  }
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  return TraceDecoder().Decode(bytes.str());
+}
+
+}  // namespace gprof::test

@@ -86,18 +86,35 @@ struct ThreadIndex {
   PerThread<MemoryMapCall> memory_map_calls;
 };
 
-// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside.
-struct TimeSplit {
-  uint64_t on_cpu_ns = 0;
-  uint64_t runnable_ns = 0;
-  uint64_t asleep_ns = 0;
-  std::vector<Wait> waits;
+}  // namespace
+
+struct WaitReader::Index : ThreadIndex {
+  using ThreadIndex::ThreadIndex;
 };
+
+WaitReader::WaitReader(const Session& session)
+    : session_(session), index_(std::make_unique<Index>(session)) {}
+WaitReader::~WaitReader() = default;
+
+const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->calls.At(tid, time_ns);
+}
+
+std::span<const OffCpuInterval* const> WaitReader::OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                                                uint64_t end_ns) const {
+  return index_->off_cpu.During(tid, start_ns, end_ns);
+}
+
+const FutexCall* WaitReader::FutexAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->futex.At(tid, time_ns);
+}
+
+namespace {
 
 class Analyzer {
  public:
   Analyzer(const Session& session, const AnalysisOptions& options)
-      : session_(session), index_(session), correlation_(session), gpu_busy_(session) {
+      : session_(session), waits_(session), correlation_(session), gpu_busy_(session) {
     analysis_.options = options;
   }
 
@@ -111,9 +128,12 @@ class Analyzer {
   }
 
  private:
-  TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
-  Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
-  WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
+  TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const {
+    return waits_.Split(tid, start, end);
+  }
+  Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+    return waits_.MakeWait(interval, start, end);
+  }
   void ExplainCall(const ApiCall& call);
   void FindFreezes();
   void BuildFreeze(const WaitObject& object, std::vector<int> members);
@@ -127,7 +147,7 @@ class Analyzer {
                                          const ApiCall* call) const;
 
   const Session& session_;
-  ThreadIndex index_;
+  WaitReader waits_;
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Analysis analysis_;
@@ -136,7 +156,9 @@ class Analyzer {
 // What a sleep that began at `interval.start_ns` was on: the innermost thing the kernel recorded
 // the thread in, a kernel lock (taken in a page fault, taken in a system call) before the page
 // fault before a device call before a futex wait; else the kernel function it slept in.
-WaitObject Analyzer::ObjectOf(const OffCpuInterval& interval, const Wait& wait) const {
+}  // namespace
+
+WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait) const {
   WaitObject object;
   object.pid = interval.pid;
   object.seen_ns = interval.start_ns;
@@ -153,11 +175,11 @@ WaitObject Analyzer::ObjectOf(const OffCpuInterval& interval, const Wait& wait) 
     object.kind = WaitKind::kDevice;
     object.device_call = device->call;
     object.device = device->device;
-  } else if (const FutexCall* futex = index_.futex.At(interval.tid, interval.start_ns);
+  } else if (const FutexCall* futex = index_->futex.At(interval.tid, interval.start_ns);
              futex != nullptr && futex->is_wait()) {
     object.kind = WaitKind::kFutex;
     object.address = futex->uaddr;
-  } else if (const FutexWaitvCall* waitv = index_.futex_waitv.At(interval.tid, interval.start_ns);
+  } else if (const FutexWaitvCall* waitv = index_->futex_waitv.At(interval.tid, interval.start_ns);
              waitv != nullptr && !waitv->addresses.empty()) {
     // Of the words it waited on, the one whose wake ended the call stands for them all.
     object.kind = WaitKind::kFutex;
@@ -166,7 +188,7 @@ WaitObject Analyzer::ObjectOf(const OffCpuInterval& interval, const Wait& wait) 
   return object;
 }
 
-Wait Analyzer::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
   Wait wait;
   wait.start_ns = start;
   wait.end_ns = end;
@@ -181,13 +203,13 @@ Wait Analyzer::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t
     if (wait.object.kernel_function.empty()) wait.object.kernel_function = "preempted";
     return wait;
   }
-  wait.kernel_lock = index_.lock_waits.At(interval.tid, interval.start_ns);
-  wait.page_fault = index_.page_faults.At(interval.tid, interval.start_ns);
-  wait.device_wait = index_.device_waits.At(interval.tid, interval.start_ns);
+  wait.kernel_lock = index_->lock_waits.At(interval.tid, interval.start_ns);
+  wait.page_fault = index_->page_faults.At(interval.tid, interval.start_ns);
+  wait.device_wait = index_->device_waits.At(interval.tid, interval.start_ns);
   wait.object = ObjectOf(interval, wait);
   if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
-    wait.owner_memory_call = index_.memory_map_calls.At(lock->owner_tid, lock->start_ns);
-    wait.owner_call = index_.calls.At(lock->owner_tid, lock->start_ns);
+    wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
+    wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
   }
   if (interval.wake_ns != 0 && interval.wake_ns >= start && interval.wake_ns <= end) {
     wait.wake_ns = interval.wake_ns;
@@ -196,14 +218,14 @@ Wait Analyzer::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t
     wait.waker_comm = interval.waker_comm;
     wait.waker_user_stack_id = interval.waker_user_stack_id;
     if (interval.waker_tid != 0)
-      wait.waker_call = index_.calls.At(interval.waker_tid, interval.wake_ns);
+      wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
   }
   return wait;
 }
 
-TimeSplit Analyzer::Split(uint32_t tid, uint64_t start, uint64_t end) const {
+TimeSplit WaitReader::Split(uint32_t tid, uint64_t start, uint64_t end) const {
   TimeSplit split;
-  for (const OffCpuInterval* interval : index_.off_cpu.During(tid, start, end)) {
+  for (const OffCpuInterval* interval : index_->off_cpu.During(tid, start, end)) {
     uint64_t clipped_start = std::max(interval->start_ns, start);
     uint64_t clipped_end = std::min(interval->end_ns, end);
     Wait wait = MakeWait(*interval, clipped_start, clipped_end);
@@ -219,6 +241,8 @@ TimeSplit Analyzer::Split(uint32_t tid, uint64_t start, uint64_t end) const {
   split.on_cpu_ns = end - start > off_cpu ? end - start - off_cpu : 0;
   return split;
 }
+
+namespace {
 
 // The object a thread slept on longest among `waits`, and for how long.
 std::pair<std::optional<WaitObject>, uint64_t> LongestWaitObject(const std::vector<Wait>& waits) {
@@ -325,9 +349,9 @@ uint64_t Analyzer::HoldStart(uint32_t tid, const WaitObject& object, uint64_t fr
   // The hold may have begun before the first victim blocked: look back over the CUDA call the
   // releaser was in, too.
   uint64_t since = freeze_start;
-  if (const ApiCall* call = index_.calls.At(tid, release)) since = std::min(since, call->enter_ns);
+  if (const ApiCall* call = waits_.CallAt(tid, release)) since = std::min(since, call->enter_ns);
   uint64_t start = since;
-  for (const OffCpuInterval* interval : index_.off_cpu.During(tid, since, release)) {
+  for (const OffCpuInterval* interval : waits_.OffCpuDuring(tid, since, release)) {
     if (interval->end_ns > release) break;
     if (MakeWait(*interval, interval->start_ns, interval->end_ns).object == object) {
       start = interval->end_ns;
@@ -403,7 +427,7 @@ HolderActivity Analyzer::DescribeHolder(uint32_t tid, uint64_t hold_start,
   holder.tid = tid;
   holder.hold_start_ns = hold_start;
   holder.release_ns = release_ns;
-  holder.call = index_.calls.At(tid, release_ns);
+  holder.call = waits_.CallAt(tid, release_ns);
   if (holder.call != nullptr) {
     for (size_t i = 0; i < analysis_.blocked_calls.size(); ++i) {
       if (analysis_.blocked_calls[i].call == holder.call) holder.blocked_call = static_cast<int>(i);

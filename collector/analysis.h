@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -131,6 +133,40 @@ struct Freeze {
   std::vector<FreezeMember> members;  // one per blocked call, in order of the wait's start
   std::optional<HolderActivity> holder;
   size_t thread_count = 0;  // distinct threads among the members
+};
+
+// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside.
+struct TimeSplit {
+  uint64_t on_cpu_ns = 0;
+  uint64_t runnable_ns = 0;
+  uint64_t asleep_ns = 0;
+  std::vector<Wait> waits;
+};
+
+// Reads what a thread did from the kernel's record: each off-CPU interval as a Wait (on what, woken
+// by whom, the owner of the lock), and how it spent an interval.
+class WaitReader {
+ public:
+  explicit WaitReader(const Session& session);
+  ~WaitReader();
+  WaitReader(const WaitReader&) = delete;
+  WaitReader& operator=(const WaitReader&) = delete;
+
+  // `interval` as a wait, clipped to [start, end).
+  Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
+  TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
+  // The CUDA call of `tid` in progress at `time_ns` (the innermost), or nullptr.
+  const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
+  // The futex call of `tid` in progress at `time_ns`, or nullptr.
+  const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
+  std::span<const OffCpuInterval* const> OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                                      uint64_t end_ns) const;
+
+ private:
+  struct Index;
+  WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
+  const Session& session_;
+  std::unique_ptr<Index> index_;
 };
 
 struct Analysis {

@@ -24,9 +24,12 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   auto session = ReadSession(directory);
   if (!session.ok()) return session.status();
   Analysis analysis = Analyze(*session, options.analysis);
+  DiagnosisOptions diagnosis_options = options.diagnosis;
+  diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
+  Diagnosis diagnosis = Diagnose(*session, diagnosis_options);
 
   CollectResult result;
-  result.text_report = RenderTextReport(*session, analysis);
+  result.text_report = RenderTextReport(*session, analysis, {}, &diagnosis);
   for (const Diagnostic& diagnostic : session->diagnostics) {
     result.warnings.push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
                               ": " + diagnostic.message);
@@ -42,11 +45,11 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
     }
   };
   std::string trace = (dir / kTraceFile).string();
-  write(trace, WritePerfettoTrace(*session, trace));
+  write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
-  write(json, WriteTextFile(json, RenderJsonReport(*session, analysis).dump(1) + "\n"));
+  write(json, WriteTextFile(json, RenderJsonReport(*session, analysis, &diagnosis).dump(1) + "\n"));
   return result;
 }
 

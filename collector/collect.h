@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "analysis.h"
+#include "diagnosis.h"
 #include "status.h"
 
 namespace gprof::collector {
@@ -15,7 +16,8 @@ inline constexpr char kJsonReportFile[] = "report.json";
 
 struct CollectOptions {
   AnalysisOptions analysis;
-  bool write_files = true;  // trace and reports into the session directory
+  DiagnosisOptions diagnosis;  // its wait threshold is the analysis's
+  bool write_files = true;     // trace and reports into the session directory
 };
 
 struct CollectResult {

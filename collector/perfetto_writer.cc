@@ -404,6 +404,7 @@ enum class TrackKind : uint64_t {
   kGpuStream = 6,
   kGpuSync = 7,
   kKernel = 8,
+  kDiagnosis = 9,
 };
 
 uint64_t TrackUuid(TrackKind kind, uint32_t id) {
@@ -494,6 +495,20 @@ class TrackRegistry {
   }
 
   // The global track of what gprof-run has to say about the recording itself.
+  // Lane `lane` of the diagnosis: freezes and GPU gaps overlap, and a track's slices must nest.
+  EventTrack& Diagnosis(uint32_t lane) {
+    auto [entry, inserted] = diagnosis_lanes_.try_emplace(lane, NextSequenceId());
+    if (inserted) {
+      uint64_t uuid = TrackUuid(TrackKind::kDiagnosis, lane);
+      std::string name = lane == 0 ? "diagnosis" : "diagnosis " + std::to_string(lane + 1);
+      packets_.WriteEventTrackDescriptor(entry->second.sequence, uuid,
+                                         [&](DescriptorBuilder& descriptor) {
+                                           descriptor.add_string(TrackDescriptorField::kName, name);
+                                         });
+    }
+    return entry->second;
+  }
+
   EventTrack& GprofRun() {
     if (!gprof_run_) {
       uint64_t uuid = TrackUuid(TrackKind::kGprofRun, 0);
@@ -573,6 +588,7 @@ class TrackRegistry {
   Sequence& metadata_;  // the sequence of packets that need no track: clock snapshot, processes
   uint32_t next_sequence_id_ = metadata_.id() + 1;
   std::optional<EventTrack> gprof_run_;
+  std::map<uint32_t, EventTrack> diagnosis_lanes_;
   std::unordered_map<uint32_t, ThreadTracks> threads_;  // by tid; elements never move
   std::unordered_set<uint32_t> described_pids_;
   // By pid, device and stream; elements never move.
@@ -630,6 +646,9 @@ struct Vocabulary {
         lock_kind(Name(interner, "lock_kind")),
         owner(Name(interner, "owner")),
         owner_inferred(Name(interner, "owner_inferred")),
+        explanation(Name(interner, "explanation")),
+        cause(Name(interner, "cause")),
+        cause_rank(Name(interner, "cause_rank")),
         fd(Name(interner, "fd")),
         request(Name(interner, "request")),
         length(Name(interner, "length")),
@@ -652,7 +671,8 @@ struct Vocabulary {
   uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
   uint64_t user_stack, waker_user_stack, location, uaddrs;
-  uint64_t lock, lock_kind, owner, owner_inferred, fd, request, length, address, prot, flags, major;
+  uint64_t lock, lock_kind, owner, owner_inferred, explanation, cause, cause_rank, fd, request,
+      length, address, prot, flags, major;
 };
 
 std::string Hex(uint64_t value) {
@@ -1614,7 +1634,94 @@ class GprofRunEventWriter {
   const Vocabulary& vocabulary_;
 };
 
-Status WriteTrace(const Session& session, TraceFile& file) {
+// The diagnosis as slices: one per freeze and per GPU gap, named by what happened and carrying the
+// explanation; laid out greedily on as many lanes as overlaps need.
+class DiagnosisWriter {
+ public:
+  DiagnosisWriter(const Session& session, const Diagnosis& diagnosis, TrackRegistry& tracks,
+                  PacketWriter& packets, StringInterner& interner, const Vocabulary& vocabulary)
+      : session_(session),
+        diagnosis_(diagnosis),
+        tracks_(tracks),
+        packets_(packets),
+        interner_(interner),
+        vocabulary_(vocabulary) {}
+
+  void Write() {
+    struct Item {
+      uint64_t start_ns, end_ns;
+      std::string name, explanation;
+      int cause;
+    };
+    std::vector<Item> items;
+    for (const DiagnosedFreeze& freeze : diagnosis_.freezes) {
+      std::string name = std::to_string(freeze.tids.size()) + " threads froze";
+      std::string explanation;
+      if (freeze.cause >= 0) {
+        const Cause& cause = diagnosis_.causes[freeze.cause];
+        name += " on " + std::string(WaitClassName(cause.wait_class));
+        explanation = "waited on " + cause.identity;
+        if (cause.holder_tid != 0)
+          explanation += "; held by " + session_.ThreadLabel(cause.holder_tid);
+        if (cause.root) explanation += "; root: " + DescribeLink(session_, *cause.root);
+      }
+      items.push_back({freeze.start_ns, freeze.end_ns, name, explanation, freeze.cause});
+    }
+    for (const GpuGap& gap : diagnosis_.gaps) {
+      std::string name = "GPU " + std::to_string(gap.device_id) + " stream " +
+                         std::to_string(gap.stream_id) + " idle";
+      std::string explanation;
+      if (gap.gpu_side) {
+        explanation = "queued in time, held on the GPU side";
+      } else if (gap.late_thread) {
+        explanation = "waited for " + DescribeLink(session_, *gap.late_thread);
+      }
+      items.push_back({gap.start_ns, gap.end_ns, name, explanation, gap.cause});
+    }
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item& a, const Item& b) { return a.start_ns < b.start_ns; });
+    std::vector<uint64_t> lane_ends;
+    for (const Item& item : items) {
+      size_t lane = 0;
+      while (lane < lane_ends.size() && lane_ends[lane] > item.start_ns) ++lane;
+      if (lane == lane_ends.size()) lane_ends.push_back(0);
+      lane_ends[lane] = item.end_ns;
+      Sequence& sequence = tracks_.Diagnosis(static_cast<uint32_t>(lane)).sequence;
+      TrackEventSpec begin;
+      begin.type = TrackEventType::kSliceBegin;
+      begin.timestamp_ns = item.start_ns;
+      begin.name_iid = interner_.Intern(InternTable::kEventNames, item.name);
+      begin.category_iid = vocabulary_.gprof_run;
+      if (!item.explanation.empty()) {
+        begin.Annotate(vocabulary_.explanation, Annotation::Kind::kInternedString,
+                       interner_.Intern(InternTable::kAnnotationStrings, item.explanation));
+      }
+      if (item.cause >= 0) {
+        const Cause& cause = diagnosis_.causes[item.cause];
+        begin.Annotate(vocabulary_.cause_rank, Annotation::Kind::kUint, item.cause + 1);
+        begin.Annotate(
+            vocabulary_.cause, Annotation::Kind::kInternedString,
+            interner_.Intern(InternTable::kAnnotationStrings,
+                             std::string(WaitClassName(cause.wait_class)) + ": " + cause.identity));
+      }
+      packets_.WriteTrackEvent(sequence, begin);
+      TrackEventSpec end;
+      end.type = TrackEventType::kSliceEnd;
+      end.timestamp_ns = std::max(item.end_ns, item.start_ns);
+      packets_.WriteTrackEvent(sequence, end);
+    }
+  }
+
+ private:
+  const Session& session_;
+  const Diagnosis& diagnosis_;
+  TrackRegistry& tracks_;
+  PacketWriter& packets_;
+  StringInterner& interner_;
+  const Vocabulary& vocabulary_;
+};
+
+Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions& options) {
   StringInterner interner;
   Vocabulary vocabulary(interner);
   PacketWriter packets(file, interner);
@@ -1624,18 +1731,21 @@ Status WriteTrace(const Session& session, TraceFile& file) {
   tracks.DescribeModel();
   GprofRunEventWriter(session, tracks, packets, interner, vocabulary).Write();
   TimelineWriter(session, tracks, packets, interner, vocabulary).Write();
+  if (options.diagnosis != nullptr) {
+    DiagnosisWriter(session, *options.diagnosis, tracks, packets, interner, vocabulary).Write();
+  }
   return file.Close();
 }
 
 }  // namespace
 
 Status WritePerfettoTrace(const Session& session, const std::string& path,
-                          const PerfettoOptions& /*options*/) {
+                          const PerfettoOptions& options) {
   TraceFile file(path);
   if (Status opened = file.Open(); !opened.ok()) return opened;
   // Exceptions stop at the module boundary; the only one expected here is running out of memory.
   try {
-    return WriteTrace(session, file);
+    return WriteTrace(session, file, options);
   } catch (const std::exception& error) {
     return Status::Error("cannot write Perfetto trace " + path + ": " + error.what());
   }

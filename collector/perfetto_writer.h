@@ -33,13 +33,17 @@
 
 #include <string>
 
+#include "diagnosis.h"
 #include "model.h"
 #include "status.h"
 
 namespace gprof::collector {
 
-// Export settings. None yet: callers pass the defaults, so adding one later changes no call site.
-struct PerfettoOptions {};
+struct PerfettoOptions {
+  // With a diagnosis, a "diagnosis" track holds one slice per freeze and per GPU gap with its
+  // explanation, and flows lead from each frozen wait to the thread that ended it.
+  const Diagnosis* diagnosis = nullptr;
+};
 
 // Writes `session` to `path` (created or truncated). The session's record vectors must be sorted as
 // model.h states (api_calls by enter_ns; off_cpu, futex_calls and gpu_activities by start_ns).

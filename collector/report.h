@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis.h"
+#include "diagnosis.h"
 #include "model.h"
 
 namespace gprof::collector {
@@ -15,8 +16,12 @@ struct ReportOptions {
   size_t max_listed = 20;  // freezes and slow calls printed in the text; the JSON has all
 };
 
+// With a diagnosis, the report opens with it (report_diagnosis.h) and report.json carries it as
+// "diagnosis".
 std::string RenderTextReport(const Session& session, const Analysis& analysis,
-                             const ReportOptions& options = {});
-nlohmann::json RenderJsonReport(const Session& session, const Analysis& analysis);
+                             const ReportOptions& options = {},
+                             const Diagnosis* diagnosis = nullptr);
+nlohmann::json RenderJsonReport(const Session& session, const Analysis& analysis,
+                                const Diagnosis* diagnosis = nullptr);
 
 }  // namespace gprof::collector

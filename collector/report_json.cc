@@ -360,8 +360,6 @@ json SessionJson(const Session& session) {
           {"threads", std::move(threads)}};
 }
 
-}  // namespace
-
 json GpuSummaryJson(const Session& session, const GpuSummary& gpu) {
   json kernels = json::array();
   for (const KernelTotal& kernel : gpu.kernels_by_time) {
@@ -378,7 +376,116 @@ json GpuSummaryJson(const Session& session, const GpuSummary& gpu) {
           {"kernels", std::move(kernels)}};
 }
 
-json RenderJsonReport(const Session& session, const Analysis& analysis) {
+const char* LinkStateName(ChainLink::State state) {
+  switch (state) {
+    case ChainLink::State::kAsleep:
+      return "asleep";
+    case ChainLink::State::kOnCpu:
+      return "on_cpu";
+    case ChainLink::State::kRunnable:
+      return "runnable";
+    case ChainLink::State::kGpu:
+      return "waiting_for_gpu";
+    case ChainLink::State::kExited:
+      return "exited";
+  }
+  return "unknown";
+}
+
+json LinkJson(const Session& session, const ChainLink& link) {
+  return {{"thread", ThreadRef(session, link.tid)},
+          {"start_ns", link.start_ns},
+          {"end_ns", link.end_ns},
+          {"state", LinkStateName(link.state)},
+          {"on_cpu_ns", link.on_cpu_ns},
+          {"asleep_ns", link.asleep_ns},
+          {"runnable_ns", link.runnable_ns},
+          {"call", CallJson(session, link.call)},
+          {"wait", link.wait ? WaitJson(session, *link.wait) : json(nullptr)},
+          {"wait_class", link.wait ? json(WaitClassName(link.wait_class)) : json(nullptr)},
+          {"gpu_activity", ActivityJson(session, link.gpu_activity)},
+          {"memory_call", MemoryMapCallJson(link.memory_call)},
+          {"text", DescribeLink(session, link)}};
+}
+
+json IndexOrNull(int index) { return index >= 0 ? json(index) : json(nullptr); }
+
+json DiagnosisJson(const Session& session, const Diagnosis& diagnosis) {
+  json causes = json::array();
+  for (const Cause& cause : diagnosis.causes) {
+    json threads = json::array();
+    for (uint32_t tid : cause.tids) threads.push_back(ThreadRef(session, tid));
+    causes.push_back(
+        {{"class", WaitClassName(cause.wait_class)},
+         {"identity", cause.identity},
+         {"object", cause.wait_class == WaitClass::kCpu || cause.identity.empty()
+                        ? json(nullptr)
+                        : ObjectJson(session, cause.object)},
+         {"holder", cause.holder_tid != 0 ? ThreadRef(session, cause.holder_tid) : json(nullptr)},
+         {"root", cause.root ? LinkJson(session, *cause.root) : json(nullptr)},
+         {"gpu_idle_ns", cause.gpu_idle_ns},
+         {"blocked_ns", cause.blocked_ns},
+         {"longest_ns", cause.longest_ns},
+         {"wait_count", cause.wait_count},
+         {"threads", std::move(threads)},
+         {"stalls", cause.stalls},
+         {"freezes", cause.freezes},
+         {"gaps", cause.gaps}});
+  }
+  json stalls = json::array();
+  for (const Stall& stall : diagnosis.stalls) {
+    json chain = json::array();
+    for (const ChainLink& link : stall.chain) chain.push_back(LinkJson(session, link));
+    stalls.push_back({{"thread", ThreadRef(session, stall.tid)},
+                      {"class", WaitClassName(stall.wait_class)},
+                      {"wait", WaitJson(session, stall.wait)},
+                      {"asleep_ns", stall.asleep_ns()},
+                      {"call", CallJson(session, stall.call)},
+                      {"chain", std::move(chain)},
+                      {"cause", IndexOrNull(stall.cause)},
+                      {"freeze", IndexOrNull(stall.freeze)}});
+  }
+  json freezes = json::array();
+  for (const DiagnosedFreeze& freeze : diagnosis.freezes) {
+    json threads = json::array();
+    for (uint32_t tid : freeze.tids) threads.push_back(ThreadRef(session, tid));
+    freezes.push_back({{"start_ns", freeze.start_ns},
+                       {"end_ns", freeze.end_ns},
+                       {"threads", std::move(threads)},
+                       {"stalls", freeze.stalls},
+                       {"cause", IndexOrNull(freeze.cause)}});
+  }
+  json gaps = json::array();
+  for (const GpuGap& gap : diagnosis.gaps) {
+    gaps.push_back(
+        {{"pid", gap.pid},
+         {"device", gap.device_id},
+         {"stream", gap.stream_id},
+         {"start_ns", gap.start_ns},
+         {"end_ns", gap.end_ns},
+         {"before", ActivityJson(session, gap.before)},
+         {"after", ActivityJson(session, gap.after)},
+         {"before_call", CallJson(session, gap.before_call)},
+         {"after_call", CallJson(session, gap.after_call)},
+         {"late_thread", gap.late_thread ? LinkJson(session, *gap.late_thread) : json(nullptr)},
+         {"stall", IndexOrNull(gap.stall)},
+         {"gpu_side", gap.gpu_side},
+         {"gpu_side_activity", ActivityJson(session, gap.gpu_side_activity)},
+         {"cause", IndexOrNull(gap.cause)}});
+  }
+  return {{"kernel_recorded", diagnosis.kernel_recorded},
+          {"wait_threshold_ns", diagnosis.options.wait_threshold_ns},
+          {"gap_threshold_ns", diagnosis.options.gap_threshold_ns},
+          {"causes", std::move(causes)},
+          {"freezes", std::move(freezes)},
+          {"gaps", std::move(gaps)},
+          {"stalls", std::move(stalls)}};
+}
+
+}  // namespace
+
+json RenderJsonReport(const Session& session, const Analysis& analysis,
+                      const Diagnosis* diagnosis) {
   json slow_calls = json::array();
   for (const BlockedCall& blocked : analysis.blocked_calls) {
     slow_calls.push_back(BlockedCallJson(session, blocked));
@@ -392,7 +499,8 @@ json RenderJsonReport(const Session& session, const Analysis& analysis) {
           {"threshold_ns", analysis.options.threshold_ns},
           {"slow_calls", std::move(slow_calls)},
           {"freezes", std::move(freezes)},
-          {"gpu", GpuSummaryJson(session, analysis.gpu)}};
+          {"gpu", GpuSummaryJson(session, analysis.gpu)},
+          {"diagnosis", diagnosis != nullptr ? DiagnosisJson(session, *diagnosis) : json(nullptr)}};
 }
 
 }  // namespace gprof::collector

@@ -5,6 +5,7 @@
 
 #include "gpu_vocabulary.h"
 #include "report.h"
+#include "report_diagnosis.h"
 #include "report_format.h"
 #include "user_symbols.h"
 
@@ -100,11 +101,14 @@ std::string ClockOffsetText(const Process& process) {
 
 class TextReport {
  public:
-  TextReport(const Session& session, const Analysis& analysis, const ReportOptions& options)
-      : session_(session), analysis_(analysis), options_(options) {}
+  TextReport(const Session& session, const Analysis& analysis, const ReportOptions& options,
+             const Diagnosis* diagnosis)
+      : session_(session), analysis_(analysis), options_(options), diagnosis_(diagnosis) {}
 
   std::string Render() {
     Header();
+    if (diagnosis_ != nullptr)
+      out_ << "\n" << RenderDiagnosisText(session_, *diagnosis_, options_.max_listed);
     Freezes();
     OtherSlowCalls();
     return out_.str();
@@ -141,6 +145,7 @@ class TextReport {
   const Session& session_;
   const Analysis& analysis_;
   const ReportOptions& options_;
+  const Diagnosis* diagnosis_;
   std::ostringstream out_;
   std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
 };
@@ -416,8 +421,8 @@ void TextReport::OtherSlowCalls() {
 }  // namespace
 
 std::string RenderTextReport(const Session& session, const Analysis& analysis,
-                             const ReportOptions& options) {
-  return TextReport(session, analysis, options).Render();
+                             const ReportOptions& options, const Diagnosis* diagnosis) {
+  return TextReport(session, analysis, options, diagnosis).Render();
 }
 
 }  // namespace gprof::collector

@@ -1,7 +1,5 @@
 #include "session_reader.h"
 
-#include "lock_owners.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>

@@ -30,6 +30,9 @@
 //               wakeup itself comes from a kworker, as a driver's comes from its interrupt).
 // futex-waitv   "waitv-waiter" waits in futex_waitv (syscall 449) on two private futex words;
 //               "waitv-waker" sets the second and wakes it with FUTEX_WAKE 30 ms later.
+// control       no contention, for the diagnosis to find none: fewer "worker-<i>" threads than
+//               CPUs each compute for 200 ms, taking and releasing a mutex of their own; the main
+//               thread waits for them.
 //
 // stdout, printed once every thread has finished (printing meanwhile would add waits of its own):
 // one fact per line, `key=value` fields, numbers in decimal or 0x-prefixed hex, times in
@@ -598,6 +601,30 @@ void DeviceIoctl(Scenario& scenario) {
   close(master);
 }
 
+// Spans: "work" per worker (iterations done).
+void Control(Scenario& scenario) {
+  constexpr uint64_t kWorkNs = 200 * kMs;
+  const cpu_set_t allowed = AllowedCpus();
+  const int workers = std::max(1, std::min(2, CPU_COUNT(&allowed) - 1));
+  const uint64_t start_ns = NowNs() + 20 * kMs;  // once every thread exists
+  for (int i = 0; i < workers; ++i) {
+    scenario.Add("worker", "worker-" + std::to_string(i)).Start([=](Actor& self) {
+      pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;  // nobody else takes it
+      SleepUntil(start_ns);
+      uint64_t iterations = 0;
+      while (NowNs() < start_ns + kWorkNs) {
+        pthread_mutex_lock(&own);
+        for (int k = 0; k < 1000; ++k) asm volatile("" ::: "memory");
+        pthread_mutex_unlock(&own);
+        ++iterations;
+      }
+      self.Record("work", start_ns, NowNs(), " iterations=%" PRIu64, iterations);
+    });
+  }
+  scenario.JoinAll();
+  scenario.Result("workers=%d", workers);
+}
+
 // Spans: "futex_waitv" (count, ret: the index of the word that woke it), "futex_wake" (addr, ret:
 // threads woken).
 void FutexWaitv(Scenario& scenario) {
@@ -649,6 +676,7 @@ constexpr Entry kScenarios[] = {
     {"kernel-mutex", KernelMutex},
     {"device-ioctl", DeviceIoctl},
     {"futex-waitv", FutexWaitv},
+    {"control", Control},
 };
 
 void OnWatchdog(int) {

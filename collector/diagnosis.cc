@@ -1,0 +1,492 @@
+#include "diagnosis.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include "gpu_timeline.h"
+#include "gpu_vocabulary.h"
+#include "kernel_vocabulary.h"
+#include "report_format.h"
+#include "user_symbols.h"
+
+namespace gprof::collector {
+namespace {
+
+// The injected library's own thread: its waits are ours, not the program's.
+bool IsProfilerThread(const Session& session, uint32_t tid) {
+  auto thread = session.threads.find(tid);
+  return thread != session.threads.end() && thread->second.name == "gprof-writer";
+}
+
+// A thread that runnable-waits at least this share of its life, for at least the threshold,
+// was short of CPU.
+constexpr double kCpuStarvedShare = 0.05;
+
+class Diagnoser {
+ public:
+  Diagnoser(const Session& session, const DiagnosisOptions& options)
+      : session_(session),
+        reader_(session),
+        classifier_(session, reader_),
+        correlation_(session),
+        gpu_busy_(session) {
+    diagnosis_.options = options;
+    diagnosis_.kernel_recorded = session.meta.kernel_recording;
+  }
+
+  Diagnosis Run() {
+    FindStalls();
+    GroupCauses();
+    FindCpuStarvation();
+    FindFreezes();
+    FindGpuGaps();
+    Rank();
+    return std::move(diagnosis_);
+  }
+
+ private:
+  ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  std::vector<ChainLink> Chain(const Stall& stall) const;
+  void FindStalls();
+  void GroupCauses();
+  void FindCpuStarvation();
+  void FindFreezes();
+  void FindGpuGaps();
+  void ExplainGap(GpuGap& gap);
+  int CauseFor(const std::string& key, WaitClass wait_class, const WaitObject& object,
+               std::string identity);
+  void Rank();
+  bool InTree(uint32_t tid) const { return session_.threads.contains(tid); }
+
+  const Session& session_;
+  WaitReader reader_;
+  WaitClassifier classifier_;
+  GpuCorrelation correlation_;
+  GpuBusyTimeline gpu_busy_;
+  Diagnosis diagnosis_;
+  std::map<std::string, int> cause_by_key_;
+};
+
+ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+  ChainLink link;
+  link.tid = tid;
+  link.start_ns = start_ns;
+  link.end_ns = std::max(start_ns, end_ns);
+  if (auto thread = session_.threads.find(tid); thread != session_.threads.end()) {
+    link.pid = thread->second.pid;
+    if (thread->second.exit_ns != 0 && thread->second.exit_ns < start_ns) {
+      link.state = ChainLink::State::kExited;
+      return link;
+    }
+  }
+  link.call = reader_.CallAt(tid, link.end_ns);
+  TimeSplit split = reader_.Split(tid, link.start_ns, link.end_ns);
+  link.on_cpu_ns = split.on_cpu_ns;
+  link.asleep_ns = split.asleep_ns;
+  link.runnable_ns = split.runnable_ns;
+  if (split.asleep_ns > split.on_cpu_ns && split.asleep_ns >= split.runnable_ns) {
+    link.state = ChainLink::State::kAsleep;
+    const Wait* longest = nullptr;
+    for (const Wait& wait : split.waits) {
+      if (wait.state == OffCpuState::kRunnable) continue;
+      if (longest == nullptr || wait.asleep_ns() > longest->asleep_ns()) longest = &wait;
+    }
+    if (longest != nullptr) {
+      link.wait = *longest;
+      link.wait_class = classifier_.Classify(tid, *longest);
+    }
+    // A CUDA call asleep, not on a lock, while the GPU was busy most of the time waited for the
+    // GPU: name what the GPU ran.
+    if (link.call != nullptr && gpu_busy_.Recorded(link.pid) &&
+        (link.wait == std::nullopt || !IsContention(link.wait_class))) {
+      GpuUse use = gpu_busy_.UseDuring(link.pid, link.start_ns, link.end_ns);
+      if (use.longest != nullptr && use.busy_ns * 2 >= link.end_ns - link.start_ns) {
+        link.state = ChainLink::State::kGpu;
+        link.gpu_activity = use.longest;
+      }
+    }
+  } else if (split.runnable_ns > split.on_cpu_ns) {
+    link.state = ChainLink::State::kRunnable;
+  }
+  return link;
+}
+
+std::vector<ChainLink> Diagnoser::Chain(const Stall& stall) const {
+  std::vector<ChainLink> chain;
+  // Who ended the wait: its waker; for a kernel lock whose waker is not known, its owner.
+  uint32_t next = stall.wait.waker_tid;
+  uint64_t until = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+  const MemoryMapCall* memory_call = nullptr;
+  if (const LockWait* lock = stall.wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+    if (next == 0 || !InTree(next)) next = lock->owner_tid;
+    if (next == lock->owner_tid) memory_call = stall.wait.owner_memory_call;
+  }
+  std::set<uint32_t> seen = {stall.tid};
+  uint64_t from = stall.wait.start_ns;
+  while (next != 0 && InTree(next) && !seen.contains(next) &&
+         chain.size() < diagnosis_.options.max_chain) {
+    seen.insert(next);
+    ChainLink link = MakeLink(next, from, until);
+    if (memory_call != nullptr) link.memory_call = memory_call;
+    memory_call = nullptr;
+    chain.push_back(link);
+    if (link.state != ChainLink::State::kAsleep || !link.wait) break;
+    // Follow the thread that ended this link's sleep, over that sleep.
+    next = link.wait->waker_tid;
+    if (const LockWait* lock = link.wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+      if (next == 0 || !InTree(next)) next = lock->owner_tid;
+      if (next == lock->owner_tid) memory_call = link.wait->owner_memory_call;
+    }
+    from = link.wait->start_ns;
+    until = link.wait->wake_ns != 0 ? link.wait->wake_ns : link.wait->end_ns;
+  }
+  return chain;
+}
+
+void Diagnoser::FindStalls() {
+  for (const OffCpuInterval& interval : session_.off_cpu) {
+    if (interval.state() == OffCpuState::kRunnable) continue;
+    uint64_t asleep_until = interval.wake_ns != 0 ? interval.wake_ns : interval.end_ns;
+    if (asleep_until - interval.start_ns < diagnosis_.options.wait_threshold_ns) continue;
+    if (IsProfilerThread(session_, interval.tid)) continue;
+    Stall stall;
+    stall.pid = interval.pid;
+    stall.tid = interval.tid;
+    stall.wait = reader_.MakeWait(interval, interval.start_ns, interval.end_ns);
+    stall.wait_class = classifier_.Classify(interval.tid, stall.wait);
+    stall.call = reader_.CallAt(interval.tid, interval.start_ns);
+    stall.chain = Chain(stall);
+    diagnosis_.stalls.push_back(std::move(stall));
+  }
+}
+
+int Diagnoser::CauseFor(const std::string& key, WaitClass wait_class, const WaitObject& object,
+                        std::string identity) {
+  auto [entry, inserted] = cause_by_key_.try_emplace(key, 0);
+  if (inserted) {
+    entry->second = static_cast<int>(diagnosis_.causes.size());
+    Cause cause;
+    cause.wait_class = wait_class;
+    cause.object = object;
+    cause.identity = std::move(identity);
+    diagnosis_.causes.push_back(std::move(cause));
+  }
+  return entry->second;
+}
+
+void AddThread(std::vector<uint32_t>& tids, uint32_t tid) {
+  if (std::find(tids.begin(), tids.end(), tid) == tids.end()) tids.push_back(tid);
+}
+
+// Convoys on one object collapse into one cause: the key is the object, not the holder.
+void Diagnoser::GroupCauses() {
+  std::vector<std::map<uint32_t, uint64_t>> ended_by;  // per cause: waker tid -> time it ended
+  std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
+  for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
+    Stall& stall = diagnosis_.stalls[i];
+    if (!IsContention(stall.wait_class)) continue;
+    const WaitObject& object = stall.wait.object;
+    std::string where = std::to_string(object.address);
+    std::string identity = DescribeWaitObject(session_, object);
+    if (object.kind == WaitKind::kFutex) {
+      // The words of one lock (a condition variable alternates between two, a mutex and its
+      // condition sit side by side in the GIL) are one object: named by the symbol holding them.
+      UserLocation location = LocateUserAddress(session_, object.pid, object.address,
+                                                object.seen_ns, AddressUse::kData);
+      if (!location.symbol.empty()) {
+        where = location.module + ":" + location.symbol;
+        identity = (stall.wait_class == WaitClass::kPythonGil ? "the GIL: " : "") +
+                   location.symbol + " in " + location.module + " (futex " +
+                   FormatHex(object.address) + ")";
+      }
+    }
+    std::string key = std::string(WaitClassName(stall.wait_class)) + "|" +
+                      std::to_string(static_cast<int>(object.kind)) + "|" +
+                      std::to_string(object.pid) + "|" + where + "|" + object.device + "|" +
+                      (object.kind == WaitKind::kKernelFunction ? object.kernel_function : "");
+    stall.cause = CauseFor(key, stall.wait_class, object, identity);
+    Cause& cause = diagnosis_.causes[stall.cause];
+    ended_by.resize(diagnosis_.causes.size());
+    rooted_ns.resize(diagnosis_.causes.size());
+    cause.blocked_ns += stall.asleep_ns();
+    cause.wait_count += 1;
+    AddThread(cause.tids, stall.tid);
+    cause.stalls.push_back(static_cast<int>(i));
+    uint32_t ender = stall.chain.empty() ? 0 : stall.chain.front().tid;
+    ended_by[stall.cause][ender] += stall.asleep_ns();
+    cause.longest_ns = std::max(cause.longest_ns, stall.asleep_ns());
+    if (!stall.chain.empty() && stall.asleep_ns() > rooted_ns[stall.cause]) {
+      rooted_ns[stall.cause] = stall.asleep_ns();
+      cause.root = stall.chain.back();
+    }
+  }
+  // The holder ended most of the waiting without waiting on the object itself: a waiter that
+  // woke the next one only passed the lock on (a convoy). Without one, the root of the longest
+  // chain holds it.
+  for (size_t c = 0; c < ended_by.size(); ++c) {
+    Cause& cause = diagnosis_.causes[c];
+    uint64_t most = 0;
+    for (const auto& [tid, ns] : ended_by[c]) {
+      bool waited_too = std::find(cause.tids.begin(), cause.tids.end(), tid) != cause.tids.end();
+      if (tid != 0 && !waited_too && ns > most) {
+        most = ns;
+        cause.holder_tid = tid;
+      }
+    }
+    // Every thread both waited and released (the GIL passed around): the one that released most.
+    for (const auto& [tid, ns] : ended_by[c]) {
+      if (cause.holder_tid == 0 && tid != 0 && ns > most) most = ns, cause.holder_tid = tid;
+    }
+    if (cause.holder_tid == 0 && cause.root) cause.holder_tid = cause.root->tid;
+  }
+}
+
+// More threads ready to run than CPUs: no lock, only time runnable.
+void Diagnoser::FindCpuStarvation() {
+  struct ThreadTime {
+    uint64_t runnable_ns = 0, first_ns = UINT64_MAX, last_ns = 0;
+    uint32_t pid = 0;
+  };
+  std::map<uint32_t, ThreadTime> threads;
+  for (const OffCpuInterval& interval : session_.off_cpu) {
+    if (IsProfilerThread(session_, interval.tid)) continue;
+    ThreadTime& time = threads[interval.tid];
+    time.pid = interval.pid;
+    time.first_ns = std::min(time.first_ns, interval.start_ns);
+    time.last_ns = std::max(time.last_ns, interval.end_ns);
+    if (interval.state() == OffCpuState::kRunnable) {
+      time.runnable_ns += interval.duration();
+    } else if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns) {
+      time.runnable_ns += interval.end_ns - interval.wake_ns;
+    }
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> starved;
+  for (const auto& [tid, time] : threads) {
+    uint64_t life = time.last_ns > time.first_ns ? time.last_ns - time.first_ns : 0;
+    if (time.runnable_ns >= diagnosis_.options.wait_threshold_ns &&
+        time.runnable_ns >= life * kCpuStarvedShare)
+      starved.emplace_back(tid, time.runnable_ns);
+  }
+  if (starved.size() < 2) return;
+  WaitObject none;
+  int index = CauseFor("cpu", WaitClass::kCpu, none, "too few CPUs for the threads ready to run");
+  Cause& cause = diagnosis_.causes[index];
+  for (const auto& [tid, ns] : starved) {
+    cause.blocked_ns += ns;
+    cause.longest_ns = std::max(cause.longest_ns, ns);
+    AddThread(cause.tids, tid);
+  }
+  cause.wait_count = starved.size();
+}
+
+// Overlapping waits with one cause, of at least two threads.
+void Diagnoser::FindFreezes() {
+  std::map<int, std::vector<int>> by_cause;
+  for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
+    if (diagnosis_.stalls[i].cause >= 0)
+      by_cause[diagnosis_.stalls[i].cause].push_back(static_cast<int>(i));
+  }
+  auto close = [&](int cause, std::vector<int>& group, uint64_t start, uint64_t end) {
+    DiagnosedFreeze freeze;
+    freeze.start_ns = start;
+    freeze.end_ns = end;
+    freeze.cause = cause;
+    for (int i : group) AddThread(freeze.tids, diagnosis_.stalls[i].tid);
+    if (freeze.tids.size() >= 2) {
+      freeze.stalls = group;
+      diagnosis_.freezes.push_back(std::move(freeze));
+    }
+    group.clear();
+  };
+  for (auto& [cause, stalls] : by_cause) {
+    std::vector<int> group;
+    uint64_t start = 0, end = 0;
+    for (int i : stalls) {  // in start order: stalls are
+      // Until the thread ran again: woken but kept from a CPU, it is still held up.
+      const Wait& wait = diagnosis_.stalls[i].wait;
+      uint64_t wait_end = wait.end_ns;
+      // Waits a moment apart are one freeze: a woken waiter that loses the race waits again.
+      if (!group.empty() && wait.start_ns > end + diagnosis_.options.wait_threshold_ns)
+        close(cause, group, start, end);
+      if (group.empty()) start = wait.start_ns, end = wait_end;
+      group.push_back(i);
+      end = std::max(end, wait_end);
+    }
+    if (!group.empty()) close(cause, group, start, end);
+  }
+  std::sort(
+      diagnosis_.freezes.begin(), diagnosis_.freezes.end(),
+      [](const DiagnosedFreeze& a, const DiagnosedFreeze& b) { return a.start_ns < b.start_ns; });
+  for (size_t f = 0; f < diagnosis_.freezes.size(); ++f) {
+    for (int i : diagnosis_.freezes[f].stalls) diagnosis_.stalls[i].freeze = static_cast<int>(f);
+  }
+}
+
+void Diagnoser::FindGpuGaps() {
+  // Work per stream of each process, in start order.
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<const GpuActivity*>> streams;
+  for (const GpuActivity& activity : session_.gpu_activities) {
+    if (!activity.occupies_gpu()) continue;
+    streams[{activity.pid, activity.device_id, activity.stream_id}].push_back(&activity);
+  }
+  for (const auto& [key, work] : streams) {
+    const GpuActivity* latest = nullptr;  // the one that ends last so far
+    for (const GpuActivity* activity : work) {
+      if (latest != nullptr && activity->start_ns > latest->end_ns &&
+          activity->start_ns - latest->end_ns >= diagnosis_.options.gap_threshold_ns) {
+        GpuGap gap;
+        std::tie(gap.pid, gap.device_id, gap.stream_id) = key;
+        gap.start_ns = latest->end_ns;
+        gap.end_ns = activity->start_ns;
+        gap.before = latest;
+        gap.after = activity;
+        gap.before_call = correlation_.LauncherOf(*latest);
+        gap.after_call = correlation_.LauncherOf(*activity);
+        diagnosis_.gaps.push_back(gap);
+      }
+      if (latest == nullptr || activity->end_ns > latest->end_ns) latest = activity;
+    }
+  }
+  std::sort(diagnosis_.gaps.begin(), diagnosis_.gaps.end(),
+            [](const GpuGap& a, const GpuGap& b) { return a.start_ns < b.start_ns; });
+  for (GpuGap& gap : diagnosis_.gaps) ExplainGap(gap);
+}
+
+void Diagnoser::ExplainGap(GpuGap& gap) {
+  // The idle time of the process's GPU in the gap (other streams may have run meanwhile).
+  GpuUse use = gpu_busy_.UseDuring(gap.pid, gap.start_ns, gap.end_ns);
+  uint64_t idle_ns = gap.duration() > use.busy_ns ? gap.duration() - use.busy_ns : 0;
+  const ApiCall* launch = gap.after_call;
+  if (launch == nullptr) return;  // no launching call recorded: nothing to follow
+  int cause = -1;
+  if (launch->enter_ns <= gap.start_ns) {
+    // Queued before the stream went idle, started late: it waited on the GPU side (behind
+    // another stream's work, an event, a copy engine).
+    gap.gpu_side = true;
+    gap.gpu_side_activity = use.longest;
+    std::string what = use.longest != nullptr ? GpuActivityName(session_, *use.longest) : "";
+    WaitObject none;
+    cause = CauseFor("gpu|" + what, WaitClass::kOther, none,
+                     what.empty() ? "the GPU (work queued in time but started late)"
+                                  : "the GPU running " + what + " on another stream");
+  } else {
+    // The host launched it only after the stream had gone idle: why was that thread late?
+    gap.late_thread = MakeLink(launch->tid, gap.start_ns, launch->enter_ns);
+    uint64_t longest = 0;
+    for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
+      const Stall& stall = diagnosis_.stalls[i];
+      if (stall.tid != launch->tid || stall.wait.start_ns >= launch->enter_ns) continue;
+      uint64_t stall_end = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+      if (stall_end <= gap.start_ns) continue;
+      uint64_t overlap =
+          std::min(stall_end, launch->enter_ns) - std::max(stall.wait.start_ns, gap.start_ns);
+      if (overlap > longest) {
+        longest = overlap;
+        gap.stall = static_cast<int>(i);
+      }
+    }
+    const ChainLink& late = *gap.late_thread;
+    if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
+        late.state == ChainLink::State::kAsleep) {
+      cause = diagnosis_.stalls[gap.stall].cause;
+    } else if (gap.stall >= 0 && late.state == ChainLink::State::kAsleep) {
+      // Not contention, but the GPU waited for it all the same: a wait for input, a sleep.
+      const Stall& stall = diagnosis_.stalls[gap.stall];
+      const WaitObject& object = stall.wait.object;
+      cause = CauseFor(std::string("late|") + std::to_string(launch->tid) + "|" +
+                           WaitClassName(stall.wait_class) + "|" + std::to_string(object.address) +
+                           "|" + object.kernel_function,
+                       stall.wait_class, object,
+                       session_.ThreadLabel(launch->tid) + " " + WhereAsleep(session_, object) +
+                           " before launching (the GPU waited for it)");
+      diagnosis_.causes[cause].root = late;
+    } else {
+      // One cause per late thread, whatever it did: the gaps it left add up.
+      WaitObject none;
+      cause = CauseFor("host|" + std::to_string(launch->tid), WaitClass::kOther, none,
+                       session_.ThreadLabel(launch->tid) +
+                           " late to launch the next GPU work (the GPU waited for the host)");
+      Cause& host = diagnosis_.causes[cause];
+      if (!host.root || late.end_ns - late.start_ns > host.root->end_ns - host.root->start_ns)
+        host.root = late;
+    }
+  }
+  gap.cause = cause;
+  Cause& explained = diagnosis_.causes[cause];
+  explained.gpu_idle_ns += idle_ns;
+  explained.gaps.push_back(static_cast<int>(&gap - diagnosis_.gaps.data()));
+}
+
+void Diagnoser::Rank() {
+  std::vector<int> order(diagnosis_.causes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const Cause& x = diagnosis_.causes[a];
+    const Cause& y = diagnosis_.causes[b];
+    if (x.gpu_idle_ns != y.gpu_idle_ns) return x.gpu_idle_ns > y.gpu_idle_ns;
+    return x.blocked_ns > y.blocked_ns;
+  });
+  std::vector<int> new_index(order.size());
+  std::vector<Cause> ranked;
+  for (size_t i = 0; i < order.size(); ++i) {
+    new_index[order[i]] = static_cast<int>(i);
+    ranked.push_back(std::move(diagnosis_.causes[order[i]]));
+  }
+  diagnosis_.causes = std::move(ranked);
+  for (Stall& stall : diagnosis_.stalls) {
+    if (stall.cause >= 0) stall.cause = new_index[stall.cause];
+  }
+  for (GpuGap& gap : diagnosis_.gaps) {
+    if (gap.cause >= 0) gap.cause = new_index[gap.cause];
+  }
+  for (size_t f = 0; f < diagnosis_.freezes.size(); ++f) {
+    DiagnosedFreeze& freeze = diagnosis_.freezes[f];
+    if (freeze.cause < 0) continue;
+    freeze.cause = new_index[freeze.cause];
+    diagnosis_.causes[freeze.cause].freezes.push_back(static_cast<int>(f));
+  }
+}
+
+}  // namespace
+
+Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options) {
+  return Diagnoser(session, options).Run();
+}
+
+std::string DescribeLink(const Session& session, const ChainLink& link) {
+  std::string text = session.ThreadLabel(link.tid);
+  switch (link.state) {
+    case ChainLink::State::kExited:
+      return text + " (had exited)";
+    case ChainLink::State::kOnCpu:
+      text += " on CPU " + FormatDuration(link.on_cpu_ns);
+      break;
+    case ChainLink::State::kRunnable:
+      text += " waiting for a CPU " + FormatDuration(link.runnable_ns);
+      break;
+    case ChainLink::State::kAsleep:
+      text += " asleep " + FormatDuration(link.asleep_ns);
+      if (link.wait) {
+        text += " " + WhereAsleep(session, link.wait->object) + " [" +
+                WaitClassName(link.wait_class) + "]";
+      }
+      break;
+    case ChainLink::State::kGpu:
+      text += " waiting for the GPU";
+      if (link.gpu_activity != nullptr)
+        text += ", which ran " + GpuActivityName(session, *link.gpu_activity);
+      break;
+  }
+  if (link.memory_call != nullptr) {
+    text += " in " + std::string(MemorySyscallName(link.memory_call->syscall)) + " of " +
+            MemoryMapSize(*link.memory_call);
+  } else if (link.call != nullptr) {
+    text += " in " + session.ApiName(*link.call);
+  }
+  return text;
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,127 @@
+// The diagnosis: the article's method run over the merged record. For every long wait of every
+// thread (inside a CUDA call or not): its class and identity, the thread that ended it and what
+// that thread was doing, followed to the root; waits that overlap and share a cause are one
+// freeze; every idle gap of a GPU stream is traced to the host thread it waited for and why that
+// thread was late; causes are ranked by the GPU idle time they explain, then by the thread time
+// they blocked.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis.h"
+#include "model.h"
+#include "wait_class.h"
+
+namespace gprof::collector {
+
+struct DiagnosisOptions {
+  uint64_t wait_threshold_ns = 1'000'000;  // sleeps at least this long are explained
+  uint64_t gap_threshold_ns = 1'000'000;   // GPU stream idle intervals at least this long
+  size_t max_chain = 6;                    // links followed from a wait to its root
+};
+
+// What one thread was doing over a window: one link of a chain.
+struct ChainLink {
+  enum class State : uint8_t {
+    kAsleep,    // slept most of the window on `object`
+    kOnCpu,     // ran most of the window (working, or spinning while holding a lock)
+    kRunnable,  // waited most of the window for a CPU
+    kGpu,       // inside a CUDA call that waited for the GPU, which ran `gpu_activity`
+    kExited,    // gone before the window ended
+  };
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;  // the window
+  uint64_t end_ns = 0;
+  State state = State::kOnCpu;
+  uint64_t on_cpu_ns = 0;
+  uint64_t asleep_ns = 0;
+  uint64_t runnable_ns = 0;
+  const ApiCall* call = nullptr;  // its CUDA call in progress at the window's end
+  // kAsleep: the longest sleep in the window, its object and class, and who ended it.
+  std::optional<Wait> wait;
+  WaitClass wait_class = WaitClass::kOther;
+  const GpuActivity* gpu_activity = nullptr;   // kGpu: what the GPU ran longest meanwhile
+  const MemoryMapCall* memory_call = nullptr;  // the memory map call it was in (a munmap)
+};
+
+// A sleep of at least the threshold.
+struct Stall {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  Wait wait;  // the off-CPU interval: start, wake, object, waker, owner
+  WaitClass wait_class = WaitClass::kOther;
+  const ApiCall* call = nullptr;  // the CUDA call it happened in, if any
+  // [0]: what the thread that ended the wait (the waker, else the lock's owner) did from the
+  // wait's start to the wake; each next link: the thread that ended the previous link's sleep.
+  // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep).
+  std::vector<ChainLink> chain;
+  int cause = -1;   // into Diagnosis::causes
+  int freeze = -1;  // into Diagnosis::freezes
+  uint64_t asleep_ns() const { return wait.asleep_ns(); }
+};
+
+// An idle interval of one GPU stream between two of its activities.
+struct GpuGap {
+  uint32_t pid = 0;
+  uint32_t device_id = 0;
+  uint32_t stream_id = 0;
+  uint64_t start_ns = 0;  // the end of `before`
+  uint64_t end_ns = 0;    // the start of `after`
+  const GpuActivity* before = nullptr;
+  const GpuActivity* after = nullptr;
+  const ApiCall* before_call = nullptr;  // what launched them, when recorded
+  const ApiCall* after_call = nullptr;
+  // The host thread the GPU waited for (the one that launched `after`) and what it did from the
+  // gap's start until it launched it; a GPU-side cause instead when the launch came in time and
+  // the work waited on the GPU (another stream's work).
+  std::optional<ChainLink> late_thread;
+  int stall = -1;  // the late thread's longest stall in the gap, into Diagnosis::stalls
+  bool gpu_side = false;
+  const GpuActivity* gpu_side_activity = nullptr;  // gpu_side: the work it waited behind
+  int cause = -1;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// Threads whose waits overlapped and had one cause.
+struct DiagnosedFreeze {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  std::vector<uint32_t> tids;  // the frozen threads, by first wait
+  std::vector<int> stalls;     // their waits
+  int cause = -1;
+};
+
+// One root cause, with everything it explains.
+struct Cause {
+  WaitClass wait_class = WaitClass::kOther;
+  WaitObject object;              // what the threads waited on (the first link's object)
+  std::string identity;           // the object in words: "futex 0x... (python3.11: _PyRuntime)"
+  std::optional<ChainLink> root;  // the root of its longest wait's chain
+  uint32_t holder_tid = 0;        // the thread that ended most of its waiting (0: none, a timeout)
+  uint64_t blocked_ns = 0;        // thread time asleep on it (or runnable, for kCpu)
+  uint64_t gpu_idle_ns = 0;       // GPU stream idle time it explains
+  uint64_t longest_ns = 0;        // its longest single wait
+  size_t wait_count = 0;
+  std::vector<uint32_t> tids;  // threads that waited on it
+  std::vector<int> stalls, freezes, gaps;
+};
+
+struct Diagnosis {
+  DiagnosisOptions options;
+  std::vector<Stall> stalls;             // in time order
+  std::vector<Cause> causes;             // ranked: GPU idle explained, then blocked thread time
+  std::vector<DiagnosedFreeze> freezes;  // in time order
+  std::vector<GpuGap> gaps;              // in time order
+  bool kernel_recorded = false;          // without the kernel's record nothing can be explained
+};
+
+Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options);
+
+// "mutex-holder (812) on CPU in cudaFree", "the GPU running gemm_kernel", as the report says it.
+std::string DescribeLink(const Session& session, const ChainLink& link);
+
+}  // namespace gprof::collector

@@ -1,0 +1,210 @@
+#include "report_diagnosis.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "gpu_vocabulary.h"
+#include "report_format.h"
+
+namespace gprof::collector {
+namespace {
+
+class DiagnosisText {
+ public:
+  DiagnosisText(const Session& session, const Diagnosis& diagnosis, size_t max_listed)
+      : session_(session), diagnosis_(diagnosis), max_listed_(max_listed) {}
+
+  std::string Render() {
+    Causes();
+    Freezes();
+    Gaps();
+    Handoffs();
+    return out_.str();
+  }
+
+ private:
+  std::string Thread(uint32_t tid) const { return session_.ThreadLabel(tid); }
+  std::string Threads(const std::vector<uint32_t>& tids, size_t shown = 4) const {
+    std::string text;
+    for (size_t i = 0; i < std::min(shown, tids.size()); ++i)
+      text += (i == 0 ? "" : ", ") + Thread(tids[i]);
+    if (tids.size() > shown) text += " and " + std::to_string(tids.size() - shown) + " more";
+    return text;
+  }
+  void Chain(const std::vector<ChainLink>& chain, const char* indent);
+  void Causes();
+  void Freezes();
+  void Gaps();
+  void Handoffs();
+
+  const Session& session_;
+  const Diagnosis& diagnosis_;
+  size_t max_listed_;
+  std::ostringstream out_;
+};
+
+// "ended by X asleep on Y [kernel lock] <- ended by Z on CPU in munmap of 512.0 MiB (root)"
+void DiagnosisText::Chain(const std::vector<ChainLink>& chain, const char* indent) {
+  for (size_t i = 0; i < chain.size(); ++i) {
+    out_ << indent << (i == 0 ? "ended by " : "  who waited for ")
+         << DescribeLink(session_, chain[i]) << (i + 1 == chain.size() ? "  <- root" : "") << "\n";
+  }
+}
+
+void DiagnosisText::Causes() {
+  out_ << "DIAGNOSIS: causes ranked by the GPU idle time they explain, then by thread time "
+          "blocked\n";
+  if (!diagnosis_.kernel_recorded) {
+    out_ << "  the kernel was not recorded: waits cannot be explained (run as root, or give "
+            "gprof-run CAP_BPF and CAP_PERFMON)\n";
+  }
+  size_t shown = 0;
+  for (size_t i = 0; i < diagnosis_.causes.size() && shown < max_listed_; ++i, ++shown) {
+    const Cause& cause = diagnosis_.causes[i];
+    out_ << "  " << i + 1 << ". [" << WaitClassName(cause.wait_class) << "] " << cause.identity
+         << "\n";
+    out_ << "     ";
+    if (cause.gpu_idle_ns > 0)
+      out_ << "GPU idle " << FormatDuration(cause.gpu_idle_ns) << " in " << cause.gaps.size()
+           << " gap" << (cause.gaps.size() == 1 ? "" : "s") << "; ";
+    if (cause.wait_count > 0) {
+      out_ << cause.tids.size() << " thread" << (cause.tids.size() == 1 ? "" : "s") << " "
+           << (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") << " "
+           << FormatDuration(cause.blocked_ns);
+      if (cause.wait_class != WaitClass::kCpu)
+        out_ << " in " << cause.wait_count << " wait" << (cause.wait_count == 1 ? "" : "s")
+             << " (longest " << FormatDuration(cause.longest_ns) << ")";
+      out_ << ": " << Threads(cause.tids);
+    }
+    out_ << "\n";
+    if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
+      out_ << "     held by " << Thread(cause.holder_tid) << " (it ended most of the waiting)\n";
+    if (cause.root) out_ << "     root: " << DescribeLink(session_, *cause.root) << "\n";
+    if (!cause.freezes.empty()) {
+      const DiagnosedFreeze& freeze = diagnosis_.freezes[cause.freezes.front()];
+      out_ << "     froze " << cause.freezes.size() << " time"
+           << (cause.freezes.size() == 1 ? "" : "s") << " (first at "
+           << FormatOffset(session_, freeze.start_ns) << ", "
+           << FormatDuration(freeze.end_ns - freeze.start_ns) << ", " << freeze.tids.size()
+           << " threads)\n";
+    }
+  }
+  if (diagnosis_.causes.empty() && diagnosis_.kernel_recorded) {
+    out_ << "  no contention: no thread waited "
+         << FormatDuration(diagnosis_.options.wait_threshold_ns)
+         << " or more on a lock, the GIL, the kernel or the GPU driver, no thread lacked a CPU";
+    if (diagnosis_.gaps.empty()) out_ << ", and no GPU stream was idle between its work";
+    out_ << "\n";
+  }
+  if (diagnosis_.causes.size() > shown)
+    out_ << "  ... " << diagnosis_.causes.size() - shown << " more in report.json\n";
+}
+
+void DiagnosisText::Freezes() {
+  if (diagnosis_.freezes.empty()) return;
+  // Longest first: the worst is what the reader came for.
+  std::vector<const DiagnosedFreeze*> order;
+  for (const DiagnosedFreeze& freeze : diagnosis_.freezes) order.push_back(&freeze);
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return a->end_ns - a->start_ns > b->end_ns - b->start_ns;
+  });
+  out_ << "\nWHY THREADS FROZE TOGETHER (" << diagnosis_.freezes.size() << ")\n";
+  for (size_t i = 0; i < std::min(order.size(), max_listed_); ++i) {
+    const DiagnosedFreeze& freeze = *order[i];
+    out_ << "  at " << FormatOffset(session_, freeze.start_ns) << ", "
+         << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << Threads(freeze.tids, 6)
+         << "\n";
+    if (freeze.cause >= 0) {
+      const Cause& cause = diagnosis_.causes[freeze.cause];
+      out_ << "     all waited on " << cause.identity << " [" << WaitClassName(cause.wait_class)
+           << "], cause " << freeze.cause + 1 << "\n";
+    }
+    // The longest wait of the freeze, with its chain.
+    const Stall* longest = nullptr;
+    for (int s : freeze.stalls) {
+      const Stall& stall = diagnosis_.stalls[s];
+      if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
+    }
+    if (longest != nullptr) {
+      out_ << "     longest: " << Thread(longest->tid) << " asleep "
+           << FormatDuration(longest->asleep_ns());
+      if (longest->call != nullptr) out_ << " in " << session_.ApiName(*longest->call);
+      out_ << "\n";
+      Chain(longest->chain, "       ");
+    }
+  }
+}
+
+void DiagnosisText::Gaps() {
+  if (diagnosis_.gaps.empty()) return;
+  uint64_t total = 0;
+  for (const GpuGap& gap : diagnosis_.gaps) total += gap.duration();
+  std::vector<const GpuGap*> order;
+  for (const GpuGap& gap : diagnosis_.gaps) order.push_back(&gap);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* a, const auto* b) { return a->duration() > b->duration(); });
+  out_ << "\nGPU GAPS: " << diagnosis_.gaps.size() << " idle intervals of a stream of "
+       << FormatDuration(diagnosis_.options.gap_threshold_ns) << " or more, "
+       << FormatDuration(total) << " in all; the longest:\n";
+  for (size_t i = 0; i < std::min(order.size(), max_listed_); ++i) {
+    const GpuGap& gap = *order[i];
+    out_ << "  at " << FormatOffset(session_, gap.start_ns) << ", "
+         << FormatDuration(gap.duration()) << ", GPU " << gap.device_id << " stream "
+         << gap.stream_id << ": after " << GpuActivityName(session_, *gap.before);
+    if (gap.before_call != nullptr) out_ << " (launched by " << Thread(gap.before_call->tid) << ")";
+    out_ << ", before " << GpuActivityName(session_, *gap.after);
+    if (gap.after_call != nullptr)
+      out_ << " (launched by " << Thread(gap.after_call->tid) << " in "
+           << session_.ApiName(*gap.after_call) << " at "
+           << FormatOffset(session_, gap.after_call->enter_ns) << ")";
+    out_ << "\n";
+    if (gap.gpu_side) {
+      out_ << "     queued in time: the GPU side held it";
+      if (gap.gpu_side_activity != nullptr)
+        out_ << " (the GPU ran " << GpuActivityName(session_, *gap.gpu_side_activity) << ")";
+      out_ << "\n";
+    } else if (gap.late_thread) {
+      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread) << "\n";
+      if (gap.stall >= 0) Chain(diagnosis_.stalls[gap.stall].chain, "       ");
+    } else {
+      out_ << "     the call that launched the next work was not recorded\n";
+    }
+    if (gap.cause >= 0) out_ << "     cause " << gap.cause + 1 << "\n";
+  }
+}
+
+// Long waits that were no contention but a handoff: a condition variable, a join, an event, ended
+// by another thread of the program. Not ranked as causes (threads idle this way by design), listed
+// so that "who made it wait" is answered for them too.
+void DiagnosisText::Handoffs() {
+  std::vector<const Stall*> handoffs;
+  for (const Stall& stall : diagnosis_.stalls) {
+    if (stall.cause < 0 && stall.wait_class == WaitClass::kCondition && !stall.chain.empty())
+      handoffs.push_back(&stall);
+  }
+  if (handoffs.empty()) return;
+  std::stable_sort(handoffs.begin(), handoffs.end(),
+                   [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); });
+  constexpr size_t kShown = 5;
+  out_ << "\nOTHER LONG WAITS: " << handoffs.size()
+       << " handoffs (a thread waiting for another's signal, not contention); the longest:\n";
+  for (size_t i = 0; i < std::min(kShown, handoffs.size()); ++i) {
+    const Stall& stall = *handoffs[i];
+    out_ << "  " << Thread(stall.tid) << " at " << FormatOffset(session_, stall.wait.start_ns)
+         << " asleep " << FormatDuration(stall.asleep_ns()) << " "
+         << WhereAsleep(session_, stall.wait.object) << " [" << WaitClassName(stall.wait_class)
+         << "]";
+    if (stall.call != nullptr) out_ << " in " << session_.ApiName(*stall.call);
+    out_ << "\n";
+    Chain(stall.chain, "     ");
+  }
+}
+
+}  // namespace
+
+std::string RenderDiagnosisText(const Session& session, const Diagnosis& diagnosis,
+                                size_t max_listed) {
+  return DiagnosisText(session, diagnosis, max_listed).Render();
+}
+
+}  // namespace gprof::collector

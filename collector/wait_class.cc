@@ -1,0 +1,141 @@
+#include "wait_class.h"
+
+#include <linux/futex.h>
+
+#include <array>
+#include <string_view>
+
+#include "user_symbols.h"
+
+namespace gprof::collector {
+namespace {
+
+bool Contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+// Kernel functions a thread sleeps in when it waits for I/O or for input.
+bool IsIoFunction(std::string_view function) {
+  static constexpr std::array<std::string_view, 14> kParts = {"io_schedule",
+                                                              "folio_wait",
+                                                              "wait_on_page",
+                                                              "blk",
+                                                              "pipe_read",
+                                                              "pipe_write",
+                                                              "poll",
+                                                              "select",
+                                                              "epoll",
+                                                              "sk_wait",
+                                                              "unix_stream",
+                                                              "tcp_",
+                                                              "wait_for_completion",
+                                                              "n_tty_read"};
+  for (std::string_view part : kParts) {
+    if (Contains(function, part)) return true;
+  }
+  return false;
+}
+
+bool IsSleepFunction(std::string_view function) {
+  return Contains(function, "nanosleep") || Contains(function, "schedule_timeout") ||
+         Contains(function, "do_sys_pause") || Contains(function, "sigsuspend");
+}
+
+}  // namespace
+
+const char* WaitClassName(WaitClass wait_class) {
+  switch (wait_class) {
+    case WaitClass::kUserLock:
+      return "user lock";
+    case WaitClass::kCondition:
+      return "condition variable";
+    case WaitClass::kPythonGil:
+      return "Python GIL";
+    case WaitClass::kKernelLock:
+      return "kernel lock";
+    case WaitClass::kGpuDriver:
+      return "GPU driver";
+    case WaitClass::kPageFault:
+      return "page fault";
+    case WaitClass::kIo:
+      return "I/O";
+    case WaitClass::kSleep:
+      return "sleep";
+    case WaitClass::kCpu:
+      return "waiting for a CPU";
+    case WaitClass::kOther:
+      break;
+  }
+  return "other";
+}
+
+bool IsContention(WaitClass wait_class) {
+  switch (wait_class) {
+    case WaitClass::kUserLock:
+    case WaitClass::kPythonGil:
+    case WaitClass::kKernelLock:
+    case WaitClass::kGpuDriver:
+    case WaitClass::kCpu:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool WaitClassifier::InPythonRuntime(const Wait& wait) const {
+  UserLocation where = LocateUserAddress(session_, wait.object.pid, wait.object.address,
+                                         wait.object.seen_ns, AddressUse::kData);
+  // The GIL lives in _PyRuntime (3.7-3.13: _PyRuntime.ceval.gil, later per interpreter but still
+  // inside it for the main one); its condition variable and mutex are the futex words.
+  return where.symbol == "_PyRuntime" || Contains(where.symbol, "_gil");
+}
+
+std::string WaitClassifier::FutexPlace(const Wait& wait) const {
+  return DataText(LocateUserAddress(session_, wait.object.pid, wait.object.address,
+                                    wait.object.seen_ns, AddressUse::kData));
+}
+
+WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
+  if (wait.state == OffCpuState::kRunnable) return WaitClass::kCpu;
+  switch (wait.object.kind) {
+    case WaitKind::kKernelLock:
+      return WaitClass::kKernelLock;
+    case WaitKind::kPageFault:
+      return WaitClass::kPageFault;
+    case WaitKind::kDevice:
+      // Device files are the ones --device-prefix named (the GPU driver's by default); an
+      // epoll wait names none.
+      return wait.object.device.empty() ? WaitClass::kIo : WaitClass::kGpuDriver;
+    case WaitKind::kFutex: {
+      if (InPythonRuntime(wait)) return WaitClass::kPythonGil;
+      const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
+      if (futex == nullptr) return WaitClass::kCondition;  // futex_waitv: events
+      switch (futex->command()) {
+        case FUTEX_LOCK_PI:
+        case FUTEX_LOCK_PI2:
+        case FUTEX_WAIT_REQUEUE_PI:
+          return WaitClass::kUserLock;
+        case FUTEX_WAIT:
+          // glibc's and most runtimes' mutexes sleep on a word that says "locked, with waiters":
+          // 2. A join, a semaphore or an event sleeps on another value.
+          return futex->val == 2 ? WaitClass::kUserLock : WaitClass::kCondition;
+        default:
+          return WaitClass::kCondition;
+      }
+    }
+    case WaitKind::kKernelFunction:
+      break;
+  }
+  const std::string& function = wait.object.kernel_function;
+  if (wait.state == OffCpuState::kDiskSleep && Contains(function, "rwsem"))
+    return WaitClass::kKernelLock;
+  if (Contains(function, "mutex_lock") || Contains(function, "rwsem") ||
+      Contains(function, "rt_mutex"))
+    return WaitClass::kKernelLock;
+  if (IsIoFunction(function)) return WaitClass::kIo;
+  if (IsSleepFunction(function)) return WaitClass::kSleep;
+  if (wait.state == OffCpuState::kDiskSleep) return WaitClass::kIo;
+  return WaitClass::kOther;
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,50 @@
+// What kind of wait a sleep was, in the terms of the diagnosis: the lock, the Python GIL, the
+// kernel, the GPU driver, or no contention at all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "analysis.h"
+#include "model.h"
+
+namespace gprof::collector {
+
+enum class WaitClass : uint8_t {
+  kUserLock,    // a futex used as a lock: a pthread mutex (FUTEX_WAIT on a contended word, PI)
+  kCondition,   // a futex used as an event: condition variable, join, semaphore
+  kPythonGil,   // a futex word inside CPython's runtime state (_PyRuntime): the GIL
+  kKernelLock,  // a kernel mutex or rwsem (the mmap_lock)
+  kGpuDriver,   // a system call on a GPU device file
+  kPageFault,   // a slow page fault
+  kIo,          // waiting for I/O or for input: disk, pipes, sockets, poll
+  kSleep,       // asked to sleep: nanosleep, a timed wait that nobody ended
+  kCpu,         // runnable: waiting for a CPU
+  kOther,
+};
+
+// "user lock", "condition variable", "Python GIL", "kernel lock", "GPU driver", "page fault",
+// "I/O", "sleep", "waiting for a CPU", "other".
+const char* WaitClassName(WaitClass wait_class);
+
+// Waits that are contention: one thread kept another from going on (the diagnosis ranks these).
+// Conditions, I/O and sleeps are how threads idle by design; a slow page fault is I/O unless it
+// waited on the mmap_lock (then it is that kernel lock).
+bool IsContention(WaitClass wait_class);
+
+// Classifies a wait that `reader` made (its futex call is looked up in the session).
+class WaitClassifier {
+ public:
+  WaitClassifier(const Session& session, const WaitReader& reader)
+      : session_(session), reader_(reader) {}
+  WaitClass Classify(uint32_t tid, const Wait& wait) const;
+  // The futex word's place: "python3.11: _PyRuntime+0x1e8", "[heap]"; empty when unknown.
+  std::string FutexPlace(const Wait& wait) const;
+
+ private:
+  bool InPythonRuntime(const Wait& wait) const;
+  const Session& session_;
+  const WaitReader& reader_;
+};
+
+}  // namespace gprof::collector

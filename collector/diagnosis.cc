@@ -362,7 +362,10 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
   const ApiCall* launch = gap.after_call;
   if (launch == nullptr) return;  // no launching call recorded: nothing to follow
   int cause = -1;
-  if (launch->enter_ns <= gap.start_ns) {
+  // The work is queued when its call returns: the host held it up until then, outside the call
+  // (late to call) or inside it (blocked in it).
+  const uint64_t queued_ns = std::min(launch->exit_ns, gap.end_ns);
+  if (queued_ns <= gap.start_ns) {
     // Queued before the stream went idle, started late: it waited on the GPU side (behind
     // another stream's work, an event, a copy engine).
     gap.gpu_side = true;
@@ -374,15 +377,15 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
                                   : "the GPU running " + what + " on another stream");
   } else {
     // The host launched it only after the stream had gone idle: why was that thread late?
-    gap.late_thread = MakeLink(launch->tid, gap.start_ns, launch->enter_ns);
+    gap.late_thread = MakeLink(launch->tid, gap.start_ns, queued_ns);
     uint64_t longest = 0;
     for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
       const Stall& stall = diagnosis_.stalls[i];
-      if (stall.tid != launch->tid || stall.wait.start_ns >= launch->enter_ns) continue;
+      if (stall.tid != launch->tid || stall.wait.start_ns >= queued_ns) continue;
       uint64_t stall_end = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
       if (stall_end <= gap.start_ns) continue;
       uint64_t overlap =
-          std::min(stall_end, launch->enter_ns) - std::max(stall.wait.start_ns, gap.start_ns);
+          std::min(stall_end, queued_ns) - std::max(stall.wait.start_ns, gap.start_ns);
       if (overlap > longest) {
         longest = overlap;
         gap.stall = static_cast<int>(i);

@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -82,6 +83,27 @@ bool IsContention(WaitClass wait_class) {
   }
 }
 
+bool WaitClassifier::LockByStacks(const Wait& wait) const {
+  constexpr size_t kFramesLooked = 4;  // a lock's unlock is right above the futex call
+  auto any_frame = [&](uint32_t pid, int32_t stack_id, uint64_t time_ns, auto&& matches) {
+    std::vector<std::string> frames = UserStackFrames(session_, pid, stack_id, time_ns);
+    for (size_t i = 0; i < std::min(kFramesLooked, frames.size()); ++i) {
+      if (matches(frames[i])) return true;
+    }
+    return false;
+  };
+  if (wait.waker_tid != 0 &&
+      any_frame(wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns,
+                [](std::string_view f) { return Contains(f, "unlock") && !Contains(f, "cond"); }))
+    return true;
+  return any_frame(wait.pid, wait.user_stack_id, wait.start_ns, [](std::string_view f) {
+    return (Contains(f, "mutex_lock") || Contains(f, "rwlock_rdlock") ||
+            Contains(f, "rwlock_wrlock") || Contains(f, "lll_lock") ||
+            Contains(f, "mutex_timedlock")) &&
+           !Contains(f, "cond");
+  });
+}
+
 bool WaitClassifier::InPythonRuntime(const Wait& wait) const {
   UserLocation where = LocateUserAddress(session_, wait.object.pid, wait.object.address,
                                          wait.object.seen_ns, AddressUse::kData);
@@ -115,12 +137,12 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
         case FUTEX_LOCK_PI2:
         case FUTEX_WAIT_REQUEUE_PI:
           return WaitClass::kUserLock;
-        case FUTEX_WAIT:
-          // glibc's and most runtimes' mutexes sleep on a word that says "locked, with waiters":
-          // 2. A join, a semaphore or an event sleeps on another value.
-          return futex->val == 2 ? WaitClass::kUserLock : WaitClass::kCondition;
         default:
-          return WaitClass::kCondition;
+          // glibc's and most runtimes' mutexes sleep on a word that says "locked, with waiters":
+          // 2. Other locks (a pthread rwlock, as the CUDA driver's) sleep on other values: the
+          // user stacks tell, the waker's in an unlock or the sleeper's in a lock.
+          if (futex->command() == FUTEX_WAIT && futex->val == 2) return WaitClass::kUserLock;
+          return LockByStacks(wait) ? WaitClass::kUserLock : WaitClass::kCondition;
       }
     }
     case WaitKind::kKernelFunction:

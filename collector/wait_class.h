@@ -43,6 +43,8 @@ class WaitClassifier {
 
  private:
   bool InPythonRuntime(const Wait& wait) const;
+  // The waker's user stack in an unlock, or the sleeper's in a lock call.
+  bool LockByStacks(const Wait& wait) const;
   const Session& session_;
   const WaitReader& reader_;
 };

@@ -405,7 +405,8 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
                        stall.wait_class, object,
                        session_.ThreadLabel(launch->tid) + " " + WhereAsleep(session_, object) +
                            " before launching (the GPU waited for it)");
-      diagnosis_.causes[cause].root = late;
+      // Who ended that wait, followed to the root, when it was another thread of the program.
+      diagnosis_.causes[cause].root = stall.chain.empty() ? late : stall.chain.back();
     } else {
       // One cause per late thread, whatever it did: the gaps it left add up.
       WaitObject none;

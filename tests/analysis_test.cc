@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "diagnosis.h"
 #include "gpu_timeline.h"
 #include "kernel_events.h"
 #include "report.h"
@@ -926,6 +927,125 @@ TEST(KernelWaits, AFutexWaitvSleepIsOnTheWordThatWokeIt) {
   ASSERT_TRUE(analysis.blocked_calls.at(0).main_object.has_value());
   EXPECT_EQ(analysis.blocked_calls[0].main_object->kind, WaitKind::kFutex);
   EXPECT_EQ(analysis.blocked_calls[0].main_object->address, kLock);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The diagnosis (diagnosis.h) over the same kind of sessions.
+
+// A futex wait on a contended mutex word (glibc sleeps on the value 2).
+void MutexSleep(SessionBuilder* b, uint32_t tid, uint64_t start, uint64_t wake, uint32_t waker) {
+  b->FutexSleep(tid, kLock, start, wake, wake + 10000, waker);
+  b->session().futex_calls.back().val = 2;
+}
+
+TEST(Diagnosis, AConvoyOnOneMutexIsOneCauseHeldByTheThreadThatKeptItOnCpu) {
+  SessionBuilder builder;
+  for (uint32_t tid : {11u, 12u, 13u}) builder.Thread(tid, "waiter-" + std::to_string(tid));
+  // The holder runs 50 ms holding the lock; each waiter passes it on to the next.
+  MutexSleep(&builder, 11, 1 * kMs, 50 * kMs, kHolder);
+  MutexSleep(&builder, 12, 2 * kMs, 55 * kMs, 11);
+  MutexSleep(&builder, 13, 3 * kMs, 60 * kMs, 12);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  const Cause& cause = diagnosis.causes[0];
+  EXPECT_EQ(cause.wait_class, WaitClass::kUserLock);
+  EXPECT_EQ(cause.object.address, kLock);
+  EXPECT_EQ(cause.holder_tid, kHolder) << "waiters that passed it on are not its holder";
+  ASSERT_TRUE(cause.root.has_value());
+  EXPECT_EQ(cause.root->tid, kHolder);
+  EXPECT_EQ(cause.root->state, ChainLink::State::kOnCpu);
+  EXPECT_EQ(cause.blocked_ns, 49 * kMs + 53 * kMs + 57 * kMs);
+  ASSERT_EQ(diagnosis.freezes.size(), 1u);
+  EXPECT_EQ(diagnosis.freezes[0].tids, (std::vector<uint32_t>{11, 12, 13}));
+  EXPECT_EQ(diagnosis.freezes[0].cause, 0);
+  // The third waiter's chain: woken by the second, who waited for the first, who waited for the
+  // holder on CPU.
+  const Stall& third = diagnosis.stalls[2];
+  ASSERT_EQ(third.chain.size(), 3u);
+  EXPECT_EQ(third.chain[0].tid, 12u);
+  EXPECT_EQ(third.chain[0].state, ChainLink::State::kAsleep);
+  EXPECT_EQ(third.chain[2].tid, kHolder);
+}
+
+TEST(Diagnosis, AHandoffOnAConditionIsAWaitButNoCause) {
+  SessionBuilder builder;
+  builder.Thread(11, "cv-waiter");
+  builder.FutexSleep(11, kCondvar, 1 * kMs, 31 * kMs, 31 * kMs + 10000, kHolder);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  EXPECT_TRUE(diagnosis.freezes.empty());
+  ASSERT_EQ(diagnosis.stalls.size(), 1u);
+  EXPECT_EQ(diagnosis.stalls[0].wait_class, WaitClass::kCondition);
+  ASSERT_EQ(diagnosis.stalls[0].chain.size(), 1u);
+  EXPECT_EQ(diagnosis.stalls[0].chain[0].tid, kHolder);
+}
+
+// The stream goes idle 20 ms because the launching thread sat on the mutex in between: the gap is
+// that lock's, and its idle time ranks it first.
+TEST(Diagnosis, AGpuGapIsExplainedByTheLateThreadsWait) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "launcher");
+  builder.Call(11, "cudaLaunchKernel", 0, 1 * kMs, 1);
+  builder.Kernel(7, 1 * kMs, 10 * kMs, 1);
+  MutexSleep(&builder, 11, 11 * kMs, 27 * kMs, kHolder);
+  builder.Call(11, "cudaLaunchKernel", 28 * kMs, 29 * kMs, 2);
+  builder.Kernel(7, 30 * kMs, 40 * kMs, 2);
+  // Contention elsewhere, with no GPU idle time to its name, ranks after it.
+  builder.Thread(21, "other");
+  builder.Thread(22, "other-waiter");
+  builder.FutexSleep(22, 0x7f0000009000, 1 * kMs, 200 * kMs, 200 * kMs + 1000, 21);
+  builder.session().futex_calls.back().val = 2;
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+
+  ASSERT_EQ(diagnosis.gaps.size(), 1u);
+  const GpuGap& gap = diagnosis.gaps[0];
+  EXPECT_EQ(gap.start_ns, 10 * kMs);
+  EXPECT_EQ(gap.end_ns, 30 * kMs);
+  EXPECT_FALSE(gap.gpu_side);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->tid, 11u);
+  EXPECT_EQ(gap.late_thread->state, ChainLink::State::kAsleep);
+  ASSERT_GE(gap.stall, 0);
+  ASSERT_EQ(gap.cause, 0) << "the cause that explains GPU idle time ranks first";
+  EXPECT_EQ(diagnosis.causes[0].object.address, kLock);
+  EXPECT_EQ(diagnosis.causes[0].gpu_idle_ns, 20 * kMs);
+  EXPECT_EQ(diagnosis.causes[0].holder_tid, kHolder);
+  ASSERT_EQ(diagnosis.causes.size(), 2u);
+  EXPECT_EQ(diagnosis.causes[1].gpu_idle_ns, 0u);
+  EXPECT_EQ(diagnosis.causes[1].holder_tid, 21u);
+}
+
+TEST(Diagnosis, ThreadsShortOfCpuAreOneCauseAndAQuietRunHasNone) {
+  {
+    SessionBuilder builder;
+    for (uint32_t tid : {11u, 12u, 13u}) {
+      builder.Thread(tid, "spin");
+      for (uint64_t at = 0; at < 100 * kMs; at += 10 * kMs)
+        builder.Preempted(tid, at + tid * kMs, at + tid * kMs + 4 * kMs);
+    }
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    ASSERT_EQ(diagnosis.causes.size(), 1u);
+    EXPECT_EQ(diagnosis.causes[0].wait_class, WaitClass::kCpu);
+    EXPECT_EQ(diagnosis.causes[0].tids.size(), 3u);
+    EXPECT_EQ(diagnosis.causes[0].blocked_ns, 3 * 10 * 4 * kMs);
+  }
+  {
+    SessionBuilder builder;
+    builder.Thread(11, "worker");
+    builder.Preempted(11, 10 * kMs, 10 * kMs + 50000);            // a moment, once
+    builder.Sleep(11, 20 * kMs, 0, 30 * kMs, 0, 1, kFutexStack);  // a timed wait that ran out
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    EXPECT_TRUE(diagnosis.causes.empty());
+    EXPECT_TRUE(diagnosis.freezes.empty());
+    EXPECT_TRUE(diagnosis.gaps.empty());
+  }
 }
 
 }  // namespace

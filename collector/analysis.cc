@@ -9,6 +9,7 @@
 
 #include "gpu_timeline.h"
 #include "kernel_stack.h"
+#include "wait_class.h"
 
 namespace gprof::collector {
 namespace {
@@ -167,6 +168,7 @@ WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait
     object.kind = WaitKind::kKernelLock;
     object.address = lock->lock_address;
     object.lock_flags = lock->flags;
+    object.taken_in = LockTaker(session_.KernelStack(lock->kstack_id));
     if (!lock->is_mmap_lock()) object.pid = 0;  // a kernel lock is the same in every process
   } else if (const PageFault* fault = wait.page_fault) {
     object.kind = WaitKind::kPageFault;
@@ -201,6 +203,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.object.seen_ns = interval.start_ns;
     wait.object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
     if (wait.object.kernel_function.empty()) wait.object.kernel_function = "preempted";
+    wait.wait_class = WaitClass::kCpu;
     return wait;
   }
   wait.kernel_lock = index_->lock_waits.At(interval.tid, interval.start_ns);
@@ -220,6 +223,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     if (interval.waker_tid != 0)
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
   }
+  wait.wait_class = WaitClassifier(session_, *this).Classify(interval.tid, wait);
   return wait;
 }
 

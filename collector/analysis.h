@@ -39,6 +39,7 @@ struct WaitObject {
   DeviceCall device_call = DeviceCall::kUnknown;  // device
   std::string device;                             // device: "nvidiactl"
   std::string kernel_function;  // where it slept: "futex_wait_queue", "do_nanosleep", ...
+  std::string taken_in;         // kernel lock: the kernel function that took it ("fdget_pos")
   uint64_t seen_ns = 0;         // when: which of the process's maps names the address
 
   // Waits are on one object when their keys agree: the kernel function counts only when it is all
@@ -52,6 +53,20 @@ struct WaitObject {
   bool is_futex() const { return kind == WaitKind::kFutex; }
 };
 
+// What kind of wait a sleep was, in the terms of the diagnosis (wait_class.h classifies).
+enum class WaitClass : uint8_t {
+  kUserLock,    // a futex used as a lock: a pthread mutex (FUTEX_WAIT on a contended word, PI)
+  kCondition,   // a futex used as an event: condition variable, join, semaphore
+  kPythonGil,   // a futex word inside CPython's runtime state (_PyRuntime): the GIL
+  kKernelLock,  // a kernel mutex or rwsem (the mmap_lock)
+  kGpuDriver,   // a system call on a GPU device file
+  kPageFault,   // a slow page fault
+  kIo,          // waiting for I/O or for input: disk, pipes, sockets, poll
+  kSleep,       // asked to sleep: nanosleep, a timed wait that nobody ended
+  kCpu,         // runnable: waiting for a CPU
+  kOther,
+};
+
 // One off-CPU interval inside a slow call.
 struct Wait {
   uint64_t start_ns = 0;  // clipped to the call
@@ -60,6 +75,7 @@ struct Wait {
   uint32_t pid = 0;       // the waiting thread's process
   OffCpuState state = OffCpuState::kSleeping;
   WaitObject object;
+  WaitClass wait_class = WaitClass::kOther;
   uint32_t waker_pid = 0;
   uint32_t waker_tid = 0;  // 0: no waker (preempted) or an interrupt
   std::string waker_comm;  // the kernel's name for the waker, also when it is outside the tree

@@ -30,4 +30,18 @@ std::string BlockingFunction(const std::vector<std::string>& frames) {
   return {};
 }
 
+std::string LockTaker(const std::vector<std::string>& frames) {
+  static constexpr std::string_view kLockCode[] = {"mutex", "rwsem", "rt_mutex",   "down_",
+                                                   "lock_", "_lock", "contention", "bpf"};
+  for (const std::string& frame : frames) {
+    std::string_view function = FunctionOf(frame);
+    if (IsSchedulingFrame(function)) continue;
+    bool lock_code = false;
+    for (std::string_view part : kLockCode)
+      lock_code |= function.find(part) != std::string_view::npos;
+    if (!lock_code) return std::string(function);
+  }
+  return {};
+}
+
 }  // namespace gprof::collector

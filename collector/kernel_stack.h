@@ -15,4 +15,8 @@ std::string_view FunctionOf(std::string_view frame);
 // "do_nanosleep", ...); empty when there is none.
 std::string BlockingFunction(const std::vector<std::string>& frames);
 
+// The function that took a kernel lock: the innermost frame of a lock wait's stack that is not
+// the scheduler, the lock's own code or the tracer ("fdget_pos", "vm_mmap_pgoff"); empty when none.
+std::string LockTaker(const std::vector<std::string>& frames);
+
 }  // namespace gprof::collector

@@ -69,7 +69,8 @@ std::string DescribeWaitObject(const Session& session, const WaitObject& object)
       if (object.lock_flags & GPROF_LOCK_MMAP_LOCK)
         return "the mmap_lock of pid " + std::to_string(object.pid);
       return std::string("kernel ") + LockKindName(object.lock_flags) + " " +
-             FormatHex(object.address);
+             FormatHex(object.address) +
+             (object.taken_in.empty() ? "" : " (taken in " + object.taken_in + ")");
     case WaitKind::kDevice: {
       std::string text = DeviceCallName(object.device_call);
       if (!object.device.empty())

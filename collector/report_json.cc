@@ -5,6 +5,7 @@
 #include "report_format.h"
 #include "session_format.h"
 #include "user_symbols.h"
+#include "wait_class.h"
 
 namespace gprof::collector {
 namespace {
@@ -212,6 +213,7 @@ json WaitJson(const Session& session, const Wait& wait) {
           {"end_ns", wait.end_ns},
           {"asleep_ns", wait.state == OffCpuState::kRunnable ? 0 : wait.asleep_ns()},
           {"state", StateName(wait.state)},
+          {"class", WaitClassName(wait.wait_class)},
           {"object", ObjectJson(session, wait.object)},
           {"kernel_stack", session.KernelStack(wait.kstack_id)},
           {"user_stack", UserStackJson(session, wait.pid, wait.user_stack_id, wait.start_ns)},

@@ -8,6 +8,7 @@
 #include "report_diagnosis.h"
 #include "report_format.h"
 #include "user_symbols.h"
+#include "wait_class.h"
 
 namespace gprof::collector {
 namespace {
@@ -367,6 +368,8 @@ std::string TextReport::Breakdown(const BlockedCall& blocked) const {
   if (blocked.main_object) {
     text << "asleep " << FormatDuration(blocked.main_object_ns) << " "
          << WhereAsleep(session_, *blocked.main_object);
+    if (const Wait* longest = LongestWaitOn(blocked.waits, *blocked.main_object))
+      text << " [" << WaitClassName(longest->wait_class) << "]";
     // The longest sleep on it decided the call: its lock's owner is the one to name.
     if (const Wait* longest = LongestWaitOn(blocked.waits, *blocked.main_object)) {
       std::string owner = LockOwnerText(session_, *longest);

@@ -10,18 +10,6 @@
 
 namespace gprof::collector {
 
-enum class WaitClass : uint8_t {
-  kUserLock,    // a futex used as a lock: a pthread mutex (FUTEX_WAIT on a contended word, PI)
-  kCondition,   // a futex used as an event: condition variable, join, semaphore
-  kPythonGil,   // a futex word inside CPython's runtime state (_PyRuntime): the GIL
-  kKernelLock,  // a kernel mutex or rwsem (the mmap_lock)
-  kGpuDriver,   // a system call on a GPU device file
-  kPageFault,   // a slow page fault
-  kIo,          // waiting for I/O or for input: disk, pipes, sockets, poll
-  kSleep,       // asked to sleep: nanosleep, a timed wait that nobody ended
-  kCpu,         // runnable: waiting for a CPU
-  kOther,
-};
 
 // "user lock", "condition variable", "Python GIL", "kernel lock", "GPU driver", "page fault",
 // "I/O", "sleep", "waiting for a CPU", "other".

@@ -116,7 +116,9 @@ bool Record(const std::vector<std::string>& gprof_options, const std::vector<std
   EXPECT_EQ(run.err.find("kernel recording off"), std::string::npos) << run.err;
   if (run.exit_code() != 0) return false;
   recorded->truth = ParseGroundTruth(run.out);
-  if (with_ground_truth) EXPECT_NE(recorded->truth.pid, 0u) << "no scenario line in\n" << run.out;
+  if (with_ground_truth) {
+    EXPECT_NE(recorded->truth.pid, 0u) << "no scenario line in\n" << run.out;
+  }
   auto session = collector::ReadSession(dir.Sub("session"));
   EXPECT_TRUE(session.ok()) << (session.ok() ? "" : session.status().message());
   if (!session.ok()) return false;

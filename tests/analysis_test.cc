@@ -762,12 +762,15 @@ TEST(KernelWaits, ThreadsAsleepOnTheMmapLockNameItsOwnerInMunmap) {
   EXPECT_NE(text.find(": 2 threads blocked on one lock\n  on       the mmap_lock of pid 100\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("launcher-0 (11) in cudaLaunchKernel (+0.000 s, 31.0 ms): asleep 30.0 ms "
-                      "on the mmap_lock of pid 100, held by trainer (13) in munmap of 512.0 MiB, "
-                      "on CPU"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "launcher-0 (11) in cudaLaunchKernel (+0.000 s, 31.0 ms): asleep 30.0 ms "
+          "on the mmap_lock of pid 100 [kernel lock], held by trainer (13) in munmap of 512.0 MiB, "
+          "on CPU"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("asleep 28.0 ms on the mmap_lock of pid 100, held by trainer (13) in munmap "
+  EXPECT_NE(text.find("asleep 28.0 ms on the mmap_lock of pid 100 [kernel lock], held by trainer "
+                      "(13) in munmap "
                       "of 512.0 MiB"),
             std::string::npos)
       << text;
@@ -805,9 +808,9 @@ TEST(KernelWaits, AKernelMutexIsOneObjectForAllProcessesAndNamesAnOwnerOutsideTh
   ASSERT_TRUE(analysis.blocked_calls[0].main_object.has_value());
   EXPECT_EQ(analysis.blocked_calls[0].main_object->pid, 0u);
   std::string text = RenderTextReport(session, analysis);
-  EXPECT_NE(
-      text.find("asleep 8.0 ms on kernel mutex 0xffff888100b00000, held by kworker/0:1 (57),"),
-      std::string::npos)
+  EXPECT_NE(text.find("asleep 8.0 ms on kernel mutex 0xffff888100b00000 [kernel lock], held by "
+                      "kworker/0:1 (57),"),
+            std::string::npos)
       << text;
 }
 
@@ -841,7 +844,7 @@ TEST(KernelWaits, ASleepInAnIoctlOnTheDriverIsNamedWithItsUserStack) {
 
   std::string text = RenderTextReport(session, analysis);
   EXPECT_NE(text.find("holder (10) in cudaDeviceSynchronize (+0.000 s, 20.0 ms): asleep 17.8 ms in "
-                      "ioctl on nvidiactl, on CPU"),
+                      "ioctl on nvidiactl [GPU driver], on CPU"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n      slept at libcuda.so.1+0x1010 <- libcuda.so.1+0x2020\n"),

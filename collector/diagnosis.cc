@@ -183,7 +183,6 @@ void AddThread(std::vector<uint32_t>& tids, uint32_t tid) {
 
 // Convoys on one object collapse into one cause: the key is the object, not the holder.
 void Diagnoser::GroupCauses() {
-  std::vector<std::map<uint32_t, uint64_t>> ended_by;  // per cause: waker tid -> time it ended
   std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
   for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
     Stall& stall = diagnosis_.stalls[i];
@@ -209,36 +208,41 @@ void Diagnoser::GroupCauses() {
                       (object.kind == WaitKind::kKernelFunction ? object.kernel_function : "");
     stall.cause = CauseFor(key, stall.wait_class, object, identity);
     Cause& cause = diagnosis_.causes[stall.cause];
-    ended_by.resize(diagnosis_.causes.size());
     rooted_ns.resize(diagnosis_.causes.size());
     cause.blocked_ns += stall.asleep_ns();
     cause.wait_count += 1;
     AddThread(cause.tids, stall.tid);
     cause.stalls.push_back(static_cast<int>(i));
-    uint32_t ender = stall.chain.empty() ? 0 : stall.chain.front().tid;
-    ended_by[stall.cause][ender] += stall.asleep_ns();
     cause.longest_ns = std::max(cause.longest_ns, stall.asleep_ns());
     if (!stall.chain.empty() && stall.asleep_ns() > rooted_ns[stall.cause]) {
       rooted_ns[stall.cause] = stall.asleep_ns();
       cause.root = stall.chain.back();
     }
   }
-  // The holder ended most of the waiting without waiting on the object itself: a waiter that
-  // woke the next one only passed the lock on (a convoy). Without one, the root of the longest
-  // chain holds it.
-  for (size_t c = 0; c < ended_by.size(); ++c) {
-    Cause& cause = diagnosis_.causes[c];
-    uint64_t most = 0;
-    for (const auto& [tid, ns] : ended_by[c]) {
-      bool waited_too = std::find(cause.tids.begin(), cause.tids.end(), tid) != cause.tids.end();
-      if (tid != 0 && !waited_too && ns > most) {
-        most = ns;
-        cause.holder_tid = tid;
+  // The holder is the thread that held the object longest before releasing waiters: from its own
+  // last wait on it (or the released wait's start) to the release. A waiter that woke the next
+  // one right after it got the lock only passed it on (a convoy).
+  std::map<std::pair<int, uint32_t>, std::vector<uint64_t>> wait_ends;  // (cause, tid) -> ends
+  for (const Stall& stall : diagnosis_.stalls) {
+    if (stall.cause >= 0) wait_ends[{stall.cause, stall.tid}].push_back(stall.wait.end_ns);
+  }
+  std::vector<std::map<uint32_t, uint64_t>> held(diagnosis_.causes.size());
+  for (const Stall& stall : diagnosis_.stalls) {
+    if (stall.cause < 0 || stall.chain.empty() || stall.wait.wake_ns == 0) continue;
+    uint32_t ender = stall.chain.front().tid;
+    uint64_t release = stall.wait.wake_ns, since = stall.wait.start_ns;
+    if (auto ends = wait_ends.find({stall.cause, ender}); ends != wait_ends.end()) {
+      for (uint64_t end : ends->second) {
+        if (end <= release) since = std::max(since, end);
       }
     }
-    // Every thread both waited and released (the GIL passed around): the one that released most.
-    for (const auto& [tid, ns] : ended_by[c]) {
-      if (cause.holder_tid == 0 && tid != 0 && ns > most) most = ns, cause.holder_tid = tid;
+    held[stall.cause][ender] += release - std::min(since, release);
+  }
+  for (size_t c = 0; c < held.size(); ++c) {
+    Cause& cause = diagnosis_.causes[c];
+    uint64_t longest = 0;
+    for (const auto& [tid, ns] : held[c]) {
+      if (ns > longest) longest = ns, cause.holder_tid = tid;
     }
     if (cause.holder_tid == 0 && cause.root) cause.holder_tid = cause.root->tid;
   }

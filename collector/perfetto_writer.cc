@@ -395,6 +395,10 @@ class PacketWriter {
 
 // Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
 // trace), so they are stable and never collide. Four bits: 15 is the last kind there is room for.
+// Flow ids of the diagnosis's arrows (a waiter to what let it go), apart from the wake and launch
+// flows.
+constexpr uint64_t kDiagnosisFlowBase = uint64_t{1} << 62;
+
 enum class TrackKind : uint64_t {
   kProcess = 1,
   kThread = 2,
@@ -405,6 +409,7 @@ enum class TrackKind : uint64_t {
   kGpuSync = 7,
   kKernel = 8,
   kDiagnosis = 9,
+  kWhy = 10,
 };
 
 uint64_t TrackUuid(TrackKind kind, uint32_t id) {
@@ -426,6 +431,7 @@ struct ThreadTracks {
   std::optional<EventTrack> off_cpu;  // made on the thread's first off-CPU interval
   std::optional<EventTrack> futex;    // made on its first futex call
   std::optional<EventTrack> kernel;   // made on its first lock wait, fault, device or memory call
+  std::optional<EventTrack> why;      // the diagnosis's flow ends: waits for, and holds for others
 };
 
 std::string_view BaseName(std::string_view path) {
@@ -472,6 +478,10 @@ class TrackRegistry {
   // waits, nested as they happened (a lock wait in a page fault in an ioctl).
   EventTrack& Kernel(ThreadTracks& thread) {
     return ChildTrack(thread.kernel, thread, TrackKind::kKernel, "kernel");
+  }
+
+  EventTrack& Why(ThreadTracks& thread) {
+    return ChildTrack(thread.why, thread, TrackKind::kWhy, "why");
   }
 
   // The lane of one stream of one GPU of a process: "GPU 0 stream 13".
@@ -1710,9 +1720,50 @@ class DiagnosisWriter {
       end.timestamp_ns = std::max(item.end_ns, item.start_ns);
       packets_.WriteTrackEvent(sequence, end);
     }
+    WriteFlows();
   }
 
  private:
+  // For each wait of a freeze: a "waits for" instant on the waiting thread's "why" track where the
+  // wait began, with a flow to a "holds" instant on the holder's where it let the waiter go (the
+  // wake). Written per track in time order, after everything else.
+  void WriteFlows() {
+    struct End {
+      uint32_t tid, pid;
+      uint64_t time_ns;
+      std::string name;
+      uint64_t flow_out = 0, flow_in = 0;
+    };
+    std::vector<End> ends;
+    uint64_t next_flow = kDiagnosisFlowBase;
+    for (const DiagnosedFreeze& freeze : diagnosis_.freezes) {
+      for (int index : freeze.stalls) {
+        const Stall& stall = diagnosis_.stalls[index];
+        if (stall.chain.empty() || stall.wait.wake_ns == 0) continue;
+        const ChainLink& ender = stall.chain.front();
+        const ChainLink& root = stall.chain.back();
+        uint64_t flow = next_flow++;
+        ends.push_back({stall.tid, stall.pid, stall.wait.start_ns,
+                        "waits for " + session_.ThreadLabel(root.tid), flow, 0});
+        ends.push_back({ender.tid, ender.pid, stall.wait.wake_ns,
+                        "lets " + session_.ThreadLabel(stall.tid) + " go", 0, flow});
+      }
+    }
+    std::stable_sort(ends.begin(), ends.end(),
+                     [](const End& a, const End& b) { return a.time_ns < b.time_ns; });
+    for (const End& end : ends) {
+      TrackEventSpec instant;
+      instant.type = TrackEventType::kInstant;
+      instant.timestamp_ns = end.time_ns;
+      instant.name_iid = interner_.Intern(InternTable::kEventNames, end.name);
+      instant.category_iid = vocabulary_.gprof_run;
+      if (end.flow_out != 0) instant.flow_ids = std::span<const uint64_t>(&end.flow_out, 1);
+      instant.terminating_flow_id = end.flow_in;
+      EventTrack& track = tracks_.Why(tracks_.Thread(end.tid, end.pid));
+      packets_.WriteTrackEvent(track.sequence, instant);
+    }
+  }
+
   const Session& session_;
   const Diagnosis& diagnosis_;
   TrackRegistry& tracks_;

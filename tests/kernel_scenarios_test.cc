@@ -674,6 +674,32 @@ TEST_F(Diagnosis, MutexConvoy) {
   EXPECT_WITHIN_10_PERCENT(Duration(freeze), last - first);
   EXPECT_EQ(cause["root"]["thread"]["tid"], truth.Tid("holder"));
   EXPECT_EQ(cause["root"]["state"], "on_cpu") << "the holder keeps the mutex on CPU";
+
+  // The trace: a diagnosis slice over the freeze, and from each waiter an arrow to the thread that
+  // let it go.
+  std::vector<std::string> errors;
+  bool freeze_slice = false;
+  for (const DecodedTrack& track : recorded_.trace.tracks) {
+    if (track.name != "diagnosis") continue;
+    for (const Slice& slice : SlicesOf(recorded_.trace, track.uuid, &errors)) {
+      freeze_slice |= slice.name == "3 threads froze on user lock" &&
+                      slice.begin->annotations.count("explanation") == 1;
+    }
+  }
+  EXPECT_TRUE(freeze_slice);
+  std::set<uint64_t> started, ended;
+  size_t waits_for_holder = 0;
+  for (const DecodedEvent& event : recorded_.trace.events) {
+    if (event.name == "waits for " + Label(truth, "holder")) {
+      ++waits_for_holder;
+      started.insert(event.flow_ids.begin(), event.flow_ids.end());
+    }
+    if (event.name.starts_with("lets "))
+      ended.insert(event.terminating_flow_ids.begin(), event.terminating_flow_ids.end());
+  }
+  EXPECT_EQ(waits_for_holder, 3u);
+  for (uint64_t flow : started)
+    EXPECT_TRUE(ended.contains(flow)) << "flow " << flow << " ends nowhere";
 }
 
 // A condition variable handoff: one waiter, no contention; the wait is listed with its class, the

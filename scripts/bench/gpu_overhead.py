@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""What profiling costs a GPU program (issue 6): the workloads of gpu_workload.py run without a
+profiler and under each profiler, configurations interleaved (A B C A B C ...), ROUNDS times, after
+one uncounted warm-up round. Each workload times itself from inside, so a profiler's start-up and
+post-processing do not count. Printed per workload and configuration: the median time per unit
+with its min-max, and the median of the per-round ratios to the unprofiled run of the same round,
+with their min-max.
+
+usage: gpu_overhead.py [--rounds N] [--configs plain,gprof_cuda,gprof_full,torch_profiler,nsys]
+                       [--gprof PATH] [--nsys PATH] [--workload-args "..."] [--json FILE]
+                       [--cpus 0-7]
+
+Configurations:
+  plain           python3 gpu_workload.py
+  gprof_cuda      gprof-run --no-kernel: every CUDA runtime and driver call and the GPU timeline
+  gprof_full      gprof-run: the same plus the kernel recorder (needs root)
+  torch_profiler  gpu_workload.py --torch-profiler (CPU and CUDA activities)
+  nsys            nsys profile -t cuda,osrt
+Results go to --json (default gpu_overhead.json) as they come, so a run cut short keeps what it
+measured. --cpus pins every run to those CPUs (taskset), the same for all configurations.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "gpu_workload.py")
+
+
+def command(config, args, scratch, run_index):
+    workload = [sys.executable, WORKLOAD] + args.workload_args.split()
+    session = os.path.join(scratch, f"{config}-{run_index}")
+    if config == "plain":
+        cmd = workload
+    elif config == "gprof_cuda":
+        cmd = [args.gprof, "-q", "--no-kernel", "-o", session, "--"] + workload
+    elif config == "gprof_full":
+        cmd = [args.gprof, "-q", "-o", session, "--"] + workload
+    elif config == "torch_profiler":
+        cmd = workload + ["--torch-profiler"]
+    elif config == "nsys":
+        cmd = [args.nsys, "profile", "-t", "cuda,osrt", "--force-overwrite=true", "-o", session,
+               "--"] + workload
+    else:
+        raise SystemExit(f"unknown configuration {config}")
+    if args.cpus:
+        cmd = ["taskset", "-c", args.cpus] + cmd
+    return cmd, session
+
+
+def run_once(config, args, scratch, run_index):
+    cmd, session = command(config, args, scratch, run_index)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        output, status = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as expired:
+        output = (expired.stdout or b"").decode(errors="replace") if isinstance(
+            expired.stdout, bytes) else (expired.stdout or "")
+        status = "timeout"
+    results = {m.group(1): float(m.group(2))
+               for m in re.finditer(r"RESULT name=(\S+) per_unit_us=([0-9.]+)", output)}
+    size = 0
+    if os.path.isdir(session):
+        for root, _, files in os.walk(session):
+            size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        shutil.rmtree(session, ignore_errors=True)
+    for leftover in (session + ".nsys-rep", session + ".qdstrm", session + ".sqlite"):
+        if os.path.exists(leftover):
+            size += os.path.getsize(leftover)
+            os.remove(leftover)
+    return {"config": config, "status": status, "results": results,
+            "wall_s": round(time.monotonic() - started, 2), "session_bytes": size,
+            "tail": output[-600:] if not results else ""}
+
+
+def spread(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values)} if values else None
+
+
+def summarize(runs, configs):
+    by_round = {}
+    for run in runs:
+        if run["round"] > 0:
+            by_round.setdefault(run["round"], {})[run["config"]] = run["results"]
+    workloads = sorted({w for run in runs for w in run["results"]})
+    summary = {}
+    for workload in workloads:
+        summary[workload] = {}
+        for config in configs:
+            times = [r[config][workload] for r in by_round.values()
+                     if config in r and workload in r[config]]
+            ratios = [r[config][workload] / r["plain"][workload] for r in by_round.values()
+                      if config in r and "plain" in r and workload in r[config]
+                      and workload in r["plain"] and r["plain"][workload] > 0]
+            summary[workload][config] = {"per_unit_us": spread(times), "ratio": spread(ratios)}
+    return summary
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--configs", default="plain,gprof_cuda,gprof_full,torch_profiler,nsys")
+    parser.add_argument("--gprof", default=os.path.join(HERE, "../../build/bin/gprof-run"))
+    parser.add_argument("--nsys", default="/opt/nvidia/nsight-compute/2025.3.1/host/"
+                        "target-linux-x64/nsys")
+    parser.add_argument("--workload-args", default="")
+    parser.add_argument("--timeout", type=int, default=180)
+    parser.add_argument("--cpus", default="")
+    parser.add_argument("--json", default="gpu_overhead.json")
+    args = parser.parse_args()
+    configs = args.configs.split(",")
+    if "plain" not in configs:
+        configs.insert(0, "plain")
+    scratch = tempfile.mkdtemp(prefix="gpu-overhead-")
+    record = {"benchmark": "gpu_overhead", "command": sys.argv,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "machine": {"node": platform.node(), "kernel": platform.release(),
+                          "cpus": os.cpu_count()},
+              "rounds": args.rounds, "configs": configs, "runs": []}
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True)
+        record["machine"]["gpu"] = gpu.stdout.strip()
+    except OSError:
+        pass
+    for round_index in range(args.rounds + 1):  # round 0: warm-up, not counted
+        for config in configs:
+            run = run_once(config, args, scratch, round_index)
+            run["round"] = round_index
+            record["runs"].append(run)
+            print(f"round {round_index} {config}: {run['results']} status={run['status']} "
+                  f"wall={run['wall_s']}s{' ' + run['tail'] if run['tail'] else ''}", flush=True)
+            record["summary"] = summarize(record["runs"], configs)
+            with open(args.json, "w") as out:
+                json.dump(record, out, indent=1)
+    print("\nmedian time per unit [min-max]; ratio to no profiler: median of per-round ratios "
+          "[min-max]")
+    for workload, by_config in record["summary"].items():
+        print(workload)
+        for config, figures in by_config.items():
+            t, r = figures["per_unit_us"], figures["ratio"]
+            if t is None:
+                print(f"  {config:15s} no result")
+                continue
+            line = f"  {config:15s} {t['median']:10.2f} us [{t['min']:.2f}-{t['max']:.2f}]"
+            if r is not None and config != "plain":
+                line += f"  ratio {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] n={r['n']}"
+            print(line)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

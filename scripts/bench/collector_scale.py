@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""How fast the collector turns a session into its trace and reports, and how much memory it takes,
+as the session grows (issue 6, part 4).
+
+usage: scripts/bench/collector_scale.py BUILD_DIR [--sizes 1000000,10000000,50000000] [--runs 3]
+                                        [--threads 8] [--timeout-s 600] [--max-rss-gib G]
+                                        [--perf-size N] [--tmp DIR] [--json FILE]
+
+BUILD_DIR holds a built bin/gprof-run and bin/bench_session_gen (`cmake --build BUILD_DIR --target
+gprof-run bench_session_gen`); this script builds nothing.
+
+For each size, bench_session_gen writes a synthetic session of that many records under --tmp (CUDA
+calls in inject-<pid>.gpr; futex calls, off-CPU intervals with wakers and kernel stacks in
+kernel.gpr; see scripts/bench/session_gen.cc), then `BUILD_DIR/bin/gprof-run report DIR` runs on it
+RUNS times, pinned to CPU 0 (`taskset -c 0`), under GNU time (`/usr/bin/time -f '%e %M'`: wall
+seconds and peak RSS). Without GNU time, the wall clock is measured here and peak RSS is the
+ru_maxrss of the run's own rusage (os.wait4, i.e. RUSAGE_CHILDREN for that one child). The outputs
+are removed before each run, so each run's trace.perfetto-trace, report.txt and report.json are its
+own; a run that writes no trace is reported as such, and what it did write is measured. The session
+directory is removed afterwards.
+
+A run is stopped (SIGKILL) when it passes --timeout-s (default 600) or when its resident memory,
+sampled every 0.1 s, passes --max-rss-gib (default: half of MemAvailable at the start): that
+outcome is the size's result, and its remaining runs are skipped.
+
+Printed per size: records, wall seconds (median, min-max), records per second, peak RSS (MiB and
+bytes per record), trace bytes and bytes per record, report.json bytes; then how peak memory grows
+from the smallest size to the largest. With --perf-size N (default 10000000 when it is one of the
+sizes; 0: never), one more run of that size, not counted, under `perf record --call-graph dwarf`,
+gives the share of each collector phase (inclusive samples) and the hottest functions (self).
+
+Everything also goes to --json FILE (default scripts/bench/results/<today>/collector_scale.json)
+and the printed text to the same path with .txt.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUTPUTS = ("trace.perfetto-trace", "report.txt", "report.json")
+POLL_S = 0.1
+# The collector's phases (collector/collect.cc: Collect), as perf names their functions.
+PHASES = (
+    ("read session (decode, sort, index)", r"gprof::collector::ReadSession\b"),
+    ("analysis (slow calls)", r"gprof::collector::Analyze\b"),
+    ("diagnosis", r"gprof::collector::Diagnose\b"),
+    ("text report", r"gprof::collector::RenderTextReport\b"),
+    ("Perfetto trace", r"gprof::collector::WritePerfettoTrace\b"),
+    ("report.json model", r"gprof::collector::RenderJsonReport\b"),
+    ("report.json text (json dump)", r"nlohmann::.*basic_json<.*>::dump$"),
+)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build_dir")
+    parser.add_argument("--sizes", default="1000000,10000000,50000000",
+                        help="records per session, comma-separated")
+    parser.add_argument("--runs", type=int, default=3, help="measured runs per size (default 3)")
+    parser.add_argument("--threads", type=int, default=8, help="threads of the synthetic process")
+    parser.add_argument("--timeout-s", type=float, default=600, help="per run (default 600)")
+    parser.add_argument("--max-rss-gib", type=float, default=None,
+                        help="stop a run whose RSS passes this (default: MemAvailable / 2)")
+    parser.add_argument("--perf-size", type=int, default=None,
+                        help="profile one extra run of this size with perf (0: none)")
+    parser.add_argument("--tmp", default=tempfile.gettempdir(), help="where sessions are written")
+    parser.add_argument("--json", default=None, help="result file")
+    args = parser.parse_args()
+    args.sizes = [int(size.replace("_", "")) for size in args.sizes.split(",") if size]
+    if args.perf_size is None:
+        args.perf_size = 10_000_000 if 10_000_000 in args.sizes else 0
+    if args.json is None:
+        args.json = os.path.join(REPO, "scripts", "bench", "results",
+                                 datetime.date.today().isoformat(), "collector_scale.json")
+    return args
+
+
+def meminfo():
+    values = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, rest = line.split(":", 1)
+            values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def gnu_time():
+    path = "/usr/bin/time"
+    if not os.access(path, os.X_OK):
+        return None
+    probe = subprocess.run([path, "--version"], capture_output=True, text=True)
+    return path if "GNU" in probe.stdout + probe.stderr else None
+
+
+def git_head():
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def tree_rss_bytes(root_pid):
+    """Resident bytes of root_pid and its descendants, from /proc (0 when they are gone)."""
+    total, pending = 0, [root_pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * page
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    pending.extend(int(child) for child in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def leaf_pid(root_pid):
+    """The deepest descendant of root_pid (gprof-run under taskset and time), or root_pid."""
+    pid = root_pid
+    while True:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                children = f.read().split()
+        except OSError:
+            return pid
+        if not children:
+            return pid
+        pid = int(children[0])
+
+
+def measured_run(command, time_path, timeout_s, rss_cap):
+    """Runs `command` pinned to CPU 0; returns wall, peak RSS and how it ended."""
+    fd, time_file = tempfile.mkstemp(prefix="collector-scale-time-")
+    os.close(fd)
+    err_fd, err_file = tempfile.mkstemp(prefix="collector-scale-err-")
+    wrapped = ["taskset", "-c", "0"]
+    if time_path:
+        wrapped += [time_path, "-f", "%e %M", "-o", time_file]
+    wrapped += command
+    load = loadavg()
+    start = time.monotonic()
+    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=err_fd)
+    os.close(err_fd)
+    outcome, sampled_peak, status, usage = "ok", 0, None, None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            break
+        elapsed = time.monotonic() - start
+        rss = tree_rss_bytes(proc.pid)
+        sampled_peak = max(sampled_peak, rss)
+        if outcome == "ok" and (elapsed > timeout_s or rss > rss_cap):
+            outcome = (f"stopped after {elapsed:.0f} s: over the {timeout_s:.0f} s limit"
+                       if elapsed > timeout_s else
+                       f"stopped after {elapsed:.0f} s: RSS {rss / 2**30:.1f} GiB passed the "
+                       f"{rss_cap / 2**30:.1f} GiB cap")
+            os.kill(leaf_pid(proc.pid), signal.SIGKILL)
+        time.sleep(POLL_S)
+    outer_wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall, peak_kib = outer_wall, usage.ru_maxrss
+    measured_by = "os.wait4 rusage (no GNU time)"
+    if time_path:
+        with open(time_file) as f:
+            lines = [line for line in f.read().splitlines() if re.match(r"^[\d.]+ \d+$", line)]
+        if lines:
+            wall_text, rss_text = lines[-1].split()
+            wall, peak_kib = float(wall_text), int(rss_text)
+            measured_by = "GNU time %e %M"
+    with open(err_file, errors="replace") as f:
+        stderr_tail = f.read()[-2000:]
+    os.unlink(time_file)
+    os.unlink(err_file)
+    if outcome == "ok" and proc.returncode != 0:
+        outcome = f"exit status {proc.returncode}"
+    return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall,
+            "outer_wall_s": round(outer_wall, 3), "peak_rss_bytes": peak_kib * 1024,
+            "sampled_peak_rss_bytes": sampled_peak, "measured_by": measured_by,
+            "loadavg_before": load, "stderr_tail": stderr_tail if outcome != "ok" else ""}
+
+
+def generate(build_dir, directory, size, threads):
+    command = [os.path.join(build_dir, "bin", "bench_session_gen"), directory, str(size),
+               "--threads", str(threads)]
+    start = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True)
+    elapsed = time.monotonic() - start
+    if result.returncode != 0:
+        sys.exit(f"bench_session_gen failed ({result.returncode}): {result.stderr.strip()}")
+    counts = dict(re.findall(r"(\w+)=([\d.]+)", result.stdout))
+    counts = {key: float(value) if "." in value else int(value) for key, value in counts.items()}
+    files = {name: os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)}
+    return {"seconds": round(elapsed, 3), "counts": counts, "files": files,
+            "input_bytes": sum(files.values())}
+
+
+def symbol_name(text):
+    """A perf report symbol column without the IPC columns that follow it ("-  -")."""
+    return re.sub(r"\s+-\s+-$", "", text.strip()).strip()
+
+
+def profile(build_dir, directory, size):
+    """One uncounted run under perf: each phase's share of the samples, and the hottest functions."""
+    if shutil.which("perf") is None:
+        return {"note": "perf not found"}
+    data = tempfile.mktemp(prefix="collector-scale-perf-")
+    for name in OUTPUTS:
+        if os.path.exists(os.path.join(directory, name)):
+            os.unlink(os.path.join(directory, name))
+    command = ["taskset", "-c", "0", "perf", "record", "-q", "-F", "199", "--call-graph",
+               "dwarf,16384", "-o", data, "--", os.path.join(build_dir, "bin", "gprof-run"),
+               "report", directory]
+    recorded = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if recorded.returncode != 0 or not os.path.exists(data):
+        return {"note": "perf record failed: " + recorded.stderr[-500:]}
+    report_base = ["perf", "report", "-i", data, "--stdio", "--no-inline", "--sort", "symbol",
+                   "-g", "none"]
+    children = subprocess.run(report_base + ["--children", "--percent-limit", "0.1"],
+                              capture_output=True, text=True).stdout
+    self_only = subprocess.run(report_base + ["--no-children", "--percent-limit", "1"],
+                               capture_output=True, text=True).stdout
+    os.unlink(data)
+    samples = re.search(r"# Samples: (\S+)", children)
+    inclusive = {}
+    for line in children.splitlines():
+        match = re.match(r"^\s+([\d.]+)%\s+([\d.]+)%\s+\[[.k]\]\s+(.*?)\s*$", line)
+        if match:
+            inclusive.setdefault(symbol_name(match.group(3)), float(match.group(1)))
+    phases = []
+    for label, function in PHASES:
+        share = next((value for name, value in inclusive.items() if re.match(function, name)),
+                     0.0)
+        phases.append({"phase": label, "function": function, "inclusive_percent": share})
+    hottest = []
+    for line in self_only.splitlines():
+        match = re.match(r"^\s+([\d.]+)%\s+\[([.k])\]\s+(.*?)\s*$", line)
+        if match:
+            hottest.append({"self_percent": float(match.group(1)),
+                            "kernel": match.group(2) == "k",
+                            "symbol": symbol_name(match.group(3))[:160]})
+    return {"size": size, "samples": samples.group(1) if samples else None,
+            "command": " ".join(command), "phases": phases, "hottest_self": hottest[:15]}
+
+
+def summary(values):
+    ordered = sorted(values)
+    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]}
+
+
+def mib(value):
+    return value / 2**20
+
+
+def main():
+    args = parse_args()
+    build_dir = os.path.abspath(args.build_dir)
+    for binary in ("gprof-run", "bench_session_gen"):
+        if not os.access(os.path.join(build_dir, "bin", binary), os.X_OK):
+            sys.exit(f"{build_dir}/bin/{binary} not found: build the gprof-run and "
+                     "bench_session_gen targets first")
+    if shutil.which("taskset") is None:
+        sys.exit("taskset not found (util-linux)")
+    time_path = gnu_time()
+    memory = meminfo()
+    rss_cap = (args.max_rss_gib * 2**30 if args.max_rss_gib else memory["MemAvailable"] / 2)
+    lines = []
+
+    def say(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    result = {
+        "benchmark": "collector_scale",
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+        "git_head": git_head(),
+        "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
+                    "mem_total_bytes": memory["MemTotal"],
+                    "mem_available_bytes": memory["MemAvailable"]},
+        "method": {"pinning": "taskset -c 0",
+                   "timer": f"{time_path} -f '%e %M'" if time_path else "os.wait4 rusage",
+                   "runs": args.runs, "threads": args.threads, "timeout_s": args.timeout_s,
+                   "rss_cap_bytes": int(rss_cap)},
+        "sizes": [],
+    }
+    say(f"collector scale: {result['machine']['cpu']}, {os.cpu_count()} CPUs, "
+        f"{mib(memory['MemTotal']) / 1024:.1f} GiB RAM ({mib(memory['MemAvailable']) / 1024:.1f} "
+        f"available), kernel {platform.release()}, git {result['git_head'][:12]}")
+    say(f"each run: taskset -c 0 {result['method']['timer']} {build_dir}/bin/gprof-run report DIR; "
+        f"{args.runs} runs per size; stopped past {args.timeout_s:.0f} s or "
+        f"{rss_cap / 2**30:.1f} GiB RSS")
+    if not time_path:
+        say("note: GNU time not found at /usr/bin/time: wall clock measured here, peak RSS from "
+            "os.wait4's rusage")
+
+    for size in args.sizes:
+        root = tempfile.mkdtemp(prefix=f"collector-scale-{size}-", dir=args.tmp)
+        directory = os.path.join(root, "session")
+        try:
+            say()
+            say(f"== {size:,} records: generating ...")
+            gen = generate(build_dir, directory, size, args.threads)
+            records = gen["counts"].get("records", size)
+            say(f"   session: {records:,} records ({gen['counts'].get('cuda_calls', 0):,} CUDA "
+                f"calls, {gen['counts'].get('futex_calls', 0):,} futex calls, "
+                f"{gen['counts'].get('offcpu', 0):,} off-CPU intervals, "
+                f"{gen['counts'].get('slow_calls', 0):,} calls over 1 ms), "
+                f"{gen['input_bytes'] / 1e6:.1f} MB on disk, "
+                f"{gen['counts'].get('session_seconds', 0):.1f} s of recorded time; "
+                f"written in {gen['seconds']:.1f} s")
+            entry = {"requested_records": size, "records": records, "generator": gen, "runs": []}
+            for run in range(args.runs):
+                for name in OUTPUTS:
+                    if os.path.exists(os.path.join(directory, name)):
+                        os.unlink(os.path.join(directory, name))
+                measured = measured_run(
+                    [os.path.join(build_dir, "bin", "gprof-run"), "report", directory],
+                    time_path, args.timeout_s, rss_cap)
+                written = {name: os.path.getsize(os.path.join(directory, name))
+                           for name in OUTPUTS if os.path.exists(os.path.join(directory, name))}
+                measured["outputs"] = written
+                entry["runs"].append(measured)
+                status = "" if measured["outcome"] == "ok" else f"  ** {measured['outcome']}"
+                say(f"   run {run + 1}: {measured['wall_s']:.2f} s, peak RSS "
+                    f"{mib(measured['peak_rss_bytes']):.0f} MiB, trace "
+                    f"{written.get('trace.perfetto-trace', 0):,} B, load "
+                    f"{measured['loadavg_before'][0]:.2f}{status}")
+                if measured["outcome"] != "ok":
+                    say(f"   remaining runs of this size skipped: {measured['outcome']}")
+                    break
+            ok_runs = [run for run in entry["runs"] if run["outcome"] == "ok"]
+            if ok_runs:
+                walls = summary([run["wall_s"] for run in ok_runs])
+                rss = summary([run["peak_rss_bytes"] for run in ok_runs])
+                outputs = ok_runs[-1]["outputs"]
+                trace_bytes = outputs.get("trace.perfetto-trace")
+                entry["result"] = {
+                    "outcome": "ok",
+                    "wall_s": walls,
+                    "records_per_s": records / walls["median"],
+                    "peak_rss_bytes": rss,
+                    "peak_rss_bytes_per_record": rss["median"] / records,
+                    "trace_bytes": trace_bytes,
+                    "trace_bytes_per_record": trace_bytes / records if trace_bytes else None,
+                    "report_json_bytes": outputs.get("report.json"),
+                    "report_txt_bytes": outputs.get("report.txt"),
+                    "input_bytes_per_record": gen["input_bytes"] / records,
+                }
+                missing = [name for name in OUTPUTS if name not in outputs]
+                if missing:
+                    entry["result"]["missing_outputs"] = missing
+                    say(f"   NOTE: gprof-run report did not write {', '.join(missing)}; measured "
+                        "what it wrote")
+            else:
+                entry["result"] = {"outcome": entry["runs"][0]["outcome"],
+                                   "wall_s_at_stop": entry["runs"][0]["wall_s"],
+                                   "peak_rss_bytes_at_stop": entry["runs"][0]["peak_rss_bytes"]}
+            if size == args.perf_size and ok_runs:
+                say(f"   profiling one more run under perf ...")
+                entry["profile"] = profile(build_dir, directory, size)
+            result["sizes"].append(entry)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    say()
+    say("records      wall s (median, min-max)   records/s   peak RSS MiB  RSS B/rec  "
+        "trace bytes     trace B/rec  report.json B")
+    for entry in result["sizes"]:
+        r = entry["result"]
+        if r["outcome"] != "ok":
+            say(f"{entry['records']:>11,}  {r['outcome']} (wall {r['wall_s_at_stop']:.0f} s, "
+                f"peak RSS {mib(r['peak_rss_bytes_at_stop']):.0f} MiB)")
+            continue
+        w = r["wall_s"]
+        say(f"{entry['records']:>11,}  {w['median']:7.2f} ({w['min']:.2f}-{w['max']:.2f})"
+            f"{'':>6}{r['records_per_s']:>11,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
+            f"  {r['peak_rss_bytes_per_record']:>9.1f}  {r['trace_bytes'] or 0:>14,}"
+            f"  {r['trace_bytes_per_record'] or 0:>11.1f}  {r['report_json_bytes'] or 0:>13,}")
+
+    measured_sizes = [e for e in result["sizes"] if e["result"]["outcome"] == "ok"]
+    if len(measured_sizes) >= 2:
+        small, large = measured_sizes[0], measured_sizes[-1]
+        rss_small = small["result"]["peak_rss_bytes"]["median"]
+        rss_large = large["result"]["peak_rss_bytes"]["median"]
+        slope = (rss_large - rss_small) / (large["records"] - small["records"])
+        growth = {
+            "from_records": small["records"], "to_records": large["records"],
+            "records_ratio": large["records"] / small["records"],
+            "peak_rss_ratio": rss_large / rss_small,
+            "marginal_bytes_per_record": slope,
+            "intercept_bytes": rss_small - slope * small["records"],
+            # Bounded: the largest session's peak under 1.5x the smallest's.
+            "bounded": rss_large / rss_small < 1.5,
+        }
+        result["memory_growth"] = growth
+        say()
+        say(f"memory: peak RSS {mib(rss_small):,.0f} MiB at {small['records']:,} records -> "
+            f"{mib(rss_large):,.0f} MiB at {large['records']:,} "
+            f"({growth['peak_rss_ratio']:.1f}x for {growth['records_ratio']:.0f}x the records): "
+            f"{slope:.0f} bytes per extra record, "
+            + ("bounded" if growth["bounded"] else "it grows with the session, not bounded"))
+    for entry in result["sizes"]:
+        prof = entry.get("profile")
+        if not prof or "phases" not in prof:
+            continue
+        say()
+        say(f"where the time goes at {entry['records']:,} records (perf, {prof['samples']} "
+            "samples, inclusive):")
+        for phase in prof["phases"]:
+            say(f"   {phase['inclusive_percent']:5.1f}%  {phase['phase']}")
+        say("   hottest functions (self): " + "; ".join(
+            f"{h['self_percent']:.1f}% {h['symbol'][:70]}" for h in prof["hottest_self"][:8]))
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    text_path = os.path.splitext(args.json)[0] + ".txt"
+    with open(text_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"\nwrote {args.json} and {text_path}")
+
+
+if __name__ == "__main__":
+    main()

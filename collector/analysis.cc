@@ -110,6 +110,10 @@ const FutexCall* WaitReader::FutexAt(uint32_t tid, uint64_t time_ns) const {
   return index_->futex.At(tid, time_ns);
 }
 
+const MemoryMapCall* WaitReader::MemoryCallAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->memory_map_calls.At(tid, time_ns);
+}
+
 namespace {
 
 class Analyzer {

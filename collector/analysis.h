@@ -175,6 +175,8 @@ class WaitReader {
   const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
   // The futex call of `tid` in progress at `time_ns`, or nullptr.
   const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
+  // The memory map call (mmap, munmap, ...) of `tid` in progress at `time_ns`, or nullptr.
+  const MemoryMapCall* MemoryCallAt(uint32_t tid, uint64_t time_ns) const;
   std::span<const OffCpuInterval* const> OffCpuDuring(uint32_t tid, uint64_t start_ns,
                                                       uint64_t end_ns) const;
 

@@ -28,11 +28,7 @@ constexpr double kCpuStarvedShare = 0.05;
 class Diagnoser {
  public:
   Diagnoser(const Session& session, const DiagnosisOptions& options)
-      : session_(session),
-        reader_(session),
-        classifier_(session, reader_),
-        correlation_(session),
-        gpu_busy_(session) {
+      : session_(session), reader_(session), correlation_(session), gpu_busy_(session) {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
   }
@@ -63,7 +59,6 @@ class Diagnoser {
 
   const Session& session_;
   WaitReader reader_;
-  WaitClassifier classifier_;
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Diagnosis diagnosis_;
@@ -96,7 +91,7 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     }
     if (longest != nullptr) {
       link.wait = *longest;
-      link.wait_class = classifier_.Classify(tid, *longest);
+      link.wait_class = longest->wait_class;
     }
     // A CUDA call asleep, not on a lock, while the GPU was busy most of the time waited for the
     // GPU: name what the GPU ran.
@@ -110,6 +105,9 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     }
   } else if (split.runnable_ns > split.on_cpu_ns) {
     link.state = ChainLink::State::kRunnable;
+  } else {
+    // On CPU in a memory map call: a munmap freeing a large region, holding the mmap_lock.
+    link.memory_call = reader_.MemoryCallAt(tid, link.end_ns);
   }
   return link;
 }
@@ -156,7 +154,7 @@ void Diagnoser::FindStalls() {
     stall.pid = interval.pid;
     stall.tid = interval.tid;
     stall.wait = reader_.MakeWait(interval, interval.start_ns, interval.end_ns);
-    stall.wait_class = classifier_.Classify(interval.tid, stall.wait);
+    stall.wait_class = stall.wait.wait_class;
     stall.call = reader_.CallAt(interval.tid, interval.start_ns);
     stall.chain = Chain(stall);
     diagnosis_.stalls.push_back(std::move(stall));

@@ -10,7 +10,6 @@
 
 namespace gprof::collector {
 
-
 // "user lock", "condition variable", "Python GIL", "kernel lock", "GPU driver", "page fault",
 // "I/O", "sleep", "waiting for a CPU", "other".
 const char* WaitClassName(WaitClass wait_class);

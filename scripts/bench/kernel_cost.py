@@ -8,7 +8,8 @@ BUILD_DIR holds a built bin/gprof-run and tests/apps/pingpong; this script build
 root: gprof-run loads BPF, and the second part turns on kernel.bpf_stats_enabled.
 
 1. Slowdown. `pingpong futex ROUNDS` and `pingpong pipe ROUNDS` (two threads handing a token back
-   and forth: a wakeup and a context switch per hand-over) run alternately without and with
+   and forth: a wakeup and a context switch per hand-over), and `pingpong convoy ROUNDS` (64
+   threads taking one pthread mutex) run alternately without and with
    `gprof-run --cuda=off` (the kernel recorder alone), each pair back to back (A B A B ...), RUNS
    times, after one pair of each that is not counted. pingpong times its own rounds, so
    gprof-run's start and its report are not counted. Printed: the median and range of ns per round
@@ -37,7 +38,9 @@ import sys
 import tempfile
 import time
 
-KINDS = ("futex", "pipe")
+KINDS = ("futex", "pipe", "convoy")
+# A convoy's acquisition takes a fraction of a hand-over: more of them for a run of similar length.
+ROUNDS_SCALE = {"futex": 1, "pipe": 1, "convoy": 20}
 RUN_TIMEOUT_S = 300
 LINE = re.compile(r"^pingpong kind=\w+ rounds=\d+ elapsed_ns=(\d+) ns_per_round=([\d.]+)", re.M)
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
@@ -82,19 +85,19 @@ def recorded_events(session_dir):
 
 def measure_slowdown(args, gprof_run, pingpong, scratch):
     for kind in KINDS:  # one pair of each, not counted: the first runs pay for cold caches
-        run([pingpong, kind, str(args.rounds)])
+        run([pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])])
         run([gprof_run, "--cuda=off", "-q", "-o", os.path.join(scratch, f"warm-{kind}"), "--",
-             pingpong, kind, str(args.rounds)])
+             pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])])
     samples = {kind: {"plain": [], "recorded": [], "events": [], "lost": 0} for kind in KINDS}
     for i in range(args.runs):
         for kind in KINDS:
             sample = samples[kind]
-            sample["plain"].append(run([pingpong, kind, str(args.rounds)]))
+            sample["plain"].append(run([pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])]))
             session_dir = os.path.join(scratch, f"{kind}-{i}")
             sample["recorded"].append(run([gprof_run, "--cuda=off", "-q", "-o", session_dir, "--",
-                                           pingpong, kind, str(args.rounds)]))
+                                           pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])]))
             events, lost = recorded_events(session_dir)
-            sample["events"].append(events / args.rounds)
+            sample["events"].append(events / (args.rounds * ROUNDS_SCALE[kind]))
             sample["lost"] += lost
             shutil.rmtree(session_dir)
         print(f"  pair {i + 1}/{args.runs}: " + ", ".join(

@@ -3,10 +3,14 @@
 //
 //   pingpong futex ROUNDS   the token is a private futex word: FUTEX_WAKE, then FUTEX_WAIT
 //   pingpong pipe ROUNDS    the token is a byte, sent over one pipe and back over another
+//   pingpong convoy ROUNDS  64 threads take one pthread mutex ROUNDS / 64 times each, holding it
+//                           for a few hundred instructions: a lock convoy; a round is one
+//                           acquisition
 //
-// The main thread ("ping") times its ROUNDS round trips with the other thread ("pong") and prints
-// one line on stdout:
-//   pingpong kind=<futex|pipe> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x> rounds_per_s=<x>
+// The main thread ("ping") times its ROUNDS round trips with the other thread ("pong") (convoy:
+// all acquisitions, from the threads' start to the last's end) and prints one line on stdout:
+//   pingpong kind=<futex|pipe|convoy> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
+//   rounds_per_s=<x>
 // Exits 0; 2 with usage for bad arguments; 1 when a system call fails.
 #include <linux/futex.h>
 #include <pthread.h>
@@ -25,7 +29,8 @@
 
 namespace {
 
-constexpr const char* kUsage = "usage: pingpong futex|pipe ROUNDS";
+constexpr const char* kUsage = "usage: pingpong futex|pipe|convoy ROUNDS";
+constexpr int kConvoyThreads = 64;
 
 uint64_t NowNs() {
   timespec ts;
@@ -89,6 +94,33 @@ uint64_t PlayRounds(long rounds, Ping ping, Pong pong) {
   return elapsed_ns;
 }
 
+// kConvoyThreads threads share one mutex; returns the time from their common start to the end of
+// the last acquisition.
+uint64_t Convoy(long rounds) {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  volatile uint64_t shared = 0;
+  const long each = (rounds + kConvoyThreads - 1) / kConvoyThreads;
+  std::thread threads[kConvoyThreads];
+  for (auto& thread : threads) {
+    thread = std::thread([&] {
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      for (long i = 0; i < each; ++i) {
+        pthread_mutex_lock(&mutex);
+        for (int k = 0; k < 200; ++k) shared = shared + 1;
+        pthread_mutex_unlock(&mutex);
+      }
+    });
+  }
+  while (ready.load() < kConvoyThreads) std::this_thread::yield();
+  const uint64_t start_ns = NowNs();
+  go.store(true);
+  for (auto& thread : threads) thread.join();
+  return NowNs() - start_ns;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,14 +128,19 @@ int main(int argc, char** argv) {
   const long rounds = argc == 3 ? std::strtol(argv[2], &end, 10) : 0;
   const bool futex = argc == 3 && std::strcmp(argv[1], "futex") == 0;
   const bool pipe_kind = argc == 3 && std::strcmp(argv[1], "pipe") == 0;
-  if ((!futex && !pipe_kind) || end == argv[2] || *end != '\0' || rounds < 1) {
+  const bool convoy = argc == 3 && std::strcmp(argv[1], "convoy") == 0;
+  if ((!futex && !pipe_kind && !convoy) || end == argv[2] || *end != '\0' || rounds < 1) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
   }
   pthread_setname_np(pthread_self(), "ping");
 
   uint64_t elapsed_ns = 0;
-  if (futex) {
+  long done = rounds;
+  if (convoy) {
+    done = (rounds + kConvoyThreads - 1) / kConvoyThreads * kConvoyThreads;
+    elapsed_ns = Convoy(rounds);
+  } else if (futex) {
     FutexToken token;
     elapsed_ns = PlayRounds(
         rounds,
@@ -131,7 +168,7 @@ int main(int argc, char** argv) {
   }
   std::printf("pingpong kind=%s rounds=%ld elapsed_ns=%" PRIu64
               " ns_per_round=%.1f rounds_per_s=%.0f\n",
-              argv[1], rounds, elapsed_ns, double(elapsed_ns) / double(rounds),
-              double(rounds) * 1e9 / double(elapsed_ns));
+              argv[1], done, elapsed_ns, double(elapsed_ns) / double(done),
+              double(done) * 1e9 / double(elapsed_ns));
   return 0;
 }

@@ -63,6 +63,7 @@ class Diagnoser {
   GpuBusyTimeline gpu_busy_;
   Diagnosis diagnosis_;
   std::map<std::string, int> cause_by_key_;
+  std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
 };
 
 ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
@@ -397,27 +398,23 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
     if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
         late.state == ChainLink::State::kAsleep) {
       cause = diagnosis_.stalls[gap.stall].cause;
-    } else if (gap.stall >= 0 && late.state == ChainLink::State::kAsleep) {
-      // Not contention, but the GPU waited for it all the same: a wait for input, a sleep.
-      const Stall& stall = diagnosis_.stalls[gap.stall];
-      const WaitObject& object = stall.wait.object;
-      cause = CauseFor(std::string("late|") + std::to_string(launch->tid) + "|" +
-                           WaitClassName(stall.wait_class) + "|" + std::to_string(object.address) +
-                           "|" + object.kernel_function,
-                       stall.wait_class, object,
-                       session_.ThreadLabel(launch->tid) + " " + WhereAsleep(session_, object) +
-                           " before launching (the GPU waited for it)");
-      // Who ended that wait, followed to the root, when it was another thread of the program.
-      diagnosis_.causes[cause].root = stall.chain.empty() ? late : stall.chain.back();
     } else {
-      // One cause per late thread, whatever it did: the gaps it left add up.
+      // Not contention: the thread worked, lacked a CPU, or waited for something else (its input,
+      // a sleep). One cause per late thread: the gaps it left add up; its root is the largest
+      // gap's, followed through the wait to the thread that ended it when there is one.
       WaitObject none;
       cause = CauseFor("host|" + std::to_string(launch->tid), WaitClass::kOther, none,
                        session_.ThreadLabel(launch->tid) +
                            " late to launch the next GPU work (the GPU waited for the host)");
       Cause& host = diagnosis_.causes[cause];
-      if (!host.root || late.end_ns - late.start_ns > host.root->end_ns - host.root->start_ns)
-        host.root = late;
+      uint64_t& largest = largest_gap_ns_[cause];
+      if (gap.duration() > largest) {
+        largest = gap.duration();
+        const bool asleep = gap.stall >= 0 && late.state == ChainLink::State::kAsleep;
+        host.root = asleep && !diagnosis_.stalls[gap.stall].chain.empty()
+                        ? diagnosis_.stalls[gap.stall].chain.back()
+                        : late;
+      }
     }
   }
   gap.cause = cause;

@@ -9,10 +9,13 @@
 namespace gprof::collector {
 namespace {
 
+// The diagnosis stays short: the first few of each list (report.json has them all).
+constexpr size_t kShortList = 5;
+
 class DiagnosisText {
  public:
   DiagnosisText(const Session& session, const Diagnosis& diagnosis, size_t max_listed)
-      : session_(session), diagnosis_(diagnosis), max_listed_(max_listed) {}
+      : session_(session), diagnosis_(diagnosis), max_listed_(std::min(max_listed, kShortList)) {}
 
   std::string Render() {
     Causes();

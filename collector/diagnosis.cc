@@ -225,15 +225,16 @@ void Diagnoser::GroupCauses() {
   for (const Stall& stall : diagnosis_.stalls) {
     if (stall.cause >= 0) wait_ends[{stall.cause, stall.tid}].push_back(stall.wait.end_ns);
   }
+  for (auto& [key, ends] : wait_ends) std::sort(ends.begin(), ends.end());
   std::vector<std::map<uint32_t, uint64_t>> held(diagnosis_.causes.size());
   for (const Stall& stall : diagnosis_.stalls) {
     if (stall.cause < 0 || stall.chain.empty() || stall.wait.wake_ns == 0) continue;
     uint32_t ender = stall.chain.front().tid;
     uint64_t release = stall.wait.wake_ns, since = stall.wait.start_ns;
     if (auto ends = wait_ends.find({stall.cause, ender}); ends != wait_ends.end()) {
-      for (uint64_t end : ends->second) {
-        if (end <= release) since = std::max(since, end);
-      }
+      // Its last wait on the object that ended by the release.
+      auto after = std::upper_bound(ends->second.begin(), ends->second.end(), release);
+      if (after != ends->second.begin()) since = std::max(since, *(after - 1));
     }
     held[stall.cause][ender] += release - std::min(since, release);
   }

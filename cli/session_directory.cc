@@ -99,7 +99,8 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
   temporary += ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
-    out << meta.dump(2) << "\n";
+    // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
+    out << meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out.flush()) {
       *error = "cannot write " + temporary.string();
       return false;

@@ -49,7 +49,10 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
-  write(json, WriteTextFile(json, RenderJsonReport(*session, analysis, &diagnosis).dump(1) + "\n"));
+  write(json,
+        WriteTextFile(json, RenderJsonReport(*session, analysis, &diagnosis)
+                                    .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                "\n"));
   return result;
 }
 

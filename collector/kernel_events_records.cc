@@ -176,7 +176,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   interval.raw_state = event.state;
   interval.cpu = event.cpu;
   interval.flags = event.flags;
-  interval.waker_comm = std::string(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  interval.waker_comm = PrintableName(FixedString(event.waker_comm, sizeof(event.waker_comm)));
   session_->off_cpu.push_back(std::move(interval));
   threads_->SeeThread(event.tid, event.pid);
 }
@@ -224,7 +224,7 @@ void KernelRecordDecoder::DecodeLockWait(const RecordView& record) {
   wait.ret = event.ret;
   wait.owner_pid = event.owner_pid;
   wait.owner_tid = event.owner_tid;
-  wait.owner_comm = std::string(FixedString(event.owner_comm, sizeof(event.owner_comm)));
+  wait.owner_comm = PrintableName(FixedString(event.owner_comm, sizeof(event.owner_comm)));
   wait.kstack_id = event.kstack_id;
   wait.user_stack_id = event.user_stack_id;
   session_->lock_waits.push_back(std::move(wait));

@@ -98,6 +98,45 @@ const MapsSnapshot* Process::MapsHolding(uint64_t address, uint64_t time_ns) con
   return nullptr;
 }
 
+std::string PrintableName(std::string_view raw) {
+  std::string text;
+  text.reserve(raw.size());
+  auto escape = [&](unsigned char byte) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    text += "\\x";
+    text += kHex[byte >> 4];
+    text += kHex[byte & 0xf];
+  };
+  for (size_t i = 0; i < raw.size();) {
+    const auto byte = static_cast<unsigned char>(raw[i]);
+    if (byte < 0x20 || byte == 0x7f) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    if (byte < 0x80) {
+      text += static_cast<char>(byte);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation bytes; overlong forms and
+    // surrogates are not told apart here (the JSON writer replaces what it rejects).
+    size_t length = byte >= 0xf0 && byte < 0xf5 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc2 ? 2 : 0;
+    if (byte >= 0xf5) length = 0;
+    bool valid = length != 0 && i + length <= raw.size();
+    for (size_t k = 1; valid && k < length; ++k)
+      valid = (static_cast<unsigned char>(raw[i + k]) & 0xc0) == 0x80;
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    text.append(raw.substr(i, length));
+    i += length;
+  }
+  return text;
+}
+
 std::string Session::ThreadLabel(uint32_t tid) const {
   auto it = threads.find(tid);
   if (it == threads.end() || it->second.name.empty()) return std::to_string(tid);

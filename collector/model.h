@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -15,6 +16,11 @@
 #include "elf_symbols.h"
 
 namespace gprof::collector {
+
+// A name from the recorded program (a thread's, a process's) as the outputs can carry it: valid
+// UTF-8 kept, control characters and bytes that are not UTF-8 written as "\xNN". A thread may
+// name itself anything; the report, report.json and the trace must stay readable and valid.
+std::string PrintableName(std::string_view raw);
 
 struct Mapping {
   uint64_t start = 0;

@@ -5,7 +5,7 @@ namespace gprof::collector {
 void ThreadSightings::SeeName(uint32_t tid, uint64_t time_ns, std::string_view name) {
   NameSighting& seen = names_[tid];
   if (name.empty() || time_ns < seen.time_ns) return;
-  seen = NameSighting{time_ns, std::string(name)};
+  seen = NameSighting{time_ns, PrintableName(name)};
 }
 
 void ThreadSightings::ApplyTo(Session* session) const {

@@ -801,5 +801,38 @@ TEST_F(Diagnosis, ControlHasNoContention) {
   EXPECT_NE(text.find("no contention"), std::string::npos) << text;
 }
 
+// A program may name its threads anything: quotes, control characters, bytes that are not UTF-8.
+// The report, report.json and the trace stay valid and readable, the names written with "\xNN".
+TEST_F(Diagnosis, OddThreadNamesKeepEveryOutputValid) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "odd-names"}));
+  const GroundTruth& truth = recorded_.truth;
+  const auto waiter = static_cast<uint32_t>(truth.One("thread", "role", "waiter").Number("tid"));
+  const auto holder = static_cast<uint32_t>(truth.One("thread", "role", "holder").Number("tid"));
+  const std::string waiter_name = "w\\xc3(\\x1b[1m", holder_name = "q\"uote\\x01\\xff";
+  const json* wait = nullptr;
+  for (const json& stall : diagnosis_["stalls"]) {
+    if (stall["thread"]["tid"] == waiter) wait = &stall;
+  }
+  ASSERT_NE(wait, nullptr) << "the waiter's wait is not listed";
+  EXPECT_EQ((*wait)["thread"]["name"], waiter_name);
+  ASSERT_FALSE((*wait)["chain"].empty());
+  EXPECT_EQ((*wait)["chain"][0]["thread"]["tid"], holder);
+  EXPECT_EQ((*wait)["chain"][0]["thread"]["name"], holder_name);
+
+  std::string text = ReadFile(dir_.Sub("session/report.txt"));
+  EXPECT_NE(text.find(holder_name), std::string::npos);
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    EXPECT_TRUE(byte >= 0x20 || byte == '\n') << "control byte " << int(byte) << " at " << i;
+    EXPECT_LT(byte, 0x80) << "the report's names are ASCII here, at " << i;
+  }
+  bool named = false;
+  for (const DecodedTrack& track : recorded_.trace.tracks) {
+    if (track.is_thread && track.tid == waiter && track.thread_name)
+      named = *track.thread_name == waiter_name;
+  }
+  EXPECT_TRUE(named) << "the trace names the waiter's track " << waiter_name;
+}
+
 }  // namespace
 }  // namespace gprof::test

@@ -916,5 +916,14 @@ TEST(SessionReader, InjectedAndKernelMapsSnapshotsJoinInTimeOrder) {
   EXPECT_EQ(session->FindMapping(kPid, 0x7f0000000010, 45)->path, "/usr/lib/libcuda.so.1");
 }
 
+TEST(PrintableName, KeepsUtf8AndEscapesControlAndInvalidBytes) {
+  EXPECT_EQ(collector::PrintableName("pt_data_pin"), "pt_data_pin");
+  EXPECT_EQ(collector::PrintableName("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");
+  EXPECT_EQ(collector::PrintableName("a\"b\x01\x7f"), "a\"b\\x01\\x7f");
+  EXPECT_EQ(collector::PrintableName("\xff\xc3("), "\\xff\\xc3(");
+  EXPECT_EQ(collector::PrintableName("\xe2\x82"), "\\xe2\\x82") << "a sequence cut short";
+  EXPECT_EQ(collector::PrintableName(std::string_view("a\0b", 3)), "a\\x00b");
+}
+
 }  // namespace
 }  // namespace gprof::test

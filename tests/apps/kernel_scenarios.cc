@@ -30,6 +30,9 @@
 //               wakeup itself comes from a kworker, as a driver's comes from its interrupt).
 // futex-waitv   "waitv-waiter" waits in futex_waitv (syscall 449) on two private futex words;
 //               "waitv-waker" sets the second and wakes it with FUTEX_WAKE 30 ms later.
+// odd-names     "holder" and "waiter" of mutex-convoy's kind, named with a quote, control
+//               characters and bytes that are not UTF-8 (a program may name its threads anything):
+//               holder `q"uote\x01\xff`, waiter `w\xc3(\x1b[1m`; the holder keeps the mutex 30 ms.
 // control       no contention, for the diagnosis to find none: fewer "worker-<i>" threads than
 //               CPUs each compute for 200 ms, taking and releasing a mutex of their own; the main
 //               thread waits for them.
@@ -601,6 +604,30 @@ void DeviceIoctl(Scenario& scenario) {
   close(master);
 }
 
+// Spans: "hold" (the holder's), "lock" (the waiter's).
+void OddNames(Scenario& scenario) {
+  constexpr uint64_t kHoldNs = 30 * kMs;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<int> held{0};
+  scenario.Add("holder", "q\"uote\x01\xff").Start([&](Actor& self) {
+    pthread_mutex_lock(&mutex);
+    held.store(1);
+    const uint64_t start_ns = NowNs();
+    SpinUntil(start_ns + kHoldNs);
+    pthread_mutex_unlock(&mutex);
+    self.Record("hold", start_ns, NowNs(), "");
+  });
+  scenario.Add("waiter", "w\xc3(\x1b[1m").Start([&](Actor& self) {
+    AwaitAtLeast(held, 1);
+    const uint64_t start_ns = NowNs();
+    pthread_mutex_lock(&mutex);
+    const uint64_t end_ns = NowNs();
+    pthread_mutex_unlock(&mutex);
+    self.Record("lock", start_ns, end_ns, "");
+  });
+  scenario.JoinAll();
+}
+
 // Spans: "work" per worker (iterations done).
 void Control(Scenario& scenario) {
   constexpr uint64_t kWorkNs = 200 * kMs;
@@ -677,6 +704,7 @@ constexpr Entry kScenarios[] = {
     {"device-ioctl", DeviceIoctl},
     {"futex-waitv", FutexWaitv},
     {"control", Control},
+    {"odd-names", OddNames},
 };
 
 void OnWatchdog(int) {

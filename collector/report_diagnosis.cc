@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "gpu_vocabulary.h"
 #include "report_format.h"
@@ -66,22 +68,28 @@ void DiagnosisText::Causes() {
     const Cause& cause = diagnosis_.causes[i];
     out_ << "  " << i + 1 << ". [" << WaitClassName(cause.wait_class) << "] " << cause.identity
          << "\n";
-    out_ << "     ";
-    if (cause.gpu_idle_ns > 0)
-      out_ << "GPU idle " << FormatDuration(cause.gpu_idle_ns) << " in " << cause.gaps.size()
-           << " gap" << (cause.gaps.size() == 1 ? "" : "s") << "; ";
-    if (cause.wait_count > 0) {
-      out_ << cause.tids.size() << " thread" << (cause.tids.size() == 1 ? "" : "s") << " "
-           << (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") << " "
-           << FormatDuration(cause.blocked_ns);
-      if (cause.wait_class != WaitClass::kCpu)
-        out_ << " in " << cause.wait_count << " wait" << (cause.wait_count == 1 ? "" : "s")
-             << " (longest " << FormatDuration(cause.longest_ns) << ")";
-      out_ << ": " << Threads(cause.tids);
+    std::vector<std::string> facts;
+    if (cause.gpu_idle_ns > 0) {
+      facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
+                      std::to_string(cause.gaps.size()) + " gap" +
+                      (cause.gaps.size() == 1 ? "" : "s"));
     }
-    out_ << "\n";
+    if (cause.wait_count > 0) {
+      std::string blocked = std::to_string(cause.tids.size()) + " thread" +
+                            (cause.tids.size() == 1 ? "" : "s") + " " +
+                            (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") + " " +
+                            FormatDuration(cause.blocked_ns);
+      if (cause.wait_class != WaitClass::kCpu) {
+        blocked += " in " + std::to_string(cause.wait_count) + " wait" +
+                   (cause.wait_count == 1 ? "" : "s") + " (longest " +
+                   FormatDuration(cause.longest_ns) + ")";
+      }
+      facts.push_back(blocked + ": " + Threads(cause.tids));
+    }
+    for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
+    if (!facts.empty()) out_ << "\n";
     if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
-      out_ << "     held by " << Thread(cause.holder_tid) << " (it ended most of the waiting)\n";
+      out_ << "     held by " << Thread(cause.holder_tid) << "\n";
     if (cause.root) out_ << "     root: " << DescribeLink(session_, *cause.root) << "\n";
     if (!cause.freezes.empty()) {
       const DiagnosedFreeze& freeze = diagnosis_.freezes[cause.freezes.front()];

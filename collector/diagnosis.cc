@@ -10,6 +10,7 @@
 #include "gpu_vocabulary.h"
 #include "kernel_vocabulary.h"
 #include "report_format.h"
+#include "session_format.h"
 #include "user_symbols.h"
 
 namespace gprof::collector {
@@ -18,7 +19,7 @@ namespace {
 // The injected library's own thread: its waits are ours, not the program's.
 bool IsProfilerThread(const Session& session, uint32_t tid) {
   auto thread = session.threads.find(tid);
-  return thread != session.threads.end() && thread->second.name == "gprof-writer";
+  return thread != session.threads.end() && thread->second.name == format::kWriterThreadName;
 }
 
 // A thread that runnable-waits at least this share of its life, for at least the threshold,
@@ -115,32 +116,25 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
 
 std::vector<ChainLink> Diagnoser::Chain(const Stall& stall) const {
   std::vector<ChainLink> chain;
-  // Who ended the wait: its waker; for a kernel lock whose waker is not known, its owner.
-  uint32_t next = stall.wait.waker_tid;
-  uint64_t until = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
-  const MemoryMapCall* memory_call = nullptr;
-  if (const LockWait* lock = stall.wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
-    if (next == 0 || !InTree(next)) next = lock->owner_tid;
-    if (next == lock->owner_tid) memory_call = stall.wait.owner_memory_call;
-  }
   std::set<uint32_t> seen = {stall.tid};
-  uint64_t from = stall.wait.start_ns;
-  while (next != 0 && InTree(next) && !seen.contains(next) &&
-         chain.size() < diagnosis_.options.max_chain) {
-    seen.insert(next);
-    ChainLink link = MakeLink(next, from, until);
-    if (memory_call != nullptr) link.memory_call = memory_call;
-    memory_call = nullptr;
-    chain.push_back(link);
-    if (link.state != ChainLink::State::kAsleep || !link.wait) break;
-    // Follow the thread that ended this link's sleep, over that sleep.
-    next = link.wait->waker_tid;
-    if (const LockWait* lock = link.wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+  // Each step: the thread that ended `wait` (its waker; for a kernel lock whose waker is not in
+  // the tree, its owner, with the memory map call the owner was in), over that wait.
+  const Wait* wait = &stall.wait;
+  while (chain.size() < diagnosis_.options.max_chain) {
+    uint32_t next = wait->waker_tid;
+    const MemoryMapCall* memory_call = nullptr;
+    if (const LockWait* lock = wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
       if (next == 0 || !InTree(next)) next = lock->owner_tid;
-      if (next == lock->owner_tid) memory_call = link.wait->owner_memory_call;
+      if (next == lock->owner_tid) memory_call = wait->owner_memory_call;
     }
-    from = link.wait->start_ns;
-    until = link.wait->wake_ns != 0 ? link.wait->wake_ns : link.wait->end_ns;
+    if (next == 0 || !InTree(next) || !seen.insert(next).second) break;
+    ChainLink link =
+        MakeLink(next, wait->start_ns, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
+    if (memory_call != nullptr) link.memory_call = memory_call;
+    chain.push_back(std::move(link));
+    const ChainLink& last = chain.back();
+    if (last.state != ChainLink::State::kAsleep || !last.wait) break;
+    wait = &*last.wait;
   }
   return chain;
 }

@@ -150,9 +150,22 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
   }
 }
 
-void KernelRecordDecoder::Malformed(const RecordView& record, const char* what) {
+void KernelRecordDecoder::Malformed(const RecordView& record, const std::string& what) {
   session_->diagnostics.push_back(
-      {path_, record.chunk_offset, std::string("malformed ") + what + " record skipped"});
+      {path_, record.chunk_offset, "malformed " + what + " record skipped"});
+}
+
+template <typename Event>
+bool KernelRecordDecoder::ReadInterval(const RecordView& record, Event* event, const char* what) {
+  if (!ReadRecord(record.bytes, event)) {
+    Malformed(record, what);
+    return false;
+  }
+  if (event->end_ns < event->start_ns) {
+    Malformed(record, std::string(what) + " (end before start)");
+    return false;
+  }
+  return true;
 }
 
 void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
@@ -183,8 +196,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
   gprof_futex event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "futex");
-  if (event.end_ns < event.start_ns) return Malformed(record, "futex (end before start)");
+  if (!ReadInterval(record, &event, "futex")) return;
   session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,
                                             event.pid, event.tid, event.op, event.val, event.val3,
                                             event.timeout_ns, event.ret, event.flags});
@@ -193,8 +205,7 @@ void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeFutexWaitv(const RecordView& record) {
   gprof_futex_waitv event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "futex_waitv");
-  if (event.end_ns < event.start_ns) return Malformed(record, "futex_waitv (end before start)");
+  if (!ReadInterval(record, &event, "futex_waitv")) return;
   FutexWaitvCall call;
   call.start_ns = event.start_ns;
   call.end_ns = event.end_ns;
@@ -211,9 +222,7 @@ void KernelRecordDecoder::DecodeFutexWaitv(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeLockWait(const RecordView& record) {
   gprof_lock_wait event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "kernel lock wait");
-  if (event.end_ns < event.start_ns)
-    return Malformed(record, "kernel lock wait (end before start)");
+  if (!ReadInterval(record, &event, "kernel lock wait")) return;
   LockWait wait;
   wait.start_ns = event.start_ns;
   wait.end_ns = event.end_ns;
@@ -233,8 +242,7 @@ void KernelRecordDecoder::DecodeLockWait(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
   gprof_device_wait event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "device wait");
-  if (event.end_ns < event.start_ns) return Malformed(record, "device wait (end before start)");
+  if (!ReadInterval(record, &event, "device wait")) return;
   DeviceWait wait;
   wait.start_ns = event.start_ns;
   wait.end_ns = event.end_ns;
@@ -251,8 +259,7 @@ void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
 
 void KernelRecordDecoder::DecodePageFault(const RecordView& record) {
   gprof_page_fault event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "page fault");
-  if (event.end_ns < event.start_ns) return Malformed(record, "page fault (end before start)");
+  if (!ReadInterval(record, &event, "page fault")) return;
   session_->page_faults.push_back(PageFault{event.start_ns, event.end_ns, event.address, event.pid,
                                             event.tid, event.flags, event.result});
   threads_->SeeThread(event.tid, event.pid);
@@ -260,8 +267,7 @@ void KernelRecordDecoder::DecodePageFault(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeMemoryMap(const RecordView& record) {
   gprof_memory_map event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "memory map");
-  if (event.end_ns < event.start_ns) return Malformed(record, "memory map (end before start)");
+  if (!ReadInterval(record, &event, "memory map")) return;
   session_->memory_map_calls.push_back(MemoryMapCall{
       event.start_ns, event.end_ns, event.pid, event.tid, MemorySyscallOf(event.syscall_nr),
       event.prot, event.address, event.length, event.flags, event.ret});

@@ -25,7 +25,11 @@ class KernelRecordDecoder {
   void Decode(const RecordView& record);
 
  private:
-  void Malformed(const RecordView& record, const char* what);
+  void Malformed(const RecordView& record, const std::string& what);
+  // Reads a record of an interval into *event: false, with a diagnostic, when it is cut short or
+  // ends before it starts.
+  template <typename Event>
+  bool ReadInterval(const RecordView& record, Event* event, const char* what);
   void DecodeOffCpu(const RecordView& record);
   void DecodeFutex(const RecordView& record);
   void DecodeFutexWaitv(const RecordView& record);

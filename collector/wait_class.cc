@@ -112,11 +112,6 @@ bool WaitClassifier::InPythonRuntime(const Wait& wait) const {
   return where.symbol == "_PyRuntime" || Contains(where.symbol, "_gil");
 }
 
-std::string WaitClassifier::FutexPlace(const Wait& wait) const {
-  return DataText(LocateUserAddress(session_, wait.object.pid, wait.object.address,
-                                    wait.object.seen_ns, AddressUse::kData));
-}
-
 WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
   if (wait.state == OffCpuState::kRunnable) return WaitClass::kCpu;
   switch (wait.object.kind) {

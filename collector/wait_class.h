@@ -25,8 +25,6 @@ class WaitClassifier {
   WaitClassifier(const Session& session, const WaitReader& reader)
       : session_(session), reader_(reader) {}
   WaitClass Classify(uint32_t tid, const Wait& wait) const;
-  // The futex word's place: "python3.11: _PyRuntime+0x1e8", "[heap]"; empty when unknown.
-  std::string FutexPlace(const Wait& wait) const;
 
  private:
   bool InPythonRuntime(const Wait& wait) const;

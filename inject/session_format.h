@@ -19,6 +19,8 @@ namespace gprof::format {
 inline constexpr char kFileMagic[8] = {'G', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kClockMonotonic = 1;  // CLOCK_MONOTONIC, the one clock of a session
+// The injected library's writer thread names itself so; the collector leaves its waits out.
+inline constexpr char kWriterThreadName[] = "gprof-writer";
 
 enum class Source : uint32_t {
   kInject = 1,  // libgprof_inject.so inside a process of the tree: CUDA calls, thread names

@@ -337,7 +337,7 @@ void SessionWriter::Flush() {
 }
 
 void* WriterThreadMain(void* session_dir) {
-  prctl(PR_SET_NAME, "gprof-writer");
+  prctl(PR_SET_NAME, format::kWriterThreadName);
   SessionWriter writer;
   if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
     WriterFailed();

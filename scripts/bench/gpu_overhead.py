@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """What profiling costs a GPU program (issue 6): the workloads of gpu_workload.py run without a
 profiler and under each profiler, configurations interleaved (A B C A B C ...), ROUNDS times, after
-one uncounted warm-up round. Each workload times itself from inside, so a profiler's start-up and
+one uncounted warm-up run. Each workload times itself from inside, so a profiler's start-up and
 post-processing do not count. Printed per workload and configuration: the median time per unit
 with its min-max, and the median of the per-round ratios to the unprofiled run of the same round,
 with their min-max.
 
-usage: gpu_overhead.py [--rounds N] [--configs plain,gprof_cuda,gprof_full,torch_profiler,nsys]
+usage: gpu_overhead.py [--rounds N] [--configs plain,gprof_cuda,gprof_preload,gprof_full,torch_profiler,nsys]
                        [--gprof PATH] [--nsys PATH] [--workload-args "..."] [--json FILE]
                        [--cpus 0-7] [--nsys-postprocess]
 
 Configurations:
   plain           python3 gpu_workload.py
   gprof_cuda      gprof-run --no-kernel: every CUDA runtime and driver call and the GPU timeline
+  gprof_preload   gprof-run --no-kernel --cuda preload: runtime calls by interposition only, no
+                  CUPTI (no GPU timeline): what CUPTI's callbacks cost, by difference
   gprof_full      gprof-run: the same plus the kernel recorder (needs root)
   torch_profiler  gpu_workload.py --torch-profiler (CPU and CUDA activities)
   nsys            nsys profile -t cuda,osrt (ended once the workloads have printed their
@@ -46,6 +48,8 @@ def command(config, args, scratch, run_index):
         cmd = workload
     elif config == "gprof_cuda":
         cmd = [args.gprof, "-q", "--no-kernel", "-o", session, "--"] + workload
+    elif config == "gprof_preload":
+        cmd = [args.gprof, "-q", "--no-kernel", "--cuda", "preload", "-o", session, "--"] + workload
     elif config == "gprof_full":
         cmd = [args.gprof, "-q", "-o", session, "--"] + workload
     elif config == "torch_profiler":
@@ -171,8 +175,10 @@ def main():
         record["machine"]["gpu"] = gpu.stdout.strip()
     except OSError:
         pass
-    for round_index in range(args.rounds + 1):  # round 0: warm-up, not counted
-        for config in configs:
+    for round_index in range(args.rounds + 1):
+        # Round 0 warms the page cache, the driver and the GPU's clocks with one unprofiled run;
+        # it is not counted.
+        for config in configs if round_index > 0 else configs[:1]:
             run = run_once(config, args, scratch, round_index)
             run["round"] = round_index
             record["runs"].append(run)

@@ -26,6 +26,8 @@ def main():
             combined["runs"].append(counted)
         offset += part["rounds"]
     combined["rounds"] = offset
+    # A configuration measured in only some parts counts the rounds it has (its n says how many).
+    combined["configs"] = list(dict.fromkeys(c for part in parts for c in part["configs"]))
     combined["summary"] = summarize(combined["runs"], combined["configs"])
     with open(sys.argv[1], "w") as out:
         json.dump(combined, out, indent=1)

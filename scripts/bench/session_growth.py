@@ -35,8 +35,10 @@ def directory_bytes(path):
 
 
 def target_exited(session):
-    """gprof-run writes its report only after CMD has exited; its files are the sign."""
-    return any(os.path.exists(os.path.join(session, name)) for name in ("report.txt", "report.json"))
+    """gprof-run writes its trace and reports only after CMD has exited; its files are the sign
+    (sizes sampled after that would count the trace being written as growth)."""
+    return any(os.path.exists(os.path.join(session, name))
+               for name in ("trace.perfetto-trace", "report.txt", "report.json"))
 
 
 def slope(points):

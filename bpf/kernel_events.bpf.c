@@ -275,12 +275,15 @@ static __always_inline void submit(void* record) {
  * reach as a ksym, and kernels without CONFIG_KALLSYMS_ALL (this project's machines) cannot
  * resolve those. So, x86_64 specifics instead:
  *  - an interrupt that hits kernel mode runs on the per-CPU irq stack (NMIs on their own IST
- *    stack): the program's stack is outside the current task's stack;
+ *    stack): the tracepoint's arguments (ctx), which the kernel puts on the stack it runs on, are
+ *    outside the current task's stack. Not the address of one of the program's own locals: since
+ *    6.13 the JIT gives a tracing program of 64 bytes of stack or more a private per-CPU stack,
+ *    which is never the task's;
  *  - an interrupt that hits user mode runs on the task stack, which then holds just the entry
  *    frame at its top, and interrupt entries store orig_ax = -1 where a syscall stores its number
  *    and an exception its error code (kernel threads have a zeroed frame).
  * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named. */
-static __always_inline bool in_interrupt(void) {
+static __always_inline bool in_interrupt(void* ctx) {
   struct task_struct* task = bpf_get_current_task_btf();
   __u64 base = (__u64)BPF_CORE_READ(task, stack);
   __u64 size = 16384; /* THREAD_SIZE without KASAN */
@@ -291,8 +294,7 @@ static __always_inline bool in_interrupt(void) {
       if (pages) size = (__u64)pages * 4096;
     }
   }
-  volatile char marker = 0; /* an object on this program's stack */
-  __u64 here = (__u64)&marker;
+  __u64 here = (__u64)ctx;
   if (here < base || here >= base + size) return true;
 
   /* The user entry frame sits at the top of the stack, or 16 bytes lower on FRED kernels. Only the
@@ -420,7 +422,7 @@ static __always_inline int on_sched_waking(u64* ctx) {
   if (!entry) return 0;
   entry->wake_ns = bpf_ktime_get_ns();
   char comm[GPROF_COMM_LEN] = {};
-  if (in_interrupt()) {
+  if (in_interrupt(ctx)) {
     entry->waker_pid = 0;
     entry->waker_tid = 0;
     __builtin_memcpy(comm, "[irq]", 6);

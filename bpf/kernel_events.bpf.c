@@ -103,6 +103,10 @@ const volatile char device_prefix[GPROF_COMM_LEN] = "nvidia";
 const volatile __u32 device_prefix_len = 6;
 /* Page faults that take at least this long are recorded; the others only counted per thread. */
 const volatile __u64 slow_fault_ns = 50000;
+/* The waker's stacks are taken only for a wakee that had slept at least this long when woken:
+ * the two unwinds are most of a wakeup's cost, and a wait that short is never one the diagnosis
+ * explains (its ids are then -ENODATA, like stacks that are off). */
+const volatile __u64 waker_stack_min_ns = 20000;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -412,6 +416,11 @@ static __always_inline int on_sched_switch(u64* ctx) {
 }
 TRACEPOINT(sched_switch, on_sched_switch)
 
+/* Whether a wakee had slept less than waker_stack_min_ns when woken (its wake_ns is set). */
+static __always_inline bool short_wait(const struct gprof_offcpu_pending* entry) {
+  return entry->wake_ns - entry->start_ns < waker_stack_min_ns;
+}
+
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where
  * current is the idle task). The last waking before the switch-in wins. */
 static __always_inline int on_sched_waking(u64* ctx) {
@@ -432,10 +441,12 @@ static __always_inline int on_sched_waking(u64* ctx) {
     entry->waker_pid = pid_tgid >> 32;
     entry->waker_tid = (__u32)pid_tgid;
     bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
-    entry->waker_user_stack_id = in_kernel_thread() ? -ENOENT : user_stack(ctx, GPROF_REC_OFFCPU);
+    entry->waker_user_stack_id = in_kernel_thread()  ? -ENOENT
+                                 : short_wait(entry) ? -ENODATA
+                                                     : user_stack(ctx, GPROF_REC_OFFCPU);
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
-  entry->waker_kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
+  entry->waker_kstack_id = short_wait(entry) ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
   return 0;
 }
 TRACEPOINT(sched_waking, on_sched_waking)

@@ -162,7 +162,6 @@ int RunCommand(const RunOptions& options) {
   launch.argv = options.command;
   launch.environment = TargetEnvironment(options, *inject_library, *session_dir);
   ApplySudoUser(options, &launch);
-  if (launch.run_as_uid) ChownTree(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
 
   RunDescription run;
   run.command = options.command;
@@ -207,6 +206,9 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
 
+  // What root made so far is the user's before any of the user's code runs.
+  if (launch.run_as_uid) ChownSession(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
+
   target->ForwardSignals();
   if (auto failure = target->Release()) {
     Say(failure->message);
@@ -228,10 +230,18 @@ int RunCommand(const RunOptions& options) {
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
+
+  // Root is needed no more. The rest runs as the invoking user: the files it writes are theirs,
+  // and root never writes into a directory their command could have filled with links.
+  recorder.reset();
+  if (!DropPrivileges(launch)) {
+    Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
+        "; build it with 'gprof-run report " + *session_dir + "'");
+    return ExitStatusOf(wait_status);
+  }
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));
-  if (launch.run_as_uid) ChownTree(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {

@@ -148,8 +148,9 @@ void DiscardSession(const std::string& directory, bool created) {
 
 void ChownSession(const std::string& directory, unsigned uid, unsigned gid) {
   std::error_code ec;
-  if (lchown(directory.c_str(), uid, gid) != 0) return;
-  // Not recursive: a session is flat, and a link is changed itself, never what it points to.
+  // The directory as named (-o may name it through a link); in it, not recursively (a session is
+  // flat), a link is changed itself, never what it points to.
+  if (chown(directory.c_str(), uid, gid) != 0) return;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     if (lchown(entry.path().c_str(), uid, gid) != 0) continue;
   }

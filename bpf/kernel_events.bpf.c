@@ -441,9 +441,14 @@ static __always_inline int on_sched_waking(u64* ctx) {
     entry->waker_pid = pid_tgid >> 32;
     entry->waker_tid = (__u32)pid_tgid;
     bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
-    entry->waker_user_stack_id = in_kernel_thread()  ? -ENOENT
-                                 : short_wait(entry) ? -ENODATA
-                                                     : user_stack(ctx, GPROF_REC_OFFCPU);
+    /* A waker outside the tree is named (pid, tid, comm), but its user code is its own business:
+     * no user stack. */
+    if (in_kernel_thread() || !is_tracked(entry->waker_pid))
+      entry->waker_user_stack_id = -ENOENT;
+    else if (short_wait(entry))
+      entry->waker_user_stack_id = -ENODATA;
+    else
+      entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
   entry->waker_kstack_id = short_wait(entry) ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);

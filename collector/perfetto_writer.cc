@@ -39,6 +39,7 @@ enum class TraceField : pbf_tag_type { kPacket = 1 };
 enum class PacketField : pbf_tag_type {
   kClockSnapshot = 6,
   kTimestamp = 8,
+  kTimestampClockId = 58,
   kTrustedPacketSequenceId = 10,
   kTrackEvent = 11,
   kInternedData = 12,
@@ -49,7 +50,7 @@ enum class PacketField : pbf_tag_type {
 enum class PacketDefaultsField : pbf_tag_type { kTrackEventDefaults = 11, kTimestampClockId = 58 };
 enum class TrackEventDefaultsField : pbf_tag_type { kTrackUuid = 11 };
 enum class ClockSnapshotField : pbf_tag_type { kClocks = 1, kPrimaryTraceClock = 2 };
-enum class ClockField : pbf_tag_type { kClockId = 1, kTimestamp = 2 };
+enum class ClockField : pbf_tag_type { kClockId = 1, kTimestamp = 2, kIsIncremental = 3 };
 enum class TrackDescriptorField : pbf_tag_type {
   kUuid = 1,
   kName = 2,
@@ -86,8 +87,11 @@ enum class DebugAnnotationField : pbf_tag_type {
 
 constexpr uint32_t kBuiltinClockMonotonic = 3;
 constexpr uint32_t kBuiltinClockBoottime = 6;
+// A sequence-scoped clock (ids 64-127) that counts nanoseconds of MONOTONIC as deltas: each
+// packet's timestamp is the time since the sequence's previous timestamped packet, 2-3 bytes
+// instead of 7 for an absolute MONOTONIC time.
+constexpr uint32_t kIncrementalClock = 64;
 constexpr uint32_t kSeqIncrementalStateCleared = 1;
-constexpr uint32_t kSeqNeedsIncrementalState = 2;
 enum class TrackEventType : int32_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3 };
 
 using PacketBuilder = protozero::pbf_builder<PacketField>;
@@ -194,20 +198,29 @@ class StringInterner {
   std::array<Table, kInternTableCount> tables_;
 };
 
-// One packet sequence (trusted_packet_sequence_id). Interned entries and packet defaults are valid
-// per sequence, so each remembers which entries its packets have already carried.
+// One packet sequence (trusted_packet_sequence_id). Interned entries, packet defaults and the
+// incremental clock are valid per sequence, so each remembers which entries its packets have
+// already carried and the time of its last timestamped packet.
 class Sequence {
  public:
   explicit Sequence(uint32_t id) : id_(id) {}
 
   uint32_t id() const { return id_; }
 
-  // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, SEQ_NEEDS_INCREMENTAL_STATE on the rest.
+  // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, nothing on the rest. The other flag,
+  // SEQ_NEEDS_INCREMENTAL_STATE, only tells a reader to skip the packet when the sequence's state
+  // was lost (a ring buffer that wrapped); a file written in one go loses none, and trace_processor
+  // resolves interned data and defaults the same without it, so the 2 bytes a packet are saved.
+  // 0: no flags to write.
   uint32_t TakePacketFlags() {
-    if (started_) return kSeqNeedsIncrementalState;
+    if (started_) return 0;
     started_ = true;
     return kSeqIncrementalStateCleared;
   }
+
+  // Set once the sequence's clock snapshot declared kIncrementalClock, anchored at 0.
+  bool incremental_clock = false;
+  uint64_t last_timestamp_ns = 0;  // kIncrementalClock's value after the last timestamped packet
 
   // True the first time this sequence meets `iid` of `table`.
   bool MarkInterned(InternTable table, uint64_t iid) {
@@ -279,20 +292,25 @@ class PacketWriter {
     });
   }
 
-  // The first packet of an event track's own sequence: the track, and the defaults that let its
-  // events leave out their clock and track.
+  // The first packets of an event track's own sequence: the defaults that let its events leave out
+  // their track and clock, with the clock snapshot that declares that clock (trace_processor reads
+  // no other field of a packet with a snapshot but defaults and interned data), then the track.
   template <typename Describe>
   void WriteEventTrackDescriptor(Sequence& sequence, uint64_t uuid, Describe&& describe) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
       WriteEventDefaults(packet, uuid);
+      WriteIncrementalClockSnapshot(packet, sequence);
+    });
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      WriteSequenceHeader(packet, sequence);
       WriteDescriptor(packet, uuid, describe);
     });
   }
 
   void WriteTrackEvent(Sequence& sequence, const TrackEventSpec& event) {
     file_.AppendPacket([&](PacketBuilder& packet) {
-      packet.add_uint64(PacketField::kTimestamp, event.timestamp_ns);
+      WriteTimestamp(packet, sequence, event.timestamp_ns);
       WriteSequenceHeader(packet, sequence);
       WriteNewInternedStrings(packet, sequence, event);
       WriteTrackEventBody(packet, event);
@@ -309,12 +327,42 @@ class PacketWriter {
 
   static void WriteSequenceHeader(PacketBuilder& packet, Sequence& sequence) {
     packet.add_uint32(PacketField::kTrustedPacketSequenceId, sequence.id());
-    packet.add_uint32(PacketField::kSequenceFlags, sequence.TakePacketFlags());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
+      packet.add_uint32(PacketField::kSequenceFlags, flags);
+  }
+
+  // kIncrementalClock and MONOTONIC both at 0: the clock is MONOTONIC, sent as deltas (the first
+  // one is the absolute time). Each sequence's snapshot is its own series in trace_processor's
+  // clock tracker (series are per set of clocks), so the repeated 0 does not go back in time.
+  static void WriteIncrementalClockSnapshot(PacketBuilder& packet, Sequence& sequence) {
+    protozero::pbf_builder<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+    {
+      protozero::pbf_builder<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+      clock.add_uint32(ClockField::kClockId, kIncrementalClock);
+      clock.add_uint64(ClockField::kTimestamp, 0);
+      clock.add_bool(ClockField::kIsIncremental, true);
+    }
+    AddClock(snapshot, kBuiltinClockMonotonic, 0);
+    sequence.incremental_clock = true;
+    sequence.last_timestamp_ns = 0;
+  }
+
+  // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+  // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+  // which leaves the incremental clock where it was.
+  static void WriteTimestamp(PacketBuilder& packet, Sequence& sequence, uint64_t timestamp_ns) {
+    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) {
+      packet.add_uint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = timestamp_ns;
+      return;
+    }
+    packet.add_uint64(PacketField::kTimestamp, timestamp_ns);
+    packet.add_uint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
   }
 
   static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
     protozero::pbf_builder<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
-    defaults.add_uint32(PacketDefaultsField::kTimestampClockId, kBuiltinClockMonotonic);
+    defaults.add_uint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
     protozero::pbf_builder<TrackEventDefaultsField> track_event_defaults{
         defaults, PacketDefaultsField::kTrackEventDefaults};
     track_event_defaults.add_uint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
@@ -625,7 +673,6 @@ struct Vocabulary {
         waker(Name(interner, "waker")),
         waker_kernel_stack(Name(interner, "waker_kernel_stack")),
         op(Name(interner, "op")),
-        uaddr(Name(interner, "uaddr")),
         uaddr2(Name(interner, "uaddr2")),
         val(Name(interner, "val")),
         timeout_ns(Name(interner, "timeout_ns")),
@@ -676,7 +723,7 @@ struct Vocabulary {
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
-  uint64_t op, uaddr, uaddr2, val, timeout_ns, return_value;
+  uint64_t op, uaddr2, val, timeout_ns, return_value;
   uint64_t count, file, offset;
   uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
@@ -1411,8 +1458,8 @@ void TimelineWriter::BeginFutex(const FutexCall& call) {
   event.timestamp_ns = call.start_ns;
   event.name_iid = futex_names_.SliceName(call);
   event.category_iid = vocabulary_.futex;
+  // The address is in the slice's name ("FUTEX_WAIT_BITSET 0x7f1234"): no annotation repeats it.
   event.Annotate(vocabulary_.op, Annotation::Kind::kInternedString, futex_names_.OpText(call));
-  event.Annotate(vocabulary_.uaddr, Annotation::Kind::kPointer, call.uaddr);
   event.Annotate(vocabulary_.val, Annotation::Kind::kUint, call.val);
   if (call.timeout_ns >= 0) event.AnnotateInt(vocabulary_.timeout_ns, call.timeout_ns);
   if (call.uaddr2 != 0) event.Annotate(vocabulary_.uaddr2, Annotation::Kind::kPointer, call.uaddr2);

@@ -267,6 +267,18 @@ TEST_F(PerfettoWriterTest, FollowsTheFormatsRules) {
   EXPECT_FALSE(trace_.events.empty());
 }
 
+// Each track's events are on its sequence's incremental clock: a packet holds the time since the
+// previous event of its track (the first one, the time since the clock's anchor at 0).
+TEST_F(PerfettoWriterTest, SendsEachTracksTimesAsDeltas) {
+  std::map<uint64_t, uint64_t> last_on_track;
+  for (const DecodedEvent& event : trace_.events) {
+    EXPECT_EQ(event.clock_id, 64u) << event.name;
+    uint64_t previous = last_on_track[event.track_uuid];
+    EXPECT_EQ(event.encoded_timestamp, event.timestamp_ns - previous) << event.name;
+    last_on_track[event.track_uuid] = event.timestamp_ns;
+  }
+}
+
 TEST_F(PerfettoWriterTest, StatesMonotonicAsTheTraceClock) {
   EXPECT_EQ(trace_.primary_trace_clock, kClockMonotonic);
   EXPECT_EQ(trace_.clock_snapshot[kClockMonotonic], session_.meta.start_monotonic_ns);
@@ -415,10 +427,8 @@ TEST_F(PerfettoWriterTest, WritesFutexCallsOnTheirOwnTrack) {
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits[0].name, "FUTEX_WAIT_BITSET 0x7f1234");
   EXPECT_EQ(waits[0].begin->annotations,
-            (std::map<std::string, std::string>{{"op", "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"},
-                                                {"uaddr", "0x7f1234"},
-                                                {"val", "0"},
-                                                {"return", "0"}}));
+            (std::map<std::string, std::string>{
+                {"op", "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"}, {"val", "0"}, {"return", "0"}}));
   std::vector<Slice> wakes = Slices(ChildTrack(kPinThread, "futex"));
   ASSERT_EQ(wakes.size(), 1u);
   EXPECT_EQ(wakes[0].name, "FUTEX_WAKE 0x7f1234");
@@ -540,7 +550,7 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
               "process_name: \"python3.12\"", "name: \"cudaLaunchKernel\"",
               "name: \"S futex_wait_queue\"", "name: \"runnable (woken by pt_data_pin (101))\"",
               "name: \"FUTEX_WAKE 0x7f1234\"", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
-              "timestamp_clock_id: 3", "terminating_flow_ids: "});
+              "timestamp_clock_id: 64", "is_incremental: true", "terminating_flow_ids: "});
 }
 
 // ---------------------------------------------------------------------------------------------

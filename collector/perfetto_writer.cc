@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <protozero/pbf_builder.hpp>
 #include <queue>
 #include <span>
 #include <string_view>
@@ -26,17 +25,16 @@
 #include "kernel_events.h"
 #include "kernel_stack.h"
 #include "kernel_vocabulary.h"
+#include "proto_encoder.h"
 #include "session_format.h"
 #include "user_symbols.h"
 
 namespace gprof::collector {
 namespace {
 
-using protozero::pbf_tag_type;
-
 // Field numbers, from perfetto_trace.proto (shared/schemas): only the fields this writer sets.
-enum class TraceField : pbf_tag_type { kPacket = 1 };
-enum class PacketField : pbf_tag_type {
+enum class TraceField : uint32_t { kPacket = 1 };
+enum class PacketField : uint32_t {
   kClockSnapshot = 6,
   kTimestamp = 8,
   kTimestampClockId = 58,
@@ -47,28 +45,28 @@ enum class PacketField : pbf_tag_type {
   kTracePacketDefaults = 59,
   kTrackDescriptor = 60,
 };
-enum class PacketDefaultsField : pbf_tag_type { kTrackEventDefaults = 11, kTimestampClockId = 58 };
-enum class TrackEventDefaultsField : pbf_tag_type { kTrackUuid = 11 };
-enum class ClockSnapshotField : pbf_tag_type { kClocks = 1, kPrimaryTraceClock = 2 };
-enum class ClockField : pbf_tag_type { kClockId = 1, kTimestamp = 2, kIsIncremental = 3 };
-enum class TrackDescriptorField : pbf_tag_type {
+enum class PacketDefaultsField : uint32_t { kTrackEventDefaults = 11, kTimestampClockId = 58 };
+enum class TrackEventDefaultsField : uint32_t { kTrackUuid = 11 };
+enum class ClockSnapshotField : uint32_t { kClocks = 1, kPrimaryTraceClock = 2 };
+enum class ClockField : uint32_t { kClockId = 1, kTimestamp = 2, kIsIncremental = 3 };
+enum class TrackDescriptorField : uint32_t {
   kUuid = 1,
   kName = 2,
   kProcess = 3,
   kThread = 4,
   kParentUuid = 5,
 };
-enum class ProcessDescriptorField : pbf_tag_type { kPid = 1, kCmdline = 2, kProcessName = 6 };
-enum class ThreadDescriptorField : pbf_tag_type { kPid = 1, kTid = 2, kThreadName = 5 };
-enum class InternedDataField : pbf_tag_type {
+enum class ProcessDescriptorField : uint32_t { kPid = 1, kCmdline = 2, kProcessName = 6 };
+enum class ThreadDescriptorField : uint32_t { kPid = 1, kTid = 2, kThreadName = 5 };
+enum class InternedDataField : uint32_t {
   kEventCategories = 1,
   kEventNames = 2,
   kDebugAnnotationNames = 3,
   kDebugAnnotationStringValues = 29,
 };
 // EventCategory, EventName, DebugAnnotationName and InternedString all hold an iid and its text.
-enum class InternedEntryField : pbf_tag_type { kIid = 1, kText = 2 };
-enum class TrackEventField : pbf_tag_type {
+enum class InternedEntryField : uint32_t { kIid = 1, kText = 2 };
+enum class TrackEventField : uint32_t {
   kCategoryIids = 3,
   kDebugAnnotations = 4,
   kType = 9,
@@ -76,7 +74,7 @@ enum class TrackEventField : pbf_tag_type {
   kFlowIds = 47,
   kTerminatingFlowIds = 48,
 };
-enum class DebugAnnotationField : pbf_tag_type {
+enum class DebugAnnotationField : uint32_t {
   kNameIid = 1,
   kBoolValue = 2,
   kUintValue = 3,
@@ -94,8 +92,8 @@ constexpr uint32_t kIncrementalClock = 64;
 constexpr uint32_t kSeqIncrementalStateCleared = 1;
 enum class TrackEventType : int32_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3 };
 
-using PacketBuilder = protozero::pbf_builder<PacketField>;
-using DescriptorBuilder = protozero::pbf_builder<TrackDescriptorField>;
+using PacketBuilder = ProtoMessage<PacketField>;
+using DescriptorBuilder = ProtoMessage<TrackDescriptorField>;
 
 // The output file. Packets are encoded into a buffer that goes to the file whenever it passes
 // kFlushBytes, so memory stays flat however long the session.
@@ -113,7 +111,7 @@ class TraceFile {
   template <typename Fill>
   void AppendPacket(Fill&& fill) {
     {
-      protozero::pbf_builder<TraceField> trace{buffer_};
+      ProtoMessage<TraceField> trace{buffer_};
       PacketBuilder packet{trace, TraceField::kPacket};
       fill(packet);
     }
@@ -145,7 +143,7 @@ class TraceFile {
 
   std::string path_;
   std::unique_ptr<FILE, int (*)(FILE*)> file_{nullptr, &std::fclose};
-  std::string buffer_;
+  ProtoBuffer buffer_;
   int write_errno_ = 0;  // the first write error; later packets are encoded but not written
 };
 
@@ -275,11 +273,11 @@ class PacketWriter {
   void WriteClockSnapshot(Sequence& sequence, const SessionMeta& meta) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
-      protozero::pbf_builder<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+      ProtoMessage<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
       AddClock(snapshot, kBuiltinClockMonotonic, meta.start_monotonic_ns);
       if (meta.start_boottime_ns != 0)
         AddClock(snapshot, kBuiltinClockBoottime, meta.start_boottime_ns);
-      snapshot.add_uint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
+      snapshot.AddUint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
     });
   }
 
@@ -318,29 +316,29 @@ class PacketWriter {
   }
 
  private:
-  static void AddClock(protozero::pbf_builder<ClockSnapshotField>& snapshot, uint32_t clock_id,
+  static void AddClock(ProtoMessage<ClockSnapshotField>& snapshot, uint32_t clock_id,
                        uint64_t timestamp_ns) {
-    protozero::pbf_builder<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
-    clock.add_uint32(ClockField::kClockId, clock_id);
-    clock.add_uint64(ClockField::kTimestamp, timestamp_ns);
+    ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+    clock.AddUint32(ClockField::kClockId, clock_id);
+    clock.AddUint64(ClockField::kTimestamp, timestamp_ns);
   }
 
   static void WriteSequenceHeader(PacketBuilder& packet, Sequence& sequence) {
-    packet.add_uint32(PacketField::kTrustedPacketSequenceId, sequence.id());
+    packet.AddUint32(PacketField::kTrustedPacketSequenceId, sequence.id());
     if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
-      packet.add_uint32(PacketField::kSequenceFlags, flags);
+      packet.AddUint32(PacketField::kSequenceFlags, flags);
   }
 
   // kIncrementalClock and MONOTONIC both at 0: the clock is MONOTONIC, sent as deltas (the first
   // one is the absolute time). Each sequence's snapshot is its own series in trace_processor's
   // clock tracker (series are per set of clocks), so the repeated 0 does not go back in time.
   static void WriteIncrementalClockSnapshot(PacketBuilder& packet, Sequence& sequence) {
-    protozero::pbf_builder<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+    ProtoMessage<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
     {
-      protozero::pbf_builder<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
-      clock.add_uint32(ClockField::kClockId, kIncrementalClock);
-      clock.add_uint64(ClockField::kTimestamp, 0);
-      clock.add_bool(ClockField::kIsIncremental, true);
+      ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+      clock.AddUint32(ClockField::kClockId, kIncrementalClock);
+      clock.AddUint64(ClockField::kTimestamp, 0);
+      clock.AddBool(ClockField::kIsIncremental, true);
     }
     AddClock(snapshot, kBuiltinClockMonotonic, 0);
     sequence.incremental_clock = true;
@@ -352,33 +350,33 @@ class PacketWriter {
   // which leaves the incremental clock where it was.
   static void WriteTimestamp(PacketBuilder& packet, Sequence& sequence, uint64_t timestamp_ns) {
     if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) {
-      packet.add_uint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
+      packet.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
       sequence.last_timestamp_ns = timestamp_ns;
       return;
     }
-    packet.add_uint64(PacketField::kTimestamp, timestamp_ns);
-    packet.add_uint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
+    packet.AddUint64(PacketField::kTimestamp, timestamp_ns);
+    packet.AddUint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
   }
 
   static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
-    protozero::pbf_builder<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
-    defaults.add_uint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
-    protozero::pbf_builder<TrackEventDefaultsField> track_event_defaults{
+    ProtoMessage<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
+    defaults.AddUint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
+    ProtoMessage<TrackEventDefaultsField> track_event_defaults{
         defaults, PacketDefaultsField::kTrackEventDefaults};
-    track_event_defaults.add_uint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
+    track_event_defaults.AddUint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
   }
 
   template <typename Describe>
   static void WriteDescriptor(PacketBuilder& packet, uint64_t uuid, Describe& describe) {
     DescriptorBuilder descriptor{packet, PacketField::kTrackDescriptor};
-    descriptor.add_uint64(TrackDescriptorField::kUuid, uuid);
+    descriptor.AddUint64(TrackDescriptorField::kUuid, uuid);
     describe(descriptor);
   }
 
   void WriteNewInternedStrings(PacketBuilder& packet, Sequence& sequence,
                                const TrackEventSpec& event) {
-    // protozero drops the InternedData message again when nothing was added to it.
-    protozero::pbf_builder<InternedDataField> interned{packet, PacketField::kInternedData};
+    // An empty message leaves nothing behind: a packet with no new strings has no InternedData.
+    ProtoMessage<InternedDataField> interned{packet, PacketField::kInternedData};
     AddIfNew(interned, sequence, InternTable::kEventNames, event.name_iid);
     AddIfNew(interned, sequence, InternTable::kCategories, event.category_iid);
     for (size_t i = 0; i < event.annotation_count; ++i) {
@@ -390,49 +388,48 @@ class PacketWriter {
     }
   }
 
-  void AddIfNew(protozero::pbf_builder<InternedDataField>& interned, Sequence& sequence,
-                InternTable table, uint64_t iid) {
+  void AddIfNew(ProtoMessage<InternedDataField>& interned, Sequence& sequence, InternTable table,
+                uint64_t iid) {
     if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
-    protozero::pbf_builder<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
-    entry.add_uint64(InternedEntryField::kIid, iid);
-    entry.add_string(InternedEntryField::kText, interner_.Text(table, iid));
+    ProtoMessage<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
+    entry.AddUint64(InternedEntryField::kIid, iid);
+    entry.AddString(InternedEntryField::kText, interner_.Text(table, iid));
   }
 
   static void WriteTrackEventBody(PacketBuilder& packet, const TrackEventSpec& event) {
-    protozero::pbf_builder<TrackEventField> track_event{packet, PacketField::kTrackEvent};
-    track_event.add_enum(TrackEventField::kType, static_cast<int32_t>(event.type));
-    if (event.name_iid != 0) track_event.add_uint64(TrackEventField::kNameIid, event.name_iid);
+    ProtoMessage<TrackEventField> track_event{packet, PacketField::kTrackEvent};
+    track_event.AddEnum(TrackEventField::kType, static_cast<int32_t>(event.type));
+    if (event.name_iid != 0) track_event.AddUint64(TrackEventField::kNameIid, event.name_iid);
     if (event.category_iid != 0)
-      track_event.add_uint64(TrackEventField::kCategoryIids, event.category_iid);
+      track_event.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
     for (uint64_t flow_id : event.flow_ids)
-      track_event.add_fixed64(TrackEventField::kFlowIds, flow_id);
+      track_event.AddFixed64(TrackEventField::kFlowIds, flow_id);
     if (event.terminating_flow_id != 0) {
-      track_event.add_fixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
+      track_event.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
     }
     for (size_t i = 0; i < event.annotation_count; ++i)
       WriteAnnotation(track_event, event.annotations[i]);
   }
 
-  static void WriteAnnotation(protozero::pbf_builder<TrackEventField>& track_event,
+  static void WriteAnnotation(ProtoMessage<TrackEventField>& track_event,
                               const Annotation& annotation) {
-    protozero::pbf_builder<DebugAnnotationField> encoded{track_event,
-                                                         TrackEventField::kDebugAnnotations};
-    encoded.add_uint64(DebugAnnotationField::kNameIid, annotation.name_iid);
+    ProtoMessage<DebugAnnotationField> encoded{track_event, TrackEventField::kDebugAnnotations};
+    encoded.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
     switch (annotation.kind) {
       case Annotation::Kind::kUint:
-        encoded.add_uint64(DebugAnnotationField::kUintValue, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kUintValue, annotation.value);
         break;
       case Annotation::Kind::kInt:
-        encoded.add_int64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
+        encoded.AddInt64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
         break;
       case Annotation::Kind::kPointer:
-        encoded.add_uint64(DebugAnnotationField::kPointerValue, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kPointerValue, annotation.value);
         break;
       case Annotation::Kind::kBool:
-        encoded.add_bool(DebugAnnotationField::kBoolValue, annotation.value != 0);
+        encoded.AddBool(DebugAnnotationField::kBoolValue, annotation.value != 0);
         break;
       case Annotation::Kind::kInternedString:
-        encoded.add_uint64(DebugAnnotationField::kStringValueIid, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kStringValueIid, annotation.value);
         break;
     }
   }
@@ -561,7 +558,7 @@ class TrackRegistry {
       std::string name = lane == 0 ? "diagnosis" : "diagnosis " + std::to_string(lane + 1);
       packets_.WriteEventTrackDescriptor(entry->second.sequence, uuid,
                                          [&](DescriptorBuilder& descriptor) {
-                                           descriptor.add_string(TrackDescriptorField::kName, name);
+                                           descriptor.AddString(TrackDescriptorField::kName, name);
                                          });
     }
     return entry->second;
@@ -573,7 +570,7 @@ class TrackRegistry {
       gprof_run_.emplace(NextSequenceId());
       packets_.WriteEventTrackDescriptor(
           gprof_run_->sequence, uuid, [](DescriptorBuilder& descriptor) {
-            descriptor.add_string(TrackDescriptorField::kName, "gprof-run");
+            descriptor.AddString(TrackDescriptorField::kName, "gprof-run");
           });
     }
     return *gprof_run_;
@@ -587,16 +584,14 @@ class TrackRegistry {
     auto process = session_.processes.find(pid);
     packets_.WriteTrackDescriptor(
         metadata_, TrackUuid(TrackKind::kProcess, pid), [&](DescriptorBuilder& descriptor) {
-          protozero::pbf_builder<ProcessDescriptorField> encoded{descriptor,
-                                                                 TrackDescriptorField::kProcess};
-          encoded.add_int32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
+          ProtoMessage<ProcessDescriptorField> encoded{descriptor, TrackDescriptorField::kProcess};
+          encoded.AddInt32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
           if (process == session_.processes.end()) return;
           for (const std::string& argument : process->second.cmdline) {
-            encoded.add_string(ProcessDescriptorField::kCmdline, argument);
+            encoded.AddString(ProcessDescriptorField::kCmdline, argument);
           }
           std::string_view name = ProcessName(process->second);
-          if (!name.empty())
-            encoded.add_string(ProcessDescriptorField::kProcessName, name.data(), name.size());
+          if (!name.empty()) encoded.AddString(ProcessDescriptorField::kProcessName, name);
         });
   }
 
@@ -607,13 +602,12 @@ class TrackRegistry {
     uint64_t uuid = TrackUuid(TrackKind::kThread, tid);
     packets_.WriteEventTrackDescriptor(
         thread.thread.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-          descriptor.add_uint64(TrackDescriptorField::kParentUuid,
-                                TrackUuid(TrackKind::kProcess, pid));
-          protozero::pbf_builder<ThreadDescriptorField> encoded{descriptor,
-                                                                TrackDescriptorField::kThread};
-          encoded.add_int32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
-          encoded.add_int64(ThreadDescriptorField::kTid, tid);
-          if (!name.empty()) encoded.add_string(ThreadDescriptorField::kThreadName, name);
+          descriptor.AddUint64(TrackDescriptorField::kParentUuid,
+                               TrackUuid(TrackKind::kProcess, pid));
+          ProtoMessage<ThreadDescriptorField> encoded{descriptor, TrackDescriptorField::kThread};
+          encoded.AddInt32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
+          encoded.AddInt64(ThreadDescriptorField::kTid, tid);
+          if (!name.empty()) encoded.AddString(ThreadDescriptorField::kThreadName, name);
         });
     return thread;
   }
@@ -622,8 +616,8 @@ class TrackRegistry {
                             const std::string& name) {
     DescribeProcess(pid);
     packets_.WriteEventTrackDescriptor(track.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-      descriptor.add_uint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
-      descriptor.add_string(TrackDescriptorField::kName, name);
+      descriptor.AddUint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
+      descriptor.AddString(TrackDescriptorField::kName, name);
     });
   }
 
@@ -633,9 +627,9 @@ class TrackRegistry {
       track.emplace(NextSequenceId());
       uint64_t uuid = TrackUuid(kind, thread.tid);
       packets_.WriteEventTrackDescriptor(track->sequence, uuid, [&](DescriptorBuilder& descriptor) {
-        descriptor.add_uint64(TrackDescriptorField::kParentUuid,
-                              TrackUuid(TrackKind::kThread, thread.tid));
-        descriptor.add_string(TrackDescriptorField::kName, name);
+        descriptor.AddUint64(TrackDescriptorField::kParentUuid,
+                             TrackUuid(TrackKind::kThread, thread.tid));
+        descriptor.AddString(TrackDescriptorField::kName, name);
       });
     }
     return *track;

@@ -222,17 +222,18 @@ class Sequence {
 
   // True the first time this sequence meets `iid` of `table`.
   bool MarkInterned(InternTable table, uint64_t iid) {
-    std::vector<bool>& seen = interned_[static_cast<size_t>(table)];
-    if (iid >= seen.size()) seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
+    std::vector<uint8_t>& seen = interned_[static_cast<size_t>(table)];
+    if (iid >= seen.size()) [[unlikely]]
+      seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
     if (seen[iid]) return false;
-    seen[iid] = true;
+    seen[iid] = 1;
     return true;
   }
 
  private:
   uint32_t id_;
   bool started_ = false;
-  std::array<std::vector<bool>, kInternTableCount> interned_;
+  std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
 struct Annotation {
@@ -1100,23 +1101,25 @@ class TimelineWriter {
   enum class Action : uint8_t { kEndSlice, kWakeInstant, kBeginRunnable };
 
   struct Pending {
-    uint64_t time_ns;
-    Action action;
-    uint64_t order;        // queueing order; the later of two equal ends is the inner slice
+    // What runs first has the smallest key: the time, then the action, then the later queued
+    // (of two equal ends, the later queued is the inner slice), in one integer compared at once.
+    unsigned __int128 key;
     EventTrack* track;     // kEndSlice, kBeginRunnable
     size_t off_cpu_index;  // kWakeInstant, kBeginRunnable
+    uint64_t time_ns() const { return static_cast<uint64_t>(key >> 64); }
+    Action action() const { return static_cast<Action>(static_cast<uint64_t>(key) >> 62); }
   };
 
   struct RunsLater {
-    bool operator()(const Pending& a, const Pending& b) const {
-      if (a.time_ns != b.time_ns) return a.time_ns > b.time_ns;
-      if (a.action != b.action) return a.action > b.action;
-      return a.order < b.order;
-    }
+    bool operator()(const Pending& a, const Pending& b) const { return a.key > b.key; }
   };
 
+  static constexpr uint64_t kOrderMask = (uint64_t{1} << 62) - 1;
+
   void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
-    pending_.push(Pending{time_ns, action, next_order_++, track, off_cpu_index});
+    uint64_t low = (uint64_t{static_cast<uint8_t>(action)} << 62) | (kOrderMask - next_order_++);
+    pending_.push(
+        Pending{(static_cast<unsigned __int128>(time_ns) << 64) | low, track, off_cpu_index});
   }
 
   void RunPendingUpTo(uint64_t time_ns);
@@ -1283,7 +1286,7 @@ void TimelineWriter::Write() {
 }
 
 void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
-  while (!pending_.empty() && pending_.top().time_ns <= time_ns) {
+  while (!pending_.empty() && pending_.top().time_ns() <= time_ns) {
     Pending next = pending_.top();
     pending_.pop();
     Run(next);
@@ -1291,9 +1294,9 @@ void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
 }
 
 void TimelineWriter::Run(const Pending& pending) {
-  switch (pending.action) {
+  switch (pending.action()) {
     case Action::kEndSlice:
-      EndSlice(*pending.track, pending.time_ns);
+      EndSlice(*pending.track, pending.time_ns());
       break;
     case Action::kWakeInstant:
       WriteWakeInstant(pending.off_cpu_index);

@@ -30,7 +30,9 @@ load; each size then also reports the baseline's figures and the ratios BUILD_DI
 wall time (median and min-max of the per-pair ratios), peak RSS and trace bytes. The session is
 generated once, by BUILD_DIR's bench_session_gen.
 
-Printed per size: records, wall seconds (median, min-max), records per second, peak RSS (MiB and
+Printed per size: records, wall seconds (median, min-max), records per second, CPU seconds (user +
+system, from the run's rusage; on a busy machine wall time also counts others' use of CPU 0) and
+records per CPU second, peak RSS (MiB and
 bytes per record), trace bytes and bytes per record, report.json bytes; then how peak memory grows
 from the smallest size to the largest. With --perf-size N (default 10000000 when it is one of the
 sizes; 0: never), one more run of that size, not counted, under `perf record --call-graph dwarf`,
@@ -211,7 +213,10 @@ def measured_run(command, time_path, timeout_s, rss_cap):
     os.unlink(err_file)
     if outcome == "ok" and proc.returncode != 0:
         outcome = f"exit status {proc.returncode}"
-    return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall,
+    # CPU seconds (user + system) of the run's process tree, from its rusage: on a shared machine
+    # the wall clock also counts the time other work held the CPU, this does not.
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall, "cpu_s": cpu,
             "outer_wall_s": round(outer_wall, 3), "peak_rss_bytes": peak_kib * 1024,
             "sampled_peak_rss_bytes": sampled_peak, "measured_by": measured_by,
             "loadavg_before": load, "stderr_tail": stderr_tail if outcome != "ok" else ""}
@@ -308,6 +313,7 @@ def summarize(runs, records, gen):
         return {"outcome": runs[0]["outcome"], "wall_s_at_stop": runs[0]["wall_s"],
                 "peak_rss_bytes_at_stop": runs[0]["peak_rss_bytes"]}
     walls = summary([run["wall_s"] for run in ok_runs])
+    cpus = summary([run["cpu_s"] for run in ok_runs])
     rss = summary([run["peak_rss_bytes"] for run in ok_runs])
     outputs = ok_runs[-1]["outputs"]
     trace_bytes = outputs.get("trace.perfetto-trace")
@@ -315,6 +321,8 @@ def summarize(runs, records, gen):
         "outcome": "ok",
         "wall_s": walls,
         "records_per_s": records / walls["median"],
+        "cpu_s": cpus,
+        "records_per_cpu_s": records / cpus["median"],
         "peak_rss_bytes": rss,
         "peak_rss_bytes_per_record": rss["median"] / records,
         "trace_bytes": trace_bytes,
@@ -341,7 +349,8 @@ def ratios(runs, baseline_runs):
 
     trace = [(a["outputs"].get("trace.perfetto-trace"), b["outputs"].get("trace.perfetto-trace"))
              for a, b in pairs]
-    return {"pairs": len(pairs), "wall_s": of("wall_s"), "peak_rss_bytes": of("peak_rss_bytes"),
+    return {"pairs": len(pairs), "wall_s": of("wall_s"), "cpu_s": of("cpu_s"),
+            "peak_rss_bytes": of("peak_rss_bytes"),
             "trace_bytes": trace[-1][0] / trace[-1][1] if all(trace[-1]) else None}
 
 
@@ -422,7 +431,8 @@ def main():
                     runs.append(measured)
                     written = measured["outputs"]
                     status = "" if measured["outcome"] == "ok" else f"  ** {measured['outcome']}"
-                    say(f"   {label}run {run + 1}: {measured['wall_s']:.2f} s, peak RSS "
+                    say(f"   {label}run {run + 1}: {measured['wall_s']:.2f} s "
+                        f"({measured['cpu_s']:.2f} s CPU), peak RSS "
                         f"{mib(measured['peak_rss_bytes']):.0f} MiB, trace "
                         f"{written.get('trace.perfetto-trace', 0):,} B, load "
                         f"{measured['loadavg_before'][0]:.2f}{status}")
@@ -450,17 +460,18 @@ def main():
             shutil.rmtree(root, ignore_errors=True)
 
     say()
-    say("records      build     wall s (median, min-max)   records/s   peak RSS MiB  RSS B/rec  "
-        "trace bytes     trace B/rec  report.json B")
+    say("records      build     wall s (median, min-max)   records/s   CPU s (median, min-max)"
+        "   records/CPU s  peak RSS MiB  RSS B/rec  trace bytes     trace B/rec  report.json B")
 
     def table_row(records, label, r):
         if r["outcome"] != "ok":
             say(f"{records:>11,}  {label:<8}  {r['outcome']} (wall {r['wall_s_at_stop']:.0f} s, "
                 f"peak RSS {mib(r['peak_rss_bytes_at_stop']):.0f} MiB)")
             return
-        w = r["wall_s"]
+        w, c = r["wall_s"], r["cpu_s"]
         say(f"{records:>11,}  {label:<8}  {w['median']:7.2f} ({w['min']:.2f}-{w['max']:.2f})"
-            f"{'':>6}{r['records_per_s']:>11,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
+            f"{'':>6}{r['records_per_s']:>11,.0f}  {c['median']:7.2f} ({c['min']:.2f}-{c['max']:.2f})"
+            f"{'':>4}{r['records_per_cpu_s']:>13,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
             f"  {r['peak_rss_bytes_per_record']:>9.1f}  {r['trace_bytes'] or 0:>14,}"
             f"  {r['trace_bytes_per_record'] or 0:>11.1f}  {r['report_json_bytes'] or 0:>13,}")
 
@@ -476,9 +487,10 @@ def main():
             if not ratio:
                 say(f"{entry['records']:>11,}  no pair where both runs succeeded")
                 continue
-            w, m = ratio["wall_s"], ratio["peak_rss_bytes"]
+            w, c, m = ratio["wall_s"], ratio["cpu_s"], ratio["peak_rss_bytes"]
             trace = f"{ratio['trace_bytes']:.3f}" if ratio["trace_bytes"] else "-"
             say(f"{entry['records']:>11,}  wall {w['median']:.3f} ({w['min']:.3f}-{w['max']:.3f}), "
+                f"CPU {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f}), "
                 f"peak RSS {m['median']:.3f} ({m['min']:.3f}-{m['max']:.3f}), trace bytes "
                 f"{trace}; {ratio['pairs']} pairs")
 

@@ -668,6 +668,7 @@ struct Vocabulary {
         waker(Name(interner, "waker")),
         waker_kernel_stack(Name(interner, "waker_kernel_stack")),
         op(Name(interner, "op")),
+        uaddr(Name(interner, "uaddr")),
         uaddr2(Name(interner, "uaddr2")),
         val(Name(interner, "val")),
         timeout_ns(Name(interner, "timeout_ns")),
@@ -718,7 +719,7 @@ struct Vocabulary {
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
-  uint64_t op, uaddr2, val, timeout_ns, return_value;
+  uint64_t op, uaddr, uaddr2, val, timeout_ns, return_value;
   uint64_t count, file, offset;
   uint64_t grid, block, registers_per_thread, shared_memory_bytes, graph_id, graph_node_id;
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
@@ -1455,8 +1456,8 @@ void TimelineWriter::BeginFutex(const FutexCall& call) {
   event.timestamp_ns = call.start_ns;
   event.name_iid = futex_names_.SliceName(call);
   event.category_iid = vocabulary_.futex;
-  // The address is in the slice's name ("FUTEX_WAIT_BITSET 0x7f1234"): no annotation repeats it.
   event.Annotate(vocabulary_.op, Annotation::Kind::kInternedString, futex_names_.OpText(call));
+  event.Annotate(vocabulary_.uaddr, Annotation::Kind::kPointer, call.uaddr);
   event.Annotate(vocabulary_.val, Annotation::Kind::kUint, call.val);
   if (call.timeout_ns >= 0) event.AnnotateInt(vocabulary_.timeout_ns, call.timeout_ns);
   if (call.uaddr2 != 0) event.Annotate(vocabulary_.uaddr2, Annotation::Kind::kPointer, call.uaddr2);

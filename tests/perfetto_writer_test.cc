@@ -428,8 +428,10 @@ TEST_F(PerfettoWriterTest, WritesFutexCallsOnTheirOwnTrack) {
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits[0].name, "FUTEX_WAIT_BITSET 0x7f1234");
   EXPECT_EQ(waits[0].begin->annotations,
-            (std::map<std::string, std::string>{
-                {"op", "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"}, {"val", "0"}, {"return", "0"}}));
+            (std::map<std::string, std::string>{{"op", "FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG"},
+                                                {"uaddr", "0x7f1234"},
+                                                {"val", "0"},
+                                                {"return", "0"}}));
   std::vector<Slice> wakes = Slices(ChildTrack(kPinThread, "futex"));
   ASSERT_EQ(wakes.size(), 1u);
   EXPECT_EQ(wakes[0].name, "FUTEX_WAKE 0x7f1234");

@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <protozero/pbf_builder.hpp>
 #include <queue>
 #include <span>
 #include <string_view>
@@ -27,19 +26,19 @@
 #include "kernel_stack.h"
 #include "kernel_vocabulary.h"
 #include "output_file.h"
+#include "proto_encoder.h"
 #include "session_format.h"
 #include "user_symbols.h"
 
 namespace gprof::collector {
 namespace {
 
-using protozero::pbf_tag_type;
-
 // Field numbers, from perfetto_trace.proto (shared/schemas): only the fields this writer sets.
-enum class TraceField : pbf_tag_type { kPacket = 1 };
-enum class PacketField : pbf_tag_type {
+enum class TraceField : uint32_t { kPacket = 1 };
+enum class PacketField : uint32_t {
   kClockSnapshot = 6,
   kTimestamp = 8,
+  kTimestampClockId = 58,
   kTrustedPacketSequenceId = 10,
   kTrackEvent = 11,
   kInternedData = 12,
@@ -47,28 +46,28 @@ enum class PacketField : pbf_tag_type {
   kTracePacketDefaults = 59,
   kTrackDescriptor = 60,
 };
-enum class PacketDefaultsField : pbf_tag_type { kTrackEventDefaults = 11, kTimestampClockId = 58 };
-enum class TrackEventDefaultsField : pbf_tag_type { kTrackUuid = 11 };
-enum class ClockSnapshotField : pbf_tag_type { kClocks = 1, kPrimaryTraceClock = 2 };
-enum class ClockField : pbf_tag_type { kClockId = 1, kTimestamp = 2 };
-enum class TrackDescriptorField : pbf_tag_type {
+enum class PacketDefaultsField : uint32_t { kTrackEventDefaults = 11, kTimestampClockId = 58 };
+enum class TrackEventDefaultsField : uint32_t { kTrackUuid = 11 };
+enum class ClockSnapshotField : uint32_t { kClocks = 1, kPrimaryTraceClock = 2 };
+enum class ClockField : uint32_t { kClockId = 1, kTimestamp = 2, kIsIncremental = 3 };
+enum class TrackDescriptorField : uint32_t {
   kUuid = 1,
   kName = 2,
   kProcess = 3,
   kThread = 4,
   kParentUuid = 5,
 };
-enum class ProcessDescriptorField : pbf_tag_type { kPid = 1, kCmdline = 2, kProcessName = 6 };
-enum class ThreadDescriptorField : pbf_tag_type { kPid = 1, kTid = 2, kThreadName = 5 };
-enum class InternedDataField : pbf_tag_type {
+enum class ProcessDescriptorField : uint32_t { kPid = 1, kCmdline = 2, kProcessName = 6 };
+enum class ThreadDescriptorField : uint32_t { kPid = 1, kTid = 2, kThreadName = 5 };
+enum class InternedDataField : uint32_t {
   kEventCategories = 1,
   kEventNames = 2,
   kDebugAnnotationNames = 3,
   kDebugAnnotationStringValues = 29,
 };
 // EventCategory, EventName, DebugAnnotationName and InternedString all hold an iid and its text.
-enum class InternedEntryField : pbf_tag_type { kIid = 1, kText = 2 };
-enum class TrackEventField : pbf_tag_type {
+enum class InternedEntryField : uint32_t { kIid = 1, kText = 2 };
+enum class TrackEventField : uint32_t {
   kCategoryIids = 3,
   kDebugAnnotations = 4,
   kType = 9,
@@ -76,7 +75,7 @@ enum class TrackEventField : pbf_tag_type {
   kFlowIds = 47,
   kTerminatingFlowIds = 48,
 };
-enum class DebugAnnotationField : pbf_tag_type {
+enum class DebugAnnotationField : uint32_t {
   kNameIid = 1,
   kBoolValue = 2,
   kUintValue = 3,
@@ -87,12 +86,15 @@ enum class DebugAnnotationField : pbf_tag_type {
 
 constexpr uint32_t kBuiltinClockMonotonic = 3;
 constexpr uint32_t kBuiltinClockBoottime = 6;
+// A sequence-scoped clock (ids 64-127) that counts nanoseconds of MONOTONIC as deltas: each
+// packet's timestamp is the time since the sequence's previous timestamped packet, 2-3 bytes
+// instead of 7 for an absolute MONOTONIC time.
+constexpr uint32_t kIncrementalClock = 64;
 constexpr uint32_t kSeqIncrementalStateCleared = 1;
-constexpr uint32_t kSeqNeedsIncrementalState = 2;
 enum class TrackEventType : int32_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3 };
 
-using PacketBuilder = protozero::pbf_builder<PacketField>;
-using DescriptorBuilder = protozero::pbf_builder<TrackDescriptorField>;
+using PacketBuilder = ProtoMessage<PacketField>;
+using DescriptorBuilder = ProtoMessage<TrackDescriptorField>;
 
 // The output file. Packets are encoded into a buffer that goes to the file whenever it passes
 // kFlushBytes, so memory stays flat however long the session.
@@ -111,7 +113,7 @@ class TraceFile {
   template <typename Fill>
   void AppendPacket(Fill&& fill) {
     {
-      protozero::pbf_builder<TraceField> trace{buffer_};
+      ProtoMessage<TraceField> trace{buffer_};
       PacketBuilder packet{trace, TraceField::kPacket};
       fill(packet);
     }
@@ -143,7 +145,7 @@ class TraceFile {
 
   std::string path_;
   OutputFile file_{nullptr, &std::fclose};
-  std::string buffer_;
+  ProtoBuffer buffer_;
   int write_errno_ = 0;  // the first write error; later packets are encoded but not written
 };
 
@@ -196,34 +198,44 @@ class StringInterner {
   std::array<Table, kInternTableCount> tables_;
 };
 
-// One packet sequence (trusted_packet_sequence_id). Interned entries and packet defaults are valid
-// per sequence, so each remembers which entries its packets have already carried.
+// One packet sequence (trusted_packet_sequence_id). Interned entries, packet defaults and the
+// incremental clock are valid per sequence, so each remembers which entries its packets have
+// already carried and the time of its last timestamped packet.
 class Sequence {
  public:
   explicit Sequence(uint32_t id) : id_(id) {}
 
   uint32_t id() const { return id_; }
 
-  // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, SEQ_NEEDS_INCREMENTAL_STATE on the rest.
+  // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, nothing on the rest. The other flag,
+  // SEQ_NEEDS_INCREMENTAL_STATE, only tells a reader to skip the packet when the sequence's state
+  // was lost (a ring buffer that wrapped); a file written in one go loses none, and trace_processor
+  // resolves interned data and defaults the same without it, so the 2 bytes a packet are saved.
+  // 0: no flags to write.
   uint32_t TakePacketFlags() {
-    if (started_) return kSeqNeedsIncrementalState;
+    if (started_) return 0;
     started_ = true;
     return kSeqIncrementalStateCleared;
   }
 
+  // Set once the sequence's clock snapshot declared kIncrementalClock, anchored at 0.
+  bool incremental_clock = false;
+  uint64_t last_timestamp_ns = 0;  // kIncrementalClock's value after the last timestamped packet
+
   // True the first time this sequence meets `iid` of `table`.
   bool MarkInterned(InternTable table, uint64_t iid) {
-    std::vector<bool>& seen = interned_[static_cast<size_t>(table)];
-    if (iid >= seen.size()) seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
+    std::vector<uint8_t>& seen = interned_[static_cast<size_t>(table)];
+    if (iid >= seen.size()) [[unlikely]]
+      seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
     if (seen[iid]) return false;
-    seen[iid] = true;
+    seen[iid] = 1;
     return true;
   }
 
  private:
   uint32_t id_;
   bool started_ = false;
-  std::array<std::vector<bool>, kInternTableCount> interned_;
+  std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
 struct Annotation {
@@ -264,11 +276,11 @@ class PacketWriter {
   void WriteClockSnapshot(Sequence& sequence, const SessionMeta& meta) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
-      protozero::pbf_builder<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+      ProtoMessage<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
       AddClock(snapshot, kBuiltinClockMonotonic, meta.start_monotonic_ns);
       if (meta.start_boottime_ns != 0)
         AddClock(snapshot, kBuiltinClockBoottime, meta.start_boottime_ns);
-      snapshot.add_uint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
+      snapshot.AddUint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
     });
   }
 
@@ -281,20 +293,25 @@ class PacketWriter {
     });
   }
 
-  // The first packet of an event track's own sequence: the track, and the defaults that let its
-  // events leave out their clock and track.
+  // The first packets of an event track's own sequence: the defaults that let its events leave out
+  // their track and clock, with the clock snapshot that declares that clock (trace_processor reads
+  // no other field of a packet with a snapshot but defaults and interned data), then the track.
   template <typename Describe>
   void WriteEventTrackDescriptor(Sequence& sequence, uint64_t uuid, Describe&& describe) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
       WriteEventDefaults(packet, uuid);
+      WriteIncrementalClockSnapshot(packet, sequence);
+    });
+    file_.AppendPacket([&](PacketBuilder& packet) {
+      WriteSequenceHeader(packet, sequence);
       WriteDescriptor(packet, uuid, describe);
     });
   }
 
   void WriteTrackEvent(Sequence& sequence, const TrackEventSpec& event) {
     file_.AppendPacket([&](PacketBuilder& packet) {
-      packet.add_uint64(PacketField::kTimestamp, event.timestamp_ns);
+      WriteTimestamp(packet, sequence, event.timestamp_ns);
       WriteSequenceHeader(packet, sequence);
       WriteNewInternedStrings(packet, sequence, event);
       WriteTrackEventBody(packet, event);
@@ -302,37 +319,67 @@ class PacketWriter {
   }
 
  private:
-  static void AddClock(protozero::pbf_builder<ClockSnapshotField>& snapshot, uint32_t clock_id,
+  static void AddClock(ProtoMessage<ClockSnapshotField>& snapshot, uint32_t clock_id,
                        uint64_t timestamp_ns) {
-    protozero::pbf_builder<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
-    clock.add_uint32(ClockField::kClockId, clock_id);
-    clock.add_uint64(ClockField::kTimestamp, timestamp_ns);
+    ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+    clock.AddUint32(ClockField::kClockId, clock_id);
+    clock.AddUint64(ClockField::kTimestamp, timestamp_ns);
   }
 
   static void WriteSequenceHeader(PacketBuilder& packet, Sequence& sequence) {
-    packet.add_uint32(PacketField::kTrustedPacketSequenceId, sequence.id());
-    packet.add_uint32(PacketField::kSequenceFlags, sequence.TakePacketFlags());
+    packet.AddUint32(PacketField::kTrustedPacketSequenceId, sequence.id());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
+      packet.AddUint32(PacketField::kSequenceFlags, flags);
+  }
+
+  // kIncrementalClock and MONOTONIC both at 0: the clock is MONOTONIC, sent as deltas (the first
+  // one is the absolute time). Each sequence's snapshot is its own series in trace_processor's
+  // clock tracker (series are per set of clocks), so the repeated 0 does not go back in time.
+  static void WriteIncrementalClockSnapshot(PacketBuilder& packet, Sequence& sequence) {
+    ProtoMessage<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
+    {
+      ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
+      clock.AddUint32(ClockField::kClockId, kIncrementalClock);
+      clock.AddUint64(ClockField::kTimestamp, 0);
+      clock.AddBool(ClockField::kIsIncremental, true);
+    }
+    AddClock(snapshot, kBuiltinClockMonotonic, 0);
+    sequence.incremental_clock = true;
+    sequence.last_timestamp_ns = 0;
+  }
+
+  // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+  // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+  // which leaves the incremental clock where it was.
+  static void WriteTimestamp(PacketBuilder& packet, Sequence& sequence, uint64_t timestamp_ns) {
+    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) {
+      packet.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = timestamp_ns;
+      return;
+    }
+    packet.AddUint64(PacketField::kTimestamp, timestamp_ns);
+    packet.AddUint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
   }
 
   static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
-    protozero::pbf_builder<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
-    defaults.add_uint32(PacketDefaultsField::kTimestampClockId, kBuiltinClockMonotonic);
-    protozero::pbf_builder<TrackEventDefaultsField> track_event_defaults{
+    ProtoMessage<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
+    defaults.AddUint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
+    ProtoMessage<TrackEventDefaultsField> track_event_defaults{
         defaults, PacketDefaultsField::kTrackEventDefaults};
-    track_event_defaults.add_uint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
+    track_event_defaults.AddUint64(TrackEventDefaultsField::kTrackUuid, track_uuid);
   }
 
   template <typename Describe>
   static void WriteDescriptor(PacketBuilder& packet, uint64_t uuid, Describe& describe) {
     DescriptorBuilder descriptor{packet, PacketField::kTrackDescriptor};
-    descriptor.add_uint64(TrackDescriptorField::kUuid, uuid);
+    descriptor.AddUint64(TrackDescriptorField::kUuid, uuid);
     describe(descriptor);
   }
 
   void WriteNewInternedStrings(PacketBuilder& packet, Sequence& sequence,
                                const TrackEventSpec& event) {
-    // protozero drops the InternedData message again when nothing was added to it.
-    protozero::pbf_builder<InternedDataField> interned{packet, PacketField::kInternedData};
+    // An empty message leaves nothing behind: a packet with no new strings has no InternedData.
+    ProtoMessage<InternedDataField> interned{packet, PacketField::kInternedData};
     AddIfNew(interned, sequence, InternTable::kEventNames, event.name_iid);
     AddIfNew(interned, sequence, InternTable::kCategories, event.category_iid);
     for (size_t i = 0; i < event.annotation_count; ++i) {
@@ -344,49 +391,48 @@ class PacketWriter {
     }
   }
 
-  void AddIfNew(protozero::pbf_builder<InternedDataField>& interned, Sequence& sequence,
-                InternTable table, uint64_t iid) {
+  void AddIfNew(ProtoMessage<InternedDataField>& interned, Sequence& sequence, InternTable table,
+                uint64_t iid) {
     if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
-    protozero::pbf_builder<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
-    entry.add_uint64(InternedEntryField::kIid, iid);
-    entry.add_string(InternedEntryField::kText, interner_.Text(table, iid));
+    ProtoMessage<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
+    entry.AddUint64(InternedEntryField::kIid, iid);
+    entry.AddString(InternedEntryField::kText, interner_.Text(table, iid));
   }
 
   static void WriteTrackEventBody(PacketBuilder& packet, const TrackEventSpec& event) {
-    protozero::pbf_builder<TrackEventField> track_event{packet, PacketField::kTrackEvent};
-    track_event.add_enum(TrackEventField::kType, static_cast<int32_t>(event.type));
-    if (event.name_iid != 0) track_event.add_uint64(TrackEventField::kNameIid, event.name_iid);
+    ProtoMessage<TrackEventField> track_event{packet, PacketField::kTrackEvent};
+    track_event.AddEnum(TrackEventField::kType, static_cast<int32_t>(event.type));
+    if (event.name_iid != 0) track_event.AddUint64(TrackEventField::kNameIid, event.name_iid);
     if (event.category_iid != 0)
-      track_event.add_uint64(TrackEventField::kCategoryIids, event.category_iid);
+      track_event.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
     for (uint64_t flow_id : event.flow_ids)
-      track_event.add_fixed64(TrackEventField::kFlowIds, flow_id);
+      track_event.AddFixed64(TrackEventField::kFlowIds, flow_id);
     if (event.terminating_flow_id != 0) {
-      track_event.add_fixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
+      track_event.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
     }
     for (size_t i = 0; i < event.annotation_count; ++i)
       WriteAnnotation(track_event, event.annotations[i]);
   }
 
-  static void WriteAnnotation(protozero::pbf_builder<TrackEventField>& track_event,
+  static void WriteAnnotation(ProtoMessage<TrackEventField>& track_event,
                               const Annotation& annotation) {
-    protozero::pbf_builder<DebugAnnotationField> encoded{track_event,
-                                                         TrackEventField::kDebugAnnotations};
-    encoded.add_uint64(DebugAnnotationField::kNameIid, annotation.name_iid);
+    ProtoMessage<DebugAnnotationField> encoded{track_event, TrackEventField::kDebugAnnotations};
+    encoded.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
     switch (annotation.kind) {
       case Annotation::Kind::kUint:
-        encoded.add_uint64(DebugAnnotationField::kUintValue, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kUintValue, annotation.value);
         break;
       case Annotation::Kind::kInt:
-        encoded.add_int64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
+        encoded.AddInt64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
         break;
       case Annotation::Kind::kPointer:
-        encoded.add_uint64(DebugAnnotationField::kPointerValue, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kPointerValue, annotation.value);
         break;
       case Annotation::Kind::kBool:
-        encoded.add_bool(DebugAnnotationField::kBoolValue, annotation.value != 0);
+        encoded.AddBool(DebugAnnotationField::kBoolValue, annotation.value != 0);
         break;
       case Annotation::Kind::kInternedString:
-        encoded.add_uint64(DebugAnnotationField::kStringValueIid, annotation.value);
+        encoded.AddUint64(DebugAnnotationField::kStringValueIid, annotation.value);
         break;
     }
   }
@@ -515,7 +561,7 @@ class TrackRegistry {
       std::string name = lane == 0 ? "diagnosis" : "diagnosis " + std::to_string(lane + 1);
       packets_.WriteEventTrackDescriptor(entry->second.sequence, uuid,
                                          [&](DescriptorBuilder& descriptor) {
-                                           descriptor.add_string(TrackDescriptorField::kName, name);
+                                           descriptor.AddString(TrackDescriptorField::kName, name);
                                          });
     }
     return entry->second;
@@ -527,7 +573,7 @@ class TrackRegistry {
       gprof_run_.emplace(NextSequenceId());
       packets_.WriteEventTrackDescriptor(
           gprof_run_->sequence, uuid, [](DescriptorBuilder& descriptor) {
-            descriptor.add_string(TrackDescriptorField::kName, "gprof-run");
+            descriptor.AddString(TrackDescriptorField::kName, "gprof-run");
           });
     }
     return *gprof_run_;
@@ -541,16 +587,14 @@ class TrackRegistry {
     auto process = session_.processes.find(pid);
     packets_.WriteTrackDescriptor(
         metadata_, TrackUuid(TrackKind::kProcess, pid), [&](DescriptorBuilder& descriptor) {
-          protozero::pbf_builder<ProcessDescriptorField> encoded{descriptor,
-                                                                 TrackDescriptorField::kProcess};
-          encoded.add_int32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
+          ProtoMessage<ProcessDescriptorField> encoded{descriptor, TrackDescriptorField::kProcess};
+          encoded.AddInt32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
           if (process == session_.processes.end()) return;
           for (const std::string& argument : process->second.cmdline) {
-            encoded.add_string(ProcessDescriptorField::kCmdline, argument);
+            encoded.AddString(ProcessDescriptorField::kCmdline, argument);
           }
           std::string_view name = ProcessName(process->second);
-          if (!name.empty())
-            encoded.add_string(ProcessDescriptorField::kProcessName, name.data(), name.size());
+          if (!name.empty()) encoded.AddString(ProcessDescriptorField::kProcessName, name);
         });
   }
 
@@ -561,13 +605,12 @@ class TrackRegistry {
     uint64_t uuid = TrackUuid(TrackKind::kThread, tid);
     packets_.WriteEventTrackDescriptor(
         thread.thread.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-          descriptor.add_uint64(TrackDescriptorField::kParentUuid,
-                                TrackUuid(TrackKind::kProcess, pid));
-          protozero::pbf_builder<ThreadDescriptorField> encoded{descriptor,
-                                                                TrackDescriptorField::kThread};
-          encoded.add_int32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
-          encoded.add_int64(ThreadDescriptorField::kTid, tid);
-          if (!name.empty()) encoded.add_string(ThreadDescriptorField::kThreadName, name);
+          descriptor.AddUint64(TrackDescriptorField::kParentUuid,
+                               TrackUuid(TrackKind::kProcess, pid));
+          ProtoMessage<ThreadDescriptorField> encoded{descriptor, TrackDescriptorField::kThread};
+          encoded.AddInt32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
+          encoded.AddInt64(ThreadDescriptorField::kTid, tid);
+          if (!name.empty()) encoded.AddString(ThreadDescriptorField::kThreadName, name);
         });
     return thread;
   }
@@ -576,8 +619,8 @@ class TrackRegistry {
                             const std::string& name) {
     DescribeProcess(pid);
     packets_.WriteEventTrackDescriptor(track.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-      descriptor.add_uint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
-      descriptor.add_string(TrackDescriptorField::kName, name);
+      descriptor.AddUint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
+      descriptor.AddString(TrackDescriptorField::kName, name);
     });
   }
 
@@ -587,9 +630,9 @@ class TrackRegistry {
       track.emplace(NextSequenceId());
       uint64_t uuid = TrackUuid(kind, thread.tid);
       packets_.WriteEventTrackDescriptor(track->sequence, uuid, [&](DescriptorBuilder& descriptor) {
-        descriptor.add_uint64(TrackDescriptorField::kParentUuid,
-                              TrackUuid(TrackKind::kThread, thread.tid));
-        descriptor.add_string(TrackDescriptorField::kName, name);
+        descriptor.AddUint64(TrackDescriptorField::kParentUuid,
+                             TrackUuid(TrackKind::kThread, thread.tid));
+        descriptor.AddString(TrackDescriptorField::kName, name);
       });
     }
     return *track;
@@ -1061,23 +1104,25 @@ class TimelineWriter {
   enum class Action : uint8_t { kEndSlice, kWakeInstant, kBeginRunnable };
 
   struct Pending {
-    uint64_t time_ns;
-    Action action;
-    uint64_t order;        // queueing order; the later of two equal ends is the inner slice
+    // What runs first has the smallest key: the time, then the action, then the later queued
+    // (of two equal ends, the later queued is the inner slice), in one integer compared at once.
+    unsigned __int128 key;
     EventTrack* track;     // kEndSlice, kBeginRunnable
     size_t off_cpu_index;  // kWakeInstant, kBeginRunnable
+    uint64_t time_ns() const { return static_cast<uint64_t>(key >> 64); }
+    Action action() const { return static_cast<Action>(static_cast<uint64_t>(key) >> 62); }
   };
 
   struct RunsLater {
-    bool operator()(const Pending& a, const Pending& b) const {
-      if (a.time_ns != b.time_ns) return a.time_ns > b.time_ns;
-      if (a.action != b.action) return a.action > b.action;
-      return a.order < b.order;
-    }
+    bool operator()(const Pending& a, const Pending& b) const { return a.key > b.key; }
   };
 
+  static constexpr uint64_t kOrderMask = (uint64_t{1} << 62) - 1;
+
   void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
-    pending_.push(Pending{time_ns, action, next_order_++, track, off_cpu_index});
+    uint64_t low = (uint64_t{static_cast<uint8_t>(action)} << 62) | (kOrderMask - next_order_++);
+    pending_.push(
+        Pending{(static_cast<unsigned __int128>(time_ns) << 64) | low, track, off_cpu_index});
   }
 
   void RunPendingUpTo(uint64_t time_ns);
@@ -1244,7 +1289,7 @@ void TimelineWriter::Write() {
 }
 
 void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
-  while (!pending_.empty() && pending_.top().time_ns <= time_ns) {
+  while (!pending_.empty() && pending_.top().time_ns() <= time_ns) {
     Pending next = pending_.top();
     pending_.pop();
     Run(next);
@@ -1252,9 +1297,9 @@ void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
 }
 
 void TimelineWriter::Run(const Pending& pending) {
-  switch (pending.action) {
+  switch (pending.action()) {
     case Action::kEndSlice:
-      EndSlice(*pending.track, pending.time_ns);
+      EndSlice(*pending.track, pending.time_ns());
       break;
     case Action::kWakeInstant:
       WriteWakeInstant(pending.off_cpu_index);

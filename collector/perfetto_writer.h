@@ -27,8 +27,10 @@
 // dropped records included), the readers' diagnostics, the injected library's messages.
 //
 // Timestamps are CLOCK_MONOTONIC nanoseconds, stated in the trace (with a clock snapshot to
-// BOOTTIME). Packets are streamed to the file as they are made: memory does not grow with the
-// session.
+// BOOTTIME). Each track has its own packet sequence, whose defaults name the track and a
+// sequence-scoped incremental clock: an event's timestamp is the delta from the previous one on its
+// track. Strings are interned per sequence. Packets are streamed to the file as they are made:
+// memory does not grow with the session.
 #pragma once
 
 #include <string>

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernel_events.h"
+#include "proto_encoder.h"
 #include "test_support.h"
 #include "trace_decoder.h"
 
@@ -265,6 +266,18 @@ TEST_F(PerfettoWriterTest, FollowsTheFormatsRules) {
   // Sequence flags, clocks, interning once per sequence, every iid resolved, no unknown field.
   EXPECT_TRUE(trace_.errors.empty()) << testing::PrintToString(trace_.errors);
   EXPECT_FALSE(trace_.events.empty());
+}
+
+// Each track's events are on its sequence's incremental clock: a packet holds the time since the
+// previous event of its track (the first one, the time since the clock's anchor at 0).
+TEST_F(PerfettoWriterTest, SendsEachTracksTimesAsDeltas) {
+  std::map<uint64_t, uint64_t> last_on_track;
+  for (const DecodedEvent& event : trace_.events) {
+    EXPECT_EQ(event.clock_id, 64u) << event.name;
+    uint64_t previous = last_on_track[event.track_uuid];
+    EXPECT_EQ(event.encoded_timestamp, event.timestamp_ns - previous) << event.name;
+    last_on_track[event.track_uuid] = event.timestamp_ns;
+  }
 }
 
 TEST_F(PerfettoWriterTest, StatesMonotonicAsTheTraceClock) {
@@ -540,7 +553,7 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
               "process_name: \"python3.12\"", "name: \"cudaLaunchKernel\"",
               "name: \"S futex_wait_queue\"", "name: \"runnable (woken by pt_data_pin (101))\"",
               "name: \"FUTEX_WAKE 0x7f1234\"", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
-              "timestamp_clock_id: 3", "terminating_flow_ids: "});
+              "timestamp_clock_id: 64", "is_incremental: true", "terminating_flow_ids: "});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -997,6 +1010,66 @@ TEST_F(PerfettoKernelTest, DecodesWithTheRealSchemaWithKernelFacts) {
               "name: \"mmap_lock (held by python (100))\"", "name: \"page fault in libfoo.so\"",
               "name: \"ioctl nvidiactl 0xc020462a\"", "name: \"futex_waitv 0x7f1234 (+1)\"",
               "name: \"user_stack\"", "name: \"waker_user_stack\""});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer's protobuf encoder, read back with protozero: nested messages short and long (a length
+// of one, two and three bytes), empty ones left out, negative ints sign-extended.
+
+enum class OuterField : uint32_t { kInner = 1, kNumber = 2, kEmpty = 3, kFixed = 4, kNegative = 5 };
+enum class InnerField : uint32_t { kText = 1, kValue = 2 };
+
+std::string Encoded(size_t text_size) {
+  ProtoBuffer buffer;
+  {
+    ProtoMessage<OuterField> outer{buffer};
+    {
+      ProtoMessage<InnerField> inner{outer, OuterField::kInner};
+      inner.AddString(InnerField::kText, std::string(text_size, 'x'));
+      inner.AddUint64(InnerField::kValue, 300);
+    }
+    { ProtoMessage<InnerField> empty{outer, OuterField::kEmpty}; }
+    outer.AddUint32(OuterField::kNumber, 7);
+    outer.AddFixed64(OuterField::kFixed, 0x0102030405060708);
+    outer.AddInt32(OuterField::kNegative, -4);
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+TEST(ProtoEncoderTest, EncodesNestedMessagesOfEveryLengthSize) {
+  for (size_t text_size : {0, 5, 120, 126, 127, 200, 16'400, 70'000}) {
+    std::string bytes = Encoded(text_size);
+    protozero::pbf_reader outer(bytes);
+    std::map<uint32_t, int> seen;
+    while (outer.next()) {
+      ++seen[outer.tag()];
+      switch (outer.tag()) {
+        case 1: {
+          protozero::pbf_reader inner = outer.get_message();
+          ASSERT_TRUE(inner.next(1)) << text_size;
+          EXPECT_EQ(inner.get_string(), std::string(text_size, 'x'));
+          ASSERT_TRUE(inner.next(2)) << text_size;
+          EXPECT_EQ(inner.get_uint64(), 300u);
+          EXPECT_FALSE(inner.next());
+          break;
+        }
+        case 2:
+          EXPECT_EQ(outer.get_uint32(), 7u);
+          break;
+        case 4:
+          EXPECT_EQ(outer.get_fixed64(), 0x0102030405060708u);
+          break;
+        case 5:
+          EXPECT_EQ(outer.get_int32(), -4);
+          break;
+        default:
+          ADD_FAILURE() << "field " << outer.tag();
+          outer.skip();
+      }
+    }
+    EXPECT_EQ(seen, (std::map<uint32_t, int>{{1, 1}, {2, 1}, {4, 1}, {5, 1}}))
+        << "the empty message leaves nothing; text of " << text_size;
+  }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ namespace gprof::test {
 
 constexpr uint32_t kClockMonotonic = 3;
 constexpr uint32_t kClockBoottime = 6;
+constexpr uint32_t kFirstSequenceClock = 64, kEndSequenceClocks = 128;  // sequence-scoped ids
 constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
 enum InternTable { kEventNames, kCategories, kAnnotationNames, kAnnotationStrings, kTableCount };
 
@@ -36,7 +37,9 @@ struct DecodedTrack {
 };
 
 struct DecodedEvent {
-  uint64_t timestamp_ns = 0;
+  uint64_t timestamp_ns = 0;       // on MONOTONIC
+  uint32_t clock_id = 0;           // the clock its packet's timestamp is on
+  uint64_t encoded_timestamp = 0;  // as the packet holds it (a delta on an incremental clock)
   int type = 0;
   uint64_t track_uuid = 0;
   std::string name;
@@ -47,11 +50,22 @@ struct DecodedEvent {
 };
 
 struct DecodedTrace {
-  std::map<uint32_t, uint64_t> clock_snapshot;  // clock id -> timestamp
+  // The trace-wide snapshot (builtin clocks only): clock id -> timestamp.
+  std::map<uint32_t, uint64_t> clock_snapshot;
   uint32_t primary_trace_clock = 0;
   std::vector<DecodedTrack> tracks;
   std::vector<DecodedEvent> events;  // in file order
   std::vector<std::string> errors;   // every broken rule, with the packet's index
+};
+
+// A sequence-scoped clock as trace_processor's clock tracker reads it: its value at the snapshot
+// that declared it, with MONOTONIC's at that moment; an incremental one advances by each packet's
+// timestamp from there.
+struct SequenceClock {
+  bool incremental = false;
+  uint64_t value = 0;           // at the snapshot, then (incremental) after the last packet
+  uint64_t snapshot_value = 0;  // at the snapshot
+  uint64_t monotonic_at_snapshot = 0;
 };
 
 struct SequenceState {
@@ -59,6 +73,7 @@ struct SequenceState {
   uint32_t default_clock_id = 0;
   uint64_t default_track_uuid = 0;
   std::array<std::map<uint64_t, std::string>, kTableCount> interned;
+  std::map<uint32_t, SequenceClock> clocks;  // by sequence-scoped clock id
 };
 
 class TraceDecoder {
@@ -117,26 +132,57 @@ class TraceDecoder {
     if (!sequence_id) return Error("no trusted_packet_sequence_id");
     SequenceState& sequence = sequences_[*sequence_id];
     CheckSequenceFlags(sequence, flags.value_or(0));
+    // trace_processor's order: defaults, interned data, then a clock snapshot ends the packet.
     if (defaults) DecodeDefaults(sequence, *defaults);
     if (interned) DecodeInterned(sequence, *interned);
+    if (snapshot) {
+      if (descriptor || track_event || timestamp)
+        Error("a packet with a clock snapshot carries more (trace_processor ignores it)");
+      return DecodeSnapshot(sequence, *snapshot);
+    }
+    std::optional<uint64_t> monotonic_ns;
+    if (timestamp) monotonic_ns = MonotonicTime(sequence, clock_id, *timestamp);
     if (descriptor) DecodeDescriptor(*descriptor);
-    if (snapshot) DecodeSnapshot(*snapshot);
     if (track_event) {
       if (!timestamp) Error("track event without timestamp");
-      if (clock_id.value_or(sequence.default_clock_id) != kClockMonotonic)
-        Error("event not on MONOTONIC");
-      DecodeTrackEvent(sequence, *track_event, timestamp.value_or(0));
+      DecodeTrackEvent(sequence, *track_event, monotonic_ns.value_or(0));
+      result_.events.back().clock_id = clock_id.value_or(sequence.default_clock_id);
+      result_.events.back().encoded_timestamp = timestamp.value_or(0);
     }
   }
 
+  // The first packet of a sequence clears its state; no later one may (that would drop the
+  // sequence's interned strings). SEQ_NEEDS_INCREMENTAL_STATE is optional: a reader only uses it
+  // to skip packets after a loss.
   void CheckSequenceFlags(SequenceState& sequence, uint32_t flags) {
     if (!sequence.started) {
       if (flags != 1)
         Error("first packet of a sequence without SEQ_INCREMENTAL_STATE_CLEARED alone");
       sequence.started = true;
-    } else if (flags != 2) {
-      Error("later packet without SEQ_NEEDS_INCREMENTAL_STATE alone");
+    } else if (flags != 0 && flags != 2) {
+      Error("later packet with flags other than SEQ_NEEDS_INCREMENTAL_STATE");
     }
+  }
+
+  // A packet's time on MONOTONIC, as trace_processor converts it: the packet's clock, else the
+  // sequence's default; a sequence-scoped clock through the snapshot that declared it on this
+  // sequence, an incremental one advancing by the packet's delta.
+  std::optional<uint64_t> MonotonicTime(SequenceState& sequence, std::optional<uint32_t> clock_id,
+                                        uint64_t timestamp) {
+    uint32_t clock = clock_id.value_or(sequence.default_clock_id);
+    if (clock == kClockMonotonic) return timestamp;
+    if (clock < kFirstSequenceClock || clock >= kEndSequenceClocks) {
+      Error("event not on MONOTONIC or a clock of its sequence: clock " + std::to_string(clock));
+      return std::nullopt;
+    }
+    auto declared = sequence.clocks.find(clock);
+    if (declared == sequence.clocks.end()) {
+      Error("clock " + std::to_string(clock) + " not declared on this sequence");
+      return std::nullopt;
+    }
+    SequenceClock& state = declared->second;
+    state.value = state.incremental ? state.value + timestamp : timestamp;
+    return state.value - state.snapshot_value + state.monotonic_at_snapshot;
   }
 
   void DecodeDefaults(SequenceState& sequence, protozero::data_view bytes) {
@@ -241,26 +287,53 @@ class TraceDecoder {
     }
   }
 
-  void DecodeSnapshot(protozero::data_view bytes) {
+  // The trace-wide snapshot names builtin clocks; a sequence's snapshot declares its own clocks
+  // against MONOTONIC.
+  void DecodeSnapshot(SequenceState& sequence, protozero::data_view bytes) {
     protozero::pbf_reader snapshot(bytes);
+    std::map<uint32_t, std::pair<uint64_t, bool>> clocks;  // id -> timestamp, incremental
+    std::optional<uint32_t> primary;
     while (snapshot.next()) {
       if (snapshot.tag() == 2) {
-        result_.primary_trace_clock = snapshot.get_uint32();
+        primary = snapshot.get_uint32();
         continue;
       }
       protozero::pbf_reader clock = snapshot.get_message();
       uint32_t id = 0;
       uint64_t timestamp = 0;
+      bool incremental = false;
       while (clock.next()) {
         if (clock.tag() == 1)
           id = clock.get_uint32();
         else if (clock.tag() == 2)
           timestamp = clock.get_uint64();
+        else if (clock.tag() == 3)
+          incremental = clock.get_bool();
         else
           clock.skip();
       }
-      result_.clock_snapshot[id] = timestamp;
+      if (incremental && (id < kFirstSequenceClock || id >= kEndSequenceClocks))
+        Error("incremental clock " + std::to_string(id) + " is not sequence-scoped");
+      clocks[id] = {timestamp, incremental};
     }
+    bool scoped = false;
+    for (const auto& [id, clock] : clocks) {
+      if (id < kFirstSequenceClock || id >= kEndSequenceClocks) continue;
+      scoped = true;
+      auto monotonic = clocks.find(kClockMonotonic);
+      if (monotonic == clocks.end()) {
+        Error("sequence clock " + std::to_string(id) + " without MONOTONIC in its snapshot");
+        continue;
+      }
+      sequence.clocks[id] =
+          SequenceClock{clock.second, clock.first, clock.first, monotonic->second.first};
+    }
+    if (scoped) {
+      if (primary) Error("a sequence's snapshot sets the trace clock");
+      return;
+    }
+    if (primary) result_.primary_trace_clock = *primary;
+    for (const auto& [id, clock] : clocks) result_.clock_snapshot[id] = clock.first;
   }
 
   std::string Resolve(const SequenceState& sequence, InternTable table, uint64_t iid) {

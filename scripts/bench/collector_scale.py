@@ -3,7 +3,8 @@
 as the session grows (issue 6, part 4).
 
 usage: scripts/bench/collector_scale.py BUILD_DIR [--sizes 1000000,10000000,50000000] [--runs 3]
-                                        [--threads 8] [--timeout-s 600] [--max-rss-gib G]
+                                        [--baseline OTHER_BUILD_DIR] [--threads 8]
+                                        [--timeout-s 600] [--max-rss-gib G]
                                         [--perf-size N] [--tmp DIR] [--json FILE]
 
 BUILD_DIR holds a built bin/gprof-run and bin/bench_session_gen (`cmake --build BUILD_DIR --target
@@ -23,7 +24,15 @@ A run is stopped (SIGKILL) when it passes --timeout-s (default 600) or when its 
 sampled every 0.1 s, passes --max-rss-gib (default: half of MemAvailable at the start): that
 outcome is the size's result, and its remaining runs are skipped.
 
-Printed per size: records, wall seconds (median, min-max), records per second, peak RSS (MiB and
+With --baseline, every run of BUILD_DIR's gprof-run is paired with a run of OTHER_BUILD_DIR's on
+the same session, in alternating order (A B, B A, A B, ...), so that both see the same machine
+load; each size then also reports the baseline's figures and the ratios BUILD_DIR / baseline of
+wall time (median and min-max of the per-pair ratios), peak RSS and trace bytes. The session is
+generated once, by BUILD_DIR's bench_session_gen.
+
+Printed per size: records, wall seconds (median, min-max), records per second, CPU seconds (user +
+system, from the run's rusage; on a busy machine wall time also counts others' use of CPU 0) and
+records per CPU second, peak RSS (MiB and
 bytes per record), trace bytes and bytes per record, report.json bytes; then how peak memory grows
 from the smallest size to the largest. With --perf-size N (default 10000000 when it is one of the
 sizes; 0: never), one more run of that size, not counted, under `perf record --call-graph dwarf`,
@@ -67,6 +76,8 @@ def parse_args():
     parser.add_argument("--sizes", default="1000000,10000000,50000000",
                         help="records per session, comma-separated")
     parser.add_argument("--runs", type=int, default=3, help="measured runs per size (default 3)")
+    parser.add_argument("--baseline", default=None,
+                        help="another build dir whose gprof-run runs interleaved with BUILD_DIR's")
     parser.add_argument("--threads", type=int, default=8, help="threads of the synthetic process")
     parser.add_argument("--timeout-s", type=float, default=600, help="per run (default 600)")
     parser.add_argument("--max-rss-gib", type=float, default=None,
@@ -202,7 +213,10 @@ def measured_run(command, time_path, timeout_s, rss_cap):
     os.unlink(err_file)
     if outcome == "ok" and proc.returncode != 0:
         outcome = f"exit status {proc.returncode}"
-    return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall,
+    # CPU seconds (user + system) of the run's process tree, from its rusage: on a shared machine
+    # the wall clock also counts the time other work held the CPU, this does not.
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall, "cpu_s": cpu,
             "outer_wall_s": round(outer_wall, 3), "peak_rss_bytes": peak_kib * 1024,
             "sampled_peak_rss_bytes": sampled_peak, "measured_by": measured_by,
             "loadavg_before": load, "stderr_tail": stderr_tail if outcome != "ok" else ""}
@@ -280,13 +294,76 @@ def mib(value):
     return value / 2**20
 
 
+def run_once(build, directory, time_path, timeout_s, rss_cap):
+    """One measured `gprof-run report` of `directory` by `build`'s binary, its outputs' sizes added."""
+    for name in OUTPUTS:
+        if os.path.exists(os.path.join(directory, name)):
+            os.unlink(os.path.join(directory, name))
+    measured = measured_run([os.path.join(build, "bin", "gprof-run"), "report", directory],
+                            time_path, timeout_s, rss_cap)
+    measured["outputs"] = {name: os.path.getsize(os.path.join(directory, name))
+                           for name in OUTPUTS if os.path.exists(os.path.join(directory, name))}
+    return measured
+
+
+def summarize(runs, records, gen):
+    """One build's figures at one size: medians and spread of its successful runs."""
+    ok_runs = [run for run in runs if run["outcome"] == "ok"]
+    if not ok_runs:
+        return {"outcome": runs[0]["outcome"], "wall_s_at_stop": runs[0]["wall_s"],
+                "peak_rss_bytes_at_stop": runs[0]["peak_rss_bytes"]}
+    walls = summary([run["wall_s"] for run in ok_runs])
+    cpus = summary([run["cpu_s"] for run in ok_runs])
+    rss = summary([run["peak_rss_bytes"] for run in ok_runs])
+    outputs = ok_runs[-1]["outputs"]
+    trace_bytes = outputs.get("trace.perfetto-trace")
+    result = {
+        "outcome": "ok",
+        "wall_s": walls,
+        "records_per_s": records / walls["median"],
+        "cpu_s": cpus,
+        "records_per_cpu_s": records / cpus["median"],
+        "peak_rss_bytes": rss,
+        "peak_rss_bytes_per_record": rss["median"] / records,
+        "trace_bytes": trace_bytes,
+        "trace_bytes_per_record": trace_bytes / records if trace_bytes else None,
+        "report_json_bytes": outputs.get("report.json"),
+        "report_txt_bytes": outputs.get("report.txt"),
+        "input_bytes_per_record": gen["input_bytes"] / records,
+    }
+    missing = [name for name in OUTPUTS if name not in outputs]
+    if missing:
+        result["missing_outputs"] = missing
+    return result
+
+
+def ratios(runs, baseline_runs):
+    """BUILD_DIR / baseline, pair by pair (run i of each), over the pairs where both succeeded."""
+    pairs = [(a, b) for a, b in zip(runs, baseline_runs)
+             if a["outcome"] == "ok" and b["outcome"] == "ok"]
+    if not pairs:
+        return None
+
+    def of(key):
+        return summary([a[key] / b[key] for a, b in pairs])
+
+    trace = [(a["outputs"].get("trace.perfetto-trace"), b["outputs"].get("trace.perfetto-trace"))
+             for a, b in pairs]
+    return {"pairs": len(pairs), "wall_s": of("wall_s"), "cpu_s": of("cpu_s"),
+            "peak_rss_bytes": of("peak_rss_bytes"),
+            "trace_bytes": trace[-1][0] / trace[-1][1] if all(trace[-1]) else None}
+
+
 def main():
     args = parse_args()
     build_dir = os.path.abspath(args.build_dir)
+    baseline_dir = os.path.abspath(args.baseline) if args.baseline else None
     for binary in ("gprof-run", "bench_session_gen"):
         if not os.access(os.path.join(build_dir, "bin", binary), os.X_OK):
             sys.exit(f"{build_dir}/bin/{binary} not found: build the gprof-run and "
                      "bench_session_gen targets first")
+    if baseline_dir and not os.access(os.path.join(baseline_dir, "bin", "gprof-run"), os.X_OK):
+        sys.exit(f"{baseline_dir}/bin/gprof-run not found")
     if shutil.which("taskset") is None:
         sys.exit("taskset not found (util-linux)")
     time_path = gnu_time()
@@ -318,6 +395,10 @@ def main():
     say(f"each run: taskset -c 0 {result['method']['timer']} {build_dir}/bin/gprof-run report DIR; "
         f"{args.runs} runs per size; stopped past {args.timeout_s:.0f} s or "
         f"{rss_cap / 2**30:.1f} GiB RSS")
+    if baseline_dir:
+        result["method"]["baseline_build_dir"] = baseline_dir
+        say(f"baseline: {baseline_dir}/bin/gprof-run, one run paired with each run above, "
+            "alternating which goes first")
     if not time_path:
         say("note: GNU time not found at /usr/bin/time: wall clock measured here, peak RSS from "
             "os.wait4's rusage")
@@ -338,52 +419,39 @@ def main():
                 f"{gen['counts'].get('session_seconds', 0):.1f} s of recorded time; "
                 f"written in {gen['seconds']:.1f} s")
             entry = {"requested_records": size, "records": records, "generator": gen, "runs": []}
+            builds = [("", build_dir, entry["runs"])]
+            if baseline_dir:
+                entry["baseline"] = {"build_dir": baseline_dir, "runs": []}
+                builds.append(("baseline ", baseline_dir, entry["baseline"]["runs"]))
+            stopped = False
             for run in range(args.runs):
-                for name in OUTPUTS:
-                    if os.path.exists(os.path.join(directory, name)):
-                        os.unlink(os.path.join(directory, name))
-                measured = measured_run(
-                    [os.path.join(build_dir, "bin", "gprof-run"), "report", directory],
-                    time_path, args.timeout_s, rss_cap)
-                written = {name: os.path.getsize(os.path.join(directory, name))
-                           for name in OUTPUTS if os.path.exists(os.path.join(directory, name))}
-                measured["outputs"] = written
-                entry["runs"].append(measured)
-                status = "" if measured["outcome"] == "ok" else f"  ** {measured['outcome']}"
-                say(f"   run {run + 1}: {measured['wall_s']:.2f} s, peak RSS "
-                    f"{mib(measured['peak_rss_bytes']):.0f} MiB, trace "
-                    f"{written.get('trace.perfetto-trace', 0):,} B, load "
-                    f"{measured['loadavg_before'][0]:.2f}{status}")
-                if measured["outcome"] != "ok":
-                    say(f"   remaining runs of this size skipped: {measured['outcome']}")
+                # A B, then B A: neither build always runs first.
+                for label, build, runs in (builds if run % 2 == 0 else builds[::-1]):
+                    measured = run_once(build, directory, time_path, args.timeout_s, rss_cap)
+                    runs.append(measured)
+                    written = measured["outputs"]
+                    status = "" if measured["outcome"] == "ok" else f"  ** {measured['outcome']}"
+                    say(f"   {label}run {run + 1}: {measured['wall_s']:.2f} s "
+                        f"({measured['cpu_s']:.2f} s CPU), peak RSS "
+                        f"{mib(measured['peak_rss_bytes']):.0f} MiB, trace "
+                        f"{written.get('trace.perfetto-trace', 0):,} B, load "
+                        f"{measured['loadavg_before'][0]:.2f}{status}")
+                    if measured["outcome"] != "ok":
+                        say(f"   remaining runs of this size skipped: {measured['outcome']}")
+                        stopped = True
+                        break
+                if stopped:
                     break
+            entry["result"] = summarize(entry["runs"], records, gen)
             ok_runs = [run for run in entry["runs"] if run["outcome"] == "ok"]
-            if ok_runs:
-                walls = summary([run["wall_s"] for run in ok_runs])
-                rss = summary([run["peak_rss_bytes"] for run in ok_runs])
-                outputs = ok_runs[-1]["outputs"]
-                trace_bytes = outputs.get("trace.perfetto-trace")
-                entry["result"] = {
-                    "outcome": "ok",
-                    "wall_s": walls,
-                    "records_per_s": records / walls["median"],
-                    "peak_rss_bytes": rss,
-                    "peak_rss_bytes_per_record": rss["median"] / records,
-                    "trace_bytes": trace_bytes,
-                    "trace_bytes_per_record": trace_bytes / records if trace_bytes else None,
-                    "report_json_bytes": outputs.get("report.json"),
-                    "report_txt_bytes": outputs.get("report.txt"),
-                    "input_bytes_per_record": gen["input_bytes"] / records,
-                }
-                missing = [name for name in OUTPUTS if name not in outputs]
-                if missing:
-                    entry["result"]["missing_outputs"] = missing
-                    say(f"   NOTE: gprof-run report did not write {', '.join(missing)}; measured "
-                        "what it wrote")
-            else:
-                entry["result"] = {"outcome": entry["runs"][0]["outcome"],
-                                   "wall_s_at_stop": entry["runs"][0]["wall_s"],
-                                   "peak_rss_bytes_at_stop": entry["runs"][0]["peak_rss_bytes"]}
+            if baseline_dir:
+                entry["baseline"]["result"] = summarize(entry["baseline"]["runs"], records, gen)
+                entry["ratio"] = ratios(entry["runs"], entry["baseline"]["runs"])
+            for result_entry in [entry["result"]] + ([entry["baseline"]["result"]]
+                                                     if baseline_dir else []):
+                if result_entry.get("missing_outputs"):
+                    say(f"   NOTE: gprof-run report did not write "
+                        f"{', '.join(result_entry['missing_outputs'])}; measured what it wrote")
             if size == args.perf_size and ok_runs:
                 say(f"   profiling one more run under perf ...")
                 entry["profile"] = profile(build_dir, directory, size)
@@ -392,19 +460,39 @@ def main():
             shutil.rmtree(root, ignore_errors=True)
 
     say()
-    say("records      wall s (median, min-max)   records/s   peak RSS MiB  RSS B/rec  "
-        "trace bytes     trace B/rec  report.json B")
-    for entry in result["sizes"]:
-        r = entry["result"]
+    say("records      build     wall s (median, min-max)   records/s   CPU s (median, min-max)"
+        "   records/CPU s  peak RSS MiB  RSS B/rec  trace bytes     trace B/rec  report.json B")
+
+    def table_row(records, label, r):
         if r["outcome"] != "ok":
-            say(f"{entry['records']:>11,}  {r['outcome']} (wall {r['wall_s_at_stop']:.0f} s, "
+            say(f"{records:>11,}  {label:<8}  {r['outcome']} (wall {r['wall_s_at_stop']:.0f} s, "
                 f"peak RSS {mib(r['peak_rss_bytes_at_stop']):.0f} MiB)")
-            continue
-        w = r["wall_s"]
-        say(f"{entry['records']:>11,}  {w['median']:7.2f} ({w['min']:.2f}-{w['max']:.2f})"
-            f"{'':>6}{r['records_per_s']:>11,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
+            return
+        w, c = r["wall_s"], r["cpu_s"]
+        say(f"{records:>11,}  {label:<8}  {w['median']:7.2f} ({w['min']:.2f}-{w['max']:.2f})"
+            f"{'':>6}{r['records_per_s']:>11,.0f}  {c['median']:7.2f} ({c['min']:.2f}-{c['max']:.2f})"
+            f"{'':>4}{r['records_per_cpu_s']:>13,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
             f"  {r['peak_rss_bytes_per_record']:>9.1f}  {r['trace_bytes'] or 0:>14,}"
             f"  {r['trace_bytes_per_record'] or 0:>11.1f}  {r['report_json_bytes'] or 0:>13,}")
+
+    for entry in result["sizes"]:
+        table_row(entry["records"], "this", entry["result"])
+        if "baseline" in entry:
+            table_row(entry["records"], "baseline", entry["baseline"]["result"])
+    if baseline_dir:
+        say()
+        say("this / baseline, per pair of runs (median, min-max):")
+        for entry in result["sizes"]:
+            ratio = entry.get("ratio")
+            if not ratio:
+                say(f"{entry['records']:>11,}  no pair where both runs succeeded")
+                continue
+            w, c, m = ratio["wall_s"], ratio["cpu_s"], ratio["peak_rss_bytes"]
+            trace = f"{ratio['trace_bytes']:.3f}" if ratio["trace_bytes"] else "-"
+            say(f"{entry['records']:>11,}  wall {w['median']:.3f} ({w['min']:.3f}-{w['max']:.3f}), "
+                f"CPU {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f}), "
+                f"peak RSS {m['median']:.3f} ({m['min']:.3f}-{m['max']:.3f}), trace bytes "
+                f"{trace}; {ratio['pairs']} pairs")
 
     measured_sizes = [e for e in result["sizes"] if e["result"]["outcome"] == "ok"]
     if len(measured_sizes) >= 2:

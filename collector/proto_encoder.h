@@ -1,0 +1,148 @@
+// A protobuf encoder for the Perfetto writer's many small nested messages: one growing byte buffer,
+// and a nested message reserves one byte for its length, moved up only in the rare case the
+// message reaches 128 bytes. (protozero reserves five and moves every message down when it closes,
+// and grows its std::string a byte at a time: most of the trace writer's time went there.)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+namespace gprof::collector {
+
+// The bytes written so far. Offsets, not pointers, name positions: the buffer moves as it grows.
+class ProtoBuffer {
+ public:
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  void clear() { size_ = 0; }
+
+  // Room for `bytes` more; the pointer to write them at (valid until the next Reserve).
+  [[gnu::always_inline]] char* Reserve(size_t bytes) {
+    if (size_ + bytes > capacity_) [[unlikely]]
+      Grow(size_ + bytes);
+    return data_.get() + size_;
+  }
+  void Commit(char* end) { size_ = static_cast<size_t>(end - data_.get()); }
+  char* At(size_t offset) { return data_.get() + offset; }
+  void Shrink(size_t size) { size_ = size; }
+
+  static char* WriteVarint(char* out, uint64_t value) {
+    while (value >= 0x80) {
+      *out++ = static_cast<char>(value | 0x80);
+      value >>= 7;
+    }
+    *out++ = static_cast<char>(value);
+    return out;
+  }
+
+  static size_t VarintSize(uint64_t value) {
+    size_t size = 1;
+    while (value >= 0x80) {
+      value >>= 7;
+      ++size;
+    }
+    return size;
+  }
+
+ private:
+  [[gnu::noinline]] void Grow(size_t needed) {
+    size_t capacity = capacity_ == 0 ? size_t{1} << 16 : capacity_;
+    while (capacity < needed) capacity *= 2;
+    std::unique_ptr<char[]> grown(new char[capacity]);
+    if (size_ != 0) std::memcpy(grown.get(), data_.get(), size_);
+    data_ = std::move(grown);
+    capacity_ = capacity;
+  }
+
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// One message being written: the fields of enum `Field`. A nested one is opened on its parent
+// and closed (its length written) when it goes out of scope; an empty one leaves no trace, not even
+// its tag, so a message that may stay empty (new interned strings) costs nothing when it does.
+template <typename Field>
+class ProtoMessage {
+ public:
+  // A message whose fields go straight into `buffer`, with no tag or length of its own.
+  explicit ProtoMessage(ProtoBuffer& buffer) : buffer_(buffer) {}
+
+  template <typename ParentField>
+  ProtoMessage(ProtoMessage<ParentField>& parent, ParentField field)
+      : buffer_(parent.buffer()), tag_offset_(buffer_.size()) {
+    char* out = buffer_.Reserve(kMaxVarint + 1);
+    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kLengthDelimited));
+    length_offset_ = static_cast<size_t>(out - buffer_.At(0));
+    *out++ = 0;  // the length's one reserved byte
+    buffer_.Commit(out);
+  }
+
+  ProtoMessage(const ProtoMessage&) = delete;
+  ProtoMessage& operator=(const ProtoMessage&) = delete;
+
+  ~ProtoMessage() {
+    if (length_offset_ == kTopLevel) return;
+    size_t length = buffer_.size() - length_offset_ - 1;
+    if (length == 0) {
+      buffer_.Shrink(tag_offset_);
+      return;
+    }
+    if (length < 0x80) {
+      *buffer_.At(length_offset_) = static_cast<char>(length);
+      return;
+    }
+    size_t extra = ProtoBuffer::VarintSize(length) - 1;
+    buffer_.Reserve(extra);
+    char* length_at = buffer_.At(length_offset_);
+    std::memmove(length_at + 1 + extra, length_at + 1, length);
+    ProtoBuffer::WriteVarint(length_at, length);
+    buffer_.Commit(buffer_.At(buffer_.size() + extra));
+  }
+
+  ProtoBuffer& buffer() { return buffer_; }
+
+  void AddUint64(Field field, uint64_t value) {
+    char* out = buffer_.Reserve(2 * kMaxVarint);
+    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kVarint));
+    buffer_.Commit(ProtoBuffer::WriteVarint(out, value));
+  }
+  void AddUint32(Field field, uint32_t value) { AddUint64(field, value); }
+  // int32 and int64 are sign-extended to 64 bits, as the protobuf encoding says.
+  void AddInt64(Field field, int64_t value) { AddUint64(field, static_cast<uint64_t>(value)); }
+  void AddInt32(Field field, int32_t value) { AddInt64(field, value); }
+  void AddEnum(Field field, int32_t value) { AddInt64(field, value); }
+  void AddBool(Field field, bool value) { AddUint64(field, value ? 1 : 0); }
+
+  void AddFixed64(Field field, uint64_t value) {
+    char* out = buffer_.Reserve(kMaxVarint + 8);
+    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kFixed64));
+    for (int byte = 0; byte < 8; ++byte) *out++ = static_cast<char>(value >> (8 * byte));
+    buffer_.Commit(out);
+  }
+
+  void AddString(Field field, std::string_view text) {
+    char* out = buffer_.Reserve(2 * kMaxVarint + text.size());
+    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kLengthDelimited));
+    out = ProtoBuffer::WriteVarint(out, text.size());
+    if (!text.empty()) std::memcpy(out, text.data(), text.size());
+    buffer_.Commit(out + text.size());
+  }
+
+ private:
+  static constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
+  static constexpr size_t kMaxVarint = 10;
+  static constexpr size_t kTopLevel = ~size_t{0};
+
+  static uint64_t Tag(uint32_t field, uint32_t wire_type) {
+    return (uint64_t{field} << 3) | wire_type;
+  }
+
+  ProtoBuffer& buffer_;
+  size_t tag_offset_ = 0;
+  size_t length_offset_ = kTopLevel;
+};
+
+}  // namespace gprof::collector

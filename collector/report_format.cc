@@ -135,8 +135,10 @@ std::string WindowText(const Session& session) {
   const SessionMeta& meta = session.meta;
   if (!meta.window) return {};
   const SessionMeta::Window& window = *meta.window;
-  std::string options = "--delay " + Seconds(window.delay_s);
-  if (window.duration_s > 0) options += " --duration " + Seconds(window.duration_s);
+  std::string options = window.delay_s > 0 ? "--delay " + Seconds(window.delay_s) : "";
+  if (window.duration_s > 0) {
+    options += (options.empty() ? "--duration " : " --duration ") + Seconds(window.duration_s);
+  }
   uint64_t run_end = meta.end_monotonic_ns;
   if (run_end != 0 && run_end <= window.start_monotonic_ns) {
     return "recorded nothing: the command ended at " + FormatOffset(session, run_end) +

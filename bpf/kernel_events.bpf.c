@@ -108,6 +108,19 @@ const volatile __u64 slow_fault_ns = 50000;
  * explains (its ids are then -ENODATA, like stacks that are off). */
 const volatile __u64 waker_stack_min_ns = 20000;
 
+/* The recording window (gprof-run --delay, --duration; inject/recording_limits.h): an interval is
+ * recorded when it starts in [window_start_ns, window_start_ns + window_length_ns), and kept whole.
+ * Mutable data, not rodata: the loader writes it after load, once gprof-run knows when the target
+ * starts. Checked before any stack walk, map update or ring-buffer reservation, so what starts
+ * outside costs one compare. Threads' starts, names and exits are recorded regardless: they name
+ * what the window holds. */
+__u64 window_start_ns SEC(".data") = 0; /* with its length: one section to write */
+__u64 window_length_ns = ~0ull;
+
+static __always_inline bool in_window(__u64 now) {
+  return now - window_start_ns < window_length_ns;
+}
+
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 16 << 20); /* the loader sets the real size */
@@ -371,7 +384,7 @@ static __always_inline int on_sched_switch(u64* ctx) {
   __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
   __u32 prev_tid = (__u32)prev_pid_tgid;
   __u32 prev_tgid = prev_pid_tgid >> 32;
-  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && is_tracked(prev_tgid)) {
+  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && in_window(now) && is_tracked(prev_tgid)) {
     struct gprof_offcpu_pending entry = {};
     entry.start_ns = now;
     entry.pid = prev_tgid;
@@ -845,10 +858,12 @@ static __always_inline int on_sys_enter(u64* ctx) {
   __u32 tgid = pid_tgid >> 32;
   __u32 tid = (__u32)pid_tgid;
   if (!is_tracked(tgid)) return 0;
+  __u64 start_ns = bpf_ktime_get_ns();
+  if (!in_window(start_ns)) return 0;
 
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
   struct gprof_syscall_pending entry = {};
-  entry.start_ns = bpf_ktime_get_ns();
+  entry.start_ns = start_ns;
   entry.pid = tgid;
   entry.nr = (__u32)nr;
   /* The x86_64 system call convention: di, si, dx, r10, r8, r9. */
@@ -1062,9 +1077,10 @@ static __always_inline int on_contention_begin(u64* ctx) {
   __u32 tgid = pid_tgid >> 32;
   __u32 tid = (__u32)pid_tgid;
   if (!is_tracked(tgid)) return 0;
+  __u64 now = bpf_ktime_get_ns();
   bool spinning = (flags & LCB_F_SPIN) != 0;
   if (spinning && !(flags & LCB_F_MUTEX)) {
-    count_in(&counts, GPROF_COUNT_SPIN_CONTENTION);
+    if (in_window(now)) count_in(&counts, GPROF_COUNT_SPIN_CONTENTION);
     return 0;
   }
   struct mm_struct* mm = BPF_CORE_READ((struct task_struct*)bpf_get_current_task_btf(), mm);
@@ -1074,8 +1090,9 @@ static __always_inline int on_contention_begin(u64* ctx) {
     return 0;
   }
 
+  if (!in_window(now)) return 0;
   struct lock_pending fresh = {};
-  fresh.start_ns = bpf_ktime_get_ns();
+  fresh.start_ns = now;
   fresh.lock = (__u64)lock;
   fresh.pid = tgid;
   fresh.flags = flags;
@@ -1149,6 +1166,8 @@ static __always_inline int on_page_fault(u64* ctx) {
   /* (unsigned long address, struct pt_regs *regs, unsigned long error_code) */
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (!is_tracked(pid_tgid >> 32)) return 0;
+  __u64 start_ns = bpf_ktime_get_ns();
+  if (!in_window(start_ns)) return 0;
   __u64 address = ctx[0];
   /* Faults the kernel fixes up without handling them: on kernel addresses, and those of accesses
    * made with page faults disabled (copy_from_user_nofault; the user-stack walks and probe reads
@@ -1160,7 +1179,7 @@ static __always_inline int on_page_fault(u64* ctx) {
   __u32 tid = (__u32)pid_tgid;
   __u64 error_code = ctx[2];
   struct fault_pending entry = {};
-  entry.start_ns = bpf_ktime_get_ns();
+  entry.start_ns = start_ns;
   entry.address = address;
   entry.flags = (error_code & X86_PF_WRITE ? FAULT_FLAG_WRITE : 0) |
                 (error_code & X86_PF_USER ? FAULT_FLAG_USER : 0) |

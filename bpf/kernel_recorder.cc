@@ -469,7 +469,7 @@ struct KernelRecorder::State {
     int error = writer.Write(staged.data(), staged.size(), staged_records);
     if (error == 0) {
       records_written += staged_records;
-    } else {
+    } else if (error != EDQUOT) {  // the size budget counts what it refuses itself
       lost_to_writes += staged_records;
       try {  // Flush runs in Finish's out-of-memory path too: it must not throw
         if (last_error.empty()) last_error = "write kernel.gpr: " + std::string(strerror(error));
@@ -973,6 +973,12 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
 
   // The file comes last: a failed start leaves no kernel.gpr claiming a recording.
   std::string path = session_dir + "/kernel.gpr";
+  if (!options.size_budget_path.empty()) {
+    if (int rc = state->writer.AttachBudget(options.size_budget_path.c_str()); rc != 0) {
+      *error = "open the size budget " + options.size_budget_path + ": " + strerror(rc);
+      return nullptr;
+    }
+  }
   int rc =
       state->writer.Create(path.c_str(), format::Source::kKernel, static_cast<uint32_t>(getpid()));
   if (rc != 0) {
@@ -1009,6 +1015,16 @@ bool KernelRecorder::Track(int pid, std::string* error) try {
   if (error != nullptr) *error = "track: out of memory";
   return false;
 }
+
+void KernelRecorder::SetWindow(uint64_t start_ns, uint64_t end_ns) {
+  if (state_->finished) return;
+  RecordingWindow window = RecordingWindow::Between(start_ns, end_ns);
+  // The programs read these on every event: a plain store into the mapped data section.
+  state_->skel->data->window_start_ns = window.start_ns;
+  state_->skel->data->window_length_ns = window.length_ns;
+}
+
+bool KernelRecorder::size_budget_stopped() const { return state_->writer.budget_stopped(); }
 
 int KernelRecorder::Poll(int timeout_ms) try {
   State& s = *state_;
@@ -1055,6 +1071,8 @@ void KernelRecorder::FinishRecording() {
   // Detach first: what the maps and the ring hold after this is final.
   s.DetachAll();
   if (s.ring != nullptr) ring_buffer__consume(s.ring);
+  s.Flush();
+  s.writer.SetClosing();  // what ends, counts, names and places the records: kept at the size cap
   s.EmitUnfinished(MonotonicNs());
   s.EmitCounts();
   for (auto& [pid, process] : s.processes) {

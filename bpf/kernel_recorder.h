@@ -41,6 +41,9 @@ struct KernelRecorderOptions {
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.
   bool force_raw_tracepoints = false;
+  // The session's --max-size budget file (inject/recording_limits.h) that kernel.gpr is charged
+  // to; empty: no cap.
+  std::string size_budget_path;
 };
 
 struct KernelRecorderStats {
@@ -62,6 +65,13 @@ class KernelRecorder {
   // Adds a process: its threads, and the processes it forks from now on, are recorded. Children
   // it forked before the call are not (gprof-run tracks its child before releasing it).
   bool Track(int pid, std::string* error);
+
+  // Records only intervals that start in [start_ns, end_ns) on CLOCK_MONOTONIC (end 0: no end;
+  // inject/recording_limits.h). Before the target runs; the caller Finishes at the end.
+  void SetWindow(uint64_t start_ns, uint64_t end_ns);
+
+  // True once the session's size budget refused a chunk: the caller may Finish early.
+  bool size_budget_stopped() const;
 
   // Waits up to timeout_ms (< 0: no limit), but at most ~100 ms, for records and drains the ring
   // buffer into kernel.gpr. Returns the ring-buffer records drained, or -errno. A signal during

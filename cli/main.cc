@@ -1,11 +1,55 @@
 // gprof-run: profile a GPU program unchanged, and explain why its threads froze.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "exit_codes.h"
 #include "run_command.h"
 
 namespace {
+
+// "500M", "2G", "1.5g", "4096": bytes, with K, M, G or T (powers of 1024, an optional "i" and
+// "B" after them). Nothing on failure.
+std::optional<uint64_t> ParseSize(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  double number = strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno != 0 || !(number >= 0)) return std::nullopt;
+  std::string unit(end);
+  for (char& c : unit) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  if (unit.ends_with("B")) unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();
+  static const std::string kUnits = "KMGT";
+  double scale = 1;
+  if (unit.size() > 1) return std::nullopt;
+  if (unit.size() == 1) {
+    size_t power = kUnits.find(unit[0]);
+    if (power == std::string::npos) return std::nullopt;
+    scale = static_cast<double>(uint64_t{1} << (10 * (power + 1)));
+  }
+  double bytes = number * scale;
+  if (bytes >= 1.8e19) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+constexpr uint64_t kMinMaxSize = 64 << 10;
+
+// A validator of a number of seconds: above 0, or (allow_zero) at least 0.
+std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
+  return [allow_zero](const std::string& text) -> std::string {
+    char* end = nullptr;
+    double seconds = strtod(text.c_str(), &end);
+    bool number = end != text.c_str() && *end == '\0' && seconds < 1e9;
+    if (number && (seconds > 0 || (allow_zero && seconds == 0))) return {};
+    return "'" + text + "' is not a number of seconds " + (allow_zero ? "(0 or more)" : "above 0");
+  };
+}
+
 constexpr char kUsage[] =
     "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
     "       gprof-run report DIR [--threshold MS]\n"
@@ -58,6 +102,26 @@ int main(int argc, char** argv) {
       });
   app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
       ->check(CLI::ExistingFile);
+  app.add_option("--delay", run.delay_s,
+                 "Start recording SEC seconds after the command starts (it runs unrecorded "
+                 "until then)")
+      ->type_name("SEC")
+      ->check(Seconds(/*allow_zero=*/true));
+  app.add_option("--duration", run.duration_s,
+                 "Stop recording after SEC seconds of recording; the command runs on to its end")
+      ->type_name("SEC")
+      ->check(Seconds(/*allow_zero=*/false));
+  std::string max_size;
+  app.add_option("--max-size", max_size,
+                 "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
+                 "1024): recording stops there, the command runs on, and the report says what "
+                 "is missing")
+      ->type_name("SIZE")
+      ->check([](const std::string& text) {
+        auto bytes = ParseSize(text);
+        if (!bytes) return "'" + text + "' is not a size (a number, then K, M, G or T: 500M, 2G)";
+        return *bytes >= kMinMaxSize ? std::string() : "'" + text + "' is under the minimum, 64K";
+      });
 
   std::string report_dir;
   double report_threshold_ms = 1.0;
@@ -98,6 +162,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gprof-run: no command given\n%s\n", kUsage);
     return gprof::cli::kExitToolFailure;
   }
+  if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);
   run.kernel_recording = !no_kernel;
   run.print_report = !quiet;
   return gprof::cli::RunCommand(run);

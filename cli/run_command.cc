@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "collect.h"
 #include "exit_codes.h"
 #include "kernel_recorder.h"
+#include "recording_limits.h"
 #include "session_directory.h"
 #include "target_process.h"
 
@@ -64,6 +66,25 @@ std::optional<std::string> FindInjectLibrary(const std::string& requested, std::
   return path.string();
 }
 
+// What bounds the recording, as every recorder gets it (inject/recording_limits.h).
+struct RecordingLimits {
+  uint64_t window_start_ns = 0;
+  uint64_t window_end_ns = 0;  // 0: no end
+  std::string budget_path;     // empty: no --max-size
+};
+
+// --delay and --duration as absolute times, counted from `start_ns` (the command's start).
+RecordingLimits LimitsFor(const RunOptions& options, uint64_t start_ns) {
+  RecordingLimits limits;
+  if (options.delay_s <= 0 && options.duration_s <= 0) return limits;
+  limits.window_start_ns = start_ns + static_cast<uint64_t>(options.delay_s * 1e9);
+  if (options.duration_s > 0) {
+    limits.window_end_ns = limits.window_start_ns +
+                           std::max<uint64_t>(1, static_cast<uint64_t>(options.duration_s * 1e9));
+  }
+  return limits;
+}
+
 // The environment gprof-run was started with. With file capabilities (setcap) it runs in secure
 // mode, where glibc removes LD_LIBRARY_PATH, LD_PRELOAD, TMPDIR and the like from `environ`
 // before main. Those were meant for the command, which runs without the capabilities: they are
@@ -105,7 +126,8 @@ std::vector<std::string> StartingEnvironment() {
 // set stays, unless CUPTI is asked for: the driver loads one only.
 std::vector<std::string> TargetEnvironment(const RunOptions& options,
                                            const std::string& inject_library,
-                                           const std::string& session_dir) {
+                                           const std::string& session_dir,
+                                           const RecordingLimits& limits) {
   std::vector<std::string> environment;
   bool inject = options.cuda_mode != "off";
   bool use_cupti = options.cuda_mode == "auto" || options.cuda_mode == "cupti";
@@ -135,6 +157,9 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
     }
     if (variable.starts_with("GPROF_SESSION_DIR=") || variable.starts_with("GPROF_CUDA_MODE=") ||
         variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
+        variable.starts_with(std::string(kWindowStartEnv) + "=") ||
+        variable.starts_with(std::string(kWindowEndEnv) + "=") ||
+        variable.starts_with(std::string(kSizeBudgetEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
     }
@@ -149,6 +174,16 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
                         std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
   if (!options.cupti_library.empty())
     environment.push_back("GPROF_CUPTI_LIB=" + options.cupti_library);
+  if (limits.window_start_ns != 0) {
+    environment.push_back(std::string(kWindowStartEnv) + "=" +
+                          std::to_string(limits.window_start_ns));
+  }
+  if (limits.window_end_ns != 0) {
+    environment.push_back(std::string(kWindowEndEnv) + "=" + std::to_string(limits.window_end_ns));
+  }
+  if (!limits.budget_path.empty()) {
+    environment.push_back(std::string(kSizeBudgetEnv) + "=" + limits.budget_path);
+  }
   return environment;
 }
 
@@ -179,6 +214,24 @@ collector::CollectOptions CollectOptionsFor(double threshold_ms) {
   return options;
 }
 
+// Stops the kernel recorder (at the window's end, at the size cap, or when the command ended).
+void FinishKernelRecording(bpf::KernelRecorder* recorder) {
+  recorder->Finish();
+  if (!recorder->last_error().empty()) Say("warning: kernel recording: " + recorder->last_error());
+}
+
+// The size budget's final counters into the session's description, and its file out of the way.
+void RecordSizeBudget(const std::string& path, RunDescription* run) {
+  SizeBudget budget;
+  if (budget.Attach(path.c_str()) != 0) return;
+  SizeBudget::Counts counts = budget.Read();
+  run->size_used_bytes = counts.used_bytes;
+  run->size_stopped_at_ns = counts.stopped_at_ns;
+  run->size_refused_records = counts.refused_records;
+  run->size_refused_bytes = counts.refused_bytes;
+  unlink(path.c_str());
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -195,32 +248,27 @@ int RunCommand(const RunOptions& options) {
     Say(error);
     return kExitToolFailure;
   }
-
-  LaunchSettings launch;
-  launch.argv = options.command;
-  launch.environment = TargetEnvironment(options, *inject_library, *session_dir);
-  ApplySudoUser(options, &launch);
-
-  RunDescription run;
-  run.command = options.command;
-  run.inject_library = *inject_library;
-  run.cuda_mode = options.cuda_mode;
-
-  auto target = TargetProcess::Spawn(launch, &error);
-  if (!target) {
-    Say("cannot start " + options.command.front() + ": " + error);
-    return kExitToolFailure;
+  std::string budget_path;
+  if (options.max_size_bytes > 0) {
+    budget_path = *session_dir + "/" + kSizeBudgetFile;
+    if (int rc = SizeBudget::Create(budget_path.c_str(), options.max_size_bytes); rc != 0) {
+      Say("cannot create " + budget_path + ": " + strerror(rc));
+      DiscardSession(*session_dir, /*created=*/!dir_existed);
+      return kExitToolFailure;
+    }
   }
-  run.root_pid = target->pid();
 
+  // The kernel recorder first: loading it takes a while, and --delay counts from the command's
+  // start, which the window (in every recorder's settings) must know.
+  RunDescription run;
   std::unique_ptr<bpf::KernelRecorder> recorder;
   if (options.kernel_recording) {
     bool permission_denied = false;
     bpf::KernelRecorderOptions kernel_options;
     kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
     kernel_options.device_prefix = options.device_prefix;
+    kernel_options.size_budget_path = budget_path;
     recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
-    if (recorder && !recorder->Track(target->pid(), &error)) recorder.reset();
     if (!recorder) {
       run.kernel_recording_note = error;
       Say("kernel recording off (" + error +
@@ -233,11 +281,44 @@ int RunCommand(const RunOptions& options) {
   } else {
     run.kernel_recording_note = "turned off with --no-kernel";
   }
-  run.kernel_recording = recorder != nullptr;
 
   run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
   run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
+  RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
+  limits.budget_path = budget_path;
+  run.windowed = limits.window_start_ns != 0;
+  run.delay_s = options.delay_s;
+  run.duration_s = options.duration_s;
+  run.window_start_ns = limits.window_start_ns;
+  run.window_end_ns = limits.window_end_ns;
+  run.max_size_bytes = options.max_size_bytes;
+  if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
+
+  LaunchSettings launch;
+  launch.argv = options.command;
+  launch.environment = TargetEnvironment(options, *inject_library, *session_dir, limits);
+  ApplySudoUser(options, &launch);
+
+  run.command = options.command;
+  run.inject_library = *inject_library;
+  run.cuda_mode = options.cuda_mode;
+
+  auto target = TargetProcess::Spawn(launch, &error);
+  if (!target) {
+    Say("cannot start " + options.command.front() + ": " + error);
+    if (recorder) recorder->Finish();
+    return kExitToolFailure;
+  }
+  run.root_pid = target->pid();
+  if (recorder && !recorder->Track(target->pid(), &error)) {
+    recorder.reset();
+    run.kernel_recording_note = error;
+    Say("kernel recording off (" + error +
+        "): CUDA calls are recorded but blocked calls cannot be explained");
+  }
+  run.kernel_recording = recorder != nullptr;
+
   if (!WriteSessionMeta(*session_dir, run, &error)) {
     Say(error);
     target->Abandon();
@@ -255,15 +336,21 @@ int RunCommand(const RunOptions& options) {
     return failure->exit_status;
   }
 
+  // The kernel recorder stops at the window's end or at the size cap; the command runs on.
+  uint64_t window_end = limits.window_end_ns != 0 ? limits.window_end_ns : UINT64_MAX;
+  bool kernel_running = recorder != nullptr;
   int wait_status = 0;
-  while (!target->Reap(/*block=*/recorder == nullptr, &wait_status)) {
-    recorder->Poll(kPollIntervalMs);
+  while (!target->Reap(/*block=*/!kernel_running, &wait_status)) {
+    uint64_t now = ClockNs(CLOCK_MONOTONIC);
+    if (now >= window_end || recorder->size_budget_stopped()) {
+      FinishKernelRecording(recorder.get());
+      kernel_running = false;
+      continue;
+    }
+    uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
+    recorder->Poll(static_cast<int>(std::min<uint64_t>(kPollIntervalMs, until_end_ms)));
   }
-  if (recorder) {
-    recorder->Finish();
-    if (!recorder->last_error().empty())
-      Say("warning: kernel recording: " + recorder->last_error());
-  }
+  if (kernel_running) FinishKernelRecording(recorder.get());
 
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
@@ -277,6 +364,7 @@ int RunCommand(const RunOptions& options) {
         "; build it with 'gprof-run report " + *session_dir + "'");
     return ExitStatusOf(wait_status);
   }
+  if (!budget_path.empty()) RecordSizeBudget(budget_path, &run);
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));

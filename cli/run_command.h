@@ -19,6 +19,9 @@ struct RunOptions {
   std::string cupti_library;       // empty: found in the target (inject/cupti_library.h)
   uint32_t ring_buffer_mb = 0;     // kernel recorder's ring buffer; 0: 2 MiB per CPU, >= 16 MiB
   std::string device_prefix = "nvidia";  // device files whose system calls are device waits
+  double delay_s = 0;                    // --delay: recording starts this long after the start
+  double duration_s = 0;                 // --duration: and lasts this long; 0: to the end
+  uint64_t max_size_bytes = 0;           // --max-size: cap on the recording files; 0: none
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.

@@ -109,6 +109,19 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
       {"inject_library", run.inject_library},
       {"cuda_mode", run.cuda_mode},
   };
+  if (run.windowed) {
+    meta["window"] = {{"delay_s", run.delay_s},
+                      {"duration_s", run.duration_s > 0 ? nlohmann::json(run.duration_s) : nullptr},
+                      {"start_monotonic_ns", run.window_start_ns},
+                      {"end_monotonic_ns", run.window_end_ns}};
+  }
+  if (run.max_size_bytes > 0) {
+    meta["max_size"] = {{"limit_bytes", run.max_size_bytes},
+                        {"used_bytes", run.size_used_bytes},
+                        {"stopped_at_monotonic_ns", run.size_stopped_at_ns},
+                        {"refused_records", run.size_refused_records},
+                        {"refused_bytes", run.size_refused_bytes}};
+  }
   fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
   fs::path temporary = final_path;
   temporary += ".tmp";

@@ -28,6 +28,19 @@ struct RunDescription {
   std::string kernel_recording_note;
   std::string inject_library;
   std::string cuda_mode;  // --cuda
+
+  // --delay / --duration: recording only in [window_start_ns, window_end_ns) (end 0: no end).
+  bool windowed = false;
+  double delay_s = 0;
+  double duration_s = 0;  // 0: to the end
+  unsigned long long window_start_ns = 0;
+  unsigned long long window_end_ns = 0;
+  // --max-size: the size budget's counters at the end (inject/recording_limits.h).
+  unsigned long long max_size_bytes = 0;  // 0: no cap
+  unsigned long long size_used_bytes = 0;
+  unsigned long long size_stopped_at_ns = 0;  // when recording stopped at the cap; 0: it did not
+  unsigned long long size_refused_records = 0;
+  unsigned long long size_refused_bytes = 0;
 };
 
 // Writes session.json atomically (a temporary file renamed over it). Returns false with *error.

@@ -333,6 +333,24 @@ struct SessionMeta {
   std::optional<int> exit_signal;  // CMD died of this signal
   bool kernel_recording = false;
   std::string kernel_recording_note;  // why it is off, when it is
+
+  // --delay / --duration: every recorder kept only what started in [start, end) (end 0: none).
+  struct Window {
+    double delay_s = 0;
+    double duration_s = 0;  // 0: to the end of the run
+    uint64_t start_monotonic_ns = 0;
+    uint64_t end_monotonic_ns = 0;
+  };
+  std::optional<Window> window;
+  // --max-size: the cap on the recording files, and what it cut.
+  struct MaxSize {
+    uint64_t limit_bytes = 0;
+    uint64_t used_bytes = 0;
+    uint64_t stopped_at_monotonic_ns = 0;  // 0: the cap was not reached
+    uint64_t refused_records = 0;
+    uint64_t refused_bytes = 0;  // uncompressed
+  };
+  std::optional<MaxSize> max_size;
 };
 
 struct Session {

@@ -27,6 +27,7 @@
 #include "kernel_vocabulary.h"
 #include "output_file.h"
 #include "proto_encoder.h"
+#include "report_format.h"
 #include "session_format.h"
 #include "user_symbols.h"
 
@@ -1639,6 +1640,15 @@ class GprofRunEventWriter {
     for (const Diagnostic& diagnostic : session_.diagnostics) WriteDiagnostic(diagnostic);
     for (const std::string& message : session_.messages) WriteEvent(Instant("message: " + message));
     if (!session_.meta.kernel_recording) WriteEvent(Instant(KernelRecordingOffText()));
+    // What --delay/--duration kept, and where --max-size cut: from then on the trace is empty.
+    if (std::string window = WindowText(session_); !window.empty())
+      WriteEvent(Instant("window: " + window));
+    if (std::string cap = MaxSizeText(session_); !cap.empty()) {
+      TrackEventSpec event = Instant("max-size: " + cap);
+      if (session_.meta.max_size->stopped_at_monotonic_ns != 0)
+        event.timestamp_ns = session_.meta.max_size->stopped_at_monotonic_ns;
+      WriteEvent(event);
+    }
   }
 
  private:

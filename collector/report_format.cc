@@ -120,6 +120,59 @@ std::string FormatBytes(uint64_t bytes) {
   return text;
 }
 
+namespace {
+
+// "5", "0.25": a number of seconds as the user would have typed it.
+std::string Seconds(double seconds) {
+  char text[32];
+  snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+}  // namespace
+
+std::string WindowText(const Session& session) {
+  const SessionMeta& meta = session.meta;
+  if (!meta.window) return {};
+  const SessionMeta::Window& window = *meta.window;
+  std::string options = window.delay_s > 0 ? "--delay " + Seconds(window.delay_s) : "";
+  if (window.duration_s > 0) {
+    options += (options.empty() ? "--duration " : " --duration ") + Seconds(window.duration_s);
+  }
+  uint64_t run_end = meta.end_monotonic_ns;
+  if (run_end != 0 && run_end <= window.start_monotonic_ns) {
+    return "recorded nothing: the command ended at " + FormatOffset(session, run_end) +
+           ", before the window (" + options + ")";
+  }
+  uint64_t end = window.end_monotonic_ns;
+  if (run_end != 0 && (end == 0 || run_end < end)) end = run_end;
+  if (end == 0) {
+    return "recorded from " + FormatOffset(session, window.start_monotonic_ns) + " (" + options +
+           "): what started before was not recorded";
+  }
+  std::string text = "recorded " + FormatOffset(session, window.start_monotonic_ns) + " to " +
+                     FormatOffset(session, end) + ", " +
+                     FormatDuration(end - window.start_monotonic_ns);
+  if (run_end > meta.start_monotonic_ns && meta.start_monotonic_ns != 0) {
+    text += " of " + FormatDuration(run_end - meta.start_monotonic_ns);
+  }
+  return text + " (" + options + "): what started outside was not recorded";
+}
+
+std::string MaxSizeText(const Session& session) {
+  if (!session.meta.max_size) return {};
+  const SessionMeta::MaxSize& cap = *session.meta.max_size;
+  if (cap.stopped_at_monotonic_ns == 0) {
+    return "within --max-size " + FormatBytes(cap.limit_bytes) + " (used " +
+           FormatBytes(cap.used_bytes) + ")";
+  }
+  std::string records = std::to_string(cap.refused_records);
+  for (int i = static_cast<int>(records.size()) - 3; i > 0; i -= 3) records.insert(i, ",");
+  return "stopped at --max-size " + FormatBytes(cap.limit_bytes) + " at " +
+         FormatOffset(session, cap.stopped_at_monotonic_ns) + ": " + records + " records (" +
+         FormatBytes(cap.refused_bytes) + ") not written, nothing recorded from then on";
+}
+
 std::string FormatShare(uint64_t part, uint64_t whole) {
   if (whole == 0 || part >= whole) return "100%";
   // Rounded down, so that 100% means all of it.

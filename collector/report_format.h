@@ -33,6 +33,13 @@ std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t addre
                             uint64_t time_ns);
 // "73.4 MiB", "512 B".
 std::string FormatBytes(uint64_t bytes);
+// What --delay / --duration kept: "recorded +5.000 s to +15.000 s, 10.000 s of 25.300 s (--delay 5
+// --duration 10): what started outside was not recorded"; empty when the run had no window.
+std::string WindowText(const Session& session);
+// What --max-size cut: "stopped at --max-size 256.0 KiB at +1.234 s: 5,120 records (1.2 MiB) not
+// written, nothing recorded from then on", or "within --max-size 256.0 KiB (used 80.0 KiB)"; empty
+// when the run had no cap.
+std::string MaxSizeText(const Session& session);
 // "100%" only when `part` is all of `whole`, "<1%" when it is a sliver of it.
 std::string FormatShare(uint64_t part, uint64_t whole);
 // "Spin(long long) on stream 13", "Memcpy HtoD of 73.4 MiB (pageable to device) on stream 7".

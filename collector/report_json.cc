@@ -314,6 +314,32 @@ json ProcessJson(const Process& process) {
           {"gpu_dropped_records", process.gpu_dropped_records}};
 }
 
+// --delay / --duration, or null when the whole run was recorded.
+json WindowJson(const Session& session) {
+  if (!session.meta.window) return nullptr;
+  const SessionMeta::Window& window = *session.meta.window;
+  return {{"delay_s", window.delay_s},
+          {"duration_s", window.duration_s > 0 ? json(window.duration_s) : json(nullptr)},
+          {"start_monotonic_ns", window.start_monotonic_ns},
+          {"end_monotonic_ns",
+           window.end_monotonic_ns != 0 ? json(window.end_monotonic_ns) : json(nullptr)},
+          {"text", WindowText(session)}};
+}
+
+// --max-size and what it cut, or null without a cap.
+json MaxSizeJson(const Session& session) {
+  if (!session.meta.max_size) return nullptr;
+  const SessionMeta::MaxSize& cap = *session.meta.max_size;
+  return {{"limit_bytes", cap.limit_bytes},
+          {"used_bytes", cap.used_bytes},
+          {"stopped", cap.stopped_at_monotonic_ns != 0},
+          {"stopped_at_monotonic_ns",
+           cap.stopped_at_monotonic_ns != 0 ? json(cap.stopped_at_monotonic_ns) : json(nullptr)},
+          {"refused_records", cap.refused_records},
+          {"refused_bytes", cap.refused_bytes},
+          {"text", MaxSizeText(session)}};
+}
+
 json SessionJson(const Session& session) {
   const SessionMeta& meta = session.meta;
   json lost = json::array();
@@ -343,6 +369,8 @@ json SessionJson(const Session& session) {
           {"exit_signal", Optional(meta.exit_signal)},
           {"kernel_recording", meta.kernel_recording},
           {"kernel_recording_note", meta.kernel_recording_note},
+          {"window", WindowJson(session)},
+          {"max_size", MaxSizeJson(session)},
           {"counts",
            {{"processes", session.processes.size()},
             {"threads", session.threads.size()},

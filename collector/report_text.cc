@@ -208,6 +208,12 @@ void TextReport::Header() {
   out_ << "\n";
   GpuLines();
   CaptureLines();
+  if (std::string window = WindowText(session_); !window.empty())
+    out_ << "  window    " << window << "\n";
+  if (std::string cap = MaxSizeText(session_); !cap.empty()) {
+    out_ << (session_.meta.max_size->stopped_at_monotonic_ns != 0 ? "  STOPPED   " : "  size      ")
+         << cap << "\n";
+  }
   if (!meta.kernel_recording) {
     out_ << "  kernel    NOT recorded"
          << (meta.kernel_recording_note.empty() ? "" : ": " + meta.kernel_recording_note)

@@ -201,6 +201,8 @@ std::optional<T> Field(const json& object, const char* key) {
     if (it->is_string()) return it->get<std::string>();
   } else if constexpr (std::is_same_v<T, bool>) {
     if (it->is_boolean()) return it->get<bool>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (it->is_number()) return it->get<double>();
   } else {
     if (it->is_number_integer()) return it->get<T>();
   }
@@ -248,6 +250,21 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
   json kernel = meta.value("kernel_recording", json::object());
   out.kernel_recording = Field<bool>(kernel, "enabled").value_or(false);
   out.kernel_recording_note = Field<std::string>(kernel, "note").value_or("");
+  if (json window = meta.value("window", json()); window.is_object()) {
+    SessionMeta::Window& bounds = out.window.emplace();
+    bounds.delay_s = Field<double>(window, "delay_s").value_or(0);
+    bounds.duration_s = Field<double>(window, "duration_s").value_or(0);
+    bounds.start_monotonic_ns = Field<uint64_t>(window, "start_monotonic_ns").value_or(0);
+    bounds.end_monotonic_ns = Field<uint64_t>(window, "end_monotonic_ns").value_or(0);
+  }
+  if (json size = meta.value("max_size", json()); size.is_object()) {
+    SessionMeta::MaxSize& cap = out.max_size.emplace();
+    cap.limit_bytes = Field<uint64_t>(size, "limit_bytes").value_or(0);
+    cap.used_bytes = Field<uint64_t>(size, "used_bytes").value_or(0);
+    cap.stopped_at_monotonic_ns = Field<uint64_t>(size, "stopped_at_monotonic_ns").value_or(0);
+    cap.refused_records = Field<uint64_t>(size, "refused_records").value_or(0);
+    cap.refused_bytes = Field<uint64_t>(size, "refused_bytes").value_or(0);
+  }
   return {};
 }
 

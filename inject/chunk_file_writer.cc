@@ -32,8 +32,13 @@ ChunkFileWriter::~ChunkFileWriter() {
 
 int ChunkFileWriter::Create(const char* path, format::Source source, uint32_t pid) {
   if (fd_ >= 0) return EBUSY;
+  if (!budget_.Charge(sizeof(format::FileHeader), 0, 0, closing_)) return EDQUOT;
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return errno;
+  if (fd < 0) {
+    int error = errno;
+    budget_.Refund(sizeof(format::FileHeader));
+    return error;
+  }
   fd_ = fd;
   sequence_ = 0;
   bytes_written_ = 0;
@@ -68,6 +73,11 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   if (fd_ < 0) return EBADF;
   if (size == 0) return 0;
   if (size > format::kMaxChunkRawSize) return EMSGSIZE;
+  // Recording stopped at the size cap: no need to compress what will not be written.
+  if (!closing_ && budget_.stopped()) {
+    budget_.Charge(0, size, record_count, false);
+    return EDQUOT;
+  }
 
   format::ChunkHeader chunk{};
   chunk.magic = format::kChunkMagic;
@@ -98,6 +108,7 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   }
   chunk.stored_size = static_cast<uint32_t>(payload_size);
   chunk.payload_checksum = format::Fnv1a32(payload, payload_size);
+  if (!budget_.Charge(sizeof(chunk) + payload_size, size, record_count, closing_)) return EDQUOT;
 
   int error = WriteAll(&chunk, sizeof(chunk), payload, payload_size);
   if (error == 0) ++sequence_;

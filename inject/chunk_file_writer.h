@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "recording_limits.h"
 #include "session_format.h"
 #include "zstd_loader.h"
 
@@ -18,10 +19,20 @@ class ChunkFileWriter {
   ChunkFileWriter(const ChunkFileWriter&) = delete;
   ChunkFileWriter& operator=(const ChunkFileWriter&) = delete;
 
-  // Creates `path`, which must not exist yet, and writes the file header. Returns 0 or an errno.
+  // Charges everything this writer writes, header included, to the session's --max-size budget
+  // file (recording_limits.h). Before Create. Returns 0 or an errno.
+  int AttachBudget(const char* path) { return budget_.Attach(path); }
+  // From now on chunks are the writer's last ones (recording_limits.h: closing chunks).
+  void SetClosing() { closing_ = true; }
+  // True once the budget refused a chunk (of any writer of the session): data is no longer written.
+  bool budget_stopped() const { return budget_.stopped(); }
+
+  // Creates `path`, which must not exist yet, and writes the file header. Returns 0 or an errno
+  // (EDQUOT: the size budget is spent; no file is created then).
   int Create(const char* path, format::Source source, uint32_t pid);
   // Appends one chunk holding `size` bytes of encoded records, zstd-compressed when libzstd is
-  // available. Returns 0 or an errno (ENOSPC, EIO, ...); on failure nothing of the chunk counts.
+  // available. Returns 0 or an errno (ENOSPC, EIO, ...; EDQUOT when the size budget refused it,
+  // which the budget counts itself); on failure nothing of the chunk counts.
   int Write(const void* records, size_t size, uint32_t record_count);
   // Closes the file; a writer that was never created or is already closed ignores the call.
   void Close();
@@ -36,6 +47,8 @@ class ChunkFileWriter {
   int WriteAll(const void* first, size_t first_size, const void* second, size_t second_size);
 
   int fd_ = -1;
+  SizeBudget budget_;
+  bool closing_ = false;
   uint64_t sequence_ = 0;
   uint64_t bytes_written_ = 0;
   const ZstdApi* zstd_ = nullptr;

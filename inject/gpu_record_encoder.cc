@@ -57,13 +57,18 @@ bool GpuRecordEncoder::NameApi(uint32_t api_id) {
 }
 
 void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
-                              int64_t clock_offset_ns) {
+                              int64_t clock_offset_ns, const RecordingWindow& window) {
+  // Every kind recorded starts its timed part with `start`, on CUPTI's clock.
+  auto outside = [&](uint64_t cupti_start) {
+    return !window.Contains(cupti_start - static_cast<uint64_t>(clock_offset_ns));
+  };
   CUpti_Activity* activity = nullptr;
   while (cupti.ActivityGetNextRecord(buffer, valid_size, &activity) == CUPTI_SUCCESS) {
     switch (activity->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto& kernel = *reinterpret_cast<const CUpti_ActivityKernel10*>(activity);
+        if (outside(kernel.start)) break;
         auto record = format::MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
         record.placement = Placement(kernel);
         record.grid[0] = kernel.gridX;
@@ -81,6 +86,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(activity);
+        if (outside(copy.start)) break;
         auto record = format::MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
         record.placement = Placement(copy);
         record.bytes = copy.bytes;
@@ -93,6 +99,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto& set = *reinterpret_cast<const CUpti_ActivityMemset4*>(activity);
+        if (outside(set.start)) break;
         auto record = format::MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
         record.placement = Placement(set);
         record.bytes = set.bytes;
@@ -104,6 +111,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto& sync = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(activity);
+        if (outside(sync.start)) break;
         auto record = format::MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
         record.start_ns = sync.start;
         record.end_ns = sync.end;
@@ -120,6 +128,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
         // Only with GPROF_CUPTI_API_RECORDS=activity: CUPTI timed the call itself. A runtime
         // call's nested driver calls come as records of their own and are kept as they are.
         const auto& api = *reinterpret_cast<const CUpti_ActivityAPI*>(activity);
+        if (outside(api.start)) break;
         auto record = format::MakeRecord<format::ApiCallRecord>(format::kApiCall);
         record.api_id = format::CuptiApiId(activity->kind == CUPTI_ACTIVITY_KIND_RUNTIME
                                                ? format::ApiDomain::kRuntime

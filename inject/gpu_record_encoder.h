@@ -10,6 +10,7 @@
 
 #include "cupti_library.h"
 #include "record_sink.h"
+#include "recording_limits.h"
 
 namespace gprof::inject {
 
@@ -17,12 +18,13 @@ class GpuRecordEncoder {
  public:
   explicit GpuRecordEncoder(RecordSink* sink) : sink_(sink) {}
 
-  // Encodes every record of a completed buffer; kinds gprof-run does not record are skipped.
+  // Encodes every record of a completed buffer; kinds gprof-run does not record are skipped, and
+  // so are records that did not start inside `window` (on CLOCK_MONOTONIC).
   // `clock_offset_ns` (CUPTI's clock minus CLOCK_MONOTONIC) is taken off the API call records
   // CUPTI timed itself: those share the session's clock, unlike GPU records, which carry theirs
   // with the ClockOffsetRecords.
   void Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
-              int64_t clock_offset_ns);
+              int64_t clock_offset_ns, const RecordingWindow& window);
 
   // Writes the ApiNameRecord of a CUPTI api id the first time it is used. True when named.
   bool NameApi(uint32_t api_id);

@@ -60,6 +60,8 @@ struct Globals {
 
   BoundedQueue<PostedMessage, 16> messages;
   uint64_t stack_threshold_ns = UINT64_MAX;  // from GPROF_STACK_THRESHOLD_NS
+  RecordingWindow window;                    // from GPROF_WINDOW_START_NS, GPROF_WINDOW_END_NS
+  char budget_path[PATH_MAX] = {};           // from GPROF_SIZE_BUDGET; empty: no cap
 };
 constinit Globals g;
 
@@ -113,6 +115,11 @@ void InitializeOnce() {
   strcpy(g.session_dir, dir);
   if (const char* threshold = getenv(kStackThresholdEnv)) {
     g.stack_threshold_ns = strtoull(threshold, nullptr, 10);
+  }
+  g.window = RecordingWindow::FromEnvironment();
+  if (const char* budget = getenv(kSizeBudgetEnv);
+      budget != nullptr && strlen(budget) < sizeof(g.budget_path)) {
+    strcpy(g.budget_path, budget);
   }
   g.active.store(true, std::memory_order_release);
 }
@@ -185,6 +192,10 @@ void SetCuptiRecordsApiCalls(bool enabled) {
 
 const char* SessionDirectory() { return RecordingActive() ? g.session_dir : nullptr; }
 
+const RecordingWindow& Window() { return g.window; }
+
+const char* SizeBudgetPath() { return g.budget_path[0] != '\0' ? g.budget_path : nullptr; }
+
 bool EnsureWriterRunning() {
   if (!RecordingActive()) return false;
   pthread_mutex_lock(&g.registry_lock);
@@ -196,6 +207,7 @@ bool EnsureWriterRunning() {
 }
 
 void SubmitCall(format::ApiCallRecord record) {
+  if (!g.window.Contains(record.enter_ns)) return;
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
   if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "clock.h"
+#include "recording_limits.h"
 #include "runtime_api_table.h"
 #include "thread_ring.h"
 
@@ -43,7 +44,8 @@ void SetCuptiRecordsApiCalls(bool enabled);
 
 // Stores one finished call of the calling thread (header and tid are filled in here). Never
 // blocks, never allocates after the thread's first call; drops and counts when the ring is full.
-// A call at least the slow-call threshold long also gets the thread's native stack.
+// A call at least the slow-call threshold long also gets the thread's native stack. A call that
+// did not start inside the recording window (--delay, --duration) is left out, silently.
 void SubmitCall(format::ApiCallRecord record);
 
 // Starts the writer thread if it is not running yet (CUPTI delivers GPU records before any API
@@ -52,6 +54,11 @@ bool EnsureWriterRunning();
 
 // The session directory, when recording is active.
 const char* SessionDirectory();
+
+// The recording window (recording_limits.h), valid once RecordingActive() returned true.
+const RecordingWindow& Window();
+// The --max-size budget file, or nullptr when the session has no cap.
+const char* SizeBudgetPath();
 
 // Stops the writer after a final flush; called at exit and before _exit. Waits a bounded time.
 // `before_flush`, when set, runs first (CUPTI hands over its last buffers there).

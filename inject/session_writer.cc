@@ -52,6 +52,10 @@ SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {}
 
 int SessionWriter::Open(const char* session_dir) {
   pid_t pid = getpid();
+  // Without its budget file a capped session would grow unbounded: better not record this process.
+  if (const char* budget = SizeBudgetPath()) {
+    if (int error = file_.AttachBudget(budget); error != 0) return error;
+  }
   int error = EEXIST;
   // The same pid comes back when a process execs: each image gets its own file.
   for (int generation = 0; generation < 1000 && error == EEXIST; ++generation) {
@@ -83,6 +87,8 @@ void SessionWriter::Cycle(bool force_flush) {
 
 void SessionWriter::Finish() {
   DrainAll();
+  Flush();
+  file_.SetClosing();  // what names and places the records above: kept even at the size cap
   RefreshThreadNames();
   WriteMaps();
   Flush();
@@ -153,7 +159,9 @@ void SessionWriter::DrainActivityBuffers() {
   }
   ActivityBuffer buffer;
   while (TakeCompletedActivityBuffer(&buffer)) {
-    if (cupti != nullptr) gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_);
+    if (cupti != nullptr) {
+      gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_, Window());
+    }
     ReturnActivityBuffer(buffer.data);
   }
   if (uint64_t dropped = TakeDroppedActivityRecords(); dropped > 0) {
@@ -308,7 +316,9 @@ void SessionWriter::Append(const void* head, size_t head_size, const void* tail,
     // Larger than the staging buffer (a huge maps file): a chunk of its own.
     std::string whole(static_cast<const char*>(head), head_size);
     whole.append(static_cast<const char*>(tail), tail_size);
-    if (file_.Write(whole.data(), whole.size(), 1) != 0) ++records_lost_to_write_errors_;
+    if (int error = file_.Write(whole.data(), whole.size(), 1); error != 0 && error != EDQUOT) {
+      ++records_lost_to_write_errors_;
+    }
     return;
   }
   memcpy(staging_.get() + staged_bytes_, head, head_size);
@@ -319,10 +329,10 @@ void SessionWriter::Append(const void* head, size_t head_size, const void* tail,
 
 void SessionWriter::Flush() {
   if (staged_bytes_ == 0) return;
-  if (file_.Write(staging_.get(), staged_bytes_, staged_records_) != 0) {
+  if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_); error != 0) {
     // Disk full or the directory went away: the target must run on unharmed. Count what was lost
-    // and say so in the first chunk that does get written.
-    records_lost_to_write_errors_ += staged_records_;
+    // and say so in the first chunk that does get written. (The size budget counts its own.)
+    if (error != EDQUOT) records_lost_to_write_errors_ += staged_records_;
     staged_bytes_ = 0;
     staged_records_ = 0;
     return;

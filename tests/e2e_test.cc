@@ -13,8 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "kernel_events.h"
 #include "session_format.h"
+#include "session_reader.h"
 #include "test_support.h"
+#include "trace_decoder.h"
 
 namespace gprof::test {
 namespace {
@@ -444,6 +447,182 @@ TEST(EndToEnd, ReportReprintsAndSalvagesADamagedSession) {
   EXPECT_NE(garbage.err.find("kernel.gpr at offset 0: not a gprof-run session file"),
             std::string::npos)
       << garbage.err;
+}
+
+// --- bounding a run: --delay, --duration, --max-size ---
+
+TEST(EndToEnd, BadBoundsAreOneClearLineAnd125) {
+  TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--duration", "-1"}, "--duration"}, {{"--duration", "0"}, "--duration"},
+      {{"--delay", "soon"}, "--delay"},     {{"--max-size", "12Q"}, "12Q"},
+      {{"--max-size", "10K"}, "minimum"},   {{"--max-size", "-5M"}, "-5M"}};
+  for (const auto& [options, named] : cases) {
+    std::vector<std::string> args = options;
+    for (const char* rest : {"-o", "", "--", "", "print"}) args.push_back(rest);
+    args[options.size() + 1] = dir.Sub("s");
+    args[options.size() + 3] = AppPath("exit_app");
+    ProcessResult run = Gprof(args);
+    std::string first_line = run.err.substr(0, run.err.find('\n'));
+    EXPECT_EQ(run.exit_code(), 125) << options[0] << " " << options[1] << ": " << run.err;
+    EXPECT_NE(first_line.find(named), std::string::npos) << first_line;
+    EXPECT_EQ(run.out, "") << "the command must not run";
+    EXPECT_FALSE(fs::exists(dir.Sub("s")));
+  }
+}
+
+// Reads a session back as the collector does.
+collector::Session ReadSessionOrFail(const std::string& dir) {
+  auto session = collector::ReadSession(dir);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  return session.ok() ? std::move(session.value()) : collector::Session{};
+}
+
+TEST(EndToEnd, WindowKeepsWhatStartsInsideIt) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  // freeze_app launches every 0.5 ms on 3 threads, and freezes every 100 ms, for about 3 s.
+  ProcessResult run = Gprof({"-o", session_dir, "--delay", "0.8", "--duration", "1", "--",
+                             AppPath("freeze_app"), "--rounds", "30"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json meta = ReadJson(session_dir + "/session.json");
+  uint64_t start = meta["start"]["monotonic_ns"];
+  uint64_t window_start = meta["window"]["start_monotonic_ns"];
+  uint64_t window_end = meta["window"]["end_monotonic_ns"];
+  EXPECT_EQ(window_start, start + 800'000'000ull);
+  EXPECT_EQ(window_end, window_start + 1'000'000'000ull);
+  ASSERT_GT(meta["end"]["monotonic_ns"].get<uint64_t>(), window_end) << "the run outlasts it";
+
+  // Every recorder checks the start of what it records against the window, on the one clock:
+  // no tolerance. What started inside is kept whole, so ends may pass the window's end.
+  collector::Session session = ReadSessionOrFail(session_dir);
+  auto inside = [&](uint64_t ns) { return ns >= window_start && ns < window_end; };
+  ASSERT_FALSE(session.api_calls.empty());
+  for (const auto& call : session.api_calls) EXPECT_TRUE(inside(call.enter_ns)) << call.enter_ns;
+  ASSERT_FALSE(session.gpu_activities.empty());
+  for (const auto& gpu : session.gpu_activities) EXPECT_TRUE(inside(gpu.start_ns));
+  ASSERT_FALSE(session.off_cpu.empty());
+  for (const auto& interval : session.off_cpu) EXPECT_TRUE(inside(interval.start_ns));
+  ASSERT_FALSE(session.futex_calls.empty());
+  for (const auto& futex : session.futex_calls) EXPECT_TRUE(inside(futex.start_ns));
+  // And the window is recorded to its edges: three threads launch every 0.5 ms, so 100 ms
+  // without a call at either edge would be a recorder starting late or stopping early (and not a
+  // loaded machine's scheduling delay, which is a few milliseconds).
+  EXPECT_LT(session.api_calls.front().enter_ns - window_start, 100'000'000u);
+  EXPECT_LT(window_end - session.api_calls.back().enter_ns, 100'000'000u);
+  EXPECT_LT(window_end - session.off_cpu.back().start_ns, 100'000'000u);
+
+  // The trace shows nothing before the window. After it, only the later parts of what started
+  // inside (a thread woken after the end, runnable until it ran): freeze_app's calls and sleeps
+  // last under 100 ms, and the kernel recorder ends what is still open when it detaches at the
+  // window's end (within its 100 ms poll), so 1 s bounds it with room for a loaded machine.
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(session_dir + "/trace.perfetto-trace"));
+  size_t begins = 0;
+  bool window_noted = false;
+  for (const DecodedEvent& event : trace.events) {
+    if (event.type != kSliceBegin && event.type != kInstant) continue;
+    if (event.name.starts_with("window: ")) window_noted = true;
+    // gprof-run's own notes about the session (losses, the window) sit at its start.
+    if (std::count(event.categories.begin(), event.categories.end(), "gprof-run") > 0) continue;
+    ++begins;
+    EXPECT_GE(event.timestamp_ns, window_start) << event.name;
+    EXPECT_LT(event.timestamp_ns, window_end + 1'000'000'000u) << event.name;
+  }
+  EXPECT_GT(begins, 0u);
+  EXPECT_TRUE(window_noted) << "the trace says what its window is";
+
+  std::string text = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(text.find("  window    recorded +0.800 s to +1.800 s, 1.000 s of "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(--delay 0.8 --duration 1)"), std::string::npos) << text;
+  json report = ReadJson(session_dir + "/report.json");
+  EXPECT_EQ(report["session"]["window"]["end_monotonic_ns"], window_end);
+}
+
+TEST(EndToEnd, WindowLeavesTheCommandItsOwn) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  // The window ends while the command sleeps: the kernel recorder stops, the command runs on.
+  std::vector<std::string> command = {AppPath("exit_app"), "sleep", "700", "print", "exit", "3"};
+  ProcessResult plain = RunProcess(Command(command));
+  std::vector<std::string> args = {"-q",  "-o",         dir.Sub("s"), "--delay",
+                                   "0.1", "--duration", "0.2",        "--"};
+  args.insert(args.end(), command.begin(), command.end());
+  ProcessResult run = Gprof(args);
+  EXPECT_EQ(run.exit_code(), 3);
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(run.err, plain.err);
+  EXPECT_GE(run.seconds, 0.7) << "the command was cut short";
+  json report = ReadJson(dir.Sub("s/report.json"));
+  EXPECT_EQ(report["session"]["exit_code"], 3);
+  EXPECT_TRUE(report["session"]["kernel_recording"].get<bool>());
+
+  // A delay longer than the command: nothing recorded, and the report says why.
+  ProcessResult late = Gprof(
+      {"-o", dir.Sub("late"), "--delay", "30", "--", AppPath("exit_app"), "print", "exit", "4"});
+  EXPECT_EQ(late.exit_code(), 4);
+  EXPECT_EQ(late.out, RunProcess(Command({AppPath("exit_app"), "print"})).out);
+  EXPECT_LT(late.seconds, 20) << "gprof-run waited for the window instead of the command";
+  EXPECT_NE(late.err.find("recorded nothing: the command ended at +"), std::string::npos)
+      << late.err;
+  EXPECT_EQ(ReadJson(dir.Sub("late/report.json"))["session"]["counts"]["cuda_calls"], 0);
+}
+
+// Bytes of the session's recording files (kernel.gpr, inject-*.gpr).
+uint64_t RecordingBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".gpr") bytes += entry.file_size();
+  }
+  return bytes;
+}
+
+TEST(EndToEnd, MaxSizeCapsTheRecordingAndSaysWhatIsMissing) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  constexpr uint64_t kCap = 256 << 10;
+  ProcessResult run = Gprof({"-o", session_dir, "--max-size", "256K", "--", AppPath("freeze_app"),
+                             "--launchers", "4", "--rounds", "30"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_NE(run.out.find("freeze_app"), std::string::npos) << "the command's own summary";
+
+  // The recording files together hold at most the cap, exactly: every chunk is charged to the
+  // session's budget before it is written.
+  uint64_t recorded = RecordingBytes(session_dir);
+  EXPECT_LE(recorded, kCap);
+  EXPECT_GT(recorded, kCap / 2) << "stopped far below the cap";
+  EXPECT_FALSE(fs::exists(session_dir + "/size-budget")) << "the budget file is removed";
+  // The rest of the directory is session.json and what the collector derives at the end (trace,
+  // reports), which the cap does not cover (README: "Bounding a long run").
+  for (const auto& entry : fs::directory_iterator(session_dir)) {
+    std::string name = entry.path().filename();
+    EXPECT_TRUE(name.ends_with(".gpr") || name == "session.json" || name.starts_with("report.") ||
+                name == "trace.perfetto-trace")
+        << name;
+  }
+
+  json cap = ReadJson(session_dir + "/report.json")["session"]["max_size"];
+  ASSERT_TRUE(cap.is_object()) << cap.dump();
+  EXPECT_EQ(cap["limit_bytes"], kCap);
+  ASSERT_TRUE(cap["stopped"].get<bool>()) << cap.dump();
+  EXPECT_GT(cap["refused_records"].get<uint64_t>(), 0u);
+  uint64_t stopped_at = cap["stopped_at_monotonic_ns"];
+  // Nothing that started after the stop was written, but what ended the kernel recorder's
+  // intervals, which it does as soon as it sees the stop.
+  collector::Session session = ReadSessionOrFail(session_dir);
+  ASSERT_FALSE(session.api_calls.empty());
+  for (const auto& call : session.api_calls) EXPECT_LE(call.enter_ns, stopped_at);
+  for (const auto& gpu : session.gpu_activities) EXPECT_LE(gpu.start_ns, stopped_at);
+  for (const auto& interval : session.off_cpu) {
+    EXPECT_LE(interval.start_ns,
+              stopped_at + ((interval.flags & GPROF_OFFCPU_UNFINISHED) ? 1'000'000'000u : 0u));
+  }
+  std::string text = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(text.find("  STOPPED   stopped at --max-size 256.0 KiB at +"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not written, nothing recorded from then on"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // libgprof_inject.so in real processes, without gprof-run and without BPF: LD_PRELOAD it into the
 // test programs (which run on the fake CUDA runtime) and read back what it wrote.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -12,6 +14,7 @@
 
 #include "analysis.h"
 #include "gpu_timeline.h"
+#include "recording_limits.h"
 #include "session_format.h"
 #include "session_reader.h"
 #include "test_support.h"
@@ -490,6 +493,79 @@ TEST(InjectCupti, ForkedChildrenInitialiseCuptiOfTheirOwn) {
     ++children;
   }
   EXPECT_EQ(children, 3);
+}
+
+// --- what bounds a recording (inject/recording_limits.h) ---
+
+TEST(Inject, RecordsOnlyCallsThatStartInsideTheWindow) {
+  // A window that ended before the program started: nothing recorded, nothing created.
+  TempDir before;
+  ProcessSpec spec = Preloaded({AppPath("api_tour_app")}, before);
+  spec.set_env.push_back(std::string(kWindowStartEnv) + "=1");
+  spec.set_env.push_back(std::string(kWindowEndEnv) + "=" + std::to_string(NowNs()));
+  ProcessResult run = RunProcess(spec);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_TRUE(std::filesystem::is_empty(before.path())) << "a file for a process that recorded "
+                                                           "nothing";
+
+  // A window that opens now and has no end: every call.
+  TempDir open;
+  spec = Preloaded({AppPath("api_tour_app"), "burst", "100000"}, open);
+  uint64_t start_ns = NowNs();
+  spec.set_env.push_back(std::string(kWindowStartEnv) + "=" + std::to_string(start_ns));
+  run = RunProcess(spec);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(open.path());
+  size_t queries = 0;
+  for (const auto& call : session.api_calls) {
+    EXPECT_GE(call.enter_ns, start_ns);
+    queries += session.ApiName(call) == "cudaEventQuery";
+  }
+  EXPECT_EQ(queries, 100000u + 1);
+}
+
+TEST(SizeBudget, StopsAtTheDataLimitAndKeepsRoomForClosingChunks) {
+  TempDir dir;
+  std::string path = dir.Sub(kSizeBudgetFile);
+  ASSERT_EQ(SizeBudget::Create(path.c_str(), 80000), 0);
+  SizeBudget first, second;  // two writers of one session
+  ASSERT_EQ(first.Attach(path.c_str()), 0);
+  ASSERT_EQ(second.Attach(path.c_str()), 0);
+  // Data may use 7/8 of the cap: 70000 bytes.
+  EXPECT_TRUE(first.Charge(40000, 100000, 10, false));
+  EXPECT_TRUE(second.Charge(30000, 90000, 9, false));
+  EXPECT_FALSE(second.stopped());
+  EXPECT_FALSE(first.Charge(1, 5, 1, false));  // over the data limit: refused, and stopped
+  EXPECT_TRUE(second.stopped());
+  SizeBudget::Counts counts = second.Read();
+  EXPECT_NE(counts.stopped_at_ns, 0u);
+  EXPECT_EQ(counts.used_bytes, 70000u);
+  EXPECT_EQ(counts.refused_records, 1u);
+  EXPECT_FALSE(second.Charge(0, 0, 0, false)) << "nothing after the stop, even what would fit";
+  // Closing chunks use the room kept back, up to the cap itself, without moving the stop time.
+  EXPECT_TRUE(first.Charge(9000, 20000, 3, true));
+  EXPECT_FALSE(second.Charge(2000, 4000, 2, true));
+  EXPECT_TRUE(second.Charge(1000, 4000, 2, true));
+  counts = first.Read();
+  EXPECT_EQ(counts.used_bytes, 80000u);
+  EXPECT_EQ(counts.refused_records, 1u + 2u);
+  EXPECT_EQ(counts.refused_bytes, 5u + 4000u);
+
+  // Shared across processes: a forked child's charge is the parent's too.
+  ASSERT_EQ(SizeBudget::Create(dir.Sub("other").c_str(), 1 << 20), 0);
+  SizeBudget parent;
+  ASSERT_EQ(parent.Attach(dir.Sub("other").c_str()), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    SizeBudget mine;
+    _exit(mine.Attach(dir.Sub("other").c_str()) == 0 && mine.Charge(4096, 1, 1, false) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(parent.Read().used_bytes, 4096u);
+
+  EXPECT_NE(SizeBudget().Attach(dir.Sub("missing").c_str()), 0);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#include "recording_limits.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace gprof {
+namespace {
+
+// Room kept back for closing records: an eighth of the cap, at most 4 MiB.
+constexpr uint64_t kMaxClosingRoom = 4u << 20;
+
+uint64_t EnvNs(const char* name, uint64_t otherwise) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return otherwise;
+  char* end = nullptr;
+  unsigned long long value = strtoull(text, &end, 10);
+  return *end == '\0' ? value : otherwise;
+}
+
+uint64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+RecordingWindow RecordingWindow::Between(uint64_t start_ns, uint64_t end_ns) {
+  RecordingWindow window;
+  window.start_ns = start_ns;
+  window.length_ns = end_ns == 0 ? UINT64_MAX - start_ns : std::max(end_ns, start_ns) - start_ns;
+  return window;
+}
+
+RecordingWindow RecordingWindow::FromEnvironment() {
+  return Between(EnvNs(kWindowStartEnv, 0), EnvNs(kWindowEndEnv, 0));
+}
+
+SizeBudget::~SizeBudget() {
+  if (state_ != nullptr) munmap(state_, sizeof(SizeBudgetState));
+}
+
+int SizeBudget::Create(const char* path, uint64_t limit_bytes) {
+  SizeBudgetState initial{};
+  memcpy(initial.magic, kSizeBudgetMagic, sizeof(initial.magic));
+  initial.limit_bytes = limit_bytes;
+  initial.data_limit_bytes = limit_bytes - std::min(limit_bytes / 8, kMaxClosingRoom);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  ssize_t written = write(fd, &initial, sizeof(initial));
+  int error = written == static_cast<ssize_t>(sizeof(initial)) ? 0 : (written < 0 ? errno : EIO);
+  close(fd);
+  return error;
+}
+
+int SizeBudget::Attach(const char* path) {
+  if (state_ != nullptr) return EBUSY;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno;
+  void* memory = mmap(nullptr, sizeof(SizeBudgetState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int error = memory == MAP_FAILED ? errno : 0;
+  close(fd);
+  if (error != 0) return error;
+  auto* state = static_cast<SizeBudgetState*>(memory);
+  if (memcmp(state->magic, kSizeBudgetMagic, sizeof(state->magic)) != 0) {
+    munmap(memory, sizeof(SizeBudgetState));
+    return EINVAL;
+  }
+  state_ = state;
+  return 0;
+}
+
+bool SizeBudget::Charge(uint64_t bytes, uint64_t raw_bytes, uint32_t records, bool closing) {
+  if (state_ == nullptr) return true;
+  bool stopped = state_->stopped_at_ns.load(std::memory_order_acquire) != 0;
+  uint64_t limit = closing ? state_->limit_bytes : state_->data_limit_bytes;
+  if (!stopped || closing) {
+    uint64_t before = state_->used_bytes.fetch_add(bytes, std::memory_order_acq_rel);
+    if (before + bytes <= limit) return true;
+    state_->used_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+  }
+  if (!closing) {
+    uint64_t none = 0;
+    state_->stopped_at_ns.compare_exchange_strong(none, NowNs(), std::memory_order_acq_rel);
+  }
+  state_->refused_chunks.fetch_add(1, std::memory_order_relaxed);
+  state_->refused_records.fetch_add(records, std::memory_order_relaxed);
+  state_->refused_bytes.fetch_add(raw_bytes, std::memory_order_relaxed);
+  return false;
+}
+
+void SizeBudget::Refund(uint64_t bytes) {
+  if (state_ != nullptr) state_->used_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+bool SizeBudget::stopped() const {
+  return state_ != nullptr && state_->stopped_at_ns.load(std::memory_order_acquire) != 0;
+}
+
+SizeBudget::Counts SizeBudget::Read() const {
+  if (state_ == nullptr) return Counts{};
+  return Counts{
+      state_->limit_bytes,           state_->used_bytes.load(),      state_->stopped_at_ns.load(),
+      state_->refused_chunks.load(), state_->refused_records.load(), state_->refused_bytes.load()};
+}
+
+}  // namespace gprof

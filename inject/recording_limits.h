@@ -1,0 +1,87 @@
+// What bounds a recording (gprof-run --delay, --duration, --max-size), as every recorder of a
+// session applies it: the injected library in each process, and gprof-run's kernel recorder.
+//
+// The window is two absolute CLOCK_MONOTONIC times that gprof-run passes in the environment. An
+// interval (a CUDA call, an off-CPU interval, a GPU kernel) belongs to the window when it STARTS in
+// it: it is then kept whole, even when it ends after the window. Nothing that starts outside costs
+// more than one compare, and what is kept is never cut.
+//
+// The size budget is one small file in the session directory that every writer maps and charges
+// each chunk to before writing it, so that all the session's recording files together stay within
+// --max-size however many processes write. Once a chunk is refused, recording stops for good (no
+// later chunk is written, even one that would fit): what is missing is everything after one time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace gprof {
+
+// Environment of the target: the window, in CLOCK_MONOTONIC ns ([start, end)); unset: unbounded.
+inline constexpr char kWindowStartEnv[] = "GPROF_WINDOW_START_NS";
+inline constexpr char kWindowEndEnv[] = "GPROF_WINDOW_END_NS";
+// Environment of the target: the size budget file to charge; unset: no --max-size.
+inline constexpr char kSizeBudgetEnv[] = "GPROF_SIZE_BUDGET";
+// Its name in the session directory (gprof-run removes it once the run is over).
+inline constexpr char kSizeBudgetFile[] = "size-budget";
+
+// A window as one subtraction and one unsigned compare: `ns - start < length`.
+struct RecordingWindow {
+  uint64_t start_ns = 0;
+  uint64_t length_ns = UINT64_MAX;  // UINT64_MAX with start 0: everything
+
+  bool Contains(uint64_t ns) const { return ns - start_ns < length_ns; }
+  // From the environment's decimal values (absent or unparsable: unbounded on that side).
+  static RecordingWindow FromEnvironment();
+  static RecordingWindow Between(uint64_t start_ns, uint64_t end_ns);  // end 0: no end
+};
+
+// The budget file's contents, shared by every writer of the session (MAP_SHARED).
+struct SizeBudgetState {
+  char magic[8];              // kSizeBudgetMagic
+  uint64_t limit_bytes;       // --max-size: what the recording files may take together
+  uint64_t data_limit_bytes;  // chunks stop here; the rest is left to closing records
+  std::atomic<uint64_t> used_bytes;
+  std::atomic<uint64_t> stopped_at_ns;  // CLOCK_MONOTONIC of the first refused chunk; 0: none
+  std::atomic<uint64_t> refused_chunks;
+  std::atomic<uint64_t> refused_records;
+  std::atomic<uint64_t> refused_bytes;  // their records' bytes, uncompressed
+};
+static_assert(sizeof(SizeBudgetState) == 64);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
+inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '1'};
+
+// One writer's (or gprof-run's) mapping of the budget file. Not copyable; no exceptions.
+class SizeBudget {
+ public:
+  SizeBudget() = default;
+  ~SizeBudget();
+  SizeBudget(const SizeBudget&) = delete;
+  SizeBudget& operator=(const SizeBudget&) = delete;
+
+  // gprof-run: creates the file for a cap of `limit_bytes`. Returns 0 or an errno.
+  static int Create(const char* path, uint64_t limit_bytes);
+  // Maps an existing budget file. Returns 0 or an errno (then every charge succeeds: no cap).
+  int Attach(const char* path);
+  bool attached() const { return state_ != nullptr; }
+
+  // Charges a chunk of `bytes` on disk holding `records` records of `raw_bytes`. False: refused,
+  // and counted; the first refusal stops the recording. `closing` chunks (the last records of a
+  // writer: maps, symbols, loss counts) may use the room kept back, up to the limit itself, and
+  // are refused without stopping anything.
+  bool Charge(uint64_t bytes, uint64_t raw_bytes, uint32_t records, bool closing);
+  // Gives back a charge whose write did not happen.
+  void Refund(uint64_t bytes);
+  // True once a chunk was refused: writers stop writing data.
+  bool stopped() const;
+  // The counters now (zeroes when not attached).
+  struct Counts {
+    uint64_t limit_bytes, used_bytes, stopped_at_ns, refused_chunks, refused_records, refused_bytes;
+  };
+  Counts Read() const;
+
+ private:
+  SizeBudgetState* state_ = nullptr;
+};
+
+}  // namespace gprof

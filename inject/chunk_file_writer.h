@@ -21,7 +21,8 @@ class ChunkFileWriter {
   // Creates `path`, which must not exist yet, and writes the file header. Returns 0 or an errno.
   int Create(const char* path, format::Source source, uint32_t pid);
   // Appends one chunk holding `size` bytes of encoded records, zstd-compressed when libzstd is
-  // available. Returns 0 or an errno (ENOSPC, EIO, ...); on failure nothing of the chunk counts.
+  // available. Returns 0 or an errno (ENOSPC, EIO, ...); on failure nothing of the chunk stays in
+  // the file (what got out is truncated away).
   int Write(const void* records, size_t size, uint32_t record_count);
   // Closes the file; a writer that was never created or is already closed ignores the call.
   void Close();

@@ -13,6 +13,7 @@
 #include "collect.h"
 #include "exit_codes.h"
 #include "kernel_recorder.h"
+#include "profiler_watch.h"
 #include "session_directory.h"
 #include "target_process.h"
 
@@ -97,6 +98,7 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
     }
     if (variable.starts_with("GPROF_SESSION_DIR=") || variable.starts_with("GPROF_CUDA_MODE=") ||
         variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
+        variable.starts_with(std::string(inject::kProfilerPidEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
     }
@@ -109,6 +111,9 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
   environment.push_back("GPROF_STACK_THRESHOLD_NS=" +
                         std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
+  // So that the command's processes notice when gprof-run is gone (killed) and stop recording.
+  environment.push_back(std::string(inject::kProfilerPidEnv) + "=" + std::to_string(getpid()) +
+                        ":" + std::to_string(inject::ProcessStartTicks(getpid())));
   if (!options.cupti_library.empty())
     environment.push_back("GPROF_CUPTI_LIB=" + options.cupti_library);
   return environment;
@@ -175,6 +180,7 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
   run.root_pid = target->pid();
+  CreateDiskReserve(*session_dir);  // before any recorder opens its file
 
   std::unique_ptr<bpf::KernelRecorder> recorder;
   if (options.kernel_recording) {
@@ -204,6 +210,7 @@ int RunCommand(const RunOptions& options) {
   if (!WriteSessionMeta(*session_dir, run, &error)) {
     Say(error);
     target->Abandon();
+    ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
 
@@ -219,15 +226,19 @@ int RunCommand(const RunOptions& options) {
   while (!target->Reap(/*block=*/recorder == nullptr, &wait_status)) {
     recorder->Poll(kPollIntervalMs);
   }
+  ReleaseDiskReserve(*session_dir);
   if (recorder) {
     recorder->Finish();
     if (!recorder->last_error().empty())
       Say("warning: kernel recording: " + recorder->last_error());
+    run.kernel_writes_stopped_ns = recorder->writes_stopped_ns();
+    run.kernel_writes_stopped_reason = recorder->last_error();
   }
 
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
+  run.finished = true;
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));

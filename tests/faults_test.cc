@@ -46,14 +46,12 @@ json ReadJson(const std::string& path) {
   return parsed;
 }
 
-// The session, which must read back whole; `gpu_records_may_be_torn`: but for GPU activity
-// records (see the thread-exit case).
-Session ReadOrFail(const std::string& dir, bool gpu_records_may_be_torn = false) {
+// The session, which must read back whole.
+Session ReadOrFail(const std::string& dir) {
   auto session = collector::ReadSession(dir);
   EXPECT_TRUE(session.ok()) << session.status().message();
   if (!session.ok()) return Session{};
   for (const auto& diagnostic : session->diagnostics) {
-    if (gpu_records_may_be_torn && diagnostic.message.find("GPU") != std::string::npos) continue;
     ADD_FAILURE() << diagnostic.file << " at " << diagnostic.offset << ": " << diagnostic.message;
   }
   return std::move(session.value());
@@ -132,10 +130,7 @@ TEST(TargetFaults, CrashesKeepTheStatusAndTheRecordAndAreMarkedCutShort) {
       EXPECT_EQ(text.find("CUT SHORT"), std::string::npos) << text;
     }
 
-    // exit() from another thread runs the static destructors of the mock CUPTI while the main
-    // thread still waits in it: the mock's last GPU records can be garbage (the program's own race,
-    // as with any C++ library), which the reader skips and says so.
-    Session session = ReadOrFail(dir.Sub("s"), crash.action == "thread-exit");
+    Session session = ReadOrFail(dir.Sub("s"));
     uint32_t pid = session.meta.root_pid;
     uint64_t last_call = LastCallExitNs(session, pid);
     ASSERT_NE(last_call, 0u);
@@ -309,17 +304,19 @@ TEST(TargetFaults, SixtyFourThreadsForAMinuteAreRecordedOrCountedAsDropped) {
   int seconds = StressSeconds();
   TempDir dir;
   ProcessSpec spec;
-  spec.timeout_s = seconds * 2 + 120;
-  ProcessResult run = Gprof(
-      {"-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "64", std::to_string(seconds)},
-      spec);
+  // The whole run under 300 s (ctest's limit in CI): the collector reads every call back.
+  spec.timeout_s = seconds * 2 + 160;
+  // 250 calls a second a thread, in bursts of 200: 16,000 a second, a million a minute.
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "64",
+                             std::to_string(seconds), "250"},
+                            spec);
   ASSERT_FALSE(run.timed_out);
   ASSERT_EQ(run.exit_code(), 0) << run.err.substr(0, 2000);
   std::smatch match;
   std::regex pattern(R"(calls=(\d+)\n)");
   ASSERT_TRUE(std::regex_match(run.out, match, pattern)) << run.out;
   uint64_t made = std::stoull(match[1]);
-  EXPECT_GT(made, uint64_t(seconds) * 64 * 500) << "the program hardly ran";
+  EXPECT_GT(made, uint64_t(seconds) * 64 * 125) << "the program hardly ran";
 
   json report = ReadJson(dir.Sub("s/report.json"));
   uint64_t recorded = report["session"]["counts"]["cuda_calls"];

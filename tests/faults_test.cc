@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include <atomic>
@@ -332,6 +334,62 @@ TEST(TargetFaults, SixtyFourThreadsForAMinuteAreRecordedOrCountedAsDropped) {
   std::printf("stress: %d s, %llu calls made, %llu recorded, %llu dropped\n", seconds,
               static_cast<unsigned long long>(made), static_cast<unsigned long long>(recorded),
               static_cast<unsigned long long>(dropped));
+}
+
+// The writer thread of `pid`'s injected library, once it exists; 0 after ~10 s without it.
+pid_t WriterThreadOf(uint32_t pid) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      if (ReadFile(task.path().string() + "/comm") ==
+          std::string(format::kWriterThreadName) + "\n") {
+        return static_cast<pid_t>(std::stoi(task.path().filename().string()));
+      }
+    }
+    usleep(10000);
+  }
+  return 0;
+}
+
+// A writer that falls behind (as one blocked on a slow disk would): the injected library's writer
+// thread alone is held still for a second (ptrace, which stops one thread) while a thread makes
+// 200,000 calls a second. Its ring overflows; every call is recorded or counted as dropped, and
+// the report says so.
+TEST(TargetFaults, CallsAStalledWriterCouldNotTakeAreCountedAsDropped) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::atomic<bool> stalled{false};
+  std::thread staller([&] {
+    uint32_t pid = WaitForRootPid(dir.Sub("s"));
+    pid_t writer = pid != 0 ? WriterThreadOf(pid) : 0;
+    if (writer == 0 || ptrace(PTRACE_SEIZE, writer, nullptr, nullptr) != 0) return;
+    int status = 0;
+    if (ptrace(PTRACE_INTERRUPT, writer, nullptr, nullptr) == 0 &&
+        waitpid(writer, &status, __WALL) == writer) {
+      usleep(1000000);
+      stalled = true;
+    }
+    ptrace(PTRACE_DETACH, writer, nullptr, nullptr);
+  });
+  ProcessResult run =
+      Gprof({"-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "1", "3", "200000"});
+  staller.join();
+  ASSERT_TRUE(stalled.load()) << "the writer thread was not stopped";
+  ASSERT_EQ(run.exit_code(), 0) << run.err.substr(0, 2000);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(run.out, match, std::regex(R"(calls=(\d+)\n)"))) << run.out;
+  uint64_t made = std::stoull(match[1]);
+
+  json report = ReadJson(dir.Sub("s/report.json"));
+  uint64_t recorded = report["session"]["counts"]["cuda_calls"];
+  ASSERT_EQ(report["session"]["processes"].size(), 1u);
+  uint64_t dropped = report["session"]["processes"][0]["dropped_records"];
+  EXPECT_GT(dropped, 0u) << "a ring of 32,768 calls held a second of 200,000";
+  EXPECT_EQ(recorded + dropped, made) << recorded << " recorded, " << dropped << " dropped";
+  std::string text = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex(R"(LOST      [\d,]+ CUDA call records of pid \d+ \(thread buffer full\))")))
+      << text;
 }
 
 // --- faults around it ---

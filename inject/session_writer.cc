@@ -96,7 +96,7 @@ void SessionWriter::Finish() {
     RefreshThreadNames();
     WriteMaps();
   }
-  Flush();  // after a stop: only counts
+  Flush();                          // after a stop: only counts
   if (stopped_) WriteStopRecord();  // the first, or one with what was lost since
   file_.Close();
 }

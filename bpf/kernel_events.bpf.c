@@ -103,6 +103,10 @@ const volatile char device_prefix[GPROF_COMM_LEN] = "nvidia";
 const volatile __u32 device_prefix_len = 6;
 /* Page faults that take at least this long are recorded; the others only counted per thread. */
 const volatile __u64 slow_fault_ns = 50000;
+/* The waker's stacks are taken only for a wakee that had slept at least this long when woken:
+ * the two unwinds are most of a wakeup's cost, and a wait that short is never one the diagnosis
+ * explains (its ids are then -ENODATA, like stacks that are off). */
+const volatile __u64 waker_stack_min_ns = 20000;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -275,12 +279,15 @@ static __always_inline void submit(void* record) {
  * reach as a ksym, and kernels without CONFIG_KALLSYMS_ALL (this project's machines) cannot
  * resolve those. So, x86_64 specifics instead:
  *  - an interrupt that hits kernel mode runs on the per-CPU irq stack (NMIs on their own IST
- *    stack): the program's stack is outside the current task's stack;
+ *    stack): the tracepoint's arguments (ctx), which the kernel puts on the stack it runs on, are
+ *    outside the current task's stack. Not the address of one of the program's own locals: since
+ *    6.13 the JIT gives a tracing program of 64 bytes of stack or more a private per-CPU stack,
+ *    which is never the task's;
  *  - an interrupt that hits user mode runs on the task stack, which then holds just the entry
  *    frame at its top, and interrupt entries store orig_ax = -1 where a syscall stores its number
  *    and an exception its error code (kernel threads have a zeroed frame).
  * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named. */
-static __always_inline bool in_interrupt(void) {
+static __always_inline bool in_interrupt(void* ctx) {
   struct task_struct* task = bpf_get_current_task_btf();
   __u64 base = (__u64)BPF_CORE_READ(task, stack);
   __u64 size = 16384; /* THREAD_SIZE without KASAN */
@@ -291,8 +298,7 @@ static __always_inline bool in_interrupt(void) {
       if (pages) size = (__u64)pages * 4096;
     }
   }
-  volatile char marker = 0; /* an object on this program's stack */
-  __u64 here = (__u64)&marker;
+  __u64 here = (__u64)ctx;
   if (here < base || here >= base + size) return true;
 
   /* The user entry frame sits at the top of the stack, or 16 bytes lower on FRED kernels. Only the
@@ -410,6 +416,11 @@ static __always_inline int on_sched_switch(u64* ctx) {
 }
 TRACEPOINT(sched_switch, on_sched_switch)
 
+/* Whether a wakee had slept less than waker_stack_min_ns when woken (its wake_ns is set). */
+static __always_inline bool short_wait(const struct gprof_offcpu_pending* entry) {
+  return entry->wake_ns - entry->start_ns < waker_stack_min_ns;
+}
+
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where
  * current is the idle task). The last waking before the switch-in wins. */
 static __always_inline int on_sched_waking(u64* ctx) {
@@ -420,7 +431,7 @@ static __always_inline int on_sched_waking(u64* ctx) {
   if (!entry) return 0;
   entry->wake_ns = bpf_ktime_get_ns();
   char comm[GPROF_COMM_LEN] = {};
-  if (in_interrupt()) {
+  if (in_interrupt(ctx)) {
     entry->waker_pid = 0;
     entry->waker_tid = 0;
     __builtin_memcpy(comm, "[irq]", 6);
@@ -430,10 +441,17 @@ static __always_inline int on_sched_waking(u64* ctx) {
     entry->waker_pid = pid_tgid >> 32;
     entry->waker_tid = (__u32)pid_tgid;
     bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
-    entry->waker_user_stack_id = in_kernel_thread() ? -ENOENT : user_stack(ctx, GPROF_REC_OFFCPU);
+    /* A waker outside the tree is named (pid, tid, comm), but its user code is its own business:
+     * no user stack. */
+    if (in_kernel_thread() || !is_tracked(entry->waker_pid))
+      entry->waker_user_stack_id = -ENOENT;
+    else if (short_wait(entry))
+      entry->waker_user_stack_id = -ENODATA;
+    else
+      entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
-  entry->waker_kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
+  entry->waker_kstack_id = short_wait(entry) ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
   return 0;
 }
 TRACEPOINT(sched_waking, on_sched_waking)

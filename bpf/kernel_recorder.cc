@@ -922,6 +922,7 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     memcpy(skel->rodata->device_prefix, options.device_prefix.data(), options.device_prefix.size());
     skel->rodata->device_prefix_len = static_cast<uint32_t>(options.device_prefix.size());
     skel->rodata->slow_fault_ns = options.slow_page_fault_ns;
+    skel->rodata->waker_stack_min_ns = options.waker_stack_min_ns;
     int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
     if (rc != 0) return fail("size the kernel ring buffer", rc);
     // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.

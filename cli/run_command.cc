@@ -1,5 +1,6 @@
 #include "run_command.h"
 
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "collect.h"
 #include "exit_codes.h"
@@ -62,6 +65,41 @@ std::optional<std::string> FindInjectLibrary(const std::string& requested, std::
   return path.string();
 }
 
+// The environment gprof-run was started with. With file capabilities (setcap) it runs in secure
+// mode, where glibc removes LD_LIBRARY_PATH, LD_PRELOAD, TMPDIR and the like from `environ`
+// before main. Those were meant for the command, which runs without the capabilities: they are
+// read back from where the kernel put the environment strings, which glibc leaves as they were
+// (/proc/self/stat fields 50 and 51: env_start, env_end; /proc/self/environ is closed to a
+// process with capabilities).
+std::vector<std::string> StartingEnvironment() {
+  std::vector<std::string> variables;
+  if (getauxval(AT_SECURE) != 0) {
+    std::ifstream in("/proc/self/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t name_end = stat.rfind(')');
+    std::istringstream fields(name_end == std::string::npos ? "" : stat.substr(name_end + 1));
+    std::string field;
+    uintptr_t env_start = 0, env_end = 0;
+    for (int number = 3; fields >> field && number <= 51; ++number) {
+      if (number == 50) env_start = std::strtoull(field.c_str(), nullptr, 10);
+      if (number == 51) env_end = std::strtoull(field.c_str(), nullptr, 10);
+    }
+    if (env_start != 0 && env_start < env_end && env_end - env_start < (64u << 20)) {
+      std::string_view strings(reinterpret_cast<const char*>(env_start), env_end - env_start);
+      for (size_t begin = 0; begin < strings.size();) {
+        size_t nul = strings.find('\0', begin);
+        std::string_view variable = strings.substr(begin, nul - begin);
+        if (variable.find('=') != std::string_view::npos) variables.emplace_back(variable);
+        if (nul == std::string_view::npos) break;
+        begin = nul + 1;
+      }
+      if (!variables.empty()) return variables;
+    }
+  }
+  for (char** entry = environ; *entry != nullptr; ++entry) variables.emplace_back(*entry);
+  return variables;
+}
+
 // The command's environment: ours, with the injected library appended to any LD_PRELOAD the user
 // set and named as the CUDA injection library (for CUPTI), and the session's settings.
 // `--cuda=off` adds nothing: only the kernel is recorded. An injection library the user already
@@ -74,8 +112,8 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   bool use_cupti = options.cuda_mode == "auto" || options.cuda_mode == "cupti";
   std::string preload = inject_library;
   std::string injection = inject_library;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string_view variable(*entry);
+  for (const std::string& entry : StartingEnvironment()) {
+    std::string_view variable(entry);
     if (inject && variable.starts_with("LD_PRELOAD=")) {
       std::string existing(variable.substr(strlen("LD_PRELOAD=")));
       if (!existing.empty()) preload = existing + ":" + inject_library;
@@ -167,7 +205,6 @@ int RunCommand(const RunOptions& options) {
   launch.argv = options.command;
   launch.environment = TargetEnvironment(options, *inject_library, *session_dir);
   ApplySudoUser(options, &launch);
-  if (launch.run_as_uid) ChownTree(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
 
   RunDescription run;
   run.command = options.command;
@@ -214,6 +251,9 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
 
+  // What root made so far is the user's before any of the user's code runs.
+  if (launch.run_as_uid) ChownSession(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
+
   target->ForwardSignals();
   if (auto failure = target->Release()) {
     Say(failure->message);
@@ -239,10 +279,18 @@ int RunCommand(const RunOptions& options) {
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
   run.finished = true;
+
+  // Root is needed no more. The rest runs as the invoking user: the files it writes are theirs,
+  // and root never writes into a directory their command could have filled with links.
+  recorder.reset();
+  if (!DropPrivileges(launch)) {
+    Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
+        "; build it with 'gprof-run report " + *session_dir + "'");
+    return ExitStatusOf(wait_status);
+  }
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));
-  if (launch.run_as_uid) ChownTree(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "session_format.h"
@@ -37,6 +36,20 @@ std::string Timestamp() {
   return text;
 }
 
+// Only its owner may enter: the session holds command lines, memory maps and kernel addresses.
+constexpr mode_t kSessionDirectoryMode = 0700;
+
+bool WriteFully(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<std::string> CreateSessionDirectory(const std::string& requested,
@@ -54,7 +67,7 @@ std::optional<std::string> CreateSessionDirectory(const std::string& requested,
                  "session; choose another -o or remove it";
         return std::nullopt;
       }
-    } else if (mkdir(requested.c_str(), 0755) != 0) {
+    } else if (mkdir(requested.c_str(), kSessionDirectoryMode) != 0) {
       *error = "cannot create session directory " + requested + ": " + strerror(errno);
       return std::nullopt;
     }
@@ -63,7 +76,8 @@ std::optional<std::string> CreateSessionDirectory(const std::string& requested,
   std::string base = "gprof-" + CommandStem(command) + "-" + Timestamp();
   for (int attempt = 1; attempt < 1000; ++attempt) {
     std::string name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
-    if (mkdir(name.c_str(), 0755) == 0) return fs::absolute(name, ec).lexically_normal().string();
+    if (mkdir(name.c_str(), kSessionDirectoryMode) == 0)
+      return fs::absolute(name, ec).lexically_normal().string();
     if (errno != EEXIST) {
       *error = "cannot create session directory " + name +
                " in the current directory: " + strerror(errno) + " (use -o DIR)";
@@ -108,14 +122,26 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
   fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
   fs::path temporary = final_path;
   temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
-    out << meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out.flush()) {
-      *error = "cannot write " + temporary.string();
-      return false;
-    }
+  // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
+  std::string text = meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Never through a link or into a file someone else made: the directory may be the user's while
+  // this runs as root. The mode does not depend on the umask.
+  unlink(temporary.c_str());
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *error = "cannot write " + temporary.string() + ": " + strerror(errno);
+    return false;
+  }
+  bool written = WriteFully(fd, text);
+  int write_errno = errno;
+  if (close(fd) != 0 && written) {
+    written = false;
+    write_errno = errno;
+  }
+  if (!written) {
+    *error = "cannot write " + temporary.string() + ": " + strerror(write_errno);
+    unlink(temporary.c_str());
+    return false;
   }
   if (rename(temporary.c_str(), final_path.c_str()) != 0) {
     *error = "cannot write " + final_path.string() + ": " + strerror(errno);
@@ -143,10 +169,12 @@ void DiscardSession(const std::string& directory, bool created) {
   if (created) fs::remove(directory, ec);
 }
 
-void ChownTree(const std::string& directory, unsigned uid, unsigned gid) {
+void ChownSession(const std::string& directory, unsigned uid, unsigned gid) {
   std::error_code ec;
+  // The directory as named (-o may name it through a link); in it, not recursively (a session is
+  // flat), a link is changed itself, never what it points to.
   if (chown(directory.c_str(), uid, gid) != 0) return;
-  for (const auto& entry : fs::recursive_directory_iterator(directory, ec)) {
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
     if (lchown(entry.path().c_str(), uid, gid) != 0) continue;
   }
 }

@@ -8,9 +8,9 @@
 
 namespace gprof::cli {
 
-// Creates the session directory: `requested` when given (it may exist only if empty), otherwise a
-// new gprof-<command>-<YYYYMMDD-HHMMSS>[-N] in the current directory. Returns its absolute path,
-// or an error line in *error.
+// Creates the session directory, mode 0700: `requested` when given (it may exist only if empty;
+// then its mode stays), otherwise a new gprof-<command>-<YYYYMMDD-HHMMSS>[-N] in the current
+// directory. Returns its absolute path, or an error line in *error.
 std::optional<std::string> CreateSessionDirectory(const std::string& requested,
                                                   const std::string& command, std::string* error);
 
@@ -50,7 +50,7 @@ void ReleaseDiskReserve(const std::string& directory);
 // gprof-run created it (an empty directory the user gave with -o stays).
 void DiscardSession(const std::string& directory, bool created);
 
-// Gives the directory and everything in it to `uid`:`gid` (the user who ran sudo).
-void ChownTree(const std::string& directory, unsigned uid, unsigned gid);
+// Gives the directory and the files in it to `uid`:`gid` (the user who ran sudo).
+void ChownSession(const std::string& directory, unsigned uid, unsigned gid);
 
 }  // namespace gprof::cli

@@ -53,16 +53,6 @@ bool WriteFully(int fd, const void* data, size_t size) {
   _exit(kExitToolFailure);
 }
 
-bool DropPrivileges(const LaunchSettings& settings) {
-  if (!settings.run_as_uid) return true;
-  if (!settings.run_as_user.empty()) {
-    if (initgroups(settings.run_as_user.c_str(), *settings.run_as_gid) != 0) return false;
-  } else if (setgroups(0, nullptr) != 0) {
-    return false;
-  }
-  return setgid(*settings.run_as_gid) == 0 && setuid(*settings.run_as_uid) == 0;
-}
-
 // In the child: wait for the parent's go, then become the command.
 [[noreturn]] void RunChild(const LaunchSettings& settings, char* const* argv, char* const* envp,
                            int release_fd, int status_fd) {
@@ -87,6 +77,16 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 }
 
 }  // namespace
+
+bool DropPrivileges(const LaunchSettings& settings) {
+  if (!settings.run_as_uid) return true;
+  if (!settings.run_as_user.empty()) {
+    if (initgroups(settings.run_as_user.c_str(), *settings.run_as_gid) != 0) return false;
+  } else if (setgroups(0, nullptr) != 0) {
+    return false;
+  }
+  return setgid(*settings.run_as_gid) == 0 && setuid(*settings.run_as_uid) == 0;
+}
 
 std::optional<TargetProcess> TargetProcess::Spawn(const LaunchSettings& settings,
                                                   std::string* error) {

@@ -19,6 +19,10 @@ struct LaunchSettings {
   std::string run_as_user;
 };
 
+// Becomes settings.run_as_uid for good (groups: SUDO_USER's, or none), if it is set. False with
+// errno when the kernel refused.
+bool DropPrivileges(const LaunchSettings& settings);
+
 // Why a released command did not start.
 struct LaunchFailure {
   int exit_status;      // kExitNotFound, kExitCannotExecute or kExitToolFailure

@@ -1,8 +1,9 @@
 #include "collect.h"
 
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "output_file.h"
 #include "perfetto_writer.h"
 #include "report.h"
 #include "session_reader.h"
@@ -11,10 +12,10 @@ namespace gprof::collector {
 namespace {
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::Error(path + ": cannot write");
+  auto file = CreateOutputFile(path);
+  if (!file.ok()) return Status::Error("cannot write " + file.status().message());
+  bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
+  if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
   return {};
 }
 

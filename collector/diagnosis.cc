@@ -179,7 +179,7 @@ void Diagnoser::GroupCauses() {
   std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
   for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
     Stall& stall = diagnosis_.stalls[i];
-    if (!IsContention(stall.wait_class)) continue;
+    if (!IsContention(stall.wait_class) || IsIdleWait(stall)) continue;
     const WaitObject& object = stall.wait.object;
     std::string where = std::to_string(object.address);
     std::string identity = DescribeWaitObject(session_, object);
@@ -452,6 +452,14 @@ void Diagnoser::Rank() {
 
 Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options) {
   return Diagnoser(session, options).Run();
+}
+
+bool IsIdleWait(const Stall& stall) {
+  if (stall.wait_class == WaitClass::kCondition) return true;
+  const WaitObject& object = stall.wait.object;
+  bool waits_for_events =
+      object.device_call == DeviceCall::kPoll || object.device_call == DeviceCall::kEpoll;
+  return stall.wait_class == WaitClass::kGpuDriver && waits_for_events && stall.call == nullptr;
 }
 
 std::string DescribeLink(const Session& session, const ChainLink& link) {

@@ -121,6 +121,11 @@ struct Diagnosis {
 
 Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options);
 
+// Whether a long wait is the thread's idle state rather than contention: a handoff (a condition
+// variable, join or event), or a poll on the GPU driver's device outside any CUDA call (the
+// driver's own event thread, waiting for the GPU to signal). Such waits are never causes.
+bool IsIdleWait(const Stall& stall);
+
 // "mutex-holder (812) on CPU in cudaFree", "the GPU running gemm_kernel", as the report says it.
 std::string DescribeLink(const Session& session, const ChainLink& link);
 

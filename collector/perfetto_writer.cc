@@ -26,6 +26,7 @@
 #include "kernel_events.h"
 #include "kernel_stack.h"
 #include "kernel_vocabulary.h"
+#include "output_file.h"
 #include "session_format.h"
 #include "user_symbols.h"
 
@@ -100,8 +101,9 @@ class TraceFile {
   explicit TraceFile(std::string path) : path_(std::move(path)) {}
 
   Status Open() {
-    file_.reset(std::fopen(path_.c_str(), "wb"));
-    if (!file_) return Failure(errno);
+    auto file = CreateOutputFile(path_);
+    if (!file.ok()) return Status::Error("cannot write Perfetto trace " + file.status().message());
+    file_ = std::move(*file);
     return {};
   }
 
@@ -140,7 +142,7 @@ class TraceFile {
   }
 
   std::string path_;
-  std::unique_ptr<FILE, int (*)(FILE*)> file_{nullptr, &std::fclose};
+  OutputFile file_{nullptr, &std::fclose};
   std::string buffer_;
   int write_errno_ = 0;  // the first write error; later packets are encoded but not written
 };

@@ -185,13 +185,13 @@ void DiagnosisText::Gaps() {
 }
 
 // Long waits that were no contention but a handoff: a condition variable, a join, an event, ended
-// by another thread of the program. Not ranked as causes (threads idle this way by design), listed
-// so that "who made it wait" is answered for them too.
+// by another thread of the program, or the driver's event thread polling its device. Not ranked as
+// causes (threads idle this way by design), listed so that "who made it wait" is answered for them
+// too.
 void DiagnosisText::Handoffs() {
   std::vector<const Stall*> handoffs;
   for (const Stall& stall : diagnosis_.stalls) {
-    if (stall.cause < 0 && stall.wait_class == WaitClass::kCondition && !stall.chain.empty())
-      handoffs.push_back(&stall);
+    if (stall.cause < 0 && IsIdleWait(stall) && !stall.chain.empty()) handoffs.push_back(&stall);
   }
   if (handoffs.empty()) return;
   std::stable_sort(handoffs.begin(), handoffs.end(),

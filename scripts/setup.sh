@@ -11,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libprotozero-dev  # command line, JSON report, Perfetto encoder
   libgtest-dev protobuf-compiler         # tests; protoc checks the trace against Perfetto's schema
   python3                                # tests: the GIL convoy (tests/apps/gil_convoy.py)
+  passwd libcap2-bin util-linux          # security tests: throwaway users, setcap, setpriv
 )
 
 if [ "$(id -u)" -ne 0 ]; then

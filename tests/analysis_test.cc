@@ -987,6 +987,37 @@ TEST(Diagnosis, AHandoffOnAConditionIsAWaitButNoCause) {
   EXPECT_EQ(diagnosis.stalls[0].chain[0].tid, kHolder);
 }
 
+// The driver's event thread polls its device between GPU events: idle by design, never a cause;
+// the same poll inside a CUDA call is a thread held up in the driver, and is one.
+TEST(Diagnosis, ADevicePollOutsideACudaCallIsIdleButInsideOneIsACause) {
+  SessionBuilder builder;
+  builder.Thread(11, "cuda-EvtHandlr");
+  builder.Thread(12, "trainer");
+  builder.Call(12, "cudaDeviceSynchronize", 100 * kMs, 140 * kMs);
+  for (uint32_t tid : {11u, 12u}) {
+    uint64_t start = tid == 11 ? 1 * kMs : 101 * kMs;
+    DeviceWait poll;
+    poll.pid = kPid;
+    poll.tid = tid;
+    poll.start_ns = start;
+    poll.end_ns = start + 30 * kMs;
+    poll.call = DeviceCall::kPoll;
+    poll.device = "nvidia0";
+    builder.session().device_waits.push_back(poll);
+    builder.Sleep(tid, start + 100, start + 30 * kMs - 1000, start + 30 * kMs - 500, kHolder, 1,
+                  -1);
+  }
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.stalls.size(), 2u);
+  EXPECT_TRUE(IsIdleWait(diagnosis.stalls[0]));
+  EXPECT_EQ(diagnosis.stalls[0].cause, -1);
+  EXPECT_FALSE(IsIdleWait(diagnosis.stalls[1]));
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  EXPECT_EQ(diagnosis.causes[0].wait_class, WaitClass::kGpuDriver);
+  EXPECT_EQ(diagnosis.causes[0].tids, (std::vector<uint32_t>{12}));
+}
+
 // The stream goes idle 20 ms because the launching thread sat on the mutex in between: the gap is
 // that lock's, and its idle time ranks it first.
 TEST(Diagnosis, AGpuGapIsExplainedByTheLateThreadsWait) {

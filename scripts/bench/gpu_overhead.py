@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
 """What profiling costs a GPU program (issue 6): the workloads of gpu_workload.py run without a
 profiler and under each profiler, configurations interleaved (A B C A B C ...), ROUNDS times, after
-one uncounted warm-up round. Each workload times itself from inside, so a profiler's start-up and
+one uncounted warm-up run. Each workload times itself from inside, so a profiler's start-up and
 post-processing do not count. Printed per workload and configuration: the median time per unit
 with its min-max, and the median of the per-round ratios to the unprofiled run of the same round,
 with their min-max.
 
-usage: gpu_overhead.py [--rounds N] [--configs plain,gprof_cuda,gprof_full,torch_profiler,nsys]
+usage: gpu_overhead.py [--rounds N] [--configs plain,gprof_cuda,gprof_preload,gprof_full,torch_profiler,nsys]
                        [--gprof PATH] [--nsys PATH] [--workload-args "..."] [--json FILE]
-                       [--cpus 0-7]
+                       [--cpus 0-7] [--nsys-postprocess]
 
 Configurations:
   plain           python3 gpu_workload.py
   gprof_cuda      gprof-run --no-kernel: every CUDA runtime and driver call and the GPU timeline
+  gprof_preload   gprof-run --no-kernel --cuda preload: runtime calls by interposition only, no
+                  CUPTI (no GPU timeline): what CUPTI's callbacks cost, by difference
   gprof_full      gprof-run: the same plus the kernel recorder (needs root)
   torch_profiler  gpu_workload.py --torch-profiler (CPU and CUDA activities)
-  nsys            nsys profile -t cuda,osrt
+  nsys            nsys profile -t cuda,osrt (ended once the workloads have printed their
+                  times: its post-processing costs the program nothing and takes minutes)
 Results go to --json (default gpu_overhead.json) as they come, so a run cut short keeps what it
 measured. --cpus pins every run to those CPUs (taskset), the same for all configurations.
 """
@@ -26,10 +29,12 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,6 +48,8 @@ def command(config, args, scratch, run_index):
         cmd = workload
     elif config == "gprof_cuda":
         cmd = [args.gprof, "-q", "--no-kernel", "-o", session, "--"] + workload
+    elif config == "gprof_preload":
+        cmd = [args.gprof, "-q", "--no-kernel", "--cuda", "preload", "-o", session, "--"] + workload
     elif config == "gprof_full":
         cmd = [args.gprof, "-q", "-o", session, "--"] + workload
     elif config == "torch_profiler":
@@ -57,16 +64,47 @@ def command(config, args, scratch, run_index):
     return cmd, session
 
 
+def expected_workloads(args):
+    match = re.search(r"--only[= ](\S+)", args.workload_args)
+    return len(match.group(1).split(",")) if match else 3
+
+
+def run_until_results(cmd, args):
+    """Runs CMD and ends its whole process group once every workload has printed its RESULT: for
+    nsys, whose post-processing after the program (minutes on the GPU machine) is not part of what
+    the program paid, and would use up the device time the other rounds need."""
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    timer = threading.Timer(args.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+    timer.start()
+    output, seen = "", 0
+    try:
+        for line in process.stdout:
+            output += line
+            seen += line.startswith("RESULT ")
+            if seen == expected_workloads(args):
+                os.killpg(process.pid, signal.SIGKILL)
+                break
+        process.wait()
+    finally:
+        timer.cancel()
+    status = 0 if seen == expected_workloads(args) else process.returncode
+    return output, status
+
+
 def run_once(config, args, scratch, run_index):
     cmd, session = command(config, args, scratch, run_index)
     started = time.monotonic()
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        output, status = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as expired:
-        output = (expired.stdout or b"").decode(errors="replace") if isinstance(
-            expired.stdout, bytes) else (expired.stdout or "")
-        status = "timeout"
+    if config == "nsys" and not args.nsys_postprocess:
+        output, status = run_until_results(cmd, args)
+    else:
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            output, status = done.stdout + done.stderr, done.returncode
+        except subprocess.TimeoutExpired as expired:
+            output = (expired.stdout or b"").decode(errors="replace") if isinstance(
+                expired.stdout, bytes) else (expired.stdout or "")
+            status = "timeout"
     results = {m.group(1): float(m.group(2))
                for m in re.finditer(r"RESULT name=(\S+) per_unit_us=([0-9.]+)", output)}
     size = 0
@@ -118,6 +156,9 @@ def main():
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--cpus", default="")
     parser.add_argument("--json", default="gpu_overhead.json")
+    parser.add_argument("--nsys-postprocess", action="store_true",
+                        help="let nsys finish writing its report (default: end it once the "
+                        "workloads have printed their times; it does not change them)")
     args = parser.parse_args()
     configs = args.configs.split(",")
     if "plain" not in configs:
@@ -134,8 +175,10 @@ def main():
         record["machine"]["gpu"] = gpu.stdout.strip()
     except OSError:
         pass
-    for round_index in range(args.rounds + 1):  # round 0: warm-up, not counted
-        for config in configs:
+    for round_index in range(args.rounds + 1):
+        # Round 0 warms the page cache, the driver and the GPU's clocks with one unprofiled run;
+        # it is not counted.
+        for config in configs if round_index > 0 else configs[:1]:
             run = run_once(config, args, scratch, round_index)
             run["round"] = round_index
             record["runs"].append(run)

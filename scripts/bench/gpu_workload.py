@@ -3,13 +3,13 @@
 and its post-processing do not count), in one process:
 
   launch    a launch-bound loop: OPS x a.add_(1) on a 16-element tensor (one tiny kernel each);
-            time per op
+            time per op (the median of 5 equal blocks)
   launch4   the same loop from 4 threads at once, each on its own stream; time per op of one
             thread
   resnet50  a ResNet-50 training step on synthetic data (batch 128, 224x224, channels_last, SGD),
             the article's configuration; time per step
 
-usage: gpu_workload.py [--ops N] [--steps N] [--only NAME,...] [--torch-profiler]
+usage: gpu_workload.py [--ops N] [--steps N] [--seconds S] [--only NAME,...] [--torch-profiler]
 
 Prints one line per workload: `RESULT name=<workload> per_unit_us=<time>`. With --torch-profiler
 the whole run happens inside torch.profiler.profile(activities=[CPU, CUDA]) (what a user of
@@ -18,6 +18,7 @@ ResNet-50 is torchvision's when torchvision is installed, else the same network 
 """
 import argparse
 import contextlib
+import statistics
 import threading
 import time
 
@@ -25,17 +26,23 @@ import torch
 import torch.nn as nn
 
 
-def launch_loop(ops, stream=None):
+def launch_loop(ops, stream=None, blocks=5):
+    """Time per op: the median over BLOCKS equal blocks of the loop, so that one preempted or
+    throttled stretch does not decide the figure (the same rule for every configuration)."""
     a = torch.zeros(16, device="cuda")
+    per_block = max(1, ops // blocks)
+    times = []
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         for _ in range(500):  # warm-up
             a.add_(1)
         torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(ops):
-            a.add_(1)
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / ops * 1e6
+        for _ in range(blocks):
+            start = time.perf_counter()
+            for _ in range(per_block):
+                a.add_(1)
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) / per_block * 1e6)
+    return statistics.median(times)
 
 
 def launch4(ops):
@@ -91,7 +98,7 @@ def resnet50_here():
     return nn.Sequential(*layers)
 
 
-def resnet50(steps):
+def resnet50(steps, seconds=0.0):
     try:
         import torchvision
         model = torchvision.models.resnet50()
@@ -113,16 +120,20 @@ def resnet50(steps):
         step()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(steps):
+    done = 0
+    while done < steps or time.perf_counter() - start < seconds:
         step()
+        done += 1
     torch.cuda.synchronize()
-    return (time.perf_counter() - start) / steps * 1e6
+    return (time.perf_counter() - start) / done * 1e6
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=0.0,
+                        help="resnet50: keep stepping until this long has passed (long-run tests)")
     parser.add_argument("--only", default="launch,launch4,resnet50")
     parser.add_argument("--torch-profiler", action="store_true")
     args = parser.parse_args()
@@ -138,7 +149,7 @@ def main():
             elif name == "launch4":
                 value = launch4(args.ops // 4)
             elif name == "resnet50":
-                value = resnet50(args.steps)
+                value = resnet50(args.steps, args.seconds)
             else:
                 raise SystemExit(f"unknown workload {name}")
             print(f"RESULT name={name} per_unit_us={value:.3f}", flush=True)

@@ -1105,8 +1105,8 @@ void KernelRecorder::FinishRecording() {
     record.cpu = GPROF_ALL_CPUS;
     lost_records.push_back(record);
   }
-  // After a stop, what is staged is lost; the loss counts get one last try (the caller freed the
-  // reserve). Write failures so far; records of a failing final chunk can only reach stats().
+  // After a stop, what is staged is lost; the loss counts get one last try (the disk may have
+  // room again). Write failures so far; records of a failing final chunk can only reach stats().
   if (s.writes_stopped_ns != 0) {
     s.lost_to_writes += s.staged_records;
     s.staged.clear();

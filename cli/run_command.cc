@@ -266,7 +266,6 @@ int RunCommand(const RunOptions& options) {
   while (!target->Reap(/*block=*/recorder == nullptr, &wait_status)) {
     recorder->Poll(kPollIntervalMs);
   }
-  ReleaseDiskReserve(*session_dir);
   if (recorder) {
     recorder->Finish();
     if (!recorder->last_error().empty())
@@ -288,6 +287,8 @@ int RunCommand(const RunOptions& options) {
         "; build it with 'gprof-run report " + *session_dir + "'");
     return ExitStatusOf(wait_status);
   }
+  // Room for session.json and the reports when the disk filled up (freed as the user, as above).
+  ReleaseDiskReserve(*session_dir);
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));

@@ -43,7 +43,7 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
 // the first writer that finds the disk full frees it, so that every writer can still say where it
 // stopped. Best effort: a file system without fallocate gets no reserve.
 void CreateDiskReserve(const std::string& directory);
-// Frees it (idempotent): before the last records, session.json and the report are written.
+// Frees it (idempotent): before session.json and the reports are written.
 void ReleaseDiskReserve(const std::string& directory);
 
 // Removes what a session that never ran left in `directory`, and the directory itself when

@@ -324,7 +324,8 @@ static_assert(sizeof(RecordingStoppedRecord) == 40);
 
 // Every session directory holds this much disk space in kReserveFile while the command runs. The
 // first writer that finds the disk full deletes it, which frees room for every writer's
-// RecordingStoppedRecord, session.json and the report; the others stop writing once it is gone.
+// RecordingStoppedRecord; the others stop writing once it is gone. gprof-run deletes it before it
+// writes session.json and the reports.
 inline constexpr char kReserveFile[] = ".gprof-reserve";
 inline constexpr uint64_t kReserveBytes = 512 * 1024;
 

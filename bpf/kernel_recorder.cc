@@ -444,6 +444,11 @@ struct KernelRecorder::State {
 
   std::map<uint32_t, uint64_t> malformed;  // by claimed record type
   uint64_t lost_to_writes = 0;
+  // Writing stopped at this time (a write failed, or another writer found the disk full); what
+  // comes after is counted in lost_to_writes, not written. 0: writing.
+  uint64_t writes_stopped_ns = 0;
+  bool final_write = false;  // Finish's one attempt to write the loss counts after a stop
+  std::string reserve_path;  // the session's disk reserve (format::kReserveFile); empty: none
   uint64_t records_written = 0;
   uint64_t kernel_lost_at_finish = 0;
   std::string last_error;
@@ -464,16 +469,30 @@ struct KernelRecorder::State {
     skel = nullptr;
   }
 
+  void StopWriting(const char* why) {
+    if (writes_stopped_ns != 0) return;
+    writes_stopped_ns = MonotonicNs();
+    try {  // Flush runs in Finish's out-of-memory path too: it must not throw
+      if (last_error.empty()) last_error = why;
+    } catch (...) {
+    }
+  }
+
   void Flush() {
     if (staged.empty()) return;
-    int error = writer.Write(staged.data(), staged.size(), staged_records);
+    int error = writes_stopped_ns != 0 && !final_write
+                    ? ENOSPC
+                    : writer.Write(staged.data(), staged.size(), staged_records);
     if (error == 0) {
       records_written += staged_records;
     } else if (error != EDQUOT) {  // the size budget counts what it refuses itself
       lost_to_writes += staged_records;
-      try {  // Flush runs in Finish's out-of-memory path too: it must not throw
-        if (last_error.empty()) last_error = "write kernel.gpr: " + std::string(strerror(error));
-      } catch (...) {
+      if (writes_stopped_ns == 0) {
+        // Disk full: free the reserve for every writer's last word (they stop on seeing it gone).
+        if (!reserve_path.empty()) unlink(reserve_path.c_str());
+        char why[128];
+        snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", strerror(error));
+        StopWriting(why);
       }
     }
     staged.clear();
@@ -987,6 +1006,10 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
   }
   state->staged.reserve(kFlushBytes + 4096);
   state->last_flush_ns = MonotonicNs();
+  if (std::string reserve = session_dir + "/" + format::kReserveFile;
+      access(reserve.c_str(), F_OK) == 0) {
+    state->reserve_path = reserve;
+  }
   state->EmitNotes();
   TakeWarning();
   return std::unique_ptr<KernelRecorder>(new KernelRecorder(std::move(state)));
@@ -1043,7 +1066,14 @@ int KernelRecorder::Poll(int timeout_ms) try {
   if (rc < 0) return rc;
   drained += rc;
   s.SnapshotDueMaps();
-  if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) s.Flush();
+  if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) {
+    // Another writer found the disk full and freed the reserve: stop writing too.
+    if (!s.reserve_path.empty() && s.writes_stopped_ns == 0 &&
+        access(s.reserve_path.c_str(), F_OK) != 0) {
+      s.StopWriting("the session's disk is full");
+    }
+    s.Flush();
+  }
   return drained;
 } catch (...) {  // bad_alloc while staging a loader record
   return -ENOMEM;
@@ -1093,7 +1123,14 @@ void KernelRecorder::FinishRecording() {
     record.cpu = GPROF_ALL_CPUS;
     lost_records.push_back(record);
   }
-  // Write failures so far; records of a failing final chunk can only reach stats().
+  // After a stop, what is staged is lost; the loss counts get one last try (the disk may have
+  // room again). Write failures so far; records of a failing final chunk can only reach stats().
+  if (s.writes_stopped_ns != 0) {
+    s.lost_to_writes += s.staged_records;
+    s.staged.clear();
+    s.staged_records = 0;
+    s.final_write = true;
+  }
   if (s.lost_to_writes > 0) {
     gprof_lost record{};
     record.hdr.size = sizeof(record);
@@ -1125,5 +1162,7 @@ KernelRecorderStats KernelRecorder::stats() const {
 const std::vector<std::string>& KernelRecorder::notes() const { return state_->notes; }
 
 const std::string& KernelRecorder::last_error() const { return state_->last_error; }
+
+uint64_t KernelRecorder::writes_stopped_ns() const { return state_->writes_stopped_ns; }
 
 }  // namespace gprof::bpf

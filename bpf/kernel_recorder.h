@@ -99,6 +99,9 @@ class KernelRecorder {
 
   // The first error that cost records after Start (a failed chunk write), empty when none.
   const std::string& last_error() const;
+  // When kernel.gpr stopped taking records (CLOCK_MONOTONIC ns; a write failed, or the session's
+  // disk reserve was freed by another writer): what came after is only counted. 0: it did not.
+  uint64_t writes_stopped_ns() const;
 
   ~KernelRecorder();
   KernelRecorder(const KernelRecorder&) = delete;

@@ -17,6 +17,7 @@
 #include "collect.h"
 #include "exit_codes.h"
 #include "kernel_recorder.h"
+#include "profiler_watch.h"
 #include "recording_limits.h"
 #include "session_directory.h"
 #include "target_process.h"
@@ -160,6 +161,7 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
         variable.starts_with(std::string(kWindowStartEnv) + "=") ||
         variable.starts_with(std::string(kWindowEndEnv) + "=") ||
         variable.starts_with(std::string(kSizeBudgetEnv) + "=") ||
+        variable.starts_with(std::string(inject::kProfilerPidEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
     }
@@ -172,6 +174,9 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
   environment.push_back("GPROF_STACK_THRESHOLD_NS=" +
                         std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
+  // So that the command's processes notice when gprof-run is gone (killed) and stop recording.
+  environment.push_back(std::string(inject::kProfilerPidEnv) + "=" + std::to_string(getpid()) +
+                        ":" + std::to_string(inject::ProcessStartTicks(getpid())));
   if (!options.cupti_library.empty())
     environment.push_back("GPROF_CUPTI_LIB=" + options.cupti_library);
   if (limits.window_start_ns != 0) {
@@ -215,9 +220,12 @@ collector::CollectOptions CollectOptionsFor(double threshold_ms) {
 }
 
 // Stops the kernel recorder (at the window's end, at the size cap, or when the command ended).
-void FinishKernelRecording(bpf::KernelRecorder* recorder) {
+// Also notes when kernel.gpr stopped taking records (a full disk), and why.
+void FinishKernelRecording(bpf::KernelRecorder* recorder, RunDescription* run) {
   recorder->Finish();
   if (!recorder->last_error().empty()) Say("warning: kernel recording: " + recorder->last_error());
+  run->kernel_writes_stopped_ns = recorder->writes_stopped_ns();
+  run->kernel_writes_stopped_reason = recorder->last_error();
 }
 
 // The size budget's final counters into the session's description, and its file out of the way.
@@ -257,6 +265,7 @@ int RunCommand(const RunOptions& options) {
       return kExitToolFailure;
     }
   }
+  CreateDiskReserve(*session_dir);  // before any recorder opens its file
 
   // The kernel recorder first: loading it takes a while, and --delay counts from the command's
   // start, which the window (in every recorder's settings) must know.
@@ -308,6 +317,7 @@ int RunCommand(const RunOptions& options) {
   if (!target) {
     Say("cannot start " + options.command.front() + ": " + error);
     if (recorder) recorder->Finish();
+    ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
   run.root_pid = target->pid();
@@ -322,6 +332,7 @@ int RunCommand(const RunOptions& options) {
   if (!WriteSessionMeta(*session_dir, run, &error)) {
     Say(error);
     target->Abandon();
+    ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
 
@@ -343,18 +354,19 @@ int RunCommand(const RunOptions& options) {
   while (!target->Reap(/*block=*/!kernel_running, &wait_status)) {
     uint64_t now = ClockNs(CLOCK_MONOTONIC);
     if (now >= window_end || recorder->size_budget_stopped()) {
-      FinishKernelRecording(recorder.get());
+      FinishKernelRecording(recorder.get(), &run);
       kernel_running = false;
       continue;
     }
     uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
     recorder->Poll(static_cast<int>(std::min<uint64_t>(kPollIntervalMs, until_end_ms)));
   }
-  if (kernel_running) FinishKernelRecording(recorder.get());
+  if (kernel_running) FinishKernelRecording(recorder.get(), &run);
 
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
+  run.finished = true;
 
   // Root is needed no more. The rest runs as the invoking user: the files it writes are theirs,
   // and root never writes into a directory their command could have filled with links.
@@ -365,6 +377,8 @@ int RunCommand(const RunOptions& options) {
     return ExitStatusOf(wait_status);
   }
   if (!budget_path.empty()) RecordSizeBudget(budget_path, &run);
+  // Room for session.json and the reports when the disk filled up (freed as the user, as above).
+  ReleaseDiskReserve(*session_dir);
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
   auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "session_format.h"
 #include "session_reader.h"
 
 namespace gprof::cli {
@@ -104,9 +105,11 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
         {"boottime_ns", run.start_boottime_ns}}},
       {"end", {{"monotonic_ns", run.end_monotonic_ns}}},
       {"exit", exit},
+      {"finished", run.finished},
       {"kernel_recording",
        {{"enabled", run.kernel_recording}, {"note", run.kernel_recording_note}}},
       {"inject_library", run.inject_library},
+      {"recording_stopped", nlohmann::json::array()},
       {"cuda_mode", run.cuda_mode},
   };
   if (run.windowed) {
@@ -121,6 +124,13 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
                         {"stopped_at_monotonic_ns", run.size_stopped_at_ns},
                         {"refused_records", run.size_refused_records},
                         {"refused_bytes", run.size_refused_bytes}};
+  }
+  if (run.kernel_writes_stopped_ns != 0) {
+    bool failed = run.kernel_writes_stopped_reason.starts_with("cannot write");
+    meta["recording_stopped"].push_back({{"file", collector::kKernelFile},
+                                         {"time_ns", run.kernel_writes_stopped_ns},
+                                         {"cause", failed ? "write_failed" : "session_full"},
+                                         {"reason", run.kernel_writes_stopped_reason}});
   }
   fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
   fs::path temporary = final_path;
@@ -151,6 +161,19 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
     return false;
   }
   return true;
+}
+
+void CreateDiskReserve(const std::string& directory) {
+  std::string path = directory + "/" + format::kReserveFile;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  bool reserved = fallocate(fd, 0, 0, static_cast<off_t>(format::kReserveBytes)) == 0;
+  close(fd);
+  if (!reserved) unlink(path.c_str());
+}
+
+void ReleaseDiskReserve(const std::string& directory) {
+  unlink((directory + "/" + format::kReserveFile).c_str());
 }
 
 void DiscardSession(const std::string& directory, bool created) {

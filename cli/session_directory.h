@@ -22,6 +22,9 @@ struct RunDescription {
   unsigned long long start_realtime_ns = 0;
   unsigned long long start_boottime_ns = 0;
   unsigned long long end_monotonic_ns = 0;  // 0: still running
+  // Written false when the command starts and true once gprof-run has seen it end: a session that
+  // still says false was cut short by gprof-run's own death.
+  bool finished = false;
   std::optional<int> exit_code;
   std::optional<int> exit_signal;
   bool kernel_recording = false;
@@ -41,10 +44,20 @@ struct RunDescription {
   unsigned long long size_stopped_at_ns = 0;  // when recording stopped at the cap; 0: it did not
   unsigned long long size_refused_records = 0;
   unsigned long long size_refused_bytes = 0;
+  // When kernel.gpr stopped taking records (disk full), and why; 0: it did not.
+  unsigned long long kernel_writes_stopped_ns = 0;
+  std::string kernel_writes_stopped_reason;
 };
 
 // Writes session.json atomically (a temporary file renamed over it). Returns false with *error.
 bool WriteSessionMeta(const std::string& directory, const RunDescription& run, std::string* error);
+
+// Sets aside disk space in the session directory (format::kReserveFile) while the command runs:
+// the first writer that finds the disk full frees it, so that every writer can still say where it
+// stopped. Best effort: a file system without fallocate gets no reserve.
+void CreateDiskReserve(const std::string& directory);
+// Frees it (idempotent): before session.json and the reports are written.
+void ReleaseDiskReserve(const std::string& directory);
 
 // Removes what a session that never ran left in `directory`, and the directory itself when
 // gprof-run created it (an empty directory the user gave with -o stays).

@@ -178,6 +178,12 @@ void CaptureRecordDecoder::DecodeGpuName(const RecordView& record) {
 }
 
 bool CaptureRecordDecoder::Keep(GpuActivity activity) {
+  // A forced flush (at exit, at a fatal signal) hands over what is still running with its times
+  // zero: no damage, and nothing to place on the timeline.
+  if (activity.start_ns == 0 || activity.end_ns == 0) {
+    ++unfinished_;
+    return true;
+  }
   if (activity.end_ns < activity.start_ns) return false;
   activity.pid = pid_;
   activities_.push_back(std::move(activity));
@@ -269,6 +275,12 @@ uint32_t CaptureRecordDecoder::InternKernelName(const std::string& name) {
 }
 
 void CaptureRecordDecoder::Finish() {
+  if (unfinished_ > 0) {
+    session_->lost.push_back(LostEvents{"GPU activity records of pid " + std::to_string(pid_) +
+                                            " unfinished when its recording ended (no times)",
+                                        unfinished_,
+                                        {}});
+  }
   if (activities_.empty() && clock_offsets_.empty()) return;
   std::sort(clock_offsets_.begin(), clock_offsets_.end(), MeasuredEarlier);
   GpuClock clock(clock_offsets_);

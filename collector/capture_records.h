@@ -53,6 +53,8 @@ class CaptureRecordDecoder {
   std::vector<GpuActivity> activities_;  // on CUPTI's clock; GpuKernel::name_index holds the
                                          // record's name_id until Finish
   std::vector<ClockOffset> clock_offsets_;
+  // Records CUPTI handed over unfinished (a forced flush while they ran: no start or end time).
+  uint64_t unfinished_ = 0;
   uint64_t capture_time_ns_ = 0;  // of the capture record kept so far
   bool has_capture_ = false;
 };

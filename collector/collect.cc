@@ -37,16 +37,19 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   }
   if (!options.write_files) return result;
 
+  // The reports first, the trace (by far the largest) last: on a full disk the small files that
+  // say what happened are the ones to keep. A file that could not be written whole is removed,
+  // which frees its room for the next.
   std::filesystem::path dir(directory);
   auto write = [&](const std::string& path, const Status& status) {
     if (status.ok()) {
       result.written.push_back(path);
     } else {
       result.warnings.push_back(status.message());
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
     }
   };
-  std::string trace = (dir / kTraceFile).string();
-  write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
@@ -54,6 +57,8 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
         WriteTextFile(json, RenderJsonReport(*session, analysis, &diagnosis)
                                     .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                 "\n"));
+  std::string trace = (dir / kTraceFile).string();
+  write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   return result;
 }
 

@@ -320,6 +320,17 @@ struct LostEvents {
   std::map<uint32_t, uint64_t> by_cpu;  // where the kernel recorder counted per CPU (kAllCpus: not)
 };
 
+// A recording file that stopped taking records before the run ended: what came after in that
+// stream (one process's CUDA calls, or the kernel's events) is missing from the session.
+struct RecordingStop {
+  std::string file;  // its name in the session directory: "inject-123.gpr", "kernel.gpr"
+  uint32_t pid = 0;  // the process it recorded; 0 for kernel.gpr
+  uint64_t time_ns = 0;
+  std::string cause;  // "write_failed", "session_full", "profiler_ended"
+  std::string description;
+  uint64_t records_lost = 0;  // ready to be written when it stopped (the rest were never made)
+};
+
 // What gprof-run wrote in session.json about the run itself.
 struct SessionMeta {
   std::string tool_version;
@@ -351,6 +362,11 @@ struct SessionMeta {
     uint64_t refused_bytes = 0;  // uncompressed
   };
   std::optional<MaxSize> max_size;
+  // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
+  // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).
+  // Empty: the command ran to its end, or there is no session.json to say.
+  std::string cut_short;
+  std::string cut_short_text;  // the same in words, for the report
 };
 
 struct Session {
@@ -375,6 +391,7 @@ struct Session {
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
   std::unordered_map<int32_t, UserStack> user_stacks;                // by stack id
   std::vector<LostEvents> lost;
+  std::vector<RecordingStop> recording_stops;  // sorted by time_ns
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
   // The symbols of the files the processes mapped, read from this machine on first use.

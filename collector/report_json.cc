@@ -350,6 +350,15 @@ json SessionJson(const Session& session) {
     }
     lost.push_back({{"what", entry.what}, {"count", entry.count}, {"by_cpu", std::move(by_cpu)}});
   }
+  json stops = json::array();
+  for (const auto& stop : session.recording_stops) {
+    stops.push_back({{"file", stop.file},
+                     {"pid", stop.pid == 0 ? json(nullptr) : json(stop.pid)},
+                     {"time_ns", stop.time_ns},
+                     {"cause", stop.cause},
+                     {"description", stop.description},
+                     {"records_lost", stop.records_lost}});
+  }
   json diagnostics = json::array();
   for (const auto& d : session.diagnostics) {
     diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
@@ -367,6 +376,9 @@ json SessionJson(const Session& session) {
           {"end_monotonic_ns", meta.end_monotonic_ns},
           {"exit_code", Optional(meta.exit_code)},
           {"exit_signal", Optional(meta.exit_signal)},
+          {"cut_short", meta.cut_short.empty() ? json(nullptr)
+                                               : json{{"cause", meta.cut_short},
+                                                      {"description", meta.cut_short_text}}},
           {"kernel_recording", meta.kernel_recording},
           {"kernel_recording_note", meta.kernel_recording_note},
           {"window", WindowJson(session)},
@@ -384,6 +396,7 @@ json SessionJson(const Session& session) {
             {"memory_map_calls", session.memory_map_calls.size()},
             {"gpu_activities", session.gpu_activities.size()}}},
           {"lost", std::move(lost)},
+          {"recording_stopped", std::move(stops)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
           {"processes", std::move(processes)},

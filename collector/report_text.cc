@@ -187,6 +187,7 @@ void TextReport::Header() {
     }
     out_ << "\n";
   }
+  if (!meta.cut_short.empty()) out_ << "  CUT SHORT " << meta.cut_short_text << "\n";
   size_t processes = std::count_if(session_.processes.begin(), session_.processes.end(),
                                    [](const auto& p) { return p.first != 0; });
   out_ << "  recorded  " << processes << (processes == 1 ? " process, " : " processes, ")
@@ -221,12 +222,31 @@ void TextReport::Header() {
   }
   uint64_t lost_total = 0;
   for (const auto& lost : session_.lost) lost_total += lost.count;
-  if (lost_total == 0) {
+  for (const auto& stop : session_.recording_stops) {
+    out_ << "  STOPPED   " << stop.file;
+    if (stop.pid != 0) out_ << " (pid " << stop.pid << ")";
+    if (meta.start_monotonic_ns != 0 && stop.time_ns >= meta.start_monotonic_ns) {
+      out_ << " at +" << FormatDuration(stop.time_ns - meta.start_monotonic_ns);
+    }
+    out_ << ": " << stop.description << "; nothing after that is recorded in it";
+    if (stop.records_lost > 0) out_ << " (" << WithThousands(stop.records_lost) << " records lost)";
+    out_ << "\n";
+  }
+  if (lost_total == 0 && session_.recording_stops.empty()) {
     out_ << "  lost      nothing\n";
   } else {
     for (const auto& lost : session_.lost) {
-      if (lost.count > 0)
-        out_ << "  LOST      " << WithThousands(lost.count) << " " << lost.what << "\n";
+      if (lost.count == 0) continue;
+      out_ << "  LOST      " << WithThousands(lost.count) << " " << lost.what;
+      // Where the kernel recorder counted per CPU: which CPUs overflowed.
+      std::string by_cpu;
+      for (const auto& [cpu, count] : lost.by_cpu) {
+        if (cpu == kAllCpus || count == 0) continue;
+        by_cpu += (by_cpu.empty() ? "" : ", ") + std::string("cpu ") + std::to_string(cpu) + ": " +
+                  WithThousands(count);
+      }
+      if (!by_cpu.empty()) out_ << " (" << by_cpu << ")";
+      out_ << "\n";
     }
   }
   for (const auto& diagnostic : session_.diagnostics) {

@@ -149,6 +149,39 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
       session_->messages.push_back("pid " + std::to_string(pid) + ": " + std::string(text));
       return;
     }
+    case kRecordingStopped: {
+      RecordingStoppedRecord stopped;
+      if (!ReadRecord(record.bytes, &stopped)) return Malformed(path, record, "recording stopped");
+      auto text = TrailingText<RecordingStoppedRecord>(record.bytes, stopped.text_len);
+      RecordingStop stop;
+      stop.file = fs::path(path).filename().string();
+      stop.pid = pid;
+      stop.time_ns = stopped.time_ns;
+      stop.records_lost = stopped.records_lost;
+      switch (static_cast<StopCause>(stopped.cause)) {
+        case StopCause::kWriteFailed:
+          stop.cause = "write_failed";
+          break;
+        case StopCause::kSessionFull:
+          stop.cause = "session_full";
+          break;
+        case StopCause::kProfilerEnded:
+          stop.cause = "profiler_ended";
+          break;
+        default:
+          stop.cause = "unknown";
+      }
+      stop.description = std::string(text);
+      if (stopped.error > 0) stop.description += std::string(": ") + strerror(stopped.error);
+      for (auto& earlier : session_->recording_stops) {
+        if (earlier.file == stop.file && earlier.time_ns == stop.time_ns) {
+          earlier.records_lost += stop.records_lost;  // the same stop, counted again at exit
+          return;
+        }
+      }
+      session_->recording_stops.push_back(std::move(stop));
+      return;
+    }
     default:
       return;  // a newer writer's record: skipped by design
   }
@@ -167,6 +200,8 @@ void SessionBuilder::Finish() {
   std::sort(session_->lock_waits.begin(), session_->lock_waits.end(), by_start);
   std::sort(session_->device_waits.begin(), session_->device_waits.end(), by_start);
   std::sort(session_->page_faults.begin(), session_->page_faults.end(), by_start);
+  std::sort(session_->recording_stops.begin(), session_->recording_stops.end(),
+            [](const RecordingStop& a, const RecordingStop& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->memory_map_calls.begin(), session_->memory_map_calls.end(), by_start);
   for (auto& [pid, process] : session_->processes) {
     std::stable_sort(
@@ -247,6 +282,30 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
   json exit = meta.value("exit", json::object());
   out.exit_code = Field<int>(exit, "code");
   out.exit_signal = Field<int>(exit, "signal");
+  // Sessions of gprof-run before "finished" was written: an end time meant the same.
+  bool finished = Field<bool>(meta, "finished").value_or(out.end_monotonic_ns != 0);
+  if (!finished) {
+    out.cut_short = "gprof_run_ended";
+    out.cut_short_text =
+        "gprof-run ended before the command did (killed?): the record stops there; the "
+        "command's end and exit status are unknown";
+  } else if (out.exit_signal) {
+    const char* name = sigabbrev_np(*out.exit_signal);
+    out.cut_short = "killed_by_signal";
+    out.cut_short_text = "the command was killed by signal " + std::to_string(*out.exit_signal) +
+                         (name != nullptr ? std::string(" (SIG") + name + ")" : "") +
+                         ": the record holds what it did until then";
+  }
+  if (auto stops = meta.find("recording_stopped"); stops != meta.end() && stops->is_array()) {
+    for (const auto& entry : *stops) {
+      RecordingStop stop;
+      stop.file = Field<std::string>(entry, "file").value_or("");
+      stop.time_ns = Field<uint64_t>(entry, "time_ns").value_or(0);
+      stop.cause = Field<std::string>(entry, "cause").value_or("write_failed");
+      stop.description = Field<std::string>(entry, "reason").value_or("");
+      if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
+    }
+  }
   json kernel = meta.value("kernel_recording", json::object());
   out.kernel_recording = Field<bool>(kernel, "enabled").value_or(false);
   out.kernel_recording_note = Field<std::string>(kernel, "note").value_or("");

@@ -62,9 +62,10 @@ int ChunkFileWriter::Create(const char* path, format::Source source, uint32_t pi
   header.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   header.start_realtime_ns = ClockNs(CLOCK_REALTIME);
   int error = WriteAll(&header, sizeof(header), nullptr, 0);
-  if (error != 0) {
+  if (error != 0) {  // no room even for the header: leave no half file behind
     close(fd_);
     fd_ = -1;
+    unlink(path);
   }
   return error;
 }
@@ -110,8 +111,19 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   chunk.payload_checksum = format::Fnv1a32(payload, payload_size);
   if (!budget_.Charge(sizeof(chunk) + payload_size, size, record_count, closing_)) return EDQUOT;
 
+  uint64_t whole_size = bytes_written_;
   int error = WriteAll(&chunk, sizeof(chunk), payload, payload_size);
-  if (error == 0) ++sequence_;
+  if (error == 0) {
+    ++sequence_;
+  } else if (bytes_written_ != whole_size) {
+    // Part of the chunk got out (the disk filled up mid-write): cut it off, so the file stays a
+    // run of whole chunks and a later chunk (a stop record, once there is room) follows the last
+    // whole one.
+    if (ftruncate(fd_, static_cast<off_t>(whole_size)) == 0 &&
+        lseek(fd_, static_cast<off_t>(whole_size), SEEK_SET) >= 0) {
+      bytes_written_ = whole_size;
+    }
+  }
   return error;
 }
 

@@ -32,7 +32,8 @@ class ChunkFileWriter {
   int Create(const char* path, format::Source source, uint32_t pid);
   // Appends one chunk holding `size` bytes of encoded records, zstd-compressed when libzstd is
   // available. Returns 0 or an errno (ENOSPC, EIO, ...; EDQUOT when the size budget refused it,
-  // which the budget counts itself); on failure nothing of the chunk counts.
+  // which the budget counts itself); on failure nothing of the chunk stays in the file (what got
+  // out is truncated away) and nothing of it counts.
   int Write(const void* records, size_t size, uint32_t record_count);
   // Closes the file; a writer that was never created or is already closed ignores the call.
   void Close();

@@ -207,6 +207,7 @@ bool EnsureWriterRunning() {
 }
 
 void SubmitCall(format::ApiCallRecord record) {
+  if (!g.active.load(std::memory_order_relaxed)) return;  // stopped: CUPTI's callbacks still come
   if (!g.window.Contains(record.enter_ns)) return;
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
@@ -265,6 +266,18 @@ void ShutdownRecording() {
   g.active.store(false, std::memory_order_relaxed);
 }
 
+void ResumeRecordingAfterFailedExec() {
+  if (g.session_dir[0] == '\0' || g.writer_pid != getpid() ||
+      g.writer_state.load(std::memory_order_acquire) != WriterState::kStopped) {
+    return;  // never recorded, or the old writer did not stop in time: stay off
+  }
+  g.stop_requested.store(false, std::memory_order_relaxed);
+  g.shutting_down.store(false, std::memory_order_relaxed);
+  g.writer_state.store(WriterState::kNotStarted, std::memory_order_release);
+  g.active.store(true, std::memory_order_release);
+  EnsureWriterRunning();
+}
+
 // --- ring_registry.h, for the writer thread ---
 
 uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
@@ -288,7 +301,7 @@ void RunBeforeShutdown() {
   if (auto before_flush = g.before_shutdown.load(std::memory_order_acquire)) before_flush();
 }
 
-void WriterFailed() { g.active.store(false, std::memory_order_relaxed); }
+void StopRecording() { g.active.store(false, std::memory_order_relaxed); }
 
 void WaitForWork(int timeout_ms) {
   // A wake-up that came while the writer was busy must not be lost: compare with the value the

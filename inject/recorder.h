@@ -64,6 +64,9 @@ const char* SizeBudgetPath();
 // `before_flush`, when set, runs first (CUPTI hands over its last buffers there).
 void ShutdownRecording();
 void SetBeforeShutdown(void (*before_flush)());
+// An exec that returned (it failed) leaves the program running: recording goes on, with a new
+// writer and a new file, after the ShutdownRecording that preceded the exec.
+void ResumeRecordingAfterFailedExec();
 
 // Wakes the writer thread: there is something to write now.
 void NotifyWriter();

@@ -26,8 +26,9 @@ struct PostedMessage {
 };
 // Moves the posted messages into `out`; returns how many.
 size_t TakePostedMessages(PostedMessage* out, size_t capacity);
-// The writer could not create the session file: stop recording in this process.
-void WriterFailed();
+// Recording ends in this process (no session file, the disk is full, gprof-run is gone): CUDA
+// calls are only forwarded from now on.
+void StopRecording();
 // Runs the hook set with SetBeforeShutdown (recorder.h), if any: CUPTI's forced flush.
 void RunBeforeShutdown();
 // Sleeps until a ring reaches its wake-up mark, a stop is requested, or `timeout_ms` passes.

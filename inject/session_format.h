@@ -84,6 +84,7 @@ enum RecordType : uint16_t {
   kGpuDropped = 14,
   kClockOffset = 15,
   kCallStack = 16,
+  kRecordingStopped = 17,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -300,6 +301,33 @@ struct CallStackRecord {
   uint32_t reserved;
 };
 static_assert(sizeof(CallStackRecord) == 32);
+
+enum class StopCause : uint32_t {
+  kWriteFailed = 1,    // the session file could not be written (disk full, I/O error)
+  kProfilerEnded = 2,  // gprof-run, which started the process tree, is gone
+  kSessionFull = 3,    // another writer of the session found the disk full (the reserve is gone)
+};
+
+// This file's recording stopped at time_ns; what the process did after is not recorded. Followed
+// by `text_len` bytes: the reason in words. Written when it stops; at the end of the process once
+// more (the same time and cause) when records were lost since: a reader adds the counts up.
+struct RecordingStoppedRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  uint32_t cause;         // StopCause
+  int32_t error;          // the errno of a failed write, else 0
+  uint64_t records_lost;  // records that were ready to be written when it stopped
+  uint32_t text_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(RecordingStoppedRecord) == 40);
+
+// Every session directory holds this much disk space in kReserveFile while the command runs. The
+// first writer that finds the disk full deletes it, which frees room for every writer's
+// RecordingStoppedRecord; the others stop writing once it is gone. gprof-run deletes it before it
+// writes session.json and the reports.
+inline constexpr char kReserveFile[] = ".gprof-reserve";
+inline constexpr uint64_t kReserveBytes = 512 * 1024;
 
 // A record struct with its header filled in, for `trailing_bytes` more bytes after it.
 template <typename Record>

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "cupti_tracer.h"
 #include "native_stack.h"
+#include "profiler_watch.h"
 #include "recorder.h"
 #include "ring_registry.h"
 #include "runtime_api_table.h"
@@ -66,8 +67,11 @@ int SessionWriter::Open(const char* session_dir) {
       snprintf(path, sizeof(path), "%s/inject-%d.%d.gpr", session_dir, pid, generation);
     }
     error = file_.Create(path, format::Source::kInject, static_cast<uint32_t>(pid));
+    if (error == 0) path_ = path;
   }
   if (error != 0) return error;
+  std::string reserve = std::string(session_dir) + "/" + format::kReserveFile;
+  if (access(reserve.c_str(), F_OK) == 0) reserve_path_ = reserve;
   WriteProcessInfo();
   WriteApiNames();
   WriteMaps();
@@ -76,6 +80,11 @@ int SessionWriter::Open(const char* session_dir) {
 }
 
 void SessionWriter::Cycle(bool force_flush) {
+  // Another writer found the disk full and freed the reserve for the stop records: stop too, or
+  // this process would eat that room.
+  if (!stopped_ && !reserve_path_.empty() && access(reserve_path_.c_str(), F_OK) != 0) {
+    Stop(format::StopCause::kSessionFull, 0, "the session's disk is full");
+  }
   DrainAll();
   uint64_t now = MonotonicNs();
   if (now - last_name_refresh_ns_ >= kNameRefreshIntervalNs) {
@@ -89,10 +98,50 @@ void SessionWriter::Finish() {
   DrainAll();
   Flush();
   file_.SetClosing();  // what names and places the records above: kept even at the size cap
-  RefreshThreadNames();
-  WriteMaps();
-  Flush();
+  if (!stopped_) {
+    RefreshThreadNames();
+    WriteMaps();
+  }
+  Flush();                          // after a stop: only counts
+  if (stopped_) WriteStopRecord();  // the first, or one with what was lost since
   file_.Close();
+}
+
+void SessionWriter::Stop(format::StopCause cause, int error, const char* reason) {
+  if (stopped_) return;
+  StopRecording();
+  stopped_ = true;
+  stopped_ns_ = MonotonicNs();
+  stop_cause_ = cause;
+  stop_error_ = error;
+  stop_reason_ = reason;
+  // The disk is full: free the reserve, room for every writer's last word (they stop on seeing it
+  // gone).
+  if (cause == format::StopCause::kWriteFailed && !reserve_path_.empty()) {
+    unlink(reserve_path_.c_str());
+  }
+  records_lost_after_stop_ += staged_records_;
+  staged_bytes_ = 0;
+  staged_records_ = 0;
+  WriteStopRecord();
+}
+
+void SessionWriter::WriteStopRecord() {
+  uint64_t lost = records_lost_after_stop_ - records_lost_reported_;
+  if (stop_written_ && lost == 0) return;
+  auto record = format::MakeRecord<format::RecordingStoppedRecord>(format::kRecordingStopped,
+                                                                   stop_reason_.size());
+  record.time_ns = stopped_ns_;
+  record.cause = static_cast<uint32_t>(stop_cause_);
+  record.error = stop_error_;
+  record.records_lost = lost;
+  record.text_len = static_cast<uint32_t>(stop_reason_.size());
+  std::string bytes(reinterpret_cast<const char*>(&record), sizeof(record));
+  bytes += stop_reason_;
+  if (file_.Write(bytes.data(), bytes.size(), 1) == 0) {
+    stop_written_ = true;
+    records_lost_reported_ += lost;
+  }
 }
 
 void SessionWriter::DrainAll() {
@@ -316,8 +365,12 @@ void SessionWriter::Append(const void* head, size_t head_size, const void* tail,
     // Larger than the staging buffer (a huge maps file): a chunk of its own.
     std::string whole(static_cast<const char*>(head), head_size);
     whole.append(static_cast<const char*>(tail), tail_size);
-    if (int error = file_.Write(whole.data(), whole.size(), 1); error != 0 && error != EDQUOT) {
-      ++records_lost_to_write_errors_;
+    if (stopped_) {
+      ++records_lost_after_stop_;
+    } else if (int error = file_.Write(whole.data(), whole.size(), 1);
+               error != 0 && error != EDQUOT) {  // the size budget counts what it refused
+      ++records_lost_after_stop_;
+      Stop(format::StopCause::kWriteFailed, error, ("cannot write " + path_).c_str());
     }
     return;
   }
@@ -329,30 +382,37 @@ void SessionWriter::Append(const void* head, size_t head_size, const void* tail,
 
 void SessionWriter::Flush() {
   if (staged_bytes_ == 0) return;
-  if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_); error != 0) {
-    // Disk full or the directory went away: the target must run on unharmed. Count what was lost
-    // and say so in the first chunk that does get written. (The size budget counts its own.)
-    if (error != EDQUOT) records_lost_to_write_errors_ += staged_records_;
+  if (stopped_) {  // what still came out of the rings: counted in the stop record
+    records_lost_after_stop_ += staged_records_;
     staged_bytes_ = 0;
     staged_records_ = 0;
+    if (!stop_written_) WriteStopRecord();  // the disk may have room again
+    return;
+  }
+  if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_); error != 0) {
+    if (error == EDQUOT) {  // --max-size: the size budget counts what it refused
+      staged_bytes_ = 0;
+      staged_records_ = 0;
+      return;
+    }
+    // Disk full or an I/O error: the target must run on unharmed. Recording stops here, and the
+    // file says when and what it lost (Write left the file whole).
+    Stop(format::StopCause::kWriteFailed, error, ("cannot write " + path_).c_str());
     return;
   }
   staged_bytes_ = 0;
   staged_records_ = 0;
-  if (records_lost_to_write_errors_ > 0) {
-    uint64_t lost = records_lost_to_write_errors_;
-    records_lost_to_write_errors_ = 0;
-    WriteDrops(0, lost);
-  }
 }
 
 void* WriterThreadMain(void* session_dir) {
   prctl(PR_SET_NAME, format::kWriterThreadName);
   SessionWriter writer;
   if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
-    WriterFailed();
+    StopRecording();
     return nullptr;
   }
+  ProfilerWatch profiler;
+  profiler.Start();
   bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
@@ -365,6 +425,24 @@ void* WriterThreadMain(void* session_dir) {
       continue;
     }
     writer.Cycle(/*force_flush=*/false);
+    if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) {
+      char text[200];
+      snprintf(text, sizeof(text), "gprof-run (pid %d) ended before this process did",
+               profiler_pid);
+      // Everything recorded until now goes out first; only then does the record stop.
+      StopRecording();
+      writer.Cycle(/*force_flush=*/true);
+      writer.Stop(format::StopCause::kProfilerEnded, 0, text);
+      writer.Finish();
+      // The one line the user sees: their job runs on, no longer profiled.
+      snprintf(text, sizeof(text),
+               "gprof-run: profiler (pid %d) ended; pid %d runs on unprofiled, its record in %s "
+               "stops here\n",
+               profiler_pid, static_cast<int>(getpid()), static_cast<const char*>(session_dir));
+      if (write(STDERR_FILENO, text, strlen(text)) < 0) {
+      }
+      return nullptr;
+    }
   }
   writer.Finish();
   return nullptr;

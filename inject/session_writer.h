@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "chunk_file_writer.h"
@@ -24,6 +25,10 @@ class SessionWriter : public RecordSink {
   void Cycle(bool force_flush);
   // Last pass at exit: drains, snapshots the maps again (libraries loaded since), flushes, closes.
   void Finish();
+  // Recording ends in this process from now on (StopRecording), for `cause`: what is staged or
+  // still comes out of the rings is counted, not written, and the file ends with a
+  // RecordingStoppedRecord that says when and why (retried each pass while the disk is full).
+  void Stop(format::StopCause cause, int error, const char* reason);
 
   // Appends one record to the staging buffer, flushing first when it would not fit.
   void Append(const void* head, size_t head_size, const void* tail = nullptr,
@@ -52,18 +57,29 @@ class SessionWriter : public RecordSink {
   void WriteMaps();
   void WriteDrops(uint32_t tid, uint64_t count);
   void Flush();
+  void WriteStopRecord();
 
   ChunkFileWriter file_;
   std::unique_ptr<uint8_t[]> staging_;
   size_t staged_bytes_ = 0;
   uint32_t staged_records_ = 0;
-  uint64_t records_lost_to_write_errors_ = 0;
   uint64_t last_name_refresh_ns_ = 0;
   std::vector<RingView> ring_views_;
   GpuRecordEncoder gpu_{this};
   uint64_t last_cupti_flush_ns_ = 0;
   bool clock_offset_written_ = false;
   int64_t clock_offset_ns_ = 0;
+
+  std::string path_;          // the session file
+  std::string reserve_path_;  // the session's disk reserve; empty when there was none at Open
+  bool stopped_ = false;
+  bool stop_written_ = false;
+  uint64_t stopped_ns_ = 0;
+  format::StopCause stop_cause_{};
+  int stop_error_ = 0;
+  std::string stop_reason_;
+  uint64_t records_lost_after_stop_ = 0;
+  uint64_t records_lost_reported_ = 0;  // in the stop records written so far
 };
 
 // Entry point of the writer thread. `session_dir` must outlive it.

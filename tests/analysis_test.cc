@@ -679,8 +679,9 @@ TEST(Report, SaysWhatIsMissing) {
   std::string text = RenderTextReport(session, Analyze(session, {}));
   EXPECT_NE(text.find("NOT recorded: permission denied"), std::string::npos) << text;
   // The text sums a kind over CPUs; the JSON keeps each CPU's count.
-  EXPECT_NE(text.find("LOST      42 kernel off-CPU intervals: ring buffer full\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("LOST      42 kernel off-CPU intervals: ring buffer full (cpu 0: 40, cpu 3: 2)\n"),
+      std::string::npos)
       << text;
   nlohmann::json lost = RenderJsonReport(session, Analyze(session, {}))["session"]["lost"];
   ASSERT_EQ(lost.size(), 1u);

@@ -592,7 +592,7 @@ TEST(SessionReader, CaptureFileCutShortKeepsItsCompleteChunks) {
     batch.WriteTo(&file);
     for (uint64_t chunk = 0; chunk < 3; ++chunk) {
       for (uint64_t i = 0; i < 10; ++i) {
-        uint64_t start = (chunk * 10 + i) * 1000;
+        uint64_t start = (chunk * 10 + i + 1) * 1000;  // 0 is CUPTI_TIMESTAMP_UNKNOWN
         batch.Add(KernelRecord(Placement(start, start + 500, 0, 1), 1), format::kGpuKernel);
       }
       batch.WriteTo(&file);

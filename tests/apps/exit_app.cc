@@ -7,6 +7,11 @@
 //   thread-exit N  exit(N) from another thread while the main thread is in cudaDeviceSynchronize
 //   sleep MS       sleep MS milliseconds, with SIGINT and SIGTERM at their default disposition
 //   env NAME       print NAME's value and a newline; nothing if NAME is unset
+//   busy MS        make CUDA calls for MS milliseconds, sleeping 1 ms after every few, so that
+//                  both CUDA calls and kernel events keep coming until the end
+//   segfault       write through a null pointer (a real SIGSEGV, not a raised one)
+//   abort          abort()
+//   exec PROG ARG...  replace the program with PROG ARG... (the rest of the arguments)
 // e.g. `exit_app print exit 3`. After the last action it exits 0. Bad arguments: usage on stderr,
 // exit 2; a failed CUDA call: exit 1. Output is unbuffered: exit or a signal loses none of it.
 #include <signal.h>
@@ -23,7 +28,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "exit_app [exit N | signal N | echo | print | thread-exit N | sleep MS | env NAME]...";
+    "exit_app [exit N | signal N | echo | print | thread-exit N | sleep MS | env NAME |\n"
+    "          busy MS | segfault | abort]... [exec PROG ARG...]";
 constexpr std::string_view kPrintedStdout = "exit_app: text on stdout\n";
 constexpr std::string_view kPrintedStderr = "exit_app: text on stderr\n";
 
@@ -79,12 +85,45 @@ void Echo() {
   for (;;) pause();
 }
 
-enum class ActionKind { kExit, kSignal, kEcho, kPrint, kThreadExit, kSleep, kEnv };
+void MakeCallsFor(uint64_t duration_ns) {
+  cudaStream_t stream;
+  apps::Check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  const uint64_t end_ns = apps::MonotonicNs() + duration_ns;
+  while (apps::MonotonicNs() < end_ns) {
+    for (int i = 0; i < 4; ++i)
+      apps::Check(fake_cuda::LaunchKernel(20, stream), "cudaLaunchKernel");
+    apps::Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    apps::SleepNs(1'000'000);
+  }
+  apps::Check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+[[noreturn]] void Segfault() {
+  RestoreDefaultDisposition(SIGSEGV);
+  volatile int* nowhere = nullptr;
+  *nowhere = 1;
+  std::abort();  // not reached
+}
+
+enum class ActionKind {
+  kExit,
+  kSignal,
+  kEcho,
+  kPrint,
+  kThreadExit,
+  kSleep,
+  kEnv,
+  kBusy,
+  kSegfault,
+  kAbort,
+  kExec
+};
 
 struct Action {
   ActionKind kind;
-  long number = 0;             // exit, signal, thread-exit, sleep
+  long number = 0;             // exit, signal, thread-exit, sleep, busy
   const char* name = nullptr;  // env
+  char** argv = nullptr;       // exec: the rest of the arguments, null-terminated
 };
 
 // Parses every action before any runs, so bad arguments never leave half the actions done.
@@ -100,8 +139,24 @@ std::vector<Action> ParseActions(int argc, char** argv) {
       actions.push_back({ActionKind::kPrint});
       continue;
     }
+    if (word == "segfault") {
+      actions.push_back({ActionKind::kSegfault});
+      continue;
+    }
+    if (word == "abort") {
+      actions.push_back({ActionKind::kAbort});
+      continue;
+    }
+    if (word == "exec") {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "exit_app: exec needs a program\nusage: %s\n", kUsage);
+        std::exit(2);
+      }
+      actions.push_back({ActionKind::kExec, 0, nullptr, argv + i + 1});
+      break;
+    }
     if (word != "exit" && word != "signal" && word != "thread-exit" && word != "sleep" &&
-        word != "env") {
+        word != "env" && word != "busy") {
       std::fprintf(stderr, "exit_app: unknown action '%s'\nusage: %s\n", argv[i], kUsage);
       std::exit(2);
     }
@@ -116,9 +171,9 @@ std::vector<Action> ParseActions(int argc, char** argv) {
       actions.push_back({ActionKind::kSignal, apps::ParseInt(argument, 1, SIGRTMAX, kUsage)});
     } else if (word == "thread-exit") {
       actions.push_back({ActionKind::kThreadExit, apps::ParseInt(argument, 0, 255, kUsage)});
-    } else if (word == "sleep") {
-      actions.push_back(
-          {ActionKind::kSleep, apps::ParseInt(argument, 0, 24L * 3600 * 1000, kUsage)});
+    } else if (word == "sleep" || word == "busy") {
+      actions.push_back({word == "sleep" ? ActionKind::kSleep : ActionKind::kBusy,
+                         apps::ParseInt(argument, 0, 24L * 3600 * 1000, kUsage)});
     } else {
       actions.push_back({ActionKind::kEnv, 0, argument});
     }
@@ -155,6 +210,17 @@ int main(int argc, char** argv) {
         RestoreDefaultDisposition(SIGTERM);
         apps::SleepNs(uint64_t(action.number) * 1'000'000);
         break;
+      case ActionKind::kBusy:
+        MakeCallsFor(uint64_t(action.number) * 1'000'000);
+        break;
+      case ActionKind::kSegfault:
+        Segfault();
+      case ActionKind::kAbort:
+        std::abort();
+      case ActionKind::kExec:
+        execvp(action.argv[0], action.argv);
+        std::fprintf(stderr, "exit_app: exec %s: %s\n", action.argv[0], std::strerror(errno));
+        return 1;
       case ActionKind::kEnv:
         if (const char* value = std::getenv(action.name)) {
           WriteAll(STDOUT_FILENO, value);

@@ -113,14 +113,16 @@ class Session {
     return ClockNs(CLOCK_REALTIME);
   }
 
-  // A CLOCK_MONOTONIC time on the activity clock: offset by the two clocks' difference now, read
-  // between two monotonic reads (the modular arithmetic handles a clock behind CLOCK_MONOTONIC).
-  uint64_t FromMonotonic(uint64_t monotonic_ns) const {
-    if (knobs.clock_offset_ns) return monotonic_ns + uint64_t(*knobs.clock_offset_ns);
+  // What a CLOCK_MONOTONIC time is moved by on the activity clock: the two clocks' difference now,
+  // read between two monotonic reads (the modular arithmetic handles a clock behind
+  // CLOCK_MONOTONIC). One reading for both ends of a record: two would differ by the reads' jitter
+  // and could put a short record's end before its start.
+  uint64_t OffsetFromMonotonic() const {
+    if (knobs.clock_offset_ns) return uint64_t(*knobs.clock_offset_ns);
     const uint64_t before = ClockNs(CLOCK_MONOTONIC);
     const uint64_t now = Now();
     const uint64_t after = ClockNs(CLOCK_MONOTONIC);
-    return monotonic_ns + (now - (before + (after - before) / 2));
+    return now - (before + (after - before) / 2);
   }
 
   bool IsSubscriber(CUpti_SubscriberHandle handle) const {
@@ -501,15 +503,17 @@ uint64_t mock_cupti_gpu_activity_queued(const CUpti_Activity* record, CUcontext 
 void mock_cupti_gpu_activity_completed(uint64_t handle, uint64_t start_ns, uint64_t end_ns) {
   if (handle == 0) return;
   Session& session = CurrentSession();
-  session.buffers.Complete(handle, session.FromMonotonic(start_ns), session.FromMonotonic(end_ns));
+  const uint64_t offset = session.OffsetFromMonotonic();
+  session.buffers.Complete(handle, start_ns + offset, end_ns + offset);
 }
 
 void mock_cupti_synchronization(const CUpti_ActivitySynchronization2* record, CUcontext context) {
   Session& session = CurrentSession();
   if (!session.KindEnabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
   CUpti_ActivitySynchronization2 converted = *record;
-  converted.start = session.FromMonotonic(record->start);
-  converted.end = session.FromMonotonic(record->end);
+  const uint64_t offset = session.OffsetFromMonotonic();
+  converted.start = record->start + offset;
+  converted.end = record->end + offset;
   session.buffers.Append(&converted, sizeof converted, context);
 }
 

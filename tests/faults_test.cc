@@ -1,0 +1,558 @@
+// Faults in the target and around it (issue 7), through the real gprof-run with real BPF: the
+// target crashes, is killed, exits from another thread, execs, forks hundreds of children, runs a
+// thousand threads or reuses a tid; 64 threads call CUDA for a minute; the disk fills up; gprof-run
+// itself is killed; the kernel's ring buffer overflows. Each time: the target's own status and
+// output, nothing hung, and the session holds what was recorded and says what was not.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "session_format.h"
+#include "session_reader.h"
+#include "test_support.h"
+
+namespace gprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::Session;
+using nlohmann::json;
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+ProcessResult Gprof(std::vector<std::string> args, ProcessSpec spec = {}) {
+  spec.argv = {GprofRunPath()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  return RunProcess(spec);
+}
+
+json ReadJson(const std::string& path) {
+  json parsed = json::parse(ReadFile(path), nullptr, false);
+  EXPECT_FALSE(parsed.is_discarded()) << path;
+  return parsed;
+}
+
+// The session, which must read back whole.
+Session ReadOrFail(const std::string& dir) {
+  auto session = collector::ReadSession(dir);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return Session{};
+  for (const auto& diagnostic : session->diagnostics) {
+    ADD_FAILURE() << diagnostic.file << " at " << diagnostic.offset << ": " << diagnostic.message;
+  }
+  return std::move(session.value());
+}
+
+uint64_t LastCallExitNs(const Session& session, uint32_t pid) {
+  uint64_t last = 0;
+  for (const auto& call : session.api_calls) {
+    if (call.pid == pid) last = std::max(last, call.exit_ns);
+  }
+  return last;
+}
+
+// The kernel's record of the root process reaches its death: the kernel saw the main thread exit,
+// and recorded it going off-CPU in its last 100 ms (it sleeps every millisecond while busy).
+void ExpectKernelRecordUntilDeath(const Session& session, uint32_t pid) {
+  ASSERT_TRUE(session.threads.contains(pid));
+  uint64_t exit_ns = session.threads.at(pid).exit_ns;
+  ASSERT_NE(exit_ns, 0u) << "the kernel recorder did not see pid " << pid << " end";
+  uint64_t last_off_cpu = 0;
+  for (const auto& interval : session.off_cpu) {
+    if (interval.tid == pid) last_off_cpu = std::max(last_off_cpu, interval.start_ns);
+  }
+  EXPECT_GT(last_off_cpu + 100000000ull, exit_ns)
+      << "the newest off-CPU interval is " << (exit_ns - last_off_cpu) / 1e6
+      << " ms older than the process's end";
+}
+
+// The target's pid, as gprof-run wrote it in session.json before releasing it.
+uint32_t WaitForRootPid(const std::string& session_dir) {
+  for (int i = 0; i < 1000; ++i) {
+    json meta = json::parse(ReadFile(session_dir + "/session.json"), nullptr, false);
+    if (!meta.is_discarded() && meta.contains("root_pid")) return meta["root_pid"].get<uint32_t>();
+    usleep(10000);
+  }
+  return 0;
+}
+
+// --- faults in the target ---
+
+struct Crash {
+  std::string action;
+  int exit_code;
+  std::optional<int> signal;
+};
+
+TEST(TargetFaults, CrashesKeepTheStatusAndTheRecordAndAreMarkedCutShort) {
+  GPROF_NEED_BPF();
+  for (const Crash& crash : {Crash{"segfault", 128 + SIGSEGV, SIGSEGV},
+                             Crash{"abort", 128 + SIGABRT, SIGABRT}, Crash{"thread-exit", 5, {}}}) {
+    SCOPED_TRACE(crash.action);
+    TempDir dir;
+    std::vector<std::string> args = {"-o",   dir.Sub("s"), "--",        AppPath("exit_app"),
+                                     "busy", "800",        crash.action};
+    if (crash.action == "thread-exit") args.push_back("5");
+    ProcessResult run = Gprof(args);
+    ASSERT_FALSE(run.timed_out);
+    EXPECT_EQ(run.exit_code(), crash.exit_code) << run.err;
+
+    json meta = ReadJson(dir.Sub("s/session.json"));
+    EXPECT_EQ(meta["finished"], true);
+    json report = ReadJson(dir.Sub("s/report.json"));
+    const json& cut_short = report["session"]["cut_short"];
+    std::string text = ReadFile(dir.Sub("s/report.txt"));
+    if (crash.signal) {
+      ASSERT_TRUE(cut_short.is_object()) << report["session"].dump(1);
+      EXPECT_EQ(cut_short["cause"], "killed_by_signal");
+      EXPECT_EQ(report["session"]["exit_signal"], *crash.signal);
+      std::string name = std::string("SIG") + sigabbrev_np(*crash.signal);
+      EXPECT_NE(text.find("CUT SHORT the command was killed by signal " +
+                          std::to_string(*crash.signal) + " (" + name + ")"),
+                std::string::npos)
+          << text;
+    } else {
+      EXPECT_TRUE(cut_short.is_null()) << cut_short.dump();
+      EXPECT_EQ(text.find("CUT SHORT"), std::string::npos) << text;
+    }
+
+    Session session = ReadOrFail(dir.Sub("s"));
+    uint32_t pid = session.meta.root_pid;
+    uint64_t last_call = LastCallExitNs(session, pid);
+    ASSERT_NE(last_call, 0u);
+    // The crash came right after the busy loop's last calls: they are all in the record.
+    EXPECT_GT(last_call + 1000000000ull, session.threads.at(pid).exit_ns);
+    ExpectKernelRecordUntilDeath(session, pid);
+  }
+}
+
+TEST(TargetFaults, SigkillFromOutsideLosesAtMostTheLastSecond) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::atomic<uint64_t> killed_at{0};
+  std::thread killer([&] {
+    uint32_t pid = WaitForRootPid(dir.Sub("s"));
+    if (pid == 0) return;
+    usleep(1500000);
+    killed_at = NowNs();
+    kill(static_cast<pid_t>(pid), SIGKILL);
+  });
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "20000"});
+  killer.join();
+  ASSERT_NE(killed_at.load(), 0u) << "no session.json with the root pid";
+  EXPECT_EQ(run.exit_code(), 128 + SIGKILL);
+  EXPECT_LT(run.seconds, 15) << "gprof-run did not end with its command";
+
+  Session session = ReadOrFail(dir.Sub("s"));
+  EXPECT_EQ(session.meta.cut_short, "killed_by_signal");
+  uint32_t pid = session.meta.root_pid;
+  uint64_t last_call = LastCallExitNs(session, pid);
+  EXPECT_GT(last_call + 1000000000ull, killed_at.load())
+      << "the newest CUDA call is " << (killed_at.load() - last_call) / 1e6
+      << " ms older than the SIGKILL";
+  ExpectKernelRecordUntilDeath(session, pid);
+  json report = ReadJson(dir.Sub("s/report.json"));
+  EXPECT_EQ(report["session"]["cut_short"]["cause"], "killed_by_signal");
+}
+
+TEST(TargetFaults, ExecRecordsBothProgramsOfTheProcess) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "300",
+                             "exec", AppPath("exit_app"), "busy", "300", "exit", "3"});
+  ASSERT_EQ(run.exit_code(), 3) << run.err;
+  EXPECT_TRUE(fs::exists(
+      dir.Sub("s/inject-" + ReadJson(dir.Sub("s/session.json"))["root_pid"].dump() + ".1.gpr")))
+      << "the new program's own file";
+  Session session = ReadOrFail(dir.Sub("s"));
+  EXPECT_TRUE(session.meta.cut_short.empty());
+  uint32_t pid = session.meta.root_pid;
+  const auto& process = session.processes.at(pid);
+  // gprof-run's exec of the command, and the command's own.
+  ASSERT_EQ(process.exec_ns.size(), 2u) << "the kernel saw both execs";
+  uint64_t exec_ns = process.exec_ns.back();
+  size_t before = 0, after = 0;
+  uint64_t last_before = 0;
+  for (const auto& call : session.api_calls) {
+    if (call.pid != pid) continue;
+    (call.enter_ns < exec_ns ? before : after) += 1;
+    if (call.exit_ns < exec_ns) last_before = std::max(last_before, call.exit_ns);
+  }
+  EXPECT_GT(before, 100u);
+  EXPECT_GT(after, 100u);
+  // The old program's calls up to the exec: flushed before it, not lost with its writer thread.
+  EXPECT_GT(last_before + 50000000ull, exec_ns)
+      << "the old program's last recorded call is " << (exec_ns - last_before) / 1e6
+      << " ms older than its exec";
+  ExpectKernelRecordUntilDeath(session, pid);
+}
+
+// Lines "<what> pid=<n> calls=<m>" or "<what> tid=<n> calls=<m>" the test programs print.
+std::map<uint32_t, size_t> PrintedCalls(const std::string& output, const std::string& what) {
+  std::map<uint32_t, size_t> printed;
+  std::regex pattern(what + R"( (?:pid|tid)=(\d+) calls=(\d+))");
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::smatch match;
+    if (std::regex_match(line, match, pattern)) {
+      printed[static_cast<uint32_t>(std::stoul(match[1]))] = std::stoul(match[2]);
+    }
+  }
+  return printed;
+}
+
+TEST(TargetFaults, AForkStormRecordsEveryProcess) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  ProcessSpec spec;
+  spec.timeout_s = 240;
+  ProcessResult run = Gprof(
+      {"-q", "-o", dir.Sub("s"), "--", AppPath("fork_app"), "--children", "300", "--calls", "12"},
+      spec);
+  ASSERT_FALSE(run.timed_out) << "deadlock";
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::map<uint32_t, size_t> children = PrintedCalls(run.out, "child");
+  ASSERT_EQ(children.size(), 300u);
+
+  Session session = ReadOrFail(dir.Sub("s"));
+  std::map<uint32_t, size_t> recorded;
+  for (const auto& call : session.api_calls) ++recorded[call.pid];
+  std::set<uint32_t> started_by_kernel;
+  for (const auto& start : session.task_starts) {
+    if (!start.is_thread) started_by_kernel.insert(start.pid);
+  }
+  for (const auto& [pid, calls] : children) {
+    EXPECT_EQ(recorded[pid], calls) << "child " << pid;
+    EXPECT_TRUE(started_by_kernel.contains(pid)) << "the kernel recorder missed child " << pid;
+    EXPECT_TRUE(session.processes.contains(pid)) << pid;
+  }
+  // Nothing of the processes themselves lost (kernel stacks a busy stack map could not hold may
+  // be).
+  for (const auto& entry : session.lost) {
+    EXPECT_EQ(entry.what.find("CUDA call records"), std::string::npos) << entry.what;
+    EXPECT_EQ(entry.what.find("not followed"), std::string::npos) << entry.what;
+  }
+}
+
+TEST(TargetFaults, AThousandThreadsAreEachRecorded) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  ProcessSpec spec;
+  spec.timeout_s = 240;
+  ProcessResult run =
+      Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "threads", "1000"}, spec);
+  ASSERT_FALSE(run.timed_out) << "deadlock";
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::map<uint32_t, size_t> threads = PrintedCalls(run.out, "thread");
+  ASSERT_EQ(threads.size(), 1000u);
+
+  Session session = ReadOrFail(dir.Sub("s"));
+  std::map<uint32_t, size_t> recorded;
+  for (const auto& call : session.api_calls) ++recorded[call.tid];
+  std::set<uint32_t> started_by_kernel;
+  for (const auto& start : session.task_starts) {
+    if (start.is_thread) started_by_kernel.insert(start.tid);
+  }
+  for (const auto& [tid, calls] : threads) {
+    EXPECT_EQ(recorded[tid], calls) << "thread " << tid;
+    EXPECT_TRUE(started_by_kernel.contains(tid)) << "the kernel recorder missed thread " << tid;
+  }
+}
+
+TEST(TargetFaults, AReusedTidKeepsBothThreadsCalls) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "reuse-tid"});
+  if (run.exit_code() == 3) GTEST_SKIP() << run.err;  // no CAP_SYS_ADMIN, or a busy machine
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::smatch match;
+  std::regex pattern(R"(reused tid=(\d+) first=(\d+) second=(\d+)\n)");
+  ASSERT_TRUE(std::regex_match(run.out, match, pattern)) << run.out;
+  uint32_t tid = static_cast<uint32_t>(std::stoul(match[1]));
+  Session session = ReadOrFail(dir.Sub("s"));
+  size_t calls = 0;
+  for (const auto& call : session.api_calls) calls += call.tid == tid;
+  EXPECT_EQ(calls, std::stoul(match[2]) + std::stoul(match[3]));
+  size_t starts = 0;
+  for (const auto& start : session.task_starts) starts += start.tid == tid;
+  EXPECT_EQ(starts, 2u) << "the kernel saw both threads start";
+  EXPECT_EQ(session.threads.at(tid).name, "second-owner");
+}
+
+int StressSeconds() {
+  const char* value = getenv("GPROF_STRESS_SECONDS");
+  return value != nullptr ? atoi(value) : 60;
+}
+
+TEST(TargetFaults, SixtyFourThreadsForAMinuteAreRecordedOrCountedAsDropped) {
+  GPROF_NEED_BPF();
+  int seconds = StressSeconds();
+  TempDir dir;
+  ProcessSpec spec;
+  // The whole run under 300 s (ctest's limit in CI): the collector reads every call back.
+  spec.timeout_s = seconds * 2 + 160;
+  // 250 calls a second a thread, in bursts of 200: 16,000 a second, a million a minute.
+  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "64",
+                             std::to_string(seconds), "250"},
+                            spec);
+  ASSERT_FALSE(run.timed_out);
+  ASSERT_EQ(run.exit_code(), 0) << run.err.substr(0, 2000);
+  std::smatch match;
+  std::regex pattern(R"(calls=(\d+)\n)");
+  ASSERT_TRUE(std::regex_match(run.out, match, pattern)) << run.out;
+  uint64_t made = std::stoull(match[1]);
+  EXPECT_GT(made, uint64_t(seconds) * 64 * 125) << "the program hardly ran";
+
+  json report = ReadJson(dir.Sub("s/report.json"));
+  uint64_t recorded = report["session"]["counts"]["cuda_calls"];
+  uint64_t dropped = 0;
+  for (const auto& process : report["session"]["processes"]) {
+    dropped += process["dropped_records"].get<uint64_t>();
+  }
+  EXPECT_EQ(recorded + dropped, made) << recorded << " recorded, " << dropped << " dropped";
+  if (dropped > 0) {
+    std::string text = ReadFile(dir.Sub("s/report.txt"));
+    EXPECT_NE(text.find("LOST      "), std::string::npos) << text;
+  }
+  std::printf("stress: %d s, %llu calls made, %llu recorded, %llu dropped\n", seconds,
+              static_cast<unsigned long long>(made), static_cast<unsigned long long>(recorded),
+              static_cast<unsigned long long>(dropped));
+}
+
+// The writer thread of `pid`'s injected library, once it exists; 0 after ~10 s without it.
+pid_t WriterThreadOf(uint32_t pid) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      if (ReadFile(task.path().string() + "/comm") ==
+          std::string(format::kWriterThreadName) + "\n") {
+        return static_cast<pid_t>(std::stoi(task.path().filename().string()));
+      }
+    }
+    usleep(10000);
+  }
+  return 0;
+}
+
+// A writer that falls behind (as one blocked on a slow disk would): the injected library's writer
+// thread alone is held still for a second (ptrace, which stops one thread) while a thread makes
+// 200,000 calls a second. Its ring overflows; every call is recorded or counted as dropped, and
+// the report says so.
+TEST(TargetFaults, CallsAStalledWriterCouldNotTakeAreCountedAsDropped) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::atomic<bool> stalled{false};
+  std::thread staller([&] {
+    uint32_t pid = WaitForRootPid(dir.Sub("s"));
+    pid_t writer = pid != 0 ? WriterThreadOf(pid) : 0;
+    if (writer == 0 || ptrace(PTRACE_SEIZE, writer, nullptr, nullptr) != 0) return;
+    int status = 0;
+    if (ptrace(PTRACE_INTERRUPT, writer, nullptr, nullptr) == 0 &&
+        waitpid(writer, &status, __WALL) == writer) {
+      usleep(1000000);
+      stalled = true;
+    }
+    ptrace(PTRACE_DETACH, writer, nullptr, nullptr);
+  });
+  ProcessResult run =
+      Gprof({"-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "1", "3", "200000"});
+  staller.join();
+  ASSERT_TRUE(stalled.load()) << "the writer thread was not stopped";
+  ASSERT_EQ(run.exit_code(), 0) << run.err.substr(0, 2000);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(run.out, match, std::regex(R"(calls=(\d+)\n)"))) << run.out;
+  uint64_t made = std::stoull(match[1]);
+
+  json report = ReadJson(dir.Sub("s/report.json"));
+  uint64_t recorded = report["session"]["counts"]["cuda_calls"];
+  ASSERT_EQ(report["session"]["processes"].size(), 1u);
+  uint64_t dropped = report["session"]["processes"][0]["dropped_records"];
+  EXPECT_GT(dropped, 0u) << "a ring of 32,768 calls held a second of 200,000";
+  EXPECT_EQ(recorded + dropped, made) << recorded << " recorded, " << dropped << " dropped";
+  std::string text = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex(R"(LOST      [\d,]+ CUDA call records of pid \d+ \(thread buffer full\))")))
+      << text;
+}
+
+// --- faults around it ---
+
+// A small file system of its own for the session directory, unmounted when the test ends.
+class SmallFileSystem {
+ public:
+  explicit SmallFileSystem(const std::string& path, const std::string& size) : path_(path) {
+    fs::create_directories(path);
+    mounted_ = mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    if (!mounted_) error_ = strerror(errno);
+  }
+  ~SmallFileSystem() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+TEST(AroundFaults, AFullDiskStopsRecordingAndTheTargetRunsOn) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  SmallFileSystem small(dir.Sub("small"), "1m");
+  if (!small.mounted()) GPROF_SKIP_OR_FAIL("cannot mount a tmpfs: " + small.error());
+  std::vector<std::string> command = {AppPath("exit_app"), "busy", "4000", "print", "exit", "7"};
+  ProcessResult plain = RunProcess(Command(command));
+  std::vector<std::string> args = {"-o", dir.Sub("small/s"), "--"};
+  args.insert(args.end(), command.begin(), command.end());
+  ProcessResult run = Gprof(args);
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_EQ(run.exit_code(), 7);
+  EXPECT_EQ(run.out, plain.out);
+  ASSERT_EQ(run.err.substr(0, plain.err.size()), plain.err) << "the program's own stderr first";
+
+  // The report, printed and written, names the file that stopped, when, and why. (report.json,
+  // megabytes for this run, may not fit in what the full disk has left; report.txt does.)
+  std::string pid =
+      std::to_string(ReadJson(dir.Sub("small/s/session.json"))["root_pid"].get<int>());
+  std::regex stopped("STOPPED   (inject-" + pid +
+                     R"(\.gpr \(pid \d+\)|kernel\.gpr) at \+[\d.]+ m?s: )");
+  EXPECT_TRUE(std::regex_search(run.err, stopped)) << run.err;
+  EXPECT_NE(run.err.find("No space left on device"), std::string::npos) << run.err;
+  std::string text = ReadFile(dir.Sub("small/s/report.txt"));
+  EXPECT_TRUE(std::regex_search(text, stopped)) << text;
+
+  // Every file is whole (a chunk cut by the full disk was taken back), what came before the stop
+  // is there, and the stops are in the session's record: which file, when, why.
+  Session session = ReadOrFail(dir.Sub("small/s"));
+  EXPECT_FALSE(session.api_calls.empty());
+  ASSERT_FALSE(session.recording_stops.empty());
+  bool write_failed = false;
+  for (const auto& stop : session.recording_stops) {
+    write_failed |= stop.cause == "write_failed";
+    EXPECT_GT(stop.time_ns, session.meta.start_monotonic_ns) << stop.file;
+    EXPECT_LT(stop.time_ns, session.meta.end_monotonic_ns) << stop.file;
+  }
+  EXPECT_TRUE(write_failed);
+  EXPECT_FALSE(fs::exists(dir.Sub("small/s/") + format::kReserveFile));
+}
+
+TEST(AroundFaults, KilledGprofRunLeavesTheJobRunningAndSaysSo) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  ProcessSpec spec;
+  spec.signal_after_ms = 1500;
+  spec.signal = SIGKILL;
+  std::vector<std::string> command = {AppPath("exit_app"), "busy", "4000", "print"};
+  ProcessResult plain = RunProcess(Command(command));
+  std::vector<std::string> args = {"-o", dir.Sub("s"), "--"};
+  args.insert(args.end(), command.begin(), command.end());
+  ProcessResult run = Gprof(args, spec);
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_EQ(run.exit_code(), 128 + SIGKILL);
+  // The job ran to its end (its streams stayed open until then), and said once that it runs on
+  // unprofiled.
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_GT(run.seconds, 3.5);
+  std::string line = run.err.substr(0, run.err.find('\n') + 1);
+  EXPECT_TRUE(std::regex_match(
+      line,
+      std::regex(
+          R"(gprof-run: profiler \(pid \d+\) ended; pid \d+ runs on unprofiled, its record in .* stops here\n)")))
+      << run.err;
+  EXPECT_EQ(run.err.substr(line.size()), plain.err);
+
+  // The session reads back, says it was cut short, and where the job's record stops.
+  ProcessResult report = Gprof({"report", dir.Sub("s")});
+  EXPECT_EQ(report.exit_code(), 0) << report.err;
+  EXPECT_NE(report.out.find("CUT SHORT gprof-run ended before the command did"), std::string::npos)
+      << report.out;
+  Session session = ReadOrFail(dir.Sub("s"));
+  EXPECT_EQ(session.meta.cut_short, "gprof_run_ended");
+  ASSERT_EQ(session.recording_stops.size(), 1u);
+  const auto& stop = session.recording_stops.front();
+  EXPECT_EQ(stop.cause, "profiler_ended");
+  EXPECT_GT(stop.time_ns, run.signalled_at_ns);
+  EXPECT_LT(stop.time_ns, run.signalled_at_ns + 500000000ull) << "noticed within half a second";
+  uint64_t last_call = LastCallExitNs(session, session.meta.root_pid);
+  EXPECT_LE(last_call, stop.time_ns);
+  EXPECT_GT(last_call + 1000000000ull, run.signalled_at_ns);
+}
+
+// The parent of `pid`, from /proc/<pid>/stat; 0 if it has none.
+pid_t ParentOf(uint32_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(name_end + 2));
+  std::string state;
+  pid_t parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
+// An event storm (a futex ping-pong, some 250,000 kernel records a second) while gprof-run, which
+// drains the ring buffer, is stopped for 1.5 s: a consumer that falls behind, as a loaded machine
+// makes it. The smallest ring buffer overflows; the kernel counts what it could not hold on each
+// CPU, the report shows it, and nothing hangs.
+TEST(AroundFaults, RingBufferOverflowIsCountedPerCpuWithoutHanging) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::atomic<bool> stalled{false};
+  std::thread staller([&] {
+    uint32_t pid = WaitForRootPid(dir.Sub("s"));
+    pid_t gprof_run = pid != 0 ? ParentOf(pid) : 0;
+    if (gprof_run <= 1) return;
+    usleep(1000000);
+    if (kill(gprof_run, SIGSTOP) != 0) return;
+    usleep(1500000);
+    kill(gprof_run, SIGCONT);
+    stalled = true;
+  });
+  ProcessSpec spec;
+  spec.timeout_s = 120;
+  ProcessResult run = Gprof(
+      {"-o", dir.Sub("s"), "--ring-buffer-mb", "1", "--", AppPath("pingpong"), "futex", "200000"},
+      spec);
+  staller.join();
+  ASSERT_TRUE(stalled.load()) << "gprof-run was not stopped";
+  ASSERT_FALSE(run.timed_out) << "hung";
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json report = ReadJson(dir.Sub("s/report.json"));
+  uint64_t ring_lost = 0;
+  for (const auto& lost : report["session"]["lost"]) {
+    if (lost["what"].get<std::string>().find("ring buffer") == std::string::npos) continue;
+    uint64_t by_cpu = 0;
+    for (const auto& cpu : lost["by_cpu"]) {
+      EXPECT_FALSE(cpu["cpu"].is_null()) << lost.dump();
+      by_cpu += cpu["count"].get<uint64_t>();
+    }
+    EXPECT_EQ(by_cpu, lost["count"].get<uint64_t>());
+    ring_lost += by_cpu;
+  }
+  ASSERT_GT(ring_lost, 0u) << report["session"]["lost"].dump(1);
+  std::string text = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(LOST .*ring buffer.*\(cpu \d+: [\d,]+)")))
+      << text;
+}
+
+}  // namespace
+}  // namespace gprof::test

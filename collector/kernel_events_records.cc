@@ -152,7 +152,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
 
 void KernelRecordDecoder::Malformed(const RecordView& record, const std::string& what) {
   session_->diagnostics.push_back(
-      {path_, record.chunk_offset, "malformed " + what + " record skipped"});
+      {path_, record.chunk_offset,
+       "malformed " + what + " record skipped (" + RecordPlace(record) + ")"});
 }
 
 template <typename Event>
@@ -252,7 +253,7 @@ void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
   wait.fd = event.fd;
   wait.request = event.request;
   wait.ret = event.ret;
-  wait.device = std::string(FixedString(event.device, sizeof(event.device)));
+  wait.device = PrintableName(FixedString(event.device, sizeof(event.device)));
   session_->device_waits.push_back(std::move(wait));
   threads_->SeeThread(event.tid, event.pid);
 }
@@ -323,7 +324,7 @@ void KernelRecordDecoder::DecodeKernelSymbol(const RecordView& record) {
   if (name.size() != symbol.name_len) return Malformed(record, "kernel symbol");
   char offset[24];
   snprintf(offset, sizeof(offset), "+0x%x", symbol.offset);
-  session_->kernel_symbols[symbol.address] = std::string(name) + offset;
+  session_->kernel_symbols[symbol.address] = PrintableName(name) + offset;
 }
 
 void KernelRecordDecoder::DecodeUserStack(const RecordView& record) {

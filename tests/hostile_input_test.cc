@@ -10,6 +10,7 @@
 
 #include "clean_utf8.h"
 #include "collect.h"
+#include "report_format.h"
 #include "session_builder.h"
 #include "session_reader.h"
 #include "test_support.h"
@@ -63,6 +64,13 @@ TEST(PrintableName, EscapesWhatIsNotStrictUtf8AndC1Controls) {
   // The edges of what is valid stay.
   EXPECT_EQ(PrintableName("\xc2\xa0\xed\x9f\xbf\xee\x80\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"),
             "\xc2\xa0\xed\x9f\xbf\xee\x80\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf");
+}
+
+TEST(Shortened, NeverCutsAUtf8Character) {
+  EXPECT_EQ(collector::Shortened("ab\xc3\xa9z", 3), "ab") << "not half of the e-acute";
+  EXPECT_EQ(collector::Shortened("ab\xc3\xa9z", 4), "ab\xc3\xa9");
+  EXPECT_EQ(collector::Shortened("\xf0\x9f\x98\x80", 2), "");
+  EXPECT_EQ(collector::Shortened("short", 80), "short");
 }
 
 // Names as a hostile program could give them: quotes, terminal escapes, bytes that are not UTF-8.

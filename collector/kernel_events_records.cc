@@ -107,7 +107,8 @@ std::optional<std::vector<uint64_t>> StackFrames(std::span<const uint8_t> bytes,
   uint64_t frames_bytes = uint64_t{depth} * sizeof(uint64_t);
   if (depth > GPROF_MAX_STACK_DEPTH || bytes.size() - sizeof(T) < frames_bytes) return std::nullopt;
   std::vector<uint64_t> ips(depth);
-  memcpy(ips.data(), bytes.data() + sizeof(T), frames_bytes);
+  // An empty stack has no buffer to copy into: memcpy to null is undefined even for 0 bytes.
+  if (frames_bytes > 0) memcpy(ips.data(), bytes.data() + sizeof(T), frames_bytes);
   return ips;
 }
 

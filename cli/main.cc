@@ -1,5 +1,6 @@
 // gprof-run: profile a GPU program unchanged, and explain why its threads froze.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "exit_codes.h"
 #include "run_command.h"
@@ -143,23 +145,37 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fprintf(stderr, "gprof-run: %s\nRun 'gprof-run --help' for usage.\n", e.what());
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');  // misuse is told in one line
+    fprintf(stderr, "gprof-run: %s (see gprof-run --help)\n", what.c_str());
     return gprof::cli::kExitToolFailure;
   }
 
-  if (report->parsed()) return gprof::cli::ReportCommand(report_dir, report_threshold_ms);
+  if (report->parsed()) {
+    // prefix_command() lets what `report` does not know through as remaining arguments.
+    std::vector<std::string> extra = report->remaining();
+    if (extra.empty()) extra = app.remaining();
+    if (!extra.empty()) {
+      fprintf(stderr, "gprof-run: report: unexpected argument %s (see gprof-run --help)\n",
+              extra.front().c_str());
+      return gprof::cli::kExitToolFailure;
+    }
+    return gprof::cli::ReportCommand(report_dir, report_threshold_ms);
+  }
 
   run.command = app.remaining();
   // prefix_command() hands over everything from the first argument it does not know: an option
   // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
   if (!run.command.empty() && run.command.front().starts_with("-") && run.command.front() != "--") {
-    fprintf(stderr, "gprof-run: unknown option %s\nRun 'gprof-run --help' for usage.\n",
+    fprintf(stderr, "gprof-run: unknown option %s (see gprof-run --help)\n",
             run.command.front().c_str());
     return gprof::cli::kExitToolFailure;
   }
   if (!run.command.empty() && run.command.front() == "--") run.command.erase(run.command.begin());
   if (run.command.empty()) {
-    fprintf(stderr, "gprof-run: no command given\n%s\n", kUsage);
+    fprintf(stderr,
+            "gprof-run: no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run "
+            "report DIR (see gprof-run --help)\n");
     return gprof::cli::kExitToolFailure;
   }
   if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);

@@ -207,7 +207,8 @@ void PrintCollectorOutput(const collector::CollectResult& result, FILE* out) {
   fputs(result.text_report.c_str(), out);
   for (const auto& path : result.written) {
     if (path.ends_with(collector::kTraceFile)) {
-      fprintf(out, "\ntrace: %s (open it in https://ui.perfetto.dev)\n", path.c_str());
+      fprintf(out, "\ntrace: %s (open it in https://ui.perfetto.dev)\n",
+              collector::PrintableName(path).c_str());
     }
   }
   for (const auto& warning : result.warnings) Say("warning: " + warning);

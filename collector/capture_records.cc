@@ -106,7 +106,7 @@ std::vector<std::string> FrameLines(std::string_view text, size_t frame_count) {
   lines.reserve(frame_count);
   while (lines.size() < frame_count && !text.empty()) {
     size_t end = text.find('\n');
-    lines.push_back(DemangleFrame(text.substr(0, end)));
+    lines.push_back(PrintableName(DemangleFrame(text.substr(0, end))));
     text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
   }
   lines.resize(frame_count);
@@ -152,7 +152,8 @@ bool CaptureRecordDecoder::Decode(const RecordView& record) {
 
 void CaptureRecordDecoder::Malformed(const RecordView& record, const char* what) {
   session_->diagnostics.push_back(
-      {path_, record.chunk_offset, std::string("malformed ") + what + " record skipped"});
+      {path_, record.chunk_offset,
+       std::string("malformed ") + what + " record skipped (" + RecordPlace(record) + ")"});
 }
 
 void CaptureRecordDecoder::DecodeCaptureInfo(const RecordView& record) {
@@ -166,7 +167,7 @@ void CaptureRecordDecoder::DecodeCaptureInfo(const RecordView& record) {
   capture_time_ns_ = info.time_ns;
   Process& process = session_->processes[pid_];
   process.pid = pid_;
-  process.capture = Capture{ModeOf(info.mode), info.cupti_version, std::string(text)};
+  process.capture = Capture{ModeOf(info.mode), info.cupti_version, PrintableName(text)};
 }
 
 void CaptureRecordDecoder::DecodeGpuName(const RecordView& record) {
@@ -174,7 +175,7 @@ void CaptureRecordDecoder::DecodeGpuName(const RecordView& record) {
   if (!ReadRecord(record.bytes, &name)) return Malformed(record, "GPU name");
   auto text = TrailingText<format::GpuNameRecord>(record.bytes, name.name_len);
   if (text.size() != name.name_len) return Malformed(record, "GPU name");
-  kernel_name_of_id_[name.name_id] = InternKernelName(Demangle(text));
+  kernel_name_of_id_[name.name_id] = InternKernelName(PrintableName(Demangle(text)));
 }
 
 bool CaptureRecordDecoder::Keep(GpuActivity activity) {

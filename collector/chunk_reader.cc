@@ -25,7 +25,8 @@ std::string Hex(uint64_t value) {
 class MappedFile {
  public:
   static Expected<std::shared_ptr<MappedFile>> Open(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO in the session directory must not hang the reader (it is refused below).
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::Error(std::string("cannot open: ") + strerror(errno));
     struct stat info {};
     if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -137,7 +138,8 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
       return "record of size " + std::to_string(header.size) + " at payload offset " +
              std::to_string(offset) + " overruns the chunk";
     }
-    visit(RecordView{header.type, raw.subspan(offset, header.size), chunk_offset, writer_pid});
+    visit(RecordView{header.type, raw.subspan(offset, header.size), chunk_offset, offset,
+                     writer_pid});
     offset += header.size;
     ++count;
     ++*visited;

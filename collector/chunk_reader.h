@@ -21,6 +21,7 @@ struct RecordView {
   uint16_t type = 0;
   std::span<const uint8_t> bytes;  // the whole record, header included
   uint64_t chunk_offset = 0;       // file offset of the chunk that holds it, for messages
+  uint64_t payload_offset = 0;     // of the record in its chunk's decoded payload, for messages
   uint32_t writer_pid = 0;         // FileHeader::pid of the file
 };
 
@@ -38,6 +39,11 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // cannot be opened or has no valid header is an error (its message does not repeat the path).
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
                                          std::vector<Diagnostic>* diagnostics);
+
+// Where a record sits, for a message about it: "record at byte N of the chunk's records".
+inline std::string RecordPlace(const RecordView& record) {
+  return "record at byte " + std::to_string(record.payload_offset) + " of the chunk's records";
+}
 
 // Copies a fixed-size record struct out of `bytes` when it is large enough; false otherwise.
 template <typename T>

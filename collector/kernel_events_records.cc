@@ -107,7 +107,8 @@ std::optional<std::vector<uint64_t>> StackFrames(std::span<const uint8_t> bytes,
   uint64_t frames_bytes = uint64_t{depth} * sizeof(uint64_t);
   if (depth > GPROF_MAX_STACK_DEPTH || bytes.size() - sizeof(T) < frames_bytes) return std::nullopt;
   std::vector<uint64_t> ips(depth);
-  memcpy(ips.data(), bytes.data() + sizeof(T), frames_bytes);
+  // An empty stack has no buffer to copy into: memcpy to null is undefined even for 0 bytes.
+  if (frames_bytes > 0) memcpy(ips.data(), bytes.data() + sizeof(T), frames_bytes);
   return ips;
 }
 
@@ -152,7 +153,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
 
 void KernelRecordDecoder::Malformed(const RecordView& record, const std::string& what) {
   session_->diagnostics.push_back(
-      {path_, record.chunk_offset, "malformed " + what + " record skipped"});
+      {path_, record.chunk_offset,
+       "malformed " + what + " record skipped (" + RecordPlace(record) + ")"});
 }
 
 template <typename Event>
@@ -252,7 +254,7 @@ void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
   wait.fd = event.fd;
   wait.request = event.request;
   wait.ret = event.ret;
-  wait.device = std::string(FixedString(event.device, sizeof(event.device)));
+  wait.device = PrintableName(FixedString(event.device, sizeof(event.device)));
   session_->device_waits.push_back(std::move(wait));
   threads_->SeeThread(event.tid, event.pid);
 }
@@ -323,7 +325,7 @@ void KernelRecordDecoder::DecodeKernelSymbol(const RecordView& record) {
   if (name.size() != symbol.name_len) return Malformed(record, "kernel symbol");
   char offset[24];
   snprintf(offset, sizeof(offset), "+0x%x", symbol.offset);
-  session_->kernel_symbols[symbol.address] = std::string(name) + offset;
+  session_->kernel_symbols[symbol.address] = PrintableName(name) + offset;
 }
 
 void KernelRecordDecoder::DecodeUserStack(const RecordView& record) {

@@ -119,13 +119,21 @@ std::string PrintableName(std::string_view raw) {
       ++i;
       continue;
     }
-    // A UTF-8 sequence: its length from the lead byte, then continuation bytes; overlong forms and
-    // surrogates are not told apart here (the JSON writer replaces what it rejects).
+    // A UTF-8 sequence: its length from the lead byte, then continuation bytes. The second byte's
+    // range rules out overlong forms, surrogates and code points past U+10FFFF (Unicode's table
+    // 3-7), which JSON parsers and the Perfetto UI reject, and the C1 controls U+0080-U+009F (a
+    // terminal may read U+009B as the start of an escape sequence).
     size_t length = byte >= 0xf0 && byte < 0xf5 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc2 ? 2 : 0;
     if (byte >= 0xf5) length = 0;
     bool valid = length != 0 && i + length <= raw.size();
     for (size_t k = 1; valid && k < length; ++k)
       valid = (static_cast<unsigned char>(raw[i + k]) & 0xc0) == 0x80;
+    if (valid) {
+      const auto second = static_cast<unsigned char>(raw[i + 1]);
+      valid = !(byte == 0xc2 && second < 0xa0) && !(byte == 0xe0 && second < 0xa0) &&
+              !(byte == 0xed && second > 0x9f) && !(byte == 0xf0 && second < 0x90) &&
+              !(byte == 0xf4 && second > 0x8f);
+    }
     if (!valid) {
       escape(byte);
       ++i;

@@ -17,9 +17,10 @@
 
 namespace gprof::collector {
 
-// A name from the recorded program (a thread's, a process's) as the outputs can carry it: valid
-// UTF-8 kept, control characters and bytes that are not UTF-8 written as "\xNN". A thread may
-// name itself anything; the report, report.json and the trace must stay readable and valid.
+// A name from the recorded program or its session files as the outputs can carry it: valid UTF-8
+// kept, control characters and bytes that are not UTF-8 written as "\xNN". A thread may name
+// itself anything, and so may a kernel, a file or an argument; the report, report.json and the
+// trace must stay readable and valid. The readers pass every name and path they keep through it.
 std::string PrintableName(std::string_view raw);
 
 struct Mapping {

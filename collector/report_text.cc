@@ -166,7 +166,7 @@ void TextReport::GpuLines() {
     const KernelTotal& kernel = gpu.kernels_by_time[i];
     out_ << (i == 0 ? "  top       " : "            ") << FormatDuration(kernel.total_ns) << " in "
          << WithThousands(kernel.count) << " x "
-         << session_.kernel_names[kernel.name_index].substr(0, 80) << "\n";
+         << Shortened(session_.kernel_names[kernel.name_index], 80) << "\n";
   }
 }
 

@@ -27,7 +27,7 @@ std::vector<std::string> SplitNul(std::string_view text) {
   std::vector<std::string> parts;
   while (!text.empty()) {
     size_t end = text.find('\0');
-    parts.emplace_back(text.substr(0, end));
+    parts.push_back(PrintableName(text.substr(0, end)));
     if (end == std::string_view::npos) break;
     text.remove_prefix(end + 1);
   }
@@ -61,7 +61,8 @@ class SessionBuilder {
  private:
   void Malformed(const std::string& path, const RecordView& record, const char* what) {
     session_->diagnostics.push_back(
-        {path, record.chunk_offset, std::string("malformed ") + what + " record skipped"});
+        {path, record.chunk_offset,
+         std::string("malformed ") + what + " record skipped (" + RecordPlace(record) + ")"});
   }
   void DecodeInject(const RecordView& record, uint32_t pid,
                     std::unordered_map<uint32_t, uint32_t>* api_index, const std::string& path);
@@ -75,7 +76,7 @@ class SessionBuilder {
 
 uint32_t SessionBuilder::InternApiName(std::string_view name) {
   auto [it, inserted] = api_name_index_.try_emplace(std::string(name), session_->api_names.size());
-  if (inserted) session_->api_names.emplace_back(name);
+  if (inserted) session_->api_names.push_back(PrintableName(name));
   return it->second;
 }
 
@@ -93,7 +94,7 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
       auto tail =
           TrailingText<ProcessInfoRecord>(record.bytes, uint64_t{info.exe_len} + info.cmdline_len);
       if (tail.size() == uint64_t{info.exe_len} + info.cmdline_len) {
-        process.exe = std::string(tail.substr(0, info.exe_len));
+        process.exe = PrintableName(tail.substr(0, info.exe_len));
         process.cmdline = SplitNul(tail.substr(info.exe_len));
       }
       return;
@@ -146,7 +147,7 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
       MessageRecord message;
       if (!ReadRecord(record.bytes, &message)) return Malformed(path, record, "message");
       auto text = TrailingText<MessageRecord>(record.bytes, message.text_len);
-      session_->messages.push_back("pid " + std::to_string(pid) + ": " + std::string(text));
+      session_->messages.push_back("pid " + std::to_string(pid) + ": " + PrintableName(text));
       return;
     }
     case kRecordingStopped: {
@@ -154,7 +155,7 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
       if (!ReadRecord(record.bytes, &stopped)) return Malformed(path, record, "recording stopped");
       auto text = TrailingText<RecordingStoppedRecord>(record.bytes, stopped.text_len);
       RecordingStop stop;
-      stop.file = fs::path(path).filename().string();
+      stop.file = PrintableName(fs::path(path).filename().string());
       stop.pid = pid;
       stop.time_ns = stopped.time_ns;
       stop.records_lost = stopped.records_lost;
@@ -171,7 +172,7 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
         default:
           stop.cause = "unknown";
       }
-      stop.description = std::string(text);
+      stop.description = PrintableName(text);
       if (stopped.error > 0) stop.description += std::string(": ") + strerror(stopped.error);
       for (auto& earlier : session_->recording_stops) {
         if (earlier.file == stop.file && earlier.time_ns == stop.time_ns) {
@@ -245,31 +246,54 @@ std::optional<T> Field(const json& object, const char* key) {
 }
 
 Status ReadSessionMeta(const std::string& path, Session* session) {
-  std::ifstream in(path);
-  if (!in) {
+  std::error_code error;
+  if (!fs::exists(path, error)) {
     session->diagnostics.push_back(
         {path, 0, "missing: the run's command and exit status are unknown"});
     return {};
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  json meta = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (meta.is_discarded() || !meta.is_object()) {
+  // Not a FIFO or a device, which would block or never end.
+  std::ifstream in;
+  if (fs::is_regular_file(path, error)) in.open(path, std::ios::binary);
+  if (!in.is_open()) {
     session->diagnostics.push_back(
-        {path, 0, "not valid JSON: the run's command and exit status are unknown"});
+        {path, 0,
+         "unreadable or not a regular file: the run's command and exit status are unknown"});
     return {};
   }
-  int version = Field<int>(meta, "version").value_or(0);
-  if (version > kSessionMetaVersion) {
-    return Status::Error(path + ": session written by a newer gprof-run (session version " +
+  std::stringstream text;
+  text << in.rdbuf();
+  json meta;
+  try {
+    meta = json::parse(text.str());
+  } catch (const json::parse_error& parse_error) {
+    // Its byte counts from 1, at the first byte that does not fit.
+    session->diagnostics.push_back(
+        {path, parse_error.byte > 0 ? parse_error.byte - 1 : 0,
+         "not valid JSON: the run's command and exit status are unknown"});
+    return {};
+  }
+  if (!meta.is_object()) {
+    session->diagnostics.push_back(
+        {path, 0, "not a JSON object: the run's command and exit status are unknown"});
+    return {};
+  }
+  // Read whole: a version past int's range must still count as newer, not wrap to an old one.
+  auto version_field = meta.find("version");
+  uint64_t version = version_field != meta.end() && version_field->is_number_unsigned()
+                         ? version_field->get<uint64_t>()
+                         : 0;
+  if (version > static_cast<uint64_t>(kSessionMetaVersion)) {
+    return Status::Error(PrintableName(path) +
+                         ": session written by a newer gprof-run (session version " +
                          std::to_string(version) + ", this build reads up to " +
                          std::to_string(kSessionMetaVersion) + ")");
   }
   SessionMeta& out = session->meta;
-  out.tool_version = Field<std::string>(meta, "tool_version").value_or("");
+  out.tool_version = PrintableName(Field<std::string>(meta, "tool_version").value_or(""));
   if (auto command = meta.find("command"); command != meta.end() && command->is_array()) {
     for (const auto& arg : *command) {
-      if (arg.is_string()) out.command.push_back(arg.get<std::string>());
+      if (arg.is_string()) out.command.push_back(PrintableName(arg.get<std::string>()));
     }
   }
   out.root_pid = Field<uint32_t>(meta, "root_pid").value_or(0);
@@ -299,16 +323,16 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
   if (auto stops = meta.find("recording_stopped"); stops != meta.end() && stops->is_array()) {
     for (const auto& entry : *stops) {
       RecordingStop stop;
-      stop.file = Field<std::string>(entry, "file").value_or("");
+      stop.file = PrintableName(Field<std::string>(entry, "file").value_or(""));
       stop.time_ns = Field<uint64_t>(entry, "time_ns").value_or(0);
-      stop.cause = Field<std::string>(entry, "cause").value_or("write_failed");
-      stop.description = Field<std::string>(entry, "reason").value_or("");
+      stop.cause = PrintableName(Field<std::string>(entry, "cause").value_or("write_failed"));
+      stop.description = PrintableName(Field<std::string>(entry, "reason").value_or(""));
       if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
     }
   }
   json kernel = meta.value("kernel_recording", json::object());
   out.kernel_recording = Field<bool>(kernel, "enabled").value_or(false);
-  out.kernel_recording_note = Field<std::string>(kernel, "note").value_or("");
+  out.kernel_recording_note = PrintableName(Field<std::string>(kernel, "note").value_or(""));
   if (json window = meta.value("window", json()); window.is_object()) {
     SessionMeta::Window& bounds = out.window.emplace();
     bounds.delay_s = Field<double>(window, "delay_s").value_or(0);
@@ -330,12 +354,14 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
 }  // namespace
 
 Expected<Session> ReadSession(const std::string& directory) {
+  // Paths are opened as given and shown escaped: a file name may hold any byte but '/' and NUL.
+  const std::string shown = PrintableName(directory);
   std::error_code error;
   if (!fs::is_directory(directory, error)) {
-    return Status::Error(directory + ": no such session directory");
+    return Status::Error(shown + ": no such session directory");
   }
   Session session;
-  session.directory = directory;
+  session.directory = shown;
 
   std::vector<std::string> inject_files;
   bool has_meta = false, has_kernel = false;
@@ -347,9 +373,9 @@ Expected<Session> ReadSession(const std::string& directory) {
       inject_files.push_back(entry.path().string());
     }
   }
-  if (error) return Status::Error(directory + ": cannot list: " + error.message());
+  if (error) return Status::Error(shown + ": cannot list: " + error.message());
   if (!has_meta && !has_kernel && inject_files.empty()) {
-    return Status::Error(directory + ": not a gprof-run session (no " + kSessionMetaFile + ", " +
+    return Status::Error(shown + ": not a gprof-run session (no " + kSessionMetaFile + ", " +
                          kKernelFile + " or " + kInjectFilePrefix + "*" + kRecordingFileSuffix +
                          ")");
   }
@@ -362,6 +388,8 @@ Expected<Session> ReadSession(const std::string& directory) {
   if (has_kernel) builder.ReadKernelFile((fs::path(directory) / kKernelFile).string());
   for (const auto& path : inject_files) builder.ReadInjectFile(path);
   builder.Finish();
+  for (Diagnostic& diagnostic : session.diagnostics)
+    diagnostic.file = PrintableName(diagnostic.file);
   return session;
 }
 

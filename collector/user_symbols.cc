@@ -18,7 +18,10 @@ std::string Hex(uint64_t value) {
 
 bool IsFile(const Mapping& mapping) { return mapping.path.starts_with('/'); }
 
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+// A mapped file's name as the outputs show it (the path itself still opens the file).
+std::string BaseName(const std::string& path) {
+  return PrintableName(std::string_view(path).substr(path.rfind('/') + 1));
+}
 
 bool PermissionsMatch(const ElfLoadSegment& segment, const std::string& perms) {
   auto has = [&](size_t at, char letter) { return perms.size() > at && perms[at] == letter; };
@@ -75,7 +78,7 @@ void AddSymbol(const Session& session, const Mapping& mapping, uint64_t address,
       break;
   }
   if (symbol == nullptr) return;
-  location->symbol = Demangle(symbol->name);
+  location->symbol = PrintableName(Demangle(symbol->name));
   location->symbol_offset = *file_address - symbol->address;
 }
 
@@ -100,7 +103,7 @@ UserLocation LocateUserAddress(const Session& session, uint32_t pid, uint64_t ad
     in_module.module = BaseName(module.path);
     return in_module;
   }
-  location.module = IsFile(*mapping) ? BaseName(mapping->path) : mapping->path;
+  location.module = IsFile(*mapping) ? BaseName(mapping->path) : PrintableName(mapping->path);
   if (!IsFile(*mapping)) return location;
   location.file_backed = true;
   location.module_offset = address - mapping->start + mapping->file_offset;

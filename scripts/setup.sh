@@ -10,6 +10,7 @@ packages=(
   libbpf-dev libelf-dev zlib1g-dev libzstd-dev  # the kernel recorder's loader (linked statically)
   libcli11-dev nlohmann-json3-dev libprotozero-dev  # command line, JSON report, Perfetto encoder
   libgtest-dev protobuf-compiler         # tests; protoc checks the trace against Perfetto's schema
+  libclang-rt-14-dev                     # scripts/fuzz.sh: libFuzzer and the sanitizers for clang
   python3                                # tests: the GIL convoy (tests/apps/gil_convoy.py)
   passwd libcap2-bin util-linux          # security tests: throwaway users, setcap, setpriv
 )

@@ -144,6 +144,38 @@ TEST(EndToEnd, MisuseIsOneClearLineAnd125) {
   EXPECT_EQ(Gprof({"--help"}).exit_code(), 0);
 }
 
+// Each misuse, the documented way: exactly one line on stderr naming what is wrong, status 125,
+// nothing on stdout.
+TEST(EndToEnd, EveryMisuseIsOneLineAnd125) {
+  TempDir dir;
+  fs::create_directory(dir.Sub("not-a-session"));
+  std::ofstream(dir.Sub("not-a-session/notes.txt")) << "hello";
+  fs::create_directory(dir.Sub("newer"));
+  std::ofstream(dir.Sub("newer/session.json")) << R"({"version": 99, "command": ["x"]})";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> misuses = {
+      {{}, "no command given"},
+      {{"--frobnicate", "--", "true"}, "frobnicate"},
+      {{"--threshold", "-3", "--", "true"}, "threshold"},
+      {{"--cuda=sometimes", "--", "true"}, "sometimes"},
+      {{"report"}, "dir"},
+      {{"report", dir.Sub("nothing")}, dir.Sub("nothing") + ": no such session directory"},
+      {{"report", dir.Sub("not-a-session")}, "not a gprof-run session"},
+      {{"report", dir.Sub("newer")}, "newer/session.json: session written by a newer gprof-run"},
+      {{"report", dir.Sub("newer"), "--frobnicate"}, "frobnicate"},
+  };
+  for (const auto& [args, what] : misuses) {
+    std::string command = "gprof-run";
+    for (const std::string& arg : args) command += " " + arg;
+    ProcessResult result = Gprof(args);
+    EXPECT_EQ(result.exit_code(), 125) << command;
+    EXPECT_NE(result.err.find(what), std::string::npos) << command << ": " << result.err;
+    EXPECT_TRUE(result.err.starts_with("gprof-run: ")) << command << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+        << command << ": " << result.err;
+    EXPECT_EQ(result.out, "") << command;
+  }
+}
+
 TEST(EndToEnd, NeverOverwritesASession) {
   TempDir dir;
   fs::create_directory(dir.Sub("taken"));

@@ -333,6 +333,22 @@ struct RecordingStop {
 };
 
 // What gprof-run wrote in session.json about the run itself.
+// Outside SessionMeta: Clang cannot default-construct a nested struct with member initializers
+// inside std::optional before the enclosing class is complete.
+struct RecordingWindow {
+  double delay_s = 0;
+  double duration_s = 0;  // 0: to the end of the run
+  uint64_t start_monotonic_ns = 0;
+  uint64_t end_monotonic_ns = 0;
+};
+struct RecordingSizeCap {
+  uint64_t limit_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t stopped_at_monotonic_ns = 0;  // 0: the cap was not reached
+  uint64_t refused_records = 0;
+  uint64_t refused_bytes = 0;  // uncompressed
+};
+
 struct SessionMeta {
   std::string tool_version;
   std::vector<std::string> command;
@@ -347,21 +363,10 @@ struct SessionMeta {
   std::string kernel_recording_note;  // why it is off, when it is
 
   // --delay / --duration: every recorder kept only what started in [start, end) (end 0: none).
-  struct Window {
-    double delay_s = 0;
-    double duration_s = 0;  // 0: to the end of the run
-    uint64_t start_monotonic_ns = 0;
-    uint64_t end_monotonic_ns = 0;
-  };
+  using Window = RecordingWindow;
   std::optional<Window> window;
   // --max-size: the cap on the recording files, and what it cut.
-  struct MaxSize {
-    uint64_t limit_bytes = 0;
-    uint64_t used_bytes = 0;
-    uint64_t stopped_at_monotonic_ns = 0;  // 0: the cap was not reached
-    uint64_t refused_records = 0;
-    uint64_t refused_bytes = 0;  // uncompressed
-  };
+  using MaxSize = RecordingSizeCap;
   std::optional<MaxSize> max_size;
   // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
   // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).

@@ -58,6 +58,13 @@ size_t CountArgs(va_list args) {
   return count;
 }
 
+// execl's arguments after `first` into argv (count + 1 slots: `first`, the rest, the null
+// pointer), leaving `args` after the null pointer (execle's envp comes next).
+void TakeArgs(const char* first, size_t count, va_list* args, char** argv) {
+  argv[0] = const_cast<char*>(first);
+  for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(*args, char*);
+}
+
 }  // namespace
 
 __attribute__((destructor)) static void FlushAtExit() { gprof::inject::ShutdownRecording(); }
@@ -99,8 +106,7 @@ int execl(const char* path, const char* arg, ...) {
   va_start(args, arg);
   size_t count = 1 + CountArgs(args);
   char* argv[count + 1];
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(args, char*);
+  TakeArgs(arg, count, &args, argv);
   va_end(args);
   return Exec<int(const char*, char* const*)>(kExecv, path, static_cast<char* const*>(argv));
 }
@@ -110,8 +116,7 @@ int execlp(const char* file, const char* arg, ...) {
   va_start(args, arg);
   size_t count = 1 + CountArgs(args);
   char* argv[count + 1];
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(args, char*);
+  TakeArgs(arg, count, &args, argv);
   va_end(args);
   return Exec<int(const char*, char* const*)>(kExecvp, file, static_cast<char* const*>(argv));
 }
@@ -121,8 +126,7 @@ int execle(const char* path, const char* arg, ...) {
   va_start(args, arg);
   size_t count = 1 + CountArgs(args);
   char* argv[count + 1];
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(args, char*);
+  TakeArgs(arg, count, &args, argv);
   char* const* envp = va_arg(args, char* const*);
   va_end(args);
   return Exec<int(const char*, char* const*, char* const*)>(kExecve, path,

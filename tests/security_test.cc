@@ -121,22 +121,6 @@ Identity ParseIdentity(const std::string& out) {
   return identity;
 }
 
-// The environment RunProcess gives a command for `spec`: the test's, changed as `spec` says.
-std::map<std::string, std::string> EnvironmentFor(const ProcessSpec& spec) {
-  std::map<std::string, std::string> variables;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string variable(*entry);
-    size_t eq = variable.find('=');
-    if (eq != std::string::npos) variables[variable.substr(0, eq)] = variable.substr(eq + 1);
-  }
-  for (const auto& name : spec.unset_env) variables.erase(name);
-  for (const auto& variable : spec.set_env) {
-    size_t eq = variable.find('=');
-    variables[variable.substr(0, eq)] = variable.substr(eq + 1);
-  }
-  return variables;
-}
-
 // Every file and directory under `root`, `root` included.
 std::vector<fs::path> Everything(const fs::path& root) {
   std::vector<fs::path> paths{root};

@@ -21,6 +21,22 @@
 extern char** environ;
 
 namespace gprof::test {
+
+std::map<std::string, std::string> EnvironmentFor(const ProcessSpec& spec) {
+  std::map<std::string, std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string variable(*entry);
+    size_t eq = variable.find('=');
+    if (eq != std::string::npos) variables[variable.substr(0, eq)] = variable.substr(eq + 1);
+  }
+  for (const auto& name : spec.unset_env) variables.erase(name);
+  for (const auto& variable : spec.set_env) {
+    size_t eq = variable.find('=');
+    variables[variable.substr(0, eq)] = variable.substr(eq + 1);
+  }
+  return variables;
+}
+
 namespace {
 
 std::string EnvOr(const char* name, const char* fallback) {
@@ -35,19 +51,8 @@ double NowSeconds() {
 }
 
 std::vector<std::string> Environment(const ProcessSpec& spec) {
-  std::map<std::string, std::string> variables;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string variable(*entry);
-    size_t eq = variable.find('=');
-    if (eq != std::string::npos) variables[variable.substr(0, eq)] = variable.substr(eq + 1);
-  }
-  for (const auto& name : spec.unset_env) variables.erase(name);
-  for (const auto& variable : spec.set_env) {
-    size_t eq = variable.find('=');
-    variables[variable.substr(0, eq)] = variable.substr(eq + 1);
-  }
   std::vector<std::string> out;
-  for (const auto& [name, value] : variables) out.push_back(name + "=" + value);
+  for (const auto& [name, value] : EnvironmentFor(spec)) out.push_back(name + "=" + value);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ struct ProcessSpec {
 };
 
 ProcessResult RunProcess(const ProcessSpec& spec);
+// The environment RunProcess gives a command for `spec`: the test's, changed as `spec` says.
+std::map<std::string, std::string> EnvironmentFor(const ProcessSpec& spec);
 
 // A spec that only runs `argv`, everything else as the test's own process has it.
 inline ProcessSpec Command(std::vector<std::string> argv) {

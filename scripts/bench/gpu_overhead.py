@@ -16,6 +16,10 @@ Configurations:
   gprof_preload   gprof-run --no-kernel --cuda preload: runtime calls by interposition only, no
                   CUPTI (no GPU timeline): what CUPTI's callbacks cost, by difference
   gprof_full      gprof-run: the same plus the kernel recorder (needs root)
+  gprof_cuda@SOURCE, gprof_full@SOURCE
+                  the same, with API calls taken from SOURCE (GPROF_CUPTI_API_RECORDS: callbacks,
+                  activity, runtime-callbacks, interposed, interposed-correlated, gpu-only; see
+                  inject/cupti_tracer.h): what each part of the capture costs
   torch_profiler  gpu_workload.py --torch-profiler (CPU and CUDA activities)
   nsys            nsys profile -t cuda,osrt (ended once the workloads have printed their
                   times: its post-processing costs the program nothing and takes minutes)
@@ -44,6 +48,12 @@ WORKLOAD = os.path.join(HERE, "gpu_workload.py")
 def command(config, args, scratch, run_index):
     workload = [sys.executable, WORKLOAD] + args.workload_args.split()
     session = os.path.join(scratch, f"{config}-{run_index}")
+    base, _, api_source = config.partition("@")
+    if api_source:
+        # gprof_cuda@SOURCE, gprof_full@SOURCE: where API calls are taken from
+        # (GPROF_CUPTI_API_RECORDS, inject/cupti_tracer.h).
+        cmd, session = command(base, args, scratch, run_index)
+        return ["env", f"GPROF_CUPTI_API_RECORDS={api_source}"] + cmd, session
     if config == "plain":
         cmd = workload
     elif config == "gprof_cuda":

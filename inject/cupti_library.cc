@@ -42,9 +42,6 @@ bool Resolve(void* handle, const char* name, Fn* out) {
 
 bool ResolveAll(void* handle, CuptiLibrary* library) {
   Resolve(handle, "cuptiSubscribe_v2", &library->SubscribeV2);  // optional: CUPTI 12.x has none
-  // Optional: only the interposed-correlated capture uses them.
-  Resolve(handle, "cuptiActivityPushExternalCorrelationId", &library->PushExternalCorrelationId);
-  Resolve(handle, "cuptiActivityPopExternalCorrelationId", &library->PopExternalCorrelationId);
   return Resolve(handle, "cuptiGetVersion", &library->GetVersion) &&
          Resolve(handle, "cuptiGetResultString", &library->GetResultString) &&
          Resolve(handle, "cuptiSubscribe", &library->Subscribe) &&

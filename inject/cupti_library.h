@@ -38,8 +38,6 @@ struct CuptiLibrary {
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*);
   CUptiResult (*GetTimestamp)(uint64_t*);
   CUptiResult (*SetThreadIdType)(CUpti_ActivityThreadIdType);
-  CUptiResult (*PushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
-  CUptiResult (*PopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t*);
 
   // "CUPTI_ERROR_..." text for a result, never null.
   const char* ResultText(CUptiResult result) const;

@@ -41,8 +41,6 @@ struct CaptureState {
 
   CuptiLibrary cupti{};
   std::atomic<bool> cupti_active{false};
-  std::atomic<bool> correlate_gpu_work{false};
-  std::atomic<uint64_t> next_external_id{1};
   CUpti_SubscriberHandle subscriber = nullptr;
   pid_t started_in = 0;
 
@@ -237,14 +235,7 @@ void PreallocateBuffers() {
 enum class ApiSource {
   kCallbacks,
   kActivity,
-  kRuntimeCallbacks,
-  kInterposed,
-  kInterposedCorrelated,
   kGpuOnly,
-  kGpuOnlyCuptiClock,
-  kGpuKernelsOnly,
-  kGpuKernelsCopies,
-  kGpuKernelsSync,
 };
 struct ApiSourceName {
   ApiSource source;
@@ -254,16 +245,7 @@ struct ApiSourceName {
 constexpr ApiSourceName kApiSources[] = {
     {ApiSource::kCallbacks, "callbacks", "API calls from callbacks"},
     {ApiSource::kActivity, "activity", "API calls from activity records"},
-    {ApiSource::kRuntimeCallbacks, "runtime-callbacks", "runtime calls only, from callbacks"},
-    {ApiSource::kInterposed, "interposed", "API calls by interposition"},
-    {ApiSource::kInterposedCorrelated, "interposed-correlated",
-     "API calls by interposition, joined to GPU work by external correlation"},
     {ApiSource::kGpuOnly, "gpu-only", "GPU work only, no API call recorded"},
-    {ApiSource::kGpuOnlyCuptiClock, "gpu-only-cupti-clock",
-     "GPU work only, on CUPTI's own clock, no API call recorded"},
-    {ApiSource::kGpuKernelsOnly, "gpu-kernels-only", "kernels only, no API call recorded"},
-    {ApiSource::kGpuKernelsCopies, "gpu-kernels-copies", "kernels, copies and memsets only"},
-    {ApiSource::kGpuKernelsSync, "gpu-kernels-sync", "kernels and synchronizations only"},
 };
 
 const ApiSourceName& ChosenApiSource() {
@@ -308,9 +290,7 @@ bool Subscribe(char* reason, size_t reason_size) {
 // capture cannot do without; GPU activity kinds a device lacks are only noted.
 bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reason,
                      size_t reason_size) {
-  CUptiResult result = source == ApiSource::kGpuOnlyCuptiClock
-                           ? CUPTI_SUCCESS
-                           : g.cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp);
+  CUptiResult result = g.cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp);
   if (result == CUPTI_SUCCESS) {
     result = g.cupti.ActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
   }
@@ -318,14 +298,11 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
     g.cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);  // kernel tids, not pthread_t
     result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
     if (result == CUPTI_SUCCESS) result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
-  } else if (result == CUPTI_SUCCESS &&
-             (source == ApiSource::kCallbacks || source == ApiSource::kRuntimeCallbacks)) {
+  } else if (result == CUPTI_SUCCESS && source == ApiSource::kCallbacks) {
     result = g.cupti.EnableDomain(1, g.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
-    if (result == CUPTI_SUCCESS && source == ApiSource::kCallbacks) {
+    if (result == CUPTI_SUCCESS) {
       result = g.cupti.EnableDomain(1, g.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
     }
-  } else if (result == CUPTI_SUCCESS && source == ApiSource::kInterposedCorrelated) {
-    result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   }
   if (result != CUPTI_SUCCESS) {
     snprintf(reason, reason_size, "CUPTI refused to record API calls (%s)",
@@ -336,16 +313,6 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
   for (CUpti_ActivityKind kind :
        {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
-    if (source == ApiSource::kGpuKernelsOnly && kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-      continue;
-    }
-    if (source == ApiSource::kGpuKernelsCopies && kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
-      continue;
-    }
-    if (source == ApiSource::kGpuKernelsSync &&
-        (kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET)) {
-      continue;
-    }
     result = g.cupti.ActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       size_t used = strlen(note);
@@ -363,7 +330,6 @@ void ForgetCaptureAfterFork() {
   pthread_mutex_init(&g.lock, nullptr);
   pthread_mutex_init(&g.buffers_lock, nullptr);
   g.cupti_active.store(false, std::memory_order_relaxed);
-  g.correlate_gpu_work.store(false, std::memory_order_relaxed);
   g.subscriber = nullptr;
   g.free_count = 0;  // the parent's buffers stay the parent's
   g.allocated = 0;
@@ -415,12 +381,9 @@ void StartCudaCapture() {
   }
   g.cupti_active.store(true, std::memory_order_release);
   pthread_atfork(nullptr, nullptr, ForgetCaptureAfterFork);
-  // Interposition records the calls unless CUPTI does (or, for gpu-only, nothing does).
-  SetCuptiRecordsApiCalls(source.source != ApiSource::kInterposed &&
-                          source.source != ApiSource::kInterposedCorrelated);
-  if (source.source == ApiSource::kInterposedCorrelated) {
-    g.correlate_gpu_work.store(true, std::memory_order_release);
-  }
+  // From here the interposed functions only forward: CUPTI records the calls (or, for gpu-only,
+  // nothing does).
+  SetCuptiRecordsApiCalls(true);
   SetBeforeShutdown(FlushCupti);
   atexit(FlushAtExit);
   FlushOnFatalSignals();
@@ -496,23 +459,6 @@ bool MeasureCuptiClockOffset(int64_t* offset_ns, uint64_t* uncertainty_ns) {
     }
   }
   return measured;
-}
-
-bool CorrelatesGpuWork() { return g.correlate_gpu_work.load(std::memory_order_relaxed); }
-
-uint64_t PushGpuWorkCorrelation() {
-  uint64_t id = g.next_external_id.fetch_add(1, std::memory_order_relaxed);
-  if (g.cupti.PushExternalCorrelationId == nullptr ||
-      g.cupti.PushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id) !=
-          CUPTI_SUCCESS) {
-    return 0;
-  }
-  return id;
-}
-
-void PopGpuWorkCorrelation() {
-  uint64_t id = 0;
-  g.cupti.PopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
 }
 
 bool SignalFlushRequested() { return g.signal_flush.load(std::memory_order_acquire) != 0; }

@@ -16,15 +16,10 @@ namespace gprof::inject {
 // auto (CUPTI when it can be used, else interposition), cupti (the same, but a failure is an
 // error in the report), preload (interposition only; CUPTI is left to other tools).
 inline constexpr char kCudaModeEnv[] = "GPROF_CUDA_MODE";
-// Where API calls are taken from, to compare what each costs (scripts/bench/gpu_overhead.py):
-//   callbacks (default)    CUPTI's callbacks, every runtime and driver call
-//   activity               CUPTI's own RUNTIME and DRIVER activity records
-//   runtime-callbacks      CUPTI's callbacks, runtime calls only
-//   interposed             interposition (the runtime functions of runtime_api_table.h); CUPTI
-//                          records the GPU's side only
-//   interposed-correlated  the same, with CUPTI external correlation ids pushed around the calls
-//                          that give the GPU work, so that the collector can join them
-//   gpu-only               the GPU's side only, no API call recorded: what CUPTI's activity costs
+// Where API calls are taken from, to compare what each part of the capture costs
+// (scripts/gpu/bench_capture_parts.sh): "callbacks" (default: CUPTI's callbacks, every runtime
+// and driver call), "activity" (CUPTI's own RUNTIME and DRIVER activity records), "gpu-only" (the
+// GPU's side alone, no API call recorded).
 inline constexpr char kCuptiApiRecordsEnv[] = "GPROF_CUPTI_API_RECORDS";
 
 // Called once per process from InitializeInjection.

@@ -75,14 +75,6 @@ void NotifyWriter();
 // but the writer's. Copied; at most a few dozen are kept.
 void PostMessage(format::MessageLevel level, const char* text);
 
-// With CUPTI recording only the GPU's side (GPROF_CUPTI_API_RECORDS=interposed-correlated,
-// cupti_tracer.cc): an external correlation id is pushed around each interposed call that gives
-// the GPU work, so that its kernels and copies can be joined to it. Push returns 0 when none was
-// pushed.
-bool CorrelatesGpuWork();
-uint64_t PushGpuWorkCorrelation();
-void PopGpuWorkCorrelation();
-
 // The stream a call works on, when it has one.
 struct CallStream {
   uint64_t id = 0;
@@ -100,11 +92,9 @@ inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
     return result;
   }
   state.interposition_recording = 1;
-  uint64_t correlation_id = GivesGpuWork(api) && CorrelatesGpuWork() ? PushGpuWorkCorrelation() : 0;
   uint64_t enter_ns = MonotonicNs();
   auto result = call();
   uint64_t exit_ns = MonotonicNs();
-  if (correlation_id != 0) PopGpuWorkCorrelation();
   state.interposition_recording = 0;
   int saved_errno = errno;
   format::ApiCallRecord record;
@@ -114,7 +104,7 @@ inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
   record.stream = stream.id;
   record.flags = stream.flags;
   record.return_code = static_cast<int32_t>(result);
-  record.correlation_id = correlation_id;
+  record.correlation_id = 0;
   SubmitCall(record);
   errno = saved_errno;
   --state.depth;

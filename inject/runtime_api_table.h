@@ -78,12 +78,4 @@ static_assert(sizeof(kRuntimeApiNames) / sizeof(kRuntimeApiNames[0]) ==
 // The api_id of a function in the session file: 0 stays free as "unknown".
 inline constexpr uint32_t ApiId(RuntimeApi api) { return static_cast<uint32_t>(api) + 1; }
 
-// Whether a function queues work that CUPTI records on the GPU's side (kernels, copies, memsets,
-// graphs): the calls an external correlation id is pushed around.
-inline constexpr bool GivesGpuWork(RuntimeApi api) {
-  return api <= RuntimeApi::cudaLaunchCooperativeKernel_ptsz ||
-         (api >= RuntimeApi::cudaMemcpy && api <= RuntimeApi::cudaMemsetAsync_ptsz) ||
-         api == RuntimeApi::cudaGraphLaunch || api == RuntimeApi::cudaGraphLaunch_ptsz;
-}
-
 }  // namespace gprof::inject

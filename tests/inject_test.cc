@@ -372,6 +372,32 @@ TEST(InjectCupti, PreloadModeLeavesCuptiToOthers) {
   EXPECT_TRUE(session.gpu_activities.empty());
 }
 
+// GPROF_CUPTI_API_RECORDS, the knob of scripts/gpu/bench_capture_parts.sh: the same GPU work
+// whichever source the API calls come from, and gpu-only records none (nor does interposition
+// record them instead).
+TEST(InjectCupti, EachApiSourceRecordsTheSameGpuWork) {
+  TempDir callbacks_dir, activity_dir, gpu_only_dir;
+  for (auto [dir, source] :
+       {std::pair{&callbacks_dir, "callbacks"}, std::pair{&activity_dir, "activity"},
+        std::pair{&gpu_only_dir, "gpu-only"}}) {
+    ProcessResult run = RunProcess(Injected({AppPath("api_tour_app")}, *dir,
+                                            {std::string("GPROF_CUPTI_API_RECORDS=") + source}));
+    ASSERT_EQ(run.exit_code(), 0) << source << ": " << run.err;
+  }
+  Session callbacks = ReadOrFail(callbacks_dir.path());
+  Session activity = ReadOrFail(activity_dir.path());
+  Session gpu_only = ReadOrFail(gpu_only_dir.path());
+  EXPECT_NE(OnlyProcess(activity).capture.note.find("activity records"), std::string::npos);
+  EXPECT_NE(OnlyProcess(gpu_only).capture.note.find("no API call recorded"), std::string::npos);
+  EXPECT_GE(KernelsOf(callbacks), 2u);
+  EXPECT_EQ(KernelsOf(activity), KernelsOf(callbacks));
+  EXPECT_EQ(KernelsOf(gpu_only), KernelsOf(callbacks));
+  // Activity records keep a runtime call's driver calls as records of their own: more, not fewer.
+  EXPECT_GE(activity.api_calls.size(), callbacks.api_calls.size() - 1);
+  // The first call starts the driver and CUPTI with it: interposition records that one only.
+  EXPECT_LE(gpu_only.api_calls.size(), 1u);
+}
+
 TEST(InjectCupti, AMovedCuptiClockIsMeasuredAndCorrected) {
   // What Kineto does when it registers its own timestamp callback: CUPTI's clock is no longer
   // CLOCK_MONOTONIC. The kernels must still land inside the calls that launched them.

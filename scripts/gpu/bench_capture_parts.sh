@@ -4,6 +4,9 @@
 # API calls from each source GPROF_CUPTI_API_RECORDS offers (inject/cupti_tracer.h), interleaved
 # with no profiler, --cuda=preload and torch.profiler. Then one short session per source, to show
 # what it recorded. Usage: scripts/gpu/bench_capture_parts.sh [ROUNDS] [OPS]
+# The figures of 2026-11-29 (scripts/bench/results/2026-11-29/capture_*) were taken at commit
+# 85b9c36, which also offered runtime-only callbacks, interposition with and without CUPTI external
+# correlation, and subsets of the GPU activity kinds; none cost measurably less, so they are gone.
 # Results go to $OUT (default /tmp/gprof-gpu-bench).
 set -u
 out=${OUT:-/tmp/gprof-gpu-bench}
@@ -11,7 +14,7 @@ mkdir -p "$out"
 rounds=${1:-5}
 ops=${2:-100000}
 gprof=$PWD/.gpu/build/bin/gprof-run
-sources="callbacks runtime-callbacks interposed interposed-correlated gpu-only"
+sources="callbacks activity gpu-only"
 configs=plain,gprof_preload,torch_profiler
 for source in $sources; do configs+=",gprof_cuda@$source"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"

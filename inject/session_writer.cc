@@ -82,7 +82,9 @@ int SessionWriter::Open(const char* session_dir) {
 void SessionWriter::Cycle(bool force_flush) {
   // Another writer found the disk full and freed the reserve for the stop records: stop too, or
   // this process would eat that room.
-  if (!stopped_ && !reserve_path_.empty() && access(reserve_path_.c_str(), F_OK) != 0) {
+  int profiler_pid = 0;
+  if (!stopped_ && !reserve_path_.empty() && access(reserve_path_.c_str(), F_OK) != 0 &&
+      (profiler_ == nullptr || !profiler_->Gone(&profiler_pid))) {
     Stop(format::StopCause::kSessionFull, 0, "the session's disk is full");
   }
   DrainAll();
@@ -105,6 +107,10 @@ void SessionWriter::Finish() {
   Flush();                          // after a stop: only counts
   if (stopped_) WriteStopRecord();  // the first, or one with what was lost since
   file_.Close();
+}
+
+void SessionWriter::ReleaseDiskReserve() {
+  if (!reserve_path_.empty()) unlink(reserve_path_.c_str());
 }
 
 void SessionWriter::Stop(format::StopCause cause, int error, const char* reason) {
@@ -413,6 +419,7 @@ void* WriterThreadMain(void* session_dir) {
   }
   ProfilerWatch profiler;
   profiler.Start();
+  writer.WatchProfiler(&profiler);
   bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
@@ -434,6 +441,8 @@ void* WriterThreadMain(void* session_dir) {
       writer.Cycle(/*force_flush=*/true);
       writer.Stop(format::StopCause::kProfilerEnded, 0, text);
       writer.Finish();
+      // gprof-run would have deleted it at the end; no one else will.
+      writer.ReleaseDiskReserve();
       // The one line the user sees: their job runs on, no longer profiled.
       snprintf(text, sizeof(text),
                "gprof-run: profiler (pid %d) ended; pid %d runs on unprofiled, its record in %s "

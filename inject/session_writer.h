@@ -14,6 +14,8 @@
 
 namespace gprof::inject {
 
+class ProfilerWatch;
+
 class SessionWriter : public RecordSink {
  public:
   SessionWriter();
@@ -29,6 +31,12 @@ class SessionWriter : public RecordSink {
   // still comes out of the rings is counted, not written, and the file ends with a
   // RecordingStoppedRecord that says when and why (retried each pass while the disk is full).
   void Stop(format::StopCause cause, int error, const char* reason);
+
+  // The gprof-run that owns the session: once it is gone, a missing disk reserve means another
+  // process released it (ReleaseDiskReserve), not that the disk is full.
+  void WatchProfiler(const ProfilerWatch* profiler) { profiler_ = profiler; }
+  // Deletes the session's disk reserve: after gprof-run, which deletes it at the end, has died.
+  void ReleaseDiskReserve();
 
   // Appends one record to the staging buffer, flushing first when it would not fit.
   void Append(const void* head, size_t head_size, const void* tail = nullptr,
@@ -72,6 +80,7 @@ class SessionWriter : public RecordSink {
 
   std::string path_;          // the session file
   std::string reserve_path_;  // the session's disk reserve; empty when there was none at Open
+  const ProfilerWatch* profiler_ = nullptr;
   bool stopped_ = false;
   bool stop_written_ = false;
   uint64_t stopped_ns_ = 0;

@@ -479,6 +479,8 @@ TEST(AroundFaults, KilledGprofRunLeavesTheJobRunningAndSaysSo) {
           R"(gprof-run: profiler \(pid \d+\) ended; pid \d+ runs on unprofiled, its record in .* stops here\n)")))
       << run.err;
   EXPECT_EQ(run.err.substr(line.size()), plain.err);
+  // The disk reserve that gprof-run would have deleted at the end is not left behind.
+  EXPECT_FALSE(fs::exists(dir.Sub("s/") + format::kReserveFile));
 
   // The session reads back, says it was cut short, and where the job's record stops.
   ProcessResult report = Gprof({"report", dir.Sub("s")});

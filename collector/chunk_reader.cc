@@ -1,11 +1,11 @@
 #include "chunk_reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,11 +20,12 @@ std::string Hex(uint64_t value) {
   return text;
 }
 
-// A read-only mapping of a whole file: session files can be large, and the page cache, not the
-// collector's heap, should hold them while they are decoded once, front to back.
-class MappedFile {
+// A session file read with pread, chunk by chunk: memory stays at one chunk whatever the file's
+// size, and a file that shrinks while it is read (a writer still at work on a damaged disk, a
+// user's truncate) reads as cut short where a memory mapping would die of SIGBUS.
+class SessionFile {
  public:
-  static Expected<std::shared_ptr<MappedFile>> Open(const std::string& path) {
+  static Expected<std::unique_ptr<SessionFile>> Open(const std::string& path) {
     // O_NONBLOCK: a FIFO in the session directory must not hang the reader (it is refused below).
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::Error(std::string("cannot open: ") + strerror(errno));
@@ -33,37 +34,44 @@ class MappedFile {
       close(fd);
       return Status::Error("not a regular file");
     }
-    auto file = std::shared_ptr<MappedFile>(new MappedFile());
-    file->size_ = static_cast<size_t>(info.st_size);
-    if (file->size_ > 0) {
-      void* base = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (base == MAP_FAILED) {
-        close(fd);
-        return Status::Error(std::string("cannot map: ") + strerror(errno));
-      }
-      madvise(base, file->size_, MADV_SEQUENTIAL);
-      file->base_ = static_cast<const uint8_t*>(base);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return std::unique_ptr<SessionFile>(new SessionFile(fd, static_cast<uint64_t>(info.st_size)));
+  }
+  ~SessionFile() { close(fd_); }
+  SessionFile(const SessionFile&) = delete;
+  SessionFile& operator=(const SessionFile&) = delete;
+
+  // The size when opened: where reading stops even if the writer appends meanwhile.
+  uint64_t size() const { return size_; }
+
+  // Up to `length` bytes at `offset` into `out`, resized to what could be read: fewer at the end
+  // of the file, or where it has shrunk since it was opened.
+  void Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out) const {
+    length = offset >= size_ ? 0 : std::min(length, size_ - offset);
+    out->resize(length);
+    uint64_t done = 0;
+    while (done < length) {
+      ssize_t n = pread(fd_, out->data() + done, length - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // shrunk, or unreadable from here: what came before is kept
+      done += static_cast<uint64_t>(n);
     }
-    close(fd);
-    return file;
+    out->resize(done);
   }
-  ~MappedFile() {
-    if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
-  }
-  std::span<const uint8_t> bytes() const { return {base_, size_}; }
 
  private:
-  MappedFile() = default;
-  const uint8_t* base_ = nullptr;
-  size_t size_ = 0;
+  SessionFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  int fd_;
+  uint64_t size_;
 };
 
-Status CheckFileHeader(std::span<const uint8_t> data, format::FileHeader* header) {
-  if (data.size() < sizeof(format::FileHeader)) {
-    return Status::Error("not a gprof-run session file: " + std::to_string(data.size()) +
+Status CheckFileHeader(std::span<const uint8_t> head, uint64_t file_size,
+                       format::FileHeader* header) {
+  if (head.size() < sizeof(format::FileHeader)) {
+    return Status::Error("not a gprof-run session file: " + std::to_string(head.size()) +
                          " bytes, shorter than the file header");
   }
-  memcpy(header, data.data(), sizeof(*header));
+  memcpy(header, head.data(), sizeof(*header));
   if (memcmp(header->magic, format::kFileMagic, sizeof(header->magic)) != 0) {
     return Status::Error("not a gprof-run session file (bad magic at offset 0)");
   }
@@ -72,7 +80,7 @@ Status CheckFileHeader(std::span<const uint8_t> data, format::FileHeader* header
                          std::to_string(header->version) + ", this build reads up to " +
                          std::to_string(format::kFormatVersion) + ")");
   }
-  if (header->header_size < sizeof(format::FileHeader) || header->header_size > data.size()) {
+  if (header->header_size < sizeof(format::FileHeader) || header->header_size > file_size) {
     return Status::Error("corrupt file header (header size " + std::to_string(header->header_size) +
                          ")");
   }
@@ -82,14 +90,19 @@ Status CheckFileHeader(std::span<const uint8_t> data, format::FileHeader* header
   return {};
 }
 
-// Offset of the next chunk magic at or after `from`, or data.size() when there is none.
-uint64_t FindChunkMagic(std::span<const uint8_t> data, uint64_t from) {
-  for (uint64_t offset = from; offset + sizeof(uint32_t) <= data.size(); ++offset) {
-    uint32_t word;
-    memcpy(&word, data.data() + offset, sizeof(word));
-    if (word == format::kChunkMagic) return offset;
+// Offset of the next chunk magic at or after `from`, or the file's size when there is none.
+uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window) {
+  constexpr uint64_t kWindowBytes = 1u << 20;
+  for (uint64_t start = from; start < file.size(); start += kWindowBytes - sizeof(uint32_t) + 1) {
+    file.Read(start, kWindowBytes, window);
+    for (uint64_t offset = 0; offset + sizeof(uint32_t) <= window->size(); ++offset) {
+      uint32_t word;
+      memcpy(&word, window->data() + offset, sizeof(word));
+      if (word == format::kChunkMagic) return start + offset;
+    }
+    if (window->size() < kWindowBytes) break;  // the end, or the file shrank
   }
-  return data.size();
+  return file.size();
 }
 
 class ChunkDecoder {
@@ -155,12 +168,14 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
 
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
                                          std::vector<Diagnostic>* diagnostics) {
-  auto file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  std::span<const uint8_t> data = file.value()->bytes();
+  auto opened = SessionFile::Open(path);
+  if (!opened.ok()) return opened.status();
+  const SessionFile& file = *opened.value();
 
   ChunkFileSummary summary;
-  Status header_status = CheckFileHeader(data, &summary.header);
+  std::vector<uint8_t> bytes;  // what was last read: a header, a chunk's payload, a scan window
+  file.Read(0, sizeof(format::FileHeader), &bytes);
+  Status header_status = CheckFileHeader(bytes, file.size(), &summary.header);
   if (!header_status.ok()) return header_status;
 
   auto report = [&](uint64_t offset, std::string message) {
@@ -171,19 +186,20 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
   std::vector<uint8_t> raw;
   uint64_t expected_sequence = 0;
   uint64_t offset = summary.header.header_size;
-  while (offset < data.size()) {
+  while (offset < file.size()) {
     format::ChunkHeader chunk;
-    if (data.size() - offset < sizeof(chunk)) {
-      report(offset, "file ends inside a chunk header (" + std::to_string(data.size() - offset) +
+    file.Read(offset, sizeof(chunk), &bytes);
+    if (bytes.size() < sizeof(chunk)) {
+      report(offset, "file ends inside a chunk header (" + std::to_string(bytes.size()) +
                          " bytes): the writer was stopped mid-chunk; earlier chunks kept");
       break;
     }
-    memcpy(&chunk, data.data() + offset, sizeof(chunk));
+    memcpy(&chunk, bytes.data(), sizeof(chunk));
     bool plausible = chunk.magic == format::kChunkMagic &&
                      chunk.raw_size <= format::kMaxChunkRawSize &&
                      chunk.stored_size <= format::kMaxChunkRawSize * 2ull;
     if (!plausible) {
-      uint64_t next = FindChunkMagic(data, offset + 1);
+      uint64_t next = FindChunkMagic(file, offset + 1, &bytes);
       report(offset, "damaged chunk header (" + Hex(chunk.magic) + "); skipped " +
                          std::to_string(next - offset) + " bytes to the next chunk");
       ++summary.damaged_chunks;
@@ -191,20 +207,19 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
       continue;
     }
     uint64_t payload_offset = offset + sizeof(chunk);
-    if (chunk.stored_size > data.size() - payload_offset) {
+    file.Read(payload_offset, chunk.stored_size, &bytes);
+    if (bytes.size() < chunk.stored_size) {
       report(offset, "file ends inside chunk " + std::to_string(chunk.sequence) + " (" +
-                         std::to_string(data.size() - payload_offset) + " of " +
-                         std::to_string(chunk.stored_size) +
+                         std::to_string(bytes.size()) + " of " + std::to_string(chunk.stored_size) +
                          " bytes present): the writer was stopped mid-chunk; earlier chunks kept");
       break;
     }
-    std::span<const uint8_t> stored = data.subspan(payload_offset, chunk.stored_size);
-    std::string error = decoder.Decode(chunk, stored, &raw);
+    std::string error = decoder.Decode(chunk, bytes, &raw);
     if (!error.empty()) {
       report(offset,
              "chunk " + std::to_string(chunk.sequence) + " unreadable: " + error + "; skipped");
       ++summary.damaged_chunks;
-      offset = FindChunkMagic(data, offset + 1);
+      offset = FindChunkMagic(file, offset + 1, &bytes);
       continue;
     }
     if (chunk.sequence != expected_sequence) {

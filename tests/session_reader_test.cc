@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "chunk_reader.h"
 #include "demangle.h"
 #include "session_builder.h"
 #include "test_support.h"
@@ -202,6 +203,40 @@ TEST(SessionReader, TruncatedFileKeepsEveryCompleteChunk) {
   EXPECT_EQ(cut_message.file, path);
   EXPECT_EQ(cut_message.offset, offsets[3]);
   EXPECT_NE(cut_message.message.find("mid-chunk"), std::string::npos) << cut_message.message;
+}
+
+// A file cut while it is being read (its writer still at work on a damaged disk, a user's
+// truncate) reads as cut short at the new end: the records before it are kept, and the reader
+// neither crashes (a memory-mapped file past its new end raises SIGBUS) nor reads stale bytes.
+TEST(SessionReader, AFileThatShrinksWhileItIsReadKeepsWhatCameBefore) {
+  TempDir dir;
+  std::string path = WriteInjectFile(dir, 400, 10);
+  auto offsets = ChunkOffsets(path);
+  constexpr uint64_t kCut = 4096;  // a page: past it, a mapping of the old size has no file
+  ASSERT_GT(offsets.back(), 4 * kCut) << "the file must span pages past the cut";
+  size_t whole_chunks = 0;
+  while (whole_chunks + 1 < offsets.size() && offsets[whole_chunks + 1] <= kCut) ++whole_chunks;
+
+  uint64_t calls = 0;
+  bool cut = false;
+  std::vector<collector::Diagnostic> diagnostics;
+  auto summary = collector::ReadChunkFile(
+      path,
+      [&](const collector::RecordView& record) {
+        if (!cut) {
+          ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kCut)), 0);
+          cut = true;
+        }
+        calls += record.type == format::kApiCall;
+      },
+      &diagnostics);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->chunks, whole_chunks);
+  EXPECT_EQ(calls, (whole_chunks - 1) * 10);  // the first chunk holds the API name
+  ASSERT_EQ(diagnostics.size(), 1u);
+  EXPECT_EQ(diagnostics[0].offset, offsets[whole_chunks]);
+  EXPECT_NE(diagnostics[0].message.find("file ends inside chunk"), std::string::npos)
+      << diagnostics[0].message;
 }
 
 TEST(SessionReader, CutInsideAChunkHeaderIsSalvagedToo) {

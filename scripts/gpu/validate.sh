@@ -3,6 +3,7 @@
 # along: the kernel-recorder and end-to-end tests (fake runtime, BPF required), the real-CUDA
 # driver-lock freeze explained, and PyTorch under gprof-run (launch-bound loop timed against no
 # profiler, interleaved; DataLoader with forked workers and pinned memory). Results go to $OUT.
+# `validate.sh quick` stops after the freeze (the timing is bench_overhead.sh's job now).
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 mkdir -p "$out"
@@ -29,6 +30,8 @@ timeout 120 "$gprof" -o "$work/freeze" -- .gpu/cuda_free_freeze --rounds 8 --cal
 echo "gprof-run exit status $?" >> "$out/freeze_report.txt"
 python3 scripts/gpu/check_freeze_report.py "$work/freeze/report.json" "$work/calls.txt" cudaFree \
   > "$out/freeze_check.txt" 2>&1
+
+[ "${1:-}" = quick ] && exit 0
 
 # 3. PyTorch: plain, CUDA calls only, and full recording, interleaved.
 ops=50000

@@ -81,7 +81,7 @@ int SessionWriter::Open(const char* session_dir) {
 
 void SessionWriter::Cycle(bool force_flush) {
   // Another writer found the disk full and freed the reserve for the stop records: stop too, or
-  // this process would eat that room.
+  // this process would eat that room. (After gprof-run's death the reserve goes for that reason.)
   int profiler_pid = 0;
   if (!stopped_ && !reserve_path_.empty() && access(reserve_path_.c_str(), F_OK) != 0 &&
       (profiler_ == nullptr || !profiler_->Gone(&profiler_pid))) {

@@ -64,12 +64,15 @@ struct gprof_offcpu {
   __u32 waker_pid; /* valid when wake_ns != 0; 0 for the idle task / interrupts */
   __u32 waker_tid; /* 0 for interrupts (timers, IPIs, softirqs on the irq stack): waker_comm is
                       then "[irq]" and waker_kstack_id shows which interrupt */
-  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack (-ENODATA: stacks off) */
+  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack (-ENODATA: stacks off,
+                      or an interval shorter than the recorder's stack threshold, which a message
+                      record of the file states) */
   __s32 waker_kstack_id; /* waker's kernel stack at the wakeup */
   __u32 state;           /* prev_state at switch-out */
   __u32 cpu;             /* CPU it was switched in on (GPROF_OFFCPU_UNFINISHED: the CPU it left) */
   __u32 flags;           /* enum gprof_offcpu_flags */
-  __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none */
+  __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none (as
+                            kstack_id) */
   char waker_comm[GPROF_COMM_LEN];
   __s32 waker_user_stack_id; /* the waker's user stack at the wakeup; < 0: none (a kernel thread,
                                 an interrupt, a waker outside the tree: -ENOENT) */

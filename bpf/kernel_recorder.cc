@@ -958,10 +958,11 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
       options.force_raw_tracepoints || (raw_env != nullptr && strcmp(raw_env, "1") == 0);
   uint64_t ring_bytes = RingBufferBytes(options.ring_buffer_bytes);
   auto state = std::make_unique<State>();
+  AttachPlan plan;
+  if (options.stacks_at_switch_out) plan.switch_in_stacks_off_reason = "asked for";
   state->slow_fault_ns = options.slow_page_fault_ns;
   state->stack_min_ns = options.stack_min_ns;
   state->stacks_wanted = options.kernel_stacks || options.user_stacks;
-  AttachPlan plan;
 
   // One attempt per fallback at most: each failed attempt moves one program to its fallback (or
   // leaves an optional feature out), and a failure with no fallback ends the loop.

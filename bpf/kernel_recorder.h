@@ -40,6 +40,9 @@ struct KernelRecorderOptions {
   // slept that long when woken. The unwinds are most of a switch's and a wakeup's cost, spent on
   // the many short waits of a switch-heavy program that no report explains. 0: every interval.
   uint64_t stack_min_ns = 20000;
+  // Take a thread's stacks at every switch-out, as kernels without sched_exit_tp must, even where
+  // they could be taken when it runs again (to compare the two).
+  bool stacks_at_switch_out = false;
   // Attach every tracepoint program as raw_tp instead of tp_btf (GPROF_BPF_RAW_TP=1 in the
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.

@@ -175,19 +175,12 @@ struct {
   __type(value, struct gprof_syscall_pending);
 } syscall_pending SEC(".maps");
 
-/* An off-CPU interval that lasted at least stack_min_ns, ended by a switch-in on this CPU, whose
- * thread takes its stacks at its sched_exit_tp (stacks_at_switch_in). tid 0: none. */
-struct switched_in {
-  __u32 tid;
-  __u32 reserved;
-  struct gprof_offcpu record;
-};
-
+/* Intervals whose stacks are due at their thread's sched_exit_tp (stacks_at_switch_in). */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct switched_in);
+  __type(value, struct gprof_switched_in);
 } switched_in SEC(".maps");
 
 /* A contended kernel lock a thread of the tree is waiting for, by tid. */
@@ -415,7 +408,7 @@ static __always_inline int on_sched_switch(u64* ctx) {
   /* An interval left waiting for a sched_exit_tp that never came on this CPU (the programs were
    * being attached): with every switch checking, one that runs there always belongs to the switch
    * just before it. Written without stacks. */
-  struct switched_in* slot = NULL;
+  struct gprof_switched_in* slot = NULL;
   if (stacks_at_switch_in) {
     __u32 zero = 0;
     slot = bpf_map_lookup_elem(&switched_in, &zero);
@@ -490,7 +483,7 @@ TRACEPOINT(sched_switch, on_sched_switch)
  * __schedule of the machine: one per-CPU lookup for all others. */
 static __always_inline int on_sched_exit(u64* ctx) {
   __u32 zero = 0;
-  struct switched_in* slot = bpf_map_lookup_elem(&switched_in, &zero);
+  struct gprof_switched_in* slot = bpf_map_lookup_elem(&switched_in, &zero);
   if (!slot || slot->tid == 0 || slot->tid != (__u32)bpf_get_current_pid_tgid()) return 0;
   slot->record.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
   slot->record.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);

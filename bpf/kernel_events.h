@@ -388,6 +388,16 @@ struct gprof_offcpu_pending {
   __u32 reserved;
 };
 
+/* Value of the per-CPU `switched_in` array (one entry): an off-CPU interval that lasted at least
+ * the stack threshold, ended by a switch-in on that CPU, whose thread takes its stacks at its
+ * sched_exit_tp, next on that CPU. tid 0: none. The loader writes what is left at the end
+ * without stacks. */
+struct gprof_switched_in {
+  __u32 tid;
+  __u32 reserved;
+  struct gprof_offcpu record;
+};
+
 /* The per-CPU `counts` array, by enum gprof_event_count_kind (slot 0 unused). */
 #define GPROF_COUNT_SLOTS 3
 
@@ -433,6 +443,7 @@ struct gprof_syscall_pending {
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_offcpu_pending) == 72, "");
+static_assert(sizeof(struct gprof_switched_in) == 104, "");
 static_assert(sizeof(struct gprof_syscall_pending) == 112, "");
 static_assert(sizeof(struct gprof_event_count) == 48, "");
 static_assert(sizeof(struct gprof_quick_faults) == 24, "");
@@ -464,6 +475,7 @@ _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_offcpu_pending) == 72, "gprof_offcpu_pending layout");
+_Static_assert(sizeof(struct gprof_switched_in) == 104, "gprof_switched_in layout");
 _Static_assert(sizeof(struct gprof_syscall_pending) == 112, "gprof_syscall_pending layout");
 #endif
 

@@ -727,20 +727,14 @@ struct KernelRecorder::State {
   }
 
   // Intervals that ended just as the programs were detached, before their thread took its stacks
-  // (the BPF side's `struct switched_in`, one per CPU): written without them.
+  // (one per CPU at most): written without them.
   void EmitSwitchedIn() {
-    struct SwitchedIn {
-      uint32_t tid;
-      uint32_t reserved;
-      gprof_offcpu record;
-    };
     int cpus = libbpf_num_possible_cpus();
-    int fd = bpf_map__fd(skel->maps.switched_in);
-    if (cpus <= 0 || bpf_map__value_size(skel->maps.switched_in) != sizeof(SwitchedIn)) return;
-    std::vector<SwitchedIn> slots(static_cast<size_t>(cpus));
+    if (cpus <= 0) return;
+    std::vector<gprof_switched_in> slots(static_cast<size_t>(cpus));
     uint32_t zero = 0;
-    if (bpf_map_lookup_elem(fd, &zero, slots.data()) != 0) return;
-    for (const SwitchedIn& slot : slots) {
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.switched_in), &zero, slots.data()) != 0) return;
+    for (const gprof_switched_in& slot : slots) {
       if (slot.tid == 0) continue;
       gprof_offcpu record = slot.record;
       record.kstack_id = record.user_stack_id = -ENODATA;

@@ -480,8 +480,12 @@ TRACEPOINT(sched_switch, on_sched_switch)
 
 /* The end of __schedule, in the context of the thread that now runs (stacks_at_switch_in): one
  * whose interval on this CPU just ended with its stacks due takes them here. Runs after every
- * __schedule of the machine: one per-CPU lookup for all others. */
+ * __schedule of the machine: one per-CPU lookup for all others. Only after a switch: a slot
+ * still waiting after a __schedule that picked the running thread again is from an earlier
+ * switch, never this thread's stack now. */
 static __always_inline int on_sched_exit(u64* ctx) {
+  /* (bool is_switch); 6.16 passes the caller's address after it */
+  if (!(bool)ctx[0]) return 0;
   __u32 zero = 0;
   struct gprof_switched_in* slot = bpf_map_lookup_elem(&switched_in, &zero);
   if (!slot || slot->tid == 0 || slot->tid != (__u32)bpf_get_current_pid_tgid()) return 0;

@@ -103,10 +103,17 @@ const volatile char device_prefix[GPROF_COMM_LEN] = "nvidia";
 const volatile __u32 device_prefix_len = 6;
 /* Page faults that take at least this long are recorded; the others only counted per thread. */
 const volatile __u64 slow_fault_ns = 50000;
-/* The waker's stacks are taken only for a wakee that had slept at least this long when woken:
- * the two unwinds are most of a wakeup's cost, and a wait that short is never one the diagnosis
- * explains (its ids are then -ENODATA, like stacks that are off). */
-const volatile __u64 waker_stack_min_ns = 20000;
+/* Stacks are taken only for off-CPU intervals that last at least this long: the thread's own for
+ * an interval that long, the waker's for a wakee that had slept that long when woken. The unwinds
+ * are most of the cost of a switch and of a wakeup, and a wait that short is never one the
+ * diagnosis explains (its ids are then -ENODATA, like stacks that are off). */
+const volatile __u64 stack_min_ns = 20000;
+/* Where the thread's own stacks are taken. 1: when it runs again, in its own context at the end
+ * of __schedule (the sched_exit_tp tracepoint, Linux 6.16 on), where its kernel stack below
+ * __schedule and its user registers are still those it switched out with, and the interval's
+ * length is known. 0 (no such tracepoint): at every switch-out, before the length is known, and
+ * dropped at the switch-in for a short interval. */
+const volatile __u32 stacks_at_switch_in = 1;
 
 /* The recording window (gprof-run --delay, --duration; inject/recording_limits.h): an interval is
  * recorded when it starts in [window_start_ns, window_start_ns + window_length_ns), and kept whole.
@@ -167,6 +174,14 @@ struct {
   __type(key, __u32);
   __type(value, struct gprof_syscall_pending);
 } syscall_pending SEC(".maps");
+
+/* Intervals whose stacks are due at their thread's sched_exit_tp (stacks_at_switch_in). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct gprof_switched_in);
+} switched_in SEC(".maps");
 
 /* A contended kernel lock a thread of the tree is waiting for, by tid. */
 struct lock_pending {
@@ -372,6 +387,16 @@ static __always_inline void forget_thread(__u32 tid) {
 
 /* Scheduler ------------------------------------------------------------------------------------ */
 
+static __always_inline void submit_offcpu(const struct gprof_offcpu* record) {
+  struct gprof_offcpu* rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+  if (!rec) {
+    count_lost(GPROF_LOST_RINGBUF, GPROF_REC_OFFCPU);
+    return;
+  }
+  __builtin_memcpy(rec, record, sizeof(*rec));
+  submit(rec);
+}
+
 static __always_inline int on_sched_switch(u64* ctx) {
   /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state);
    * prev is still current here. */
@@ -379,6 +404,20 @@ static __always_inline int on_sched_switch(u64* ctx) {
   struct task_struct* next = (struct task_struct*)ctx[2];
   __u32 prev_state = (__u32)ctx[3];
   __u64 now = bpf_ktime_get_ns();
+
+  /* An interval left waiting for a sched_exit_tp that never came on this CPU (the programs were
+   * being attached): with every switch checking, one that runs there always belongs to the switch
+   * just before it. Written without stacks. */
+  struct gprof_switched_in* slot = NULL;
+  if (stacks_at_switch_in) {
+    __u32 zero = 0;
+    slot = bpf_map_lookup_elem(&switched_in, &zero);
+    if (slot && slot->tid != 0) {
+      slot->tid = 0;
+      count_lost(GPROF_LOST_STACK, GPROF_REC_OFFCPU);
+      submit_offcpu(&slot->record);
+    }
+  }
 
   /* Switch-out. A dying thread's last switch (TASK_DEAD) never comes back: no entry for it. */
   __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
@@ -390,8 +429,8 @@ static __always_inline int on_sched_switch(u64* ctx) {
     entry.pid = prev_tgid;
     /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
     entry.state = preempt ? 0 : prev_state;
-    entry.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
-    entry.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
+    entry.kstack_id = stacks_at_switch_in ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
+    entry.user_stack_id = stacks_at_switch_in ? -ENODATA : user_stack(ctx, GPROF_REC_OFFCPU);
     entry.waker_kstack_id = -1;
     entry.waker_user_stack_id = -1;
     entry.cpu = bpf_get_smp_processor_id();
@@ -406,32 +445,61 @@ static __always_inline int on_sched_switch(u64* ctx) {
   if (next_tid == 0) return 0;
   struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &next_tid);
   if (!entry) return 0;
-  struct gprof_offcpu* rec = reserve(sizeof(*rec), GPROF_REC_OFFCPU);
-  if (rec) {
-    rec->pid = entry->pid;
-    rec->tid = next_tid;
-    rec->start_ns = entry->start_ns;
-    rec->end_ns = now;
-    rec->wake_ns = entry->wake_ns;
-    rec->waker_pid = entry->waker_pid;
-    rec->waker_tid = entry->waker_tid;
-    rec->kstack_id = entry->kstack_id;
-    rec->waker_kstack_id = entry->waker_kstack_id;
-    rec->state = entry->state;
-    rec->cpu = bpf_get_smp_processor_id();
-    rec->user_stack_id = entry->user_stack_id;
-    __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
-    rec->waker_user_stack_id = entry->waker_user_stack_id;
-    submit(rec);
-  }
+  struct gprof_offcpu rec = {};
+  rec.hdr.size = sizeof(rec);
+  rec.hdr.type = GPROF_REC_OFFCPU;
+  rec.pid = entry->pid;
+  rec.tid = next_tid;
+  rec.start_ns = entry->start_ns;
+  rec.end_ns = now;
+  rec.wake_ns = entry->wake_ns;
+  rec.waker_pid = entry->waker_pid;
+  rec.waker_tid = entry->waker_tid;
+  rec.kstack_id = entry->kstack_id;
+  rec.waker_kstack_id = entry->waker_kstack_id;
+  rec.state = entry->state;
+  rec.cpu = bpf_get_smp_processor_id();
+  rec.user_stack_id = entry->user_stack_id;
+  __builtin_memcpy(rec.waker_comm, entry->waker_comm, GPROF_COMM_LEN);
+  rec.waker_user_stack_id = entry->waker_user_stack_id;
   bpf_map_delete_elem(&offcpu_pending, &next_tid);
+
+  if (now - rec.start_ns < stack_min_ns) {
+    rec.kstack_id = -ENODATA;
+    rec.user_stack_id = -ENODATA;
+  } else if (slot && (capture_stacks || capture_user_stacks)) {
+    /* Its stacks come at its sched_exit_tp, next on this CPU. */
+    __builtin_memcpy(&slot->record, &rec, sizeof(rec));
+    slot->tid = next_tid;
+    return 0;
+  }
+  submit_offcpu(&rec);
   return 0;
 }
 TRACEPOINT(sched_switch, on_sched_switch)
 
-/* Whether a wakee had slept less than waker_stack_min_ns when woken (its wake_ns is set). */
+/* The end of __schedule, in the context of the thread that now runs (stacks_at_switch_in): one
+ * whose interval on this CPU just ended with its stacks due takes them here. Runs after every
+ * __schedule of the machine: one per-CPU lookup for all others. Only after a switch: a slot
+ * still waiting after a __schedule that picked the running thread again is from an earlier
+ * switch, never this thread's stack now. */
+static __always_inline int on_sched_exit(u64* ctx) {
+  /* (bool is_switch); 6.16 passes the caller's address after it */
+  if (!(bool)ctx[0]) return 0;
+  __u32 zero = 0;
+  struct gprof_switched_in* slot = bpf_map_lookup_elem(&switched_in, &zero);
+  if (!slot || slot->tid == 0 || slot->tid != (__u32)bpf_get_current_pid_tgid()) return 0;
+  slot->record.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
+  slot->record.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
+  submit_offcpu(&slot->record);
+  slot->tid = 0;
+  return 0;
+}
+TRACEPOINT(sched_exit_tp, on_sched_exit)
+
+/* Whether a wakee had slept less than stack_min_ns when woken (its wake_ns is set). */
 static __always_inline bool short_wait(const struct gprof_offcpu_pending* entry) {
-  return entry->wake_ns - entry->start_ns < waker_stack_min_ns;
+  return entry->wake_ns - entry->start_ns < stack_min_ns;
 }
 
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where

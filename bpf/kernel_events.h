@@ -64,12 +64,15 @@ struct gprof_offcpu {
   __u32 waker_pid; /* valid when wake_ns != 0; 0 for the idle task / interrupts */
   __u32 waker_tid; /* 0 for interrupts (timers, IPIs, softirqs on the irq stack): waker_comm is
                       then "[irq]" and waker_kstack_id shows which interrupt */
-  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack (-ENODATA: stacks off) */
+  __s32 kstack_id; /* kernel stack at switch-out; < 0: -errno, no stack (-ENODATA: stacks off,
+                      or an interval shorter than the recorder's stack threshold, which a message
+                      record of the file states) */
   __s32 waker_kstack_id; /* waker's kernel stack at the wakeup */
   __u32 state;           /* prev_state at switch-out */
   __u32 cpu;             /* CPU it was switched in on (GPROF_OFFCPU_UNFINISHED: the CPU it left) */
   __u32 flags;           /* enum gprof_offcpu_flags */
-  __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none */
+  __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none (as
+                            kstack_id) */
   char waker_comm[GPROF_COMM_LEN];
   __s32 waker_user_stack_id; /* the waker's user stack at the wakeup; < 0: none (a kernel thread,
                                 an interrupt, a waker outside the tree: -ENOENT) */
@@ -385,6 +388,16 @@ struct gprof_offcpu_pending {
   __u32 reserved;
 };
 
+/* Value of the per-CPU `switched_in` array (one entry): an off-CPU interval that lasted at least
+ * the stack threshold, ended by a switch-in on that CPU, whose thread takes its stacks at its
+ * sched_exit_tp, next on that CPU. tid 0: none. The loader writes what is left at the end
+ * without stacks. */
+struct gprof_switched_in {
+  __u32 tid;
+  __u32 reserved;
+  struct gprof_offcpu record;
+};
+
 /* The per-CPU `counts` array, by enum gprof_event_count_kind (slot 0 unused). */
 #define GPROF_COUNT_SLOTS 3
 
@@ -430,6 +443,7 @@ struct gprof_syscall_pending {
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_offcpu_pending) == 72, "");
+static_assert(sizeof(struct gprof_switched_in) == 104, "");
 static_assert(sizeof(struct gprof_syscall_pending) == 112, "");
 static_assert(sizeof(struct gprof_event_count) == 48, "");
 static_assert(sizeof(struct gprof_quick_faults) == 24, "");
@@ -461,6 +475,7 @@ _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_offcpu_pending) == 72, "gprof_offcpu_pending layout");
+_Static_assert(sizeof(struct gprof_switched_in) == 104, "gprof_switched_in layout");
 _Static_assert(sizeof(struct gprof_syscall_pending) == 112, "gprof_syscall_pending layout");
 #endif
 

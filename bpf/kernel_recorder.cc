@@ -63,6 +63,19 @@ std::string ErrnoText(int error) {
 
 bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
+// "20 us", "1.5 ms": a threshold as a note says it.
+std::string DurationText(uint64_t ns) {
+  char text[32];
+  if (ns < 1000) {
+    snprintf(text, sizeof(text), "%llu ns", static_cast<unsigned long long>(ns));
+  } else if (ns < 1000000) {
+    snprintf(text, sizeof(text), "%g us", static_cast<double>(ns) / 1e3);
+  } else {
+    snprintf(text, sizeof(text), "%g ms", static_cast<double>(ns) / 1e6);
+  }
+  return text;
+}
+
 // libbpf's messages. gprof-run must not print on the user's terminal: they go to stderr only with
 // GPROF_DEBUG_BPF=1; the warnings of an operation are kept either way, to name what failed.
 std::mutex g_print_mutex;
@@ -264,6 +277,8 @@ struct AttachPlan {
   std::map<std::string, std::string> raw_tracepoints;  // tracepoint -> why not tp_btf
   std::string locks_off_reason;                        // non-empty: kernel locks not recorded
   std::string faults_off_reason;                       // non-empty: page faults not recorded
+  // Non-empty: no sched_exit_tp program, stacks taken at every switch-out (stacks_at_switch_in).
+  std::string switch_in_stacks_off_reason;
 };
 
 struct ProgramKind {
@@ -296,6 +311,11 @@ bool IsFaultTracepoint(const std::string& tracepoint) {
   return tracepoint == "page_fault_user" || tracepoint == "page_fault_kernel";
 }
 
+// A bare tracepoint of Linux 6.16 on; without it stacks are taken at every switch-out instead.
+bool IsSwitchInStackTracepoint(const std::string& tracepoint) {
+  return tracepoint == "sched_exit_tp";
+}
+
 bool Wanted(const AttachPlan& plan, const bpf_program* program) {
   ProgramKind kind = KindOf(program);
   switch (kind.attach) {
@@ -303,6 +323,8 @@ bool Wanted(const AttachPlan& plan, const bpf_program* program) {
     case ProgramKind::kRawTp: {
       if (IsLockTracepoint(kind.tracepoint) && !plan.locks_off_reason.empty()) return false;
       if (IsFaultTracepoint(kind.tracepoint) && !plan.faults_off_reason.empty()) return false;
+      if (IsSwitchInStackTracepoint(kind.tracepoint) && !plan.switch_in_stacks_off_reason.empty())
+        return false;
       bool raw = plan.raw_tracepoints.count(kind.tracepoint) != 0;
       return raw == (kind.attach == ProgramKind::kRawTp);
     }
@@ -323,6 +345,8 @@ bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& r
     feature_off = &plan->faults_off_reason;
   } else if (IsLockTracepoint(kind.tracepoint)) {
     feature_off = &plan->locks_off_reason;
+  } else if (IsSwitchInStackTracepoint(kind.tracepoint)) {
+    feature_off = &plan->switch_in_stacks_off_reason;
   }
   if (kind.attach == ProgramKind::kTpBtf) {
     return plan->raw_tracepoints.emplace(kind.tracepoint, reason).second;
@@ -356,6 +380,12 @@ std::vector<std::string> DescribePlan(const AttachPlan& plan, bool forced_raw) {
   }
   if (!plan.faults_off_reason.empty()) {
     notes.push_back("kernel recorder: page faults not recorded (" + plan.faults_off_reason + ")");
+  }
+  if (!plan.switch_in_stacks_off_reason.empty()) {
+    notes.push_back(
+        "kernel recorder: off-CPU stacks taken at every switch-out, not when the "
+        "thread runs again (" +
+        plan.switch_in_stacks_off_reason + ")");
   }
   return notes;
 }
@@ -421,6 +451,9 @@ struct KernelRecorder::State {
   int user_stacks_fd = -1;
   uint32_t user_stack_depth_limit = GPROF_MAX_STACK_DEPTH;
   uint64_t slow_fault_ns = 0;
+  uint64_t stack_min_ns = 0;
+  bool stacks_wanted = false;
+  uint64_t lost_stacks = 0;  // off-CPU stacks never taken (GPROF_LOST_STACK, GPROF_ALL_CPUS)
   std::vector<std::string> notes;
 
   std::vector<char> staged;
@@ -688,9 +721,28 @@ struct KernelRecorder::State {
   }
 
   uint64_t LoaderLost() const {
-    uint64_t total = lost_to_writes;
+    uint64_t total = lost_to_writes + lost_stacks;
     for (const auto& [type, count] : malformed) total += count;
     return total;
+  }
+
+  // Intervals that ended just as the programs were detached, before their thread took its stacks
+  // (one per CPU at most): written without them.
+  void EmitSwitchedIn() {
+    int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return;
+    std::vector<gprof_switched_in> slots(static_cast<size_t>(cpus));
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.switched_in), &zero, slots.data()) != 0) return;
+    for (const gprof_switched_in& slot : slots) {
+      if (slot.tid == 0) continue;
+      gprof_offcpu record = slot.record;
+      record.kstack_id = record.user_stack_id = -ENODATA;
+      ++lost_stacks;
+      NoteStack(record.waker_kstack_id);
+      NoteUserStack(record.waker_user_stack_id);
+      Append(&record, sizeof(record));
+    }
   }
 
   // Threads still off-CPU or inside a futex call when recording stops: their intervals end now.
@@ -715,6 +767,11 @@ struct KernelRecorder::State {
       record.cpu = entry.cpu;
       record.flags = GPROF_OFFCPU_UNFINISHED;
       record.user_stack_id = entry.user_stack_id;
+      if (record.end_ns - record.start_ns < stack_min_ns) {
+        record.kstack_id = record.user_stack_id = -ENODATA;
+      } else if (stacks_wanted && skel->rodata->stacks_at_switch_in) {
+        ++lost_stacks;  // due when it runs again, which it did not while recording
+      }
       memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
       record.waker_user_stack_id = entry.waker_user_stack_id;
       NoteStack(record.kstack_id);
@@ -895,8 +952,11 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
       options.force_raw_tracepoints || (raw_env != nullptr && strcmp(raw_env, "1") == 0);
   uint64_t ring_bytes = RingBufferBytes(options.ring_buffer_bytes);
   auto state = std::make_unique<State>();
-  state->slow_fault_ns = options.slow_page_fault_ns;
   AttachPlan plan;
+  if (options.stacks_at_switch_out) plan.switch_in_stacks_off_reason = "asked for";
+  state->slow_fault_ns = options.slow_page_fault_ns;
+  state->stack_min_ns = options.stack_min_ns;
+  state->stacks_wanted = options.kernel_stacks || options.user_stacks;
 
   // One attempt per fallback at most: each failed attempt moves one program to its fallback (or
   // leaves an optional feature out), and a failure with no fallback ends the loop.
@@ -922,7 +982,8 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     memcpy(skel->rodata->device_prefix, options.device_prefix.data(), options.device_prefix.size());
     skel->rodata->device_prefix_len = static_cast<uint32_t>(options.device_prefix.size());
     skel->rodata->slow_fault_ns = options.slow_page_fault_ns;
-    skel->rodata->waker_stack_min_ns = options.waker_stack_min_ns;
+    skel->rodata->stack_min_ns = options.stack_min_ns;
+    skel->rodata->stacks_at_switch_in = plan.switch_in_stacks_off_reason.empty() ? 1 : 0;
     int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
     if (rc != 0) return fail("size the kernel ring buffer", rc);
     // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.
@@ -982,6 +1043,11 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     }
   }
   state->notes = DescribePlan(plan, force_raw);
+  if (options.stack_min_ns > 0 && (options.kernel_stacks || options.user_stacks)) {
+    state->notes.push_back("kernel recorder: stacks only for off-CPU intervals of at least " +
+                           DurationText(options.stack_min_ns) +
+                           ", and a waker's only for a wait that long");
+  }
 
   state->ring = ring_buffer__new(bpf_map__fd(state->skel->maps.events), &State::SampleCallback,
                                  state.get(), nullptr);
@@ -1103,6 +1169,7 @@ void KernelRecorder::FinishRecording() {
   if (s.ring != nullptr) ring_buffer__consume(s.ring);
   s.Flush();
   s.writer.SetClosing();  // what ends, counts, names and places the records: kept at the size cap
+  s.EmitSwitchedIn();
   s.EmitUnfinished(MonotonicNs());
   s.EmitCounts();
   for (auto& [pid, process] : s.processes) {
@@ -1130,6 +1197,16 @@ void KernelRecorder::FinishRecording() {
     s.staged.clear();
     s.staged_records = 0;
     s.final_write = true;
+  }
+  if (s.lost_stacks > 0) {
+    gprof_lost record{};
+    record.hdr.size = sizeof(record);
+    record.hdr.type = GPROF_REC_LOST;
+    record.kind = GPROF_LOST_STACK;
+    record.record_type = GPROF_REC_OFFCPU;
+    record.count = s.lost_stacks;
+    record.cpu = GPROF_ALL_CPUS;
+    lost_records.push_back(record);
   }
   if (s.lost_to_writes > 0) {
     gprof_lost record{};

@@ -34,9 +34,15 @@ struct KernelRecorderOptions {
   // Page faults that take at least this long are recorded one by one; quicker ones are counted
   // per thread.
   uint64_t slow_page_fault_ns = 50000;
-  // A wakeup takes the waker's stacks only when its wakee had slept at least this long: most of a
-  // wakeup's cost, spent on the many short waits of a switch-heavy program that no report explains.
-  uint64_t waker_stack_min_ns = 20000;
+  // An off-CPU interval gets stacks only when it lasts at least this long: the thread's own (taken
+  // when it runs again, as they were at the switch-out, where the kernel has the sched_exit_tp
+  // tracepoint; else taken at every switch-out and dropped), and the waker's when the thread had
+  // slept that long when woken. The unwinds are most of a switch's and a wakeup's cost, spent on
+  // the many short waits of a switch-heavy program that no report explains. 0: every interval.
+  uint64_t stack_min_ns = 20000;
+  // Take a thread's stacks at every switch-out, as kernels without sched_exit_tp must, even where
+  // they could be taken when it runs again (to compare the two).
+  bool stacks_at_switch_out = false;
   // Attach every tracepoint program as raw_tp instead of tp_btf (GPROF_BPF_RAW_TP=1 in the
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.

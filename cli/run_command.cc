@@ -279,6 +279,7 @@ int RunCommand(const RunOptions& options) {
     kernel_options.device_prefix = options.device_prefix;
     kernel_options.size_budget_path = budget_path;
     recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
+    if (recorder) run.kernel_stack_min_ns = kernel_options.stack_min_ns;
     if (!recorder) {
       run.kernel_recording_note = error;
       Say("kernel recording off (" + error +

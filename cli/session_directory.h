@@ -2,6 +2,7 @@
 // creates it, never reuses a non-empty one, and keeps session.json in it up to date.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ struct RunDescription {
   std::optional<int> exit_signal;
   bool kernel_recording = false;
   std::string kernel_recording_note;
+  uint64_t kernel_stack_min_ns = 0;  // off-CPU stacks only for intervals this long (0: every one)
   std::string inject_library;
   std::string cuda_mode;  // --cuda
 

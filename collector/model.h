@@ -361,6 +361,9 @@ struct SessionMeta {
   std::optional<int> exit_signal;  // CMD died of this signal
   bool kernel_recording = false;
   std::string kernel_recording_note;  // why it is off, when it is
+  // Off-CPU intervals shorter than this have no stacks, nor have the wakeups that end them
+  // (0: every interval has them, or a session from before the threshold).
+  uint64_t kernel_stack_min_ns = 0;
 
   // --delay / --duration: every recorder kept only what started in [start, end) (end 0: none).
   using Window = RecordingWindow;

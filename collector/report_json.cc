@@ -381,6 +381,7 @@ json SessionJson(const Session& session) {
                                                       {"description", meta.cut_short_text}}},
           {"kernel_recording", meta.kernel_recording},
           {"kernel_recording_note", meta.kernel_recording_note},
+          {"kernel_stack_min_ns", meta.kernel_stack_min_ns},
           {"window", WindowJson(session)},
           {"max_size", MaxSizeJson(session)},
           {"counts",

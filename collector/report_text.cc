@@ -215,6 +215,10 @@ void TextReport::Header() {
     out_ << (session_.meta.max_size->stopped_at_monotonic_ns != 0 ? "  STOPPED   " : "  size      ")
          << cap << "\n";
   }
+  if (meta.kernel_recording && meta.kernel_stack_min_ns > 0) {
+    out_ << "  stacks    only for off-CPU intervals of " << FormatDuration(meta.kernel_stack_min_ns)
+         << " or longer, a waker's only after a wait that long\n";
+  }
   if (!meta.kernel_recording) {
     out_ << "  kernel    NOT recorded"
          << (meta.kernel_recording_note.empty() ? "" : ": " + meta.kernel_recording_note)

@@ -333,6 +333,7 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
   json kernel = meta.value("kernel_recording", json::object());
   out.kernel_recording = Field<bool>(kernel, "enabled").value_or(false);
   out.kernel_recording_note = PrintableName(Field<std::string>(kernel, "note").value_or(""));
+  out.kernel_stack_min_ns = Field<uint64_t>(kernel, "stack_min_ns").value_or(0);
   if (json window = meta.value("window", json()); window.is_object()) {
     SessionMeta::Window& bounds = out.window.emplace();
     bounds.delay_s = Field<double>(window, "delay_s").value_or(0);

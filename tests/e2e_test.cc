@@ -248,6 +248,12 @@ void CheckFreezeExplained(const std::string& holder_mode, const std::string& hol
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   json report = ReadJson(dir.Sub("s/report.json"));
   ASSERT_TRUE(report["session"]["kernel_recording"].get<bool>()) << run.err;
+  // The stack threshold, stated where the report's reader sees it.
+  EXPECT_EQ(report["session"]["kernel_stack_min_ns"].get<uint64_t>(), 20000u);
+  EXPECT_NE(ReadFile(dir.Sub("s/report.txt"))
+                .find("  stacks    only for off-CPU intervals of 20.0 us or longer, a waker's only "
+                      "after a wait that long\n"),
+            std::string::npos);
 
   std::vector<AppCall> measured = ReadAppCalls(calls_file);
   std::map<uint32_t, std::string> launchers;

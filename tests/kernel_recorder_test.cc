@@ -508,6 +508,7 @@ GPROF_SECTION_BOUNDS(gprof_pipe_reader);
 GPROF_SECTION_BOUNDS(gprof_pipe_write);
 GPROF_SECTION_BOUNDS(gprof_deep_stack);
 GPROF_SECTION_BOUNDS(gprof_spin);
+GPROF_SECTION_BOUNDS(gprof_touch);
 
 bool InSection(uint64_t ip, const char* start, const char* stop) {
   return ip >= reinterpret_cast<uint64_t>(start) && ip < reinterpret_cast<uint64_t>(stop);
@@ -547,6 +548,12 @@ GPROF_TEST_SECTION(gprof_deep_stack) long DeepRead(int depth, int fd) {
   long got = DeepRead(depth - 1, fd);
   asm volatile("" ::: "memory");
   return got;
+}
+
+// Writes a byte: a page fault, if one comes, is taken in this function.
+GPROF_TEST_SECTION(gprof_touch) void TouchPage(char* page) {
+  asm volatile("" : : "r"(__builtin_frame_address(0)));
+  *static_cast<volatile char*>(page) = 1;
 }
 
 // Spins until the deadline, reading the clock only every million iterations: a preemption
@@ -1244,6 +1251,171 @@ TEST_F(KernelRecorderTest, RunnableThreadsWaitForTheCpu) {
   }
 }
 
+// The return addresses of kernel stack `id` below the scheduler's __schedule: where the thread
+// slept, whichever side of the switch the stack was taken on.
+std::vector<uint64_t> FramesBelowSchedule(const RawRecords& raw, int32_t id) {
+  std::vector<std::string> names = KernelFrames(raw, id);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != "__schedule") continue;
+    const std::vector<uint64_t>& ips = raw.kernel_stacks.at(id);
+    return {ips.begin() + static_cast<long>(i) + 1, ips.end()};
+  }
+  return {};
+}
+
+struct StackThresholdReport {
+  ScenarioStatus status;
+  uint32_t ping, pong, spinners[2];
+  uint64_t long_read_ns;
+};
+
+// Two threads hand a byte back and forth through pipes (short sleeps), then one of them blocks in
+// a pipe read until the main thread writes 20 ms later (a long sleep in a system call); two
+// threads spin on CPU 0 (long waits for the CPU, preempted in user mode).
+StackThresholdReport RunStackThresholdScenario() {
+  constexpr int kRounds = 2000;
+  StackThresholdReport r{};
+  int to_pong[2], to_ping[2], wake[2];
+  if (pipe(to_pong) != 0 || pipe(to_ping) != 0 || pipe(wake) != 0) {
+    r.status.Fail("pipe");
+    return r;
+  }
+  std::atomic<pid_t> ping{0}, pong{0}, spinners[2] = {};
+  std::thread pong_thread([&] {
+    pong = gettid();
+    char byte = 0;
+    for (int i = 0; i < kRounds; ++i) {
+      if (PipeReadFrame(to_pong[0], &byte, 1) != 1 || PipeWriteFrame(to_ping[1], &byte, 1) != 1) {
+        r.status.Fail("pong");
+        return;
+      }
+    }
+  });
+  std::thread ping_thread([&] {
+    ping = gettid();
+    char byte = 'x';
+    for (int i = 0; i < kRounds; ++i) {
+      if (PipeWriteFrame(to_pong[1], &byte, 1) != 1 || PipeReadFrame(to_ping[0], &byte, 1) != 1) {
+        r.status.Fail("ping");
+        return;
+      }
+    }
+    if (PipeReader(wake[0]) != 1) r.status.Fail("long read");
+  });
+  pong_thread.join();
+  while (ping == 0) sched_yield();
+  if (!WaitUntilState(ping, "S")) r.status.Fail("ping never blocked");
+  SleepNs(20 * kMs);
+  r.long_read_ns = NowNs();
+  if (PipeWriteFrame(wake[1], "y", 1) != 1) r.status.Fail("write");
+  ping_thread.join();
+
+  uint64_t deadline = NowNs() + 60 * kMs;
+  std::vector<std::thread> spinning;
+  for (int i = 0; i < 2; ++i) {
+    spinning.emplace_back([&, i] {
+      cpu_set_t one_cpu;
+      CPU_ZERO(&one_cpu);
+      CPU_SET(0, &one_cpu);
+      if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
+      spinners[i] = gettid();
+      SpinUntil(deadline);
+    });
+  }
+  for (auto& thread : spinning) thread.join();
+  r.ping = static_cast<uint32_t>(ping);
+  r.pong = static_cast<uint32_t>(pong);
+  for (int i = 0; i < 2; ++i) r.spinners[i] = static_cast<uint32_t>(spinners[i]);
+  return r;
+}
+
+// Off-CPU intervals shorter than the stack threshold have no stacks; longer ones have the stacks
+// the thread switched out with: a sleep in a system call its kernel stack through pipe_read and
+// its user stack from the function that made the call, a preemption in user mode its user stack
+// in the spinning function. Taken when the thread runs again (sched_exit_tp) or at every
+// switch-out, the stacks are the same.
+TEST_F(KernelRecorderTest, StacksOnlyForLongIntervalsAsAtTheSwitchOut) {
+  constexpr uint64_t kStackMinNs = 20000;
+  std::vector<uint64_t> long_read_frames[2];
+  std::vector<uint64_t> long_read_ips[2];
+  for (int at_switch_out = 0; at_switch_out < 2; ++at_switch_out) {
+    SCOPED_TRACE(at_switch_out ? "stacks at every switch-out" : "stacks when it runs again");
+    KernelRecorderOptions options;
+    options.stack_map_entries = 65536;  // make a stack-bucket collision rare
+    options.stack_min_ns = kStackMinNs;
+    options.stacks_at_switch_out = at_switch_out == 1;
+    if (at_switch_out) TearDown();
+    StartRecorder(options);
+    if (recorder_ == nullptr) return;
+    const std::vector<std::string>& notes = recorder_->notes();
+    EXPECT_EQ(std::count(notes.begin(), notes.end(),
+                         "kernel recorder: stacks only for off-CPU intervals of at least 20 us, "
+                         "and a waker's only for a wait that long"),
+              1);
+    EXPECT_EQ(std::count(notes.begin(), notes.end(),
+                         "kernel recorder: off-CPU stacks taken at every switch-out, not when the "
+                         "thread runs again (asked for)"),
+              at_switch_out);
+    StackThresholdReport report{};
+    ASSERT_NO_FATAL_FAILURE(RunRecordedChild<StackThresholdReport>(
+        recorder_.get(), RunStackThresholdScenario, &report));
+    std::string error;
+    RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+    ASSERT_TRUE(error.empty()) << error;
+
+    int short_ones = 0, long_ones = 0, spinner_waits = 0, spinner_waits_in_spin = 0;
+    for (const auto& o : raw.offcpu) {
+      bool spinner = o.tid == report.spinners[0] || o.tid == report.spinners[1];
+      if (o.tid != report.ping && o.tid != report.pong && !spinner) continue;
+      if (o.end_ns - o.start_ns < kStackMinNs) {
+        ++short_ones;
+        EXPECT_EQ(o.kstack_id, -ENODATA) << o.end_ns - o.start_ns << " ns";
+        EXPECT_EQ(o.user_stack_id, -ENODATA) << o.end_ns - o.start_ns << " ns";
+        continue;
+      }
+      ++long_ones;
+      // A stack map bucket already taken by another stack is the one loss allowed (-EEXIST).
+      EXPECT_TRUE(o.kstack_id >= 0 || o.kstack_id == -EEXIST) << o.kstack_id;
+      if (o.kstack_id >= 0) {
+        EXPECT_FALSE(FramesBelowSchedule(raw, o.kstack_id).empty())
+            << DescribeKernelStack(raw, o.kstack_id);
+      }
+      // -EFAULT: a walk that found no user frame (a thread on its way out).
+      EXPECT_TRUE(o.user_stack_id >= 0 || o.user_stack_id == -EEXIST || o.user_stack_id == -EFAULT)
+          << o.user_stack_id;
+      if (spinner && o.state == GPROF_TASK_RUNNING) {
+        ++spinner_waits;
+        const UserStack* stack = FindUserStack(raw, o.user_stack_id);
+        if (stack != nullptr && !stack->ips.empty() && IN_SECTION(stack->ips[0], gprof_spin)) {
+          ++spinner_waits_in_spin;
+        }
+      }
+    }
+    EXPECT_GE(short_ones, 100) << "a pipe ping-pong's sleeps are short";
+    EXPECT_GE(long_ones, 3);
+    EXPECT_GE(spinner_waits, 4) << "two threads spinning on one CPU wait for it";
+    EXPECT_GE(spinner_waits_in_spin, spinner_waits / 2) << "user stacks at preemption in SpinUntil";
+
+    const gprof_offcpu* wait = OffCpuAt(raw, report.ping, report.long_read_ns);
+    ASSERT_NE(wait, nullptr) << "no off-CPU interval of the long read";
+    EXPECT_GE(wait->end_ns - wait->start_ns, 20 * kMs);
+    long_read_frames[at_switch_out] = FramesBelowSchedule(raw, wait->kstack_id);
+    EXPECT_TRUE(KernelStackMentions(raw, wait->kstack_id, "pipe_read"))
+        << DescribeKernelStack(raw, wait->kstack_id);
+    const UserStack* stack = FindUserStack(raw, wait->user_stack_id);
+    ASSERT_NE(stack, nullptr) << "no user stack: " << wait->user_stack_id;
+    ASSERT_GE(stack->ips.size(), 2u);
+    EXPECT_TRUE(IN_SECTION(stack->ips[0], gprof_pipe_read)) << std::hex << stack->ips[0];
+    EXPECT_TRUE(IN_SECTION(stack->ips[1], gprof_pipe_reader)) << std::hex << stack->ips[1];
+    long_read_ips[at_switch_out] = stack->ips;
+  }
+  // The same call path both ways (the frames above __schedule are the tracing's own), and the
+  // same user return addresses (both children are forks of this process: the same layout).
+  EXPECT_FALSE(long_read_frames[0].empty());
+  EXPECT_EQ(long_read_frames[0], long_read_frames[1]);
+  EXPECT_EQ(long_read_ips[0], long_read_ips[1]);
+}
+
 // A thread blocked in a pipe read is woken by the writer: off-CPU in pipe_read, woken by the
 // writing thread, with its user stack (in the reading function, then its caller) and the
 // writer's user stack at the wakeup (in the writing function). A read 200 frames deep has a user
@@ -1517,7 +1689,7 @@ TEST_F(KernelRecorderTest, MunmapHoldsTheMmapLockWhileAnotherThreadFaults) {
           // Behind the writer, once it waits (mmap_write_lock_killable: state D).
           while (writer == 0) sched_yield();
           if (!WaitUntilState(writer, "D")) r.status.Fail("the writer never waited");
-          fresh[0] = 1;
+          TouchPage(fresh);
           phase = 2;
           while (phase < 3) sched_yield();
           if (phase == 99) return;
@@ -1594,6 +1766,16 @@ TEST_F(KernelRecorderTest, MunmapHoldsTheMmapLockWhileAnotherThreadFaults) {
     EXPECT_GE(fault_wait->end_ns, to) << "it waits for the munmap to end";
     EXPECT_TRUE(KernelStackMentions(raw, fault_wait->kstack_id, "fault"))
         << DescribeKernelStack(raw, fault_wait->kstack_id);
+    // Asleep in a page fault, not in a system call: the stacks of the fault.
+    const gprof_offcpu* sleep =
+        LongestOffCpu(raw, report.faulter, fault_wait->start_ns, fault_wait->end_ns);
+    ASSERT_NE(sleep, nullptr) << "no off-CPU interval in the faulting thread's lock wait";
+    EXPECT_TRUE(KernelStackMentions(raw, sleep->kstack_id, "exc_page_fault"))
+        << DescribeKernelStack(raw, sleep->kstack_id);
+    const UserStack* sleep_stack = FindUserStack(raw, sleep->user_stack_id);
+    ASSERT_NE(sleep_stack, nullptr) << "no user stack: " << sleep->user_stack_id;
+    ASSERT_FALSE(sleep_stack->ips.empty());
+    EXPECT_TRUE(IN_SECTION(sleep_stack->ips[0], gprof_touch)) << std::hex << sleep_stack->ips[0];
     const gprof_page_fault* fault = slow_fault_of(report.fault_pages[0]);
     ASSERT_NE(fault, nullptr) << "no slow page fault of the faulting thread";
     EXPECT_LE(fault->start_ns, fault_wait->start_ns);

@@ -118,6 +118,12 @@ class TraceFile {
       PacketBuilder packet{trace, TraceField::kPacket};
       fill(packet);
     }
+    PacketDone();
+  }
+
+  // For a writer that encodes a packet straight into the buffer; PacketDone() after each.
+  ProtoBuffer& buffer() { return buffer_; }
+  void PacketDone() {
     if (buffer_.size() >= kFlushBytes) Flush();
   }
 
@@ -246,6 +252,8 @@ struct Annotation {
   uint64_t value = 0;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
 };
 
+constexpr size_t kMaxAnnotations = 10;
+
 // One TrackEvent to write. Its track comes from the sequence's defaults.
 struct TrackEventSpec {
   TrackEventType type = TrackEventType::kInstant;
@@ -255,7 +263,7 @@ struct TrackEventSpec {
   std::span<const uint64_t> flow_ids;  // flows starting here; valid until written
   uint64_t terminating_flow_id = 0;    // 0: none
   // The most an event carries is 9: a kernel of a graph, cut short on its stream.
-  std::array<Annotation, 10> annotations{};
+  std::array<Annotation, kMaxAnnotations> annotations{};
   size_t annotation_count = 0;
 
   void Annotate(uint64_t annotation_name_iid, Annotation::Kind kind, uint64_t value) {
@@ -310,13 +318,75 @@ class PacketWriter {
     });
   }
 
+  // The hot path, a few million packets: each encoded straight into the file's buffer under one
+  // reservation that bounds it. Fields in this order: timestamp (and its clock when not the
+  // sequence's), sequence id and flags, the strings new to the sequence, the event.
   void WriteTrackEvent(Sequence& sequence, const TrackEventSpec& event) {
-    file_.AppendPacket([&](PacketBuilder& packet) {
-      WriteTimestamp(packet, sequence, event.timestamp_ns);
-      WriteSequenceHeader(packet, sequence);
-      WriteNewInternedStrings(packet, sequence, event);
-      WriteTrackEventBody(packet, event);
-    });
+    std::array<NewEntry, 2 + 2 * kMaxAnnotations> fresh;
+    size_t fresh_count = 0;
+    size_t bound = kEventBytes + event.flow_ids.size() * kFlowBytes +
+                   event.annotation_count * kAnnotationBytes;
+    auto note = [&](InternTable table, uint64_t iid) {
+      if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
+      const std::string& text = interner_.Text(table, iid);
+      fresh[fresh_count++] = NewEntry{table, iid, &text};
+      bound += kEntryBytes + text.size();
+    };
+    note(InternTable::kEventNames, event.name_iid);
+    note(InternTable::kCategories, event.category_iid);
+    for (size_t i = 0; i < event.annotation_count; ++i) {
+      const Annotation& annotation = event.annotations[i];
+      note(InternTable::kAnnotationNames, annotation.name_iid);
+      if (annotation.kind == Annotation::Kind::kInternedString)
+        note(InternTable::kAnnotationStrings, annotation.value);
+    }
+
+    ProtoBuffer& buffer = file_.buffer();
+    RawFields out(buffer.Reserve(bound));
+    char* packet = out.Open(TraceField::kPacket);
+    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+    // which leaves the incremental clock where it was.
+    if (sequence.incremental_clock && event.timestamp_ns >= sequence.last_timestamp_ns) {
+      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = event.timestamp_ns;
+    } else {
+      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns);
+      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
+    }
+    out.AddUint64(PacketField::kTrustedPacketSequenceId, sequence.id());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
+      out.AddUint64(PacketField::kSequenceFlags, flags);
+    if (fresh_count != 0) {
+      char* interned = out.Open(PacketField::kInternedData);
+      for (size_t i = 0; i < fresh_count; ++i) {
+        char* entry = out.Open(InternedDataFieldOf(fresh[i].table));
+        out.AddUint64(InternedEntryField::kIid, fresh[i].iid);
+        out.AddString(InternedEntryField::kText, *fresh[i].text);
+        out.Close(entry);
+      }
+      out.Close(interned);
+    }
+    char* body = out.Open(PacketField::kTrackEvent);
+    out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(event.type));
+    if (event.name_iid != 0) out.AddUint64(TrackEventField::kNameIid, event.name_iid);
+    if (event.category_iid != 0) out.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
+    for (uint64_t flow_id : event.flow_ids) out.AddFixed64(TrackEventField::kFlowIds, flow_id);
+    if (event.terminating_flow_id != 0)
+      out.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
+    for (size_t i = 0; i < event.annotation_count; ++i) {
+      const Annotation& annotation = event.annotations[i];
+      char* encoded = out.Open(TrackEventField::kDebugAnnotations);
+      out.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
+      out.AddUint64(
+          AnnotationValueField(annotation.kind),
+          annotation.kind == Annotation::Kind::kBool ? annotation.value != 0 : annotation.value);
+      out.Close(encoded);
+    }
+    out.Close(body);
+    out.Close(packet);
+    buffer.Commit(out.end());
+    file_.PacketDone();
   }
 
  private:
@@ -349,19 +419,6 @@ class PacketWriter {
     sequence.last_timestamp_ns = 0;
   }
 
-  // The delta from the sequence's last timestamp; a time before it (no track's events go back in
-  // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
-  // which leaves the incremental clock where it was.
-  static void WriteTimestamp(PacketBuilder& packet, Sequence& sequence, uint64_t timestamp_ns) {
-    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) {
-      packet.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
-      sequence.last_timestamp_ns = timestamp_ns;
-      return;
-    }
-    packet.AddUint64(PacketField::kTimestamp, timestamp_ns);
-    packet.AddUint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
-  }
-
   static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
     ProtoMessage<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
     defaults.AddUint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
@@ -377,65 +434,36 @@ class PacketWriter {
     describe(descriptor);
   }
 
-  void WriteNewInternedStrings(PacketBuilder& packet, Sequence& sequence,
-                               const TrackEventSpec& event) {
-    // An empty message leaves nothing behind: a packet with no new strings has no InternedData.
-    ProtoMessage<InternedDataField> interned{packet, PacketField::kInternedData};
-    AddIfNew(interned, sequence, InternTable::kEventNames, event.name_iid);
-    AddIfNew(interned, sequence, InternTable::kCategories, event.category_iid);
-    for (size_t i = 0; i < event.annotation_count; ++i) {
-      const Annotation& annotation = event.annotations[i];
-      AddIfNew(interned, sequence, InternTable::kAnnotationNames, annotation.name_iid);
-      if (annotation.kind == Annotation::Kind::kInternedString) {
-        AddIfNew(interned, sequence, InternTable::kAnnotationStrings, annotation.value);
-      }
-    }
-  }
+  // A string a packet carries because its sequence has not carried it yet.
+  struct NewEntry {
+    InternTable table;
+    uint64_t iid;
+    const std::string* text;
+  };
 
-  void AddIfNew(ProtoMessage<InternedDataField>& interned, Sequence& sequence, InternTable table,
-                uint64_t iid) {
-    if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
-    ProtoMessage<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
-    entry.AddUint64(InternedEntryField::kIid, iid);
-    entry.AddString(InternedEntryField::kText, interner_.Text(table, iid));
-  }
+  // The most a packet's fixed fields take (each varint at its longest, each nested message's length
+  // grown), one flow id, one annotation, one interned entry besides its text.
+  static constexpr size_t kEventBytes = 128;
+  static constexpr size_t kFlowBytes = 10;
+  static constexpr size_t kAnnotationBytes = 32;
+  static constexpr size_t kEntryBytes = 32;
 
-  static void WriteTrackEventBody(PacketBuilder& packet, const TrackEventSpec& event) {
-    ProtoMessage<TrackEventField> track_event{packet, PacketField::kTrackEvent};
-    track_event.AddEnum(TrackEventField::kType, static_cast<int32_t>(event.type));
-    if (event.name_iid != 0) track_event.AddUint64(TrackEventField::kNameIid, event.name_iid);
-    if (event.category_iid != 0)
-      track_event.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
-    for (uint64_t flow_id : event.flow_ids)
-      track_event.AddFixed64(TrackEventField::kFlowIds, flow_id);
-    if (event.terminating_flow_id != 0) {
-      track_event.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
-    }
-    for (size_t i = 0; i < event.annotation_count; ++i)
-      WriteAnnotation(track_event, event.annotations[i]);
-  }
-
-  static void WriteAnnotation(ProtoMessage<TrackEventField>& track_event,
-                              const Annotation& annotation) {
-    ProtoMessage<DebugAnnotationField> encoded{track_event, TrackEventField::kDebugAnnotations};
-    encoded.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
-    switch (annotation.kind) {
+  // The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
+  // negative int64, a bool as 0 or 1 (written by the caller).
+  static DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
+    switch (kind) {
       case Annotation::Kind::kUint:
-        encoded.AddUint64(DebugAnnotationField::kUintValue, annotation.value);
-        break;
+        return DebugAnnotationField::kUintValue;
       case Annotation::Kind::kInt:
-        encoded.AddInt64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
-        break;
+        return DebugAnnotationField::kIntValue;
       case Annotation::Kind::kPointer:
-        encoded.AddUint64(DebugAnnotationField::kPointerValue, annotation.value);
-        break;
+        return DebugAnnotationField::kPointerValue;
       case Annotation::Kind::kBool:
-        encoded.AddBool(DebugAnnotationField::kBoolValue, annotation.value != 0);
-        break;
+        return DebugAnnotationField::kBoolValue;
       case Annotation::Kind::kInternedString:
-        encoded.AddUint64(DebugAnnotationField::kStringValueIid, annotation.value);
-        break;
+        return DebugAnnotationField::kStringValueIid;
     }
+    return DebugAnnotationField::kUintValue;
   }
 
   TraceFile& file_;

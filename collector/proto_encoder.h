@@ -61,6 +61,60 @@ class ProtoBuffer {
   size_t capacity_ = 0;
 };
 
+// Fields written at a pointer into room already reserved (ProtoBuffer::Reserve), with no bounds
+// check of their own: for the trace's millions of small packets, whose size is bounded before they
+// are written, so that one Reserve covers a whole packet. A nested message reserves one byte for
+// its length, moved up in the rare case the message reaches 128 bytes (the room reserved must allow
+// 4 more bytes per nested message for that).
+class RawFields {
+ public:
+  explicit RawFields(char* out) : out_(out) {}
+  char* end() const { return out_; }
+
+  template <typename Field>
+  void AddUint64(Field field, uint64_t value) {
+    Tag(static_cast<uint32_t>(field), kVarint);
+    out_ = ProtoBuffer::WriteVarint(out_, value);
+  }
+  template <typename Field>
+  void AddFixed64(Field field, uint64_t value) {
+    Tag(static_cast<uint32_t>(field), kFixed64);
+    for (int byte = 0; byte < 8; ++byte) *out_++ = static_cast<char>(value >> (8 * byte));
+  }
+  template <typename Field>
+  void AddString(Field field, std::string_view text) {
+    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    out_ = ProtoBuffer::WriteVarint(out_, text.size());
+    if (!text.empty()) std::memcpy(out_, text.data(), text.size());
+    out_ += text.size();
+  }
+
+  // Opens a nested message; Close(the returned position) ends it.
+  template <typename Field>
+  char* Open(Field field) {
+    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    return out_++;
+  }
+  void Close(char* length_at) {
+    size_t length = static_cast<size_t>(out_ - length_at - 1);
+    if (length < 0x80) [[likely]] {
+      *length_at = static_cast<char>(length);
+      return;
+    }
+    size_t extra = ProtoBuffer::VarintSize(length) - 1;
+    std::memmove(length_at + 1 + extra, length_at + 1, length);
+    ProtoBuffer::WriteVarint(length_at, length);
+    out_ += extra;
+  }
+
+ private:
+  static constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
+  void Tag(uint32_t field, uint32_t wire_type) {
+    out_ = ProtoBuffer::WriteVarint(out_, (uint64_t{field} << 3) | wire_type);
+  }
+  char* out_;
+};
+
 // One message being written: the fields of enum `Field`. A nested one is opened on its parent
 // and closed (its length written) when it goes out of scope; an empty one leaves no trace, not even
 // its tag, so a message that may stay empty (new interned strings) costs nothing when it does.

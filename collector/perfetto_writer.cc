@@ -245,11 +245,13 @@ class Sequence {
   std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
+// No default member values: an event's array of them is left unset past its count (zeroing it
+// for every event was a good part of the writer's time).
 struct Annotation {
   enum class Kind : uint8_t { kUint, kInt, kPointer, kBool, kInternedString };
-  uint64_t name_iid = 0;
-  Kind kind = Kind::kUint;
-  uint64_t value = 0;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
+  uint64_t name_iid;
+  Kind kind;
+  uint64_t value;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
 };
 
 constexpr size_t kMaxAnnotations = 10;
@@ -263,7 +265,7 @@ struct TrackEventSpec {
   std::span<const uint64_t> flow_ids;  // flows starting here; valid until written
   uint64_t terminating_flow_id = 0;    // 0: none
   // The most an event carries is 9: a kernel of a graph, cut short on its stream.
-  std::array<Annotation, kMaxAnnotations> annotations{};
+  std::array<Annotation, kMaxAnnotations> annotations;  // the first annotation_count are set
   size_t annotation_count = 0;
 
   void Annotate(uint64_t annotation_name_iid, Annotation::Kind kind, uint64_t value) {

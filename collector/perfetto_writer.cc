@@ -73,8 +73,10 @@ enum class TrackEventField : uint32_t {
   kDebugAnnotations = 4,
   kType = 9,
   kNameIid = 10,
-  kFlowIds = 47,
-  kTerminatingFlowIds = 48,
+  // Flow ids as varints: the fields trace_processor still reads for older writers, used since
+  // the ids here are small (see FlowIds) and fixed64 flow_ids (47, 48) take 8 bytes each.
+  kFlowIdsOld = 36,
+  kTerminatingFlowIdsOld = 42,
 };
 enum class DebugAnnotationField : uint32_t {
   kNameIid = 1,
@@ -373,9 +375,9 @@ class PacketWriter {
     out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(event.type));
     if (event.name_iid != 0) out.AddUint64(TrackEventField::kNameIid, event.name_iid);
     if (event.category_iid != 0) out.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
-    for (uint64_t flow_id : event.flow_ids) out.AddFixed64(TrackEventField::kFlowIds, flow_id);
+    for (uint64_t flow_id : event.flow_ids) out.AddUint64(TrackEventField::kFlowIdsOld, flow_id);
     if (event.terminating_flow_id != 0)
-      out.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
+      out.AddUint64(TrackEventField::kTerminatingFlowIdsOld, event.terminating_flow_id);
     for (size_t i = 0; i < event.annotation_count; ++i) {
       const Annotation& annotation = event.annotations[i];
       char* encoded = out.Open(TrackEventField::kDebugAnnotations);
@@ -446,7 +448,7 @@ class PacketWriter {
   // The most a packet's fixed fields take (each varint at its longest, each nested message's length
   // grown), one flow id, one annotation, one interned entry besides its text.
   static constexpr size_t kEventBytes = 128;
-  static constexpr size_t kFlowBytes = 10;
+  static constexpr size_t kFlowBytes = 12;
   static constexpr size_t kAnnotationBytes = 32;
   static constexpr size_t kEntryBytes = 32;
 
@@ -472,11 +474,21 @@ class PacketWriter {
   const StringInterner& interner_;
 };
 
+// Flow ids, small so that their varints are short, in three ranges that never meet: wake arrows by
+// off-CPU interval from 1, then launch arrows (an API call to the GPU work it caused) by GPU
+// activity, then the diagnosis's arrows (a waiter to what let it go).
+struct FlowIds {
+  explicit FlowIds(const Session& session)
+      : first_launch(session.off_cpu.size() + 1),
+        first_diagnosis(first_launch + session.gpu_activities.size()) {}
+  static uint64_t Wake(size_t off_cpu_index) { return off_cpu_index + 1; }
+  uint64_t Launch(size_t gpu_index) const { return first_launch + gpu_index; }
+  uint64_t first_launch;
+  uint64_t first_diagnosis;
+};
+
 // Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
 // trace), so they are stable and never collide. Four bits: 15 is the last kind there is room for.
-// Flow ids of the diagnosis's arrows (a waiter to what let it go), apart from the wake and launch
-// flows.
-constexpr uint64_t kDiagnosisFlowBase = uint64_t{1} << 62;
 
 enum class TrackKind : uint64_t {
   kProcess = 1,
@@ -1123,6 +1135,7 @@ class TimelineWriter {
         kernel_names_(session, interner),
         gpu_names_(session, interner),
         correlation_(session),
+        flow_ids_(session),
         clipped_gpu_ends_(ClipOverlapsOnStreams(session)),
         api_name_iids_(session.api_names.size(), 0) {}
 
@@ -1181,11 +1194,6 @@ class TimelineWriter {
   bool HasWakeFlow(const OffCpuInterval& interval) const;
   const ApiCall* LaunchFlowOrigin(const GpuActivity& activity) const;
   static uint64_t WakeTime(const OffCpuInterval& interval);
-  // Flow ids: wake arrows by off-CPU interval from 1, launch arrows (an API call to the GPU work
-  // it caused) by GPU activity in the upper half of the range, so the two never meet.
-  static uint64_t WakeFlowId(size_t off_cpu_index) { return off_cpu_index + 1; }
-  static uint64_t LaunchFlowId(size_t gpu_index) { return kLaunchFlowIds | gpu_index; }
-  static constexpr uint64_t kLaunchFlowIds = uint64_t{1} << 63;
   size_t IndexOf(const GpuActivity& activity) const {
     return static_cast<size_t>(&activity - session_.gpu_activities.data());
   }
@@ -1201,6 +1209,7 @@ class TimelineWriter {
   KernelNames kernel_names_;
   GpuNames gpu_names_;
   GpuCorrelation correlation_;
+  FlowIds flow_ids_;
   std::unordered_map<size_t, uint64_t> clipped_gpu_ends_;
   std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
@@ -1355,7 +1364,7 @@ void TimelineWriter::BeginApiCall(const ApiCall& call) {
   launch_flow_ids_.clear();
   for (const GpuActivity* activity : correlation_.ActivitiesOf(call)) {
     if (LaunchFlowOrigin(*activity) == &call)
-      launch_flow_ids_.push_back(LaunchFlowId(IndexOf(*activity)));
+      launch_flow_ids_.push_back(flow_ids_.Launch(IndexOf(*activity)));
   }
   event.flow_ids = launch_flow_ids_;
   BeginSlice(tracks_.Thread(call.tid, call.pid).thread, event, call.exit_ns);
@@ -1381,7 +1390,7 @@ void TimelineWriter::BeginGpuActivity(size_t index) {
     event.Annotate(vocabulary_.graph_id, Annotation::Kind::kUint, activity.graph_id);
     event.Annotate(vocabulary_.graph_node_id, Annotation::Kind::kUint, activity.graph_node_id);
   }
-  if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = LaunchFlowId(index);
+  if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = flow_ids_.Launch(index);
   uint64_t end = activity.end_ns;
   if (auto clipped = clipped_gpu_ends_.find(index); clipped != clipped_gpu_ends_.end()) {
     end = clipped->second;
@@ -1457,7 +1466,7 @@ void TimelineWriter::BeginRunnable(EventTrack& track, size_t index) {
   runnable.timestamp_ns = WakeTime(interval);
   runnable.name_iid = scheduler_names_.RunnableName(interval);
   runnable.category_iid = vocabulary_.sched;
-  if (HasWakeFlow(interval)) runnable.terminating_flow_id = WakeFlowId(index);
+  if (HasWakeFlow(interval)) runnable.terminating_flow_id = FlowIds::Wake(index);
   runnable.Annotate(vocabulary_.waker, Annotation::Kind::kInternedString,
                     scheduler_names_.WakerLabel(interval));
   if (uint64_t stack = scheduler_names_.StackTextIid(interval.waker_kstack_id); stack != 0) {
@@ -1478,7 +1487,7 @@ void TimelineWriter::WriteWakeInstant(size_t index) {
   wake.timestamp_ns = WakeTime(interval);
   wake.name_iid = scheduler_names_.WakeName(interval.tid);
   wake.category_iid = vocabulary_.sched;
-  uint64_t flow_id = WakeFlowId(index);
+  uint64_t flow_id = FlowIds::Wake(index);
   wake.flow_ids = std::span<const uint64_t>(&flow_id, 1);
   packets_.WriteTrackEvent(tracks_.Thread(interval.waker_tid, interval.waker_pid).thread.sequence,
                            wake);
@@ -1822,7 +1831,7 @@ class DiagnosisWriter {
       uint64_t flow_out = 0, flow_in = 0;
     };
     std::vector<End> ends;
-    uint64_t next_flow = kDiagnosisFlowBase;
+    uint64_t next_flow = FlowIds(session_).first_diagnosis;
     for (const DiagnosedFreeze& freeze : diagnosis_.freezes) {
       for (int index : freeze.stalls) {
         const Stall& stall = diagnosis_.stalls[index];

@@ -77,11 +77,6 @@ class RawFields {
     out_ = ProtoBuffer::WriteVarint(out_, value);
   }
   template <typename Field>
-  void AddFixed64(Field field, uint64_t value) {
-    Tag(static_cast<uint32_t>(field), kFixed64);
-    for (int byte = 0; byte < 8; ++byte) *out_++ = static_cast<char>(value >> (8 * byte));
-  }
-  template <typename Field>
   void AddString(Field field, std::string_view text) {
     Tag(static_cast<uint32_t>(field), kLengthDelimited);
     out_ = ProtoBuffer::WriteVarint(out_, text.size());
@@ -108,7 +103,7 @@ class RawFields {
   }
 
  private:
-  static constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
+  static constexpr uint32_t kVarint = 0, kLengthDelimited = 2;
   void Tag(uint32_t field, uint32_t wire_type) {
     out_ = ProtoBuffer::WriteVarint(out_, (uint64_t{field} << 3) | wire_type);
   }

@@ -28,7 +28,7 @@ class ProtoBuffer {
   char* At(size_t offset) { return data_.get() + offset; }
   void Shrink(size_t size) { size_ = size; }
 
-  static char* WriteVarint(char* out, uint64_t value) {
+  [[gnu::always_inline]] static char* WriteVarint(char* out, uint64_t value) {
     while (value >= 0x80) {
       *out++ = static_cast<char>(value | 0x80);
       value >>= 7;
@@ -72,12 +72,12 @@ class RawFields {
   char* end() const { return out_; }
 
   template <typename Field>
-  void AddUint64(Field field, uint64_t value) {
+  [[gnu::always_inline]] void AddUint64(Field field, uint64_t value) {
     Tag(static_cast<uint32_t>(field), kVarint);
     out_ = ProtoBuffer::WriteVarint(out_, value);
   }
   template <typename Field>
-  void AddString(Field field, std::string_view text) {
+  [[gnu::always_inline]] void AddString(Field field, std::string_view text) {
     Tag(static_cast<uint32_t>(field), kLengthDelimited);
     out_ = ProtoBuffer::WriteVarint(out_, text.size());
     if (!text.empty()) std::memcpy(out_, text.data(), text.size());
@@ -86,11 +86,11 @@ class RawFields {
 
   // Opens a nested message; Close(the returned position) ends it.
   template <typename Field>
-  char* Open(Field field) {
+  [[gnu::always_inline]] char* Open(Field field) {
     Tag(static_cast<uint32_t>(field), kLengthDelimited);
     return out_++;
   }
-  void Close(char* length_at) {
+  [[gnu::always_inline]] void Close(char* length_at) {
     size_t length = static_cast<size_t>(out_ - length_at - 1);
     if (length < 0x80) [[likely]] {
       *length_at = static_cast<char>(length);
@@ -104,7 +104,7 @@ class RawFields {
 
  private:
   static constexpr uint32_t kVarint = 0, kLengthDelimited = 2;
-  void Tag(uint32_t field, uint32_t wire_type) {
+  [[gnu::always_inline]] void Tag(uint32_t field, uint32_t wire_type) {
     out_ = ProtoBuffer::WriteVarint(out_, (uint64_t{field} << 3) | wire_type);
   }
   char* out_;

@@ -222,7 +222,7 @@ void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
   if (!ReadInterval(record, &event, "futex")) return;
   session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,
                                             event.pid, event.tid, event.op, event.val, event.val3,
-                                            event.timeout_ns, event.ret, event.flags});
+                                            event.flags, event.timeout_ns, event.ret});
   threads_->SeeThread(event.tid, event.pid);
 }
 

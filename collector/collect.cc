@@ -55,10 +55,15 @@ Status WriteJsonFile(const std::string& path, const nlohmann::json& value) {
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
   auto session = ReadSession(directory);
   if (!session.ok()) return session.status();
-  Analysis analysis = Analyze(*session, options.analysis);
-  DiagnosisOptions diagnosis_options = options.diagnosis;
-  diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
-  Diagnosis diagnosis = Diagnose(*session, diagnosis_options);
+  Analysis analysis;
+  Diagnosis diagnosis;
+  {
+    WaitReader waits(*session);  // its index is large: gone before the reports are built
+    analysis = Analyze(*session, options.analysis, waits);
+    DiagnosisOptions diagnosis_options = options.diagnosis;
+    diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
+    diagnosis = Diagnose(*session, diagnosis_options, waits);
+  }
 
   CollectResult result;
   result.text_report = RenderTextReport(*session, analysis, {}, &diagnosis);

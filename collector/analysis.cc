@@ -118,8 +118,8 @@ namespace {
 
 class Analyzer {
  public:
-  Analyzer(const Session& session, const AnalysisOptions& options)
-      : session_(session), waits_(session), correlation_(session), gpu_busy_(session) {
+  Analyzer(const Session& session, const AnalysisOptions& options, const WaitReader& waits)
+      : session_(session), waits_(waits), correlation_(session), gpu_busy_(session) {
     analysis_.options = options;
   }
 
@@ -152,7 +152,7 @@ class Analyzer {
                                          const ApiCall* call) const;
 
   const Session& session_;
-  WaitReader waits_;
+  const WaitReader& waits_;
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Analysis analysis_;
@@ -479,7 +479,11 @@ std::string BlockingKernelFunction(const Session& session, int32_t stack_id) {
 }
 
 Analysis Analyze(const Session& session, const AnalysisOptions& options) {
-  return Analyzer(session, options).Run();
+  return Analyze(session, options, WaitReader(session));
+}
+
+Analysis Analyze(const Session& session, const AnalysisOptions& options, const WaitReader& waits) {
+  return Analyzer(session, options, waits).Run();
 }
 
 }  // namespace gprof::collector

@@ -196,6 +196,8 @@ struct Analysis {
 };
 
 Analysis Analyze(const Session& session, const AnalysisOptions& options);
+// The same with an index of the session's waits made once for the analysis and the diagnosis.
+Analysis Analyze(const Session& session, const AnalysisOptions& options, const WaitReader& waits);
 
 // The longest sleep on `object` among `waits`, or nullptr.
 const Wait* LongestWaitOn(const std::vector<Wait>& waits, const WaitObject& object);

@@ -139,7 +139,8 @@ class ChunkDecoder {
 // Walks the records of one decoded chunk; returns an error text if they do not tile the payload
 // exactly (the records before the fault have been visited).
 std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, uint32_t writer_pid,
-                         uint32_t record_count, const RecordVisitor& visit, uint64_t* visited) {
+                         uint64_t file_records, uint32_t record_count, const RecordVisitor& visit,
+                         uint64_t* visited) {
   uint64_t offset = 0;
   uint32_t count = 0;
   while (offset < raw.size()) {
@@ -152,7 +153,7 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
              std::to_string(offset) + " overruns the chunk";
     }
     visit(RecordView{header.type, raw.subspan(offset, header.size), chunk_offset, offset,
-                     writer_pid});
+                     writer_pid, file_records});
     offset += header.size;
     ++count;
     ++*visited;
@@ -182,6 +183,22 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
     diagnostics->push_back(Diagnostic{path, offset, std::move(message)});
   };
 
+  auto plausible = [](const format::ChunkHeader& chunk) {
+    return chunk.magic == format::kChunkMagic && chunk.raw_size <= format::kMaxChunkRawSize &&
+           chunk.stored_size <= format::kMaxChunkRawSize * 2ull;
+  };
+  // What the chunk headers announce, up to the first damaged one: one small read per chunk.
+  uint64_t announced = 0;
+  for (uint64_t at = summary.header.header_size;;) {
+    format::ChunkHeader chunk;
+    file.Read(at, sizeof(chunk), &bytes);
+    if (bytes.size() < sizeof(chunk)) break;
+    memcpy(&chunk, bytes.data(), sizeof(chunk));
+    if (!plausible(chunk) || chunk.stored_size > file.size() - at - sizeof(chunk)) break;
+    announced += chunk.record_count;
+    at += sizeof(chunk) + chunk.stored_size;
+  }
+
   ChunkDecoder decoder;
   std::vector<uint8_t> raw;
   uint64_t expected_sequence = 0;
@@ -195,10 +212,7 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
       break;
     }
     memcpy(&chunk, bytes.data(), sizeof(chunk));
-    bool plausible = chunk.magic == format::kChunkMagic &&
-                     chunk.raw_size <= format::kMaxChunkRawSize &&
-                     chunk.stored_size <= format::kMaxChunkRawSize * 2ull;
-    if (!plausible) {
+    if (!plausible(chunk)) {
       uint64_t next = FindChunkMagic(file, offset + 1, &bytes);
       report(offset, "damaged chunk header (" + Hex(chunk.magic) + "); skipped " +
                          std::to_string(next - offset) + " bytes to the next chunk");
@@ -227,8 +241,8 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
                          std::to_string(chunk.sequence) + ": chunks in between are missing");
     }
     expected_sequence = chunk.sequence + 1;
-    error =
-        VisitRecords(raw, offset, summary.header.pid, chunk.record_count, visit, &summary.records);
+    error = VisitRecords(raw, offset, summary.header.pid, announced, chunk.record_count, visit,
+                         &summary.records);
     if (!error.empty()) {
       report(offset, "chunk " + std::to_string(chunk.sequence) + ": " + error);
       ++summary.damaged_chunks;

@@ -23,6 +23,9 @@ struct RecordView {
   uint64_t chunk_offset = 0;       // file offset of the chunk that holds it, for messages
   uint64_t payload_offset = 0;     // of the record in its chunk's decoded payload, for messages
   uint32_t writer_pid = 0;         // FileHeader::pid of the file
+  // The records the file's chunk headers announce, up to the first damaged one: a reader sizes
+  // its vectors from it rather than growing them by doubling and moving.
+  uint64_t file_records = 0;
 };
 
 struct ChunkFileSummary {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "output_file.h"
 #include "perfetto_writer.h"
@@ -19,15 +20,50 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return {};
 }
 
+// Writes into a FILE, for report.json's serializer: the text of a large report, as large as the
+// tree it comes from, is never held whole, as json::dump() would hold it in one string.
+class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
+ public:
+  explicit FileOutput(FILE* file) : file_(file) {}
+  void write_character(char c) override { written_ &= std::fputc(c, file_) != EOF; }
+  void write_characters(const char* text, size_t length) override {
+    written_ &= std::fwrite(text, 1, length, file_) == length;
+  }
+  bool written() const { return written_; }
+
+ private:
+  FILE* file_;
+  bool written_ = true;
+};
+
+// `value` as json::dump(1, ' ', false, replace) writes it, and a newline.
+Status WriteJsonFile(const std::string& path, const nlohmann::json& value) {
+  auto file = CreateOutputFile(path);
+  if (!file.ok()) return Status::Error("cannot write " + file.status().message());
+  auto output = std::make_shared<FileOutput>(file->get());
+  nlohmann::detail::serializer<nlohmann::json> serializer(output, ' ',
+                                                          nlohmann::json::error_handler_t::replace);
+  serializer.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false, /*indent_step=*/1);
+  output->write_character('\n');
+  if (std::fclose(file->release()) != 0 || !output->written())
+    return Status::Error(path + ": cannot write");
+  return {};
+}
+
 }  // namespace
 
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
   auto session = ReadSession(directory);
   if (!session.ok()) return session.status();
-  Analysis analysis = Analyze(*session, options.analysis);
-  DiagnosisOptions diagnosis_options = options.diagnosis;
-  diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
-  Diagnosis diagnosis = Diagnose(*session, diagnosis_options);
+  Analysis analysis;
+  Diagnosis diagnosis;
+  {
+    WaitReader waits(*session);  // its index is large: gone before the reports are built
+    analysis = Analyze(*session, options.analysis, waits);
+    DiagnosisOptions diagnosis_options = options.diagnosis;
+    diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
+    diagnosis = Diagnose(*session, diagnosis_options, waits);
+  }
 
   CollectResult result;
   result.text_report = RenderTextReport(*session, analysis, {}, &diagnosis);
@@ -53,10 +89,7 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
-  write(json,
-        WriteTextFile(json, RenderJsonReport(*session, analysis, &diagnosis)
-                                    .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                                "\n"));
+  write(json, WriteJsonFile(json, RenderJsonReport(*session, analysis, &diagnosis)));
   std::string trace = (dir / kTraceFile).string();
   write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   return result;

@@ -28,8 +28,8 @@ constexpr double kCpuStarvedShare = 0.05;
 
 class Diagnoser {
  public:
-  Diagnoser(const Session& session, const DiagnosisOptions& options)
-      : session_(session), reader_(session), correlation_(session), gpu_busy_(session) {
+  Diagnoser(const Session& session, const DiagnosisOptions& options, const WaitReader& reader)
+      : session_(session), reader_(reader), correlation_(session), gpu_busy_(session) {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
   }
@@ -59,7 +59,7 @@ class Diagnoser {
   bool InTree(uint32_t tid) const { return session_.threads.contains(tid); }
 
   const Session& session_;
-  WaitReader reader_;
+  const WaitReader& reader_;
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Diagnosis diagnosis_;
@@ -451,7 +451,12 @@ void Diagnoser::Rank() {
 }  // namespace
 
 Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options) {
-  return Diagnoser(session, options).Run();
+  return Diagnose(session, options, WaitReader(session));
+}
+
+Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options,
+                   const WaitReader& waits) {
+  return Diagnoser(session, options, waits).Run();
 }
 
 bool IsIdleWait(const Stall& stall) {

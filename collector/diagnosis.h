@@ -120,6 +120,9 @@ struct Diagnosis {
 };
 
 Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options);
+// The same with an index of the session's waits made once for the analysis and the diagnosis.
+Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options,
+                   const WaitReader& waits);
 
 // Whether a long wait is the thread's idle state rather than contention: a handoff (a condition
 // variable, join or event), or a poll on the GPU driver's device outside any CUDA call (the

@@ -45,6 +45,13 @@ class KernelRecordDecoder {
   void DecodeUserStack(const RecordView& record);
   void DecodeProcessMaps(const RecordView& record);
   void DecodeLost(const RecordView& record);
+  void ReserveForTheMix(uint64_t file_records);
+
+  // The records seen so far, and of the two kinds that make most of a file: once a sample of the
+  // file has shown the mix, their vectors are sized for the whole file (ReserveForTheMix).
+  uint64_t seen_records_ = 0;
+  uint64_t seen_off_cpu_ = 0;
+  uint64_t seen_futex_ = 0;
 
   Session* session_;
   ThreadSightings* threads_;

@@ -190,6 +190,7 @@ struct OffCpuInterval {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// The 32-bit fields together, so that the struct has no padding: sessions hold millions.
 struct FutexCall {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
@@ -200,9 +201,9 @@ struct FutexCall {
   uint32_t op = 0;  // with FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
   uint32_t val = 0;
   uint32_t val3 = 0;
+  uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
   int64_t timeout_ns = -1;  // -1: none; -2: set, but the recorder could not read it
   int64_t ret = 0;
-  uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
   uint32_t command() const { return op & 0x7f; }  // FUTEX_CMD_MASK
   bool is_wait() const;
   bool is_wake() const;

@@ -73,8 +73,10 @@ enum class TrackEventField : uint32_t {
   kDebugAnnotations = 4,
   kType = 9,
   kNameIid = 10,
-  kFlowIds = 47,
-  kTerminatingFlowIds = 48,
+  // Flow ids as varints: the fields trace_processor still reads for older writers, used since
+  // the ids here are small (see FlowIds) and fixed64 flow_ids (47, 48) take 8 bytes each.
+  kFlowIdsOld = 36,
+  kTerminatingFlowIdsOld = 42,
 };
 enum class DebugAnnotationField : uint32_t {
   kNameIid = 1,
@@ -118,6 +120,12 @@ class TraceFile {
       PacketBuilder packet{trace, TraceField::kPacket};
       fill(packet);
     }
+    PacketDone();
+  }
+
+  // For a writer that encodes a packet straight into the buffer; PacketDone() after each.
+  ProtoBuffer& buffer() { return buffer_; }
+  void PacketDone() {
     if (buffer_.size() >= kFlushBytes) Flush();
   }
 
@@ -239,12 +247,16 @@ class Sequence {
   std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
+// No default member values: an event's array of them is left unset past its count (zeroing it
+// for every event was a good part of the writer's time).
 struct Annotation {
   enum class Kind : uint8_t { kUint, kInt, kPointer, kBool, kInternedString };
-  uint64_t name_iid = 0;
-  Kind kind = Kind::kUint;
-  uint64_t value = 0;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
+  uint64_t name_iid;
+  Kind kind;
+  uint64_t value;  // kInt: the int64's bits; kInternedString: an iid of kAnnotationStrings
 };
+
+constexpr size_t kMaxAnnotations = 10;
 
 // One TrackEvent to write. Its track comes from the sequence's defaults.
 struct TrackEventSpec {
@@ -255,7 +267,7 @@ struct TrackEventSpec {
   std::span<const uint64_t> flow_ids;  // flows starting here; valid until written
   uint64_t terminating_flow_id = 0;    // 0: none
   // The most an event carries is 9: a kernel of a graph, cut short on its stream.
-  std::array<Annotation, 10> annotations{};
+  std::array<Annotation, kMaxAnnotations> annotations;  // the first annotation_count are set
   size_t annotation_count = 0;
 
   void Annotate(uint64_t annotation_name_iid, Annotation::Kind kind, uint64_t value) {
@@ -310,13 +322,75 @@ class PacketWriter {
     });
   }
 
+  // The hot path, a few million packets: each encoded straight into the file's buffer under one
+  // reservation that bounds it. Fields in this order: timestamp (and its clock when not the
+  // sequence's), sequence id and flags, the strings new to the sequence, the event.
   void WriteTrackEvent(Sequence& sequence, const TrackEventSpec& event) {
-    file_.AppendPacket([&](PacketBuilder& packet) {
-      WriteTimestamp(packet, sequence, event.timestamp_ns);
-      WriteSequenceHeader(packet, sequence);
-      WriteNewInternedStrings(packet, sequence, event);
-      WriteTrackEventBody(packet, event);
-    });
+    std::array<NewEntry, 2 + 2 * kMaxAnnotations> fresh;
+    size_t fresh_count = 0;
+    size_t bound = kEventBytes + event.flow_ids.size() * kFlowBytes +
+                   event.annotation_count * kAnnotationBytes;
+    auto note = [&](InternTable table, uint64_t iid) {
+      if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
+      const std::string& text = interner_.Text(table, iid);
+      fresh[fresh_count++] = NewEntry{table, iid, &text};
+      bound += kEntryBytes + text.size();
+    };
+    note(InternTable::kEventNames, event.name_iid);
+    note(InternTable::kCategories, event.category_iid);
+    for (size_t i = 0; i < event.annotation_count; ++i) {
+      const Annotation& annotation = event.annotations[i];
+      note(InternTable::kAnnotationNames, annotation.name_iid);
+      if (annotation.kind == Annotation::Kind::kInternedString)
+        note(InternTable::kAnnotationStrings, annotation.value);
+    }
+
+    ProtoBuffer& buffer = file_.buffer();
+    RawFields out(buffer.Reserve(bound));
+    char* packet = out.Open(TraceField::kPacket);
+    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+    // which leaves the incremental clock where it was.
+    if (sequence.incremental_clock && event.timestamp_ns >= sequence.last_timestamp_ns) {
+      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = event.timestamp_ns;
+    } else {
+      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns);
+      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
+    }
+    out.AddUint64(PacketField::kTrustedPacketSequenceId, sequence.id());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
+      out.AddUint64(PacketField::kSequenceFlags, flags);
+    if (fresh_count != 0) {
+      char* interned = out.Open(PacketField::kInternedData);
+      for (size_t i = 0; i < fresh_count; ++i) {
+        char* entry = out.Open(InternedDataFieldOf(fresh[i].table));
+        out.AddUint64(InternedEntryField::kIid, fresh[i].iid);
+        out.AddString(InternedEntryField::kText, *fresh[i].text);
+        out.Close(entry);
+      }
+      out.Close(interned);
+    }
+    char* body = out.Open(PacketField::kTrackEvent);
+    out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(event.type));
+    if (event.name_iid != 0) out.AddUint64(TrackEventField::kNameIid, event.name_iid);
+    if (event.category_iid != 0) out.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
+    for (uint64_t flow_id : event.flow_ids) out.AddUint64(TrackEventField::kFlowIdsOld, flow_id);
+    if (event.terminating_flow_id != 0)
+      out.AddUint64(TrackEventField::kTerminatingFlowIdsOld, event.terminating_flow_id);
+    for (size_t i = 0; i < event.annotation_count; ++i) {
+      const Annotation& annotation = event.annotations[i];
+      char* encoded = out.Open(TrackEventField::kDebugAnnotations);
+      out.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
+      out.AddUint64(
+          AnnotationValueField(annotation.kind),
+          annotation.kind == Annotation::Kind::kBool ? annotation.value != 0 : annotation.value);
+      out.Close(encoded);
+    }
+    out.Close(body);
+    out.Close(packet);
+    buffer.Commit(out.end());
+    file_.PacketDone();
   }
 
  private:
@@ -349,19 +423,6 @@ class PacketWriter {
     sequence.last_timestamp_ns = 0;
   }
 
-  // The delta from the sequence's last timestamp; a time before it (no track's events go back in
-  // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
-  // which leaves the incremental clock where it was.
-  static void WriteTimestamp(PacketBuilder& packet, Sequence& sequence, uint64_t timestamp_ns) {
-    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) {
-      packet.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
-      sequence.last_timestamp_ns = timestamp_ns;
-      return;
-    }
-    packet.AddUint64(PacketField::kTimestamp, timestamp_ns);
-    packet.AddUint32(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
-  }
-
   static void WriteEventDefaults(PacketBuilder& packet, uint64_t track_uuid) {
     ProtoMessage<PacketDefaultsField> defaults{packet, PacketField::kTracePacketDefaults};
     defaults.AddUint32(PacketDefaultsField::kTimestampClockId, kIncrementalClock);
@@ -377,76 +438,57 @@ class PacketWriter {
     describe(descriptor);
   }
 
-  void WriteNewInternedStrings(PacketBuilder& packet, Sequence& sequence,
-                               const TrackEventSpec& event) {
-    // An empty message leaves nothing behind: a packet with no new strings has no InternedData.
-    ProtoMessage<InternedDataField> interned{packet, PacketField::kInternedData};
-    AddIfNew(interned, sequence, InternTable::kEventNames, event.name_iid);
-    AddIfNew(interned, sequence, InternTable::kCategories, event.category_iid);
-    for (size_t i = 0; i < event.annotation_count; ++i) {
-      const Annotation& annotation = event.annotations[i];
-      AddIfNew(interned, sequence, InternTable::kAnnotationNames, annotation.name_iid);
-      if (annotation.kind == Annotation::Kind::kInternedString) {
-        AddIfNew(interned, sequence, InternTable::kAnnotationStrings, annotation.value);
-      }
-    }
-  }
+  // A string a packet carries because its sequence has not carried it yet.
+  struct NewEntry {
+    InternTable table;
+    uint64_t iid;
+    const std::string* text;
+  };
 
-  void AddIfNew(ProtoMessage<InternedDataField>& interned, Sequence& sequence, InternTable table,
-                uint64_t iid) {
-    if (iid == 0 || !sequence.MarkInterned(table, iid)) return;
-    ProtoMessage<InternedEntryField> entry{interned, InternedDataFieldOf(table)};
-    entry.AddUint64(InternedEntryField::kIid, iid);
-    entry.AddString(InternedEntryField::kText, interner_.Text(table, iid));
-  }
+  // The most a packet's fixed fields take (each varint at its longest, each nested message's length
+  // grown), one flow id, one annotation, one interned entry besides its text.
+  static constexpr size_t kEventBytes = 128;
+  static constexpr size_t kFlowBytes = 12;
+  static constexpr size_t kAnnotationBytes = 32;
+  static constexpr size_t kEntryBytes = 32;
 
-  static void WriteTrackEventBody(PacketBuilder& packet, const TrackEventSpec& event) {
-    ProtoMessage<TrackEventField> track_event{packet, PacketField::kTrackEvent};
-    track_event.AddEnum(TrackEventField::kType, static_cast<int32_t>(event.type));
-    if (event.name_iid != 0) track_event.AddUint64(TrackEventField::kNameIid, event.name_iid);
-    if (event.category_iid != 0)
-      track_event.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
-    for (uint64_t flow_id : event.flow_ids)
-      track_event.AddFixed64(TrackEventField::kFlowIds, flow_id);
-    if (event.terminating_flow_id != 0) {
-      track_event.AddFixed64(TrackEventField::kTerminatingFlowIds, event.terminating_flow_id);
-    }
-    for (size_t i = 0; i < event.annotation_count; ++i)
-      WriteAnnotation(track_event, event.annotations[i]);
-  }
-
-  static void WriteAnnotation(ProtoMessage<TrackEventField>& track_event,
-                              const Annotation& annotation) {
-    ProtoMessage<DebugAnnotationField> encoded{track_event, TrackEventField::kDebugAnnotations};
-    encoded.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
-    switch (annotation.kind) {
+  // The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
+  // negative int64, a bool as 0 or 1 (written by the caller).
+  static DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
+    switch (kind) {
       case Annotation::Kind::kUint:
-        encoded.AddUint64(DebugAnnotationField::kUintValue, annotation.value);
-        break;
+        return DebugAnnotationField::kUintValue;
       case Annotation::Kind::kInt:
-        encoded.AddInt64(DebugAnnotationField::kIntValue, static_cast<int64_t>(annotation.value));
-        break;
+        return DebugAnnotationField::kIntValue;
       case Annotation::Kind::kPointer:
-        encoded.AddUint64(DebugAnnotationField::kPointerValue, annotation.value);
-        break;
+        return DebugAnnotationField::kPointerValue;
       case Annotation::Kind::kBool:
-        encoded.AddBool(DebugAnnotationField::kBoolValue, annotation.value != 0);
-        break;
+        return DebugAnnotationField::kBoolValue;
       case Annotation::Kind::kInternedString:
-        encoded.AddUint64(DebugAnnotationField::kStringValueIid, annotation.value);
-        break;
+        return DebugAnnotationField::kStringValueIid;
     }
+    return DebugAnnotationField::kUintValue;
   }
 
   TraceFile& file_;
   const StringInterner& interner_;
 };
 
+// Flow ids, small so that their varints are short, in three ranges that never meet: wake arrows by
+// off-CPU interval from 1, then launch arrows (an API call to the GPU work it caused) by GPU
+// activity, then the diagnosis's arrows (a waiter to what let it go).
+struct FlowIds {
+  explicit FlowIds(const Session& session)
+      : first_launch(session.off_cpu.size() + 1),
+        first_diagnosis(first_launch + session.gpu_activities.size()) {}
+  static uint64_t Wake(size_t off_cpu_index) { return off_cpu_index + 1; }
+  uint64_t Launch(size_t gpu_index) const { return first_launch + gpu_index; }
+  uint64_t first_launch;
+  uint64_t first_diagnosis;
+};
+
 // Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
 // trace), so they are stable and never collide. Four bits: 15 is the last kind there is room for.
-// Flow ids of the diagnosis's arrows (a waiter to what let it go), apart from the wake and launch
-// flows.
-constexpr uint64_t kDiagnosisFlowBase = uint64_t{1} << 62;
 
 enum class TrackKind : uint64_t {
   kProcess = 1,
@@ -1093,6 +1135,7 @@ class TimelineWriter {
         kernel_names_(session, interner),
         gpu_names_(session, interner),
         correlation_(session),
+        flow_ids_(session),
         clipped_gpu_ends_(ClipOverlapsOnStreams(session)),
         api_name_iids_(session.api_names.size(), 0) {}
 
@@ -1151,11 +1194,6 @@ class TimelineWriter {
   bool HasWakeFlow(const OffCpuInterval& interval) const;
   const ApiCall* LaunchFlowOrigin(const GpuActivity& activity) const;
   static uint64_t WakeTime(const OffCpuInterval& interval);
-  // Flow ids: wake arrows by off-CPU interval from 1, launch arrows (an API call to the GPU work
-  // it caused) by GPU activity in the upper half of the range, so the two never meet.
-  static uint64_t WakeFlowId(size_t off_cpu_index) { return off_cpu_index + 1; }
-  static uint64_t LaunchFlowId(size_t gpu_index) { return kLaunchFlowIds | gpu_index; }
-  static constexpr uint64_t kLaunchFlowIds = uint64_t{1} << 63;
   size_t IndexOf(const GpuActivity& activity) const {
     return static_cast<size_t>(&activity - session_.gpu_activities.data());
   }
@@ -1171,6 +1209,7 @@ class TimelineWriter {
   KernelNames kernel_names_;
   GpuNames gpu_names_;
   GpuCorrelation correlation_;
+  FlowIds flow_ids_;
   std::unordered_map<size_t, uint64_t> clipped_gpu_ends_;
   std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
@@ -1325,7 +1364,7 @@ void TimelineWriter::BeginApiCall(const ApiCall& call) {
   launch_flow_ids_.clear();
   for (const GpuActivity* activity : correlation_.ActivitiesOf(call)) {
     if (LaunchFlowOrigin(*activity) == &call)
-      launch_flow_ids_.push_back(LaunchFlowId(IndexOf(*activity)));
+      launch_flow_ids_.push_back(flow_ids_.Launch(IndexOf(*activity)));
   }
   event.flow_ids = launch_flow_ids_;
   BeginSlice(tracks_.Thread(call.tid, call.pid).thread, event, call.exit_ns);
@@ -1351,7 +1390,7 @@ void TimelineWriter::BeginGpuActivity(size_t index) {
     event.Annotate(vocabulary_.graph_id, Annotation::Kind::kUint, activity.graph_id);
     event.Annotate(vocabulary_.graph_node_id, Annotation::Kind::kUint, activity.graph_node_id);
   }
-  if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = LaunchFlowId(index);
+  if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = flow_ids_.Launch(index);
   uint64_t end = activity.end_ns;
   if (auto clipped = clipped_gpu_ends_.find(index); clipped != clipped_gpu_ends_.end()) {
     end = clipped->second;
@@ -1427,7 +1466,7 @@ void TimelineWriter::BeginRunnable(EventTrack& track, size_t index) {
   runnable.timestamp_ns = WakeTime(interval);
   runnable.name_iid = scheduler_names_.RunnableName(interval);
   runnable.category_iid = vocabulary_.sched;
-  if (HasWakeFlow(interval)) runnable.terminating_flow_id = WakeFlowId(index);
+  if (HasWakeFlow(interval)) runnable.terminating_flow_id = FlowIds::Wake(index);
   runnable.Annotate(vocabulary_.waker, Annotation::Kind::kInternedString,
                     scheduler_names_.WakerLabel(interval));
   if (uint64_t stack = scheduler_names_.StackTextIid(interval.waker_kstack_id); stack != 0) {
@@ -1448,7 +1487,7 @@ void TimelineWriter::WriteWakeInstant(size_t index) {
   wake.timestamp_ns = WakeTime(interval);
   wake.name_iid = scheduler_names_.WakeName(interval.tid);
   wake.category_iid = vocabulary_.sched;
-  uint64_t flow_id = WakeFlowId(index);
+  uint64_t flow_id = FlowIds::Wake(index);
   wake.flow_ids = std::span<const uint64_t>(&flow_id, 1);
   packets_.WriteTrackEvent(tracks_.Thread(interval.waker_tid, interval.waker_pid).thread.sequence,
                            wake);
@@ -1792,7 +1831,7 @@ class DiagnosisWriter {
       uint64_t flow_out = 0, flow_in = 0;
     };
     std::vector<End> ends;
-    uint64_t next_flow = kDiagnosisFlowBase;
+    uint64_t next_flow = FlowIds(session_).first_diagnosis;
     for (const DiagnosedFreeze& freeze : diagnosis_.freezes) {
       for (int index : freeze.stalls) {
         const Stall& stall = diagnosis_.stalls[index];

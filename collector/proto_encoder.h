@@ -28,7 +28,7 @@ class ProtoBuffer {
   char* At(size_t offset) { return data_.get() + offset; }
   void Shrink(size_t size) { size_ = size; }
 
-  static char* WriteVarint(char* out, uint64_t value) {
+  [[gnu::always_inline]] static char* WriteVarint(char* out, uint64_t value) {
     while (value >= 0x80) {
       *out++ = static_cast<char>(value | 0x80);
       value >>= 7;
@@ -59,6 +59,55 @@ class ProtoBuffer {
   std::unique_ptr<char[]> data_;
   size_t size_ = 0;
   size_t capacity_ = 0;
+};
+
+// Fields written at a pointer into room already reserved (ProtoBuffer::Reserve), with no bounds
+// check of their own: for the trace's millions of small packets, whose size is bounded before they
+// are written, so that one Reserve covers a whole packet. A nested message reserves one byte for
+// its length, moved up in the rare case the message reaches 128 bytes (the room reserved must allow
+// 4 more bytes per nested message for that).
+class RawFields {
+ public:
+  explicit RawFields(char* out) : out_(out) {}
+  char* end() const { return out_; }
+
+  template <typename Field>
+  [[gnu::always_inline]] void AddUint64(Field field, uint64_t value) {
+    Tag(static_cast<uint32_t>(field), kVarint);
+    out_ = ProtoBuffer::WriteVarint(out_, value);
+  }
+  template <typename Field>
+  [[gnu::always_inline]] void AddString(Field field, std::string_view text) {
+    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    out_ = ProtoBuffer::WriteVarint(out_, text.size());
+    if (!text.empty()) std::memcpy(out_, text.data(), text.size());
+    out_ += text.size();
+  }
+
+  // Opens a nested message; Close(the returned position) ends it.
+  template <typename Field>
+  [[gnu::always_inline]] char* Open(Field field) {
+    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    return out_++;
+  }
+  [[gnu::always_inline]] void Close(char* length_at) {
+    size_t length = static_cast<size_t>(out_ - length_at - 1);
+    if (length < 0x80) [[likely]] {
+      *length_at = static_cast<char>(length);
+      return;
+    }
+    size_t extra = ProtoBuffer::VarintSize(length) - 1;
+    std::memmove(length_at + 1 + extra, length_at + 1, length);
+    ProtoBuffer::WriteVarint(length_at, length);
+    out_ += extra;
+  }
+
+ private:
+  static constexpr uint32_t kVarint = 0, kLengthDelimited = 2;
+  [[gnu::always_inline]] void Tag(uint32_t field, uint32_t wire_type) {
+    out_ = ProtoBuffer::WriteVarint(out_, (uint64_t{field} << 3) | wire_type);
+  }
+  char* out_;
 };
 
 // One message being written: the fields of enum `Field`. A nested one is opened on its parent

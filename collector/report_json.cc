@@ -12,22 +12,37 @@ namespace {
 
 using nlohmann::json;
 
+// An object from a braced list of fields, Object({{"key", value}, ...}). nlohmann's own braced
+// lists make a two-element array and a heap string of each field before moving them into the
+// object, about four allocations a field where this takes one or two; report.json's thousands of
+// waits made that a good part of the collector's time. The same object either way (a repeated
+// key keeps its first value). `value` is mutable so that it moves out of the list's const element.
+struct Field {
+  const char* key;
+  mutable json value;
+};
+json Object(std::initializer_list<Field> fields) {
+  json object = json::object();
+  for (const Field& field : fields) object.emplace(field.key, std::move(field.value));
+  return object;
+}
+
 json Optional(const std::optional<int>& value) { return value ? json(*value) : json(nullptr); }
 
 json ThreadRef(const Session& session, uint32_t tid) {
   auto it = session.threads.find(tid);
-  return {{"tid", tid}, {"name", it == session.threads.end() ? "" : it->second.name}};
+  return Object({{"tid", tid}, {"name", it == session.threads.end() ? "" : it->second.name}});
 }
 
 json CallJson(const Session& session, const ApiCall* call) {
   if (call == nullptr) return nullptr;
-  json out = {{"api", session.ApiName(*call)},
-              {"tid", call->tid},
-              {"pid", call->pid},
-              {"enter_ns", call->enter_ns},
-              {"exit_ns", call->exit_ns},
-              {"duration_ns", call->duration()},
-              {"return_code", call->return_code}};
+  json out = Object({{"api", session.ApiName(*call)},
+                     {"tid", call->tid},
+                     {"pid", call->pid},
+                     {"enter_ns", call->enter_ns},
+                     {"exit_ns", call->exit_ns},
+                     {"duration_ns", call->duration()},
+                     {"return_code", call->return_code}});
   if (call->flags & format::kApiCallHasStream) out["stream"] = FormatHex(call->stream);
   return out;
 }
@@ -87,14 +102,15 @@ json GpuJson(const Session& session, const std::optional<GpuDuringCall>& gpu,
   json own_work = json::array();
   for (const GpuActivity* activity : gpu->own_work)
     own_work.push_back(ActivityJson(session, activity));
-  return {{"window_ns", gpu->window_ns},
-          {"busy_ns", gpu->busy_ns},
-          {"busy_fraction", gpu->window_ns == 0 ? 0.0 : double(gpu->busy_ns) / gpu->window_ns},
-          {"description", DescribeGpuDuring(session, *gpu, window)},
-          {"main_activity", ActivityJson(session, gpu->main_activity)},
-          {"main_overlap_ns", gpu->main_overlap_ns},
-          {"main_launcher", CallJson(session, gpu->main_launcher)},
-          {"own_work", std::move(own_work)}};
+  return Object(
+      {{"window_ns", gpu->window_ns},
+       {"busy_ns", gpu->busy_ns},
+       {"busy_fraction", gpu->window_ns == 0 ? 0.0 : double(gpu->busy_ns) / gpu->window_ns},
+       {"description", DescribeGpuDuring(session, *gpu, window)},
+       {"main_activity", ActivityJson(session, gpu->main_activity)},
+       {"main_overlap_ns", gpu->main_overlap_ns},
+       {"main_launcher", CallJson(session, gpu->main_launcher)},
+       {"own_work", std::move(own_work)}});
 }
 
 // Every frame of the native stack recorded at the call's exit, innermost first; null if none.
@@ -122,10 +138,10 @@ const char* WaitKindName(WaitKind kind) {
 
 json ObjectJson(const Session& session, const std::optional<WaitObject>& object) {
   if (!object) return nullptr;
-  json out = {{"kind", WaitKindName(object->kind)},
-              {"pid", object->pid},
-              {"kernel_function", object->kernel_function},
-              {"description", DescribeWaitObject(session, *object)}};
+  json out = Object({{"kind", WaitKindName(object->kind)},
+                     {"pid", object->pid},
+                     {"kernel_function", object->kernel_function},
+                     {"description", DescribeWaitObject(session, *object)}});
   switch (object->kind) {
     case WaitKind::kFutex:
       out["futex_address"] = FormatHex(object->address);
@@ -157,74 +173,76 @@ json UserStackJson(const Session& session, uint32_t pid, int32_t stack_id, uint6
 
 json MemoryMapCallJson(const MemoryMapCall* call) {
   if (call == nullptr) return nullptr;
-  return {{"syscall", MemorySyscallName(call->syscall)},
-          {"tid", call->tid},
-          {"address", FormatHex(call->address)},
-          {"length", call->length},
-          {"start_ns", call->start_ns},
-          {"end_ns", call->end_ns},
-          {"return", call->ret}};
+  return Object({{"syscall", MemorySyscallName(call->syscall)},
+                 {"tid", call->tid},
+                 {"address", FormatHex(call->address)},
+                 {"length", call->length},
+                 {"start_ns", call->start_ns},
+                 {"end_ns", call->end_ns},
+                 {"return", call->ret}});
 }
 
 json KernelLockJson(const Session& session, const Wait& wait) {
   const LockWait* lock = wait.kernel_lock;
   if (lock == nullptr) return nullptr;
-  return {{"address", FormatHex(lock->lock_address)},
-          {"kind", LockKindName(lock->flags)},
-          {"mmap_lock", lock->is_mmap_lock()},
-          {"start_ns", lock->start_ns},
-          {"end_ns", lock->end_ns},
-          {"return", lock->ret},
-          {"owner_tid", lock->owner_tid},
-          {"owner_pid", lock->owner_pid},
-          {"owner", LockOwnerLabel(session, *lock)},
-          {"owner_inferred", lock->owner_inferred},
-          {"owner_memory_call", MemoryMapCallJson(wait.owner_memory_call)},
-          {"owner_call", CallJson(session, wait.owner_call)},
-          {"kernel_stack", session.KernelStack(lock->kstack_id)}};
+  return Object({{"address", FormatHex(lock->lock_address)},
+                 {"kind", LockKindName(lock->flags)},
+                 {"mmap_lock", lock->is_mmap_lock()},
+                 {"start_ns", lock->start_ns},
+                 {"end_ns", lock->end_ns},
+                 {"return", lock->ret},
+                 {"owner_tid", lock->owner_tid},
+                 {"owner_pid", lock->owner_pid},
+                 {"owner", LockOwnerLabel(session, *lock)},
+                 {"owner_inferred", lock->owner_inferred},
+                 {"owner_memory_call", MemoryMapCallJson(wait.owner_memory_call)},
+                 {"owner_call", CallJson(session, wait.owner_call)},
+                 {"kernel_stack", session.KernelStack(lock->kstack_id)}});
 }
 
 json DeviceWaitJson(const DeviceWait* device) {
   if (device == nullptr) return nullptr;
-  return {{"call", DeviceCallName(device->call)},
-          {"device", device->device},
-          {"fd", device->fd},
-          {"request", FormatHex(device->request)},
-          {"start_ns", device->start_ns},
-          {"end_ns", device->end_ns},
-          {"return", device->ret}};
+  return Object({{"call", DeviceCallName(device->call)},
+                 {"device", device->device},
+                 {"fd", device->fd},
+                 {"request", FormatHex(device->request)},
+                 {"start_ns", device->start_ns},
+                 {"end_ns", device->end_ns},
+                 {"return", device->ret}});
 }
 
 json PageFaultJson(const Session& session, const PageFault* fault) {
   if (fault == nullptr) return nullptr;
-  return {{"address", FormatHex(fault->address)},
-          {"location", DescribeAddress(session, fault->pid, fault->address, fault->start_ns)},
-          {"write", fault->is_write()},
-          {"major", fault->is_major()},
-          {"flags", FormatHex(fault->flags)},
-          {"result", FormatHex(fault->result)},
-          {"start_ns", fault->start_ns},
-          {"end_ns", fault->end_ns}};
+  return Object(
+      {{"address", FormatHex(fault->address)},
+       {"location", DescribeAddress(session, fault->pid, fault->address, fault->start_ns)},
+       {"write", fault->is_write()},
+       {"major", fault->is_major()},
+       {"flags", FormatHex(fault->flags)},
+       {"result", FormatHex(fault->result)},
+       {"start_ns", fault->start_ns},
+       {"end_ns", fault->end_ns}});
 }
 
 json WaitJson(const Session& session, const Wait& wait) {
-  return {{"start_ns", wait.start_ns},
-          {"wake_ns", wait.wake_ns},
-          {"end_ns", wait.end_ns},
-          {"asleep_ns", wait.state == OffCpuState::kRunnable ? 0 : wait.asleep_ns()},
-          {"state", StateName(wait.state)},
-          {"class", WaitClassName(wait.wait_class)},
-          {"object", ObjectJson(session, wait.object)},
-          {"kernel_stack", session.KernelStack(wait.kstack_id)},
-          {"user_stack", UserStackJson(session, wait.pid, wait.user_stack_id, wait.start_ns)},
-          {"kernel_lock", KernelLockJson(session, wait)},
-          {"device_wait", DeviceWaitJson(wait.device_wait)},
-          {"page_fault", PageFaultJson(session, wait.page_fault)},
-          {"waker_tid", wait.waker_tid},
-          {"waker_comm", wait.waker_comm},
-          {"waker_call", CallJson(session, wait.waker_call)},
-          {"waker_user_stack",
-           UserStackJson(session, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns)}};
+  return Object(
+      {{"start_ns", wait.start_ns},
+       {"wake_ns", wait.wake_ns},
+       {"end_ns", wait.end_ns},
+       {"asleep_ns", wait.state == OffCpuState::kRunnable ? 0 : wait.asleep_ns()},
+       {"state", StateName(wait.state)},
+       {"class", WaitClassName(wait.wait_class)},
+       {"object", ObjectJson(session, wait.object)},
+       {"kernel_stack", session.KernelStack(wait.kstack_id)},
+       {"user_stack", UserStackJson(session, wait.pid, wait.user_stack_id, wait.start_ns)},
+       {"kernel_lock", KernelLockJson(session, wait)},
+       {"device_wait", DeviceWaitJson(wait.device_wait)},
+       {"page_fault", PageFaultJson(session, wait.page_fault)},
+       {"waker_tid", wait.waker_tid},
+       {"waker_comm", wait.waker_comm},
+       {"waker_call", CallJson(session, wait.waker_call)},
+       {"waker_user_stack",
+        UserStackJson(session, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns)}});
 }
 
 json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
@@ -274,13 +292,13 @@ json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& 
     entry["passed_on"] = member.passed_on;
     members.push_back(std::move(entry));
   }
-  return {{"start_ns", freeze.start_ns},
-          {"end_ns", freeze.end_ns},
-          {"duration_ns", freeze.end_ns - freeze.start_ns},
-          {"object", ObjectJson(session, freeze.object)},
-          {"thread_count", freeze.thread_count},
-          {"members", std::move(members)},
-          {"holder", HolderJson(session, freeze.holder)}};
+  return Object({{"start_ns", freeze.start_ns},
+                 {"end_ns", freeze.end_ns},
+                 {"duration_ns", freeze.end_ns - freeze.start_ns},
+                 {"object", ObjectJson(session, freeze.object)},
+                 {"thread_count", freeze.thread_count},
+                 {"members", std::move(members)},
+                 {"holder", HolderJson(session, freeze.holder)}});
 }
 
 const char* CaptureModeName(CaptureMode mode) {
@@ -437,19 +455,19 @@ const char* LinkStateName(ChainLink::State state) {
 }
 
 json LinkJson(const Session& session, const ChainLink& link) {
-  return {{"thread", ThreadRef(session, link.tid)},
-          {"start_ns", link.start_ns},
-          {"end_ns", link.end_ns},
-          {"state", LinkStateName(link.state)},
-          {"on_cpu_ns", link.on_cpu_ns},
-          {"asleep_ns", link.asleep_ns},
-          {"runnable_ns", link.runnable_ns},
-          {"call", CallJson(session, link.call)},
-          {"wait", link.wait ? WaitJson(session, *link.wait) : json(nullptr)},
-          {"wait_class", link.wait ? json(WaitClassName(link.wait_class)) : json(nullptr)},
-          {"gpu_activity", ActivityJson(session, link.gpu_activity)},
-          {"memory_call", MemoryMapCallJson(link.memory_call)},
-          {"text", DescribeLink(session, link)}};
+  return Object({{"thread", ThreadRef(session, link.tid)},
+                 {"start_ns", link.start_ns},
+                 {"end_ns", link.end_ns},
+                 {"state", LinkStateName(link.state)},
+                 {"on_cpu_ns", link.on_cpu_ns},
+                 {"asleep_ns", link.asleep_ns},
+                 {"runnable_ns", link.runnable_ns},
+                 {"call", CallJson(session, link.call)},
+                 {"wait", link.wait ? WaitJson(session, *link.wait) : json(nullptr)},
+                 {"wait_class", link.wait ? json(WaitClassName(link.wait_class)) : json(nullptr)},
+                 {"gpu_activity", ActivityJson(session, link.gpu_activity)},
+                 {"memory_call", MemoryMapCallJson(link.memory_call)},
+                 {"text", DescribeLink(session, link)}});
 }
 
 json IndexOrNull(int index) { return index >= 0 ? json(index) : json(nullptr); }
@@ -480,14 +498,14 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis) {
   for (const Stall& stall : diagnosis.stalls) {
     json chain = json::array();
     for (const ChainLink& link : stall.chain) chain.push_back(LinkJson(session, link));
-    stalls.push_back({{"thread", ThreadRef(session, stall.tid)},
-                      {"class", WaitClassName(stall.wait_class)},
-                      {"wait", WaitJson(session, stall.wait)},
-                      {"asleep_ns", stall.asleep_ns()},
-                      {"call", CallJson(session, stall.call)},
-                      {"chain", std::move(chain)},
-                      {"cause", IndexOrNull(stall.cause)},
-                      {"freeze", IndexOrNull(stall.freeze)}});
+    stalls.push_back(Object({{"thread", ThreadRef(session, stall.tid)},
+                             {"class", WaitClassName(stall.wait_class)},
+                             {"wait", WaitJson(session, stall.wait)},
+                             {"asleep_ns", stall.asleep_ns()},
+                             {"call", CallJson(session, stall.call)},
+                             {"chain", std::move(chain)},
+                             {"cause", IndexOrNull(stall.cause)},
+                             {"freeze", IndexOrNull(stall.freeze)}}));
   }
   json freezes = json::array();
   for (const DiagnosedFreeze& freeze : diagnosis.freezes) {

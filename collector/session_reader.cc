@@ -188,12 +188,46 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
   }
 }
 
+// Sorts `records` by `time_of` each, ties in the order they were read. The records (around 100
+// bytes, some with strings) are not moved n log n times: (time, index) pairs are sorted, then each
+// record is moved once, along the cycles of that permutation. Records come nearly in order (the
+// kernel's at their end, by CPU), and already sorted ones are left as they are.
+template <typename Record, typename TimeOf>
+void SortByTime(std::vector<Record>& records, TimeOf time_of) {
+  auto earlier = [&](const Record& a, const Record& b) { return time_of(a) < time_of(b); };
+  if (std::is_sorted(records.begin(), records.end(), earlier)) return;
+  struct Key {
+    uint64_t time_ns;
+    size_t index;
+  };
+  std::vector<Key> order(records.size());
+  for (size_t i = 0; i < records.size(); ++i) order[i] = Key{time_of(records[i]), i};
+  std::sort(order.begin(), order.end(), [](const Key& a, const Key& b) {
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.index < b.index;
+  });
+  // order[i].index: the record that belongs at i. Each cycle is walked once; a placed slot is
+  // marked by pointing at itself.
+  for (size_t start = 0; start < order.size(); ++start) {
+    if (order[start].index == start) continue;
+    Record held = std::move(records[start]);
+    size_t at = start;
+    while (order[at].index != start) {
+      size_t from = order[at].index;
+      records[at] = std::move(records[from]);
+      order[at].index = at;
+      at = from;
+    }
+    records[at] = std::move(held);
+    order[at].index = at;
+  }
+}
+
 void SessionBuilder::Finish() {
+  auto start_of = [](const auto& record) { return record.start_ns; };
   auto by_start = [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; };
-  std::sort(session_->api_calls.begin(), session_->api_calls.end(),
-            [](const ApiCall& a, const ApiCall& b) { return a.enter_ns < b.enter_ns; });
-  std::sort(session_->off_cpu.begin(), session_->off_cpu.end(), by_start);
-  std::sort(session_->futex_calls.begin(), session_->futex_calls.end(), by_start);
+  SortByTime(session_->api_calls, [](const ApiCall& call) { return call.enter_ns; });
+  SortByTime(session_->off_cpu, start_of);
+  SortByTime(session_->futex_calls, start_of);
   std::sort(session_->task_starts.begin(), session_->task_starts.end(),
             [](const TaskStart& a, const TaskStart& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->gpu_activities.begin(), session_->gpu_activities.end(), by_start);

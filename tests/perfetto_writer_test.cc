@@ -553,7 +553,7 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
               "process_name: \"python3.12\"", "name: \"cudaLaunchKernel\"",
               "name: \"S futex_wait_queue\"", "name: \"runnable (woken by pt_data_pin (101))\"",
               "name: \"FUTEX_WAKE 0x7f1234\"", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
-              "timestamp_clock_id: 64", "is_incremental: true", "terminating_flow_ids: "});
+              "timestamp_clock_id: 64", "is_incremental: true", "terminating_flow_ids_old: "});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -790,9 +790,10 @@ TEST_F(PerfettoGpuTest, KeepsEveryTrackInOrderWithTheGpuTimeline) {
 
 TEST_F(PerfettoGpuTest, DecodesWithTheRealSchemaWithTheGpuTimeline) {
   ExpectDecodesWithTheRealSchema(
-      path_, {"name: \"GPU 0 stream 13\"", "name: \"GPU synchronization\"",
-              "name: \"Spin(long long)\"", "name: \"Memcpy HtoD\"",
-              "name: \"cudaStreamSynchronize wait\"", "flow_ids: ", "terminating_flow_ids: "});
+      path_,
+      {"name: \"GPU 0 stream 13\"", "name: \"GPU synchronization\"", "name: \"Spin(long long)\"",
+       "name: \"Memcpy HtoD\"", "name: \"cudaStreamSynchronize wait\"",
+       "flow_ids_old: ", "terminating_flow_ids_old: "});
 }
 
 // ---------------------------------------------------------------------------------------------

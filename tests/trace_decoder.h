@@ -363,11 +363,11 @@ class TraceDecoder {
         case 3:
           event.categories.push_back(Resolve(sequence, kCategories, track_event.get_uint64()));
           break;
-        case 47:
-          event.flow_ids.push_back(track_event.get_fixed64());
+        case 36:  // flow_ids_old: varints, which trace_processor reads as flow_ids
+          event.flow_ids.push_back(track_event.get_uint64());
           break;
-        case 48:
-          event.terminating_flow_ids.push_back(track_event.get_fixed64());
+        case 42:  // terminating_flow_ids_old
+          event.terminating_flow_ids.push_back(track_event.get_uint64());
           break;
         case 4:
           DecodeAnnotation(sequence, event, track_event.get_view());

@@ -9,8 +9,11 @@ rm -rf .gpu && mkdir -p .gpu/build/bin .gpu/build/lib/gprof-run .gpu/build/tests
 cp build/bin/gprof-run .gpu/build/bin/
 cp build/lib/gprof-run/libgprof_inject.so .gpu/build/lib/gprof-run/
 cp build/tests/e2e_test build/tests/kernel_recorder_test build/tests/inject_test .gpu/build/tests/
-cp build/tests/apps/{api_tour_app,exit_app,fork_app,freeze_app} .gpu/build/tests/apps/
-cp -P build/tests/fake_cuda/libcudart.so.13* .gpu/build/tests/fake_cuda/
+# Every test program, and the mock CUPTI beside the fake runtime: without it the tests' injected
+# library finds the machine's real libcupti, which never hears of the fake runtime's calls.
+find build/tests/apps -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu/build/tests/apps/ \;
+cp -P build/tests/fake_cuda/libcudart.so.13* build/tests/fake_cuda/libcupti.so* \
+  .gpu/build/tests/fake_cuda/
 find .gpu -type f -perm -u+x -exec strip --strip-debug {} +
 /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 -cudart shared \
   -Xlinker -rpath,/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib \

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chunk_file_writer.h"
+#include "clock.h"
 #include "kernel_events.h"
 #include "kernel_events.skel.h"
 #include "session_format.h"
@@ -46,12 +47,6 @@ constexpr uint32_t kSysFutexWake = 454;
 constexpr uint32_t kSysFutexWait = 455;
 constexpr uint32_t kSysFutexRequeue = 456;
 
-uint64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 std::string ErrnoText(int error) {
   char buffer[128];
   // libbpf_strerror knows libbpf's own codes (LIBBPF_ERRNO__*) as well as errno values.
@@ -62,6 +57,18 @@ std::string ErrnoText(int error) {
 }
 
 bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+// A count of events lost, of one kind and record type, on one CPU (or GPROF_ALL_CPUS).
+gprof_lost LostRecord(uint32_t kind, uint32_t record_type, uint64_t count, uint32_t cpu) {
+  gprof_lost record{};
+  record.hdr.size = sizeof(record);
+  record.hdr.type = GPROF_REC_LOST;
+  record.kind = kind;
+  record.record_type = record_type;
+  record.count = count;
+  record.cpu = cpu;
+  return record;
+}
 
 // "20 us", "1.5 ms": a threshold as a note says it.
 std::string DurationText(uint64_t ns) {
@@ -707,14 +714,9 @@ struct KernelRecorder::State {
         if (count == 0) continue;
         total += count;
         if (records == nullptr) continue;
-        gprof_lost record{};
-        record.hdr.size = sizeof(record);
-        record.hdr.type = GPROF_REC_LOST;
-        record.kind = slot / GPROF_LOST_TYPE_SLOTS;
-        record.record_type = GPROF_REC_OFFCPU + slot % GPROF_LOST_TYPE_SLOTS;
-        record.count = count;
-        record.cpu = static_cast<uint32_t>(cpu);
-        records->push_back(record);
+        records->push_back(LostRecord(slot / GPROF_LOST_TYPE_SLOTS,
+                                      GPROF_REC_OFFCPU + slot % GPROF_LOST_TYPE_SLOTS, count,
+                                      static_cast<uint32_t>(cpu)));
       }
     }
     return total;
@@ -1181,14 +1183,7 @@ void KernelRecorder::FinishRecording() {
   std::vector<gprof_lost> lost_records;
   s.kernel_lost_at_finish = s.KernelLost(&lost_records);
   for (const auto& [type, count] : s.malformed) {
-    gprof_lost record{};
-    record.hdr.size = sizeof(record);
-    record.hdr.type = GPROF_REC_LOST;
-    record.kind = GPROF_LOST_MALFORMED;
-    record.record_type = type;
-    record.count = count;
-    record.cpu = GPROF_ALL_CPUS;
-    lost_records.push_back(record);
+    lost_records.push_back(LostRecord(GPROF_LOST_MALFORMED, type, count, GPROF_ALL_CPUS));
   }
   // After a stop, what is staged is lost; the loss counts get one last try (the disk may have
   // room again). Write failures so far; records of a failing final chunk can only reach stats().
@@ -1199,24 +1194,11 @@ void KernelRecorder::FinishRecording() {
     s.final_write = true;
   }
   if (s.lost_stacks > 0) {
-    gprof_lost record{};
-    record.hdr.size = sizeof(record);
-    record.hdr.type = GPROF_REC_LOST;
-    record.kind = GPROF_LOST_STACK;
-    record.record_type = GPROF_REC_OFFCPU;
-    record.count = s.lost_stacks;
-    record.cpu = GPROF_ALL_CPUS;
-    lost_records.push_back(record);
+    lost_records.push_back(
+        LostRecord(GPROF_LOST_STACK, GPROF_REC_OFFCPU, s.lost_stacks, GPROF_ALL_CPUS));
   }
   if (s.lost_to_writes > 0) {
-    gprof_lost record{};
-    record.hdr.size = sizeof(record);
-    record.hdr.type = GPROF_REC_LOST;
-    record.kind = GPROF_LOST_WRITE;
-    record.record_type = 0;
-    record.count = s.lost_to_writes;
-    record.cpu = GPROF_ALL_CPUS;
-    lost_records.push_back(record);
+    lost_records.push_back(LostRecord(GPROF_LOST_WRITE, 0, s.lost_to_writes, GPROF_ALL_CPUS));
   }
   for (const gprof_lost& record : lost_records) s.Append(&record, sizeof(record));
   s.Flush();

@@ -220,6 +220,15 @@ collector::CollectOptions CollectOptionsFor(double threshold_ms) {
   return options;
 }
 
+// Says why the kernel is not recorded, on the terminal (with what to do, when known) and in the
+// session's description.
+void KernelRecordingOff(const std::string& why, const char* what_to_do, RunDescription* run) {
+  run->kernel_recording_note = why;
+  Say("kernel recording off (" + why +
+      "): CUDA calls are recorded but blocked calls cannot be explained" +
+      (what_to_do != nullptr ? std::string("; ") + what_to_do : std::string()));
+}
+
 // Stops the kernel recorder (at the window's end, at the size cap, or when the command ended).
 // Also notes when kernel.gpr stopped taking records (a full disk), and why.
 void FinishKernelRecording(bpf::KernelRecorder* recorder, RunDescription* run) {
@@ -281,13 +290,11 @@ int RunCommand(const RunOptions& options) {
     recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
     if (recorder) run.kernel_stack_min_ns = kernel_options.stack_min_ns;
     if (!recorder) {
-      run.kernel_recording_note = error;
-      Say("kernel recording off (" + error +
-          "): CUDA calls are recorded but blocked calls cannot "
-          "be explained; " +
-          (permission_denied ? "run as root or give gprof-run CAP_BPF and "
-                               "CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep)"
-                             : "see above"));
+      KernelRecordingOff(error,
+                         permission_denied ? "run as root or give gprof-run CAP_BPF and "
+                                             "CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep)"
+                                           : "see above",
+                         &run);
     }
   } else {
     run.kernel_recording_note = "turned off with --no-kernel";
@@ -298,7 +305,6 @@ int RunCommand(const RunOptions& options) {
   run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
   RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
   limits.budget_path = budget_path;
-  run.windowed = limits.window_start_ns != 0;
   run.delay_s = options.delay_s;
   run.duration_s = options.duration_s;
   run.window_start_ns = limits.window_start_ns;
@@ -325,9 +331,7 @@ int RunCommand(const RunOptions& options) {
   run.root_pid = target->pid();
   if (recorder && !recorder->Track(target->pid(), &error)) {
     recorder.reset();
-    run.kernel_recording_note = error;
-    Say("kernel recording off (" + error +
-        "): CUDA calls are recorded but blocked calls cannot be explained");
+    KernelRecordingOff(error, nullptr, &run);
   }
   run.kernel_recording = recorder != nullptr;
 

@@ -114,7 +114,7 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
       {"recording_stopped", nlohmann::json::array()},
       {"cuda_mode", run.cuda_mode},
   };
-  if (run.windowed) {
+  if (run.window_start_ns != 0) {
     meta["window"] = {{"delay_s", run.delay_s},
                       {"duration_s", run.duration_s > 0 ? nlohmann::json(run.duration_s) : nullptr},
                       {"start_monotonic_ns", run.window_start_ns},

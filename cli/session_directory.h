@@ -34,8 +34,8 @@ struct RunDescription {
   std::string inject_library;
   std::string cuda_mode;  // --cuda
 
-  // --delay / --duration: recording only in [window_start_ns, window_end_ns) (end 0: no end).
-  bool windowed = false;
+  // --delay / --duration: recording only in [window_start_ns, window_end_ns) (start 0: no
+  // window; end 0: no end).
   double delay_s = 0;
   double duration_s = 0;  // 0: to the end
   unsigned long long window_start_ns = 0;

@@ -11,6 +11,8 @@
 
 namespace gprof::collector {
 
+enum ProtoWireType : uint32_t { kVarintWire = 0, kFixed64Wire = 1, kLengthDelimitedWire = 2 };
+
 // The bytes written so far. Offsets, not pointers, name positions: the buffer moves as it grows.
 class ProtoBuffer {
  public:
@@ -37,6 +39,10 @@ class ProtoBuffer {
     return out;
   }
 
+  [[gnu::always_inline]] static char* WriteTag(char* out, uint32_t field, ProtoWireType wire) {
+    return WriteVarint(out, (uint64_t{field} << 3) | wire);
+  }
+
   static size_t VarintSize(uint64_t value) {
     size_t size = 1;
     while (value >= 0x80) {
@@ -44,6 +50,16 @@ class ProtoBuffer {
       ++size;
     }
     return size;
+  }
+
+  // A nested message's `length` bytes follow the one byte reserved for their length at
+  // `length_at`, and the length needs more: moves them up and writes it. Returns the bytes added;
+  // the room for them must be there.
+  static size_t WidenLength(char* length_at, size_t length) {
+    size_t extra = VarintSize(length) - 1;
+    std::memmove(length_at + 1 + extra, length_at + 1, length);
+    WriteVarint(length_at, length);
+    return extra;
   }
 
  private:
@@ -73,12 +89,12 @@ class RawFields {
 
   template <typename Field>
   [[gnu::always_inline]] void AddUint64(Field field, uint64_t value) {
-    Tag(static_cast<uint32_t>(field), kVarint);
+    Tag(static_cast<uint32_t>(field), kVarintWire);
     out_ = ProtoBuffer::WriteVarint(out_, value);
   }
   template <typename Field>
   [[gnu::always_inline]] void AddString(Field field, std::string_view text) {
-    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    Tag(static_cast<uint32_t>(field), kLengthDelimitedWire);
     out_ = ProtoBuffer::WriteVarint(out_, text.size());
     if (!text.empty()) std::memcpy(out_, text.data(), text.size());
     out_ += text.size();
@@ -87,7 +103,7 @@ class RawFields {
   // Opens a nested message; Close(the returned position) ends it.
   template <typename Field>
   [[gnu::always_inline]] char* Open(Field field) {
-    Tag(static_cast<uint32_t>(field), kLengthDelimited);
+    Tag(static_cast<uint32_t>(field), kLengthDelimitedWire);
     return out_++;
   }
   [[gnu::always_inline]] void Close(char* length_at) {
@@ -96,16 +112,12 @@ class RawFields {
       *length_at = static_cast<char>(length);
       return;
     }
-    size_t extra = ProtoBuffer::VarintSize(length) - 1;
-    std::memmove(length_at + 1 + extra, length_at + 1, length);
-    ProtoBuffer::WriteVarint(length_at, length);
-    out_ += extra;
+    out_ += ProtoBuffer::WidenLength(length_at, length);
   }
 
  private:
-  static constexpr uint32_t kVarint = 0, kLengthDelimited = 2;
-  [[gnu::always_inline]] void Tag(uint32_t field, uint32_t wire_type) {
-    out_ = ProtoBuffer::WriteVarint(out_, (uint64_t{field} << 3) | wire_type);
+  [[gnu::always_inline]] void Tag(uint32_t field, ProtoWireType wire) {
+    out_ = ProtoBuffer::WriteTag(out_, field, wire);
   }
   char* out_;
 };
@@ -123,7 +135,7 @@ class ProtoMessage {
   ProtoMessage(ProtoMessage<ParentField>& parent, ParentField field)
       : buffer_(parent.buffer()), tag_offset_(buffer_.size()) {
     char* out = buffer_.Reserve(kMaxVarint + 1);
-    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kLengthDelimited));
+    out = ProtoBuffer::WriteTag(out, static_cast<uint32_t>(field), kLengthDelimitedWire);
     length_offset_ = static_cast<size_t>(out - buffer_.At(0));
     *out++ = 0;  // the length's one reserved byte
     buffer_.Commit(out);
@@ -143,11 +155,8 @@ class ProtoMessage {
       *buffer_.At(length_offset_) = static_cast<char>(length);
       return;
     }
-    size_t extra = ProtoBuffer::VarintSize(length) - 1;
-    buffer_.Reserve(extra);
-    char* length_at = buffer_.At(length_offset_);
-    std::memmove(length_at + 1 + extra, length_at + 1, length);
-    ProtoBuffer::WriteVarint(length_at, length);
+    buffer_.Reserve(ProtoBuffer::VarintSize(length) - 1);
+    size_t extra = ProtoBuffer::WidenLength(buffer_.At(length_offset_), length);
     buffer_.Commit(buffer_.At(buffer_.size() + extra));
   }
 
@@ -155,7 +164,7 @@ class ProtoMessage {
 
   void AddUint64(Field field, uint64_t value) {
     char* out = buffer_.Reserve(2 * kMaxVarint);
-    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kVarint));
+    out = ProtoBuffer::WriteTag(out, static_cast<uint32_t>(field), kVarintWire);
     buffer_.Commit(ProtoBuffer::WriteVarint(out, value));
   }
   void AddUint32(Field field, uint32_t value) { AddUint64(field, value); }
@@ -167,27 +176,22 @@ class ProtoMessage {
 
   void AddFixed64(Field field, uint64_t value) {
     char* out = buffer_.Reserve(kMaxVarint + 8);
-    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kFixed64));
+    out = ProtoBuffer::WriteTag(out, static_cast<uint32_t>(field), kFixed64Wire);
     for (int byte = 0; byte < 8; ++byte) *out++ = static_cast<char>(value >> (8 * byte));
     buffer_.Commit(out);
   }
 
   void AddString(Field field, std::string_view text) {
     char* out = buffer_.Reserve(2 * kMaxVarint + text.size());
-    out = ProtoBuffer::WriteVarint(out, Tag(static_cast<uint32_t>(field), kLengthDelimited));
+    out = ProtoBuffer::WriteTag(out, static_cast<uint32_t>(field), kLengthDelimitedWire);
     out = ProtoBuffer::WriteVarint(out, text.size());
     if (!text.empty()) std::memcpy(out, text.data(), text.size());
     buffer_.Commit(out + text.size());
   }
 
  private:
-  static constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
   static constexpr size_t kMaxVarint = 10;
   static constexpr size_t kTopLevel = ~size_t{0};
-
-  static uint64_t Tag(uint32_t field, uint32_t wire_type) {
-    return (uint64_t{field} << 3) | wire_type;
-  }
 
   ProtoBuffer& buffer_;
   size_t tag_offset_ = 0;

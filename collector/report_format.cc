@@ -113,6 +113,16 @@ std::string Shortened(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut));
 }
 
+std::string WithThousands(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string text;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) text += ',';
+    text += digits[i];
+  }
+  return text;
+}
+
 std::string FormatBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";
@@ -173,11 +183,10 @@ std::string MaxSizeText(const Session& session) {
     return "within --max-size " + FormatBytes(cap.limit_bytes) + " (used " +
            FormatBytes(cap.used_bytes) + ")";
   }
-  std::string records = std::to_string(cap.refused_records);
-  for (int i = static_cast<int>(records.size()) - 3; i > 0; i -= 3) records.insert(i, ",");
   return "stopped at --max-size " + FormatBytes(cap.limit_bytes) + " at " +
-         FormatOffset(session, cap.stopped_at_monotonic_ns) + ": " + records + " records (" +
-         FormatBytes(cap.refused_bytes) + ") not written, nothing recorded from then on";
+         FormatOffset(session, cap.stopped_at_monotonic_ns) + ": " +
+         WithThousands(cap.refused_records) + " records (" + FormatBytes(cap.refused_bytes) +
+         ") not written, nothing recorded from then on";
 }
 
 std::string FormatShare(uint64_t part, uint64_t whole) {

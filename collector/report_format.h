@@ -34,6 +34,8 @@ std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t addre
                             uint64_t time_ns);
 // At most the first `max_bytes` of `text`, cut before a UTF-8 character, never inside one.
 std::string Shortened(std::string_view text, size_t max_bytes);
+// "1,234,567".
+std::string WithThousands(uint64_t value);
 // "73.4 MiB", "512 B".
 std::string FormatBytes(uint64_t bytes);
 // What --delay / --duration kept: "recorded +5.000 s to +15.000 s, 10.000 s of 25.300 s (--delay 5

@@ -22,16 +22,6 @@ std::string JoinCommand(const std::vector<std::string>& command) {
   return text;
 }
 
-std::string WithThousands(uint64_t value) {
-  std::string digits = std::to_string(value);
-  std::string text;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) text += ',';
-    text += digits[i];
-  }
-  return text;
-}
-
 // The frames of a stack the text shows; report.json has them all.
 constexpr size_t kStackFramesShown = 8;
 

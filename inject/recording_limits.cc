@@ -2,13 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "clock.h"
 
 namespace gprof {
 namespace {
@@ -22,12 +23,6 @@ uint64_t EnvNs(const char* name, uint64_t otherwise) {
   char* end = nullptr;
   unsigned long long value = strtoull(text, &end, 10);
   return *end == '\0' ? value : otherwise;
-}
-
-uint64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -88,7 +83,7 @@ bool SizeBudget::Charge(uint64_t bytes, uint64_t raw_bytes, uint32_t records, bo
   }
   if (!closing) {
     uint64_t none = 0;
-    state_->stopped_at_ns.compare_exchange_strong(none, NowNs(), std::memory_order_acq_rel);
+    state_->stopped_at_ns.compare_exchange_strong(none, MonotonicNs(), std::memory_order_acq_rel);
   }
   state_->refused_chunks.fetch_add(1, std::memory_order_relaxed);
   state_->refused_records.fetch_add(records, std::memory_order_relaxed);

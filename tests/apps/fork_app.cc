@@ -101,6 +101,7 @@ void RunFreeWorker(const std::atomic<bool>& stop, std::atomic<long>& calls) {
 
 int main(int argc, char** argv) {
   const Options options = ParseOptions(argc, argv);
+  apps::PrintStackOnCrash();  // a child's crash was seen once in CI and not reproduced since
   std::atomic<bool> stop{false};
   std::atomic<long> parent_calls{0};
   std::thread sync_worker(RunSyncWorker, std::cref(stop), std::ref(parent_calls));

@@ -21,7 +21,9 @@ root: gprof-run loads BPF, and the second part turns on kernel.bpf_stats_enabled
    twice with `bpftool prog show --json`, STATS_SECONDS apart, while it runs. Printed: for each
    program, the runs per second and the ns per run over that window. The programs run for every
    event of the whole machine (they filter by process tree inside), so other load counts too; the
-   stats themselves add two clock reads per run.
+   stats themselves add two clock reads per run. Over the same window, gprof-run's own CPU time
+   (user + system, /proc/PID/stat: draining the ring buffer, compressing and writing kernel.gpr)
+   is printed as ms per second.
 
 Everything also goes to --json FILE (default: kernel_cost.json in the current directory).
 """
@@ -142,6 +144,13 @@ def read_programs(ids):
     return {prog["id"]: prog for prog in shown if prog["id"] in ids}
 
 
+def process_cpu_s(pid):
+    """User + system CPU seconds of process `pid` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure_bpf(args, gprof_run, pingpong, scratch, recorded_ns_per_round):
     results = {}
     for kind in KINDS:
@@ -161,7 +170,9 @@ def measure_bpf(args, gprof_run, pingpong, scratch, recorded_ns_per_round):
                 sys.exit(f"kernel_cost: gprof-run (pid {recorder.pid}) loaded no BPF program")
             time.sleep(1.0)  # past the program's start
             before, start = read_programs(ids), time.monotonic()
+            cpu_before = process_cpu_s(recorder.pid)
             time.sleep(args.stats_seconds)
+            cpu_after = process_cpu_s(recorder.pid)
             after, window_s = read_programs(ids), time.monotonic() - start
             if recorder.poll() is not None:
                 sys.exit("kernel_cost: the recorded pingpong ended inside the stats window")
@@ -182,7 +193,8 @@ def measure_bpf(args, gprof_run, pingpong, scratch, recorded_ns_per_round):
                              "runs_per_s": runs / window_s,
                              "ns_per_run": run_ns / runs if runs else None})
         results[kind] = {"window_s": window_s, "rounds": rounds, "programs": programs,
-                         "run_time_ns_per_s": sum(p["run_time_ns"] for p in programs) / window_s}
+                         "run_time_ns_per_s": sum(p["run_time_ns"] for p in programs) / window_s,
+                         "recorder_cpu_ns_per_s": (cpu_after - cpu_before) * 1e9 / window_s}
     return results
 
 
@@ -201,6 +213,7 @@ def print_results(slowdown, bpf):
     print("\nBPF run time (kernel.bpf_stats_enabled=1, during a recorded pingpong)")
     for kind, result in bpf.items():
         print(f"  {kind}: {result['run_time_ns_per_s'] / 1e6:.1f} ms of BPF per second,"
+              f" gprof-run {result['recorder_cpu_ns_per_s'] / 1e6:.0f} ms of CPU per second,"
               f" over {result['window_s']:.1f} s")
         for prog in result["programs"]:
             if prog["runs"]:

@@ -158,7 +158,10 @@ struct {
   __uint(value_size, GPROF_MAX_STACK_DEPTH * sizeof(__u64));
 } user_stacks SEC(".maps");
 
-/* Threads of the tree that are off-CPU now, by tid. */
+/* Threads of the tree that are off-CPU now, by tid: an entry with start_ns 0 is a thread on a CPU.
+ * A thread keeps its entry from its first switch-out until it exits: rewriting it in place costs a
+ * lookup, where inserting and deleting an entry at every switch cost a third of the switch's BPF
+ * time. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
@@ -316,13 +319,15 @@ static __always_inline void submit(void* record) {
  *    and an exception its error code (kernel threads have a zeroed frame).
  * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named. */
 static __always_inline bool in_interrupt(void* ctx) {
+  /* The task's fields are read directly (a trusted pointer: plain loads), not through probe
+   * reads: this runs at every wakeup of the tree's threads, in the waker's critical path. */
   struct task_struct* task = bpf_get_current_task_btf();
-  __u64 base = (__u64)BPF_CORE_READ(task, stack);
+  __u64 base = (__u64)task->stack;
   __u64 size = 16384; /* THREAD_SIZE without KASAN */
   if (bpf_core_field_exists(task->stack_vm_area)) {
-    struct vm_struct* area = BPF_CORE_READ(task, stack_vm_area);
+    struct vm_struct* area = task->stack_vm_area;
     if (area) {
-      __u32 pages = BPF_CORE_READ(area, nr_pages); /* VMAP_STACK: the exact size, KASAN or not */
+      __u32 pages = area->nr_pages; /* VMAP_STACK: the exact size, KASAN or not */
       if (pages) size = (__u64)pages * 4096;
     }
   }
@@ -331,21 +336,21 @@ static __always_inline bool in_interrupt(void* ctx) {
 
   /* The user entry frame sits at the top of the stack, or 16 bytes lower on FRED kernels. Only the
    * right position shows a user CS and SS: read 16 bytes off, the SS slot holds RFLAGS, which
-   * always has IF (0x200) set in user mode. */
-  __u64 regs_size = bpf_core_type_size(struct pt_regs);
+   * always has IF (0x200) set in user mode. The frame's last six words are x86_64's entry frame
+   * (orig_ax, then what the CPU pushes: ip, cs, flags, sp, ss): one read each. cs and ss are 16
+   * bits (FRED keeps more in the words above them). */
   for (int padding = 0; padding <= 16; padding += 16) {
-    struct pt_regs* regs = (struct pt_regs*)(base + size - padding - regs_size);
-    __u64 cs = BPF_CORE_READ(regs, cs);
-    __u64 ss = BPF_CORE_READ(regs, ss);
-    if ((cs & 3) == 3 && ss == USER_DS) return (long)BPF_CORE_READ(regs, orig_ax) == -1;
+    __u64 frame[6];
+    if (bpf_probe_read_kernel(frame, sizeof(frame), (void*)(base + size - padding - sizeof(frame))))
+      continue;
+    if ((frame[2] & 3) == 3 && (__u16)frame[5] == USER_DS) return (long)frame[0] == -1;
   }
   return false;
 }
 
 /* Whether the current task is a kernel thread: it has no user stack. */
 static __always_inline bool in_kernel_thread(void) {
-  struct task_struct* task = bpf_get_current_task_btf();
-  return (BPF_CORE_READ(task, flags) & PF_KTHREAD) != 0;
+  return (bpf_get_current_task_btf()->flags & PF_KTHREAD) != 0;
 }
 
 /* One handler, two programs: tp_btf and raw_tp. The loader loads one of them per tracepoint. */
@@ -434,7 +439,10 @@ static __always_inline int on_sched_switch(u64* ctx) {
     entry.waker_kstack_id = -1;
     entry.waker_user_stack_id = -1;
     entry.cpu = bpf_get_smp_processor_id();
-    if (bpf_map_update_elem(&offcpu_pending, &prev_tid, &entry, BPF_ANY) != 0) {
+    struct gprof_offcpu_pending* kept = bpf_map_lookup_elem(&offcpu_pending, &prev_tid);
+    if (kept) {
+      __builtin_memcpy(kept, &entry, sizeof(entry));
+    } else if (bpf_map_update_elem(&offcpu_pending, &prev_tid, &entry, BPF_ANY) != 0) {
       count_lost(GPROF_LOST_PENDING, GPROF_REC_OFFCPU);
     }
   }
@@ -444,7 +452,7 @@ static __always_inline int on_sched_switch(u64* ctx) {
   __u32 next_tid = BPF_CORE_READ(next, pid);
   if (next_tid == 0) return 0;
   struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &next_tid);
-  if (!entry) return 0;
+  if (!entry || entry->start_ns == 0) return 0;
   struct gprof_offcpu rec = {};
   rec.hdr.size = sizeof(rec);
   rec.hdr.type = GPROF_REC_OFFCPU;
@@ -462,7 +470,7 @@ static __always_inline int on_sched_switch(u64* ctx) {
   rec.user_stack_id = entry->user_stack_id;
   __builtin_memcpy(rec.waker_comm, entry->waker_comm, GPROF_COMM_LEN);
   rec.waker_user_stack_id = entry->waker_user_stack_id;
-  bpf_map_delete_elem(&offcpu_pending, &next_tid);
+  entry->start_ns = 0;
 
   if (now - rec.start_ns < stack_min_ns) {
     rec.kstack_id = -ENODATA;
@@ -509,7 +517,7 @@ static __always_inline int on_sched_waking(u64* ctx) {
   struct task_struct* p = (struct task_struct*)ctx[0];
   __u32 tid = BPF_CORE_READ(p, pid);
   struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &tid);
-  if (!entry) return 0;
+  if (!entry || entry->start_ns == 0) return 0;
   entry->wake_ns = bpf_ktime_get_ns();
   char comm[GPROF_COMM_LEN] = {};
   if (in_interrupt(ctx)) {

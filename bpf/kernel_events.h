@@ -370,10 +370,10 @@ struct gprof_event_count {
 #define GPROF_LOST_SLOT(kind, type) ((kind)*GPROF_LOST_TYPE_SLOTS + ((type)-GPROF_REC_OFFCPU))
 #define GPROF_LOST_SLOTS (GPROF_LOST_BPF_KINDS * GPROF_LOST_TYPE_SLOTS)
 
-/* Value of the `offcpu_pending` map (key: tid): a thread of the tree that is off-CPU now. The
+/* Value of the `offcpu_pending` map (key: tid): a thread of the tree, off-CPU now or not. The
  * loader reads what is left at the end to emit GPROF_OFFCPU_UNFINISHED intervals. */
 struct gprof_offcpu_pending {
-  __u64 start_ns;
+  __u64 start_ns; /* switched out; 0: the thread is on a CPU (the map keeps its entry) */
   __u64 wake_ns;
   __u32 pid; /* tgid */
   __u32 state;

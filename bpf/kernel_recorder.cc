@@ -752,7 +752,7 @@ struct KernelRecorder::State {
     int offcpu_fd = bpf_map__fd(skel->maps.offcpu_pending);
     ForEachKey(offcpu_fd, [&](uint32_t tid) {
       gprof_offcpu_pending entry{};
-      if (bpf_map_lookup_elem(offcpu_fd, &tid, &entry) != 0) return;
+      if (bpf_map_lookup_elem(offcpu_fd, &tid, &entry) != 0 || entry.start_ns == 0) return;
       gprof_offcpu record{};
       record.hdr.size = sizeof(record);
       record.hdr.type = GPROF_REC_OFFCPU;

@@ -170,7 +170,8 @@ struct {
 } offcpu_pending SEC(".maps");
 
 /* System calls of the tree in progress that are recorded at their return, by tid (a thread is in
- * one system call at a time). */
+ * one system call at a time). start_ns 0: none; a thread keeps its entry until it exits, as in
+ * offcpu_pending. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
@@ -359,6 +360,15 @@ static __always_inline bool in_kernel_thread(void) {
   int handler##_btf(u64* ctx) { return handler(ctx); } \
   SEC("raw_tp/" #name)                                 \
   int handler##_raw(u64* ctx) { return handler(ctx); }
+
+/* The same for a handler told which it is (`btf`, a constant the compiler folds): in a tp_btf
+ * program the tracepoint's pointer arguments are typed, and their fields are plain loads rather
+ * than probe reads. */
+#define TYPED_TRACEPOINT(name, handler)                      \
+  SEC("tp_btf/" #name)                                       \
+  int handler##_btf(u64* ctx) { return handler(ctx, true); } \
+  SEC("raw_tp/" #name)                                       \
+  int handler##_raw(u64* ctx) { return handler(ctx, false); }
 
 /* Per-thread state --------------------------------------------------------------------------- */
 
@@ -926,7 +936,7 @@ static __always_inline bool device_call(struct gprof_syscall_pending* entry) {
   }
 }
 
-static __always_inline int on_sys_enter(u64* ctx) {
+static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   /* (struct pt_regs *regs, long id) */
   long nr = (long)ctx[1];
   if (!recorded_syscall(nr)) return 0;
@@ -943,12 +953,21 @@ static __always_inline int on_sys_enter(u64* ctx) {
   entry.pid = tgid;
   entry.nr = (__u32)nr;
   /* The x86_64 system call convention: di, si, dx, r10, r8, r9. */
-  entry.args[0] = BPF_CORE_READ(regs, di);
-  entry.args[1] = BPF_CORE_READ(regs, si);
-  entry.args[2] = BPF_CORE_READ(regs, dx);
-  entry.args[3] = BPF_CORE_READ(regs, r10);
-  entry.args[4] = BPF_CORE_READ(regs, r8);
-  entry.args[5] = BPF_CORE_READ(regs, r9);
+  if (btf) {
+    entry.args[0] = regs->di;
+    entry.args[1] = regs->si;
+    entry.args[2] = regs->dx;
+    entry.args[3] = regs->r10;
+    entry.args[4] = regs->r8;
+    entry.args[5] = regs->r9;
+  } else {
+    entry.args[0] = BPF_CORE_READ(regs, di);
+    entry.args[1] = BPF_CORE_READ(regs, si);
+    entry.args[2] = BPF_CORE_READ(regs, dx);
+    entry.args[3] = BPF_CORE_READ(regs, r10);
+    entry.args[4] = BPF_CORE_READ(regs, r8);
+    entry.args[5] = BPF_CORE_READ(regs, r9);
+  }
 
   __u16 record_type = GPROF_REC_DEVICE_WAIT;
   if (is_futex_syscall(nr)) {
@@ -969,12 +988,15 @@ static __always_inline int on_sys_enter(u64* ctx) {
   } else if (!device_call(&entry)) {
     return 0;
   }
-  if (bpf_map_update_elem(&syscall_pending, &tid, &entry, BPF_ANY) != 0) {
+  struct gprof_syscall_pending* kept = bpf_map_lookup_elem(&syscall_pending, &tid);
+  if (kept) {
+    __builtin_memcpy(kept, &entry, sizeof(entry));
+  } else if (bpf_map_update_elem(&syscall_pending, &tid, &entry, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_PENDING, record_type);
   }
   return 0;
 }
-TRACEPOINT(sys_enter, on_sys_enter)
+TYPED_TRACEPOINT(sys_enter, on_sys_enter)
 
 static __always_inline void emit_futex(const struct gprof_syscall_pending* entry, __u32 tid,
                                        __u64 now, long ret) {
@@ -1062,14 +1084,15 @@ static __always_inline void emit_memory_map(const struct gprof_syscall_pending* 
   submit(rec);
 }
 
-static __always_inline int on_sys_exit(u64* ctx) {
-  /* (struct pt_regs *regs, long ret); the syscall number is in orig_ax */
+static __always_inline int on_sys_exit(u64* ctx, bool btf) {
+  /* (struct pt_regs *regs, long ret); the syscall number is in orig_ax. This runs at the end of
+   * every system call of the machine: the number is a plain load where the type allows. */
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
-  long nr = BPF_CORE_READ(regs, orig_ax);
+  long nr = btf ? (long)regs->orig_ax : (long)BPF_CORE_READ(regs, orig_ax);
   if (!recorded_syscall(nr)) return 0;
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct gprof_syscall_pending* entry = bpf_map_lookup_elem(&syscall_pending, &tid);
-  if (!entry) return 0;
+  if (!entry || entry->start_ns == 0) return 0;
   /* An entry of another call: its return was missed (it cannot happen today; no record). */
   if (entry->nr == nr) {
     long ret = (long)ctx[1];
@@ -1083,10 +1106,10 @@ static __always_inline int on_sys_exit(u64* ctx) {
       if (entry->device.kind != 0) emit_device_wait(entry, tid, now, ret);
     }
   }
-  bpf_map_delete_elem(&syscall_pending, &tid);
+  entry->start_ns = 0;
   return 0;
 }
-TRACEPOINT(sys_exit, on_sys_exit)
+TYPED_TRACEPOINT(sys_exit, on_sys_exit)
 
 /* Kernel locks --------------------------------------------------------------------------------- */
 

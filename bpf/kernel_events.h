@@ -412,7 +412,7 @@ struct gprof_quick_faults {
 /* Value of the `syscall_pending` map (key: tid): a system call of the tree in progress that will
  * be recorded at its return (futex family, device waits, memory maps). */
 struct gprof_syscall_pending {
-  __u64 start_ns;
+  __u64 start_ns; /* 0: no call in progress (the map keeps the thread's entry) */
   __u64 args[6]; /* as the thread passed them */
   __u32 pid;     /* tgid */
   __u32 nr;      /* x86_64 syscall number */

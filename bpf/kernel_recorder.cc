@@ -786,7 +786,7 @@ struct KernelRecorder::State {
     int syscall_fd = bpf_map__fd(skel->maps.syscall_pending);
     ForEachKey(syscall_fd, [&](uint32_t tid) {
       gprof_syscall_pending entry{};
-      if (bpf_map_lookup_elem(syscall_fd, &tid, &entry) != 0) return;
+      if (bpf_map_lookup_elem(syscall_fd, &tid, &entry) != 0 || entry.start_ns == 0) return;
       if (entry.nr != kSysFutex && entry.nr != kSysFutexWake && entry.nr != kSysFutexWait &&
           entry.nr != kSysFutexRequeue) {
         return;  // only futex calls can say they are unfinished

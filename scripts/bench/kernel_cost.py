@@ -169,6 +169,7 @@ def measure_bpf(args, gprof_run, pingpong, scratch, recorded_ns_per_round):
             if not ids:
                 sys.exit(f"kernel_cost: gprof-run (pid {recorder.pid}) loaded no BPF program")
             time.sleep(1.0)  # past the program's start
+            ids = prog_ids(recorder.pid)  # all of them: the first look may come mid-load
             before, start = read_programs(ids), time.monotonic()
             cpu_before = process_cpu_s(recorder.pid)
             time.sleep(args.stats_seconds)

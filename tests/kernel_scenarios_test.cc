@@ -678,9 +678,12 @@ TEST_F(Diagnosis, DriverLockBehindASynchronize) {
   }
 
   // Each round: while every launch it blocked (the app's own timing: for most of the holder's
-  // cudaDeviceSynchronize) was in progress, one freeze on the lock went on, all that time.
+  // cudaDeviceSynchronize) was in progress, one freeze on the lock went on, all that time. (On a
+  // loaded machine the program itself sometimes times fewer than two such launches in a round: it
+  // made no freeze there to find.)
   const std::vector<Fact> rounds = timed.All("call", "api", "cudaDeviceSynchronize");
   ASSERT_EQ(rounds.size(), 3u);
+  size_t freezing_rounds = 0;
   for (const Fact& round : rounds) {
     const uint64_t enter = round.Number("enter_ns"), exit = round.Number("exit_ns");
     SCOPED_TRACE("the round from " + std::to_string(enter) + " to " + std::to_string(exit));
@@ -697,7 +700,8 @@ TEST_F(Diagnosis, DriverLockBehindASynchronize) {
       all_blocked_from = std::max(all_blocked_from, from);
       all_blocked_to = std::min(all_blocked_to, to);
     }
-    ASSERT_GE(blocked.size(), 2u) << "the program saw no freeze in this round";
+    if (blocked.size() < 2) continue;
+    ++freezing_rounds;
     ASSERT_LT(all_blocked_from, all_blocked_to);
     std::vector<json> during;
     for (const json& freeze : diagnosis_["freezes"]) {
@@ -715,6 +719,7 @@ TEST_F(Diagnosis, DriverLockBehindASynchronize) {
     const std::set<uint32_t> frozen = Tids(during[0]["threads"]);
     for (uint32_t tid : blocked) EXPECT_TRUE(frozen.contains(tid)) << tid;
   }
+  EXPECT_GE(freezing_rounds, 1u) << "the program saw no round block two launchers";
 }
 
 TEST_F(Diagnosis, MutexConvoy) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_events.h"
+#include "large_vector.h"
 #include "process_maps.h"
 
 namespace gprof::collector {
@@ -166,7 +167,7 @@ void KernelRecordDecoder::ReserveForTheMix(uint64_t file_records) {
   uint64_t left = file_records - seen_records_;
   auto reserve = [&](auto& records, uint64_t seen) {
     uint64_t expected = left / seen_records_ * seen + left % seen_records_ * seen / seen_records_;
-    records.reserve(records.size() + expected + expected / 8);
+    ReserveLarge(records, records.size() + expected + expected / 8);
   };
   reserve(session_->off_cpu, seen_off_cpu_);
   reserve(session_->futex_calls, seen_futex_);

@@ -49,14 +49,13 @@ class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
   bool written_ = true;
 };
 
-// `value` as json::dump(1, ' ', false, replace) writes it, and a newline.
-Status WriteJsonFile(const std::string& path, const nlohmann::json& value) {
+// report.json, and a newline.
+Status WriteJsonFile(const std::string& path, const Session& session, const Analysis& analysis,
+                     const Diagnosis& diagnosis) {
   auto file = CreateOutputFile(path);
   if (!file.ok()) return Status::Error("cannot write " + file.status().message());
   auto output = std::make_shared<FileOutput>(file->get());
-  nlohmann::detail::serializer<nlohmann::json> serializer(output, ' ',
-                                                          nlohmann::json::error_handler_t::replace);
-  serializer.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false, /*indent_step=*/1);
+  WriteJsonReport(session, analysis, &diagnosis, output);
   output->write_character('\n');
   bool written = output->Flush();
   if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
@@ -102,7 +101,7 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
-  write(json, WriteJsonFile(json, RenderJsonReport(*session, analysis, &diagnosis)));
+  write(json, WriteJsonFile(json, *session, analysis, diagnosis));
   std::string trace = (dir / kTraceFile).string();
   write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   return result;

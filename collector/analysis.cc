@@ -222,7 +222,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.wake_ns = interval.wake_ns;
     wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;
-    wait.waker_comm = interval.waker_comm;
+    wait.waker_comm = session_.WakerComm(interval);
     wait.waker_user_stack_id = interval.waker_user_stack_id;
     if (interval.waker_tid != 0)
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);

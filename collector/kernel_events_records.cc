@@ -173,6 +173,13 @@ void KernelRecordDecoder::ReserveForTheMix(uint64_t file_records) {
   reserve(session_->futex_calls, seen_futex_);
 }
 
+uint32_t KernelRecordDecoder::CommIndex(std::string_view raw) {
+  // A lookup by string_view would need a transparent hash; names are at most 16 bytes (no heap).
+  auto [entry, inserted] = comm_indexes_.try_emplace(std::string(raw), 0);
+  if (inserted) entry->second = session_->CommIndex(PrintableName(raw));
+  return entry->second;
+}
+
 void KernelRecordDecoder::Malformed(const RecordView& record, const std::string& what) {
   session_->diagnostics.push_back(
       {path_, record.chunk_offset,
@@ -213,7 +220,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   interval.raw_state = event.state;
   interval.cpu = event.cpu;
   interval.flags = event.flags;
-  interval.waker_comm = PrintableName(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  interval.waker_comm = CommIndex(FixedString(event.waker_comm, sizeof(event.waker_comm)));
   session_->off_cpu.push_back(std::move(interval));
   threads_->SeeThread(event.tid, event.pid);
 }

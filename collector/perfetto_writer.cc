@@ -865,7 +865,7 @@ class SchedulerNames {
   };
 
   struct WakerNames {
-    std::string comm;  // the kernel's name of the waker these were made for
+    uint32_t comm = 0;  // the kernel's name of the waker these were made for (Session::comms)
     uint64_t label_iid = 0;
     uint64_t runnable_name_iid = 0;
   };
@@ -923,7 +923,8 @@ class SchedulerNames {
     if (session_.threads.count(interval.waker_tid) != 0)
       return session_.ThreadLabel(interval.waker_tid);
     std::string tid = std::to_string(interval.waker_tid);
-    return interval.waker_comm.empty() ? tid : interval.waker_comm + " (" + tid + ")";
+    const std::string& comm = session_.WakerComm(interval);
+    return comm.empty() ? tid : comm + " (" + tid + ")";
   }
 
   const Session& session_;

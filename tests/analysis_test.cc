@@ -95,7 +95,8 @@ class SessionBuilder {
     interval.end_ns = end;
     interval.waker_pid = kPid;
     interval.waker_tid = waker;
-    interval.waker_comm = session_.threads.count(waker) ? session_.threads[waker].name : "";
+    interval.waker_comm =
+        session_.CommIndex(session_.threads.count(waker) ? session_.threads[waker].name : "");
     interval.kstack_id = kFutexStack;
     interval.raw_state = 1;
     session_.off_cpu.push_back(interval);
@@ -119,7 +120,8 @@ class SessionBuilder {
     interval.end_ns = end;
     interval.waker_pid = waker != 0 ? kPid : 0;
     interval.waker_tid = waker;
-    interval.waker_comm = session_.threads.count(waker) ? session_.threads[waker].name : "";
+    interval.waker_comm =
+        session_.CommIndex(session_.threads.count(waker) ? session_.threads[waker].name : "");
     interval.kstack_id = stack;
     interval.raw_state = state;
     session_.off_cpu.push_back(interval);

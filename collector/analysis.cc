@@ -9,6 +9,7 @@
 
 #include "gpu_timeline.h"
 #include "kernel_stack.h"
+#include "large_vector.h"
 #include "wait_class.h"
 
 namespace gprof::collector {
@@ -32,7 +33,12 @@ uint64_t EndOf(const Record& record) {
 template <typename Record>
 class PerThread {
  public:
+  // Counted first, so that each thread's vector is made once at its size, not grown by doubling
+  // (which copies and touches twice the memory).
   explicit PerThread(const std::vector<Record>& records) {
+    std::unordered_map<uint32_t, size_t> counts;
+    for (const Record& record : records) ++counts[record.tid];
+    for (const auto& [tid, count] : counts) ReserveLarge(by_tid_[tid], count);
     for (const Record& record : records) by_tid_[record.tid].push_back(&record);
   }
 
@@ -222,7 +228,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.wake_ns = interval.wake_ns;
     wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;
-    wait.waker_comm = interval.waker_comm;
+    wait.waker_comm = session_.WakerComm(interval);
     wait.waker_user_stack_id = interval.waker_user_stack_id;
     if (interval.waker_tid != 0)
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);

@@ -195,7 +195,9 @@ Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVi
     if (bytes.size() < sizeof(chunk)) break;
     memcpy(&chunk, bytes.data(), sizeof(chunk));
     if (!plausible(chunk) || chunk.stored_size > file.size() - at - sizeof(chunk)) break;
-    announced += chunk.record_count;
+    // No more than its payload could hold: the count is only a hint to size vectors with.
+    announced +=
+        std::min<uint64_t>(chunk.record_count, chunk.raw_size / sizeof(format::RecordHeader));
     at += sizeof(chunk) + chunk.stored_size;
   }
 

@@ -21,32 +21,44 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 }
 
 // Writes into a FILE, for report.json's serializer: the text of a large report, as large as the
-// tree it comes from, is never held whole, as json::dump() would hold it in one string.
+// tree it comes from, is never held whole, as json::dump() would hold it in one string. The
+// serializer hands over a few bytes at a time; they are gathered here and written in blocks,
+// cheaper than a locked stdio call each.
 class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
  public:
-  explicit FileOutput(FILE* file) : file_(file) {}
-  void write_character(char c) override { written_ &= std::fputc(c, file_) != EOF; }
-  void write_characters(const char* text, size_t length) override {
-    written_ &= std::fwrite(text, 1, length, file_) == length;
+  explicit FileOutput(FILE* file) : file_(file) { pending_.reserve(kBlockBytes); }
+  void write_character(char c) override {
+    pending_.push_back(c);
+    if (pending_.size() >= kBlockBytes) Flush();
   }
-  bool written() const { return written_; }
+  void write_characters(const char* text, size_t length) override {
+    pending_.append(text, length);
+    if (pending_.size() >= kBlockBytes) Flush();
+  }
+  // Writes what is gathered; false once any write failed.
+  bool Flush() {
+    written_ &= std::fwrite(pending_.data(), 1, pending_.size(), file_) == pending_.size();
+    pending_.clear();
+    return written_;
+  }
 
  private:
+  static constexpr size_t kBlockBytes = size_t{64} << 10;
   FILE* file_;
+  std::string pending_;
   bool written_ = true;
 };
 
-// `value` as json::dump(1, ' ', false, replace) writes it, and a newline.
-Status WriteJsonFile(const std::string& path, const nlohmann::json& value) {
+// report.json, and a newline.
+Status WriteJsonFile(const std::string& path, const Session& session, const Analysis& analysis,
+                     const Diagnosis& diagnosis) {
   auto file = CreateOutputFile(path);
   if (!file.ok()) return Status::Error("cannot write " + file.status().message());
   auto output = std::make_shared<FileOutput>(file->get());
-  nlohmann::detail::serializer<nlohmann::json> serializer(output, ' ',
-                                                          nlohmann::json::error_handler_t::replace);
-  serializer.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false, /*indent_step=*/1);
+  WriteJsonReport(session, analysis, &diagnosis, output);
   output->write_character('\n');
-  if (std::fclose(file->release()) != 0 || !output->written())
-    return Status::Error(path + ": cannot write");
+  bool written = output->Flush();
+  if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
   return {};
 }
 
@@ -89,7 +101,7 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   std::string text = (dir / kTextReportFile).string();
   write(text, WriteTextFile(text, result.text_report));
   std::string json = (dir / kJsonReportFile).string();
-  write(json, WriteJsonFile(json, RenderJsonReport(*session, analysis, &diagnosis)));
+  write(json, WriteJsonFile(json, *session, analysis, diagnosis));
   std::string trace = (dir / kTraceFile).string();
   write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
   return result;

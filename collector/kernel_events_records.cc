@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_events.h"
+#include "large_vector.h"
 #include "process_maps.h"
 
 namespace gprof::collector {
@@ -166,10 +167,17 @@ void KernelRecordDecoder::ReserveForTheMix(uint64_t file_records) {
   uint64_t left = file_records - seen_records_;
   auto reserve = [&](auto& records, uint64_t seen) {
     uint64_t expected = left / seen_records_ * seen + left % seen_records_ * seen / seen_records_;
-    records.reserve(records.size() + expected + expected / 8);
+    ReserveLarge(records, records.size() + expected + expected / 8);
   };
   reserve(session_->off_cpu, seen_off_cpu_);
   reserve(session_->futex_calls, seen_futex_);
+}
+
+uint32_t KernelRecordDecoder::CommIndex(std::string_view raw) {
+  // A lookup by string_view would need a transparent hash; names are at most 16 bytes (no heap).
+  auto [entry, inserted] = comm_indexes_.try_emplace(std::string(raw), 0);
+  if (inserted) entry->second = session_->CommIndex(PrintableName(raw));
+  return entry->second;
 }
 
 void KernelRecordDecoder::Malformed(const RecordView& record, const std::string& what) {
@@ -212,7 +220,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   interval.raw_state = event.state;
   interval.cpu = event.cpu;
   interval.flags = event.flags;
-  interval.waker_comm = PrintableName(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  interval.waker_comm = CommIndex(FixedString(event.waker_comm, sizeof(event.waker_comm)));
   session_->off_cpu.push_back(std::move(interval));
   threads_->SeeThread(event.tid, event.pid);
 }

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "chunk_reader.h"
@@ -46,6 +48,8 @@ class KernelRecordDecoder {
   void DecodeProcessMaps(const RecordView& record);
   void DecodeLost(const RecordView& record);
   void ReserveForTheMix(uint64_t file_records);
+  // Session::comms' index of a name as the kernel wrote it.
+  uint32_t CommIndex(std::string_view raw);
 
   // The records seen so far, and of the two kinds that make most of a file: once a sample of the
   // file has shown the mix, their vectors are sized for the whole file (ReserveForTheMix).
@@ -58,6 +62,8 @@ class KernelRecordDecoder {
   std::string path_;
   // One Session::lost entry per (kind, record type), its counts summed over CPUs and records.
   std::map<std::pair<uint32_t, uint32_t>, size_t> lost_entries_;
+  // By the name's bytes as recorded: made printable once per name, not once per record.
+  std::unordered_map<std::string, uint32_t> comm_indexes_;
 };
 
 }  // namespace gprof::collector

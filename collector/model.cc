@@ -145,6 +145,14 @@ std::string PrintableName(std::string_view raw) {
   return text;
 }
 
+uint32_t Session::CommIndex(std::string_view name) {
+  if (name.empty()) return 0;
+  auto found = std::find(comms.begin(), comms.end(), name);
+  if (found != comms.end()) return static_cast<uint32_t>(found - comms.begin());
+  comms.emplace_back(name);
+  return static_cast<uint32_t>(comms.size() - 1);
+}
+
 std::string Session::ThreadLabel(uint32_t tid) const {
   auto it = threads.find(tid);
   if (it == threads.end() || it->second.name.empty()) return std::to_string(tid);

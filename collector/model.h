@@ -185,7 +185,9 @@ struct OffCpuInterval {
   uint32_t raw_state = 0;            // prev_state as the kernel gave it
   uint32_t cpu = 0;
   uint32_t flags = 0;  // gprof_offcpu_flags
-  std::string waker_comm;
+  // The kernel's name of the waker: into Session::comms (0: none). An index, not the text:
+  // sessions hold millions of intervals and a few names.
+  uint32_t waker_comm = 0;
   OffCpuState state() const;
   uint64_t duration() const { return end_ns - start_ns; }
 };
@@ -404,6 +406,8 @@ struct Session {
   std::vector<RecordingStop> recording_stops;  // sorted by time_ns
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
+  // Names the kernel gave tasks (OffCpuInterval::waker_comm), printable; [0] is "".
+  std::vector<std::string> comms{std::string()};
   // The symbols of the files the processes mapped, read from this machine on first use.
   mutable ElfSymbolCache elf_symbols;
 
@@ -413,6 +417,11 @@ struct Session {
   }
   // The native stack recorded at the exit of `call`, or nullptr.
   const NativeStack* CallStackOf(const ApiCall& call) const;
+  const std::string& WakerComm(const OffCpuInterval& interval) const {
+    return interval.waker_comm < comms.size() ? comms[interval.waker_comm] : comms.front();
+  }
+  // The index of `name` (printable) in comms, added when it is not there.
+  uint32_t CommIndex(std::string_view name);
   // "name (tid)" or "tid" when the thread has no known name.
   std::string ThreadLabel(uint32_t tid) const;
   // Kernel stack as symbols, innermost first; "0x..." where no symbol is known.

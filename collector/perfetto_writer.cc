@@ -865,7 +865,7 @@ class SchedulerNames {
   };
 
   struct WakerNames {
-    std::string comm;  // the kernel's name of the waker these were made for
+    uint32_t comm = 0;  // the kernel's name of the waker these were made for (Session::comms)
     uint64_t label_iid = 0;
     uint64_t runnable_name_iid = 0;
   };
@@ -886,7 +886,19 @@ class SchedulerNames {
   }
 
   StackNames& Stack(int32_t stack_id) {
+    // Asked three times an off-CPU interval: ids of the kernel's stack map (its slots, from 0)
+    // are looked up in a table, others in the map that holds them all.
+    bool small = stack_id >= 0 && stack_id < kStackTableSize;
+    if (small && static_cast<size_t>(stack_id) < stack_table_.size() &&
+        stack_table_[static_cast<size_t>(stack_id)] != nullptr) {
+      return *stack_table_[static_cast<size_t>(stack_id)];
+    }
     auto [entry, inserted] = stacks_.try_emplace(stack_id);
+    if (small) {
+      if (static_cast<size_t>(stack_id) >= stack_table_.size())
+        stack_table_.resize(static_cast<size_t>(stack_id) + 1, nullptr);
+      stack_table_[static_cast<size_t>(stack_id)] = &entry->second;
+    }
     if (inserted) {
       std::vector<std::string> frames = session_.KernelStack(stack_id);
       if (!frames.empty())
@@ -911,12 +923,15 @@ class SchedulerNames {
     if (session_.threads.count(interval.waker_tid) != 0)
       return session_.ThreadLabel(interval.waker_tid);
     std::string tid = std::to_string(interval.waker_tid);
-    return interval.waker_comm.empty() ? tid : interval.waker_comm + " (" + tid + ")";
+    const std::string& comm = session_.WakerComm(interval);
+    return comm.empty() ? tid : comm + " (" + tid + ")";
   }
 
   const Session& session_;
   StringInterner& interner_;
-  std::unordered_map<int32_t, StackNames> stacks_;
+  static constexpr int32_t kStackTableSize = 1 << 20;
+  std::unordered_map<int32_t, StackNames> stacks_;     // its nodes do not move
+  std::vector<StackNames*> stack_table_;               // by id below kStackTableSize; null: not yet
   std::unordered_map<uint32_t, uint64_t> state_iids_;  // by raw prev_state
   std::unordered_map<uint32_t, WakerNames> wakers_;
   std::unordered_map<uint32_t, uint64_t> wake_names_;  // by woken tid
@@ -1238,7 +1253,7 @@ class RecordCursor {
  public:
   explicit RecordCursor(const std::vector<Record>& records) : records_(records) { LoadGroup(); }
 
-  uint64_t next_start() const { return group_.empty() ? kNever : StartOf(records_[group_.back()]); }
+  uint64_t next_start() const { return next_start_; }
 
   size_t Take() {
     size_t index = group_.back();
@@ -1250,9 +1265,15 @@ class RecordCursor {
  private:
   // The next run of records with one start time, ordered so that the longest is at the back.
   void LoadGroup() {
-    if (group_end_ == records_.size()) return;
-    uint64_t start = StartOf(records_[group_end_]);
-    while (group_end_ < records_.size() && StartOf(records_[group_end_]) == start)
+    if (group_end_ == records_.size()) {
+      next_start_ = kNever;
+      return;
+    }
+    next_start_ = StartOf(records_[group_end_]);
+    group_.push_back(group_end_++);
+    // Most runs are one record long: nothing to order.
+    if (group_end_ == records_.size() || StartOf(records_[group_end_]) != next_start_) return;
+    while (group_end_ < records_.size() && StartOf(records_[group_end_]) == next_start_)
       group_.push_back(group_end_++);
     std::sort(group_.begin(), group_.end(), [&](size_t a, size_t b) {
       uint64_t end_a = EndOf(records_[a]), end_b = EndOf(records_[b]);
@@ -1262,6 +1283,7 @@ class RecordCursor {
 
   const std::vector<Record>& records_;
   size_t group_end_ = 0;
+  uint64_t next_start_ = kNever;  // of the records at the back of group_
   std::vector<size_t> group_;
 };
 

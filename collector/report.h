@@ -23,5 +23,10 @@ std::string RenderTextReport(const Session& session, const Analysis& analysis,
                              const Diagnosis* diagnosis = nullptr);
 nlohmann::json RenderJsonReport(const Session& session, const Analysis& analysis,
                                 const Diagnosis* diagnosis = nullptr);
+// RenderJsonReport's tree as json::dump(1, ' ', false, replace) writes it, without a newline at
+// its end, onto `output`; the slow calls and the stalls, which grow with the session, are made
+// one at a time, so that the tree is never held whole.
+void WriteJsonReport(const Session& session, const Analysis& analysis, const Diagnosis* diagnosis,
+                     nlohmann::detail::output_adapter_t<char> output);
 
 }  // namespace gprof::collector

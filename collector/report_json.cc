@@ -1,3 +1,8 @@
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "gpu_vocabulary.h"
 #include "kernel_events.h"
 #include "kernel_vocabulary.h"
@@ -472,7 +477,24 @@ json LinkJson(const Session& session, const ChainLink& link) {
 
 json IndexOrNull(int index) { return index >= 0 ? json(index) : json(nullptr); }
 
-json DiagnosisJson(const Session& session, const Diagnosis& diagnosis) {
+json StallJson(const Session& session, const Stall& stall) {
+  json chain = json::array();
+  for (const ChainLink& link : stall.chain) chain.push_back(LinkJson(session, link));
+  return Object({{"thread", ThreadRef(session, stall.tid)},
+                 {"class", WaitClassName(stall.wait_class)},
+                 {"wait", WaitJson(session, stall.wait)},
+                 {"asleep_ns", stall.asleep_ns()},
+                 {"call", CallJson(session, stall.call)},
+                 {"chain", std::move(chain)},
+                 {"cause", IndexOrNull(stall.cause)},
+                 {"freeze", IndexOrNull(stall.freeze)}});
+}
+
+// The arrays that grow with the session (slow calls, stalls): filled, or left empty for
+// WriteJsonReport to write an element at a time.
+enum class Arrays : uint8_t { kFilled, kLeftEmpty };
+
+json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays arrays) {
   json causes = json::array();
   for (const Cause& cause : diagnosis.causes) {
     json threads = json::array();
@@ -495,17 +517,8 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis) {
          {"gaps", cause.gaps}});
   }
   json stalls = json::array();
-  for (const Stall& stall : diagnosis.stalls) {
-    json chain = json::array();
-    for (const ChainLink& link : stall.chain) chain.push_back(LinkJson(session, link));
-    stalls.push_back(Object({{"thread", ThreadRef(session, stall.tid)},
-                             {"class", WaitClassName(stall.wait_class)},
-                             {"wait", WaitJson(session, stall.wait)},
-                             {"asleep_ns", stall.asleep_ns()},
-                             {"call", CallJson(session, stall.call)},
-                             {"chain", std::move(chain)},
-                             {"cause", IndexOrNull(stall.cause)},
-                             {"freeze", IndexOrNull(stall.freeze)}}));
+  if (arrays == Arrays::kFilled) {
+    for (const Stall& stall : diagnosis.stalls) stalls.push_back(StallJson(session, stall));
   }
   json freezes = json::array();
   for (const DiagnosedFreeze& freeze : diagnosis.freezes) {
@@ -544,13 +557,12 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis) {
           {"stalls", std::move(stalls)}};
 }
 
-}  // namespace
-
-json RenderJsonReport(const Session& session, const Analysis& analysis,
-                      const Diagnosis* diagnosis) {
+json ReportJson(const Session& session, const Analysis& analysis, const Diagnosis* diagnosis,
+                Arrays arrays) {
   json slow_calls = json::array();
-  for (const BlockedCall& blocked : analysis.blocked_calls) {
-    slow_calls.push_back(BlockedCallJson(session, blocked));
+  if (arrays == Arrays::kFilled) {
+    for (const BlockedCall& blocked : analysis.blocked_calls)
+      slow_calls.push_back(BlockedCallJson(session, blocked));
   }
   json freezes = json::array();
   for (const Freeze& freeze : analysis.freezes)
@@ -562,7 +574,93 @@ json RenderJsonReport(const Session& session, const Analysis& analysis,
           {"slow_calls", std::move(slow_calls)},
           {"freezes", std::move(freezes)},
           {"gpu", GpuSummaryJson(session, analysis.gpu)},
-          {"diagnosis", diagnosis != nullptr ? DiagnosisJson(session, *diagnosis) : json(nullptr)}};
+          {"diagnosis",
+           diagnosis != nullptr ? DiagnosisJson(session, *diagnosis, arrays) : json(nullptr)}};
+}
+
+// Writes a report tree as nlohmann's serializer writes it pretty-printed (indent 1, ' '), but
+// the arrays named in `lazy` (empty in the tree) as their elements are made, one at a time.
+class ReportWriter {
+ public:
+  struct LazyArray {
+    std::string_view path;  // "/slow_calls", "/diagnosis/stalls"
+    size_t count;
+    std::function<json(size_t)> element;
+  };
+
+  ReportWriter(nlohmann::detail::output_adapter_t<char> output, std::vector<LazyArray> lazy)
+      : output_(output),
+        serializer_(output, ' ', json::error_handler_t::replace),
+        lazy_(std::move(lazy)) {}
+
+  void Write(const json& value, unsigned indent, const std::string& path) {
+    for (const LazyArray& array : lazy_) {
+      if (array.count != 0 && array.path == path) return WriteArray(array, indent);
+    }
+    if (!value.is_object() || value.empty() || !HoldsLazy(path))
+      return serializer_.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false,
+                              /*indent_step=*/1, indent);
+    output_->write_characters("{\n", 2);
+    size_t left = value.size();
+    for (auto item = value.begin(); item != value.end(); ++item) {
+      Indent(indent + 1);
+      serializer_.dump(json(item.key()), false, false, 0);
+      output_->write_characters(": ", 2);
+      Write(item.value(), indent + 1, path + "/" + item.key());
+      if (--left != 0) output_->write_characters(",\n", 2);
+    }
+    output_->write_character('\n');
+    Indent(indent);
+    output_->write_character('}');
+  }
+
+ private:
+  bool HoldsLazy(const std::string& path) const {
+    for (const LazyArray& array : lazy_) {
+      if (array.count != 0 && array.path.starts_with(path + "/")) return true;
+    }
+    return false;
+  }
+
+  void WriteArray(const LazyArray& array, unsigned indent) {
+    output_->write_characters("[\n", 2);
+    for (size_t i = 0; i < array.count; ++i) {
+      Indent(indent + 1);
+      serializer_.dump(array.element(i), true, false, 1, indent + 1);
+      if (i + 1 != array.count) output_->write_characters(",\n", 2);
+    }
+    output_->write_character('\n');
+    Indent(indent);
+    output_->write_character(']');
+  }
+
+  void Indent(unsigned count) {
+    for (unsigned i = 0; i < count; ++i) output_->write_character(' ');
+  }
+
+  nlohmann::detail::output_adapter_t<char> output_;
+  nlohmann::detail::serializer<json> serializer_;
+  std::vector<LazyArray> lazy_;
+};
+
+}  // namespace
+
+json RenderJsonReport(const Session& session, const Analysis& analysis,
+                      const Diagnosis* diagnosis) {
+  return ReportJson(session, analysis, diagnosis, Arrays::kFilled);
+}
+
+void WriteJsonReport(const Session& session, const Analysis& analysis, const Diagnosis* diagnosis,
+                     nlohmann::detail::output_adapter_t<char> output) {
+  std::vector<ReportWriter::LazyArray> lazy = {
+      {"/slow_calls", analysis.blocked_calls.size(),
+       [&](size_t i) { return BlockedCallJson(session, analysis.blocked_calls[i]); }}};
+  if (diagnosis != nullptr) {
+    lazy.push_back({"/diagnosis/stalls", diagnosis->stalls.size(),
+                    [&](size_t i) { return StallJson(session, diagnosis->stalls[i]); }});
+  }
+  ReportWriter writer(output, std::move(lazy));
+  writer.Write(ReportJson(session, analysis, diagnosis, Arrays::kLeftEmpty), 0, "");
 }
 
 }  // namespace gprof::collector

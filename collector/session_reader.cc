@@ -12,6 +12,7 @@
 #include "capture_records.h"
 #include "chunk_reader.h"
 #include "kernel_events_records.h"
+#include "large_vector.h"
 #include "lock_owners.h"
 #include "process_maps.h"
 #include "session_format.h"
@@ -41,7 +42,13 @@ class SessionBuilder {
   void ReadInjectFile(const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
+    bool reserved = false;
     auto visit = [&](const RecordView& record) {
+      if (!reserved) {
+        // Nearly all of a file's records are CUDA calls.
+        ReserveLarge(session_->api_calls, session_->api_calls.size() + record.file_records);
+        reserved = true;
+      }
       if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
     };
     auto summary = ReadChunkFile(path, visit, &session_->diagnostics);
@@ -200,8 +207,9 @@ void SortByTime(std::vector<Record>& records, TimeOf time_of) {
     uint64_t time_ns;
     size_t index;
   };
-  std::vector<Key> order(records.size());
-  for (size_t i = 0; i < records.size(); ++i) order[i] = Key{time_of(records[i]), i};
+  std::vector<Key> order;
+  ReserveLarge(order, records.size());
+  for (size_t i = 0; i < records.size(); ++i) order.push_back(Key{time_of(records[i]), i});
   std::sort(order.begin(), order.end(), [](const Key& a, const Key& b) {
     return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.index < b.index;
   });

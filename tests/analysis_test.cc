@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "diagnosis.h"
 #include "gpu_timeline.h"
 #include "kernel_events.h"
@@ -93,7 +95,8 @@ class SessionBuilder {
     interval.end_ns = end;
     interval.waker_pid = kPid;
     interval.waker_tid = waker;
-    interval.waker_comm = session_.threads.count(waker) ? session_.threads[waker].name : "";
+    interval.waker_comm =
+        session_.CommIndex(session_.threads.count(waker) ? session_.threads[waker].name : "");
     interval.kstack_id = kFutexStack;
     interval.raw_state = 1;
     session_.off_cpu.push_back(interval);
@@ -117,7 +120,8 @@ class SessionBuilder {
     interval.end_ns = end;
     interval.waker_pid = waker != 0 ? kPid : 0;
     interval.waker_tid = waker;
-    interval.waker_comm = session_.threads.count(waker) ? session_.threads[waker].name : "";
+    interval.waker_comm =
+        session_.CommIndex(session_.threads.count(waker) ? session_.threads[waker].name : "");
     interval.kstack_id = stack;
     interval.raw_state = state;
     session_.off_cpu.push_back(interval);
@@ -971,6 +975,31 @@ TEST(Diagnosis, AConvoyOnOneMutexIsOneCauseHeldByTheThreadThatKeptItOnCpu) {
   EXPECT_EQ(third.chain[0].tid, 12u);
   EXPECT_EQ(third.chain[0].state, ChainLink::State::kAsleep);
   EXPECT_EQ(third.chain[2].tid, kHolder);
+}
+
+// report.json is written a slow call and a stall at a time; the text is the whole tree's dump.
+TEST(Report, TheWrittenJsonIsTheReportTreeDumped) {
+  SessionBuilder builder;
+  for (uint32_t tid : {11u, 12u, 13u}) {
+    builder.Thread(tid, "waiter-" + std::to_string(tid));
+    builder.Call(tid, "cudaFree", tid * kMs - kMs / 2, (tid + 50) * kMs);
+  }
+  MutexSleep(&builder, 11, 1 * kMs, 50 * kMs, kHolder);
+  MutexSleep(&builder, 12, 2 * kMs, 55 * kMs, 11);
+  MutexSleep(&builder, 13, 3 * kMs, 60 * kMs, 12);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.stalls.size(), 3u);
+  for (uint64_t threshold_ns : {uint64_t{1'000'000}, UINT64_MAX}) {
+    Analysis analysis = Analyze(session, {threshold_ns});
+    EXPECT_EQ(analysis.blocked_calls.size(), threshold_ns == UINT64_MAX ? 0u : 3u);
+    for (const Diagnosis* with : std::array<const Diagnosis*, 2>{&diagnosis, nullptr}) {
+      std::string written;
+      WriteJsonReport(session, analysis, with, nlohmann::detail::output_adapter<char>(written));
+      EXPECT_EQ(written, RenderJsonReport(session, analysis, with)
+                             .dump(1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+  }
 }
 
 TEST(Diagnosis, AHandoffOnAConditionIsAWaitButNoCause) {

@@ -790,7 +790,7 @@ TEST_F(KernelRecorderTest, RecordsContentionOfTheProcessTreeOnly) {
   EXPECT_EQ(b_sleep->state(), OffCpuState::kSleeping) << b_sleep->raw_state;
   EXPECT_EQ(b_sleep->waker_tid, a);
   EXPECT_EQ(b_sleep->waker_pid, pid);
-  EXPECT_EQ(b_sleep->waker_comm, "gp-holder");
+  EXPECT_EQ(session.WakerComm(*b_sleep), "gp-holder");
   EXPECT_GE(b_sleep->wake_ns, b_sleep->start_ns);
   EXPECT_LE(b_sleep->wake_ns, b_sleep->end_ns);
   EXPECT_EQ(b_sleep->flags, 0u);
@@ -859,7 +859,7 @@ TEST_F(KernelRecorderTest, RecordsContentionOfTheProcessTreeOnly) {
       a_timer_sleep = true;
       EXPECT_EQ(interval.waker_pid, 0u);
       EXPECT_EQ(interval.waker_tid, 0u);
-      EXPECT_EQ(interval.waker_comm, "[irq]");
+      EXPECT_EQ(session.WakerComm(interval), "[irq]");
       EXPECT_TRUE(StackMentions(session, interval.kstack_id, "nanosleep"))
           << DescribeStack(session, interval.kstack_id);
     }

@@ -501,7 +501,7 @@ TEST_F(KernelScenario, DeviceWaits) {
       LongestSleep(session, waiter, poll_wait->start_ns, poll_wait->end_ns);
   ASSERT_NE(sleep, nullptr);
   EXPECT_NE(sleep->waker_tid, 0u);
-  EXPECT_FALSE(sleep->waker_comm.empty());
+  EXPECT_FALSE(session.WakerComm(*sleep).empty());
   EXPECT_TRUE(TraceShows(recorded_.trace, waiter, "ptmx", poll_wait->start_ns, poll_wait->end_ns));
 }
 

@@ -74,12 +74,12 @@ OffCpuInterval OffCpu(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end, 
   return interval;
 }
 
-OffCpuInterval Woken(OffCpuInterval interval, uint64_t wake, uint32_t waker_pid, uint32_t waker_tid,
-                     std::string waker_comm, int32_t waker_stack) {
+OffCpuInterval Woken(Session& session, OffCpuInterval interval, uint64_t wake, uint32_t waker_pid,
+                     uint32_t waker_tid, const std::string& waker_comm, int32_t waker_stack) {
   interval.wake_ns = At(wake);
   interval.waker_pid = waker_pid;
   interval.waker_tid = waker_tid;
-  interval.waker_comm = std::move(waker_comm);
+  interval.waker_comm = session.CommIndex(waker_comm);
   interval.waker_kstack_id = waker_stack;
   return interval;
 }
@@ -149,16 +149,16 @@ Session MakeSession() {
       Call(kWorker, kWorker, kCudaDeviceSynchronize, 9200, 9800),
   };
 
-  OffCpuInterval unfinished = Woken(OffCpu(kMain, kMain, 10000, 12000, 1, kFutexWaitStack), 11000,
-                                    kWorker, kWorker, "worker", -1);
+  OffCpuInterval unfinished = Woken(session, OffCpu(kMain, kMain, 10000, 12000, 1, kFutexWaitStack),
+                                    11000, kWorker, kWorker, "worker", -1);
   unfinished.flags = 1;  // GPROF_OFFCPU_UNFINISHED
   session.off_cpu = {
-      Woken(OffCpu(kMain, kMain, 5000, 6000, 1, kFutexWaitStack), 5800, kMain, kPinThread,
+      Woken(session, OffCpu(kMain, kMain, 5000, 6000, 1, kFutexWaitStack), 5800, kMain, kPinThread,
             "pt_data_pin", kFutexWakeStack),
       OffCpu(kMain, kKernelOnly, 5100, 5600, 0, kPreemptStack),
-      Woken(OffCpu(kWorker, kWorker, 5200, 7000, 2, kIoStack), 6500, 42, kOutsider, "kworker/0:1",
-            -1),
-      Woken(OffCpu(kMain, kPinThread, 9100, 9900, 1, -14), 9400, 0, 0, "swapper/1", -1),
+      Woken(session, OffCpu(kWorker, kWorker, 5200, 7000, 2, kIoStack), 6500, 42, kOutsider,
+            "kworker/0:1", -1),
+      Woken(session, OffCpu(kMain, kPinThread, 9100, 9900, 1, -14), 9400, 0, 0, "swapper/1", -1),
       unfinished,
   };
   session.futex_calls = {
@@ -882,8 +882,8 @@ Session MakeKernelSession() {
   waitv.ret = 1;
   session.futex_waitv_calls = {waitv};
 
-  OffCpuInterval sleep = Woken(OffCpu(kMain, kPinThread, 21200, 28800, 2, kIoStack), 28700, kMain,
-                               kMain, "python", -1);
+  OffCpuInterval sleep = Woken(session, OffCpu(kMain, kPinThread, 21200, 28800, 2, kIoStack), 28700,
+                               kMain, kMain, "python", -1);
   sleep.user_stack_id = kSleepUserStack;
   sleep.waker_user_stack_id = kWakerUserStack;
   session.off_cpu.push_back(sleep);

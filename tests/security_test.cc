@@ -457,7 +457,7 @@ TEST(Security, NothingOfProcessesOutsideTheTreeIsRecorded) {
     EXPECT_FALSE(idle.ids.contains(interval.waker_tid)) << "the idle bystander woke nothing";
     if (!waker.ids.contains(interval.waker_tid)) continue;
     ++woken_by_waker;
-    EXPECT_EQ(interval.waker_comm, waker.comm);
+    EXPECT_EQ(s.WakerComm(interval), waker.comm);
     EXPECT_LT(interval.waker_user_stack_id, 0) << "a user stack of a process outside the tree";
   }
   EXPECT_GT(woken_by_waker, 0) << "the command never saw the waker wake it";

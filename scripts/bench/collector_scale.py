@@ -65,7 +65,10 @@ PHASES = (
     ("diagnosis", r"gprof::collector::Diagnose\b"),
     ("text report", r"gprof::collector::RenderTextReport\b"),
     ("Perfetto trace", r"gprof::collector::WritePerfettoTrace\b"),
-    ("report.json model", r"gprof::collector::RenderJsonReport\b"),
+    # WriteJsonReport makes the report's pieces and writes them (its text included);
+    # RenderJsonReport made the whole tree before builds that stream it.
+    ("report.json model (and text, where streamed)",
+     r"gprof::collector::(RenderJsonReport|WriteJsonReport)\b"),
     ("report.json text (json dump)", r"nlohmann::.*basic_json<.*>::dump$"),
 )
 

@@ -338,8 +338,8 @@ static __always_inline bool in_interrupt(void* ctx) {
   /* The user entry frame sits at the top of the stack, or 16 bytes lower on FRED kernels. Only the
    * right position shows a user CS and SS: read 16 bytes off, the SS slot holds RFLAGS, which
    * always has IF (0x200) set in user mode. The frame's last six words are x86_64's entry frame
-   * (orig_ax, then what the CPU pushes: ip, cs, flags, sp, ss): one read each. cs and ss are 16
-   * bits (FRED keeps more in the words above them). */
+   * (orig_ax, then what the CPU pushes: ip, cs, flags, sp, ss), taken in one read. cs and ss are
+   * 16 bits (FRED keeps more in the words above them). */
   for (int padding = 0; padding <= 16; padding += 16) {
     __u64 frame[6];
     if (bpf_probe_read_kernel(frame, sizeof(frame), (void*)(base + size - padding - sizeof(frame))))

@@ -195,8 +195,8 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
   }
 }
 
-// Sorts `records` by `time_of` each, ties in the order they were read. The records (around 100
-// bytes, some with strings) are not moved n log n times: (time, index) pairs are sorted, then each
+// Sorts `records` by `time_of` each, ties in the order they were read. The records (56 to 72
+// bytes) are not moved n log n times: (time, index) pairs are sorted, then each
 // record is moved once, along the cycles of that permutation. Records come nearly in order (the
 // kernel's at their end, by CPU), and already sorted ones are left as they are.
 template <typename Record, typename TimeOf>

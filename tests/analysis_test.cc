@@ -946,13 +946,18 @@ void MutexSleep(SessionBuilder* b, uint32_t tid, uint64_t start, uint64_t wake, 
   b->session().futex_calls.back().val = 2;
 }
 
+// Threads 11, 12 and 13 sleep on kLock; the holder runs 50 ms holding it, then each waiter passes
+// it on to the next.
+void MutexConvoy(SessionBuilder* b) {
+  MutexSleep(b, 11, 1 * kMs, 50 * kMs, kHolder);
+  MutexSleep(b, 12, 2 * kMs, 55 * kMs, 11);
+  MutexSleep(b, 13, 3 * kMs, 60 * kMs, 12);
+}
+
 TEST(Diagnosis, AConvoyOnOneMutexIsOneCauseHeldByTheThreadThatKeptItOnCpu) {
   SessionBuilder builder;
   for (uint32_t tid : {11u, 12u, 13u}) builder.Thread(tid, "waiter-" + std::to_string(tid));
-  // The holder runs 50 ms holding the lock; each waiter passes it on to the next.
-  MutexSleep(&builder, 11, 1 * kMs, 50 * kMs, kHolder);
-  MutexSleep(&builder, 12, 2 * kMs, 55 * kMs, 11);
-  MutexSleep(&builder, 13, 3 * kMs, 60 * kMs, 12);
+  MutexConvoy(&builder);
   Session session = builder.Build();
   Diagnosis diagnosis = Diagnose(session, {});
 
@@ -984,9 +989,7 @@ TEST(Report, TheWrittenJsonIsTheReportTreeDumped) {
     builder.Thread(tid, "waiter-" + std::to_string(tid));
     builder.Call(tid, "cudaFree", tid * kMs - kMs / 2, (tid + 50) * kMs);
   }
-  MutexSleep(&builder, 11, 1 * kMs, 50 * kMs, kHolder);
-  MutexSleep(&builder, 12, 2 * kMs, 55 * kMs, 11);
-  MutexSleep(&builder, 13, 3 * kMs, 60 * kMs, 12);
+  MutexConvoy(&builder);
   Session session = builder.Build();
   Diagnosis diagnosis = Diagnose(session, {});
   ASSERT_EQ(diagnosis.stalls.size(), 3u);

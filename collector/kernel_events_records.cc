@@ -44,6 +44,8 @@ const char* KernelRecordName(uint32_t type) {
       return "memory map calls";
     case GPROF_REC_FUTEX_WAITV:
       return "futex_waitv calls";
+    case GPROF_REC_EVENT_COUNT:
+      return "quick page fault counts";
     default:
       return "records";
   }
@@ -154,6 +156,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodeProcessMaps(record);
     case GPROF_REC_LOST:
       return DecodeLost(record);
+    case GPROF_REC_EVENT_COUNT:
+      return DecodeEventCount(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -393,6 +397,29 @@ void KernelRecordDecoder::DecodeLost(const RecordView& record) {
   LostEvents& total = session_->lost[entry->second];
   total.count += lost.count;
   total.by_cpu[lost.cpu] += lost.count;
+}
+
+void KernelRecordDecoder::DecodeEventCount(const RecordView& record) {
+  gprof_event_count event;
+  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "event count");
+  switch (event.kind) {
+    case GPROF_COUNT_QUICK_PAGE_FAULTS: {
+      if (event.tid == 0) return Malformed(record, "page fault count");
+      // A thread that exec'ed as another tid, or ran past the loader's end, has more than one.
+      Thread& thread = session_->threads[event.tid];
+      thread.tid = event.tid;
+      thread.quick_page_faults += event.count;
+      thread.quick_page_fault_ns += event.total_ns;
+      session_->quick_page_fault_limit_ns = event.limit_ns;
+      threads_->SeeThread(event.tid, event.pid);
+      return;
+    }
+    case GPROF_COUNT_SPIN_CONTENTION:
+      session_->spin_contention_by_cpu[event.cpu] += event.count;
+      return;
+    default:
+      return;  // a newer recorder's count: skipped by design
+  }
 }
 
 }  // namespace gprof::collector

@@ -1,9 +1,9 @@
 // Decodes the records of kernel.gpr (bpf/kernel_events.h): off-CPU intervals, futex and
 // futex_waitv calls, kernel lock waits, device waits, slow page faults, memory map calls, thread
 // starts, renames and exits, and what the loader adds (kernel and user stacks, kernel symbols,
-// /proc/PID/maps snapshots, lost-event counts). Every byte is bounds-checked and a malformed record
-// becomes a Diagnostic. A record that grew since this reader was built is read by the part it
-// knows; one from before its struct grew, by the part it has.
+// /proc/PID/maps snapshots, lost-event counts, events counted rather than recorded). Every byte is
+// bounds-checked and a malformed record becomes a Diagnostic. A record that grew since this reader
+// was built is read by the part it knows; one from before its struct grew, by the part it has.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,7 @@ class KernelRecordDecoder {
   void DecodeUserStack(const RecordView& record);
   void DecodeProcessMaps(const RecordView& record);
   void DecodeLost(const RecordView& record);
+  void DecodeEventCount(const RecordView& record);
   void ReserveForTheMix(uint64_t file_records);
   // Session::comms' index of a name as the kernel wrote it.
   uint32_t CommIndex(std::string_view raw);

@@ -91,6 +91,10 @@ struct Thread {
   uint32_t tid = 0;
   std::string name;
   uint64_t exit_ns = 0;  // 0: not seen exiting
+  // Page faults quicker than Session::quick_page_fault_limit_ns: the kernel recorder counts them
+  // per thread instead of recording each.
+  uint64_t quick_page_faults = 0;
+  uint64_t quick_page_fault_ns = 0;  // their summed duration
 };
 
 struct ApiCall {
@@ -403,6 +407,11 @@ struct Session {
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
   std::unordered_map<int32_t, UserStack> user_stacks;                // by stack id
   std::vector<LostEvents> lost;
+  // What the kernel recorder counted rather than recorded: page faults under this threshold
+  // (per thread: Thread::quick_page_faults; 0: none counted), and contended spinning locks of the
+  // tree, by CPU.
+  uint64_t quick_page_fault_limit_ns = 0;
+  std::map<uint32_t, uint64_t> spin_contention_by_cpu;
   std::vector<RecordingStop> recording_stops;  // sorted by time_ns
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."

@@ -389,8 +389,22 @@ json SessionJson(const Session& session) {
   json processes = json::array();
   for (const auto& [pid, process] : session.processes) processes.push_back(ProcessJson(process));
   json threads = json::array();
+  uint64_t quick_faults = 0, quick_fault_ns = 0;
   for (const auto& [tid, thread] : session.threads) {
-    threads.push_back({{"tid", tid}, {"pid", thread.pid}, {"name", thread.name}});
+    threads.push_back({{"tid", tid},
+                       {"pid", thread.pid},
+                       {"name", thread.name},
+                       {"quick_page_faults", thread.quick_page_faults},
+                       {"quick_page_fault_ns", thread.quick_page_fault_ns}});
+    quick_faults += thread.quick_page_faults;
+    quick_fault_ns += thread.quick_page_fault_ns;
+  }
+  json spins_by_cpu = json::array();
+  uint64_t spins = 0;
+  for (const auto& [cpu, count] : session.spin_contention_by_cpu) {
+    spins_by_cpu.push_back(
+        {{"cpu", cpu == kAllCpus ? json(nullptr) : json(cpu)}, {"count", count}});
+    spins += count;
   }
   return {{"directory", session.directory},
           {"command", meta.command},
@@ -418,7 +432,15 @@ json SessionJson(const Session& session) {
             {"device_waits", session.device_waits.size()},
             {"slow_page_faults", session.page_faults.size()},
             {"memory_map_calls", session.memory_map_calls.size()},
-            {"gpu_activities", session.gpu_activities.size()}}},
+            {"gpu_activities", session.gpu_activities.size()},
+            {"quick_page_faults", quick_faults},
+            {"spin_lock_contentions", spins}}},
+          {"counted",
+           {{"quick_page_faults",
+             {{"count", quick_faults},
+              {"total_ns", quick_fault_ns},
+              {"under_ns", session.quick_page_fault_limit_ns}}},
+            {"spin_lock_contentions", {{"count", spins}, {"by_cpu", std::move(spins_by_cpu)}}}}},
           {"lost", std::move(lost)},
           {"recording_stopped", std::move(stops)},
           {"diagnostics", std::move(diagnostics)},

@@ -123,6 +123,7 @@ class TextReport {
   }
 
   void Header();
+  void CountedLine();
   void GpuLines();
   void CaptureLines();
   void StackLine(const ApiCall& call, const char* indent);
@@ -158,6 +159,25 @@ void TextReport::GpuLines() {
          << WithThousands(kernel.count) << " x "
          << Shortened(session_.kernel_names[kernel.name_index], 80) << "\n";
   }
+}
+
+// What the kernel recorder counted instead of recording one by one, when it counted any.
+void TextReport::CountedLine() {
+  uint64_t faults = 0, fault_ns = 0, spins = 0;
+  for (const auto& [tid, thread] : session_.threads) {
+    faults += thread.quick_page_faults;
+    fault_ns += thread.quick_page_fault_ns;
+  }
+  for (const auto& [cpu, count] : session_.spin_contention_by_cpu) spins += count;
+  if (faults == 0 && spins == 0) return;
+  out_ << "  counted   ";
+  if (faults > 0) {
+    out_ << WithThousands(faults) << " page faults under "
+         << FormatDuration(session_.quick_page_fault_limit_ns) << " (" << FormatDuration(fault_ns)
+         << " in all)" << (spins > 0 ? ", " : "");
+  }
+  if (spins > 0) out_ << WithThousands(spins) << " contended spinning locks";
+  out_ << ": not recorded one by one\n";
 }
 
 void TextReport::Header() {
@@ -197,6 +217,7 @@ void TextReport::Header() {
   if (!session_.gpu_activities.empty())
     out_ << ", " << WithThousands(session_.gpu_activities.size()) << " GPU activities";
   out_ << "\n";
+  CountedLine();
   GpuLines();
   CaptureLines();
   if (std::string window = WindowText(session_); !window.empty())

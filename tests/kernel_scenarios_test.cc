@@ -434,6 +434,16 @@ TEST_F(KernelScenario, MunmapHoldsTheMmapLock) {
   EXPECT_TRUE(fault_sleep->waker_tid == mapper || fault_sleep->waker_tid == unmapper)
       << fault_sleep->waker_tid;
   EXPECT_TRUE(TraceShows(recorded_.trace, faulter, "page fault", fault->start_ns, fault->end_ns));
+
+  // Every touch of a fresh page was a fault: the slow ones recorded, the quick ones counted. The
+  // thread's own start (its stack, its first calls) faults a little more.
+  const uint64_t touched = truth.One("span", "what", "fault").Number("faults");
+  uint64_t faulter_faults = session.threads.at(faulter).quick_page_faults;
+  for (const auto& page_fault : session.page_faults) faulter_faults += page_fault.tid == faulter;
+  EXPECT_GE(faulter_faults, touched);
+  EXPECT_LE(faulter_faults, touched + 256);
+  EXPECT_GT(session.threads.at(faulter).quick_page_fault_ns, 0u);
+  EXPECT_GT(session.quick_page_fault_limit_ns, 0u);
 }
 
 // A kernel mutex (file->f_pos_lock): the waiter's lock wait names the mutex and its owner, the

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <map>
 
+#include "analysis.h"
 #include "chunk_reader.h"
 #include "demangle.h"
+#include "report.h"
 #include "session_builder.h"
 #include "test_support.h"
 
@@ -806,6 +808,74 @@ TEST(SessionReader, ReadsEveryKernelFactAsWritten) {
     ASSERT_EQ(session->threads.count(tid), 1u) << tid;
     EXPECT_EQ(session->threads.at(tid).pid, kPid);
   }
+}
+
+gprof_event_count EventCount(uint32_t kind, uint32_t cpu, uint32_t tid, uint64_t count,
+                             uint64_t total_ns) {
+  gprof_event_count event{};
+  event.kind = kind;
+  event.cpu = cpu;
+  event.pid = tid == 0 ? 0 : kPid;
+  event.tid = tid;
+  event.count = count;
+  event.total_ns = total_ns;
+  event.limit_ns = kind == GPROF_COUNT_QUICK_PAGE_FAULTS ? 50'000 : 0;
+  return event;
+}
+
+// Quick page faults and spinning-lock contention are counted in the kernel, not recorded one by
+// one: the counts reach the model and both reports, summed per thread and per CPU.
+TEST(SessionReader, CountedEventsReachTheReports) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    batch.Add(EventCount(GPROF_COUNT_QUICK_PAGE_FAULTS, GPROF_ALL_CPUS, 102, 1000, 3'000'000),
+              GPROF_REC_EVENT_COUNT);
+    // The same tid again (it exec'ed as another thread, or lived past the recording's end).
+    batch.Add(EventCount(GPROF_COUNT_QUICK_PAGE_FAULTS, GPROF_ALL_CPUS, 102, 234, 1'000'000),
+              GPROF_REC_EVENT_COUNT);
+    batch.Add(EventCount(GPROF_COUNT_QUICK_PAGE_FAULTS, GPROF_ALL_CPUS, 103, 1, 2'000),
+              GPROF_REC_EVENT_COUNT);
+    batch.Add(EventCount(GPROF_COUNT_SPIN_CONTENTION, 0, 0, 40, 0), GPROF_REC_EVENT_COUNT);
+    batch.Add(EventCount(GPROF_COUNT_SPIN_CONTENTION, 3, 0, 2, 0), GPROF_REC_EVENT_COUNT);
+    batch.Add(EventCount(99, 3, 0, 7, 0), GPROF_REC_EVENT_COUNT);  // a newer recorder's kind
+    // A thread's count that names no thread is malformed, not a thread 0.
+    batch.Add(EventCount(GPROF_COUNT_QUICK_PAGE_FAULTS, GPROF_ALL_CPUS, 0, 5, 5),
+              GPROF_REC_EVENT_COUNT);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_EQ(MalformedCount(*session), 1u) << AllDiagnostics(*session);
+
+  ASSERT_EQ(session->threads.count(102), 1u);
+  EXPECT_EQ(session->threads.at(102).pid, kPid);
+  EXPECT_EQ(session->threads.at(102).quick_page_faults, 1234u);
+  EXPECT_EQ(session->threads.at(102).quick_page_fault_ns, 4'000'000u);
+  EXPECT_EQ(session->threads.at(103).quick_page_faults, 1u);
+  EXPECT_EQ(session->threads.count(0), 0u);
+  EXPECT_EQ(session->quick_page_fault_limit_ns, 50'000u);
+  EXPECT_EQ(session->spin_contention_by_cpu, (std::map<uint32_t, uint64_t>{{0, 40}, {3, 2}}));
+
+  collector::Analysis analysis = collector::Analyze(*session, {});
+  std::string text = collector::RenderTextReport(*session, analysis);
+  EXPECT_NE(text.find("  counted   1,235 page faults under 50.0 us (4.0 ms in all), 42 contended "
+                      "spinning locks: not recorded one by one\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = collector::RenderJsonReport(*session, analysis);
+  EXPECT_EQ(json["session"]["counts"]["quick_page_faults"], 1235);
+  EXPECT_EQ(json["session"]["counts"]["spin_lock_contentions"], 42);
+  EXPECT_EQ(json["session"]["counted"]["quick_page_faults"]["total_ns"], 4'002'000);
+  EXPECT_EQ(json["session"]["counted"]["quick_page_faults"]["under_ns"], 50'000);
+  EXPECT_EQ(json["session"]["counted"]["spin_lock_contentions"]["by_cpu"][1]["cpu"], 3);
+  EXPECT_EQ(json["session"]["counted"]["spin_lock_contentions"]["by_cpu"][1]["count"], 2);
+  bool listed = false;
+  for (const nlohmann::json& thread : json["session"]["threads"]) {
+    if (thread["tid"] != 102) continue;
+    listed = true;
+    EXPECT_EQ(thread["quick_page_faults"], 1234);
+    EXPECT_EQ(thread["quick_page_fault_ns"], 4'000'000);
+  }
+  EXPECT_TRUE(listed);
 }
 
 TEST(SessionReader, OffCpuIntervalsCarryTheirUserStacks) {

@@ -187,7 +187,8 @@ struct {
   __type(value, struct gprof_switched_in);
 } switched_in SEC(".maps");
 
-/* A contended kernel lock a thread of the tree is waiting for, by tid. */
+/* A contended kernel lock a thread of the tree is waiting for, by tid. start_ns 0: none; a thread
+ * keeps its entry until it exits, as in offcpu_pending. */
 struct lock_pending {
   __u64 start_ns;
   __u64 lock;
@@ -207,29 +208,16 @@ struct {
   __type(value, struct lock_pending);
 } lock_pending SEC(".maps");
 
-/* A page fault of the tree being handled, by tid. Separate from syscall_pending: faults happen
- * inside system calls too (a copy to or from user memory). */
-struct fault_pending {
-  __u64 start_ns;
-  __u64 address;
-  __u32 flags;
-  __u32 reserved;
-};
-
+/* Page faults of the tree, by tid: the one being handled, and those under slow_fault_ns counted
+ * until the thread exits (or the loader ends). Separate from syscall_pending: faults happen inside
+ * system calls too (a copy to or from user memory). A thread keeps its entry until it exits, as in
+ * offcpu_pending: faults come by the million. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
   __type(key, __u32);
-  __type(value, struct fault_pending);
+  __type(value, struct gprof_fault_state);
 } fault_pending SEC(".maps");
-
-/* Page faults under slow_fault_ns, counted per thread until it exits (or the loader ends). */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 32768);
-  __type(key, __u32);
-  __type(value, struct gprof_quick_faults);
-} quick_faults SEC(".maps");
 
 /* Everything the programs could not record, by GPROF_LOST_SLOT(kind, record type). */
 struct {
@@ -374,20 +362,21 @@ static __always_inline bool in_kernel_thread(void) {
 
 /* Writes the count of a thread's quick page faults and forgets it. */
 static __always_inline void flush_quick_faults(__u32 tid) {
-  struct gprof_quick_faults* quick = bpf_map_lookup_elem(&quick_faults, &tid);
-  if (!quick) return;
+  struct gprof_fault_state* quick = bpf_map_lookup_elem(&fault_pending, &tid);
+  if (!quick || quick->quick_count == 0) return;
   struct gprof_event_count* rec = reserve(sizeof(*rec), GPROF_REC_EVENT_COUNT);
   if (rec) {
     rec->kind = GPROF_COUNT_QUICK_PAGE_FAULTS;
     rec->cpu = GPROF_ALL_CPUS;
     rec->pid = quick->pid;
     rec->tid = tid;
-    rec->count = quick->count;
-    rec->total_ns = quick->total_ns;
+    rec->count = quick->quick_count;
+    rec->total_ns = quick->quick_total_ns;
     rec->limit_ns = slow_fault_ns;
     submit(rec);
   }
-  bpf_map_delete_elem(&quick_faults, &tid);
+  quick->quick_count = 0;
+  quick->quick_total_ns = 0;
 }
 
 /* Drops whatever a tid has in the per-thread maps: at a thread's end, and at the start of a new
@@ -397,7 +386,6 @@ static __always_inline void forget_thread(__u32 tid) {
   bpf_map_delete_elem(&syscall_pending, &tid);
   bpf_map_delete_elem(&lock_pending, &tid);
   bpf_map_delete_elem(&fault_pending, &tid);
-  bpf_map_delete_elem(&quick_faults, &tid);
 }
 
 /* Scheduler ------------------------------------------------------------------------------------ */
@@ -1184,7 +1172,7 @@ static __always_inline int on_contention_begin(u64* ctx) {
   }
   struct mm_struct* mm = BPF_CORE_READ((struct task_struct*)bpf_get_current_task_btf(), mm);
   struct lock_pending* entry = bpf_map_lookup_elem(&lock_pending, &tid);
-  if (entry && entry->lock == (__u64)lock) {
+  if (entry && entry->start_ns != 0 && entry->lock == (__u64)lock) {
     if (!spinning) note_lock_sleep(ctx, entry, lock, flags, mm); /* the mutex stopped spinning */
     return 0;
   }
@@ -1201,7 +1189,9 @@ static __always_inline int on_contention_begin(u64* ctx) {
     fresh.flags |= GPROF_LOCK_MMAP_LOCK;
   }
   if (!spinning) note_lock_sleep(ctx, &fresh, lock, flags, mm);
-  if (bpf_map_update_elem(&lock_pending, &tid, &fresh, BPF_ANY) != 0) {
+  if (entry) {
+    __builtin_memcpy(entry, &fresh, sizeof(fresh));
+  } else if (bpf_map_update_elem(&lock_pending, &tid, &fresh, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_PENDING, GPROF_REC_LOCK_WAIT);
   }
   return 0;
@@ -1215,7 +1205,7 @@ static __always_inline int on_contention_end(u64* ctx) {
   struct lock_pending* entry = bpf_map_lookup_elem(&lock_pending, &tid);
   /* No entry: not a thread of the tree, or a spinning lock; another lock: a spinlock taken while
    * waiting for a sleeping one. */
-  if (!entry || entry->lock != lock) return 0;
+  if (!entry || entry->start_ns == 0 || entry->lock != lock) return 0;
   if (entry->flags & LCB_F_SPIN) {
     count_in(&counts, GPROF_COUNT_SPIN_CONTENTION); /* a mutex taken while spinning */
   } else {
@@ -1236,7 +1226,7 @@ static __always_inline int on_contention_end(u64* ctx) {
       submit(rec);
     }
   }
-  bpf_map_delete_elem(&lock_pending, &tid);
+  entry->start_ns = 0;
   return 0;
 }
 TRACEPOINT(contention_end, on_contention_end)
@@ -1277,12 +1267,21 @@ static __always_inline int on_page_fault(u64* ctx) {
   if (task->pagefault_disabled != 0) return 0;
   __u32 tid = (__u32)pid_tgid;
   __u64 error_code = ctx[2];
-  struct fault_pending entry = {};
-  entry.start_ns = start_ns;
-  entry.address = address;
-  entry.flags = (error_code & X86_PF_WRITE ? FAULT_FLAG_WRITE : 0) |
+  __u32 flags = (error_code & X86_PF_WRITE ? FAULT_FLAG_WRITE : 0) |
                 (error_code & X86_PF_USER ? FAULT_FLAG_USER : 0) |
                 (error_code & X86_PF_INSTR ? FAULT_FLAG_INSTRUCTION : 0);
+  struct gprof_fault_state* kept = bpf_map_lookup_elem(&fault_pending, &tid);
+  if (kept) {
+    kept->start_ns = start_ns;
+    kept->address = address;
+    kept->flags = flags;
+    return 0;
+  }
+  struct gprof_fault_state entry = {};
+  entry.start_ns = start_ns;
+  entry.address = address;
+  entry.flags = flags;
+  entry.pid = pid_tgid >> 32;
   if (bpf_map_update_elem(&fault_pending, &tid, &entry, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_PENDING, GPROF_REC_PAGE_FAULT);
   }
@@ -1297,8 +1296,8 @@ TRACEPOINT(page_fault_kernel, on_page_fault_kernel)
 static __always_inline int fault_done(struct bpf_perf_event_data* ctx, __u32 result) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)pid_tgid;
-  struct fault_pending* entry = bpf_map_lookup_elem(&fault_pending, &tid);
-  if (!entry) return 0;
+  struct gprof_fault_state* entry = bpf_map_lookup_elem(&fault_pending, &tid);
+  if (!entry || entry->start_ns == 0) return 0;
   /* The perf event carries the fault's address: a start left by a fault that failed is not
    * paired with a later one's end. */
   if (entry->address == ctx->addr) {
@@ -1318,22 +1317,11 @@ static __always_inline int fault_done(struct bpf_perf_event_data* ctx, __u32 res
       }
     } else {
       /* Only this thread touches its entry: no atomics needed. */
-      struct gprof_quick_faults* quick = bpf_map_lookup_elem(&quick_faults, &tid);
-      if (quick) {
-        quick->count += 1;
-        quick->total_ns += duration;
-      } else {
-        struct gprof_quick_faults first = {};
-        first.pid = pid_tgid >> 32;
-        first.count = 1;
-        first.total_ns = duration;
-        if (bpf_map_update_elem(&quick_faults, &tid, &first, BPF_NOEXIST) != 0) {
-          count_lost(GPROF_LOST_PENDING, GPROF_REC_EVENT_COUNT);
-        }
-      }
+      entry->quick_count += 1;
+      entry->quick_total_ns += duration;
     }
   }
-  bpf_map_delete_elem(&fault_pending, &tid);
+  entry->start_ns = 0;
   return 0;
 }
 

@@ -401,21 +401,25 @@ struct gprof_switched_in {
 /* The per-CPU `counts` array, by enum gprof_event_count_kind (slot 0 unused). */
 #define GPROF_COUNT_SLOTS 3
 
-/* Value of the `quick_faults` map (key: tid): a thread's page faults under the threshold. */
-struct gprof_quick_faults {
-  __u32 pid; /* tgid */
-  __u32 reserved;
-  __u64 count;
-  __u64 total_ns;
+/* Value of the `fault_pending` map (key: tid): the page fault a thread of the tree is in, and
+ * its faults under the slow-fault threshold so far, counted rather than recorded. One entry for
+ * both: a fault's end finds where to count it in the same lookup. */
+struct gprof_fault_state {
+  __u64 start_ns; /* 0: not in a fault (the map keeps the thread's entry until it exits) */
+  __u64 address;
+  __u32 flags; /* FAULT_FLAG_* */
+  __u32 pid;   /* tgid */
+  __u64 quick_count;
+  __u64 quick_total_ns;
 };
 
 /* Value of the `syscall_pending` map (key: tid): a system call of the tree in progress that will
  * be recorded at its return (futex family, device waits, memory maps). */
 struct gprof_syscall_pending {
   __u64 start_ns; /* 0: no call in progress (the map keeps the thread's entry) */
-  __u64 args[6]; /* as the thread passed them */
-  __u32 pid;     /* tgid */
-  __u32 nr;      /* x86_64 syscall number */
+  __u64 args[6];  /* as the thread passed them */
+  __u32 pid;      /* tgid */
+  __u32 nr;       /* x86_64 syscall number */
   union {
     struct { /* futex, futex_wake, futex_wait, futex_requeue, as gprof_futex holds them */
       __u64 uaddr;
@@ -446,7 +450,7 @@ static_assert(sizeof(struct gprof_offcpu_pending) == 72, "");
 static_assert(sizeof(struct gprof_switched_in) == 104, "");
 static_assert(sizeof(struct gprof_syscall_pending) == 112, "");
 static_assert(sizeof(struct gprof_event_count) == 48, "");
-static_assert(sizeof(struct gprof_quick_faults) == 24, "");
+static_assert(sizeof(struct gprof_fault_state) == 40, "");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
 static_assert(sizeof(struct gprof_lock_wait) == 80, "");
 static_assert(sizeof(struct gprof_device_wait) == 72, "");

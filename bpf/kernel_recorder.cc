@@ -811,10 +811,10 @@ struct KernelRecorder::State {
 
   // Quick page faults of threads still alive, and spinning-lock contention per CPU.
   void EmitCounts() {
-    int quick_fd = bpf_map__fd(skel->maps.quick_faults);
-    ForEachKey(quick_fd, [&](uint32_t tid) {
-      gprof_quick_faults entry{};
-      if (bpf_map_lookup_elem(quick_fd, &tid, &entry) != 0) return;
+    int faults_fd = bpf_map__fd(skel->maps.fault_pending);
+    ForEachKey(faults_fd, [&](uint32_t tid) {
+      gprof_fault_state entry{};
+      if (bpf_map_lookup_elem(faults_fd, &tid, &entry) != 0 || entry.quick_count == 0) return;
       gprof_event_count record{};
       record.hdr.size = sizeof(record);
       record.hdr.type = GPROF_REC_EVENT_COUNT;
@@ -822,8 +822,8 @@ struct KernelRecorder::State {
       record.cpu = GPROF_ALL_CPUS;
       record.pid = entry.pid;
       record.tid = tid;
-      record.count = entry.count;
-      record.total_ns = entry.total_ns;
+      record.count = entry.quick_count;
+      record.total_ns = entry.quick_total_ns;
       record.limit_ns = slow_fault_ns;
       Append(&record, sizeof(record));
     });

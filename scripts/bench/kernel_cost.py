@@ -2,19 +2,20 @@
 """What gprof-run's kernel recorder costs a program that switches threads all the time (issue 4).
 
 usage: scripts/bench/kernel_cost.py BUILD_DIR [--runs N] [--rounds N] [--stats-seconds S]
-                                    [--json FILE]
+                                    [--kinds futex,pipe,convoy,faults] [--json FILE]
 
 BUILD_DIR holds a built bin/gprof-run and tests/apps/pingpong; this script builds nothing. Run as
 root: gprof-run loads BPF, and the second part turns on kernel.bpf_stats_enabled.
 
 1. Slowdown. `pingpong futex ROUNDS` and `pingpong pipe ROUNDS` (two threads handing a token back
    and forth: a wakeup and a context switch per hand-over), and `pingpong convoy ROUNDS` (64
-   threads taking one pthread mutex) run alternately without and with
+   threads taking one pthread mutex), and `pingpong faults ROUNDS` (fresh pages touched: a minor
+   page fault each, which the recorder times and counts per thread) run alternately without and with
    `gprof-run --cuda=off` (the kernel recorder alone), each pair back to back (A B A B ...), RUNS
    times, after one pair of each that is not counted. pingpong times its own rounds, so
    gprof-run's start and its report are not counted. Printed: the median and range of ns per round
    each way, and the median and range of the pairwise ratios recorded/plain; the events recorded
-   per round (off-CPU intervals and futex calls, from report.json) and the slowdown per recorded
+   per round (off-CPU intervals, futex calls and page faults, from report.json) and the slowdown per recorded
    event.
 2. BPF run time. With kernel.bpf_stats_enabled=1 (restored afterwards), a long recorded pingpong
    runs in the background; gprof-run's programs (the prog ids in its /proc/PID/fdinfo) are read
@@ -40,9 +41,10 @@ import sys
 import tempfile
 import time
 
-KINDS = ("futex", "pipe", "convoy")
-# A convoy's acquisition takes a fraction of a hand-over: more of them for a run of similar length.
-ROUNDS_SCALE = {"futex": 1, "pipe": 1, "convoy": 20}
+KINDS = ("futex", "pipe", "convoy", "faults")
+# A convoy's acquisition or a page fault takes a fraction of a hand-over: more of them for a run of
+# similar length.
+ROUNDS_SCALE = {"futex": 1, "pipe": 1, "convoy": 20, "faults": 8}
 RUN_TIMEOUT_S = 300
 LINE = re.compile(r"^pingpong kind=\w+ rounds=\d+ elapsed_ns=(\d+) ns_per_round=([\d.]+)", re.M)
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
@@ -55,8 +57,15 @@ def parse_args():
     parser.add_argument("--rounds", type=int, default=50_000, help="per run (default 50000)")
     parser.add_argument("--stats-seconds", type=float, default=2.0,
                         help="window over which BPF run time is read (default 2)")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="programs to run, comma-separated (default all: %(default)s)")
     parser.add_argument("--json", default="kernel_cost.json", help="result file")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.kinds = args.kinds.split(",")
+    unknown = [kind for kind in args.kinds if kind not in KINDS]
+    if unknown or not args.kinds:
+        parser.error(f"--kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    return args
 
 
 def summary(values):
@@ -77,22 +86,25 @@ def run(argv):
 
 
 def recorded_events(session_dir):
-    """Off-CPU intervals and futex calls gprof-run recorded, and the events it lost."""
+    """Off-CPU intervals, futex calls and page faults (recorded or counted) gprof-run saw, and the
+    events it lost."""
     with open(os.path.join(session_dir, "report.json")) as file:
         session = json.load(file)["session"]
     counts = session["counts"]
     lost = sum(entry.get("count", 0) for entry in session["lost"])
-    return counts["off_cpu_intervals"] + counts["futex_calls"], lost
+    seen = sum(counts.get(kind, 0) for kind in ("off_cpu_intervals", "futex_calls",
+                                                 "slow_page_faults", "quick_page_faults"))
+    return seen, lost
 
 
 def measure_slowdown(args, gprof_run, pingpong, scratch):
-    for kind in KINDS:  # one pair of each, not counted: the first runs pay for cold caches
+    for kind in args.kinds:  # one pair of each, not counted: the first runs pay for cold caches
         run([pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])])
         run([gprof_run, "--cuda=off", "-q", "-o", os.path.join(scratch, f"warm-{kind}"), "--",
              pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])])
-    samples = {kind: {"plain": [], "recorded": [], "events": [], "lost": 0} for kind in KINDS}
+    samples = {kind: {"plain": [], "recorded": [], "events": [], "lost": 0} for kind in args.kinds}
     for i in range(args.runs):
-        for kind in KINDS:
+        for kind in args.kinds:
             sample = samples[kind]
             sample["plain"].append(run([pingpong, kind, str(args.rounds * ROUNDS_SCALE[kind])]))
             session_dir = os.path.join(scratch, f"{kind}-{i}")
@@ -104,10 +116,10 @@ def measure_slowdown(args, gprof_run, pingpong, scratch):
             shutil.rmtree(session_dir)
         print(f"  pair {i + 1}/{args.runs}: " + ", ".join(
             f"{kind} {samples[kind]['plain'][-1]:.0f} / {samples[kind]['recorded'][-1]:.0f} ns"
-            for kind in KINDS), flush=True)
+            for kind in args.kinds), flush=True)
 
     results = {}
-    for kind in KINDS:
+    for kind in args.kinds:
         sample = samples[kind]
         ratios = [r / p for p, r in zip(sample["plain"], sample["recorded"])]
         plain, recorded = summary(sample["plain"]), summary(sample["recorded"])
@@ -153,7 +165,7 @@ def process_cpu_s(pid):
 
 def measure_bpf(args, gprof_run, pingpong, scratch, recorded_ns_per_round):
     results = {}
-    for kind in KINDS:
+    for kind in args.kinds:
         # Long enough for gprof-run to start and the window to pass, with room to spare.
         rounds = int((args.stats_seconds + 4) * 1e9 / recorded_ns_per_round[kind])
         session_dir = os.path.join(scratch, f"stats-{kind}")
@@ -234,7 +246,7 @@ def main():
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kernel_cost-") as scratch:
-        print(f"slowdown: {args.runs} pairs x {len(KINDS)} programs, {args.rounds} rounds each")
+        print(f"slowdown: {args.runs} pairs x {len(args.kinds)} programs, {args.rounds} rounds each")
         slowdown = measure_slowdown(args, gprof_run, pingpong, scratch)
         with open(STATS_SYSCTL) as file:
             stats_was = file.read().strip()

@@ -6,14 +6,18 @@
 //   pingpong convoy ROUNDS  64 threads take one pthread mutex ROUNDS / 64 times each, holding it
 //                           for a few hundred instructions: a lock convoy; a round is one
 //                           acquisition
+//   pingpong faults ROUNDS  one thread touches ROUNDS fresh pages of anonymous memory (mapped in
+//                           batches, 4 KiB pages, unmapped after): a round is one minor page fault
 //
 // The main thread ("ping") times its ROUNDS round trips with the other thread ("pong") (convoy:
-// all acquisitions, from the threads' start to the last's end) and prints one line on stdout:
-//   pingpong kind=<futex|pipe|convoy> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
+// all acquisitions, from the threads' start to the last's end; faults: its own touches, with the
+// mmap and munmap calls) and prints one line on stdout:
+//   pingpong kind=<futex|pipe|convoy|faults> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
 //   rounds_per_s=<x>
 // Exits 0; 2 with usage for bad arguments; 1 when a system call fails.
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,8 +33,10 @@
 
 namespace {
 
-constexpr const char* kUsage = "usage: pingpong futex|pipe|convoy ROUNDS";
+constexpr const char* kUsage = "usage: pingpong futex|pipe|convoy|faults ROUNDS";
 constexpr int kConvoyThreads = 64;
+constexpr long kPageBytes = 4096;
+constexpr long kFaultBatchPages = 16384;  // 64 MiB mapped at a time
 
 uint64_t NowNs() {
   timespec ts;
@@ -121,6 +127,24 @@ uint64_t Convoy(long rounds) {
   return NowNs() - start_ns;
 }
 
+// Touches `rounds` fresh pages, one write each; returns the elapsed time. Huge pages are refused
+// so that every page is one fault.
+uint64_t Faults(long rounds) {
+  const uint64_t start_ns = NowNs();
+  for (long done = 0; done < rounds;) {
+    const long pages = rounds - done < kFaultBatchPages ? rounds - done : kFaultBatchPages;
+    const size_t bytes = size_t(pages) * kPageBytes;
+    void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) Fail("mmap");
+    madvise(mapped, bytes, MADV_NOHUGEPAGE);  // best effort: without THP there is nothing to refuse
+    auto* memory = static_cast<volatile char*>(mapped);
+    for (long page = 0; page < pages; ++page) memory[page * kPageBytes] = 1;
+    if (munmap(mapped, bytes) == -1) Fail("munmap");
+    done += pages;
+  }
+  return NowNs() - start_ns;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,7 +153,9 @@ int main(int argc, char** argv) {
   const bool futex = argc == 3 && std::strcmp(argv[1], "futex") == 0;
   const bool pipe_kind = argc == 3 && std::strcmp(argv[1], "pipe") == 0;
   const bool convoy = argc == 3 && std::strcmp(argv[1], "convoy") == 0;
-  if ((!futex && !pipe_kind && !convoy) || end == argv[2] || *end != '\0' || rounds < 1) {
+  const bool faults = argc == 3 && std::strcmp(argv[1], "faults") == 0;
+  if ((!futex && !pipe_kind && !convoy && !faults) || end == argv[2] || *end != '\0' ||
+      rounds < 1) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
   }
@@ -140,6 +166,8 @@ int main(int argc, char** argv) {
   if (convoy) {
     done = (rounds + kConvoyThreads - 1) / kConvoyThreads * kConvoyThreads;
     elapsed_ns = Convoy(rounds);
+  } else if (faults) {
+    elapsed_ns = Faults(rounds);
   } else if (futex) {
     FutexToken token;
     elapsed_ns = PlayRounds(

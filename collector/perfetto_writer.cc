@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <span>
 #include <string_view>
 #include <tuple>
@@ -1131,6 +1130,59 @@ class GpuNames {
 // Session::gpu_activities.
 std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& session);
 
+// Events that wait for their time, the next to run first out. Each has a key, unique; the smallest
+// runs first. Usually a handful wait at once (about threads x nesting depth): they are kept in a
+// vector sorted largest key first, where a new one takes its place after a short scan from the end
+// and the next is taken off the end, with fewer mispredicted branches than a heap's. Past
+// kSortedMost (many threads blocked at once) they become a heap, so no session makes it quadratic.
+template <typename Item>
+class PendingQueue {
+ public:
+  bool empty() const { return items_.empty(); }
+  const Item& next() const { return heap_ ? items_.front() : items_.back(); }
+
+  void Push(const Item& item) {
+    if (!heap_ && items_.size() == kSortedMost) {
+      std::make_heap(items_.begin(), items_.end(), RunsLater{});
+      heap_ = true;
+    }
+    if (heap_) {
+      items_.push_back(item);
+      std::push_heap(items_.begin(), items_.end(), RunsLater{});
+      return;
+    }
+    items_.push_back(item);
+    size_t position = items_.size() - 1;
+    for (; position != 0 && items_[position - 1].key < item.key; --position)
+      items_[position] = items_[position - 1];
+    items_[position] = item;
+  }
+
+  Item Pop() {
+    if (heap_) {
+      std::pop_heap(items_.begin(), items_.end(), RunsLater{});
+      Item next = items_.back();
+      items_.pop_back();
+      if (items_.size() == kSortedMost / 2) {
+        std::sort(items_.begin(), items_.end(), RunsLater{});  // largest key first
+        heap_ = false;
+      }
+      return next;
+    }
+    Item next = items_.back();
+    items_.pop_back();
+    return next;
+  }
+
+ private:
+  static constexpr size_t kSortedMost = 64;
+  struct RunsLater {
+    bool operator()(const Item& a, const Item& b) const { return a.key > b.key; }
+  };
+  std::vector<Item> items_;
+  bool heap_ = false;
+};
+
 // Writes the events of the record vectors in one pass, in global timestamp order, so every
 // track's events are in order. What a record causes later (a slice end, the runnable half of an
 // off-CPU interval, a wake instant) waits in a queue that holds only what is open at the moment
@@ -1172,15 +1224,11 @@ class TimelineWriter {
     Action action() const { return static_cast<Action>(static_cast<uint64_t>(key) >> 62); }
   };
 
-  struct RunsLater {
-    bool operator()(const Pending& a, const Pending& b) const { return a.key > b.key; }
-  };
-
   static constexpr uint64_t kOrderMask = (uint64_t{1} << 62) - 1;
 
   void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
     uint64_t low = (uint64_t{static_cast<uint8_t>(action)} << 62) | (kOrderMask - next_order_++);
-    pending_.push(
+    pending_.Push(
         Pending{(static_cast<unsigned __int128>(time_ns) << 64) | low, track, off_cpu_index});
   }
 
@@ -1229,7 +1277,7 @@ class TimelineWriter {
   std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
   std::unordered_map<uint64_t, uint64_t> stream_iids_;  // by stream handle
-  std::priority_queue<Pending, std::vector<Pending>, RunsLater> pending_;
+  PendingQueue<Pending> pending_;
   uint64_t next_order_ = 0;
 };
 
@@ -1351,11 +1399,7 @@ void TimelineWriter::Write() {
 }
 
 void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
-  while (!pending_.empty() && pending_.top().time_ns() <= time_ns) {
-    Pending next = pending_.top();
-    pending_.pop();
-    Run(next);
-  }
+  while (!pending_.empty() && pending_.next().time_ns() <= time_ns) Run(pending_.Pop());
 }
 
 void TimelineWriter::Run(const Pending& pending) {

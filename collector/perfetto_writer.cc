@@ -211,9 +211,17 @@ class StringInterner {
 // already carried and the time of its last timestamped packet.
 class Sequence {
  public:
-  explicit Sequence(uint32_t id) : id_(id) {}
+  explicit Sequence(uint32_t id) : id_(id) {
+    char* end = ProtoBuffer::WriteVarint(
+        ProtoBuffer::WriteTag(
+            id_field_, static_cast<uint32_t>(PacketField::kTrustedPacketSequenceId), kVarintWire),
+        id);
+    id_field_size_ = static_cast<uint8_t>(end - id_field_);
+  }
 
   uint32_t id() const { return id_; }
+  // trusted_packet_sequence_id as encoded, tag and value: the same on each of its packets.
+  std::string_view id_field() const { return {id_field_, id_field_size_}; }
 
   // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, nothing on the rest. The other flag,
   // SEQ_NEEDS_INCREMENTAL_STATE, only tells a reader to skip the packet when the sequence's state
@@ -230,8 +238,16 @@ class Sequence {
   bool incremental_clock = false;
   uint64_t last_timestamp_ns = 0;  // kIncrementalClock's value after the last timestamped packet
 
-  // True the first time this sequence meets `iid` of `table`.
+  // True the first time this sequence meets `iid` of `table`. The first 64 iids of each table (the
+  // categories and annotation names among them, on every event) are bits of a word.
   bool MarkInterned(InternTable table, uint64_t iid) {
+    if (iid < 64) [[likely]] {
+      uint64_t& seen = interned_first_[static_cast<size_t>(table)];
+      uint64_t bit = uint64_t{1} << iid;
+      if (seen & bit) return false;
+      seen |= bit;
+      return true;
+    }
     std::vector<uint8_t>& seen = interned_[static_cast<size_t>(table)];
     if (iid >= seen.size()) [[unlikely]]
       seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
@@ -242,7 +258,10 @@ class Sequence {
 
  private:
   uint32_t id_;
+  char id_field_[16];
+  uint8_t id_field_size_;
   bool started_ = false;
+  std::array<uint64_t, kInternTableCount> interned_first_{};      // bit iid: carried
   std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
@@ -347,19 +366,7 @@ class PacketWriter {
     ProtoBuffer& buffer = file_.buffer();
     RawFields out(buffer.Reserve(bound));
     char* packet = out.Open(TraceField::kPacket);
-    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
-    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
-    // which leaves the incremental clock where it was.
-    if (sequence.incremental_clock && event.timestamp_ns >= sequence.last_timestamp_ns) {
-      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns - sequence.last_timestamp_ns);
-      sequence.last_timestamp_ns = event.timestamp_ns;
-    } else {
-      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns);
-      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
-    }
-    out.AddUint64(PacketField::kTrustedPacketSequenceId, sequence.id());
-    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
-      out.AddUint64(PacketField::kSequenceFlags, flags);
+    WriteEventHeader(out, sequence, event.timestamp_ns);
     if (fresh_count != 0) {
       char* interned = out.Open(PacketField::kInternedData);
       for (size_t i = 0; i < fresh_count; ++i) {
@@ -392,7 +399,39 @@ class PacketWriter {
     file_.PacketDone();
   }
 
+  // A slice's end: WriteTrackEvent's packet for a kSliceEnd with nothing else set, without its
+  // checks for the fields that are not there (four packets in ten are ends).
+  void WriteSliceEnd(Sequence& sequence, uint64_t timestamp_ns) {
+    ProtoBuffer& buffer = file_.buffer();
+    RawFields out(buffer.Reserve(kEventBytes));
+    char* packet = out.Open(TraceField::kPacket);
+    WriteEventHeader(out, sequence, timestamp_ns);
+    char* body = out.Open(PacketField::kTrackEvent);
+    out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(TrackEventType::kSliceEnd));
+    out.Close(body);
+    out.Close(packet);
+    buffer.Commit(out.end());
+    file_.PacketDone();
+  }
+
  private:
+  // An event packet's first fields: its time, then its sequence and the sequence's flags.
+  static void WriteEventHeader(RawFields& out, Sequence& sequence, uint64_t timestamp_ns) {
+    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+    // which leaves the incremental clock where it was.
+    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) [[likely]] {
+      out.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = timestamp_ns;
+    } else {
+      out.AddUint64(PacketField::kTimestamp, timestamp_ns);
+      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
+    }
+    out.AddBytes(sequence.id_field());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0) [[unlikely]]
+      out.AddUint64(PacketField::kSequenceFlags, flags);
+  }
+
   static void AddClock(ProtoMessage<ClockSnapshotField>& snapshot, uint32_t clock_id,
                        uint64_t timestamp_ns) {
     ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
@@ -1130,11 +1169,12 @@ class GpuNames {
 // Session::gpu_activities.
 std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& session);
 
-// Events that wait for their time, the next to run first out. Each has a key, unique; the smallest
-// runs first. Usually a handful wait at once (about threads x nesting depth): they are kept in a
-// vector sorted largest key first, where a new one takes its place after a short scan from the end
-// and the next is taken off the end, with fewer mispredicted branches than a heap's. Past
-// kSortedMost (many threads blocked at once) they become a heap, so no session makes it quadratic.
+// Events that wait for their time, the next to run first out. Each has a key(), unique; the
+// smallest runs first. Usually a handful wait at once (about threads x nesting depth): they are
+// kept in a vector sorted largest key first, where a new one takes its place after a short scan
+// from the end and the next is taken off the end, with fewer mispredicted branches than a heap's.
+// Past kSortedMost (many threads blocked at once) they become a heap, so no session makes it
+// quadratic.
 template <typename Item>
 class PendingQueue {
  public:
@@ -1153,7 +1193,7 @@ class PendingQueue {
     }
     items_.push_back(item);
     size_t position = items_.size() - 1;
-    for (; position != 0 && items_[position - 1].key < item.key; --position)
+    for (; position != 0 && items_[position - 1].key() < item.key(); --position)
       items_[position] = items_[position - 1];
     items_[position] = item;
   }
@@ -1177,7 +1217,7 @@ class PendingQueue {
  private:
   static constexpr size_t kSortedMost = 64;
   struct RunsLater {
-    bool operator()(const Item& a, const Item& b) const { return a.key > b.key; }
+    bool operator()(const Item& a, const Item& b) const { return a.key() > b.key(); }
   };
   std::vector<Item> items_;
   bool heap_ = false;
@@ -1217,19 +1257,23 @@ class TimelineWriter {
   struct Pending {
     // What runs first has the smallest key: the time, then the action, then the later queued
     // (of two equal ends, the later queued is the inner slice), in one integer compared at once.
-    unsigned __int128 key;
+    // Kept as two words: a 16-byte load of what was just stored as two 8-byte ones stalls.
+    uint64_t time;
+    uint64_t action_and_order;
     EventTrack* track;     // kEndSlice, kBeginRunnable
     size_t off_cpu_index;  // kWakeInstant, kBeginRunnable
-    uint64_t time_ns() const { return static_cast<uint64_t>(key >> 64); }
-    Action action() const { return static_cast<Action>(static_cast<uint64_t>(key) >> 62); }
+    unsigned __int128 key() const {
+      return (static_cast<unsigned __int128>(time) << 64) | action_and_order;
+    }
+    uint64_t time_ns() const { return time; }
+    Action action() const { return static_cast<Action>(action_and_order >> 62); }
   };
 
   static constexpr uint64_t kOrderMask = (uint64_t{1} << 62) - 1;
 
   void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
     uint64_t low = (uint64_t{static_cast<uint8_t>(action)} << 62) | (kOrderMask - next_order_++);
-    pending_.Push(
-        Pending{(static_cast<unsigned __int128>(time_ns) << 64) | low, track, off_cpu_index});
+    pending_.Push(Pending{time_ns, low, track, off_cpu_index});
   }
 
   void RunPendingUpTo(uint64_t time_ns);
@@ -1318,6 +1362,8 @@ class RecordCursor {
       return;
     }
     next_start_ = StartOf(records_[group_end_]);
+    // The records are read once, in order, in between the other vectors' and the trace's bytes.
+    __builtin_prefetch(&records_[std::min(group_end_ + kPrefetchAhead, records_.size() - 1)]);
     group_.push_back(group_end_++);
     // Most runs are one record long: nothing to order.
     if (group_end_ == records_.size() || StartOf(records_[group_end_]) != next_start_) return;
@@ -1329,6 +1375,7 @@ class RecordCursor {
     });
   }
 
+  static constexpr size_t kPrefetchAhead = 8;
   const std::vector<Record>& records_;
   size_t group_end_ = 0;
   uint64_t next_start_ = kNever;  // of the records at the back of group_
@@ -1367,10 +1414,13 @@ void TimelineWriter::Write() {
   RecordCursor lock_waits(session_.lock_waits);
   RecordCursor gpu_activities(session_.gpu_activities);
   while (true) {
-    uint64_t next = std::min(
-        {api_calls.next_start(), off_cpu.next_start(), futex_calls.next_start(),
-         futex_waitv_calls.next_start(), memory_map_calls.next_start(), device_waits.next_start(),
-         page_faults.next_start(), lock_waits.next_start(), gpu_activities.next_start()});
+    // Pairwise, without branches: which vector comes next changes from one record to the next.
+    uint64_t next =
+        std::min(std::min(std::min(api_calls.next_start(), off_cpu.next_start()),
+                          std::min(futex_calls.next_start(), futex_waitv_calls.next_start())),
+                 std::min(std::min(memory_map_calls.next_start(), device_waits.next_start()),
+                          std::min(std::min(page_faults.next_start(), lock_waits.next_start()),
+                                   gpu_activities.next_start())));
     RunPendingUpTo(next);
     if (next == kNever) return;
     // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
@@ -1685,10 +1735,7 @@ void TimelineWriter::BeginSlice(EventTrack& track, TrackEventSpec& event, uint64
 void TimelineWriter::EndSlice(EventTrack& track, uint64_t time_ns) {
   assert(!track.open_slice_ends.empty() && track.open_slice_ends.back() == time_ns);
   track.open_slice_ends.pop_back();
-  TrackEventSpec end;
-  end.type = TrackEventType::kSliceEnd;
-  end.timestamp_ns = time_ns;
-  packets_.WriteTrackEvent(track.sequence, end);
+  packets_.WriteSliceEnd(track.sequence, time_ns);
 }
 
 uint64_t TimelineWriter::ApiNameIid(uint32_t name_index) {
@@ -1877,10 +1924,7 @@ class DiagnosisWriter {
                              std::string(WaitClassName(cause.wait_class)) + ": " + cause.identity));
       }
       packets_.WriteTrackEvent(sequence, begin);
-      TrackEventSpec end;
-      end.type = TrackEventType::kSliceEnd;
-      end.timestamp_ns = std::max(item.end_ns, item.start_ns);
-      packets_.WriteTrackEvent(sequence, end);
+      packets_.WriteSliceEnd(sequence, std::max(item.end_ns, item.start_ns));
     }
     WriteFlows();
   }

@@ -100,6 +100,12 @@ class RawFields {
     out_ += text.size();
   }
 
+  // Fields encoded beforehand, copied as they are.
+  [[gnu::always_inline]] void AddBytes(std::string_view encoded) {
+    std::memcpy(out_, encoded.data(), encoded.size());
+    out_ += encoded.size();
+  }
+
   // Opens a nested message; Close(the returned position) ends it.
   template <typename Field>
   [[gnu::always_inline]] char* Open(Field field) {

@@ -221,7 +221,9 @@ class Sequence {
 
   uint32_t id() const { return id_; }
   // trusted_packet_sequence_id as encoded, tag and value: the same on each of its packets.
-  std::string_view id_field() const { return {id_field_, id_field_size_}; }
+  // (8 bytes readable at id_field(), RawFields::AddEncoded's way)
+  const char* id_field() const { return id_field_; }
+  size_t id_field_size() const { return id_field_size_; }
 
   // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, nothing on the rest. The other flag,
   // SEQ_NEEDS_INCREMENTAL_STATE, only tells a reader to skip the packet when the sequence's state
@@ -258,7 +260,7 @@ class Sequence {
 
  private:
   uint32_t id_;
-  char id_field_[16];
+  char id_field_[16] = {};
   uint8_t id_field_size_;
   bool started_ = false;
   std::array<uint64_t, kInternTableCount> interned_first_{};      // bit iid: carried
@@ -296,6 +298,47 @@ struct TrackEventSpec {
     Annotate(annotation_name_iid, Annotation::Kind::kInt, static_cast<uint64_t>(value));
   }
 };
+
+// The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
+// negative int64, a bool as 0 or 1 (written by the caller).
+constexpr DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
+  switch (kind) {
+    case Annotation::Kind::kUint:
+      return DebugAnnotationField::kUintValue;
+    case Annotation::Kind::kInt:
+      return DebugAnnotationField::kIntValue;
+    case Annotation::Kind::kPointer:
+      return DebugAnnotationField::kPointerValue;
+    case Annotation::Kind::kBool:
+      return DebugAnnotationField::kBoolValue;
+    case Annotation::Kind::kInternedString:
+      return DebugAnnotationField::kStringValueIid;
+  }
+  return DebugAnnotationField::kUintValue;
+}
+
+// A field's tag as encoded, 8 bytes readable (RawFields::AddEncoded).
+struct EncodedTag {
+  char bytes[8];
+  size_t size;
+};
+constexpr EncodedTag EncodeTag(DebugAnnotationField field) {
+  EncodedTag tag{};
+  uint32_t value = static_cast<uint32_t>(field) << 3 | kVarintWire;
+  while (value >= 0x80) {
+    tag.bytes[tag.size++] = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  tag.bytes[tag.size++] = static_cast<char>(value);
+  return tag;
+}
+// By Annotation::Kind.
+constexpr std::array<EncodedTag, 5> kAnnotationValueTags = {
+    EncodeTag(AnnotationValueField(Annotation::Kind::kUint)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kInt)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kPointer)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kBool)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kInternedString))};
 
 // Encodes packets onto the trace file.
 class PacketWriter {
@@ -388,10 +431,11 @@ class PacketWriter {
       const Annotation& annotation = event.annotations[i];
       char* encoded = out.Open(TrackEventField::kDebugAnnotations);
       out.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
-      out.AddUint64(
-          AnnotationValueField(annotation.kind),
-          annotation.kind == Annotation::Kind::kBool ? annotation.value != 0 : annotation.value);
-      out.Close(encoded);
+      const EncodedTag& tag = kAnnotationValueTags[static_cast<size_t>(annotation.kind)];
+      out.AddEncoded(tag.bytes, tag.size);
+      out.AddVarint(annotation.kind == Annotation::Kind::kBool ? annotation.value != 0
+                                                               : annotation.value);
+      out.CloseShort(encoded);  // two varints and a tag: 23 bytes at most
     }
     out.Close(body);
     out.Close(packet);
@@ -427,7 +471,7 @@ class PacketWriter {
       out.AddUint64(PacketField::kTimestamp, timestamp_ns);
       out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
     }
-    out.AddBytes(sequence.id_field());
+    out.AddEncoded(sequence.id_field(), sequence.id_field_size());
     if (uint32_t flags = sequence.TakePacketFlags(); flags != 0) [[unlikely]]
       out.AddUint64(PacketField::kSequenceFlags, flags);
   }
@@ -490,24 +534,6 @@ class PacketWriter {
   static constexpr size_t kAnnotationBytes = 32;
   static constexpr size_t kEntryBytes = 32;
 
-  // The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
-  // negative int64, a bool as 0 or 1 (written by the caller).
-  static DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
-    switch (kind) {
-      case Annotation::Kind::kUint:
-        return DebugAnnotationField::kUintValue;
-      case Annotation::Kind::kInt:
-        return DebugAnnotationField::kIntValue;
-      case Annotation::Kind::kPointer:
-        return DebugAnnotationField::kPointerValue;
-      case Annotation::Kind::kBool:
-        return DebugAnnotationField::kBoolValue;
-      case Annotation::Kind::kInternedString:
-        return DebugAnnotationField::kStringValueIid;
-    }
-    return DebugAnnotationField::kUintValue;
-  }
-
   TraceFile& file_;
   const StringInterner& interner_;
 };
@@ -556,6 +582,7 @@ struct EventTrack {
 struct ThreadTracks {
   ThreadTracks(uint32_t tid_, uint32_t sequence_id) : tid(tid_), thread(sequence_id) {}
   uint32_t tid;
+  bool in_model = false;  // a thread of Session::threads
   EventTrack thread;
   std::optional<EventTrack> off_cpu;  // made on the thread's first off-CPU interval
   std::optional<EventTrack> futex;    // made on its first futex call
@@ -584,15 +611,22 @@ class TrackRegistry {
   // The processes and threads of the model, each thread with its track.
   void DescribeModel() {
     for (const auto& [pid, process] : session_.processes) DescribeProcess(pid);
-    for (const auto& [tid, thread] : session_.threads) AddThread(thread.pid, tid, thread.name);
+    for (const auto& [tid, thread] : session_.threads)
+      AddThread(thread.pid, tid, thread.name).in_model = true;
   }
 
   // A thread's tracks; a tid the model's thread list lacks gets tracks on first use, so no event is
   // lost for want of one.
   ThreadTracks& Thread(uint32_t tid, uint32_t pid) {
-    auto found = threads_.find(tid);
-    if (found != threads_.end()) return found->second;
+    if (ThreadTracks* found = Find(tid)) [[likely]]
+      return *found;
     return AddThread(pid, tid, "");
+  }
+
+  // Whether `tid` is a thread of the model (Session::threads).
+  bool InModel(uint32_t tid) {
+    const ThreadTracks* found = Find(tid);
+    return found != nullptr && found->in_model;
   }
 
   EventTrack& OffCpu(ThreadTracks& thread) {
@@ -661,6 +695,18 @@ class TrackRegistry {
   }
 
  private:
+  // The tracks of `tid`, or null: through a small table of threads asked for before, as each
+  // event asks for its thread's tracks, and a session's events name a few threads over and over.
+  ThreadTracks* Find(uint32_t tid) {
+    RecentThread& recent = recent_threads_[tid % kRecentThreads];
+    if (recent.tracks != nullptr && recent.tid == tid) [[likely]]
+      return recent.tracks;
+    auto found = threads_.find(tid);
+    if (found == threads_.end()) return nullptr;
+    recent = {tid, &found->second};
+    return &found->second;
+  }
+
   uint32_t NextSequenceId() { return next_sequence_id_++; }
 
   void DescribeProcess(uint32_t pid) {
@@ -726,6 +772,12 @@ class TrackRegistry {
   std::optional<EventTrack> gprof_run_;
   std::map<uint32_t, EventTrack> diagnosis_lanes_;
   std::unordered_map<uint32_t, ThreadTracks> threads_;  // by tid; elements never move
+  struct RecentThread {
+    uint32_t tid = 0;
+    ThreadTracks* tracks = nullptr;
+  };
+  static constexpr size_t kRecentThreads = 256;
+  std::array<RecentThread, kRecentThreads> recent_threads_{};  // by tid % kRecentThreads
   std::unordered_set<uint32_t> described_pids_;
   // By pid, device and stream; elements never move.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, EventTrack> gpu_streams_;
@@ -1005,10 +1057,16 @@ class FutexNames {
 
   // "FUTEX_WAIT_BITSET 0x7f1234"
   uint64_t SliceName(const FutexCall& call) {
+    // A table of the names asked for before first: a lock's calls come again and again.
+    RecentName& recent = recent_names_[(call.uaddr >> 2) % kRecentNames];
+    if (recent.iid != 0 && recent.uaddr == call.uaddr && recent.command == call.command())
+        [[likely]]
+      return recent.iid;
     auto [entry, inserted] = slice_names_.try_emplace({call.command(), call.uaddr}, 0);
     if (inserted)
       entry->second = interner_.Intern(InternTable::kEventNames,
                                        FutexCommandText(call) + " " + Hex(call.uaddr));
+    recent = {call.uaddr, call.command(), entry->second};
     return entry->second;
   }
 
@@ -1027,9 +1085,17 @@ class FutexNames {
     }
   };
 
+  struct RecentName {
+    uint64_t uaddr = 0;
+    uint32_t command = 0;
+    uint64_t iid = 0;  // 0: none yet
+  };
+  static constexpr size_t kRecentNames = 256;
+
   StringInterner& interner_;
   std::unordered_map<CommandAndAddress, uint64_t, CommandAndAddressHash> slice_names_;
-  std::unordered_map<uint32_t, uint64_t> op_texts_;  // by op, flags included
+  std::array<RecentName, kRecentNames> recent_names_{};  // by (uaddr / 4) % kRecentNames
+  std::unordered_map<uint32_t, uint64_t> op_texts_;      // by op, flags included
 };
 
 // User stacks as annotation strings, symbolized once per stack and address space: a thread that
@@ -1298,7 +1364,7 @@ class TimelineWriter {
 
   uint64_t ApiNameIid(uint32_t name_index);
   uint64_t StreamIid(uint64_t stream);
-  bool HasWakeFlow(const OffCpuInterval& interval) const;
+  bool HasWakeFlow(const OffCpuInterval& interval);
   const ApiCall* LaunchFlowOrigin(const GpuActivity& activity) const;
   static uint64_t WakeTime(const OffCpuInterval& interval);
   size_t IndexOf(const GpuActivity& activity) const {
@@ -1756,9 +1822,9 @@ uint64_t TimelineWriter::StreamIid(uint64_t stream) {
 
 // Arrows only join threads of the model: a waker outside the tree (or an interrupt, tid 0) has no
 // track, and stays named in the runnable slice's annotations.
-bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) const {
+bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) {
   return interval.waker_tid != 0 && interval.waker_tid != interval.tid &&
-         session_.threads.count(interval.waker_tid) != 0;
+         tracks_.InModel(interval.waker_tid);
 }
 
 // The call whose slice the launch arrow to `activity` starts from: the outermost call of its

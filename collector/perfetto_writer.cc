@@ -1058,7 +1058,8 @@ class FutexNames {
   // "FUTEX_WAIT_BITSET 0x7f1234"
   uint64_t SliceName(const FutexCall& call) {
     // A table of the names asked for before first: a lock's calls come again and again.
-    RecentName& recent = recent_names_[(call.uaddr >> 2) % kRecentNames];
+    // (Waits and wakes on one word alternate: both have their place.)
+    RecentName& recent = recent_names_[((call.uaddr >> 2) + call.command() * 97) % kRecentNames];
     if (recent.iid != 0 && recent.uaddr == call.uaddr && recent.command == call.command())
         [[likely]]
       return recent.iid;
@@ -1094,7 +1095,7 @@ class FutexNames {
 
   StringInterner& interner_;
   std::unordered_map<CommandAndAddress, uint64_t, CommandAndAddressHash> slice_names_;
-  std::array<RecentName, kRecentNames> recent_names_{};  // by (uaddr / 4) % kRecentNames
+  std::array<RecentName, kRecentNames> recent_names_{};  // by address and command
   std::unordered_map<uint32_t, uint64_t> op_texts_;      // by op, flags included
 };
 

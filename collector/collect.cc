@@ -21,9 +21,9 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 }
 
 // Writes into a FILE, for report.json's serializer: the text of a large report, as large as the
-// tree it comes from, is never held whole, as json::dump() would hold it in one string. The
-// serializer hands over a few bytes at a time; they are gathered here and written in blocks,
-// cheaper than a locked stdio call each.
+// tree it comes from, is never held whole, as json::dump() would hold it in one string. What
+// comes a few bytes at a time is gathered here and written in blocks, cheaper than a locked
+// stdio call each.
 class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
  public:
   explicit FileOutput(FILE* file) : file_(file) { pending_.reserve(kBlockBytes); }
@@ -32,6 +32,11 @@ class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
     if (pending_.size() >= kBlockBytes) Flush();
   }
   void write_characters(const char* text, size_t length) override {
+    // A large block (report.json's printer hands over blocks of up to 64 KiB) goes as it is.
+    if (pending_.empty() && length >= kBlockBytes / 2) {
+      written_ &= std::fwrite(text, 1, length, file_) == length;
+      return;
+    }
     pending_.append(text, length);
     if (pending_.size() >= kBlockBytes) Flush();
   }

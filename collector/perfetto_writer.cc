@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <span>
 #include <string_view>
 #include <tuple>
@@ -212,9 +211,19 @@ class StringInterner {
 // already carried and the time of its last timestamped packet.
 class Sequence {
  public:
-  explicit Sequence(uint32_t id) : id_(id) {}
+  explicit Sequence(uint32_t id) : id_(id) {
+    char* end = ProtoBuffer::WriteVarint(
+        ProtoBuffer::WriteTag(
+            id_field_, static_cast<uint32_t>(PacketField::kTrustedPacketSequenceId), kVarintWire),
+        id);
+    id_field_size_ = static_cast<uint8_t>(end - id_field_);
+  }
 
   uint32_t id() const { return id_; }
+  // trusted_packet_sequence_id as encoded, tag and value: the same on each of its packets.
+  // (8 bytes readable at id_field(), RawFields::AddEncoded's way)
+  const char* id_field() const { return id_field_; }
+  size_t id_field_size() const { return id_field_size_; }
 
   // SEQ_INCREMENTAL_STATE_CLEARED on the first packet, nothing on the rest. The other flag,
   // SEQ_NEEDS_INCREMENTAL_STATE, only tells a reader to skip the packet when the sequence's state
@@ -231,8 +240,16 @@ class Sequence {
   bool incremental_clock = false;
   uint64_t last_timestamp_ns = 0;  // kIncrementalClock's value after the last timestamped packet
 
-  // True the first time this sequence meets `iid` of `table`.
+  // True the first time this sequence meets `iid` of `table`. The first 64 iids of each table (the
+  // categories and annotation names among them, on every event) are bits of a word.
   bool MarkInterned(InternTable table, uint64_t iid) {
+    if (iid < 64) [[likely]] {
+      uint64_t& seen = interned_first_[static_cast<size_t>(table)];
+      uint64_t bit = uint64_t{1} << iid;
+      if (seen & bit) return false;
+      seen |= bit;
+      return true;
+    }
     std::vector<uint8_t>& seen = interned_[static_cast<size_t>(table)];
     if (iid >= seen.size()) [[unlikely]]
       seen.resize(std::max<size_t>(iid + 1, seen.size() * 2));
@@ -243,7 +260,10 @@ class Sequence {
 
  private:
   uint32_t id_;
+  char id_field_[16] = {};
+  uint8_t id_field_size_;
   bool started_ = false;
+  std::array<uint64_t, kInternTableCount> interned_first_{};      // bit iid: carried
   std::array<std::vector<uint8_t>, kInternTableCount> interned_;  // by iid: 1 once carried
 };
 
@@ -278,6 +298,47 @@ struct TrackEventSpec {
     Annotate(annotation_name_iid, Annotation::Kind::kInt, static_cast<uint64_t>(value));
   }
 };
+
+// The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
+// negative int64, a bool as 0 or 1 (written by the caller).
+constexpr DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
+  switch (kind) {
+    case Annotation::Kind::kUint:
+      return DebugAnnotationField::kUintValue;
+    case Annotation::Kind::kInt:
+      return DebugAnnotationField::kIntValue;
+    case Annotation::Kind::kPointer:
+      return DebugAnnotationField::kPointerValue;
+    case Annotation::Kind::kBool:
+      return DebugAnnotationField::kBoolValue;
+    case Annotation::Kind::kInternedString:
+      return DebugAnnotationField::kStringValueIid;
+  }
+  return DebugAnnotationField::kUintValue;
+}
+
+// A field's tag as encoded, 8 bytes readable (RawFields::AddEncoded).
+struct EncodedTag {
+  char bytes[8];
+  size_t size;
+};
+constexpr EncodedTag EncodeTag(DebugAnnotationField field) {
+  EncodedTag tag{};
+  uint32_t value = static_cast<uint32_t>(field) << 3 | kVarintWire;
+  while (value >= 0x80) {
+    tag.bytes[tag.size++] = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  tag.bytes[tag.size++] = static_cast<char>(value);
+  return tag;
+}
+// By Annotation::Kind.
+constexpr std::array<EncodedTag, 5> kAnnotationValueTags = {
+    EncodeTag(AnnotationValueField(Annotation::Kind::kUint)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kInt)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kPointer)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kBool)),
+    EncodeTag(AnnotationValueField(Annotation::Kind::kInternedString))};
 
 // Encodes packets onto the trace file.
 class PacketWriter {
@@ -348,19 +409,7 @@ class PacketWriter {
     ProtoBuffer& buffer = file_.buffer();
     RawFields out(buffer.Reserve(bound));
     char* packet = out.Open(TraceField::kPacket);
-    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
-    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
-    // which leaves the incremental clock where it was.
-    if (sequence.incremental_clock && event.timestamp_ns >= sequence.last_timestamp_ns) {
-      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns - sequence.last_timestamp_ns);
-      sequence.last_timestamp_ns = event.timestamp_ns;
-    } else {
-      out.AddUint64(PacketField::kTimestamp, event.timestamp_ns);
-      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
-    }
-    out.AddUint64(PacketField::kTrustedPacketSequenceId, sequence.id());
-    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0)
-      out.AddUint64(PacketField::kSequenceFlags, flags);
+    WriteEventHeader(out, sequence, event.timestamp_ns);
     if (fresh_count != 0) {
       char* interned = out.Open(PacketField::kInternedData);
       for (size_t i = 0; i < fresh_count; ++i) {
@@ -382,10 +431,11 @@ class PacketWriter {
       const Annotation& annotation = event.annotations[i];
       char* encoded = out.Open(TrackEventField::kDebugAnnotations);
       out.AddUint64(DebugAnnotationField::kNameIid, annotation.name_iid);
-      out.AddUint64(
-          AnnotationValueField(annotation.kind),
-          annotation.kind == Annotation::Kind::kBool ? annotation.value != 0 : annotation.value);
-      out.Close(encoded);
+      const EncodedTag& tag = kAnnotationValueTags[static_cast<size_t>(annotation.kind)];
+      out.AddEncoded(tag.bytes, tag.size);
+      out.AddVarint(annotation.kind == Annotation::Kind::kBool ? annotation.value != 0
+                                                               : annotation.value);
+      out.CloseShort(encoded);  // two varints and a tag: 23 bytes at most
     }
     out.Close(body);
     out.Close(packet);
@@ -393,7 +443,39 @@ class PacketWriter {
     file_.PacketDone();
   }
 
+  // A slice's end: WriteTrackEvent's packet for a kSliceEnd with nothing else set, without its
+  // checks for the fields that are not there (four packets in ten are ends).
+  void WriteSliceEnd(Sequence& sequence, uint64_t timestamp_ns) {
+    ProtoBuffer& buffer = file_.buffer();
+    RawFields out(buffer.Reserve(kEventBytes));
+    char* packet = out.Open(TraceField::kPacket);
+    WriteEventHeader(out, sequence, timestamp_ns);
+    char* body = out.Open(PacketField::kTrackEvent);
+    out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(TrackEventType::kSliceEnd));
+    out.Close(body);
+    out.Close(packet);
+    buffer.Commit(out.end());
+    file_.PacketDone();
+  }
+
  private:
+  // An event packet's first fields: its time, then its sequence and the sequence's flags.
+  static void WriteEventHeader(RawFields& out, Sequence& sequence, uint64_t timestamp_ns) {
+    // The delta from the sequence's last timestamp; a time before it (no track's events go back in
+    // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
+    // which leaves the incremental clock where it was.
+    if (sequence.incremental_clock && timestamp_ns >= sequence.last_timestamp_ns) [[likely]] {
+      out.AddUint64(PacketField::kTimestamp, timestamp_ns - sequence.last_timestamp_ns);
+      sequence.last_timestamp_ns = timestamp_ns;
+    } else {
+      out.AddUint64(PacketField::kTimestamp, timestamp_ns);
+      out.AddUint64(PacketField::kTimestampClockId, kBuiltinClockMonotonic);
+    }
+    out.AddEncoded(sequence.id_field(), sequence.id_field_size());
+    if (uint32_t flags = sequence.TakePacketFlags(); flags != 0) [[unlikely]]
+      out.AddUint64(PacketField::kSequenceFlags, flags);
+  }
+
   static void AddClock(ProtoMessage<ClockSnapshotField>& snapshot, uint32_t clock_id,
                        uint64_t timestamp_ns) {
     ProtoMessage<ClockField> clock{snapshot, ClockSnapshotField::kClocks};
@@ -452,24 +534,6 @@ class PacketWriter {
   static constexpr size_t kAnnotationBytes = 32;
   static constexpr size_t kEntryBytes = 32;
 
-  // The value of an annotation, by its kind: an int64's bits as the varint protobuf writes for a
-  // negative int64, a bool as 0 or 1 (written by the caller).
-  static DebugAnnotationField AnnotationValueField(Annotation::Kind kind) {
-    switch (kind) {
-      case Annotation::Kind::kUint:
-        return DebugAnnotationField::kUintValue;
-      case Annotation::Kind::kInt:
-        return DebugAnnotationField::kIntValue;
-      case Annotation::Kind::kPointer:
-        return DebugAnnotationField::kPointerValue;
-      case Annotation::Kind::kBool:
-        return DebugAnnotationField::kBoolValue;
-      case Annotation::Kind::kInternedString:
-        return DebugAnnotationField::kStringValueIid;
-    }
-    return DebugAnnotationField::kUintValue;
-  }
-
   TraceFile& file_;
   const StringInterner& interner_;
 };
@@ -518,6 +582,7 @@ struct EventTrack {
 struct ThreadTracks {
   ThreadTracks(uint32_t tid_, uint32_t sequence_id) : tid(tid_), thread(sequence_id) {}
   uint32_t tid;
+  bool in_model = false;  // a thread of Session::threads
   EventTrack thread;
   std::optional<EventTrack> off_cpu;  // made on the thread's first off-CPU interval
   std::optional<EventTrack> futex;    // made on its first futex call
@@ -546,15 +611,22 @@ class TrackRegistry {
   // The processes and threads of the model, each thread with its track.
   void DescribeModel() {
     for (const auto& [pid, process] : session_.processes) DescribeProcess(pid);
-    for (const auto& [tid, thread] : session_.threads) AddThread(thread.pid, tid, thread.name);
+    for (const auto& [tid, thread] : session_.threads)
+      AddThread(thread.pid, tid, thread.name).in_model = true;
   }
 
   // A thread's tracks; a tid the model's thread list lacks gets tracks on first use, so no event is
   // lost for want of one.
   ThreadTracks& Thread(uint32_t tid, uint32_t pid) {
-    auto found = threads_.find(tid);
-    if (found != threads_.end()) return found->second;
+    if (ThreadTracks* found = Find(tid)) [[likely]]
+      return *found;
     return AddThread(pid, tid, "");
+  }
+
+  // Whether `tid` is a thread of the model (Session::threads).
+  bool InModel(uint32_t tid) {
+    const ThreadTracks* found = Find(tid);
+    return found != nullptr && found->in_model;
   }
 
   EventTrack& OffCpu(ThreadTracks& thread) {
@@ -623,6 +695,18 @@ class TrackRegistry {
   }
 
  private:
+  // The tracks of `tid`, or null: through a small table of threads asked for before, as each
+  // event asks for its thread's tracks, and a session's events name a few threads over and over.
+  ThreadTracks* Find(uint32_t tid) {
+    RecentThread& recent = recent_threads_[tid % kRecentThreads];
+    if (recent.tracks != nullptr && recent.tid == tid) [[likely]]
+      return recent.tracks;
+    auto found = threads_.find(tid);
+    if (found == threads_.end()) return nullptr;
+    recent = {tid, &found->second};
+    return &found->second;
+  }
+
   uint32_t NextSequenceId() { return next_sequence_id_++; }
 
   void DescribeProcess(uint32_t pid) {
@@ -688,6 +772,12 @@ class TrackRegistry {
   std::optional<EventTrack> gprof_run_;
   std::map<uint32_t, EventTrack> diagnosis_lanes_;
   std::unordered_map<uint32_t, ThreadTracks> threads_;  // by tid; elements never move
+  struct RecentThread {
+    uint32_t tid = 0;
+    ThreadTracks* tracks = nullptr;
+  };
+  static constexpr size_t kRecentThreads = 256;
+  std::array<RecentThread, kRecentThreads> recent_threads_{};  // by tid % kRecentThreads
   std::unordered_set<uint32_t> described_pids_;
   // By pid, device and stream; elements never move.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, EventTrack> gpu_streams_;
@@ -967,10 +1057,17 @@ class FutexNames {
 
   // "FUTEX_WAIT_BITSET 0x7f1234"
   uint64_t SliceName(const FutexCall& call) {
+    // A table of the names asked for before first: a lock's calls come again and again.
+    // (Waits and wakes on one word alternate: both have their place.)
+    RecentName& recent = recent_names_[((call.uaddr >> 2) + call.command() * 97) % kRecentNames];
+    if (recent.iid != 0 && recent.uaddr == call.uaddr && recent.command == call.command())
+        [[likely]]
+      return recent.iid;
     auto [entry, inserted] = slice_names_.try_emplace({call.command(), call.uaddr}, 0);
     if (inserted)
       entry->second = interner_.Intern(InternTable::kEventNames,
                                        FutexCommandText(call) + " " + Hex(call.uaddr));
+    recent = {call.uaddr, call.command(), entry->second};
     return entry->second;
   }
 
@@ -989,9 +1086,17 @@ class FutexNames {
     }
   };
 
+  struct RecentName {
+    uint64_t uaddr = 0;
+    uint32_t command = 0;
+    uint64_t iid = 0;  // 0: none yet
+  };
+  static constexpr size_t kRecentNames = 256;
+
   StringInterner& interner_;
   std::unordered_map<CommandAndAddress, uint64_t, CommandAndAddressHash> slice_names_;
-  std::unordered_map<uint32_t, uint64_t> op_texts_;  // by op, flags included
+  std::array<RecentName, kRecentNames> recent_names_{};  // by address and command
+  std::unordered_map<uint32_t, uint64_t> op_texts_;      // by op, flags included
 };
 
 // User stacks as annotation strings, symbolized once per stack and address space: a thread that
@@ -1131,6 +1236,60 @@ class GpuNames {
 // Session::gpu_activities.
 std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& session);
 
+// Events that wait for their time, the next to run first out. Each has a key(), unique; the
+// smallest runs first. Usually a handful wait at once (about threads x nesting depth): they are
+// kept in a vector sorted largest key first, where a new one takes its place after a short scan
+// from the end and the next is taken off the end, with fewer mispredicted branches than a heap's.
+// Past kSortedMost (many threads blocked at once) they become a heap, so no session makes it
+// quadratic.
+template <typename Item>
+class PendingQueue {
+ public:
+  bool empty() const { return items_.empty(); }
+  const Item& next() const { return heap_ ? items_.front() : items_.back(); }
+
+  void Push(const Item& item) {
+    if (!heap_ && items_.size() == kSortedMost) {
+      std::make_heap(items_.begin(), items_.end(), RunsLater{});
+      heap_ = true;
+    }
+    if (heap_) {
+      items_.push_back(item);
+      std::push_heap(items_.begin(), items_.end(), RunsLater{});
+      return;
+    }
+    items_.push_back(item);
+    size_t position = items_.size() - 1;
+    for (; position != 0 && items_[position - 1].key() < item.key(); --position)
+      items_[position] = items_[position - 1];
+    items_[position] = item;
+  }
+
+  Item Pop() {
+    if (heap_) {
+      std::pop_heap(items_.begin(), items_.end(), RunsLater{});
+      Item next = items_.back();
+      items_.pop_back();
+      if (items_.size() == kSortedMost / 2) {
+        std::sort(items_.begin(), items_.end(), RunsLater{});  // largest key first
+        heap_ = false;
+      }
+      return next;
+    }
+    Item next = items_.back();
+    items_.pop_back();
+    return next;
+  }
+
+ private:
+  static constexpr size_t kSortedMost = 64;
+  struct RunsLater {
+    bool operator()(const Item& a, const Item& b) const { return a.key() > b.key(); }
+  };
+  std::vector<Item> items_;
+  bool heap_ = false;
+};
+
 // Writes the events of the record vectors in one pass, in global timestamp order, so every
 // track's events are in order. What a record causes later (a slice end, the runnable half of an
 // off-CPU interval, a wake instant) waits in a queue that holds only what is open at the moment
@@ -1165,23 +1324,23 @@ class TimelineWriter {
   struct Pending {
     // What runs first has the smallest key: the time, then the action, then the later queued
     // (of two equal ends, the later queued is the inner slice), in one integer compared at once.
-    unsigned __int128 key;
+    // Kept as two words: a 16-byte load of what was just stored as two 8-byte ones stalls.
+    uint64_t time;
+    uint64_t action_and_order;
     EventTrack* track;     // kEndSlice, kBeginRunnable
     size_t off_cpu_index;  // kWakeInstant, kBeginRunnable
-    uint64_t time_ns() const { return static_cast<uint64_t>(key >> 64); }
-    Action action() const { return static_cast<Action>(static_cast<uint64_t>(key) >> 62); }
-  };
-
-  struct RunsLater {
-    bool operator()(const Pending& a, const Pending& b) const { return a.key > b.key; }
+    unsigned __int128 key() const {
+      return (static_cast<unsigned __int128>(time) << 64) | action_and_order;
+    }
+    uint64_t time_ns() const { return time; }
+    Action action() const { return static_cast<Action>(action_and_order >> 62); }
   };
 
   static constexpr uint64_t kOrderMask = (uint64_t{1} << 62) - 1;
 
   void Schedule(uint64_t time_ns, Action action, EventTrack* track, size_t off_cpu_index) {
     uint64_t low = (uint64_t{static_cast<uint8_t>(action)} << 62) | (kOrderMask - next_order_++);
-    pending_.push(
-        Pending{(static_cast<unsigned __int128>(time_ns) << 64) | low, track, off_cpu_index});
+    pending_.Push(Pending{time_ns, low, track, off_cpu_index});
   }
 
   void RunPendingUpTo(uint64_t time_ns);
@@ -1206,7 +1365,7 @@ class TimelineWriter {
 
   uint64_t ApiNameIid(uint32_t name_index);
   uint64_t StreamIid(uint64_t stream);
-  bool HasWakeFlow(const OffCpuInterval& interval) const;
+  bool HasWakeFlow(const OffCpuInterval& interval);
   const ApiCall* LaunchFlowOrigin(const GpuActivity& activity) const;
   static uint64_t WakeTime(const OffCpuInterval& interval);
   size_t IndexOf(const GpuActivity& activity) const {
@@ -1229,7 +1388,7 @@ class TimelineWriter {
   std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
   std::unordered_map<uint64_t, uint64_t> stream_iids_;  // by stream handle
-  std::priority_queue<Pending, std::vector<Pending>, RunsLater> pending_;
+  PendingQueue<Pending> pending_;
   uint64_t next_order_ = 0;
 };
 
@@ -1270,6 +1429,8 @@ class RecordCursor {
       return;
     }
     next_start_ = StartOf(records_[group_end_]);
+    // The records are read once, in order, in between the other vectors' and the trace's bytes.
+    __builtin_prefetch(&records_[std::min(group_end_ + kPrefetchAhead, records_.size() - 1)]);
     group_.push_back(group_end_++);
     // Most runs are one record long: nothing to order.
     if (group_end_ == records_.size() || StartOf(records_[group_end_]) != next_start_) return;
@@ -1281,6 +1442,7 @@ class RecordCursor {
     });
   }
 
+  static constexpr size_t kPrefetchAhead = 8;
   const std::vector<Record>& records_;
   size_t group_end_ = 0;
   uint64_t next_start_ = kNever;  // of the records at the back of group_
@@ -1319,10 +1481,13 @@ void TimelineWriter::Write() {
   RecordCursor lock_waits(session_.lock_waits);
   RecordCursor gpu_activities(session_.gpu_activities);
   while (true) {
-    uint64_t next = std::min(
-        {api_calls.next_start(), off_cpu.next_start(), futex_calls.next_start(),
-         futex_waitv_calls.next_start(), memory_map_calls.next_start(), device_waits.next_start(),
-         page_faults.next_start(), lock_waits.next_start(), gpu_activities.next_start()});
+    // Pairwise, without branches: which vector comes next changes from one record to the next.
+    uint64_t next =
+        std::min(std::min(std::min(api_calls.next_start(), off_cpu.next_start()),
+                          std::min(futex_calls.next_start(), futex_waitv_calls.next_start())),
+                 std::min(std::min(memory_map_calls.next_start(), device_waits.next_start()),
+                          std::min(std::min(page_faults.next_start(), lock_waits.next_start()),
+                                   gpu_activities.next_start())));
     RunPendingUpTo(next);
     if (next == kNever) return;
     // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
@@ -1351,11 +1516,7 @@ void TimelineWriter::Write() {
 }
 
 void TimelineWriter::RunPendingUpTo(uint64_t time_ns) {
-  while (!pending_.empty() && pending_.top().time_ns() <= time_ns) {
-    Pending next = pending_.top();
-    pending_.pop();
-    Run(next);
-  }
+  while (!pending_.empty() && pending_.next().time_ns() <= time_ns) Run(pending_.Pop());
 }
 
 void TimelineWriter::Run(const Pending& pending) {
@@ -1641,10 +1802,7 @@ void TimelineWriter::BeginSlice(EventTrack& track, TrackEventSpec& event, uint64
 void TimelineWriter::EndSlice(EventTrack& track, uint64_t time_ns) {
   assert(!track.open_slice_ends.empty() && track.open_slice_ends.back() == time_ns);
   track.open_slice_ends.pop_back();
-  TrackEventSpec end;
-  end.type = TrackEventType::kSliceEnd;
-  end.timestamp_ns = time_ns;
-  packets_.WriteTrackEvent(track.sequence, end);
+  packets_.WriteSliceEnd(track.sequence, time_ns);
 }
 
 uint64_t TimelineWriter::ApiNameIid(uint32_t name_index) {
@@ -1665,9 +1823,9 @@ uint64_t TimelineWriter::StreamIid(uint64_t stream) {
 
 // Arrows only join threads of the model: a waker outside the tree (or an interrupt, tid 0) has no
 // track, and stays named in the runnable slice's annotations.
-bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) const {
+bool TimelineWriter::HasWakeFlow(const OffCpuInterval& interval) {
   return interval.waker_tid != 0 && interval.waker_tid != interval.tid &&
-         session_.threads.count(interval.waker_tid) != 0;
+         tracks_.InModel(interval.waker_tid);
 }
 
 // The call whose slice the launch arrow to `activity` starts from: the outermost call of its
@@ -1833,10 +1991,7 @@ class DiagnosisWriter {
                              std::string(WaitClassName(cause.wait_class)) + ": " + cause.identity));
       }
       packets_.WriteTrackEvent(sequence, begin);
-      TrackEventSpec end;
-      end.type = TrackEventType::kSliceEnd;
-      end.timestamp_ns = std::max(item.end_ns, item.start_ns);
-      packets_.WriteTrackEvent(sequence, end);
+      packets_.WriteSliceEnd(sequence, std::max(item.end_ns, item.start_ns));
     }
     WriteFlows();
   }

@@ -100,11 +100,26 @@ class RawFields {
     out_ += text.size();
   }
 
+  [[gnu::always_inline]] void AddVarint(uint64_t value) {
+    out_ = ProtoBuffer::WriteVarint(out_, value);
+  }
+
+  // Up to 8 bytes of fields encoded beforehand, copied as they are: 8 bytes are read from
+  // `encoded` and written whatever `size` (in one move; the room reserved must allow it).
+  [[gnu::always_inline]] void AddEncoded(const char* encoded, size_t size) {
+    std::memcpy(out_, encoded, 8);
+    out_ += size;
+  }
+
   // Opens a nested message; Close(the returned position) ends it.
   template <typename Field>
   [[gnu::always_inline]] char* Open(Field field) {
     Tag(static_cast<uint32_t>(field), kLengthDelimitedWire);
     return out_++;
+  }
+  // Close for a message known to be shorter than 128 bytes.
+  [[gnu::always_inline]] void CloseShort(char* length_at) {
+    *length_at = static_cast<char>(out_ - length_at - 1);
   }
   [[gnu::always_inline]] void Close(char* length_at) {
     size_t length = static_cast<size_t>(out_ - length_at - 1);

@@ -1,4 +1,8 @@
+#include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -600,8 +604,126 @@ json ReportJson(const Session& session, const Analysis& analysis, const Diagnosi
            diagnosis != nullptr ? DiagnosisJson(session, *diagnosis, arrays) : json(nullptr)}};
 }
 
-// Writes a report tree as nlohmann's serializer writes it pretty-printed (indent 1, ' '), but
-// the arrays named in `lazy` (empty in the tree) as their elements are made, one at a time.
+// Writes json values as nlohmann's serializer writes them pretty-printed (indent 1, ' ', not
+// ensure_ascii, invalid UTF-8 replaced), the same bytes, faster: strings of printable ASCII (nearly
+// all of them) are copied as they are and numbers made with std::to_chars, into a block written
+// out whole. What needs more care (other strings, floating point) goes to nlohmann's serializer.
+class JsonPrinter {
+ public:
+  explicit JsonPrinter(nlohmann::detail::output_adapter_t<char> output)
+      : output_(output), serializer_(output, ' ', json::error_handler_t::replace) {}
+  ~JsonPrinter() { Flush(); }
+
+  void Dump(const json& value, unsigned indent) {
+    switch (value.type()) {
+      case json::value_t::object: {
+        const json::object_t& object = value.get_ref<const json::object_t&>();
+        if (object.empty()) return Append("{}");
+        Append("{\n");
+        size_t left = object.size();
+        for (const auto& [key, member] : object) {
+          Indent(indent + 1);
+          String(key, nullptr);
+          Append(": ");
+          Dump(member, indent + 1);
+          if (--left != 0) Append(",\n");
+        }
+        Append("\n");
+        Indent(indent);
+        return Append("}");
+      }
+      case json::value_t::array: {
+        const json::array_t& array = value.get_ref<const json::array_t&>();
+        if (array.empty()) return Append("[]");
+        Append("[\n");
+        for (size_t i = 0; i < array.size(); ++i) {
+          Indent(indent + 1);
+          Dump(array[i], indent + 1);
+          if (i + 1 != array.size()) Append(",\n");
+        }
+        Append("\n");
+        Indent(indent);
+        return Append("]");
+      }
+      case json::value_t::string:
+        return String(value.get_ref<const std::string&>(), &value);
+      case json::value_t::boolean:
+        return Append(value.get<bool>() ? "true" : "false");
+      case json::value_t::number_integer:
+        return Number(value.get<int64_t>());
+      case json::value_t::number_unsigned:
+        return Number(value.get<uint64_t>());
+      case json::value_t::null:
+        return Append("null");
+      default:  // floating point, binary, discarded
+        return Serialize(value, indent);
+    }
+  }
+
+  // Text written as it is.
+  [[gnu::always_inline]] void Append(std::string_view text) {
+    if (size_ + text.size() > kBlockBytes) [[unlikely]]
+      return AppendLarge(text);
+    std::memcpy(block_ + size_, text.data(), text.size());
+    size_ += text.size();
+  }
+
+  void Indent(unsigned count) {
+    while (count > 0) {
+      unsigned now = std::min<unsigned>(count, kSpaces.size());
+      Append(kSpaces.substr(0, now));
+      count -= now;
+    }
+  }
+
+  void Flush() {
+    if (size_ != 0) output_->write_characters(block_, size_);
+    size_ = 0;
+  }
+
+ private:
+  [[gnu::noinline]] void AppendLarge(std::string_view text) {
+    Flush();
+    if (text.size() > kBlockBytes) return output_->write_characters(text.data(), text.size());
+    std::memcpy(block_, text.data(), text.size());
+    size_ = text.size();
+  }
+
+  static constexpr size_t kBlockBytes = size_t{64} << 10;
+  static constexpr std::string_view kSpaces = "                                ";
+
+  // `value`: the json that holds `text`, or null for an object's key.
+  void String(const std::string& text, const json* value) {
+    for (char c : text) {
+      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') [[unlikely]]
+        return Serialize(value != nullptr ? *value : json(text), 0);
+    }
+    Append("\"");
+    Append(text);
+    Append("\"");
+  }
+
+  template <typename Integer>
+  void Number(Integer number) {
+    char text[24];
+    auto [end, unused] = std::to_chars(text, text + sizeof(text), number);
+    Append(std::string_view(text, static_cast<size_t>(end - text)));
+  }
+
+  void Serialize(const json& value, unsigned indent) {
+    Flush();
+    serializer_.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false, /*indent_step=*/1,
+                     indent);
+  }
+
+  nlohmann::detail::output_adapter_t<char> output_;
+  nlohmann::detail::serializer<json> serializer_;
+  char block_[kBlockBytes];
+  size_t size_ = 0;
+};
+
+// Writes a report tree as JsonPrinter writes it, but the arrays named in `lazy` (empty in the tree)
+// as their elements are made, one at a time.
 class ReportWriter {
  public:
   struct LazyArray {
@@ -611,30 +733,30 @@ class ReportWriter {
   };
 
   ReportWriter(nlohmann::detail::output_adapter_t<char> output, std::vector<LazyArray> lazy)
-      : output_(output),
-        serializer_(output, ' ', json::error_handler_t::replace),
-        lazy_(std::move(lazy)) {}
+      : printer_(std::make_unique<JsonPrinter>(output)), lazy_(std::move(lazy)) {}
 
   void Write(const json& value, unsigned indent, const std::string& path) {
     for (const LazyArray& array : lazy_) {
       if (array.count != 0 && array.path == path) return WriteArray(array, indent);
     }
     if (!value.is_object() || value.empty() || !HoldsLazy(path))
-      return serializer_.dump(value, /*pretty_print=*/true, /*ensure_ascii=*/false,
-                              /*indent_step=*/1, indent);
-    output_->write_characters("{\n", 2);
+      return printer_->Dump(value, indent);
+    printer_->Append("{\n");
     size_t left = value.size();
     for (auto item = value.begin(); item != value.end(); ++item) {
-      Indent(indent + 1);
-      serializer_.dump(json(item.key()), false, false, 0);
-      output_->write_characters(": ", 2);
+      printer_->Indent(indent + 1);
+      printer_->Dump(json(item.key()), 0);
+      printer_->Append(": ");
       Write(item.value(), indent + 1, path + "/" + item.key());
-      if (--left != 0) output_->write_characters(",\n", 2);
+      if (--left != 0) printer_->Append(",\n");
     }
-    output_->write_character('\n');
-    Indent(indent);
-    output_->write_character('}');
+    printer_->Append("\n");
+    printer_->Indent(indent);
+    printer_->Append("}");
   }
+
+  // Writes what is gathered onto the output.
+  void Flush() { printer_->Flush(); }
 
  private:
   bool HoldsLazy(const std::string& path) const {
@@ -645,23 +767,18 @@ class ReportWriter {
   }
 
   void WriteArray(const LazyArray& array, unsigned indent) {
-    output_->write_characters("[\n", 2);
+    printer_->Append("[\n");
     for (size_t i = 0; i < array.count; ++i) {
-      Indent(indent + 1);
-      serializer_.dump(array.element(i), true, false, 1, indent + 1);
-      if (i + 1 != array.count) output_->write_characters(",\n", 2);
+      printer_->Indent(indent + 1);
+      printer_->Dump(array.element(i), indent + 1);
+      if (i + 1 != array.count) printer_->Append(",\n");
     }
-    output_->write_character('\n');
-    Indent(indent);
-    output_->write_character(']');
+    printer_->Append("\n");
+    printer_->Indent(indent);
+    printer_->Append("]");
   }
 
-  void Indent(unsigned count) {
-    for (unsigned i = 0; i < count; ++i) output_->write_character(' ');
-  }
-
-  nlohmann::detail::output_adapter_t<char> output_;
-  nlohmann::detail::serializer<json> serializer_;
+  std::unique_ptr<JsonPrinter> printer_;  // its block is large for the stack
   std::vector<LazyArray> lazy_;
 };
 
@@ -683,6 +800,7 @@ void WriteJsonReport(const Session& session, const Analysis& analysis, const Dia
   }
   ReportWriter writer(output, std::move(lazy));
   writer.Write(ReportJson(session, analysis, diagnosis, Arrays::kLeftEmpty), 0, "");
+  writer.Flush();
 }
 
 }  // namespace gprof::collector

@@ -985,8 +985,12 @@ TEST(Diagnosis, AConvoyOnOneMutexIsOneCauseHeldByTheThreadThatKeptItOnCpu) {
 // report.json is written a slow call and a stall at a time; the text is the whole tree's dump.
 TEST(Report, TheWrittenJsonIsTheReportTreeDumped) {
   SessionBuilder builder;
+  // Names that need escaping, each in one way the writer's fast path leaves to nlohmann's: a quote,
+  // a backslash, control characters; and the holder's: UTF-8, invalid UTF-8 (replaced), DEL.
+  const std::array<std::string, 3> names = {"wait\"er-11", "waiter\\-12", "waiter-13\t\x01"};
+  builder.Thread(kHolder, "hölder\xff\xc3\x7f");
   for (uint32_t tid : {11u, 12u, 13u}) {
-    builder.Thread(tid, "waiter-" + std::to_string(tid));
+    builder.Thread(tid, names[tid - 11]);
     builder.Call(tid, "cudaFree", tid * kMs - kMs / 2, (tid + 50) * kMs);
   }
   MutexConvoy(&builder);

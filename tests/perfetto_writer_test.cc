@@ -469,6 +469,54 @@ TEST_F(PerfettoWriterTest, KeepsEveryTrackInOrderWithMatchedSlices) {
   }
 }
 
+// Hundreds of threads with calls and waits open at once, their ends in every order: what waits
+// for its time is kept differently past a few dozen (a heap), and back when they are fewer.
+TEST(PerfettoWriter, KeepsEveryTrackInOrderWithHundredsOfSlicesOpenAtOnce) {
+  Session session;
+  session.api_names = {"cudaFree"};
+  constexpr uint32_t kPid = 300, kThreads = 300;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> expected;  // by tid
+  for (uint32_t round = 0; round < 3; ++round) {
+    uint64_t round_start = round * 1'000'000;
+    for (uint32_t i = 0; i < kThreads; ++i) {
+      uint32_t tid = kPid + 1 + i;
+      // Starts in order, ends scrambled: each thread's calls outlast the others' starts. A call
+      // nests in another, so that the last ends to run are of both, on one track.
+      uint64_t enter = round_start + i * 10;
+      uint64_t exit = round_start + 10'000 + (i * 7919) % 5000;
+      session.api_calls.push_back(Call(kPid, tid, 0, enter, exit));
+      session.api_calls.push_back(Call(kPid, tid, 0, enter + 1, exit - 1));
+      expected[tid].emplace_back(At(enter), At(exit));
+      expected[tid].emplace_back(At(enter + 1), At(exit - 1));
+      OffCpuInterval wait = OffCpu(kPid, tid, enter + 2, exit - 2, 1, -1);
+      session.off_cpu.push_back(Woken(session, wait, exit - 3 - (i * 31) % 100, kPid,
+                                      kPid + 1 + (i + 1) % kThreads, "worker", -1));
+    }
+  }
+  for (uint32_t i = 0; i < kThreads; ++i)
+    session.threads[kPid + 1 + i] = Thread{kPid, kPid + 1 + i, "worker"};
+  std::string path = TracePath("hundreds_open");
+  ASSERT_TRUE(WritePerfettoTrace(session, path).ok());
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(path));
+  std::filesystem::remove(path);
+  EXPECT_TRUE(trace.errors.empty()) << testing::PrintToString(trace.errors);
+  std::set<uint64_t> event_tracks;
+  for (const DecodedEvent& event : trace.events) event_tracks.insert(event.track_uuid);
+  for (uint64_t uuid : event_tracks) {
+    std::vector<std::string> errors;
+    SlicesOf(trace, uuid, &errors);
+    EXPECT_TRUE(errors.empty()) << testing::PrintToString(errors);
+  }
+  for (const DecodedTrack& track : trace.tracks) {
+    if (!track.is_thread) continue;
+    std::vector<std::string> errors;
+    std::vector<std::pair<uint64_t, uint64_t>> calls;
+    for (const Slice& slice : SlicesOf(trace, track.uuid, &errors))
+      calls.emplace_back(slice.begin_ns, slice.end_ns);
+    EXPECT_EQ(calls, expected[static_cast<uint32_t>(track.tid)]) << "tid " << track.tid;
+  }
+}
+
 TEST(PerfettoWriter, GivesTracksToThreadsOnlyTheEventsName) {
   Session session;
   session.api_names = {"cudaFree"};

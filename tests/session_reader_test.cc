@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "analysis.h"
 #include "chunk_reader.h"
@@ -186,6 +187,84 @@ TEST(SessionReader, ReadsEveryRecordAsWritten) {
   uint64_t lost_total = 0;
   for (const auto& lost : session->lost) lost_total += lost.count;
   EXPECT_EQ(lost_total, 12u + 4u);
+}
+
+// The records of a file come in whatever order its writer had them; the model holds them by time,
+// records of equal times in the order they were written. Orders a recorder writes (nearly sorted,
+// a thread's buffer at a time) and ones it never would (reversed, shuffled) alike.
+TEST(SessionReader, SortsRecordsByTimeKeepingTiesInWrittenOrder) {
+  std::mt19937_64 random(6);
+  auto nearly_sorted = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + i * 10 - random() % 200);
+    return times;
+  };
+  auto thread_buffers = [&](size_t count) {
+    std::vector<uint64_t> times;  // 8 threads' buffers of 500 calls, over the same span
+    for (size_t i = 0; times.size() < count; ++i)
+      times.push_back(1000 + (i % 500 + i / 4000 * 500) * 80 + (i / 500 % 8) * 7);
+    return times;
+  };
+  auto reversed = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + (count - i) / 3 * 10);
+    return times;
+  };
+  auto shuffled = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + random() % (count / 4) * 10);
+    return times;
+  };
+  std::vector<std::pair<const char*, std::vector<uint64_t>>> orders = {
+      {"nearly sorted", nearly_sorted(150000)},
+      {"thread buffers", thread_buffers(150000)},
+      {"reversed", reversed(150000)},
+      {"shuffled", shuffled(150000)},
+      {"few", shuffled(40)},
+  };
+  for (const auto& [order, times] : orders) {
+    SCOPED_TRACE(order);
+    TempDir dir;
+    ChunkFileWriter inject;
+    ASSERT_EQ(inject.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+    ChunkFileWriter kernel;
+    ASSERT_EQ(kernel.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+    RecordBatch calls, events;
+    AddApiName(&calls, 1, "cudaLaunchKernel");
+    for (size_t i = 0; i < times.size(); ++i) {
+      format::ApiCallRecord call = ApiCall(101, 1, times[i], times[i] + 5);
+      call.correlation_id = i;  // the order written
+      calls.Add(call, format::kApiCall);
+      events.Add(Futex(kPid, 101, times[i], times[i] + 5, i, 0), GPROF_REC_FUTEX);
+      events.Add(OffCpu(kPid, 101, times[i], times[i] + 5 + i, 0, 0, -1), GPROF_REC_OFFCPU);
+      if (i % 10000 == 9999) {
+        calls.WriteTo(&inject);
+        events.WriteTo(&kernel);
+      }
+    }
+    calls.WriteTo(&inject);
+    events.WriteTo(&kernel);
+    inject.Close();
+    kernel.Close();
+
+    auto session = ReadSession(dir.path());
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    std::vector<size_t> expected(times.size());
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] = i;
+    std::stable_sort(expected.begin(), expected.end(),
+                     [&](size_t a, size_t b) { return times[a] < times[b]; });
+    ASSERT_EQ(session->api_calls.size(), times.size());
+    ASSERT_EQ(session->futex_calls.size(), times.size());
+    ASSERT_EQ(session->off_cpu.size(), times.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      size_t written = expected[i];
+      ASSERT_EQ(session->api_calls[i].correlation_id, written) << "at " << i;
+      ASSERT_EQ(session->api_calls[i].enter_ns, times[written]);
+      ASSERT_EQ(session->futex_calls[i].uaddr, written) << "at " << i;
+      ASSERT_EQ(session->futex_calls[i].start_ns, times[written]);
+      ASSERT_EQ(session->off_cpu[i].end_ns, times[written] + 5 + written) << "at " << i;
+    }
+  }
 }
 
 TEST(SessionReader, TruncatedFileKeepsEveryCompleteChunk) {

@@ -177,10 +177,18 @@ void KernelRecordDecoder::ReserveForTheMix(uint64_t file_records) {
   reserve(session_->futex_calls, seen_futex_);
 }
 
-uint32_t KernelRecordDecoder::CommIndex(std::string_view raw) {
-  // A lookup by string_view would need a transparent hash; names are at most 16 bytes (no heap).
-  auto [entry, inserted] = comm_indexes_.try_emplace(std::string(raw), 0);
+uint32_t KernelRecordDecoder::CommIndex(const char (&comm)[16]) {
+  static_assert(sizeof(CommKey) == sizeof(comm));
+  std::string_view raw = FixedString(comm, sizeof(comm));
+  CommKey key{};
+  memcpy(key.data(), raw.data(), raw.size());
+  const size_t hash = CommKeyHash()(key);
+  RecentComm& recent = recent_comms_[(hash ^ (hash >> 17)) % recent_comms_.size()];
+  if (recent.index != UINT32_MAX && recent.key[0] == key[0] && recent.key[1] == key[1])
+    return recent.index;
+  auto [entry, inserted] = comm_indexes_.try_emplace(key, 0);
   if (inserted) entry->second = session_->CommIndex(PrintableName(raw));
+  recent = RecentComm{key, entry->second};
   return entry->second;
 }
 
@@ -224,7 +232,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   interval.raw_state = event.state;
   interval.cpu = event.cpu;
   interval.flags = event.flags;
-  interval.waker_comm = CommIndex(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  interval.waker_comm = CommIndex(event.waker_comm);
   session_->off_cpu.push_back(std::move(interval));
   threads_->SeeThread(event.tid, event.pid);
 }

@@ -267,6 +267,48 @@ TEST(SessionReader, SortsRecordsByTimeKeepingTiesInWrittenOrder) {
   }
 }
 
+// A waker's name is the bytes of its comm field up to the first NUL, whatever follows it; one
+// name is stored once however many intervals carry it.
+TEST(SessionReader, WakerNamesEndAtTheirFirstNul) {
+  const std::vector<std::pair<std::string, std::string>> comms = {
+      {std::string("gpu-worker\0xyz!", 15), "gpu-worker"},
+      {"gpu-worker", "gpu-worker"},
+      {"", ""},
+      {std::string("\0garbage", 8), ""},
+      {"abcdefghijklmnop", "abcdefghijklmnop"},  // all 16 bytes, no NUL
+      {std::string("abcdefgh\0tail", 13), "abcdefgh"},
+      {std::string("abcdefg\0\x01\x02", 10), "abcdefg"},
+      {"abcdefghi", "abcdefghi"},
+      {std::string("\x80\x01\xff\0\x80", 5), "\\x80\\x01\\xff"},
+  };
+  TempDir dir;
+  ChunkFileWriter kernel;
+  ASSERT_EQ(kernel.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+  RecordBatch events;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      gprof_offcpu event = OffCpu(kPid, 101, 1000 + i, 2000 + i, 1500, 102, -1);
+      memcpy(event.waker_comm, comms[i].first.data(), comms[i].first.size());
+      events.Add(event, GPROF_REC_OFFCPU);
+    }
+  }
+  events.WriteTo(&kernel);
+  kernel.Close();
+
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_EQ(session->off_cpu.size(), comms.size() * 3);
+  std::map<std::string, uint32_t> index_of;
+  for (size_t at = 0; at < session->off_cpu.size(); ++at) {
+    const auto& interval = session->off_cpu[at];
+    const std::string& expected = comms[interval.start_ns - 1000].second;
+    EXPECT_EQ(session->WakerComm(interval), expected) << "interval " << at;
+    auto [known, inserted] = index_of.try_emplace(expected, interval.waker_comm);
+    EXPECT_EQ(known->second, interval.waker_comm) << expected << " stored twice";
+  }
+  EXPECT_EQ(session->comms.size(), index_of.size() + (index_of.count("") ? 0 : 1));
+}
+
 TEST(SessionReader, TruncatedFileKeepsEveryCompleteChunk) {
   TempDir dir;
   std::string path = WriteInjectFile(dir, 3, 10);

@@ -29,46 +29,70 @@ uint64_t EndOf(const Record& record) {
 // One kind of record, by thread, in time order. A thread is in one system call, one page fault,
 // one lock wait at a time, and off-CPU once: such records of one thread never overlap, so sorted
 // by start they are sorted by end too, which During needs. (CUDA calls nest: only At is asked of
-// them.)
+// them.) Held as 4-byte indices into the session's vector, grouped by thread in one array: the
+// index is as long as the session and is made while the whole model is in memory, at the peak.
 template <typename Record>
 class PerThread {
  public:
-  // Counted first, so that each thread's vector is made once at its size, not grown by doubling
-  // (which copies and touches twice the memory).
-  explicit PerThread(const std::vector<Record>& records) {
-    std::unordered_map<uint32_t, size_t> counts;
-    for (const Record& record : records) ++counts[record.tid];
-    for (const auto& [tid, count] : counts) ReserveLarge(by_tid_[tid], count);
-    for (const Record& record : records) by_tid_[record.tid].push_back(&record);
+  // Counted first, so that the array is made once at its size and each thread's part placed.
+  explicit PerThread(const std::vector<Record>& records) : records_(records.data()) {
+    // A vector of 4 G records or more would need hundreds of GiB: the index stops short of it.
+    const size_t count = std::min<size_t>(records.size(), UINT32_MAX);
+    for (size_t i = 0; i < count; ++i) ++by_tid_[records[i].tid].end;
+    uint32_t next = 0;
+    for (auto& [tid, part] : by_tid_) {
+      part.begin = part.end = next + part.end;  // `end` counted; filled from the part's end down
+      next = part.begin;
+    }
+    ReserveLarge(order_, count);
+    order_.resize(count);
+    uint32_t last_tid = 0;
+    Part* last = nullptr;
+    for (size_t i = count; i-- > 0;) {  // backwards, so that each part fills in time order
+      if (last == nullptr || records[i].tid != last_tid) {
+        last_tid = records[i].tid;
+        last = &by_tid_[last_tid];
+      }
+      order_[--last->begin] = static_cast<uint32_t>(i);
+    }
   }
 
   // Those of `tid` that overlap [start, end).
-  std::span<const Record* const> During(uint32_t tid, uint64_t start, uint64_t end) const {
-    auto it = by_tid_.find(tid);
-    if (it == by_tid_.end()) return {};
-    const auto& all = it->second;
+  ThreadRecords<Record> During(uint32_t tid, uint64_t start, uint64_t end) const {
+    auto all = Of(tid);
     auto first = std::partition_point(all.begin(), all.end(),
-                                      [&](const Record* r) { return EndOf(*r) <= start; });
-    auto last =
-        std::partition_point(first, all.end(), [&](const Record* r) { return StartOf(*r) < end; });
-    return {first, last};
+                                      [&](uint32_t i) { return EndOf(records_[i]) <= start; });
+    auto last = std::partition_point(first, all.end(),
+                                     [&](uint32_t i) { return StartOf(records_[i]) < end; });
+    return ThreadRecords<Record>(records_, {first, last});
   }
 
   // The one of `tid` in progress at `time`: the latest that began at or before it, unless it
   // ended before.
   const Record* At(uint32_t tid, uint64_t time) const {
-    auto it = by_tid_.find(tid);
-    if (it == by_tid_.end()) return nullptr;
-    const auto& all = it->second;
+    auto all = Of(tid);
     auto after = std::partition_point(all.begin(), all.end(),
-                                      [&](const Record* r) { return StartOf(*r) <= time; });
+                                      [&](uint32_t i) { return StartOf(records_[i]) <= time; });
     if (after == all.begin()) return nullptr;
-    const Record* candidate = *(after - 1);
+    const Record* candidate = &records_[*(after - 1)];
     return EndOf(*candidate) >= time ? candidate : nullptr;
   }
 
  private:
-  std::unordered_map<uint32_t, std::vector<const Record*>> by_tid_;
+  struct Part {
+    uint32_t begin = 0;
+    uint32_t end = 0;
+  };
+  std::span<const uint32_t> Of(uint32_t tid) const {
+    auto it = by_tid_.find(tid);
+    if (it == by_tid_.end()) return {};
+    return std::span<const uint32_t>(order_).subspan(it->second.begin,
+                                                     it->second.end - it->second.begin);
+  }
+
+  const Record* records_;
+  std::vector<uint32_t> order_;  // indices into the records, a thread's together, in time order
+  std::unordered_map<uint32_t, Part> by_tid_;  // its part of order_
 };
 
 // Per-thread views of the session, for interval lookups.
@@ -107,8 +131,8 @@ const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
   return index_->calls.At(tid, time_ns);
 }
 
-std::span<const OffCpuInterval* const> WaitReader::OffCpuDuring(uint32_t tid, uint64_t start_ns,
-                                                                uint64_t end_ns) const {
+ThreadRecords<OffCpuInterval> WaitReader::OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                                       uint64_t end_ns) const {
   return index_->off_cpu.During(tid, start_ns, end_ns);
 }
 

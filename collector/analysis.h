@@ -159,6 +159,36 @@ struct TimeSplit {
   std::vector<Wait> waits;
 };
 
+// Some records of one thread, in time order, as pointers into the session's vector.
+template <typename Record>
+class ThreadRecords {
+ public:
+  class iterator {
+   public:
+    iterator(const Record* records, const uint32_t* at) : records_(records), at_(at) {}
+    const Record* operator*() const { return records_ + *at_; }
+    iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    bool operator==(const iterator& other) const { return at_ == other.at_; }
+
+   private:
+    const Record* records_;
+    const uint32_t* at_;
+  };
+  ThreadRecords(const Record* records, std::span<const uint32_t> indices)
+      : records_(records), indices_(indices) {}
+  iterator begin() const { return {records_, indices_.data()}; }
+  iterator end() const { return {records_, indices_.data() + indices_.size()}; }
+  size_t size() const { return indices_.size(); }
+  bool empty() const { return indices_.empty(); }
+
+ private:
+  const Record* records_;
+  std::span<const uint32_t> indices_;
+};
+
 // Reads what a thread did from the kernel's record: each off-CPU interval as a Wait (on what, woken
 // by whom, the owner of the lock), and how it spent an interval.
 class WaitReader {
@@ -177,8 +207,8 @@ class WaitReader {
   const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
   // The memory map call (mmap, munmap, ...) of `tid` in progress at `time_ns`, or nullptr.
   const MemoryMapCall* MemoryCallAt(uint32_t tid, uint64_t time_ns) const;
-  std::span<const OffCpuInterval* const> OffCpuDuring(uint32_t tid, uint64_t start_ns,
-                                                      uint64_t end_ns) const;
+  ThreadRecords<OffCpuInterval> OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                             uint64_t end_ns) const;
 
  private:
   struct Index;

@@ -62,7 +62,11 @@ bool ReadRecord(std::span<const uint8_t> bytes, T* out) {
 template <typename T>
 bool ReadGrownRecord(std::span<const uint8_t> bytes, size_t first_size, T* out) {
   if (bytes.size() < first_size) return false;
-  __builtin_memcpy(out, bytes.data(), bytes.size() < sizeof(T) ? bytes.size() : sizeof(T));
+  // A fixed-size copy for the usual case, inlined; a variable one is a call per record.
+  if (bytes.size() >= sizeof(T))
+    __builtin_memcpy(out, bytes.data(), sizeof(T));
+  else
+    __builtin_memcpy(out, bytes.data(), bytes.size());
   return true;
 }
 

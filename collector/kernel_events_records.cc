@@ -177,10 +177,28 @@ void KernelRecordDecoder::ReserveForTheMix(uint64_t file_records) {
   reserve(session_->futex_calls, seen_futex_);
 }
 
-uint32_t KernelRecordDecoder::CommIndex(std::string_view raw) {
-  // A lookup by string_view would need a transparent hash; names are at most 16 bytes (no heap).
-  auto [entry, inserted] = comm_indexes_.try_emplace(std::string(raw), 0);
-  if (inserted) entry->second = session_->CommIndex(PrintableName(raw));
+uint32_t KernelRecordDecoder::CommIndex(const char (&comm)[16]) {
+  static_assert(sizeof(CommKey) == sizeof(comm));
+  // The name's bytes up to its first NUL, found a word at a time: the lowest byte flagged by
+  // (w - 0x01..01) & ~w & 0x80..80 is the first zero byte (flags above it may be false).
+  CommKey key;
+  memcpy(key.data(), comm, sizeof(key));
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
+  for (uint64_t& word : key) {
+    uint64_t zeros = (word - kOnes) & ~word & kHighs;
+    if (zeros == 0) continue;
+    int keep_bits = __builtin_ctzll(zeros) & ~7;  // bits below the first zero byte
+    word = keep_bits == 0 ? 0 : word & (~uint64_t{0} >> (64 - keep_bits));
+    if (&word == &key[0]) key[1] = 0;
+    break;
+  }
+  const size_t hash = CommKeyHash()(key);
+  RecentComm& recent = recent_comms_[(hash ^ (hash >> 17)) % recent_comms_.size()];
+  if (recent.index != UINT32_MAX && recent.key[0] == key[0] && recent.key[1] == key[1])
+    return recent.index;
+  auto [entry, inserted] = comm_indexes_.try_emplace(key, 0);
+  if (inserted) entry->second = session_->CommIndex(PrintableName(FixedString(comm, sizeof(comm))));
+  recent = RecentComm{key, entry->second};
   return entry->second;
 }
 
@@ -224,7 +242,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   interval.raw_state = event.state;
   interval.cpu = event.cpu;
   interval.flags = event.flags;
-  interval.waker_comm = CommIndex(FixedString(event.waker_comm, sizeof(event.waker_comm)));
+  interval.waker_comm = CommIndex(event.waker_comm);
   session_->off_cpu.push_back(std::move(interval));
   threads_->SeeThread(event.tid, event.pid);
 }

@@ -6,6 +6,7 @@
 // was built is read by the part it knows; one from before its struct grew, by the part it has.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -49,8 +50,8 @@ class KernelRecordDecoder {
   void DecodeLost(const RecordView& record);
   void DecodeEventCount(const RecordView& record);
   void ReserveForTheMix(uint64_t file_records);
-  // Session::comms' index of a name as the kernel wrote it.
-  uint32_t CommIndex(std::string_view raw);
+  // Session::comms' index of a name as the kernel wrote it (a NUL-padded comm field).
+  uint32_t CommIndex(const char (&comm)[16]);
 
   // The records seen so far, and of the two kinds that make most of a file: once a sample of the
   // file has shown the mix, their vectors are sized for the whole file (ReserveForTheMix).
@@ -63,8 +64,21 @@ class KernelRecordDecoder {
   std::string path_;
   // One Session::lost entry per (kind, record type), its counts summed over CPUs and records.
   std::map<std::pair<uint32_t, uint32_t>, size_t> lost_entries_;
-  // By the name's bytes as recorded: made printable once per name, not once per record.
-  std::unordered_map<std::string, uint32_t> comm_indexes_;
+  // By the name's bytes up to its NUL, zero-padded: made printable once per name, not once per
+  // record, and looked up without making a string (one lookup per off-CPU interval).
+  using CommKey = std::array<uint64_t, 2>;
+  struct CommKeyHash {
+    size_t operator()(const CommKey& key) const {
+      return (key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] + (key[1] >> 29));
+    }
+  };
+  std::unordered_map<CommKey, uint32_t, CommKeyHash> comm_indexes_;
+  // In front of it, the last name seen in each slot of a small table: a session has few wakers.
+  struct RecentComm {
+    CommKey key{};
+    uint32_t index = UINT32_MAX;  // none yet
+  };
+  std::array<RecentComm, 64> recent_comms_{};
 };
 
 }  // namespace gprof::collector

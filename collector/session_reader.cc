@@ -195,39 +195,67 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
   }
 }
 
-// Sorts `records` by `time_of` each, ties in the order they were read. The records (56 to 72
-// bytes) are not moved n log n times: (time, index) pairs are sorted, then each
-// record is moved once, along the cycles of that permutation. Records come nearly in order (the
-// kernel's at their end, by CPU), and already sorted ones are left as they are.
+// Sorts `records` by `time_of` each, ties in the order they were read, in place and in about one
+// pass for what the recorders write: records come nearly in order (the kernel's at their end, the
+// injected library's a thread's buffer at a time), so each is either at or past the end of the
+// sorted prefix, a few places short of it (moved back there, as an insertion sort would), or far
+// short of it (a long interval, another thread's buffer): set aside, and merged in, sorted, when
+// the set-aside ones reach a bound, so extra memory stays a sixteenth of the records whatever the
+// input. Ties keep their order: once a record with time t is set aside, every later one with time
+// t is too (the prefix past t only grows), so a tie between the prefix and the set-aside ones is
+// always the prefix's first.
 template <typename Record, typename TimeOf>
 void SortByTime(std::vector<Record>& records, TimeOf time_of) {
-  auto earlier = [&](const Record& a, const Record& b) { return time_of(a) < time_of(b); };
-  if (std::is_sorted(records.begin(), records.end(), earlier)) return;
-  struct Key {
-    uint64_t time_ns;
-    size_t index;
-  };
-  std::vector<Key> order;
-  ReserveLarge(order, records.size());
-  for (size_t i = 0; i < records.size(); ++i) order.push_back(Key{time_of(records[i]), i});
-  std::sort(order.begin(), order.end(), [](const Key& a, const Key& b) {
-    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.index < b.index;
-  });
-  // order[i].index: the record that belongs at i. Each cycle is walked once; a placed slot is
-  // marked by pointing at itself.
-  for (size_t start = 0; start < order.size(); ++start) {
-    if (order[start].index == start) continue;
-    Record held = std::move(records[start]);
-    size_t at = start;
-    while (order[at].index != start) {
-      size_t from = order[at].index;
-      records[at] = std::move(records[from]);
-      order[at].index = at;
-      at = from;
+  constexpr size_t kNearby = 16;  // how far a record is moved back one place at a time
+  const size_t count = records.size();
+  std::vector<Record> aside;
+  const size_t aside_limit = std::max<size_t>(count / 16, 4096);
+  // Merges `aside` into the sorted prefix [0, sorted): the slots [sorted, sorted + aside.size())
+  // are free, as the set-aside records came from them or from before the next unread one.
+  auto merge_aside = [&](size_t sorted) {
+    std::stable_sort(aside.begin(), aside.end(),
+                     [&](const Record& a, const Record& b) { return time_of(a) < time_of(b); });
+    size_t out = sorted + aside.size();
+    size_t from_aside = aside.size();
+    while (from_aside > 0) {
+      // On a tie the set-aside record goes last (see above); the prefix's stay where they are
+      // once every set-aside one is placed.
+      if (sorted > 0 && time_of(records[sorted - 1]) > time_of(aside[from_aside - 1])) {
+        records[--out] = std::move(records[--sorted]);
+      } else {
+        records[--out] = std::move(aside[--from_aside]);
+      }
     }
-    records[at] = std::move(held);
-    order[at].index = at;
+    aside.clear();
+  };
+  size_t sorted = 0;  // records [0, sorted) are in order
+  for (size_t next = 0; next < count; ++next) {
+    const uint64_t time = time_of(records[next]);
+    if (sorted == 0 || time_of(records[sorted - 1]) <= time) {
+      if (sorted != next) records[sorted] = std::move(records[next]);
+      ++sorted;
+      continue;
+    }
+    // Its place: after the last record of time <= `time`, if that is near.
+    size_t place = sorted - 1;
+    const size_t nearest = sorted > kNearby ? sorted - kNearby : 0;
+    while (place > nearest && time_of(records[place - 1]) > time) --place;
+    if (place == 0 || time_of(records[place - 1]) <= time) {
+      Record held = std::move(records[next]);
+      std::move_backward(records.begin() + place, records.begin() + sorted,
+                         records.begin() + sorted + 1);
+      records[place] = std::move(held);
+      ++sorted;
+      continue;
+    }
+    if (aside.empty()) ReserveLarge(aside, aside_limit);
+    aside.push_back(std::move(records[next]));
+    if (aside.size() == aside_limit) {
+      merge_aside(sorted);
+      sorted = next + 1;
+    }
   }
+  if (!aside.empty()) merge_aside(sorted);
 }
 
 void SessionBuilder::Finish() {

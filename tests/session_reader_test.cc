@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "analysis.h"
 #include "chunk_reader.h"
@@ -186,6 +187,126 @@ TEST(SessionReader, ReadsEveryRecordAsWritten) {
   uint64_t lost_total = 0;
   for (const auto& lost : session->lost) lost_total += lost.count;
   EXPECT_EQ(lost_total, 12u + 4u);
+}
+
+// The records of a file come in whatever order its writer had them; the model holds them by time,
+// records of equal times in the order they were written. Orders a recorder writes (nearly sorted,
+// a thread's buffer at a time) and ones it never would (reversed, shuffled) alike.
+TEST(SessionReader, SortsRecordsByTimeKeepingTiesInWrittenOrder) {
+  std::mt19937_64 random(6);
+  auto nearly_sorted = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + i * 10 - random() % 200);
+    return times;
+  };
+  auto thread_buffers = [&](size_t count) {
+    std::vector<uint64_t> times;  // 8 threads' buffers of 500 calls, over the same span
+    for (size_t i = 0; times.size() < count; ++i)
+      times.push_back(1000 + (i % 500 + i / 4000 * 500) * 80 + (i / 500 % 8) * 7);
+    return times;
+  };
+  auto reversed = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + (count - i) / 3 * 10);
+    return times;
+  };
+  auto shuffled = [&](size_t count) {
+    std::vector<uint64_t> times;
+    for (size_t i = 0; i < count; ++i) times.push_back(1000 + random() % (count / 4) * 10);
+    return times;
+  };
+  std::vector<std::pair<const char*, std::vector<uint64_t>>> orders = {
+      {"nearly sorted", nearly_sorted(150000)},
+      {"thread buffers", thread_buffers(150000)},
+      {"reversed", reversed(150000)},
+      {"shuffled", shuffled(150000)},
+      {"few", shuffled(40)},
+  };
+  for (const auto& [order, times] : orders) {
+    SCOPED_TRACE(order);
+    TempDir dir;
+    ChunkFileWriter inject;
+    ASSERT_EQ(inject.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+    ChunkFileWriter kernel;
+    ASSERT_EQ(kernel.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+    RecordBatch calls, events;
+    AddApiName(&calls, 1, "cudaLaunchKernel");
+    for (size_t i = 0; i < times.size(); ++i) {
+      format::ApiCallRecord call = ApiCall(101, 1, times[i], times[i] + 5);
+      call.correlation_id = i;  // the order written
+      calls.Add(call, format::kApiCall);
+      events.Add(Futex(kPid, 101, times[i], times[i] + 5, i, 0), GPROF_REC_FUTEX);
+      events.Add(OffCpu(kPid, 101, times[i], times[i] + 5 + i, 0, 0, -1), GPROF_REC_OFFCPU);
+      if (i % 10000 == 9999) {
+        calls.WriteTo(&inject);
+        events.WriteTo(&kernel);
+      }
+    }
+    calls.WriteTo(&inject);
+    events.WriteTo(&kernel);
+    inject.Close();
+    kernel.Close();
+
+    auto session = ReadSession(dir.path());
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    std::vector<size_t> expected(times.size());
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] = i;
+    std::stable_sort(expected.begin(), expected.end(),
+                     [&](size_t a, size_t b) { return times[a] < times[b]; });
+    ASSERT_EQ(session->api_calls.size(), times.size());
+    ASSERT_EQ(session->futex_calls.size(), times.size());
+    ASSERT_EQ(session->off_cpu.size(), times.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      size_t written = expected[i];
+      ASSERT_EQ(session->api_calls[i].correlation_id, written) << "at " << i;
+      ASSERT_EQ(session->api_calls[i].enter_ns, times[written]);
+      ASSERT_EQ(session->futex_calls[i].uaddr, written) << "at " << i;
+      ASSERT_EQ(session->futex_calls[i].start_ns, times[written]);
+      ASSERT_EQ(session->off_cpu[i].end_ns, times[written] + 5 + written) << "at " << i;
+    }
+  }
+}
+
+// A waker's name is the bytes of its comm field up to the first NUL, whatever follows it; one
+// name is stored once however many intervals carry it.
+TEST(SessionReader, WakerNamesEndAtTheirFirstNul) {
+  const std::vector<std::pair<std::string, std::string>> comms = {
+      {std::string("gpu-worker\0xyz!", 15), "gpu-worker"},
+      {"gpu-worker", "gpu-worker"},
+      {"", ""},
+      {std::string("\0garbage", 8), ""},
+      {"abcdefghijklmnop", "abcdefghijklmnop"},  // all 16 bytes, no NUL
+      {std::string("abcdefgh\0tail", 13), "abcdefgh"},
+      {std::string("abcdefg\0\x01\x02", 10), "abcdefg"},
+      {"abcdefghi", "abcdefghi"},
+      {std::string("\x80\x01\xff\0\x80", 5), "\\x80\\x01\\xff"},
+  };
+  TempDir dir;
+  ChunkFileWriter kernel;
+  ASSERT_EQ(kernel.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+  RecordBatch events;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      gprof_offcpu event = OffCpu(kPid, 101, 1000 + i, 2000 + i, 1500, 102, -1);
+      memcpy(event.waker_comm, comms[i].first.data(), comms[i].first.size());
+      events.Add(event, GPROF_REC_OFFCPU);
+    }
+  }
+  events.WriteTo(&kernel);
+  kernel.Close();
+
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_EQ(session->off_cpu.size(), comms.size() * 3);
+  std::map<std::string, uint32_t> index_of;
+  for (size_t at = 0; at < session->off_cpu.size(); ++at) {
+    const auto& interval = session->off_cpu[at];
+    const std::string& expected = comms[interval.start_ns - 1000].second;
+    EXPECT_EQ(session->WakerComm(interval), expected) << "interval " << at;
+    auto [known, inserted] = index_of.try_emplace(expected, interval.waker_comm);
+    EXPECT_EQ(known->second, interval.waker_comm) << expected << " stored twice";
+  }
+  EXPECT_EQ(session->comms.size(), index_of.size() + (index_of.count("") ? 0 : 1));
 }
 
 TEST(SessionReader, TruncatedFileKeepsEveryCompleteChunk) {

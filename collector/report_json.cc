@@ -616,34 +616,12 @@ class JsonPrinter {
 
   void Dump(const json& value, unsigned indent) {
     switch (value.type()) {
-      case json::value_t::object: {
-        const json::object_t& object = value.get_ref<const json::object_t&>();
-        if (object.empty()) return Append("{}");
-        Append("{\n");
-        size_t left = object.size();
-        for (const auto& [key, member] : object) {
-          Indent(indent + 1);
-          String(key, nullptr);
-          Append(": ");
-          Dump(member, indent + 1);
-          if (--left != 0) Append(",\n");
-        }
-        Append("\n");
-        Indent(indent);
-        return Append("}");
-      }
+      case json::value_t::object:
+        return Object(value.get_ref<const json::object_t&>(), indent,
+                      [&](const std::string&, const json& member) { Dump(member, indent + 1); });
       case json::value_t::array: {
         const json::array_t& array = value.get_ref<const json::array_t&>();
-        if (array.empty()) return Append("[]");
-        Append("[\n");
-        for (size_t i = 0; i < array.size(); ++i) {
-          Indent(indent + 1);
-          Dump(array[i], indent + 1);
-          if (i + 1 != array.size()) Append(",\n");
-        }
-        Append("\n");
-        Indent(indent);
-        return Append("]");
+        return Array(array.size(), indent, [&](size_t i) { Dump(array[i], indent + 1); });
       }
       case json::value_t::string:
         return String(value.get_ref<const std::string&>(), &value);
@@ -658,6 +636,40 @@ class JsonPrinter {
       default:  // floating point, binary, discarded
         return Serialize(value, indent);
     }
+  }
+
+  // An object's members, each key written here and its value by member(key, value), one level
+  // deeper than `indent`.
+  template <typename Member>
+  void Object(const json::object_t& object, unsigned indent, Member member) {
+    if (object.empty()) return Append("{}");
+    Append("{\n");
+    size_t left = object.size();
+    for (const auto& [key, value] : object) {
+      Indent(indent + 1);
+      String(key, nullptr);
+      Append(": ");
+      member(key, value);
+      if (--left != 0) Append(",\n");
+    }
+    Append("\n");
+    Indent(indent);
+    Append("}");
+  }
+
+  // An array of `count` elements, the i-th written by element(i), one level deeper than `indent`.
+  template <typename Element>
+  void Array(size_t count, unsigned indent, Element element) {
+    if (count == 0) return Append("[]");
+    Append("[\n");
+    for (size_t i = 0; i < count; ++i) {
+      Indent(indent + 1);
+      element(i);
+      if (i + 1 != count) Append(",\n");
+    }
+    Append("\n");
+    Indent(indent);
+    Append("]");
   }
 
   // Text written as it is.
@@ -737,22 +749,16 @@ class ReportWriter {
 
   void Write(const json& value, unsigned indent, const std::string& path) {
     for (const LazyArray& array : lazy_) {
-      if (array.count != 0 && array.path == path) return WriteArray(array, indent);
+      if (array.count != 0 && array.path == path) {
+        return printer_->Array(array.count, indent,
+                               [&](size_t i) { printer_->Dump(array.element(i), indent + 1); });
+      }
     }
-    if (!value.is_object() || value.empty() || !HoldsLazy(path))
-      return printer_->Dump(value, indent);
-    printer_->Append("{\n");
-    size_t left = value.size();
-    for (auto item = value.begin(); item != value.end(); ++item) {
-      printer_->Indent(indent + 1);
-      printer_->Dump(json(item.key()), 0);
-      printer_->Append(": ");
-      Write(item.value(), indent + 1, path + "/" + item.key());
-      if (--left != 0) printer_->Append(",\n");
-    }
-    printer_->Append("\n");
-    printer_->Indent(indent);
-    printer_->Append("}");
+    if (!value.is_object() || !HoldsLazy(path)) return printer_->Dump(value, indent);
+    printer_->Object(value.get_ref<const json::object_t&>(), indent,
+                     [&](const std::string& key, const json& member) {
+                       Write(member, indent + 1, path + "/" + key);
+                     });
   }
 
   // Writes what is gathered onto the output.
@@ -764,18 +770,6 @@ class ReportWriter {
       if (array.count != 0 && array.path.starts_with(path + "/")) return true;
     }
     return false;
-  }
-
-  void WriteArray(const LazyArray& array, unsigned indent) {
-    printer_->Append("[\n");
-    for (size_t i = 0; i < array.count; ++i) {
-      printer_->Indent(indent + 1);
-      printer_->Dump(array.element(i), indent + 1);
-      if (i + 1 != array.count) printer_->Append(",\n");
-    }
-    printer_->Append("\n");
-    printer_->Indent(indent);
-    printer_->Append("]");
   }
 
   std::unique_ptr<JsonPrinter> printer_;  // its block is large for the stack

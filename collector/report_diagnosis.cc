@@ -1,6 +1,7 @@
 #include "report_diagnosis.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -184,30 +185,47 @@ void DiagnosisText::Gaps() {
   }
 }
 
-// Long waits that were no contention but a handoff: a condition variable, a join, an event, ended
-// by another thread of the program, or the driver's event thread polling its device. Not ranked as
-// causes (threads idle this way by design), listed so that "who made it wait" is answered for them
-// too.
+// Long waits that were no contention: a handoff (a condition variable, a join, a pipe or socket
+// read, a child's exit) ended by another thread of the program, or the driver's event thread
+// polling its device. Not ranked as causes (threads idle this way by design), listed so that "who
+// made it wait" is answered for them too. Those no thread of the program ended (sleeps, timeouts,
+// I/O from outside) are counted by class, with the longest of each.
 void DiagnosisText::Handoffs() {
   std::vector<const Stall*> handoffs;
+  std::map<WaitClass, std::vector<const Stall*>> unended;
   for (const Stall& stall : diagnosis_.stalls) {
-    if (stall.cause < 0 && IsIdleWait(stall) && !stall.chain.empty()) handoffs.push_back(&stall);
+    if (stall.cause >= 0) continue;
+    if (!stall.chain.empty()) {
+      handoffs.push_back(&stall);
+    } else if (!IsIdleWait(stall)) {
+      unended[stall.wait_class].push_back(&stall);
+    }
   }
-  if (handoffs.empty()) return;
-  std::stable_sort(handoffs.begin(), handoffs.end(),
-                   [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); });
-  constexpr size_t kShown = 5;
+  if (handoffs.empty() && unended.empty()) return;
+  auto longer = [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); };
+  auto where = [&](const Stall& stall) {
+    std::string text = Thread(stall.tid) + " at " + FormatOffset(session_, stall.wait.start_ns) +
+                       " asleep " + FormatDuration(stall.asleep_ns()) + " " +
+                       WhereAsleep(session_, stall.wait.object) + " [" +
+                       WaitClassName(stall.wait_class) + "]";
+    if (stall.call != nullptr) text += " in " + session_.ApiName(*stall.call);
+    return text;
+  };
+  std::stable_sort(handoffs.begin(), handoffs.end(), longer);
   out_ << "\nOTHER LONG WAITS: " << handoffs.size()
-       << " handoffs (a thread waiting for another's signal, not contention); the longest:\n";
-  for (size_t i = 0; i < std::min(kShown, handoffs.size()); ++i) {
-    const Stall& stall = *handoffs[i];
-    out_ << "  " << Thread(stall.tid) << " at " << FormatOffset(session_, stall.wait.start_ns)
-         << " asleep " << FormatDuration(stall.asleep_ns()) << " "
-         << WhereAsleep(session_, stall.wait.object) << " [" << WaitClassName(stall.wait_class)
-         << "]";
-    if (stall.call != nullptr) out_ << " in " << session_.ApiName(*stall.call);
-    out_ << "\n";
-    Chain(stall.chain, "     ");
+       << " handoffs (a thread waiting for another's signal, not contention)";
+  out_ << (handoffs.empty() ? "\n" : "; the longest:\n");
+  for (size_t i = 0; i < std::min(kShortList, handoffs.size()); ++i) {
+    out_ << "  " << where(*handoffs[i]) << "\n";
+    Chain(handoffs[i]->chain, "     ");
+  }
+  for (auto& [wait_class, stalls] : unended) {
+    uint64_t total_ns = 0;
+    for (const Stall* stall : stalls) total_ns += stall->asleep_ns();
+    const Stall& longest = **std::min_element(stalls.begin(), stalls.end(), longer);
+    out_ << "  " << stalls.size() << " [" << WaitClassName(wait_class) << "] wait"
+         << (stalls.size() == 1 ? "" : "s") << " no thread of the program ended, "
+         << FormatDuration(total_ns) << " in all; the longest: " << where(longest) << "\n";
   }
 }
 

@@ -11,6 +11,7 @@
 #include "gpu_timeline.h"
 #include "kernel_events.h"
 #include "report.h"
+#include "report_diagnosis.h"
 
 namespace gprof::collector {
 namespace {
@@ -1021,6 +1022,38 @@ TEST(Diagnosis, AHandoffOnAConditionIsAWaitButNoCause) {
   EXPECT_EQ(diagnosis.stalls[0].wait_class, WaitClass::kCondition);
   ASSERT_EQ(diagnosis.stalls[0].chain.size(), 1u);
   EXPECT_EQ(diagnosis.stalls[0].chain[0].tid, kHolder);
+}
+
+// A pipe read ended by another thread of the program is a handoff like a condition's and listed
+// with its chain; a sleep nobody ended is counted by class, with its longest.
+TEST(Diagnosis, EveryWaitThatIsNoCauseIsListedInTheText) {
+  constexpr int32_t kPipeStack = 7;
+  constexpr int32_t kSleepStack = 8;
+  SessionBuilder builder;
+  builder.session().kernel_stacks[kPipeStack] = {1, 2, 6};
+  builder.session().kernel_stacks[kSleepStack] = {1, 2, 9};
+  builder.session().kernel_symbols[6] = "anon_pipe_read+0x6";
+  builder.session().kernel_symbols[9] = "do_nanosleep+0x9";
+  builder.Thread(11, "reader");
+  builder.Thread(12, "napper");
+  builder.Sleep(11, 1 * kMs, 21 * kMs, 21 * kMs + 5000, kHolder, 1, kPipeStack);
+  builder.Sleep(12, 2 * kMs, 0, 7 * kMs, 0, 1, kSleepStack);
+  builder.Sleep(12, 8 * kMs, 0, 11 * kMs, 0, 1, kSleepStack);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  ASSERT_EQ(diagnosis.stalls.size(), 3u);
+  EXPECT_EQ(diagnosis.stalls[0].wait_class, WaitClass::kIo);
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_NE(text.find("OTHER LONG WAITS: 1 handoffs"), std::string::npos) << text;
+  EXPECT_NE(text.find("reader (11) at +0.000 s asleep 20.0 ms on anon_pipe_read [I/O]\n"
+                      "     ended by holder (10)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2 [sleep] waits no thread of the program ended, 8.0 ms in all; the "
+                      "longest: napper (12) at +0.001 s asleep 5.0 ms on do_nanosleep [sleep]"),
+            std::string::npos)
+      << text;
 }
 
 // The driver's event thread polls its device between GPU events: idle by design, never a cause;

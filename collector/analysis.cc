@@ -140,6 +140,11 @@ const FutexCall* WaitReader::FutexAt(uint32_t tid, uint64_t time_ns) const {
   return index_->futex.At(tid, time_ns);
 }
 
+ThreadRecords<FutexCall> WaitReader::FutexDuring(uint32_t tid, uint64_t start_ns,
+                                                 uint64_t end_ns) const {
+  return index_->futex.During(tid, start_ns, end_ns);
+}
+
 const MemoryMapCall* WaitReader::MemoryCallAt(uint32_t tid, uint64_t time_ns) const {
   return index_->memory_map_calls.At(tid, time_ns);
 }

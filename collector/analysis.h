@@ -205,6 +205,7 @@ class WaitReader {
   const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
   // The futex call of `tid` in progress at `time_ns`, or nullptr.
   const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
+  ThreadRecords<FutexCall> FutexDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // The memory map call (mmap, munmap, ...) of `tid` in progress at `time_ns`, or nullptr.
   const MemoryMapCall* MemoryCallAt(uint32_t tid, uint64_t time_ns) const;
   ThreadRecords<OffCpuInterval> OffCpuDuring(uint32_t tid, uint64_t start_ns,

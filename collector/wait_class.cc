@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "user_symbols.h"
 
@@ -112,6 +114,34 @@ bool WaitClassifier::InPythonRuntime(const Wait& wait) const {
   return where.symbol == "_PyRuntime" || Contains(where.symbol, "_gil");
 }
 
+// A semaphore is an event (a queue's "items ready") or a lock (CPython's threading.Lock up to
+// 3.12 is a sem_t; so is a C program's binary semaphore). Its waits and posts tell which: a lock's
+// waiter, once woken, holds it and posts it to the next waiter when it releases it, so in a convoy
+// the thread that posts a waiter had itself waited on the word meanwhile; a queue's consumer
+// never posts its own queue. A wait a lock's first holder ended is told by what the waiter does
+// next on the word: post it to a waiter (a release), not wait on it again (a consumer).
+bool WaitClassifier::SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const {
+  if (wait.waker_tid == 0 || wait.wake_ns == 0) return false;
+  std::vector<std::string> waker_frames =
+      UserStackFrames(session_, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns);
+  if (waker_frames.empty() || !Contains(waker_frames.front(), "sem_post")) return false;
+  auto on_word = [&](const FutexCall& call) {
+    return call.pid == wait.object.pid && call.uaddr == wait.object.address;
+  };
+  for (const FutexCall* call : reader_.FutexDuring(wait.waker_tid, wait.start_ns, wait.wake_ns)) {
+    if (on_word(*call) && call->is_wait() && call->end_ns <= wait.wake_ns) return true;
+  }
+  // The waiter's next call on the word, among its next few futex calls (the GIL's come between).
+  constexpr size_t kCallsLooked = 64;
+  size_t looked = 0;
+  for (const FutexCall* call : reader_.FutexDuring(tid, wait.end_ns, UINT64_MAX)) {
+    if (++looked > kCallsLooked) break;
+    if (call->start_ns < wait.end_ns || !on_word(*call)) continue;
+    return call->is_wake() && call->ret > 0;
+  }
+  return false;
+}
+
 WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
   if (wait.state == OffCpuState::kRunnable) return WaitClass::kCpu;
   switch (wait.object.kind) {
@@ -137,7 +167,8 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
           // 2. Other locks (a pthread rwlock, as the CUDA driver's) sleep on other values: the
           // user stacks tell, the waker's in an unlock or the sleeper's in a lock.
           if (futex->command() == FUTEX_WAIT && futex->val == 2) return WaitClass::kUserLock;
-          return LockByStacks(wait) ? WaitClass::kUserLock : WaitClass::kCondition;
+          return LockByStacks(wait) || SemaphoreUsedAsLock(tid, wait) ? WaitClass::kUserLock
+                                                                      : WaitClass::kCondition;
       }
     }
     case WaitKind::kKernelFunction:

@@ -30,6 +30,9 @@ class WaitClassifier {
   bool InPythonRuntime(const Wait& wait) const;
   // The waker's user stack in an unlock, or the sleeper's in a lock call.
   bool LockByStacks(const Wait& wait) const;
+  // A semaphore used as a lock: posted by a thread that had itself waited on it meanwhile, or
+  // taken by this waiter and posted by it to the next.
+  bool SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const;
   const Session& session_;
   const WaitReader& reader_;
 };

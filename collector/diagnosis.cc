@@ -182,8 +182,12 @@ void Diagnoser::GroupCauses() {
     if (!IsContention(stall.wait_class) || IsIdleWait(stall)) continue;
     const WaitObject& object = stall.wait.object;
     std::string where = std::to_string(object.address);
+    std::string owner = std::to_string(object.pid);
     std::string identity = DescribeWaitObject(session_, object);
     if (object.kind == WaitKind::kFutex) {
+      // A lock in shared memory is one object for every process that waits on it.
+      std::string shared = session_.SharedWordKey(object.pid, object.address, object.seen_ns);
+      if (!shared.empty()) owner.clear(), where = shared;
       // The words of one lock (a condition variable alternates between two, a mutex and its
       // condition sit side by side in the GIL) are one object: named by the symbol holding them.
       UserLocation location = LocateUserAddress(session_, object.pid, object.address,
@@ -196,8 +200,8 @@ void Diagnoser::GroupCauses() {
       }
     }
     std::string key = std::string(WaitClassName(stall.wait_class)) + "|" +
-                      std::to_string(static_cast<int>(object.kind)) + "|" +
-                      std::to_string(object.pid) + "|" + where + "|" + object.device + "|" +
+                      std::to_string(static_cast<int>(object.kind)) + "|" + owner + "|" + where +
+                      "|" + object.device + "|" +
                       (object.kind == WaitKind::kKernelFunction ? object.kernel_function : "");
     stall.cause = CauseFor(key, stall.wait_class, object, identity);
     Cause& cause = diagnosis_.causes[stall.cause];

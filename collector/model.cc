@@ -188,4 +188,11 @@ const Mapping* Session::FindMapping(uint32_t pid, uint64_t address, uint64_t tim
   return snapshot == nullptr ? nullptr : snapshot->Find(address);
 }
 
+std::string Session::SharedWordKey(uint32_t pid, uint64_t address, uint64_t time_ns) const {
+  const Mapping* mapping = FindMapping(pid, address, time_ns);
+  if (mapping == nullptr || mapping->perms.size() < 4 || mapping->perms[3] != 's') return {};
+  return mapping->path + "|" + std::to_string(mapping->inode) + "|" +
+         std::to_string(address - mapping->start + mapping->file_offset);
+}
+
 }  // namespace gprof::collector

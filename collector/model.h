@@ -437,6 +437,10 @@ struct Session {
   std::vector<std::string> KernelStack(int32_t stack_id) const;
   // The mapping that holds `address` in process `pid` at `time_ns`, if its maps were recorded.
   const Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns = kLatest) const;
+  // A word in memory that processes share (a MAP_SHARED mapping: a file, POSIX shared memory, or
+  // anonymous memory shared over fork) is one futex in each process that maps it, at whatever
+  // address: named by its file and offset ("path|inode|offset"). Empty for a process's own memory.
+  std::string SharedWordKey(uint32_t pid, uint64_t address, uint64_t time_ns) const;
 };
 
 }  // namespace gprof::collector

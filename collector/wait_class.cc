@@ -125,8 +125,11 @@ bool WaitClassifier::SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const {
   std::vector<std::string> waker_frames =
       UserStackFrames(session_, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns);
   if (waker_frames.empty() || !Contains(waker_frames.front(), "sem_post")) return false;
+  const std::string shared =
+      session_.SharedWordKey(wait.object.pid, wait.object.address, wait.object.seen_ns);
   auto on_word = [&](const FutexCall& call) {
-    return call.pid == wait.object.pid && call.uaddr == wait.object.address;
+    if (call.pid == wait.object.pid) return call.uaddr == wait.object.address;
+    return !shared.empty() && session_.SharedWordKey(call.pid, call.uaddr, call.start_ns) == shared;
   };
   for (const FutexCall* call : reader_.FutexDuring(wait.waker_tid, wait.start_ns, wait.wake_ns)) {
     if (on_word(*call) && call->is_wait() && call->end_ns <= wait.wake_ns) return true;

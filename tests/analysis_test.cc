@@ -1056,6 +1056,46 @@ TEST(Diagnosis, EveryWaitThatIsNoCauseIsListedInTheText) {
       << text;
 }
 
+// Three processes wait on one lock in shared memory, mapped at a different address in each: one
+// object, one cause, one freeze; the same offset of a private copy of the file is another.
+TEST(Diagnosis, ALockInSharedMemoryIsOneObjectAcrossProcesses) {
+  SessionBuilder builder;
+  Session& session = builder.session();
+  constexpr uint32_t kOwner = kPid + 1;
+  auto map = [&](uint32_t pid, uint64_t start, const char* perms) {
+    session.processes[pid].pid = pid;
+    MapsSnapshot snapshot;
+    snapshot.mappings.push_back({start, start + 0x1000, 0, perms, "/dev/shm/sem.lock", 42});
+    session.processes[pid].maps.push_back(snapshot);
+  };
+  map(kPid, 0x7f0000000000, "rw-s");
+  for (uint32_t i = 0; i < 3; ++i) {
+    const uint32_t pid = kOwner + 1 + i, tid = pid;
+    map(pid, 0x7f1000000000 + i * 0x100000, i == 2 ? "rw-p" : "rw-s");
+    session.threads[tid] = {pid, tid, "worker-" + std::to_string(i), 0};
+    const uint64_t start = (1 + i) * kMs, wake = 40 * kMs + i * kMs / 10;
+    OffCpuInterval& sleep = builder.Sleep(tid, start, wake, wake + 10000, kHolder, 1, kFutexStack);
+    sleep.pid = pid;
+    FutexCall futex;
+    futex.pid = pid;
+    futex.tid = tid;
+    futex.start_ns = start - 1000;
+    futex.end_ns = wake + 20000;
+    futex.uaddr = 0x7f1000000000 + i * 0x100000 + 0x10;
+    futex.op = 0;   // FUTEX_WAIT, shared
+    futex.val = 2;  // glibc's "locked, with waiters"
+    session.futex_calls.push_back(futex);
+  }
+  Diagnosis diagnosis = Diagnose(builder.Build(), {});
+  ASSERT_EQ(diagnosis.stalls.size(), 3u);
+  ASSERT_EQ(diagnosis.causes.size(), 2u);
+  EXPECT_EQ(diagnosis.causes[0].tids, (std::vector<uint32_t>{kOwner + 1, kOwner + 2}));
+  EXPECT_EQ(diagnosis.causes[1].tids, (std::vector<uint32_t>{kOwner + 3}))
+      << "a private copy of the file is that process's own";
+  ASSERT_EQ(diagnosis.freezes.size(), 1u);
+  EXPECT_EQ(diagnosis.freezes[0].tids, (std::vector<uint32_t>{kOwner + 1, kOwner + 2}));
+}
+
 // The driver's event thread polls its device between GPU events: idle by design, never a cause;
 // the same poll inside a CUDA call is a thread held up in the driver, and is one.
 TEST(Diagnosis, ADevicePollOutsideACudaCallIsIdleButInsideOneIsACause) {

@@ -216,6 +216,8 @@ WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait
     object.kind = WaitKind::kDevice;
     object.device_call = device->call;
     object.device = device->device;
+  } else if (IsFileLockFunction(object.kernel_function)) {
+    object.pid = 0;  // a file's lock is the same in every process
   } else if (const FutexCall* futex = index_->futex.At(interval.tid, interval.start_ns);
              futex != nullptr && futex->is_wait()) {
     object.kind = WaitKind::kFutex;

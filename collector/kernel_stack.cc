@@ -44,4 +44,14 @@ std::string LockTaker(const std::vector<std::string>& frames) {
   return {};
 }
 
+bool IsFileLockFunction(std::string_view function) {
+  // flock: locks_lock_inode_wait (flock_lock_inode_wait before 4.4); fcntl and lockf:
+  // do_lock_file_wait, fcntl_setlk; a lease being broken: __break_lease.
+  for (std::string_view name : {"locks_lock_inode_wait", "flock_lock_inode_wait",
+                                "do_lock_file_wait", "fcntl_setlk", "__break_lease"}) {
+    if (function == name) return true;
+  }
+  return false;
+}
+
 }  // namespace gprof::collector

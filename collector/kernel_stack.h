@@ -19,4 +19,8 @@ std::string BlockingFunction(const std::vector<std::string>& frames);
 // the scheduler, the lock's own code or the tracer ("fdget_pos", "vm_mmap_pgoff"); empty when none.
 std::string LockTaker(const std::vector<std::string>& frames);
 
+// Whether a thread blocked in `function` waits for a file lock (flock, fcntl, lockf, a lease)
+// that another task holds: a lock of the kernel's, on one file for every process.
+bool IsFileLockFunction(std::string_view function);
+
 }  // namespace gprof::collector

@@ -6,6 +6,7 @@
 
 #include "gpu_vocabulary.h"
 #include "kernel_events.h"
+#include "kernel_stack.h"
 #include "kernel_vocabulary.h"
 #include "user_symbols.h"
 
@@ -83,6 +84,8 @@ std::string DescribeWaitObject(const Session& session, const WaitObject& object)
       return where.empty() ? text : text + " (" + where + ")";
     }
     case WaitKind::kKernelFunction:
+      if (IsFileLockFunction(object.kernel_function))
+        return "a file lock (flock, fcntl) in " + object.kernel_function;
       break;
   }
   return object.kernel_function.empty() ? "an unknown wait" : object.kernel_function;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel_stack.h"
 #include "user_symbols.h"
 
 namespace gprof::collector {
@@ -181,7 +182,7 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
   if (wait.state == OffCpuState::kDiskSleep && Contains(function, "rwsem"))
     return WaitClass::kKernelLock;
   if (Contains(function, "mutex_lock") || Contains(function, "rwsem") ||
-      Contains(function, "rt_mutex"))
+      Contains(function, "rt_mutex") || IsFileLockFunction(function))
     return WaitClass::kKernelLock;
   if (IsIoFunction(function)) return WaitClass::kIo;
   if (IsSleepFunction(function)) return WaitClass::kSleep;

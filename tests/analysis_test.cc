@@ -1096,6 +1096,29 @@ TEST(Diagnosis, ALockInSharedMemoryIsOneObjectAcrossProcesses) {
   EXPECT_EQ(diagnosis.freezes[0].tids, (std::vector<uint32_t>{kOwner + 1, kOwner + 2}));
 }
 
+// Two processes block in flock() on a file a third holds: a kernel lock, one object for both.
+TEST(Diagnosis, AFileLockIsAKernelLockSharedByProcesses) {
+  constexpr int32_t kFlockStack = 7;
+  SessionBuilder builder;
+  Session& session = builder.session();
+  session.kernel_stacks[kFlockStack] = {1, 2, 6};
+  session.kernel_symbols[6] = "locks_lock_inode_wait+0x6";
+  for (uint32_t i = 0; i < 2; ++i) {
+    const uint32_t pid = kPid + 1 + i;
+    session.threads[pid] = {pid, pid, "locker", 0};
+    OffCpuInterval& sleep = builder.Sleep(pid, (1 + i) * kMs, 40 * kMs + i * kMs / 10,
+                                          40 * kMs + i * kMs / 10 + 5000, kHolder, 1, kFlockStack);
+    sleep.pid = pid;
+  }
+  Diagnosis diagnosis = Diagnose(builder.Build(), {});
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  EXPECT_EQ(diagnosis.causes[0].wait_class, WaitClass::kKernelLock);
+  EXPECT_EQ(diagnosis.causes[0].identity, "a file lock (flock, fcntl) in locks_lock_inode_wait");
+  EXPECT_EQ(diagnosis.causes[0].tids, (std::vector<uint32_t>{kPid + 1, kPid + 2}));
+  EXPECT_EQ(diagnosis.causes[0].holder_tid, kHolder);
+  EXPECT_EQ(diagnosis.freezes.size(), 1u);
+}
+
 // The driver's event thread polls its device between GPU events: idle by design, never a cause;
 // the same poll inside a CUDA call is a thread held up in the driver, and is one.
 TEST(Diagnosis, ADevicePollOutsideACudaCallIsIdleButInsideOneIsACause) {

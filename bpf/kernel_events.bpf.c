@@ -743,6 +743,15 @@ static __always_inline void futex_call(struct gprof_syscall_pending* entry) {
     entry->futex.uaddr2 = args[4];
     entry->futex.val3 = (__u32)args[5];
     if (futex_has_timeout(entry->futex.op)) entry->futex.timeout_ns = read_timeout(args[3]);
+    /* glibc's mutex sleeps on its word at 2 ("locked, with waiters"); the holder's tid sits in
+       __owner, 8 bytes on. Read now, it names the holder even if nobody ever wakes this wait
+       (a deadlock, a timeout). */
+    __u32 command = entry->futex.op & FUTEX_CMD_MASK;
+    if ((command == FUTEX_WAIT || command == FUTEX_WAIT_BITSET) && entry->futex.val == 2) {
+      __u32 owner = 0;
+      if (bpf_probe_read_user(&owner, sizeof(owner), (const void*)(args[0] + 8)) == 0)
+        entry->futex.owner_tid = owner;
+    }
     return;
   }
   entry->futex.flags = GPROF_FUTEX_FUTEX2;
@@ -1002,6 +1011,8 @@ static __always_inline void emit_futex(const struct gprof_syscall_pending* entry
   rec->flags = entry->futex.flags;
   rec->timeout_ns = entry->futex.timeout_ns;
   rec->ret = ret;
+  rec->owner_tid = entry->futex.owner_tid;
+  rec->reserved = 0;
   submit(rec);
 }
 

@@ -111,6 +111,12 @@ struct gprof_futex {
   __s64 timeout_ns; /* relative or absolute as op says; -1: no timeout; -2: a timeout the probe
                        could not read (user page not resident) */
   __s64 ret;
+  /* Added after the first version (80 bytes). A wait on a contended glibc mutex (FUTEX_WAIT or
+     FUTEX_WAIT_BITSET on the value 2): the mutex's __owner field (the 32 bits 8 bytes past the
+     word) as the waiter's call found it, the tid of the thread holding it; 0 for any other call,
+     or when it could not be read. Read, not trusted: the collector checks it names a thread. */
+  __u32 owner_tid;
+  __u32 reserved;
 };
 
 enum gprof_task_new_flags {
@@ -429,6 +435,8 @@ struct gprof_syscall_pending {
       __u32 val;
       __u32 val3;
       __u32 flags; /* enum gprof_futex_flags */
+      __u32 owner_tid;
+      __u32 reserved;
     } futex;
     struct { /* futex_waitv */
       __s64 timeout_ns;
@@ -459,7 +467,7 @@ static_assert(sizeof(struct gprof_memory_map) == 72, "");
 static_assert(sizeof(struct gprof_futex_waitv) == 88, "");
 static_assert(sizeof(struct gprof_user_stack) == 24, "");
 static_assert(sizeof(struct gprof_process_maps) == 24, "");
-static_assert(sizeof(struct gprof_futex) == 80, "");
+static_assert(sizeof(struct gprof_futex) == 88, "");
 static_assert(sizeof(struct gprof_task_new) == 56, "");
 static_assert(sizeof(struct gprof_task_rename) == 48, "");
 static_assert(sizeof(struct gprof_task_exit) == 32, "");
@@ -473,7 +481,7 @@ _Static_assert(sizeof(struct gprof_device_wait) == 72, "gprof_device_wait layout
 _Static_assert(sizeof(struct gprof_page_fault) == 48, "gprof_page_fault layout");
 _Static_assert(sizeof(struct gprof_memory_map) == 72, "gprof_memory_map layout");
 _Static_assert(sizeof(struct gprof_futex_waitv) == 88, "gprof_futex_waitv layout");
-_Static_assert(sizeof(struct gprof_futex) == 80, "gprof_futex layout");
+_Static_assert(sizeof(struct gprof_futex) == 88, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");

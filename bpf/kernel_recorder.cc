@@ -805,6 +805,7 @@ struct KernelRecorder::State {
       record.val3 = entry.futex.val3;
       record.flags = entry.futex.flags | GPROF_FUTEX_UNFINISHED;
       record.timeout_ns = entry.futex.timeout_ns;
+      record.owner_tid = entry.futex.owner_tid;
       Append(&record, sizeof(record));
     });
   }

@@ -46,7 +46,9 @@ class Diagnoser {
 
  private:
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
-  std::vector<ChainLink> Chain(const Stall& stall) const;
+  // Fills stall.chain (and stall.deadlock_tid).
+  void FollowChain(Stall& stall) const;
+  uint32_t MutexOwner(uint32_t tid, const Wait& wait) const;
   void FindStalls();
   void GroupCauses();
   void FindCpuStarvation();
@@ -114,29 +116,54 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
   return link;
 }
 
-std::vector<ChainLink> Diagnoser::Chain(const Stall& stall) const {
-  std::vector<ChainLink> chain;
+void Diagnoser::FollowChain(Stall& stall) const {
+  std::vector<ChainLink>& chain = stall.chain;
   std::set<uint32_t> seen = {stall.tid};
   // Each step: the thread that ended `wait` (its waker; for a kernel lock whose waker is not in
   // the tree, its owner, with the memory map call the owner was in), over that wait.
   const Wait* wait = &stall.wait;
+  uint32_t waiter = stall.tid;
   while (chain.size() < diagnosis_.options.max_chain) {
     uint32_t next = wait->waker_tid;
     const MemoryMapCall* memory_call = nullptr;
+    bool by_owner = false;
     if (const LockWait* lock = wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
       if (next == 0 || !InTree(next)) next = lock->owner_tid;
       if (next == lock->owner_tid) memory_call = wait->owner_memory_call;
+    } else if (next == 0 || !InTree(next)) {
+      next = MutexOwner(waiter, *wait);
+      by_owner = next != 0;
     }
-    if (next == 0 || !InTree(next) || !seen.insert(next).second) break;
+    if (next == 0 || !InTree(next)) break;
+    if (!seen.insert(next).second) {
+      // Back to a thread of the chain: a cycle of waits, closed by a lock's owner.
+      if (by_owner ||
+          std::any_of(chain.begin(), chain.end(), [](const ChainLink& link) { return link.owner; }))
+        stall.deadlock_tid = next;
+      break;
+    }
     ChainLink link =
         MakeLink(next, wait->start_ns, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
+    link.owner = by_owner;
     if (memory_call != nullptr) link.memory_call = memory_call;
     chain.push_back(std::move(link));
     const ChainLink& last = chain.back();
     if (last.state != ChainLink::State::kAsleep || !last.wait) break;
     wait = &*last.wait;
+    waiter = last.tid;
   }
-  return chain;
+}
+
+// The thread a contended glibc mutex named as its owner when `tid` began `wait` on it, when that
+// is another thread of the same process (the field read may belong to some other lock); 0: none.
+uint32_t Diagnoser::MutexOwner(uint32_t tid, const Wait& wait) const {
+  if (wait.object.kind != WaitKind::kFutex) return 0;
+  const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
+  if (futex == nullptr || futex->owner_tid == 0 || futex->owner_tid == tid ||
+      futex->uaddr != wait.object.address)
+    return 0;
+  auto owner = session_.threads.find(futex->owner_tid);
+  return owner != session_.threads.end() && owner->second.pid == futex->pid ? futex->owner_tid : 0;
 }
 
 void Diagnoser::FindStalls() {
@@ -151,7 +178,7 @@ void Diagnoser::FindStalls() {
     stall.wait = reader_.MakeWait(interval, interval.start_ns, interval.end_ns);
     stall.wait_class = stall.wait.wait_class;
     stall.call = reader_.CallAt(interval.tid, interval.start_ns);
-    stall.chain = Chain(stall);
+    FollowChain(stall);
     diagnosis_.stalls.push_back(std::move(stall));
   }
 }
@@ -226,9 +253,12 @@ void Diagnoser::GroupCauses() {
   for (auto& [key, ends] : wait_ends) std::sort(ends.begin(), ends.end());
   std::vector<std::map<uint32_t, uint64_t>> held(diagnosis_.causes.size());
   for (const Stall& stall : diagnosis_.stalls) {
-    if (stall.cause < 0 || stall.chain.empty() || stall.wait.wake_ns == 0) continue;
+    if (stall.cause < 0 || stall.chain.empty()) continue;
+    // A wait nobody ended was held up, to its end, by the owner its mutex named.
+    if (stall.wait.wake_ns == 0 && !stall.chain.front().owner) continue;
     uint32_t ender = stall.chain.front().tid;
-    uint64_t release = stall.wait.wake_ns, since = stall.wait.start_ns;
+    uint64_t release = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+    uint64_t since = stall.wait.start_ns;
     if (auto ends = wait_ends.find({stall.cause, ender}); ends != wait_ends.end()) {
       // Its last wait on the object that ended by the release.
       auto after = std::upper_bound(ends->second.begin(), ends->second.end(), release);

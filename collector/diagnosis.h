@@ -34,6 +34,9 @@ struct ChainLink {
   };
   uint32_t pid = 0;
   uint32_t tid = 0;
+  // Found as the owner the mutex named when the previous wait began, not as the thread that ended
+  // it: nobody ended it (a deadlock, a timeout), or no thread of the tree did.
+  bool owner = false;
   uint64_t start_ns = 0;  // the window
   uint64_t end_ns = 0;
   State state = State::kOnCpu;
@@ -59,6 +62,10 @@ struct Stall {
   // wait's start to the wake; each next link: the thread that ended the previous link's sleep.
   // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep).
   std::vector<ChainLink> chain;
+  // The thread the chain came back to (the waiter itself, or a link) through a lock's owner: each
+  // waits for a lock the next holds, the last for one this thread holds. A deadlock, unless a
+  // timeout broke it. 0: no cycle.
+  uint32_t deadlock_tid = 0;
   int cause = -1;   // into Diagnosis::causes
   int freeze = -1;  // into Diagnosis::freezes
   uint64_t asleep_ns() const { return wait.asleep_ns(); }

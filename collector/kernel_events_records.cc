@@ -19,6 +19,7 @@ namespace {
 // Where gprof_offcpu and gprof_lost ended before user stacks and per-CPU counts were added.
 // An off-CPU record that short had a reserved 0 where user_stack_id now is: no stack, not id 0.
 constexpr size_t kOffCpuFirstSize = offsetof(gprof_offcpu, waker_user_stack_id);
+constexpr size_t kFutexFirstSize = offsetof(gprof_futex, owner_tid);
 constexpr size_t kLostFirstSize = offsetof(gprof_lost, cpu);
 static_assert(kAllCpus == GPROF_ALL_CPUS);
 
@@ -248,11 +249,12 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
 }
 
 void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
-  gprof_futex event;
-  if (!ReadInterval(record, &event, "futex")) return;
-  session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,
-                                            event.pid, event.tid, event.op, event.val, event.val3,
-                                            event.flags, event.timeout_ns, event.ret});
+  gprof_futex event{};
+  if (!ReadGrownRecord(record.bytes, kFutexFirstSize, &event)) return Malformed(record, "futex");
+  if (event.end_ns < event.start_ns) return Malformed(record, "futex (end before start)");
+  session_->futex_calls.push_back(FutexCall{
+      event.start_ns, event.end_ns, event.uaddr, event.uaddr2, event.pid, event.tid, event.op,
+      event.val, event.val3, event.flags, event.timeout_ns, event.ret, event.owner_tid});
   threads_->SeeThread(event.tid, event.pid);
 }
 

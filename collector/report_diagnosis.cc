@@ -37,7 +37,7 @@ class DiagnosisText {
     if (tids.size() > shown) text += " and " + std::to_string(tids.size() - shown) + " more";
     return text;
   }
-  void Chain(const std::vector<ChainLink>& chain, const char* indent);
+  void Chain(const std::vector<ChainLink>& chain, const char* indent, uint32_t deadlock_tid = 0);
   void Causes();
   void Freezes();
   void Gaps();
@@ -50,10 +50,17 @@ class DiagnosisText {
 };
 
 // "ended by X asleep on Y [kernel lock] <- ended by Z on CPU in munmap of 512.0 MiB (root)"
-void DiagnosisText::Chain(const std::vector<ChainLink>& chain, const char* indent) {
+void DiagnosisText::Chain(const std::vector<ChainLink>& chain, const char* indent,
+                          uint32_t deadlock_tid) {
   for (size_t i = 0; i < chain.size(); ++i) {
-    out_ << indent << (i == 0 ? "ended by " : "  who waited for ")
-         << DescribeLink(session_, chain[i]) << (i + 1 == chain.size() ? "  <- root" : "") << "\n";
+    const char* step = i == 0 ? (chain[i].owner ? "held by " : "ended by ") : "  who waited for ";
+    out_ << indent << step << DescribeLink(session_, chain[i]);
+    if (i + 1 == chain.size()) out_ << (deadlock_tid != 0 ? "" : "  <- root");
+    out_ << "\n";
+  }
+  if (deadlock_tid != 0) {
+    out_ << indent << "  who waited for a lock held by " << Thread(deadlock_tid)
+         << "  <- DEADLOCK: the waits form a cycle\n";
   }
 }
 
@@ -91,6 +98,18 @@ void DiagnosisText::Causes() {
     if (!facts.empty()) out_ << "\n";
     if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
       out_ << "     held by " << Thread(cause.holder_tid) << "\n";
+    for (int s : cause.stalls) {
+      const Stall& stall = diagnosis_.stalls[s];
+      if (stall.deadlock_tid == 0) continue;
+      out_ << "     DEADLOCK: " << Thread(stall.tid) << " waited for a lock held by "
+           << Thread(stall.chain.front().tid);
+      for (size_t l = 0; l < stall.chain.size(); ++l) {
+        uint32_t next = l + 1 < stall.chain.size() ? stall.chain[l + 1].tid : stall.deadlock_tid;
+        out_ << ", " << Thread(stall.chain[l].tid) << " for one held by " << Thread(next);
+      }
+      out_ << "\n";
+      break;
+    }
     if (cause.root) out_ << "     root: " << DescribeLink(session_, *cause.root) << "\n";
     if (!cause.freezes.empty()) {
       const DiagnosedFreeze& freeze = diagnosis_.freezes[cause.freezes.front()];
@@ -142,7 +161,7 @@ void DiagnosisText::Freezes() {
            << FormatDuration(longest->asleep_ns());
       if (longest->call != nullptr) out_ << " in " << session_.ApiName(*longest->call);
       out_ << "\n";
-      Chain(longest->chain, "       ");
+      Chain(longest->chain, "       ", longest->deadlock_tid);
     }
   }
 }
@@ -177,7 +196,10 @@ void DiagnosisText::Gaps() {
       out_ << "\n";
     } else if (gap.late_thread) {
       out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread) << "\n";
-      if (gap.stall >= 0) Chain(diagnosis_.stalls[gap.stall].chain, "       ");
+      if (gap.stall >= 0) {
+        const Stall& stall = diagnosis_.stalls[gap.stall];
+        Chain(stall.chain, "       ", stall.deadlock_tid);
+      }
     } else {
       out_ << "     the call that launched the next work was not recorded\n";
     }
@@ -217,7 +239,7 @@ void DiagnosisText::Handoffs() {
   out_ << (handoffs.empty() ? "\n" : "; the longest:\n");
   for (size_t i = 0; i < std::min(kShortList, handoffs.size()); ++i) {
     out_ << "  " << where(*handoffs[i]) << "\n";
-    Chain(handoffs[i]->chain, "     ");
+    Chain(handoffs[i]->chain, "     ", handoffs[i]->deadlock_tid);
   }
   for (auto& [wait_class, stalls] : unended) {
     uint64_t total_ns = 0;

@@ -487,6 +487,7 @@ const char* LinkStateName(ChainLink::State state) {
 
 json LinkJson(const Session& session, const ChainLink& link) {
   return Object({{"thread", ThreadRef(session, link.tid)},
+                 {"found_as", link.owner ? "lock_owner" : "waker"},
                  {"start_ns", link.start_ns},
                  {"end_ns", link.end_ns},
                  {"state", LinkStateName(link.state)},
@@ -512,6 +513,8 @@ json StallJson(const Session& session, const Stall& stall) {
                  {"asleep_ns", stall.asleep_ns()},
                  {"call", CallJson(session, stall.call)},
                  {"chain", std::move(chain)},
+                 {"deadlock_with",
+                  stall.deadlock_tid != 0 ? ThreadRef(session, stall.deadlock_tid) : json(nullptr)},
                  {"cause", IndexOrNull(stall.cause)},
                  {"freeze", IndexOrNull(stall.freeze)}});
 }

@@ -146,6 +146,12 @@ bool WaitClassifier::SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const {
   return false;
 }
 
+bool WaitClassifier::NamesOwner(uint32_t tid, const FutexCall& futex) const {
+  if (futex.owner_tid == 0 || futex.owner_tid == tid) return false;
+  auto owner = session_.threads.find(futex.owner_tid);
+  return owner != session_.threads.end() && owner->second.pid == futex.pid;
+}
+
 WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
   if (wait.state == OffCpuState::kRunnable) return WaitClass::kCpu;
   switch (wait.object.kind) {
@@ -171,6 +177,10 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
           // 2. Other locks (a pthread rwlock, as the CUDA driver's) sleep on other values: the
           // user stacks tell, the waker's in an unlock or the sleeper's in a lock.
           if (futex->command() == FUTEX_WAIT && futex->val == 2) return WaitClass::kUserLock;
+          // A timed lock waits with a bitset; a condition variable can too, on a word that
+          // happens to be 2: only a mutex names its owner 8 bytes on.
+          if (futex->command() == FUTEX_WAIT_BITSET && futex->val == 2 && NamesOwner(tid, *futex))
+            return WaitClass::kUserLock;
           return LockByStacks(wait) || SemaphoreUsedAsLock(tid, wait) ? WaitClass::kUserLock
                                                                       : WaitClass::kCondition;
       }

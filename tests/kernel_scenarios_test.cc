@@ -813,6 +813,38 @@ TEST_F(Diagnosis, ConditionVariableHandoff) {
   EXPECT_TRUE(diagnosis_["freezes"].empty()) << "one waiter is no freeze";
 }
 
+// Two threads each hold a mutex and wait for the other's until their timeouts: nobody wakes either
+// wait, so each is explained by the owner its mutex named, and the chain comes back around.
+TEST_F(Diagnosis, LockCycleIsADeadlock) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "deadlock"}));
+  const GroundTruth& truth = recorded_.truth;
+  const uint32_t ab = truth.Tid("lock-ab"), ba = truth.Tid("lock-ba");
+  for (const Fact& span : truth.All("span", "what", "timedlock")) {
+    ASSERT_EQ(span["result"], std::to_string(ETIMEDOUT)) << "the scenario's waits must time out";
+    const uint32_t waiter = static_cast<uint32_t>(span.Number("tid"));
+    const uint32_t holder = waiter == ab ? ba : ab;
+    const json* wait = nullptr;
+    for (const json& stall : diagnosis_["stalls"]) {
+      if (stall["thread"]["tid"] == waiter && stall["class"] == "user lock" &&
+          Overlaps(stall["wait"]["start_ns"].get<uint64_t>(),
+                   stall["wait"]["end_ns"].get<uint64_t>(), span.Number("start_ns"),
+                   span.Number("end_ns")))
+        wait = &stall;
+    }
+    ASSERT_NE(wait, nullptr) << "no user-lock wait of " << waiter << " in " << diagnosis_.dump(1);
+    ASSERT_FALSE((*wait)["chain"].empty());
+    EXPECT_EQ((*wait)["chain"][0]["thread"]["tid"], holder);
+    EXPECT_EQ((*wait)["chain"][0]["found_as"], "lock_owner");
+    EXPECT_EQ((*wait)["deadlock_with"]["tid"], waiter);
+    EXPECT_WITHIN_10_PERCENT(Duration((*wait)["wait"]),
+                             span.Number("end_ns") - span.Number("start_ns"));
+    const json& cause = diagnosis_["causes"][(*wait)["cause"].get<size_t>()];
+    EXPECT_EQ(cause["holder"]["tid"], holder);
+  }
+  const std::string text = ReadFile(dir_.Sub("session/report.txt"));
+  EXPECT_NE(text.find("DEADLOCK: "), std::string::npos) << text;
+}
+
 // A threading.Lock held 40 ms at a time while three threads want it: CPython 3.11's lock is a
 // semaphore, whose waits are told from a queue's (a handoff) only by who posts it.
 TEST_F(Diagnosis, PythonLockConvoy) {
@@ -841,8 +873,8 @@ TEST_F(Diagnosis, PythonLockConvoy) {
   // The queue's consumer waited as long for its producer: a handoff, in no cause.
   const uint32_t consumer = truth.Tid("queue-consumer");
   for (const json& other : diagnosis_["causes"]) {
-    if (other["class"] != "waiting for a CPU")
-      EXPECT_FALSE(Tids(other["threads"]).contains(consumer)) << other.dump(1);
+    if (other["class"] == "waiting for a CPU") continue;
+    EXPECT_FALSE(Tids(other["threads"]).contains(consumer)) << other.dump(1);
   }
   bool consumer_listed = false;
   for (const json& stall : diagnosis_["stalls"]) {

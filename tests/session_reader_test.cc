@@ -1024,6 +1024,10 @@ TEST(SessionReader, RecordsFromBeforeTheirStructGrewAreRead) {
     // The first gprof_lost had no CPU.
     batch.AddFirstBytes(LostEvent(GPROF_LOST_RINGBUF, GPROF_REC_OFFCPU, 3, 0), GPROF_REC_LOST,
                         offsetof(gprof_lost, cpu));
+    // The first gprof_futex read no mutex owner.
+    gprof_futex futex = Futex(kPid, 102, 5990, 8010, 0x7f0000000040, 0x80);
+    futex.owner_tid = 101;
+    batch.AddFirstBytes(futex, GPROF_REC_FUTEX, offsetof(gprof_futex, owner_tid));
   });
   auto session = ReadSession(dir.path());
   ASSERT_TRUE(session.ok());
@@ -1034,6 +1038,9 @@ TEST(SessionReader, RecordsFromBeforeTheirStructGrewAreRead) {
   EXPECT_LT(session->off_cpu[0].waker_user_stack_id, 0);
   ASSERT_EQ(session->lost.size(), 1u);
   EXPECT_EQ(session->lost[0].by_cpu, (std::map<uint32_t, uint64_t>{{collector::kAllCpus, 3}}));
+  ASSERT_EQ(session->futex_calls.size(), 1u);
+  EXPECT_EQ(session->futex_calls[0].uaddr, 0x7f0000000040u);
+  EXPECT_EQ(session->futex_calls[0].owner_tid, 0u);
 }
 
 TEST(SessionReader, RecordsGrownSinceThisReaderAreReadByThePartItKnows) {

@@ -18,9 +18,11 @@ work=$(mktemp -d)
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 } > "$out/environment.txt" 2>&1
 
-# 1. The tests that need BPF, on this kernel (the test programs run on the fake runtime).
-for test in kernel_recorder_test inject_test e2e_test; do
-  LD_LIBRARY_PATH=$build/tests/fake_cuda GPROF_BUILD_DIR=$build GPROF_REQUIRE_BPF=1 \
+# 1. The tests that need BPF, on this kernel (the test programs run on the fake runtime), and the
+# diagnosis of real kernel waits (kernel_scenarios, the Python GIL and lock convoys).
+for test in kernel_recorder_test inject_test e2e_test kernel_scenarios_test; do
+  LD_LIBRARY_PATH=$build/tests/fake_cuda GPROF_BUILD_DIR=$build GPROF_SOURCE_DIR=$PWD \
+    GPROF_REQUIRE_BPF=1 \
     timeout 300 "$build/tests/$test" --gtest_brief=1 2>&1 | tail -n 30
 done > "$out/tests.log" 2>&1
 

@@ -342,6 +342,7 @@ TEST_F(KernelScenario, RunnableThreadsWaitForACpu) {
   const Session& session = recorded_.session;
   std::vector<Fact> spins = truth.All("span", "what", "spin");
   ASSERT_GE(spins.size(), 3u);
+  size_t preempted = 0;
   for (const Fact& spin : spins) {
     const uint32_t tid = static_cast<uint32_t>(spin.Number("tid"));
     SCOPED_TRACE("spinner " + std::to_string(tid));
@@ -358,14 +359,18 @@ TEST_F(KernelScenario, RunnableThreadsWaitForACpu) {
         slept_ns += interval.duration();
       }
     }
+    // On many CPUs the scheduler may leave a spinner a CPU of its own: its own account
+    // (schedstat) says how long it waited, which the record must match.
     const uint64_t measured = spin.Number("runq_wait_ns");
-    EXPECT_GT(measured, 0u);
     EXPECT_NEAR(static_cast<double>(runnable_ns), static_cast<double>(measured),
                 measured * 0.25 + 2.0 * kMs);
-    EXPECT_LT(slept_ns, runnable_ns / 10) << "spinning threads do not sleep";
+    EXPECT_LE(slept_ns, runnable_ns / 10) << "spinning threads do not sleep";
+    if (measured < 2 * kMs) continue;
+    ++preempted;
     EXPECT_TRUE(TraceShows(recorded_.trace, tid, "preempted", spin.Number("start_ns"),
                            spin.Number("end_ns")));
   }
+  EXPECT_GE(preempted, 2u) << "the scenario oversubscribes the CPUs it may use";
 }
 
 // munmap of a populated 512 MB region holds the process's mmap_lock: the mapper's mmap sleeps on

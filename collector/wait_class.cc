@@ -123,9 +123,13 @@ bool WaitClassifier::InPythonRuntime(const Wait& wait) const {
 // next on the word: post it to a waiter (a release), not wait on it again (a consumer).
 bool WaitClassifier::SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const {
   if (wait.waker_tid == 0 || wait.wake_ns == 0) return false;
-  std::vector<std::string> waker_frames =
-      UserStackFrames(session_, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns);
-  if (waker_frames.empty() || !Contains(waker_frames.front(), "sem_post")) return false;
+  auto stack = session_.user_stacks.find(wait.waker_user_stack_id);
+  if (wait.waker_user_stack_id < 0 || stack == session_.user_stacks.end() ||
+      stack->second.ips.empty())
+    return false;
+  UserLocation posted = LocateUserAddress(session_, wait.waker_pid, stack->second.ips.front(),
+                                          wait.wake_ns, AddressUse::kInstruction);
+  if (!Contains(posted.symbol, "sem_post")) return false;
   const std::string shared =
       session_.SharedWordKey(wait.object.pid, wait.object.address, wait.object.seen_ns);
   auto on_word = [&](const FutexCall& call) {

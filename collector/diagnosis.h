@@ -60,7 +60,8 @@ struct Stall {
   const ApiCall* call = nullptr;  // the CUDA call it happened in, if any
   // [0]: what the thread that ended the wait (the waker, else the lock's owner) did from the
   // wait's start to the wake; each next link: the thread that ended the previous link's sleep.
-  // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep).
+  // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep) and its lock
+  // named no owner.
   std::vector<ChainLink> chain;
   // The thread the chain came back to (the waiter itself, or a link) through a lock's owner: each
   // waits for a lock the next holds, the last for one this thread holds. A deadlock, unless a

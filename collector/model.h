@@ -196,7 +196,7 @@ struct OffCpuInterval {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
-// The 32-bit fields together, so that the struct has no padding: sessions hold millions.
+// The 32-bit fields together, so that the struct has little padding: sessions hold millions.
 struct FutexCall {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;

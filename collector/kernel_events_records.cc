@@ -252,9 +252,12 @@ void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
   gprof_futex event{};
   if (!ReadGrownRecord(record.bytes, kFutexFirstSize, &event)) return Malformed(record, "futex");
   if (event.end_ns < event.start_ns) return Malformed(record, "futex (end before start)");
-  session_->futex_calls.push_back(FutexCall{
-      event.start_ns, event.end_ns, event.uaddr, event.uaddr2, event.pid, event.tid, event.op,
-      event.val, event.val3, event.flags, event.timeout_ns, event.ret, event.owner_tid});
+  if (event.ret < INT32_MIN || event.ret > INT32_MAX)
+    return Malformed(record, "futex (a result no futex call returns)");
+  session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,
+                                            event.pid, event.tid, event.op, event.val, event.val3,
+                                            event.flags, event.timeout_ns,
+                                            static_cast<int32_t>(event.ret), event.owner_tid});
   threads_->SeeThread(event.tid, event.pid);
 }
 

@@ -196,7 +196,7 @@ struct OffCpuInterval {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
-// The 32-bit fields together, so that the struct has little padding: sessions hold millions.
+// The 32-bit fields together, so that the struct has no padding: sessions hold millions.
 struct FutexCall {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
@@ -209,7 +209,7 @@ struct FutexCall {
   uint32_t val3 = 0;
   uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
   int64_t timeout_ns = -1;  // -1: none; -2: set, but the recorder could not read it
-  int64_t ret = 0;
+  int32_t ret = 0;          // futex(2) returns an int: a count, or -errno
   // A wait on a contended glibc mutex: the tid its __owner field named at the call (unchecked:
   // the word may be another lock's); 0: not such a wait, or unread.
   uint32_t owner_tid = 0;
@@ -218,6 +218,7 @@ struct FutexCall {
   bool is_wake() const;
   uint64_t duration() const { return end_ns - start_ns; }
 };
+static_assert(sizeof(FutexCall) == 72, "FutexCall grew: sessions hold millions");
 
 // A futex_waitv(2) call: a wait on several futex words at once.
 struct FutexWaitvCall {

@@ -1043,6 +1043,22 @@ TEST(SessionReader, RecordsFromBeforeTheirStructGrewAreRead) {
   EXPECT_EQ(session->futex_calls[0].owner_tid, 0u);
 }
 
+TEST(SessionReader, AFutexResultNoCallReturnsIsMalformed) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    gprof_futex futex = Futex(kPid, 102, 5990, 8010, 0x7f0000000040, 0x80);
+    futex.ret = int64_t{1} << 40;
+    batch.Add(futex, GPROF_REC_FUTEX);
+    futex.ret = -110;  // -ETIMEDOUT
+    batch.Add(futex, GPROF_REC_FUTEX);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(MalformedCount(*session), 1u) << AllDiagnostics(*session);
+  ASSERT_EQ(session->futex_calls.size(), 1u);
+  EXPECT_EQ(session->futex_calls[0].ret, -110);
+}
+
 TEST(SessionReader, RecordsGrownSinceThisReaderAreReadByThePartItKnows) {
   TempDir dir;
   std::string newer_fields(24, '\x5a');

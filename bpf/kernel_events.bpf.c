@@ -743,14 +743,21 @@ static __always_inline void futex_call(struct gprof_syscall_pending* entry) {
     entry->futex.uaddr2 = args[4];
     entry->futex.val3 = (__u32)args[5];
     if (futex_has_timeout(entry->futex.op)) entry->futex.timeout_ns = read_timeout(args[3]);
-    /* glibc's mutex sleeps on its word at 2 ("locked, with waiters"); the holder's tid sits in
-       __owner, 8 bytes on. Read now, it names the holder even if nobody ever wakes this wait
-       (a deadlock, a timeout). */
+    /* Read now, a lock's holder is named even if nobody ever wakes this wait (a deadlock, a
+       timeout). glibc's mutex sleeps on its word at 2 ("locked, with waiters"), the holder's tid
+       in __owner 8 bytes on. Its rwlock sleeps at 3 (waiting, futex used): a reader on
+       __wrphase_futex, the writer's tid (__cur_writer) 16 bytes on; a writer on
+       __writers_futex, __cur_writer 12 bytes on, where the reader's word has padding (0). */
     __u32 command = entry->futex.op & FUTEX_CMD_MASK;
-    if ((command == FUTEX_WAIT || command == FUTEX_WAIT_BITSET) && entry->futex.val == 2) {
-      __u32 owner = 0;
-      if (bpf_probe_read_user(&owner, sizeof(owner), (const void*)(args[0] + 8)) == 0)
-        entry->futex.owner_tid = owner;
+    if (command == FUTEX_WAIT || command == FUTEX_WAIT_BITSET) {
+      __u32 owner[2] = {0, 0};
+      if (entry->futex.val == 2) {
+        if (bpf_probe_read_user(owner, sizeof(owner[0]), (const void*)(args[0] + 8)) == 0)
+          entry->futex.owner_tid = owner[0];
+      } else if (entry->futex.val == 3) {
+        if (bpf_probe_read_user(owner, sizeof(owner), (const void*)(args[0] + 12)) == 0)
+          entry->futex.owner_tid = owner[0] != 0 ? owner[0] : owner[1];
+      }
     }
     return;
   }

@@ -111,10 +111,11 @@ struct gprof_futex {
   __s64 timeout_ns; /* relative or absolute as op says; -1: no timeout; -2: a timeout the probe
                        could not read (user page not resident) */
   __s64 ret;
-  /* Added after the first version (80 bytes). A wait on a contended glibc mutex (FUTEX_WAIT or
-     FUTEX_WAIT_BITSET on the value 2): the mutex's __owner field (the 32 bits 8 bytes past the
-     word) as the waiter's call found it, the tid of the thread holding it; 0 for any other call,
-     or when it could not be read. Read, not trusted: the collector checks it names a thread. */
+  /* Added after the first version (80 bytes). A wait on a contended glibc lock (FUTEX_WAIT or
+     FUTEX_WAIT_BITSET): on the value 2, a mutex's __owner field (8 bytes past the word); on 3, a
+     rwlock's __cur_writer (12 or 16 bytes past, for a writer's or a reader's word); as the
+     waiter's call found it: the tid of the thread holding the lock. 0 for any other call, or when
+     it could not be read. Read, not trusted: the collector checks it names a thread. */
   __u32 owner_tid;
   __u32 reserved;
 };

@@ -48,7 +48,7 @@ class Diagnoser {
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
-  uint32_t MutexOwner(uint32_t tid, const Wait& wait) const;
+  uint32_t LockOwner(uint32_t tid, const Wait& wait) const;
   void FindStalls();
   void GroupCauses();
   void FindCpuStarvation();
@@ -131,7 +131,7 @@ void Diagnoser::FollowChain(Stall& stall) const {
       if (next == 0 || !InTree(next)) next = lock->owner_tid;
       if (next == lock->owner_tid) memory_call = wait->owner_memory_call;
     } else if (next == 0 || !InTree(next)) {
-      next = MutexOwner(waiter, *wait);
+      next = LockOwner(waiter, *wait);
       by_owner = next != 0;
     }
     if (next == 0 || !InTree(next)) break;
@@ -154,9 +154,10 @@ void Diagnoser::FollowChain(Stall& stall) const {
   }
 }
 
-// The thread a contended glibc mutex named as its owner when `tid` began `wait` on it, when that
-// is another thread of the same process (the field read may belong to some other lock); 0: none.
-uint32_t Diagnoser::MutexOwner(uint32_t tid, const Wait& wait) const {
+// The thread a contended glibc mutex or rwlock named as its holder when `tid` began `wait` on it,
+// when that is another thread of the same process (the field read may belong to some other
+// lock); 0: none.
+uint32_t Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
   if (wait.object.kind != WaitKind::kFutex) return 0;
   const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
   if (futex == nullptr || futex->owner_tid == 0 || futex->owner_tid == tid ||

@@ -34,8 +34,9 @@ struct ChainLink {
   };
   uint32_t pid = 0;
   uint32_t tid = 0;
-  // Found as the owner the mutex named when the previous wait began, not as the thread that ended
-  // it: nobody ended it (a deadlock, a timeout), or no thread of the tree did.
+  // Found as the holder the lock (a mutex, a rwlock's writer) named when the previous wait began,
+  // not as the thread that ended it: nobody ended it (a deadlock, a timeout), or no thread of the
+  // tree did.
   bool owner = false;
   uint64_t start_ns = 0;  // the window
   uint64_t end_ns = 0;

@@ -210,8 +210,9 @@ struct FutexCall {
   uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
   int64_t timeout_ns = -1;  // -1: none; -2: set, but the recorder could not read it
   int32_t ret = 0;          // futex(2) returns an int: a count, or -errno
-  // A wait on a contended glibc mutex: the tid its __owner field named at the call (unchecked:
-  // the word may be another lock's); 0: not such a wait, or unread.
+  // A wait on a contended glibc mutex or rwlock: the tid its holder field (__owner,
+  // __cur_writer) named at the call (unchecked: the word may be another lock's); 0: not such a
+  // wait, or unread.
   uint32_t owner_tid = 0;
   uint32_t command() const { return op & 0x7f; }  // FUTEX_CMD_MASK
   bool is_wait() const;

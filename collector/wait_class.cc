@@ -181,9 +181,9 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
           // 2. Other locks (a pthread rwlock, as the CUDA driver's) sleep on other values: the
           // user stacks tell, the waker's in an unlock or the sleeper's in a lock.
           if (futex->command() == FUTEX_WAIT && futex->val == 2) return WaitClass::kUserLock;
-          // A timed lock waits with a bitset; a condition variable can too, on a word that
-          // happens to be 2: only a mutex names its owner 8 bytes on.
-          if (futex->command() == FUTEX_WAIT_BITSET && futex->val == 2 && NamesOwner(tid, *futex))
+          // A timed mutex waits on 2 with a bitset, a rwlock on 3; a condition variable's word
+          // may hold either value: only a lock names its holder where the recorder read one.
+          if ((futex->val == 2 || futex->val == 3) && NamesOwner(tid, *futex))
             return WaitClass::kUserLock;
           return LockByStacks(wait) || SemaphoreUsedAsLock(tid, wait) ? WaitClass::kUserLock
                                                                       : WaitClass::kCondition;

@@ -33,7 +33,7 @@ class WaitClassifier {
   // A semaphore used as a lock: posted by a thread that had itself waited on it meanwhile, or
   // taken by this waiter and posted by it to the next.
   bool SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const;
-  // Whether the mutex owner the recorder read for `futex` is another thread of its process.
+  // Whether the lock holder the recorder read for `futex` is another thread of its process.
   bool NamesOwner(uint32_t tid, const FutexCall& futex) const;
   const Session& session_;
   const WaitReader& reader_;

@@ -818,8 +818,9 @@ TEST_F(Diagnosis, ConditionVariableHandoff) {
   EXPECT_TRUE(diagnosis_["freezes"].empty()) << "one waiter is no freeze";
 }
 
-// Two threads each hold a mutex and wait for the other's until their timeouts: nobody wakes either
-// wait, so each is explained by the owner its mutex named, and the chain comes back around.
+// Two threads each hold a lock (a mutex, a rwlock for writing) and wait for the other's until
+// their timeouts: nobody wakes either wait, so each is explained by the holder its lock named,
+// and the chain comes back around.
 TEST_F(Diagnosis, LockCycleIsADeadlock) {
   ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "deadlock"}));
   const GroundTruth& truth = recorded_.truth;

@@ -33,9 +33,10 @@
 // odd-names     "holder" and "waiter" of mutex-convoy's kind, named with a quote, control
 //               characters and bytes that are not UTF-8 (a program may name its threads anything):
 //               holder `q"uote\x01\xff`, waiter `w\xc3(\x1b[1m`; the holder keeps the mutex 30 ms.
-// deadlock      "lock-ab" holds pthread mutex A and "lock-ba" mutex B; then each waits 300 ms in
-//               pthread_mutex_timedlock for the other's: a cycle of waits that only the timeouts
-//               end (each keeps its own mutex until both have timed out).
+// deadlock      "lock-ab" holds a pthread mutex and "lock-ba" a pthread rwlock for writing; then
+//               each waits 300 ms for the other's (pthread_rwlock_timedwrlock,
+//               pthread_mutex_timedlock): a cycle of waits that only the timeouts end (each keeps
+//               its own lock until both have timed out).
 // control       no contention, for the diagnosis to find none: fewer "worker-<i>" threads than
 //               CPUs each compute for 200 ms, taking and releasing a mutex of their own; the main
 //               thread waits for them.
@@ -692,35 +693,53 @@ void FutexWaitv(Scenario& scenario) {
   scenario.JoinAll();
 }
 
-// See the header. Spans: "timedlock" (mutex: the address waited for, result: its error number).
+// See the header. Spans: "timedlock" (lock: the address waited for, result: its error number).
 void Deadlock(Scenario& scenario) {
   constexpr uint64_t kTimeoutNs = 300 * kMs;
-  pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_t b = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_rwlock_t rwlock = PTHREAD_RWLOCK_INITIALIZER;
   std::atomic<int> holding{0};
   std::atomic<int> gave_up{0};
-  scenario.Object("kind=pthread_mutex name=A addr=0x%" PRIxPTR, Addr(&a));
-  scenario.Object("kind=pthread_mutex name=B addr=0x%" PRIxPTR, Addr(&b));
-  auto cross = [&](Actor& self, pthread_mutex_t* own, pthread_mutex_t* other) {
-    CheckError(pthread_mutex_lock(own), "pthread_mutex_lock");
+  scenario.Object("kind=pthread_mutex addr=0x%" PRIxPTR, Addr(&mutex));
+  scenario.Object("kind=pthread_rwlock addr=0x%" PRIxPTR, Addr(&rwlock));
+  auto deadline = [] {
+    timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += (at.tv_nsec + kTimeoutNs) / 1'000'000'000;
+    at.tv_nsec = (at.tv_nsec + kTimeoutNs) % 1'000'000'000;
+    return at;
+  };
+  // Each holds its own lock, waits for the other's, and keeps its own until both have given up,
+  // so that the other's wait ends by its own timeout, not by this release.
+  auto cross = [&](Actor& self, auto take_own, auto wait_other, auto release_own, uintptr_t other) {
+    take_own();
     holding.fetch_add(1);
     AwaitAtLeast(holding, 2);
-    timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (deadline.tv_nsec + kTimeoutNs) / 1'000'000'000;
-    deadline.tv_nsec = (deadline.tv_nsec + kTimeoutNs) % 1'000'000'000;
     const uint64_t start_ns = NowNs();
-    int result = pthread_mutex_timedlock(other, &deadline);
-    const uint64_t end_ns = NowNs();
-    if (result == 0) CheckError(pthread_mutex_unlock(other), "pthread_mutex_unlock");
-    self.Record("timedlock", start_ns, end_ns, " mutex=0x%" PRIxPTR " result=%d", Addr(other),
-                result);
+    int result = wait_other();
+    self.Record("timedlock", start_ns, NowNs(), " lock=0x%" PRIxPTR " result=%d", other, result);
     gave_up.fetch_add(1);
-    AwaitAtLeast(gave_up, 2);  // the other's wait must end by its own timeout, not this unlock
-    CheckError(pthread_mutex_unlock(own), "pthread_mutex_unlock");
+    AwaitAtLeast(gave_up, 2);
+    release_own();
   };
-  scenario.Add("ab", "lock-ab").Start([&](Actor& self) { cross(self, &a, &b); });
-  scenario.Add("ba", "lock-ba").Start([&](Actor& self) { cross(self, &b, &a); });
+  scenario.Add("mutex-holder", "lock-ab").Start([&](Actor& self) {
+    cross(
+        self, [&] { CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock"); },
+        [&] {
+          timespec at = deadline();
+          return pthread_rwlock_timedwrlock(&rwlock, &at);
+        },
+        [&] { CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock"); }, Addr(&rwlock));
+  });
+  scenario.Add("rwlock-writer", "lock-ba").Start([&](Actor& self) {
+    cross(
+        self, [&] { CheckError(pthread_rwlock_wrlock(&rwlock), "pthread_rwlock_wrlock"); },
+        [&] {
+          timespec at = deadline();
+          return pthread_mutex_timedlock(&mutex, &at);
+        },
+        [&] { CheckError(pthread_rwlock_unlock(&rwlock), "pthread_rwlock_unlock"); }, Addr(&mutex));
+  });
   scenario.JoinAll();
 }
 

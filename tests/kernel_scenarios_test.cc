@@ -605,6 +605,15 @@ class Diagnosis : public KernelScenario {
     EXPECT_TRUE(diagnosis_["kernel_recorded"].get<bool>());
     return true;
   }
+  // Runs tests/apps/`script` under the system's Python as Diagnose does.
+  bool DiagnosePython(const std::string& script) {
+    const std::string python = "/usr/bin/python3";
+    if (access(python.c_str(), X_OK) != 0) {
+      ADD_FAILURE() << python << " is missing (scripts/setup.sh)";
+      return false;
+    }
+    return Diagnose({}, {python, SourceDir() + "/tests/apps/" + script});
+  }
   // The highest-ranked cause of `wait_class`: on a busy machine (CI runs tests side by side) the
   // threads' time waiting for a CPU may outrank the scenario's own cause. Null when none.
   json CauseOf(const std::string& wait_class, size_t* index = nullptr) const {
@@ -854,9 +863,7 @@ TEST_F(Diagnosis, LockCycleIsADeadlock) {
 // A threading.Lock held 40 ms at a time while three threads want it: CPython 3.11's lock is a
 // semaphore, whose waits are told from a queue's (a handoff) only by who posts it.
 TEST_F(Diagnosis, PythonLockConvoy) {
-  const std::string python = "/usr/bin/python3";
-  if (access(python.c_str(), X_OK) != 0) FAIL() << python << " is missing (scripts/setup.sh)";
-  ASSERT_TRUE(Diagnose({}, {python, SourceDir() + "/tests/apps/py_lock_convoy.py"}));
+  ASSERT_TRUE(DiagnosePython("py_lock_convoy.py"));
   const GroundTruth& truth = recorded_.truth;
   size_t index = 0;
   const json cause = CauseOf("user lock", &index);
@@ -891,9 +898,7 @@ TEST_F(Diagnosis, PythonLockConvoy) {
 }
 
 TEST_F(Diagnosis, PythonGilConvoy) {
-  const std::string python = "/usr/bin/python3";
-  if (access(python.c_str(), X_OK) != 0) FAIL() << python << " is missing (scripts/setup.sh)";
-  ASSERT_TRUE(Diagnose({}, {python, SourceDir() + "/tests/apps/gil_convoy.py"}));
+  ASSERT_TRUE(DiagnosePython("gil_convoy.py"));
   const GroundTruth& truth = recorded_.truth;
   size_t index = 0;
   const json cause = CauseOf("Python GIL", &index);

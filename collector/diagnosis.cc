@@ -502,6 +502,28 @@ bool IsIdleWait(const Stall& stall) {
   return stall.wait_class == WaitClass::kGpuDriver && waits_for_events && stall.call == nullptr;
 }
 
+std::string DescribeDeadlock(const Session& session, const Stall& stall) {
+  if (stall.deadlock_tid == 0 || stall.chain.empty()) return {};
+  // The waiter, each link, and the thread the chain came back to; the cycle starts where that
+  // thread first appears (the waiter itself, or a link it waited behind).
+  std::vector<uint32_t> tids = {stall.tid};
+  for (const ChainLink& link : stall.chain) tids.push_back(link.tid);
+  tids.push_back(stall.deadlock_tid);
+  size_t first = std::find(tids.begin(), tids.end(), stall.deadlock_tid) - tids.begin();
+  std::string text;
+  if (first > 0) text = session.ThreadLabel(stall.tid) + " waited behind a deadlock: ";
+  for (size_t i = first; i + 1 < tids.size(); ++i) {
+    text += (i == first ? session.ThreadLabel(tids[i]) + " waited for "
+                        : ", " + session.ThreadLabel(tids[i]) + " for ") +
+            session.ThreadLabel(tids[i + 1]);
+  }
+  return text + ": a cycle of waits";
+}
+
+bool InDeadlock(const Stall& stall) {
+  return stall.deadlock_tid != 0 && stall.deadlock_tid == stall.tid;
+}
+
 std::string DescribeLink(const Session& session, const ChainLink& link) {
   std::string text = session.ThreadLabel(link.tid);
   switch (link.state) {

@@ -141,4 +141,11 @@ bool IsIdleWait(const Stall& stall);
 // "mutex-holder (812) on CPU in cudaFree", "the GPU running gemm_kernel", as the report says it.
 std::string DescribeLink(const Session& session, const ChainLink& link);
 
+// A stall's lock cycle (deadlock_tid set): "a (1) waited for b (2), b (2) for a (1): a cycle of
+// waits", led by "c (3) waited behind a deadlock: " when the waiter is not in the cycle itself.
+std::string DescribeDeadlock(const Session& session, const Stall& stall);
+// Whether the stall's thread is itself in the cycle its chain came back around (not only blocked
+// behind one).
+bool InDeadlock(const Stall& stall);
+
 }  // namespace gprof::collector

@@ -1964,6 +1964,11 @@ class DiagnosisWriter {
       }
       items.push_back({gap.start_ns, gap.end_ns, name, explanation, gap.cause});
     }
+    for (const Stall& stall : diagnosis_.stalls) {
+      if (!InDeadlock(stall)) continue;
+      items.push_back({stall.wait.start_ns, stall.wait.end_ns, "DEADLOCK",
+                       DescribeDeadlock(session_, stall), stall.cause});
+    }
     std::stable_sort(items.begin(), items.end(),
                      [](const Item& a, const Item& b) { return a.start_ns < b.start_ns; });
     std::vector<uint64_t> lane_ends;
@@ -1999,7 +2004,8 @@ class DiagnosisWriter {
  private:
   // For each wait of a freeze: a "waits for" instant on the waiting thread's "why" track where the
   // wait began, with a flow to a "holds" instant on the holder's where it let the waiter go (the
-  // wake). Written per track in time order, after everything else.
+  // wake). For each wait of a lock cycle, the flow goes to the holder the lock named, where the
+  // wait began: nobody let it go. Written per track in time order, after everything else.
   void WriteFlows() {
     struct End {
       uint32_t tid, pid;
@@ -2012,7 +2018,7 @@ class DiagnosisWriter {
     for (const DiagnosedFreeze& freeze : diagnosis_.freezes) {
       for (int index : freeze.stalls) {
         const Stall& stall = diagnosis_.stalls[index];
-        if (stall.chain.empty() || stall.wait.wake_ns == 0) continue;
+        if (stall.chain.empty() || stall.wait.wake_ns == 0 || stall.chain.front().owner) continue;
         const ChainLink& ender = stall.chain.front();
         const ChainLink& root = stall.chain.back();
         uint64_t flow = next_flow++;
@@ -2021,6 +2027,15 @@ class DiagnosisWriter {
         ends.push_back({ender.tid, ender.pid, stall.wait.wake_ns,
                         "lets " + session_.ThreadLabel(stall.tid) + " go", 0, flow});
       }
+    }
+    for (const Stall& stall : diagnosis_.stalls) {
+      if (!InDeadlock(stall)) continue;
+      const ChainLink& holder = stall.chain.front();
+      uint64_t flow = next_flow++;
+      ends.push_back({stall.tid, stall.pid, stall.wait.start_ns,
+                      "waits for " + session_.ThreadLabel(holder.tid) + " (deadlock)", flow, 0});
+      ends.push_back({holder.tid, holder.pid, stall.wait.start_ns,
+                      "holds what " + session_.ThreadLabel(stall.tid) + " waits for", 0, flow});
     }
     std::stable_sort(ends.begin(), ends.end(),
                      [](const End& a, const End& b) { return a.time_ns < b.time_ns; });

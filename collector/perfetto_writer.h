@@ -42,8 +42,9 @@
 namespace gprof::collector {
 
 struct PerfettoOptions {
-  // With a diagnosis, a "diagnosis" track holds one slice per freeze and per GPU gap with its
-  // explanation, and flows lead from each frozen wait to the thread that ended it.
+  // With a diagnosis, a "diagnosis" track holds one slice per freeze, per GPU gap and per wait of
+  // a lock cycle ("DEADLOCK") with its explanation, and flows lead from each frozen wait to the
+  // thread that ended it, and from each wait of a cycle to the thread holding its lock.
   const Diagnosis* diagnosis = nullptr;
 };
 

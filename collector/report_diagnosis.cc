@@ -100,14 +100,8 @@ void DiagnosisText::Causes() {
       out_ << "     held by " << Thread(cause.holder_tid) << "\n";
     for (int s : cause.stalls) {
       const Stall& stall = diagnosis_.stalls[s];
-      if (stall.deadlock_tid == 0) continue;
-      out_ << "     DEADLOCK: " << Thread(stall.tid) << " waited for a lock held by "
-           << Thread(stall.chain.front().tid);
-      for (size_t l = 0; l < stall.chain.size(); ++l) {
-        uint32_t next = l + 1 < stall.chain.size() ? stall.chain[l + 1].tid : stall.deadlock_tid;
-        out_ << ", " << Thread(stall.chain[l].tid) << " for one held by " << Thread(next);
-      }
-      out_ << "\n";
+      if (!InDeadlock(stall)) continue;
+      out_ << "     DEADLOCK: " << DescribeDeadlock(session_, stall) << "\n";
       break;
     }
     if (cause.root) out_ << "     root: " << DescribeLink(session_, *cause.root) << "\n";

@@ -858,6 +858,30 @@ TEST_F(Diagnosis, LockCycleIsADeadlock) {
   }
   const std::string text = ReadFile(dir_.Sub("session/report.txt"));
   EXPECT_NE(text.find("DEADLOCK: "), std::string::npos) << text;
+  // In the trace: a DEADLOCK slice per wait of the cycle, and each waiter's arrow to its holder.
+  EXPECT_NE(text.find("lock-ab (" + std::to_string(ab) + ") waited for lock-ba (" +
+                      std::to_string(ba) + "), lock-ba (" + std::to_string(ba) + ") for lock-ab (" +
+                      std::to_string(ab) + "): a cycle of waits"),
+            std::string::npos)
+      << text;
+  size_t slices = 0;
+  std::set<uint64_t> started, ended;
+  for (const DecodedEvent& event : recorded_.trace.events) {
+    if (event.name == "DEADLOCK" && event.annotations.count("explanation") == 1) ++slices;
+    if (event.name.ends_with("(deadlock)"))
+      started.insert(event.flow_ids.begin(), event.flow_ids.end());
+    if (event.name.starts_with("holds what "))
+      ended.insert(event.terminating_flow_ids.begin(), event.terminating_flow_ids.end());
+  }
+  // The waits of the cycle itself (a join behind it comes back to a link, not to its waiter).
+  size_t cycle_waits = 0;
+  for (const json& stall : diagnosis_["stalls"])
+    cycle_waits += !stall["deadlock_with"].is_null() &&
+                   stall["deadlock_with"]["tid"] == stall["thread"]["tid"];
+  EXPECT_GE(cycle_waits, 2u);
+  EXPECT_EQ(slices, cycle_waits);
+  EXPECT_EQ(started.size(), cycle_waits);
+  EXPECT_EQ(started, ended);
 }
 
 // A threading.Lock held 40 ms at a time while three threads want it: CPython 3.11's lock is a

@@ -867,12 +867,12 @@ TEST_F(Diagnosis, LockCycleIsADeadlock) {
   }
   const std::string text = ReadFile(dir_.Sub("session/report.txt"));
   EXPECT_NE(text.find("DEADLOCK: "), std::string::npos) << text;
-  // In the trace: a DEADLOCK slice per wait of the cycle, and each waiter's arrow to its holder.
   EXPECT_NE(text.find("lock-ab (" + std::to_string(ab) + ") waited for lock-ba (" +
                       std::to_string(ba) + "), lock-ba (" + std::to_string(ba) + ") for lock-ab (" +
                       std::to_string(ab) + "): a cycle of waits"),
             std::string::npos)
       << text;
+  // In the trace: a DEADLOCK slice per wait of the cycle, and each waiter's arrow to its holder.
   size_t slices = 0;
   std::set<uint64_t> started, ended;
   for (const DecodedEvent& event : recorded_.trace.events) {

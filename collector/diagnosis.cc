@@ -160,11 +160,8 @@ void Diagnoser::FollowChain(Stall& stall) const {
 uint32_t Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
   if (wait.object.kind != WaitKind::kFutex) return 0;
   const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
-  if (futex == nullptr || futex->owner_tid == 0 || futex->owner_tid == tid ||
-      futex->uaddr != wait.object.address)
-    return 0;
-  auto owner = session_.threads.find(futex->owner_tid);
-  return owner != session_.threads.end() && owner->second.pid == futex->pid ? futex->owner_tid : 0;
+  if (futex == nullptr || futex->uaddr != wait.object.address) return 0;
+  return RecordedLockHolder(session_, tid, *futex);
 }
 
 void Diagnoser::FindStalls() {

@@ -210,8 +210,9 @@ void KernelRecordDecoder::Malformed(const RecordView& record, const std::string&
 }
 
 template <typename Event>
-bool KernelRecordDecoder::ReadInterval(const RecordView& record, Event* event, const char* what) {
-  if (!ReadRecord(record.bytes, event)) {
+bool KernelRecordDecoder::ReadInterval(const RecordView& record, Event* event, const char* what,
+                                       size_t first_size) {
+  if (!ReadGrownRecord(record.bytes, first_size, event)) {
     Malformed(record, what);
     return false;
   }
@@ -224,10 +225,9 @@ bool KernelRecordDecoder::ReadInterval(const RecordView& record, Event* event, c
 
 void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
   gprof_offcpu event{};
-  if (!ReadGrownRecord(record.bytes, kOffCpuFirstSize, &event)) return Malformed(record, "off-CPU");
+  if (!ReadInterval(record, &event, "off-CPU", kOffCpuFirstSize)) return;
   if (record.bytes.size() < sizeof(event))
     event.user_stack_id = event.waker_user_stack_id = -ENODATA;
-  if (event.end_ns < event.start_ns) return Malformed(record, "off-CPU (end before start)");
   OffCpuInterval interval;
   interval.start_ns = event.start_ns;
   interval.end_ns = event.end_ns;
@@ -250,8 +250,7 @@ void KernelRecordDecoder::DecodeOffCpu(const RecordView& record) {
 
 void KernelRecordDecoder::DecodeFutex(const RecordView& record) {
   gprof_futex event{};
-  if (!ReadGrownRecord(record.bytes, kFutexFirstSize, &event)) return Malformed(record, "futex");
-  if (event.end_ns < event.start_ns) return Malformed(record, "futex (end before start)");
+  if (!ReadInterval(record, &event, "futex", kFutexFirstSize)) return;
   if (event.ret < INT32_MIN || event.ret > INT32_MAX)
     return Malformed(record, "futex (a result no futex call returns)");
   session_->futex_calls.push_back(FutexCall{event.start_ns, event.end_ns, event.uaddr, event.uaddr2,

@@ -29,10 +29,11 @@ class KernelRecordDecoder {
 
  private:
   void Malformed(const RecordView& record, const std::string& what);
-  // Reads a record of an interval into *event: false, with a diagnostic, when it is cut short or
-  // ends before it starts.
+  // Reads a record of an interval into *event: false, with a diagnostic, when it is shorter than
+  // `first_size` (the struct's size when it was first written) or ends before it starts.
   template <typename Event>
-  bool ReadInterval(const RecordView& record, Event* event, const char* what);
+  bool ReadInterval(const RecordView& record, Event* event, const char* what,
+                    size_t first_size = sizeof(Event));
   void DecodeOffCpu(const RecordView& record);
   void DecodeFutex(const RecordView& record);
   void DecodeFutexWaitv(const RecordView& record);

@@ -150,10 +150,10 @@ bool WaitClassifier::SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const {
   return false;
 }
 
-bool WaitClassifier::NamesOwner(uint32_t tid, const FutexCall& futex) const {
-  if (futex.owner_tid == 0 || futex.owner_tid == tid) return false;
-  auto owner = session_.threads.find(futex.owner_tid);
-  return owner != session_.threads.end() && owner->second.pid == futex.pid;
+uint32_t RecordedLockHolder(const Session& session, uint32_t tid, const FutexCall& futex) {
+  if (futex.owner_tid == 0 || futex.owner_tid == tid) return 0;
+  auto owner = session.threads.find(futex.owner_tid);
+  return owner != session.threads.end() && owner->second.pid == futex.pid ? futex.owner_tid : 0;
 }
 
 WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
@@ -183,7 +183,8 @@ WaitClass WaitClassifier::Classify(uint32_t tid, const Wait& wait) const {
           if (futex->command() == FUTEX_WAIT && futex->val == 2) return WaitClass::kUserLock;
           // A timed mutex waits on 2 with a bitset, a rwlock on 3; a condition variable's word
           // may hold either value: only a lock names its holder where the recorder read one.
-          if ((futex->val == 2 || futex->val == 3) && NamesOwner(tid, *futex))
+          if ((futex->val == 2 || futex->val == 3) &&
+              RecordedLockHolder(session_, tid, *futex) != 0)
             return WaitClass::kUserLock;
           return LockByStacks(wait) || SemaphoreUsedAsLock(tid, wait) ? WaitClass::kUserLock
                                                                       : WaitClass::kCondition;

@@ -19,6 +19,11 @@ const char* WaitClassName(WaitClass wait_class);
 // waited on the mmap_lock (then it is that kernel lock).
 bool IsContention(WaitClass wait_class);
 
+// The holder the recorder read from the lock `tid` waited on in `futex` (FutexCall::owner_tid),
+// when it names another thread of the same process; 0 otherwise (nothing read, or a word that was
+// not such a lock).
+uint32_t RecordedLockHolder(const Session& session, uint32_t tid, const FutexCall& futex);
+
 // Classifies a wait that `reader` made (its futex call is looked up in the session).
 class WaitClassifier {
  public:
@@ -33,8 +38,6 @@ class WaitClassifier {
   // A semaphore used as a lock: posted by a thread that had itself waited on it meanwhile, or
   // taken by this waiter and posted by it to the next.
   bool SemaphoreUsedAsLock(uint32_t tid, const Wait& wait) const;
-  // Whether the lock holder the recorder read for `futex` is another thread of its process.
-  bool NamesOwner(uint32_t tid, const FutexCall& futex) const;
   const Session& session_;
   const WaitReader& reader_;
 };

@@ -40,6 +40,7 @@ std::optional<uint64_t> ParseSize(const std::string& text) {
 }
 
 constexpr uint64_t kMinMaxSize = 64 << 10;
+constexpr uint64_t kMinCollectorMemory = 1 << 20;
 
 // A validator of a number of seconds: above 0, or (allow_zero) at least 0.
 std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
@@ -54,7 +55,7 @@ std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
 
 constexpr char kUsage[] =
     "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
-    "       gprof-run report DIR [--threshold MS]\n"
+    "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
 }  // namespace
@@ -125,6 +126,22 @@ int main(int argc, char** argv) {
         return *bytes >= kMinMaxSize ? std::string() : "'" + text + "' is under the minimum, 64K";
       });
 
+  // Both commands run the collector.
+  const char* collector_memory_help =
+      "Memory the collector may hold records in (e.g. 4G); past it they are held in files in the "
+      "session directory, paged by the kernel (default: half of the machine's memory, or of the "
+      "memory cgroup's limit when lower)";
+  auto check_collector_memory = [](const std::string& text) {
+    auto bytes = ParseSize(text);
+    if (!bytes) return "'" + text + "' is not a size (a number, then K, M, G or T: 512M, 4G)";
+    return *bytes >= kMinCollectorMemory ? std::string()
+                                         : "'" + text + "' is under the minimum, 1M";
+  };
+  std::string collector_memory;
+  app.add_option("--collector-memory", collector_memory, collector_memory_help)
+      ->type_name("SIZE")
+      ->check(check_collector_memory);
+
   std::string report_dir;
   double report_threshold_ms = 1.0;
   CLI::App* report =
@@ -135,6 +152,10 @@ int main(int argc, char** argv) {
                    "Explain CUDA calls at least this long, in ms")
       ->default_val(1.0)
       ->check(CLI::PositiveNumber);
+  std::string report_collector_memory;
+  report->add_option("--collector-memory", report_collector_memory, collector_memory_help)
+      ->type_name("SIZE")
+      ->check(check_collector_memory);
 
   try {
     app.parse(argc, argv);
@@ -160,7 +181,8 @@ int main(int argc, char** argv) {
               extra.front().c_str());
       return gprof::cli::kExitToolFailure;
     }
-    return gprof::cli::ReportCommand(report_dir, report_threshold_ms);
+    uint64_t memory = report_collector_memory.empty() ? 0 : *ParseSize(report_collector_memory);
+    return gprof::cli::ReportCommand(report_dir, report_threshold_ms, memory);
   }
 
   run.command = app.remaining();
@@ -179,6 +201,7 @@ int main(int argc, char** argv) {
     return gprof::cli::kExitToolFailure;
   }
   if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);
+  if (!collector_memory.empty()) run.collector_memory_bytes = *ParseSize(collector_memory);
   run.kernel_recording = !no_kernel;
   run.print_report = !quiet;
   return gprof::cli::RunCommand(run);

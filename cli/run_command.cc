@@ -211,12 +211,20 @@ void PrintCollectorOutput(const collector::CollectResult& result, FILE* out) {
               collector::PrintableName(path).c_str());
     }
   }
+  if (result.storage.peak_spilled_bytes > 0) {
+    fprintf(out,
+            "(the collector held %llu MiB of records in files in the session directory, past "
+            "its %llu MiB of memory: --collector-memory)\n",
+            static_cast<unsigned long long>(result.storage.peak_spilled_bytes >> 20),
+            static_cast<unsigned long long>(result.storage.memory_budget_bytes >> 20));
+  }
   for (const auto& warning : result.warnings) Say("warning: " + warning);
 }
 
-collector::CollectOptions CollectOptionsFor(double threshold_ms) {
+collector::CollectOptions CollectOptionsFor(double threshold_ms, uint64_t memory_bytes) {
   collector::CollectOptions options;
   options.analysis.threshold_ns = static_cast<uint64_t>(threshold_ms * 1e6);
+  options.memory_budget_bytes = memory_bytes;
   return options;
 }
 
@@ -387,7 +395,8 @@ int RunCommand(const RunOptions& options) {
   ReleaseDiskReserve(*session_dir);
   if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
 
-  auto result = collector::Collect(*session_dir, CollectOptionsFor(options.threshold_ms));
+  auto result = collector::Collect(
+      *session_dir, CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes));
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {
@@ -397,8 +406,10 @@ int RunCommand(const RunOptions& options) {
   return ExitStatusOf(wait_status);
 }
 
-int ReportCommand(const std::string& directory, double threshold_ms) {
-  auto result = collector::Collect(directory, CollectOptionsFor(threshold_ms));
+int ReportCommand(const std::string& directory, double threshold_ms,
+                  uint64_t collector_memory_bytes) {
+  auto result =
+      collector::Collect(directory, CollectOptionsFor(threshold_ms, collector_memory_bytes));
   if (!result.ok()) {
     Say(result.status().message());
     return kExitToolFailure;

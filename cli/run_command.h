@@ -22,12 +22,14 @@ struct RunOptions {
   double delay_s = 0;                    // --delay: recording starts this long after the start
   double duration_s = 0;                 // --duration: and lasts this long; 0: to the end
   uint64_t max_size_bytes = 0;           // --max-size: cap on the recording files; 0: none
+  uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.
 int RunCommand(const RunOptions& options);
 
 // `gprof-run report DIR`: runs the collector again on a saved session and prints the report.
-int ReportCommand(const std::string& directory, double threshold_ms);
+int ReportCommand(const std::string& directory, double threshold_ms,
+                  uint64_t collector_memory_bytes);
 
 }  // namespace gprof::cli

@@ -9,7 +9,7 @@
 
 #include "gpu_timeline.h"
 #include "kernel_stack.h"
-#include "large_vector.h"
+#include "record_storage.h"
 #include "wait_class.h"
 
 namespace gprof::collector {
@@ -35,7 +35,7 @@ template <typename Record>
 class PerThread {
  public:
   // Counted first, so that the array is made once at its size and each thread's part placed.
-  explicit PerThread(const std::vector<Record>& records) : records_(records.data()) {
+  explicit PerThread(const RecordVector<Record>& records) : records_(records.data()) {
     // A vector of 4 G records or more would need hundreds of GiB: the index stops short of it.
     const size_t count = std::min<size_t>(records.size(), UINT32_MAX);
     for (size_t i = 0; i < count; ++i) ++by_tid_[records[i].tid].end;
@@ -91,7 +91,7 @@ class PerThread {
   }
 
   const Record* records_;
-  std::vector<uint32_t> order_;  // indices into the records, a thread's together, in time order
+  RecordVector<uint32_t> order_;  // indices into the records, a thread's together, in time order
   std::unordered_map<uint32_t, Part> by_tid_;  // its part of order_
 };
 

@@ -67,9 +67,21 @@ Status WriteJsonFile(const std::string& path, const Session& session, const Anal
   return {};
 }
 
+// Records past the budget go to files in the session directory while the collector runs.
+class RecordSpill {
+ public:
+  RecordSpill(const std::string& directory, uint64_t budget_bytes) {
+    RecordStorage::Configure(directory, budget_bytes != 0 ? budget_bytes : DefaultMemoryBudget());
+  }
+  ~RecordSpill() { RecordStorage::Configure("", 0); }
+  RecordSpill(const RecordSpill&) = delete;
+  RecordSpill& operator=(const RecordSpill&) = delete;
+};
+
 }  // namespace
 
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
+  RecordSpill spill(directory, options.memory_budget_bytes);
   auto session = ReadSession(directory);
   if (!session.ok()) return session.status();
   Analysis analysis;
@@ -84,6 +96,13 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
 
   CollectResult result;
   result.text_report = RenderTextReport(*session, analysis, {}, &diagnosis);
+  // The records are all read by now: where they are held is known.
+  result.storage = RecordStorage::Stats();
+  if (!result.storage.spill_error.empty()) {
+    result.warnings.push_back("records past the collector's memory (" +
+                              std::to_string(result.storage.memory_budget_bytes >> 20) +
+                              " MiB) were kept in memory: " + result.storage.spill_error);
+  }
   for (const Diagnostic& diagnostic : session->diagnostics) {
     result.warnings.push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
                               ": " + diagnostic.message);

@@ -6,6 +6,7 @@
 
 #include "analysis.h"
 #include "diagnosis.h"
+#include "record_storage.h"
 #include "status.h"
 
 namespace gprof::collector {
@@ -18,12 +19,16 @@ struct CollectOptions {
   AnalysisOptions analysis;
   DiagnosisOptions diagnosis;  // its wait threshold is the analysis's
   bool write_files = true;     // trace and reports into the session directory
+  // Memory for the records (record_storage.h); past it they are held in files in the session
+  // directory. 0: DefaultMemoryBudget().
+  uint64_t memory_budget_bytes = 0;
 };
 
 struct CollectResult {
   std::string text_report;
   std::vector<std::string> warnings;  // damaged input, files that could not be written
   std::vector<std::string> written;   // paths of the files written
+  RecordStorageStats storage;         // where the records were held
 };
 
 // Reads `directory`, explains it, writes trace.perfetto-trace, report.txt and report.json there.

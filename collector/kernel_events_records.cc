@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernel_events.h"
-#include "large_vector.h"
+#include "record_storage.h"
 #include "process_maps.h"
 
 namespace gprof::collector {

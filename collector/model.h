@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "elf_symbols.h"
+#include "record_storage.h"
 
 namespace gprof::collector {
 
@@ -396,17 +397,17 @@ struct Session {
   std::map<uint32_t, Process> processes;  // by pid
   std::map<uint32_t, Thread> threads;     // by tid
   std::vector<std::string> api_names;
-  std::vector<ApiCall> api_calls;                 // sorted by enter_ns
-  std::vector<OffCpuInterval> off_cpu;            // sorted by start_ns
-  std::vector<FutexCall> futex_calls;             // sorted by start_ns
-  std::vector<FutexWaitvCall> futex_waitv_calls;  // sorted by start_ns
-  std::vector<LockWait> lock_waits;               // sorted by start_ns
-  std::vector<DeviceWait> device_waits;           // sorted by start_ns
-  std::vector<PageFault> page_faults;             // sorted by start_ns
-  std::vector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
-  std::vector<TaskStart> task_starts;             // sorted by time_ns
-  std::vector<std::string> kernel_names;    // demangled; as recorded when they do not demangle
-  std::vector<GpuActivity> gpu_activities;  // sorted by start_ns
+  RecordVector<ApiCall> api_calls;                 // sorted by enter_ns
+  RecordVector<OffCpuInterval> off_cpu;            // sorted by start_ns
+  RecordVector<FutexCall> futex_calls;             // sorted by start_ns
+  RecordVector<FutexWaitvCall> futex_waitv_calls;  // sorted by start_ns
+  RecordVector<LockWait> lock_waits;               // sorted by start_ns
+  RecordVector<DeviceWait> device_waits;           // sorted by start_ns
+  RecordVector<PageFault> page_faults;             // sorted by start_ns
+  RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
+  RecordVector<TaskStart> task_starts;             // sorted by time_ns
+  std::vector<std::string> kernel_names;     // demangled; as recorded when they do not demangle
+  RecordVector<GpuActivity> gpu_activities;  // sorted by start_ns
   std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"

@@ -1410,7 +1410,7 @@ constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 template <typename Record>
 class RecordCursor {
  public:
-  explicit RecordCursor(const std::vector<Record>& records) : records_(records) { LoadGroup(); }
+  explicit RecordCursor(const RecordVector<Record>& records) : records_(records) { LoadGroup(); }
 
   uint64_t next_start() const { return next_start_; }
 
@@ -1443,7 +1443,7 @@ class RecordCursor {
   }
 
   static constexpr size_t kPrefetchAhead = 8;
-  const std::vector<Record>& records_;
+  const RecordVector<Record>& records_;
   size_t group_end_ = 0;
   uint64_t next_start_ = kNever;  // of the records at the back of group_
   std::vector<size_t> group_;

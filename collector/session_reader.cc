@@ -12,9 +12,9 @@
 #include "capture_records.h"
 #include "chunk_reader.h"
 #include "kernel_events_records.h"
-#include "large_vector.h"
 #include "lock_owners.h"
 #include "process_maps.h"
+#include "record_storage.h"
 #include "session_format.h"
 #include "thread_sightings.h"
 
@@ -205,10 +205,10 @@ void SessionBuilder::DecodeInject(const RecordView& record, uint32_t pid,
 // t is too (the prefix past t only grows), so a tie between the prefix and the set-aside ones is
 // always the prefix's first.
 template <typename Record, typename TimeOf>
-void SortByTime(std::vector<Record>& records, TimeOf time_of) {
+void SortByTime(RecordVector<Record>& records, TimeOf time_of) {
   constexpr size_t kNearby = 16;  // how far a record is moved back one place at a time
   const size_t count = records.size();
-  std::vector<Record> aside;
+  RecordVector<Record> aside;
   const size_t aside_limit = std::max<size_t>(count / 16, 4096);
   // Merges `aside` into the sorted prefix [0, sorted): the slots [sorted, sorted + aside.size())
   // are free, as the set-aside records came from them or from before the next unread one.

@@ -36,7 +36,7 @@ LockWait Wait(uint32_t tid, uint64_t start, uint64_t end, uint32_t owner_tid = 0
   return wait;
 }
 
-Session Make(std::vector<MemoryMapCall> calls, std::vector<LockWait> waits) {
+Session Make(RecordVector<MemoryMapCall> calls, RecordVector<LockWait> waits) {
   Session session;
   session.threads[kUnmapper] = Thread{kPid, kUnmapper, "unmapper", 0};
   session.threads[kMapper] = Thread{kPid, kMapper, "mapper", 0};

@@ -1,0 +1,174 @@
+#include "record_storage.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+namespace gprof::collector {
+namespace {
+
+struct StorageState {
+  std::string spill_directory;
+  RecordStorageStats stats;
+  std::vector<std::pair<void*, size_t>> spilled_blocks;  // few: one per large vector's block
+};
+
+StorageState& State() {
+  static StorageState state;
+  return state;
+}
+
+// Advises the whole 2 MiB pages inside [data, data + bytes).
+void AdviseHugePages(void* data, size_t bytes) {
+  auto start = reinterpret_cast<uintptr_t>(data);
+  uintptr_t first = (start + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  uintptr_t last = (start + bytes) & ~(kHugePageBytes - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
+// A new file of `bytes` in `directory` that nothing names: it is gone when its mapping is.
+int OpenSpillFile(const std::string& directory) {
+  int fd = open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+  std::string path = directory + "/.gprof-spill-XXXXXX";  // a file system without O_TMPFILE
+  fd = mkostemp(path.data(), O_CLOEXEC);
+  if (fd >= 0) unlink(path.c_str());
+  return fd;
+}
+
+// `bytes` of a spill file, mapped; nullptr and `error` set when the directory cannot hold them.
+// The file's blocks are allocated first: a page of a sparse file that finds the disk full when
+// first written would kill the collector with SIGBUS.
+void* MapSpillFile(const std::string& directory, size_t bytes, std::string* error) {
+  int fd = OpenSpillFile(directory);
+  if (fd < 0) {
+    *error = "cannot make a file in " + directory + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  void* data = MAP_FAILED;
+  if (fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0) {
+    *error = "cannot allocate " + std::to_string(bytes >> 20) + " MiB in " + directory + ": " +
+             std::strerror(errno);
+  } else {
+    data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED)
+      *error = "cannot map a file of " + directory + ": " + std::strerror(errno);
+  }
+  close(fd);  // the mapping keeps the file
+  return data == MAP_FAILED ? nullptr : data;
+}
+
+// The lowest memory limit of the cgroup `path` (as /proc/self/cgroup names it) and its ancestors
+// in the hierarchy mounted at `root`, in `file`; UINT64_MAX when none is set or readable.
+uint64_t CgroupLimit(const std::string& root, std::string path, const char* file) {
+  uint64_t lowest = UINT64_MAX;
+  while (true) {
+    std::ifstream in(root + path + (path.ends_with('/') ? "" : "/") + file);
+    uint64_t limit = 0;
+    if (in >> limit) lowest = std::min(lowest, limit);  // "max" (no limit) does not read
+    if (path.empty() || path == "/") return lowest;
+    path.resize(path.rfind('/'));
+  }
+}
+
+}  // namespace
+
+void RecordStorage::Configure(const std::string& spill_directory, uint64_t memory_budget_bytes) {
+  StorageState& state = State();
+  state.spill_directory = spill_directory;
+  const RecordStorageStats now = state.stats;
+  state.stats = {};
+  state.stats.memory_budget_bytes = memory_budget_bytes;
+  state.stats.in_memory_bytes = state.stats.peak_in_memory_bytes = now.in_memory_bytes;
+  state.stats.spilled_bytes = state.stats.peak_spilled_bytes = now.spilled_bytes;
+}
+
+RecordStorageStats RecordStorage::Stats() { return State().stats; }
+
+void* RecordStorage::Allocate(size_t bytes) {
+  if (bytes < kLargeBlockBytes) return ::operator new(bytes);
+  StorageState& state = State();
+  RecordStorageStats& stats = state.stats;
+  if (!state.spill_directory.empty() && stats.in_memory_bytes + bytes > stats.memory_budget_bytes) {
+    std::string error;
+    if (void* data = MapSpillFile(state.spill_directory, bytes, &error)) {
+      state.spilled_blocks.emplace_back(data, bytes);
+      stats.spilled_bytes += bytes;
+      stats.peak_spilled_bytes = std::max(stats.peak_spilled_bytes, stats.spilled_bytes);
+      ++stats.spill_files;
+      return data;
+    }
+    if (stats.spill_error.empty()) stats.spill_error = error;
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) throw std::bad_alloc();
+  AdviseHugePages(data, bytes);
+  stats.in_memory_bytes += bytes;
+  stats.peak_in_memory_bytes = std::max(stats.peak_in_memory_bytes, stats.in_memory_bytes);
+  return data;
+}
+
+void RecordStorage::Release(void* data, size_t bytes) {
+  if (bytes < kLargeBlockBytes) return ::operator delete(data);
+  munmap(data, bytes);
+  StorageState& state = State();
+  auto spilled = std::find(state.spilled_blocks.begin(), state.spilled_blocks.end(),
+                           std::make_pair(data, bytes));
+  if (spilled == state.spilled_blocks.end()) {
+    state.stats.in_memory_bytes -= std::min<uint64_t>(bytes, state.stats.in_memory_bytes);
+    return;
+  }
+  state.spilled_blocks.erase(spilled);
+  state.stats.spilled_bytes -= std::min<uint64_t>(bytes, state.stats.spilled_bytes);
+}
+
+size_t PhysicalMemoryBytes() {
+  return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+uint64_t CgroupMemoryLimit(const std::string& proc_cgroup_path, const std::string& cgroup_root) {
+  uint64_t limit = UINT64_MAX;
+  std::ifstream cgroups(proc_cgroup_path);
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    // "0::/path" (cgroup v2) or "4:memory:/path" (v1; the controller list may name others too).
+    size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+    std::string path = line.substr(second + 1);
+    if (controllers == ",,") {  // mounted alone, or beside v1 hierarchies ("hybrid")
+      limit = std::min({limit, CgroupLimit(cgroup_root, path, "memory.max"),
+                        CgroupLimit(cgroup_root + "/unified", path, "memory.max")});
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      limit = std::min(limit, CgroupLimit(cgroup_root + "/memory", path, "memory.limit_in_bytes"));
+    }
+  }
+  return limit;
+}
+
+// MemAvailable: what the machine can give without swapping (other programs may hold the rest).
+uint64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib << 10;
+    meminfo.ignore(64, '\n');
+  }
+  return PhysicalMemoryBytes();
+}
+
+uint64_t DefaultMemoryBudget() {
+  return std::min(AvailableMemoryBytes(),
+                  CgroupMemoryLimit("/proc/self/cgroup", "/sys/fs/cgroup")) /
+         2;
+}
+
+}  // namespace gprof::collector

@@ -6,6 +6,7 @@ usage: scripts/bench/collector_scale.py BUILD_DIR [--sizes 1000000,10000000,5000
                                         [--baseline OTHER_BUILD_DIR] [--threads 8]
                                         [--timeout-s 600] [--max-rss-gib G]
                                         [--perf-size N] [--tmp DIR] [--json FILE]
+                                        [--memory-limit-mib M] [--collector-memory SIZE]
 
 BUILD_DIR holds a built bin/gprof-run and bin/bench_session_gen (`cmake --build BUILD_DIR --target
 gprof-run bench_session_gen`); this script builds nothing.
@@ -37,6 +38,13 @@ bytes per record), trace bytes and bytes per record, report.json bytes; then how
 from the smallest size to the largest. With --perf-size N (default 10000000 when it is one of the
 sizes; 0: never), one more run of that size, not counted, under `perf record --call-graph dwarf`,
 gives the share of each collector phase (inclusive samples) and the hottest functions (self).
+
+Peak anonymous RSS (RssAnon of the run's processes, sampled every 0.1 s) is printed beside peak
+RSS: the collector's own memory, without the page cache of the files it maps, which the kernel can
+drop. With --memory-limit-mib M (root), every run is in a memory cgroup of M MiB (cgroup v2, else
+v1's memory controller), as in a container: a run the OOM killer stops is reported as such, and
+the cgroup's peak charge (its memory and page cache) is printed. --collector-memory SIZE is passed
+to BUILD_DIR's gprof-run only (a baseline from before the option would refuse it).
 
 Everything also goes to --json FILE (default scripts/bench/results/<today>/collector_scale.json)
 and the printed text to the same path with .txt.
@@ -89,6 +97,10 @@ def parse_args():
                         help="profile one extra run of this size with perf (0: none)")
     parser.add_argument("--tmp", default=tempfile.gettempdir(), help="where sessions are written")
     parser.add_argument("--json", default=None, help="result file")
+    parser.add_argument("--memory-limit-mib", type=int, default=None,
+                        help="run each gprof-run in a memory cgroup of this many MiB (root)")
+    parser.add_argument("--collector-memory", default=None,
+                        help="pass --collector-memory SIZE to BUILD_DIR's gprof-run")
     args = parser.parse_args()
     args.sizes = [int(size.replace("_", "")) for size in args.sizes.split(",") if size]
     if args.perf_size is None:
@@ -157,6 +169,89 @@ def tree_rss_bytes(root_pid):
     return total
 
 
+def tree_anon_bytes(root_pid):
+    """RssAnon of root_pid and its descendants: memory the kernel cannot drop (no swap)."""
+    total, pending = 0, [root_pid]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        total += int(line.split()[1]) * 1024
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    pending.extend(int(child) for child in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+class MemoryCgroup:
+    """A memory cgroup of `limit` bytes that runs are started in (v2 where its memory controller
+    can be enabled, else v1), removed at the end."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        name = f"gprof-collector-scale-{os.getpid()}"
+        v2_roots = [root for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
+                    if os.path.exists(os.path.join(root, "cgroup.controllers"))]
+        self.path = None
+        for root in v2_roots:
+            with open(os.path.join(root, "cgroup.controllers")) as f:
+                if "memory" not in f.read().split():
+                    continue
+            try:
+                with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory")
+                self.path, self.version = os.path.join(root, name), 2
+                break
+            except OSError:
+                continue
+        if self.path is None:
+            self.path, self.version = os.path.join("/sys/fs/cgroup/memory", name), 1
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            limit_file = "memory.max" if self.version == 2 else "memory.limit_in_bytes"
+            with open(os.path.join(self.path, limit_file), "w") as f:
+                f.write(str(limit))
+        except OSError as error:
+            sys.exit(f"cannot make a memory cgroup at {self.path} (root is needed): {error}")
+
+    def _read(self, name):
+        try:
+            with open(os.path.join(self.path, name)) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def reset_peak(self):
+        if self.version == 1:
+            with open(os.path.join(self.path, "memory.max_usage_in_bytes"), "w") as f:
+                f.write("0")
+
+    def peak(self):
+        """Peak charge since reset_peak (v2: since the cgroup was made, when memory.peak exists)."""
+        text = self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
+        return int(text) if text.strip().isdigit() else None
+
+    def oom_kills(self):
+        text = self._read("memory.events" if self.version == 2 else "memory.oom_control")
+        match = re.search(r"oom_kill (\d+)", text)
+        return int(match.group(1)) if match else 0
+
+    def enter(self):
+        """For preexec_fn: moves the calling (child) process into the cgroup."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
 def leaf_pid(root_pid):
     """The deepest descendant of root_pid (gprof-run under taskset and time), or root_pid."""
     pid = root_pid
@@ -171,8 +266,9 @@ def leaf_pid(root_pid):
         pid = int(children[0])
 
 
-def measured_run(command, time_path, timeout_s, rss_cap):
-    """Runs `command` pinned to CPU 0; returns wall, peak RSS and how it ended."""
+def measured_run(command, time_path, timeout_s, rss_cap, cgroup=None):
+    """Runs `command` pinned to CPU 0 (in `cgroup` when given); returns wall, peak RSS and how it
+    ended."""
     fd, time_file = tempfile.mkstemp(prefix="collector-scale-time-")
     os.close(fd)
     err_fd, err_file = tempfile.mkstemp(prefix="collector-scale-err-")
@@ -181,10 +277,14 @@ def measured_run(command, time_path, timeout_s, rss_cap):
         wrapped += [time_path, "-f", "%e %M", "-o", time_file]
     wrapped += command
     load = loadavg()
+    if cgroup:
+        cgroup.reset_peak()
+        kills_before = cgroup.oom_kills()
     start = time.monotonic()
-    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=err_fd)
+    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=err_fd,
+                            preexec_fn=cgroup.enter if cgroup else None)
     os.close(err_fd)
-    outcome, sampled_peak, status, usage = "ok", 0, None, None
+    outcome, sampled_peak, anon_peak, status, usage = "ok", 0, 0, None, None
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
@@ -192,6 +292,7 @@ def measured_run(command, time_path, timeout_s, rss_cap):
         elapsed = time.monotonic() - start
         rss = tree_rss_bytes(proc.pid)
         sampled_peak = max(sampled_peak, rss)
+        anon_peak = max(anon_peak, tree_anon_bytes(proc.pid))
         if outcome == "ok" and (elapsed > timeout_s or rss > rss_cap):
             outcome = (f"stopped after {elapsed:.0f} s: over the {timeout_s:.0f} s limit"
                        if elapsed > timeout_s else
@@ -214,6 +315,9 @@ def measured_run(command, time_path, timeout_s, rss_cap):
         stderr_tail = f.read()[-2000:]
     os.unlink(time_file)
     os.unlink(err_file)
+    cgroup_peak = cgroup.peak() if cgroup else None
+    if cgroup and outcome == "ok" and cgroup.oom_kills() > kills_before:
+        outcome = f"killed by the OOM killer in a {cgroup.limit >> 20} MiB cgroup"
     if outcome == "ok" and proc.returncode != 0:
         outcome = f"exit status {proc.returncode}"
     # CPU seconds (user + system) of the run's process tree, from its rusage: on a shared machine
@@ -221,7 +325,8 @@ def measured_run(command, time_path, timeout_s, rss_cap):
     cpu = usage.ru_utime + usage.ru_stime
     return {"outcome": outcome, "exit_status": proc.returncode, "wall_s": wall, "cpu_s": cpu,
             "outer_wall_s": round(outer_wall, 3), "peak_rss_bytes": peak_kib * 1024,
-            "sampled_peak_rss_bytes": sampled_peak, "measured_by": measured_by,
+            "sampled_peak_rss_bytes": sampled_peak, "sampled_peak_anon_bytes": anon_peak,
+            "cgroup_peak_bytes": cgroup_peak, "measured_by": measured_by,
             "loadavg_before": load, "stderr_tail": stderr_tail if outcome != "ok" else ""}
 
 
@@ -297,13 +402,13 @@ def mib(value):
     return value / 2**20
 
 
-def run_once(build, directory, time_path, timeout_s, rss_cap):
+def run_once(build, directory, time_path, timeout_s, rss_cap, extra=(), cgroup=None):
     """One measured `gprof-run report` of `directory` by `build`'s binary, its outputs' sizes added."""
     for name in OUTPUTS:
         if os.path.exists(os.path.join(directory, name)):
             os.unlink(os.path.join(directory, name))
-    measured = measured_run([os.path.join(build, "bin", "gprof-run"), "report", directory],
-                            time_path, timeout_s, rss_cap)
+    measured = measured_run([os.path.join(build, "bin", "gprof-run"), "report", directory,
+                             *extra], time_path, timeout_s, rss_cap, cgroup)
     measured["outputs"] = {name: os.path.getsize(os.path.join(directory, name))
                            for name in OUTPUTS if os.path.exists(os.path.join(directory, name))}
     return measured
@@ -318,6 +423,7 @@ def summarize(runs, records, gen):
     walls = summary([run["wall_s"] for run in ok_runs])
     cpus = summary([run["cpu_s"] for run in ok_runs])
     rss = summary([run["peak_rss_bytes"] for run in ok_runs])
+    anon = summary([run["sampled_peak_anon_bytes"] for run in ok_runs])
     outputs = ok_runs[-1]["outputs"]
     trace_bytes = outputs.get("trace.perfetto-trace")
     result = {
@@ -328,6 +434,7 @@ def summarize(runs, records, gen):
         "records_per_cpu_s": records / cpus["median"],
         "peak_rss_bytes": rss,
         "peak_rss_bytes_per_record": rss["median"] / records,
+        "sampled_peak_anon_bytes": anon,
         "trace_bytes": trace_bytes,
         "trace_bytes_per_record": trace_bytes / records if trace_bytes else None,
         "report_json_bytes": outputs.get("report.json"),
@@ -389,7 +496,9 @@ def main():
         "method": {"pinning": "taskset -c 0",
                    "timer": f"{time_path} -f '%e %M'" if time_path else "os.wait4 rusage",
                    "runs": args.runs, "threads": args.threads, "timeout_s": args.timeout_s,
-                   "rss_cap_bytes": int(rss_cap)},
+                   "rss_cap_bytes": int(rss_cap),
+                   "memory_limit_mib": args.memory_limit_mib,
+                   "collector_memory": args.collector_memory},
         "sizes": [],
     }
     say(f"collector scale: {result['machine']['cpu']}, {os.cpu_count()} CPUs, "
@@ -402,6 +511,13 @@ def main():
         result["method"]["baseline_build_dir"] = baseline_dir
         say(f"baseline: {baseline_dir}/bin/gprof-run, one run paired with each run above, "
             "alternating which goes first")
+    cgroup = MemoryCgroup(args.memory_limit_mib << 20) if args.memory_limit_mib else None
+    if cgroup:
+        say(f"every run in the memory cgroup {cgroup.path} (v{cgroup.version}), limited to "
+            f"{args.memory_limit_mib} MiB")
+    extra = ["--collector-memory", args.collector_memory] if args.collector_memory else []
+    if extra:
+        say(f"{build_dir}/bin/gprof-run runs with {' '.join(extra)}")
     if not time_path:
         say("note: GNU time not found at /usr/bin/time: wall clock measured here, peak RSS from "
             "os.wait4's rusage")
@@ -430,13 +546,17 @@ def main():
             for run in range(args.runs):
                 # A B, then B A: neither build always runs first.
                 for label, build, runs in (builds if run % 2 == 0 else builds[::-1]):
-                    measured = run_once(build, directory, time_path, args.timeout_s, rss_cap)
+                    measured = run_once(build, directory, time_path, args.timeout_s, rss_cap,
+                                        extra if build == build_dir else (), cgroup)
                     runs.append(measured)
                     written = measured["outputs"]
                     status = "" if measured["outcome"] == "ok" else f"  ** {measured['outcome']}"
                     say(f"   {label}run {run + 1}: {measured['wall_s']:.2f} s "
                         f"({measured['cpu_s']:.2f} s CPU), peak RSS "
-                        f"{mib(measured['peak_rss_bytes']):.0f} MiB, trace "
+                        f"{mib(measured['peak_rss_bytes']):.0f} MiB (anonymous "
+                        f"{mib(measured['sampled_peak_anon_bytes']):.0f} MiB"
+                        + (f", cgroup peak {mib(measured['cgroup_peak_bytes']):.0f} MiB"
+                           if measured["cgroup_peak_bytes"] else "") + "), trace "
                         f"{written.get('trace.perfetto-trace', 0):,} B, load "
                         f"{measured['loadavg_before'][0]:.2f}{status}")
                     if measured["outcome"] != "ok":
@@ -461,10 +581,12 @@ def main():
             result["sizes"].append(entry)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    if cgroup:
+        cgroup.remove()
 
     say()
     say("records      build     wall s (median, min-max)   records/s   CPU s (median, min-max)"
-        "   records/CPU s  peak RSS MiB  RSS B/rec  trace bytes     trace B/rec  report.json B")
+        "   records/CPU s  peak RSS MiB  RSS B/rec  anon MiB  trace bytes     trace B/rec  report.json B")
 
     def table_row(records, label, r):
         if r["outcome"] != "ok":
@@ -475,7 +597,8 @@ def main():
         say(f"{records:>11,}  {label:<8}  {w['median']:7.2f} ({w['min']:.2f}-{w['max']:.2f})"
             f"{'':>6}{r['records_per_s']:>11,.0f}  {c['median']:7.2f} ({c['min']:.2f}-{c['max']:.2f})"
             f"{'':>4}{r['records_per_cpu_s']:>13,.0f}  {mib(r['peak_rss_bytes']['median']):>12,.0f}"
-            f"  {r['peak_rss_bytes_per_record']:>9.1f}  {r['trace_bytes'] or 0:>14,}"
+            f"  {r['peak_rss_bytes_per_record']:>9.1f}"
+            f"  {mib(r['sampled_peak_anon_bytes']['median']):>8,.0f}  {r['trace_bytes'] or 0:>14,}"
             f"  {r['trace_bytes_per_record'] or 0:>11.1f}  {r['report_json_bytes'] or 0:>13,}")
 
     for entry in result["sizes"]:
@@ -509,15 +632,21 @@ def main():
             "peak_rss_ratio": rss_large / rss_small,
             "marginal_bytes_per_record": slope,
             "intercept_bytes": rss_small - slope * small["records"],
-            # Bounded: the largest session's peak under 1.5x the smallest's.
-            "bounded": rss_large / rss_small < 1.5,
         }
         result["memory_growth"] = growth
+        say()
+        anon_small = small["result"]["sampled_peak_anon_bytes"]["median"]
+        anon_large = large["result"]["sampled_peak_anon_bytes"]["median"]
+        growth["peak_anon_ratio"] = anon_large / anon_small if anon_small else None
+        # Bounded: the largest session's own memory (anonymous: what the kernel cannot drop, the
+        # page cache of spill files aside) under 1.5x the smallest's.
+        growth["bounded"] = bool(anon_small) and anon_large / anon_small < 1.5
         say()
         say(f"memory: peak RSS {mib(rss_small):,.0f} MiB at {small['records']:,} records -> "
             f"{mib(rss_large):,.0f} MiB at {large['records']:,} "
             f"({growth['peak_rss_ratio']:.1f}x for {growth['records_ratio']:.0f}x the records): "
-            f"{slope:.0f} bytes per extra record, "
+            f"{slope:.0f} bytes per extra record; anonymous {mib(anon_small):,.0f} MiB -> "
+            f"{mib(anon_large):,.0f} MiB: "
             + ("bounded" if growth["bounded"] else "it grows with the session, not bounded"))
     for entry in result["sizes"]:
         prof = entry.get("profile")

@@ -29,8 +29,9 @@ class GpuCorrelation {
   const ApiCall* LauncherOf(const GpuActivity& activity) const;
 
  private:
-  std::vector<const ApiCall*> calls_;           // by (pid, correlation id), outermost first
-  std::vector<const GpuActivity*> activities_;  // by (pid, correlation id), then start
+  // As long as the session: held where its records are (record_storage.h).
+  RecordVector<const ApiCall*> calls_;           // by (pid, correlation id), outermost first
+  RecordVector<const GpuActivity*> activities_;  // by (pid, correlation id), then start
 };
 
 // How a process's GPU was used during an interval.
@@ -54,9 +55,9 @@ class GpuBusyTimeline {
 
  private:
   struct ProcessWork {
-    std::vector<const GpuActivity*> work;             // in start order
-    std::vector<uint64_t> max_end_ns;                 // the latest end among work[0..i]
-    std::vector<std::pair<uint64_t, uint64_t>> busy;  // union of the work: disjoint, in order
+    RecordVector<const GpuActivity*> work;             // in start order
+    RecordVector<uint64_t> max_end_ns;                 // the latest end among work[0..i]
+    RecordVector<std::pair<uint64_t, uint64_t>> busy;  // union of the work: disjoint, in order
   };
 
   std::unordered_map<uint32_t, ProcessWork> processes_;

@@ -428,14 +428,17 @@ std::string TextReport::Breakdown(const BlockedCall& blocked) const {
 }
 
 void TextReport::OtherSlowCalls() {
-  std::vector<const BlockedCall*> others;
+  // Sorted by a copy of each duration: the calls are far apart in a session's records, which may
+  // be in spill files (record_storage.h), and a sort reads its keys many times over.
+  std::vector<std::pair<uint64_t, const BlockedCall*>> by_duration;
   for (const BlockedCall& blocked : analysis_.blocked_calls) {
-    if (blocked.freeze < 0) others.push_back(&blocked);
+    if (blocked.freeze < 0) by_duration.emplace_back(blocked.call->duration(), &blocked);
   }
-  if (others.empty()) return;
-  std::stable_sort(others.begin(), others.end(), [](const BlockedCall* a, const BlockedCall* b) {
-    return a->call->duration() > b->call->duration();
-  });
+  if (by_duration.empty()) return;
+  std::stable_sort(by_duration.begin(), by_duration.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<const BlockedCall*> others;
+  for (const auto& [duration, blocked] : by_duration) others.push_back(blocked);
   size_t shown = std::min(others.size(), options_.max_listed);
   out_ << "\nSLOW CUDA CALLS not blocked in a freeze, longest first";
   if (shown < others.size())

@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
   // Both commands run the collector.
   const char* collector_memory_help =
       "Memory the collector may hold records in (e.g. 4G); past it they are held in files in the "
-      "session directory, paged by the kernel (default: half of the machine's memory, or of the "
-      "memory cgroup's limit when lower)";
+      "session directory, paged by the kernel (default: half of the machine's available memory, "
+      "or of the memory cgroup's limit when lower)";
   auto check_collector_memory = [](const std::string& text) {
     auto bytes = ParseSize(text);
     if (!bytes) return "'" + text + "' is not a size (a number, then K, M, G or T: 512M, 4G)";

@@ -8,11 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
 namespace gprof::collector {
 namespace {
+
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 struct StorageState {
   std::string spill_directory;

@@ -17,8 +17,6 @@
 
 namespace gprof::collector {
 
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;
-
 struct RecordStorageStats {
   uint64_t memory_budget_bytes = 0;
   uint64_t in_memory_bytes = 0;  // blocks in memory now

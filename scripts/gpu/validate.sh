@@ -3,7 +3,8 @@
 # along: the kernel-recorder and end-to-end tests (fake runtime, BPF required), the real-CUDA
 # driver-lock freeze explained, and PyTorch under gprof-run (launch-bound loop timed against no
 # profiler, interleaved; DataLoader with forked workers and pinned memory). Results go to $OUT.
-# `validate.sh quick` stops after the freeze (the timing is bench_overhead.sh's job now).
+# `validate.sh quick` stops after the freeze and its collection with spill files (the timing is
+# bench_overhead.sh's job now).
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 mkdir -p "$out"
@@ -32,6 +33,21 @@ timeout 120 "$gprof" -o "$work/freeze" -- .gpu/cuda_free_freeze --rounds 8 --cal
 echo "gprof-run exit status $?" >> "$out/freeze_report.txt"
 python3 scripts/gpu/check_freeze_report.py "$work/freeze/report.json" "$work/calls.txt" cudaFree \
   > "$out/freeze_check.txt" 2>&1
+
+# 2b. A PyTorch session (a launch-bound loop and a DataLoader: CUDA calls, GPU activities, the
+# kernel's record) collected again with its records in spill files (--collector-memory 1M): the
+# same report, report.json and trace, byte for byte.
+timeout 300 "$gprof" -q -o "$work/spill" -- python3 scripts/gpu/torch_check.py 20000 \
+  > "$out/spill_report.txt" 2>&1
+mkdir -p "$work/first"
+cp "$work/spill"/{report.txt,report.json,trace.perfetto-trace} "$work/first/"
+"$gprof" report "$work/spill" --collector-memory 1M >> "$out/spill_report.txt" 2>&1
+{
+  grep -h "records in files" "$out/spill_report.txt" || echo "nothing spilled"
+  for file in report.txt report.json trace.perfetto-trace; do
+    cmp "$work/first/$file" "$work/spill/$file" && echo "$file: the same bytes"
+  done
+} > "$out/spill_check.txt" 2>&1
 
 [ "${1:-}" = quick ] && exit 0
 

@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 namespace gprof::collector {
@@ -15,15 +19,22 @@ namespace {
 
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
+constexpr auto kTrimPeriod = std::chrono::milliseconds(50);
+
 struct StorageState {
+  std::mutex mutex;  // the collector's thread and the trimmer's
   std::string spill_directory;
   RecordStorageStats stats;
   std::vector<std::pair<void*, size_t>> spilled_blocks;  // few: one per large vector's block
+  std::thread trimmer;
+  std::condition_variable stop_trimming;
+  bool trimming = false;
 };
 
+// Never destroyed: a trimmer thread still running at exit must not be destroyed joinable.
 StorageState& State() {
-  static StorageState state;
-  return state;
+  static StorageState* state = new StorageState;
+  return *state;
 }
 
 // Advises the whole 2 MiB pages inside [data, data + bytes).
@@ -79,23 +90,68 @@ uint64_t CgroupLimit(const std::string& root, std::string path, const char* file
   }
 }
 
+// Resident pages of files mapped by this process (statm's "shared"): the spill files', and a few
+// MiB of the program's own code.
+uint64_t ResidentFileBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0, shared = 0;
+  if (!(statm >> size >> resident >> shared)) return 0;
+  return shared * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The kernel keeps the pages of a spill file mapped into the collector once touched, and counts
+// them in its RSS, though it can drop them any time: a collector whose RSS grew with the session
+// would look unbounded (in top, to GNU time, to a container's monitor) and its page tables would
+// grow too. Past the budget, the trimmer unmaps them (MADV_DONTNEED; a shared mapping's data stays
+// in the file and its page cache) and the next touch maps them again, from the cache while memory
+// allows. Every kTrimPeriod, beside the collector's thread.
+void TrimSpillMappings(StorageState* state) {
+  std::unique_lock lock(state->mutex);
+  while (state->trimming) {
+    state->stop_trimming.wait_for(lock, kTrimPeriod);
+    if (!state->trimming || ResidentFileBytes() <= state->stats.memory_budget_bytes) continue;
+    for (const auto& [data, bytes] : state->spilled_blocks) madvise(data, bytes, MADV_DONTNEED);
+    ++state->stats.trims;
+  }
+}
+
+void StopTrimmer(StorageState* state, std::unique_lock<std::mutex>* lock) {
+  if (!state->trimmer.joinable()) return;
+  state->trimming = false;
+  state->stop_trimming.notify_all();
+  lock->unlock();
+  state->trimmer.join();
+  lock->lock();
+}
+
 }  // namespace
 
 void RecordStorage::Configure(const std::string& spill_directory, uint64_t memory_budget_bytes) {
   StorageState& state = State();
+  std::unique_lock lock(state.mutex);
+  StopTrimmer(&state, &lock);
   state.spill_directory = spill_directory;
   const RecordStorageStats now = state.stats;
   state.stats = {};
   state.stats.memory_budget_bytes = memory_budget_bytes;
   state.stats.in_memory_bytes = state.stats.peak_in_memory_bytes = now.in_memory_bytes;
   state.stats.spilled_bytes = state.stats.peak_spilled_bytes = now.spilled_bytes;
+  if (!spill_directory.empty()) {
+    state.trimming = true;
+    state.trimmer = std::thread(TrimSpillMappings, &state);
+  }
 }
 
-RecordStorageStats RecordStorage::Stats() { return State().stats; }
+RecordStorageStats RecordStorage::Stats() {
+  StorageState& state = State();
+  std::lock_guard lock(state.mutex);
+  return state.stats;
+}
 
 void* RecordStorage::Allocate(size_t bytes) {
   if (bytes < kLargeBlockBytes) return ::operator new(bytes);
   StorageState& state = State();
+  std::lock_guard lock(state.mutex);
   RecordStorageStats& stats = state.stats;
   if (!state.spill_directory.empty() && stats.in_memory_bytes + bytes > stats.memory_budget_bytes) {
     std::string error;
@@ -118,8 +174,10 @@ void* RecordStorage::Allocate(size_t bytes) {
 
 void RecordStorage::Release(void* data, size_t bytes) {
   if (bytes < kLargeBlockBytes) return ::operator delete(data);
-  munmap(data, bytes);
   StorageState& state = State();
+  // Under the lock: the trimmer must not advise a range that a new mapping may take.
+  std::lock_guard lock(state.mutex);
+  munmap(data, bytes);
   auto spilled = std::find(state.spilled_blocks.begin(), state.spilled_blocks.end(),
                            std::make_pair(data, bytes));
   if (spilled == state.spilled_blocks.end()) {

@@ -24,10 +24,12 @@ struct RecordStorageStats {
   uint64_t spilled_bytes = 0;  // blocks in spill files now
   uint64_t peak_spilled_bytes = 0;
   uint64_t spill_files = 0;  // made since Configure
+  uint64_t trims = 0;        // times the spill files' pages were unmapped to keep RSS in budget
   std::string spill_error;   // the first spill that failed (its block went to memory), or empty
 };
 
-// Process-wide, like the heap it stands beside: the collector is one thread.
+// Process-wide, like the heap it stands beside. While a spill directory is set, a thread of its
+// own keeps the spill files' resident pages within the budget (record_storage.cc).
 class RecordStorage {
  public:
   // Blocks smaller than this are the heap's: they are not what grows with the session.
@@ -35,6 +37,7 @@ class RecordStorage {
 
   // Blocks of `memory_budget_bytes` and below in all are memory; past it they go to files in
   // `spill_directory` (none when it is empty: all memory, as when a spill fails). Counts restart.
+  // Configure("", 0) stops the trimmer thread; the collector does so when it is done.
   static void Configure(const std::string& spill_directory, uint64_t memory_budget_bytes);
   static RecordStorageStats Stats();
 

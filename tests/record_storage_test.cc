@@ -3,12 +3,14 @@
 #include "record_storage.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "collect.h"
 #include "test_support.h"
@@ -69,6 +71,33 @@ TEST(RecordStorage, BlocksPastTheBudgetAreFilesOfTheSpillDirectory) {
   EXPECT_EQ(RecordStorage::Stats().peak_spilled_bytes, 8u << 20);
   // Nothing is left in the directory: the file had no name.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// Resident pages of mapped files (statm's "shared").
+uint64_t ResidentFileBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0, shared = 0;
+  statm >> size >> resident >> shared;
+  return shared * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Once touched, a spill file's pages stay mapped and count in the RSS: past the budget they are
+// unmapped again, and their data is still there when next read.
+TEST(RecordStorage, SpillFilePagesDoNotStayInTheRss) {
+  TempDir dir;
+  const uint64_t before = ResidentFileBytes();
+  StorageScope scope(dir.path(), 4 << 20);
+  RecordVector<uint64_t> records(8 << 20);  // 64 MiB, all spilled
+  std::iota(records.begin(), records.end(), 0);
+  uint64_t resident = ResidentFileBytes();
+  for (int i = 0; i < 100 && resident > before + (16 << 20); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    resident = ResidentFileBytes();
+  }
+  EXPECT_LE(resident, before + (16 << 20)) << "mapped file pages stayed resident";
+  EXPECT_GT(RecordStorage::Stats().trims, 0u);
+  EXPECT_EQ(std::accumulate(records.begin(), records.end(), uint64_t{0}),
+            uint64_t{8 << 20} * ((8 << 20) - 1) / 2);
 }
 
 TEST(RecordStorage, ASpillThatFailsKeepsTheRecordsInMemoryAndSaysWhy) {

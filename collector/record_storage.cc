@@ -19,7 +19,7 @@ namespace {
 
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-constexpr auto kTrimPeriod = std::chrono::milliseconds(50);
+constexpr auto kTrimPeriod = std::chrono::milliseconds(10);
 
 struct StorageState {
   std::mutex mutex;  // the collector's thread and the trimmer's
@@ -104,7 +104,7 @@ uint64_t ResidentFileBytes() {
 // would look unbounded (in top, to GNU time, to a container's monitor) and its page tables would
 // grow too. Past the budget, the trimmer unmaps them (MADV_DONTNEED; a shared mapping's data stays
 // in the file and its page cache) and the next touch maps them again, from the cache while memory
-// allows. Every kTrimPeriod, beside the collector's thread.
+// allows. Every kTrimPeriod, beside the collector's thread, from the first spill on.
 void TrimSpillMappings(StorageState* state) {
   std::unique_lock lock(state->mutex);
   while (state->trimming) {
@@ -136,10 +136,6 @@ void RecordStorage::Configure(const std::string& spill_directory, uint64_t memor
   state.stats.memory_budget_bytes = memory_budget_bytes;
   state.stats.in_memory_bytes = state.stats.peak_in_memory_bytes = now.in_memory_bytes;
   state.stats.spilled_bytes = state.stats.peak_spilled_bytes = now.spilled_bytes;
-  if (!spill_directory.empty()) {
-    state.trimming = true;
-    state.trimmer = std::thread(TrimSpillMappings, &state);
-  }
 }
 
 RecordStorageStats RecordStorage::Stats() {
@@ -157,6 +153,10 @@ void* RecordStorage::Allocate(size_t bytes) {
     std::string error;
     if (void* data = MapSpillFile(state.spill_directory, bytes, &error)) {
       state.spilled_blocks.emplace_back(data, bytes);
+      if (!state.trimmer.joinable()) {  // the first spill: no thread while nothing is spilled
+        state.trimming = true;
+        state.trimmer = std::thread(TrimSpillMappings, &state);
+      }
       stats.spilled_bytes += bytes;
       stats.peak_spilled_bytes = std::max(stats.peak_spilled_bytes, stats.spilled_bytes);
       ++stats.spill_files;

@@ -28,8 +28,8 @@ struct RecordStorageStats {
   std::string spill_error;   // the first spill that failed (its block went to memory), or empty
 };
 
-// Process-wide, like the heap it stands beside. While a spill directory is set, a thread of its
-// own keeps the spill files' resident pages within the budget (record_storage.cc).
+// Process-wide, like the heap it stands beside. Once records are spilled, a thread of its own
+// keeps the spill files' resident pages within the budget (record_storage.cc).
 class RecordStorage {
  public:
   // Blocks smaller than this are the heap's: they are not what grows with the session.

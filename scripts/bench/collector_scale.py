@@ -152,39 +152,25 @@ def git_head():
         return "unknown"
 
 
-def tree_rss_bytes(root_pid):
-    """Resident bytes of root_pid and its descendants, from /proc (0 when they are gone)."""
-    total, pending = 0, [root_pid]
-    page = os.sysconf("SC_PAGE_SIZE")
-    while pending:
-        pid = pending.pop()
-        try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * page
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    pending.extend(int(child) for child in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def tree_anon_bytes(root_pid):
-    """RssAnon of root_pid and its descendants: memory the kernel cannot drop (no swap)."""
-    total, pending = 0, [root_pid]
+def tree_memory_bytes(root_pid):
+    """Resident and anonymous (RssAnon: what the kernel cannot drop without swap) bytes of
+    root_pid and its descendants, from /proc (0 when they are gone)."""
+    rss, anon, pending = 0, 0, [root_pid]
     while pending:
         pid = pending.pop()
         try:
             with open(f"/proc/{pid}/status") as f:
                 for line in f:
-                    if line.startswith("RssAnon:"):
-                        total += int(line.split()[1]) * 1024
+                    if line.startswith("VmRSS:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("RssAnon:"):
+                        anon += int(line.split()[1]) * 1024
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
                     pending.extend(int(child) for child in f.read().split())
         except (OSError, ValueError):
             continue
-    return total
+    return rss, anon
 
 
 class MemoryCgroup:
@@ -290,9 +276,9 @@ def measured_run(command, time_path, timeout_s, rss_cap, cgroup=None):
         if pid == proc.pid:
             break
         elapsed = time.monotonic() - start
-        rss = tree_rss_bytes(proc.pid)
+        rss, anon = tree_memory_bytes(proc.pid)
         sampled_peak = max(sampled_peak, rss)
-        anon_peak = max(anon_peak, tree_anon_bytes(proc.pid))
+        anon_peak = max(anon_peak, anon)
         if outcome == "ok" and (elapsed > timeout_s or rss > rss_cap):
             outcome = (f"stopped after {elapsed:.0f} s: over the {timeout_s:.0f} s limit"
                        if elapsed > timeout_s else

@@ -16,6 +16,7 @@
 
 #include "collect.h"
 #include "exit_codes.h"
+#include "file_owner.h"
 #include "kernel_recorder.h"
 #include "profiler_watch.h"
 #include "recording_limits.h"
@@ -267,23 +268,32 @@ int RunCommand(const RunOptions& options) {
     Say(error);
     return kExitToolFailure;
   }
-  std::error_code ec;
-  bool dir_existed = !options.output_dir.empty() && fs::exists(options.output_dir, ec);
-  auto session_dir = CreateSessionDirectory(options.output_dir, options.command.front(), &error);
+  // Under sudo the session is the invoking user's: made by them, every file theirs from its first
+  // moment, and named only through the directory's descriptor while this runs as root.
+  LaunchSettings launch;
+  ApplySudoUser(options, &launch);
+  auto session_dir =
+      CreateSessionDirectory(options.output_dir, options.command.front(), launch, &error);
   if (!session_dir) {
     Say(error);
     return kExitToolFailure;
   }
+  // The command's processes open the budget by its path; root, through the descriptor.
   std::string budget_path;
   if (options.max_size_bytes > 0) {
-    budget_path = *session_dir + "/" + kSizeBudgetFile;
-    if (int rc = SizeBudget::Create(budget_path.c_str(), options.max_size_bytes); rc != 0) {
+    budget_path = session_dir->path + "/" + kSizeBudgetFile;
+    FileOwner as = SessionFileOwner(launch);
+    FileOwnerScope owner(as.uid, as.gid);
+    int rc = owner.ok() ? SizeBudget::Create(session_dir->FilePath(kSizeBudgetFile).c_str(),
+                                             options.max_size_bytes)
+                        : EPERM;
+    if (rc != 0) {
       Say("cannot create " + budget_path + ": " + strerror(rc));
-      DiscardSession(*session_dir, /*created=*/!dir_existed);
+      DiscardSession(*session_dir, launch);
       return kExitToolFailure;
     }
   }
-  CreateDiskReserve(*session_dir);  // before any recorder opens its file
+  CreateDiskReserve(*session_dir, launch);  // before any recorder opens its file
 
   // The kernel recorder first: loading it takes a while, and --delay counts from the command's
   // start, which the window (in every recorder's settings) must know.
@@ -294,8 +304,14 @@ int RunCommand(const RunOptions& options) {
     bpf::KernelRecorderOptions kernel_options;
     kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
     kernel_options.device_prefix = options.device_prefix;
-    kernel_options.size_budget_path = budget_path;
-    recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
+    // The directory through its descriptor, and kernel.gpr born the session owner's.
+    if (!budget_path.empty()) {
+      kernel_options.size_budget_path = session_dir->FilePath(kSizeBudgetFile);
+    }
+    kernel_options.file_uid = SessionFileOwner(launch).uid;
+    kernel_options.file_gid = SessionFileOwner(launch).gid;
+    recorder = bpf::KernelRecorder::Start(session_dir->FilePath(), kernel_options, &error,
+                                          &permission_denied);
     if (recorder) run.kernel_stack_min_ns = kernel_options.stack_min_ns;
     if (!recorder) {
       KernelRecordingOff(error,
@@ -320,10 +336,8 @@ int RunCommand(const RunOptions& options) {
   run.max_size_bytes = options.max_size_bytes;
   if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
 
-  LaunchSettings launch;
   launch.argv = options.command;
-  launch.environment = TargetEnvironment(options, *inject_library, *session_dir, limits);
-  ApplySudoUser(options, &launch);
+  launch.environment = TargetEnvironment(options, *inject_library, session_dir->path, limits);
 
   run.command = options.command;
   run.inject_library = *inject_library;
@@ -343,21 +357,18 @@ int RunCommand(const RunOptions& options) {
   }
   run.kernel_recording = recorder != nullptr;
 
-  if (!WriteSessionMeta(*session_dir, run, &error)) {
+  if (!WriteSessionMeta(*session_dir, launch, run, &error)) {
     Say(error);
     target->Abandon();
     ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
 
-  // What root made so far is the user's before any of the user's code runs.
-  if (launch.run_as_uid) ChownSession(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
-
   target->ForwardSignals();
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
-    DiscardSession(*session_dir, /*created=*/!dir_existed);  // nothing ran: nothing to keep
+    DiscardSession(*session_dir, launch);  // nothing ran: nothing to keep
     return failure->exit_status;
   }
 
@@ -387,16 +398,18 @@ int RunCommand(const RunOptions& options) {
   recorder.reset();
   if (!DropPrivileges(launch)) {
     Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
-        "; build it with 'gprof-run report " + *session_dir + "'");
+        "; build it with 'gprof-run report " + collector::PrintableName(session_dir->path) + "'");
     return ExitStatusOf(wait_status);
   }
-  if (!budget_path.empty()) RecordSizeBudget(budget_path, &run);
+  if (!budget_path.empty()) RecordSizeBudget(session_dir->FilePath(kSizeBudgetFile), &run);
   // Room for session.json and the reports when the disk filled up (freed as the user, as above).
   ReleaseDiskReserve(*session_dir);
-  if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
+  if (!WriteSessionMeta(*session_dir, launch, run, &error)) Say("warning: " + error);
 
-  auto result = collector::Collect(
-      *session_dir, CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes));
+  collector::CollectOptions collect_options =
+      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
+  collect_options.directory_fd = session_dir->fd.get();
+  auto result = collector::Collect(session_dir->path, collect_options);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {

@@ -1,6 +1,8 @@
 #include "run_command.h"
 
+#include <pwd.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include "profiler_watch.h"
 #include "recording_limits.h"
 #include "session_directory.h"
+#include "session_files.h"
 #include "target_process.h"
 
 extern char** environ;
@@ -259,6 +262,42 @@ void RecordSizeBudget(const std::string& path, RunDescription* run) {
   unlink(path.c_str());
 }
 
+// `report` run as root on a directory that is not root's runs as the directory's owner, for good:
+// whatever the session's files name or link to is then read with the owner's rights, and the
+// reports are theirs. A directory of root's that others can change is refused: they could plant
+// what root would read.
+bool ReportAsOwner(int dir_fd, const std::string& directory, std::string* error) {
+  const std::string shown = collector::PrintableName(directory);
+  struct stat info {};
+  if (fstat(dir_fd, &info) != 0) {
+    *error = shown + ": " + strerror(errno);
+    return false;
+  }
+  if (info.st_uid == 0) {
+    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return true;
+    *error = shown +
+             " is writable by others: as root, gprof-run reports only on a directory no one "
+             "else can change";
+    return false;
+  }
+  passwd* owner = getpwuid(info.st_uid);
+  if (owner == nullptr) {
+    *error = shown + " belongs to uid " + std::to_string(info.st_uid) +
+             ", who is no user here: as root, gprof-run reports on a directory only as its owner";
+    return false;
+  }
+  LaunchSettings as;
+  as.run_as_uid = info.st_uid;
+  as.run_as_gid = owner->pw_gid;
+  as.run_as_user = owner->pw_name;
+  if (!DropPrivileges(as)) {
+    *error = "cannot switch to " + collector::PrintableName(owner->pw_name) + ", who owns " +
+             shown + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -421,8 +460,20 @@ int RunCommand(const RunOptions& options) {
 
 int ReportCommand(const std::string& directory, double threshold_ms,
                   uint64_t collector_memory_bytes) {
-  auto result =
-      collector::Collect(directory, CollectOptionsFor(threshold_ms, collector_memory_bytes));
+  // Resolved once; everything after is relative to the descriptor.
+  auto dir = collector::OpenSessionDirectory(directory);
+  if (!dir.ok()) {
+    Say(collector::PrintableName(directory) + ": no such session directory");
+    return kExitToolFailure;
+  }
+  std::string error;
+  if (geteuid() == 0 && !ReportAsOwner(dir->get(), directory, &error)) {
+    Say(error);
+    return kExitToolFailure;
+  }
+  collector::CollectOptions options = CollectOptionsFor(threshold_ms, collector_memory_bytes);
+  options.directory_fd = dir->get();
+  auto result = collector::Collect(directory, options);
   if (!result.ok()) {
     Say(result.status().message());
     return kExitToolFailure;

@@ -582,6 +582,99 @@ TEST(Security, AnExistingSessionDirectoryMustBeTheUsersOwn) {
   EXPECT_EQ(Lines(RootOwnedUnder(own)), "");
 }
 
+// Root running `report` on a session directory the user controls: the user's links and hard
+// links for the reports do not make root write root's files, and a link to root's own session is
+// not read.
+TEST(Security, ReportAsRootOnAUsersSessionRunsAsItsOwner) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  std::string marker = "rootsecret-" + UniqueTag();
+  // Root's own session, which only root may read.
+  std::string root_session = dir.Sub("root-session");
+  ProcessSpec root_run = Command({GprofRunPath(), "-q", "--no-kernel", "-o", root_session, "--",
+                                  AppPath("exit_app"), "env", marker});
+  root_run.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER", "LD_PRELOAD"};
+  ASSERT_EQ(RunProcess(root_run).exit_code(), 0);
+  std::string root_inject;
+  for (const auto& entry : fs::directory_iterator(root_session)) {
+    if (entry.path().filename().string().starts_with(collector::kInjectFilePrefix))
+      root_inject = entry.path().string();
+  }
+  ASSERT_FALSE(root_inject.empty());
+  ASSERT_TRUE(Contains(SessionBytes(root_session), marker));
+  // The user's session, and root's files the user would like root to overwrite.
+  std::string session = home + "/s";
+  ASSERT_EQ(RunProcess(
+                SudoGprofRun(user, {"-q", "--no-kernel", "-o", session, "--", AppPath("exit_app")}))
+                .exit_code(),
+            0);
+  std::string precious = MakeRootDirectory(dir.Sub("root-files"), 0755, true) + "/precious";
+  std::string linked = dir.Sub("root-files/linked");
+  fs::copy_file(precious, linked);
+  const std::string precious_before = Describe(precious), linked_before = Describe(linked);
+  UserSymlink(user, precious, session + "/" + collector::kTextReportFile);
+  UserSymlink(user, precious, session + "/" + collector::kJsonReportFile);
+  UserSymlink(user, root_inject, session + "/inject-99999.gpr");
+  UserSymlink(user, root_session + "/session.json", session + "/inject-99998.gpr");
+  // Hard links to a file of root's, as fs.protected_hardlinks=0 lets a user make them (root makes
+  // them here): one to be written, one to be read.
+  for (const char* name : {"trace.perfetto-trace", "inject-99997.gpr"}) {
+    std::string hard = session + "/" + name;
+    unlink(hard.c_str());
+    ASSERT_EQ(link(linked.c_str(), hard.c_str()), 0) << hard;
+  }
+
+  for (bool sudo_env : {false, true}) {
+    ProcessSpec report = Command({GprofRunPath(), "report", session});
+    if (sudo_env) {
+      report.set_env = user.SudoEnvironment("gprof-run report");
+    } else {
+      report.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER"};
+    }
+    ProcessResult run = RunProcess(report);
+    EXPECT_EQ(run.exit_code(), 0) << run.err;
+    EXPECT_EQ(Describe(precious), precious_before) << "written through the user's link";
+    EXPECT_EQ(Describe(linked), linked_before) << "written through the user's hard link";
+    EXPECT_FALSE(Contains(run.out + run.err, marker)) << "root's session was read";
+    for (const char* name :
+         {collector::kTextReportFile, collector::kJsonReportFile, "trace.perfetto-trace"}) {
+      std::string path = session + "/" + name;
+      struct stat st {};
+      ASSERT_EQ(lstat(path.c_str(), &st), 0) << path;
+      EXPECT_TRUE(S_ISREG(st.st_mode)) << path;
+      EXPECT_EQ(st.st_uid, user.uid()) << path << ": the report runs as the directory's owner";
+      EXPECT_FALSE(Contains(ReadFile(path), marker)) << path;
+    }
+    // The user's links are left as they were.
+    EXPECT_TRUE(fs::is_symlink(session + "/inject-99999.gpr"));
+  }
+}
+
+// Root's `report` refuses a directory of root's that others may change, and one whose owner is
+// no user it could become.
+TEST(Security, ReportAsRootRefusesADirectoryItCannotTrust) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root");
+  TempDir dir;
+  std::string session = dir.Sub("s");
+  ProcessSpec run =
+      Command({GprofRunPath(), "-q", "--no-kernel", "-o", session, "--", AppPath("exit_app")});
+  run.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER", "LD_PRELOAD"};
+  ASSERT_EQ(RunProcess(run).exit_code(), 0);
+  for (const auto& [mode, owner] :
+       {std::pair<mode_t, uid_t>{0777, 0}, {01777, 0}, {0770, 0}, {0700, 3999999}}) {
+    chmod(session.c_str(), mode);
+    chown(session.c_str(), owner, owner == 0 ? 0 : owner);
+    fs::remove(session + "/" + collector::kTextReportFile);
+    ProcessResult report = RunProcess(Command({GprofRunPath(), "report", session}));
+    EXPECT_EQ(report.exit_code(), 125) << std::oct << mode << std::dec << " " << owner;
+    EXPECT_EQ(std::count(report.err.begin(), report.err.end(), '\n'), 1) << report.err;
+    EXPECT_FALSE(fs::exists(session + "/" + collector::kTextReportFile));
+  }
+}
+
 // --- without root ---
 
 TEST(Security, FileCapabilitiesAreEnoughForKernelRecording) {

@@ -197,14 +197,33 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
 }
 
 // Under sudo, the command runs as the user who asked, as it would have without gprof-run.
-void ApplySudoUser(const RunOptions& options, LaunchSettings* launch) {
-  if (options.run_as_root || getuid() != 0) return;
-  const char* uid = getenv("SUDO_UID");
-  const char* gid = getenv("SUDO_GID");
-  if (uid == nullptr || gid == nullptr || atoi(uid) == 0) return;
-  launch->run_as_uid = static_cast<uid_t>(atoi(uid));
-  launch->run_as_gid = static_cast<gid_t>(atoi(gid));
-  if (const char* user = getenv("SUDO_USER")) launch->run_as_user = user;
+// SUDO_UID and SUDO_GID name them; one that is not an id is refused rather than read as root.
+// The groups are those of the user with that uid (SUDO_USER could name another user's).
+bool ApplySudoUser(const RunOptions& options, LaunchSettings* launch, std::string* error) {
+  if (options.run_as_root || getuid() != 0) return true;
+  const char* uid_text = getenv("SUDO_UID");
+  if (uid_text == nullptr) return true;
+  const char* gid_text = getenv("SUDO_GID");
+  auto parse = [](const char* text, unsigned long* id) {
+    if (text == nullptr || *text < '0' || *text > '9') return false;
+    char* end = nullptr;
+    errno = 0;
+    *id = strtoul(text, &end, 10);
+    return errno == 0 && *end == '\0' && *id < UINT32_MAX;  // (uid_t)-1 is no id
+  };
+  unsigned long uid = 0, gid = 0;
+  if (!parse(uid_text, &uid) || !parse(gid_text, &gid)) {
+    *error = "SUDO_UID=" + collector::PrintableName(uid_text) +
+             " SUDO_GID=" + collector::PrintableName(gid_text != nullptr ? gid_text : "") +
+             " do not name a user and group (--run-as-root keeps the command root's)";
+    return false;
+  }
+  if (uid == 0) return true;
+  launch->run_as_uid = static_cast<uid_t>(uid);
+  launch->run_as_gid = static_cast<gid_t>(gid);
+  if (const passwd* user = getpwuid(launch->run_as_uid.value()))
+    launch->run_as_user = user->pw_name;
+  return true;
 }
 
 void PrintCollectorOutput(const collector::CollectResult& result, FILE* out) {
@@ -310,7 +329,10 @@ int RunCommand(const RunOptions& options) {
   // Under sudo the session is the invoking user's: made by them, every file theirs from its first
   // moment, and named only through the directory's descriptor while this runs as root.
   LaunchSettings launch;
-  ApplySudoUser(options, &launch);
+  if (!ApplySudoUser(options, &launch, &error)) {
+    Say(error);
+    return kExitToolFailure;
+  }
   auto session_dir =
       CreateSessionDirectory(options.output_dir, options.command.front(), launch, &error);
   if (!session_dir) {

@@ -23,6 +23,7 @@
 
 #include "chunk_file_writer.h"
 #include "clock.h"
+#include "file_owner.h"
 #include "kernel_events.h"
 #include "kernel_events.skel.h"
 #include "session_format.h"
@@ -1067,10 +1068,15 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
       return nullptr;
     }
   }
-  int rc =
-      state->writer.Create(path.c_str(), format::Source::kKernel, static_cast<uint32_t>(getpid()));
+  int rc;
+  {
+    FileOwnerScope owner(options.file_uid, options.file_gid);
+    rc = owner.ok() ? state->writer.Create(path.c_str(), format::Source::kKernel,
+                                           static_cast<uint32_t>(getpid()))
+                    : EPERM;
+  }
   if (rc != 0) {
-    *error = "create " + path + ": " + strerror(rc);
+    *error = std::string("create kernel.gpr: ") + strerror(rc);
     return nullptr;
   }
   state->staged.reserve(kFlushBytes + 4096);

@@ -50,6 +50,10 @@ struct KernelRecorderOptions {
   // The session's --max-size budget file (inject/recording_limits.h) that kernel.gpr is charged
   // to; empty: no cap.
   std::string size_budget_path;
+  // kernel.gpr is made with these file-system ids (inject/file_owner.h): under sudo, the invoking
+  // user's, so that it is theirs from its first moment. -1: this process's.
+  int file_uid = -1;
+  int file_gid = -1;
 };
 
 struct KernelRecorderStats {

@@ -1,6 +1,8 @@
 #include "run_command.h"
 
+#include <pwd.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,10 +18,12 @@
 
 #include "collect.h"
 #include "exit_codes.h"
+#include "file_owner.h"
 #include "kernel_recorder.h"
 #include "profiler_watch.h"
 #include "recording_limits.h"
 #include "session_directory.h"
+#include "session_files.h"
 #include "target_process.h"
 
 extern char** environ;
@@ -193,14 +197,33 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
 }
 
 // Under sudo, the command runs as the user who asked, as it would have without gprof-run.
-void ApplySudoUser(const RunOptions& options, LaunchSettings* launch) {
-  if (options.run_as_root || getuid() != 0) return;
-  const char* uid = getenv("SUDO_UID");
-  const char* gid = getenv("SUDO_GID");
-  if (uid == nullptr || gid == nullptr || atoi(uid) == 0) return;
-  launch->run_as_uid = static_cast<uid_t>(atoi(uid));
-  launch->run_as_gid = static_cast<gid_t>(atoi(gid));
-  if (const char* user = getenv("SUDO_USER")) launch->run_as_user = user;
+// SUDO_UID and SUDO_GID name them; one that is not an id is refused rather than read as root.
+// The groups are those of the user with that uid (SUDO_USER could name another user's).
+bool ApplySudoUser(const RunOptions& options, LaunchSettings* launch, std::string* error) {
+  if (options.run_as_root || getuid() != 0) return true;
+  const char* uid_text = getenv("SUDO_UID");
+  if (uid_text == nullptr) return true;
+  const char* gid_text = getenv("SUDO_GID");
+  auto parse = [](const char* text, unsigned long* id) {
+    if (text == nullptr || *text < '0' || *text > '9') return false;
+    char* end = nullptr;
+    errno = 0;
+    *id = strtoul(text, &end, 10);
+    return errno == 0 && *end == '\0' && *id < UINT32_MAX;  // (uid_t)-1 is no id
+  };
+  unsigned long uid = 0, gid = 0;
+  if (!parse(uid_text, &uid) || !parse(gid_text, &gid)) {
+    *error = "SUDO_UID=" + collector::PrintableName(uid_text) +
+             " SUDO_GID=" + collector::PrintableName(gid_text != nullptr ? gid_text : "") +
+             " do not name a user and group (--run-as-root keeps the command root's)";
+    return false;
+  }
+  if (uid == 0) return true;
+  launch->run_as_uid = static_cast<uid_t>(uid);
+  launch->run_as_gid = static_cast<gid_t>(gid);
+  if (const passwd* user = getpwuid(launch->run_as_uid.value()))
+    launch->run_as_user = user->pw_name;
+  return true;
 }
 
 void PrintCollectorOutput(const collector::CollectResult& result, FILE* out) {
@@ -258,6 +281,42 @@ void RecordSizeBudget(const std::string& path, RunDescription* run) {
   unlink(path.c_str());
 }
 
+// `report` run as root on a directory that is not root's runs as the directory's owner, for good:
+// whatever the session's files name or link to is then read with the owner's rights, and the
+// reports are theirs. A directory of root's that others can change is refused: they could plant
+// what root would read.
+bool ReportAsOwner(int dir_fd, const std::string& directory, std::string* error) {
+  const std::string shown = collector::PrintableName(directory);
+  struct stat info {};
+  if (fstat(dir_fd, &info) != 0) {
+    *error = shown + ": " + strerror(errno);
+    return false;
+  }
+  if (info.st_uid == 0) {
+    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return true;
+    *error = shown +
+             " is writable by others: as root, gprof-run reports only on a directory no one "
+             "else can change";
+    return false;
+  }
+  passwd* owner = getpwuid(info.st_uid);
+  if (owner == nullptr) {
+    *error = shown + " belongs to uid " + std::to_string(info.st_uid) +
+             ", who is no user here: as root, gprof-run reports on a directory only as its owner";
+    return false;
+  }
+  LaunchSettings as;
+  as.run_as_uid = info.st_uid;
+  as.run_as_gid = owner->pw_gid;
+  as.run_as_user = owner->pw_name;
+  if (!DropPrivileges(as)) {
+    *error = "cannot switch to " + collector::PrintableName(owner->pw_name) + ", who owns " +
+             shown + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -267,23 +326,35 @@ int RunCommand(const RunOptions& options) {
     Say(error);
     return kExitToolFailure;
   }
-  std::error_code ec;
-  bool dir_existed = !options.output_dir.empty() && fs::exists(options.output_dir, ec);
-  auto session_dir = CreateSessionDirectory(options.output_dir, options.command.front(), &error);
+  // Under sudo the session is the invoking user's: made by them, every file theirs from its first
+  // moment, and named only through the directory's descriptor while this runs as root.
+  LaunchSettings launch;
+  if (!ApplySudoUser(options, &launch, &error)) {
+    Say(error);
+    return kExitToolFailure;
+  }
+  auto session_dir =
+      CreateSessionDirectory(options.output_dir, options.command.front(), launch, &error);
   if (!session_dir) {
     Say(error);
     return kExitToolFailure;
   }
+  // The command's processes open the budget by its path; root, through the descriptor.
   std::string budget_path;
   if (options.max_size_bytes > 0) {
-    budget_path = *session_dir + "/" + kSizeBudgetFile;
-    if (int rc = SizeBudget::Create(budget_path.c_str(), options.max_size_bytes); rc != 0) {
+    budget_path = session_dir->path + "/" + kSizeBudgetFile;
+    FileOwner as = SessionFileOwner(launch);
+    FileOwnerScope owner(as.uid, as.gid);
+    int rc = owner.ok() ? SizeBudget::Create(session_dir->FilePath(kSizeBudgetFile).c_str(),
+                                             options.max_size_bytes)
+                        : EPERM;
+    if (rc != 0) {
       Say("cannot create " + budget_path + ": " + strerror(rc));
-      DiscardSession(*session_dir, /*created=*/!dir_existed);
+      DiscardSession(*session_dir, launch);
       return kExitToolFailure;
     }
   }
-  CreateDiskReserve(*session_dir);  // before any recorder opens its file
+  CreateDiskReserve(*session_dir, launch);  // before any recorder opens its file
 
   // The kernel recorder first: loading it takes a while, and --delay counts from the command's
   // start, which the window (in every recorder's settings) must know.
@@ -294,8 +365,14 @@ int RunCommand(const RunOptions& options) {
     bpf::KernelRecorderOptions kernel_options;
     kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
     kernel_options.device_prefix = options.device_prefix;
-    kernel_options.size_budget_path = budget_path;
-    recorder = bpf::KernelRecorder::Start(*session_dir, kernel_options, &error, &permission_denied);
+    // The directory through its descriptor, and kernel.gpr born the session owner's.
+    if (!budget_path.empty()) {
+      kernel_options.size_budget_path = session_dir->FilePath(kSizeBudgetFile);
+    }
+    kernel_options.file_uid = SessionFileOwner(launch).uid;
+    kernel_options.file_gid = SessionFileOwner(launch).gid;
+    recorder = bpf::KernelRecorder::Start(session_dir->FilePath(), kernel_options, &error,
+                                          &permission_denied);
     if (recorder) run.kernel_stack_min_ns = kernel_options.stack_min_ns;
     if (!recorder) {
       KernelRecordingOff(error,
@@ -320,10 +397,8 @@ int RunCommand(const RunOptions& options) {
   run.max_size_bytes = options.max_size_bytes;
   if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
 
-  LaunchSettings launch;
   launch.argv = options.command;
-  launch.environment = TargetEnvironment(options, *inject_library, *session_dir, limits);
-  ApplySudoUser(options, &launch);
+  launch.environment = TargetEnvironment(options, *inject_library, session_dir->path, limits);
 
   run.command = options.command;
   run.inject_library = *inject_library;
@@ -343,21 +418,18 @@ int RunCommand(const RunOptions& options) {
   }
   run.kernel_recording = recorder != nullptr;
 
-  if (!WriteSessionMeta(*session_dir, run, &error)) {
+  if (!WriteSessionMeta(*session_dir, launch, run, &error)) {
     Say(error);
     target->Abandon();
     ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
 
-  // What root made so far is the user's before any of the user's code runs.
-  if (launch.run_as_uid) ChownSession(*session_dir, *launch.run_as_uid, *launch.run_as_gid);
-
   target->ForwardSignals();
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
-    DiscardSession(*session_dir, /*created=*/!dir_existed);  // nothing ran: nothing to keep
+    DiscardSession(*session_dir, launch);  // nothing ran: nothing to keep
     return failure->exit_status;
   }
 
@@ -387,16 +459,18 @@ int RunCommand(const RunOptions& options) {
   recorder.reset();
   if (!DropPrivileges(launch)) {
     Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
-        "; build it with 'gprof-run report " + *session_dir + "'");
+        "; build it with 'gprof-run report " + collector::PrintableName(session_dir->path) + "'");
     return ExitStatusOf(wait_status);
   }
-  if (!budget_path.empty()) RecordSizeBudget(budget_path, &run);
+  if (!budget_path.empty()) RecordSizeBudget(session_dir->FilePath(kSizeBudgetFile), &run);
   // Room for session.json and the reports when the disk filled up (freed as the user, as above).
   ReleaseDiskReserve(*session_dir);
-  if (!WriteSessionMeta(*session_dir, run, &error)) Say("warning: " + error);
+  if (!WriteSessionMeta(*session_dir, launch, run, &error)) Say("warning: " + error);
 
-  auto result = collector::Collect(
-      *session_dir, CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes));
+  collector::CollectOptions collect_options =
+      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
+  collect_options.directory_fd = session_dir->fd.get();
+  auto result = collector::Collect(session_dir->path, collect_options);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {
@@ -408,8 +482,20 @@ int RunCommand(const RunOptions& options) {
 
 int ReportCommand(const std::string& directory, double threshold_ms,
                   uint64_t collector_memory_bytes) {
-  auto result =
-      collector::Collect(directory, CollectOptionsFor(threshold_ms, collector_memory_bytes));
+  // Resolved once; everything after is relative to the descriptor.
+  auto dir = collector::OpenSessionDirectory(directory);
+  if (!dir.ok()) {
+    Say(collector::PrintableName(directory) + ": no such session directory");
+    return kExitToolFailure;
+  }
+  std::string error;
+  if (geteuid() == 0 && !ReportAsOwner(dir->get(), directory, &error)) {
+    Say(error);
+    return kExitToolFailure;
+  }
+  collector::CollectOptions options = CollectOptionsFor(threshold_ms, collector_memory_bytes);
+  options.directory_fd = dir->get();
+  auto result = collector::Collect(directory, options);
   if (!result.ok()) {
     Say(result.status().message());
     return kExitToolFailure;

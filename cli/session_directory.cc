@@ -1,15 +1,23 @@
 #include "session_directory.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "file_owner.h"
+#include "model.h"
 #include "session_format.h"
 #include "session_reader.h"
 
@@ -50,45 +58,262 @@ bool WriteFully(int fd, const std::string& text) {
   return true;
 }
 
-}  // namespace
+// Who this process is, for a message: "alice (uid 1000)".
+std::string UserText(uid_t uid) {
+  std::string text = "uid " + std::to_string(uid);
+  if (passwd* user = getpwuid(uid)) text = std::string(user->pw_name) + " (" + text + ")";
+  return collector::PrintableName(text);
+}
 
-std::optional<std::string> CreateSessionDirectory(const std::string& requested,
-                                                  const std::string& command, std::string* error) {
+// The directory's path as the kernel knows it now: absolute, without links.
+std::string PathOf(int fd, const std::string& fallback) {
   std::error_code ec;
-  if (!requested.empty()) {
-    if (fs::exists(requested, ec)) {
-      if (!fs::is_directory(requested, ec)) {
-        *error = requested + " exists and is not a directory";
-        return std::nullopt;
-      }
-      if (!fs::is_empty(requested, ec)) {
-        *error = requested +
-                 " already exists and is not empty: gprof-run never overwrites a "
-                 "session; choose another -o or remove it";
-        return std::nullopt;
-      }
-    } else if (mkdir(requested.c_str(), kSessionDirectoryMode) != 0) {
-      *error = "cannot create session directory " + requested + ": " + strerror(errno);
-      return std::nullopt;
+  fs::path path = fs::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  if (ec || !path.is_absolute()) return fs::absolute(fallback, ec).lexically_normal().string();
+  return path.string();
+}
+
+// Opens `name`, made or found in `parent_fd`, never through a link, and checks that it may hold a
+// session: a directory of this process's user (for root, writable by no one else), empty.
+bool OpenAndCheck(SessionDirectory* dir, const std::string& shown, std::string* error) {
+  dir->fd = collector::FileDescriptor(openat(dir->parent_fd.get(), dir->name.c_str(),
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat info {};
+  if (!dir->fd.valid()) {
+    int open_errno = errno;
+    if (open_errno == ENOTDIR || open_errno == ELOOP) {
+      bool link =
+          fstatat(dir->parent_fd.get(), dir->name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISLNK(info.st_mode);
+      *error = link ? shown +
+                          " is a symbolic link: give the directory itself (gprof-run follows no "
+                          "link to its session directory)"
+                    : shown + " exists and is not a directory";
+    } else {
+      *error = "cannot open session directory " + shown + ": " + strerror(open_errno);
     }
-    return fs::absolute(requested, ec).lexically_normal().string();
+    return false;
   }
-  std::string base = "gprof-" + CommandStem(command) + "-" + Timestamp();
-  for (int attempt = 1; attempt < 1000; ++attempt) {
-    std::string name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
-    if (mkdir(name.c_str(), kSessionDirectoryMode) == 0)
-      return fs::absolute(name, ec).lexically_normal().string();
-    if (errno != EEXIST) {
-      *error = "cannot create session directory " + name +
-               " in the current directory: " + strerror(errno) + " (use -o DIR)";
+  if (fstat(dir->fd.get(), &info) != 0) {
+    *error = "cannot open session directory " + shown + ": " + strerror(errno);
+    return false;
+  }
+  if (info.st_uid != geteuid()) {
+    *error = shown + " belongs to " + UserText(info.st_uid) + ", not to " + UserText(geteuid()) +
+             ", whom the command runs as: gprof-run writes a session only into that user's own "
+             "directory";
+    return false;
+  }
+  if (geteuid() == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    *error = shown +
+             " is writable by others: as root, gprof-run writes a session only into a "
+             "directory no one else can change";
+    return false;
+  }
+  int listing_fd = openat(dir->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* listing = listing_fd >= 0 ? fdopendir(listing_fd) : nullptr;
+  if (listing == nullptr) {
+    if (listing_fd >= 0) close(listing_fd);
+    *error = "cannot list session directory " + shown + ": " + strerror(errno);
+    return false;
+  }
+  bool empty = true;
+  while (const dirent* entry = readdir(listing)) {
+    if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) empty = false;
+  }
+  closedir(listing);
+  if (!empty) {
+    *error = shown +
+             " already exists and is not empty: gprof-run never overwrites a session; choose "
+             "another -o or remove it";
+    return false;
+  }
+  dir->path = PathOf(dir->fd.get(), shown);
+  return true;
+}
+
+// The work of CreateSessionDirectory, as whoever this process is.
+std::optional<SessionDirectory> MakeSessionDirectory(const std::string& requested,
+                                                     const std::string& command,
+                                                     std::string* error) {
+  SessionDirectory dir;
+  if (!requested.empty()) {
+    const std::string shown = collector::PrintableName(requested);
+    std::string trimmed = requested;
+    while (trimmed.size() > 1 && trimmed.ends_with('/')) trimmed.pop_back();
+    fs::path path(trimmed);
+    std::string parent = path.has_parent_path() ? path.parent_path().string() : ".";
+    dir.name = path.filename().string();
+    if (dir.name.empty() || dir.name == "." || dir.name == "..") {  // "/", "x/..": never new
+      parent = trimmed;
+      dir.name = ".";
+    }
+    dir.parent_fd =
+        collector::FileDescriptor(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir.parent_fd.valid()) {
+      *error = "cannot create session directory " + shown + ": " + strerror(errno);
       return std::nullopt;
     }
+    if (dir.name != "." &&
+        mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {
+      dir.created = true;
+    } else if (dir.name != "." && errno != EEXIST) {
+      *error = "cannot create session directory " + shown + ": " + strerror(errno);
+      return std::nullopt;
+    }
+    if (!OpenAndCheck(&dir, shown, error)) return std::nullopt;
+    return dir;
+  }
+  dir.parent_fd = collector::FileDescriptor(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string base = "gprof-" + CommandStem(command) + "-" + Timestamp();
+  for (int attempt = 1; dir.parent_fd.valid() && attempt < 1000; ++attempt) {
+    dir.name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
+    if (mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {
+      dir.created = true;
+      if (!OpenAndCheck(&dir, collector::PrintableName(dir.name), error)) return std::nullopt;
+      return dir;
+    }
+    if (errno != EEXIST) break;
+  }
+  if (!dir.parent_fd.valid() || errno != EEXIST) {
+    *error = "cannot create session directory " + collector::PrintableName(dir.name) +
+             " in the current directory: " + strerror(errno) + " (use -o DIR)";
+    return std::nullopt;
   }
   *error = "cannot find a free session directory name " + base + "-N";
   return std::nullopt;
 }
 
-bool WriteSessionMeta(const std::string& directory, const RunDescription& run, std::string* error) {
+// The child's answer: one message, with the directory and its parent as descriptors when made.
+struct MadeMessage {
+  char ok;
+  char created;
+  char text[4094];  // ok: name, NUL, path; else the error line
+};
+
+bool SendMade(int socket, const std::optional<SessionDirectory>& dir, const std::string& error) {
+  MadeMessage message{};
+  message.ok = dir.has_value();
+  message.created = dir && dir->created;
+  std::string text = dir ? dir->name + std::string(1, '\0') + dir->path : error;
+  if (text.size() >= sizeof(message.text)) text.resize(sizeof(message.text) - 1);
+  memcpy(message.text, text.data(), text.size());
+  iovec data{&message, offsetof(MadeMessage, text) + text.size() + 1};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  if (dir) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+    cmsghdr* rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    int fds[2] = {dir->fd.get(), dir->parent_fd.get()};
+    memcpy(CMSG_DATA(rights), fds, sizeof(fds));
+  }
+  return sendmsg(socket, &header, MSG_NOSIGNAL) >= 0;
+}
+
+std::optional<SessionDirectory> ReceiveMade(int socket, std::string* error) {
+  MadeMessage message{};
+  iovec data{&message, sizeof(message) - 1};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  SessionDirectory dir;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int fds[2] = {-1, -1};
+    memcpy(fds, CMSG_DATA(c), std::min(sizeof(fds), c->cmsg_len - CMSG_LEN(0)));
+    dir.fd = collector::FileDescriptor(fds[0]);
+    dir.parent_fd = collector::FileDescriptor(fds[1]);
+  }
+  if (n < static_cast<ssize_t>(offsetof(MadeMessage, text))) {
+    *error =
+        "cannot create the session directory: the process making it as the invoking user "
+        "failed";
+    return std::nullopt;
+  }
+  if (!message.ok) {
+    *error = message.text;
+    return std::nullopt;
+  }
+  if (!dir.fd.valid() || !dir.parent_fd.valid()) {
+    *error = "cannot create the session directory: no descriptor came back";
+    return std::nullopt;
+  }
+  dir.created = message.created != 0;
+  dir.name = message.text;
+  dir.path = message.text + dir.name.size() + 1;
+  return dir;
+}
+
+}  // namespace
+
+std::string SessionDirectory::FilePath(const std::string& file) const {
+  std::string path = "/proc/self/fd/" + std::to_string(fd.get());
+  return file.empty() ? path : path + "/" + file;
+}
+
+FileOwner SessionFileOwner(const LaunchSettings& as) {
+  if (!as.run_as_uid || geteuid() == *as.run_as_uid) return {};
+  return {static_cast<int>(*as.run_as_uid), static_cast<int>(*as.run_as_gid)};
+}
+
+std::optional<SessionDirectory> CreateSessionDirectory(const std::string& requested,
+                                                       const std::string& command,
+                                                       const LaunchSettings& as,
+                                                       std::string* error) {
+  if (SessionFileOwner(as).uid < 0) return MakeSessionDirectory(requested, command, error);
+  // Under sudo: the path is resolved, and the directory made and opened, by a child with the
+  // user's credentials (groups included). What comes back is only ever a directory the user
+  // could have made or opened themselves; root does the rest through the descriptor.
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
+    *error = std::string("cannot create the session directory: socketpair: ") + strerror(errno);
+    return std::nullopt;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    *error = std::string("cannot create the session directory: fork: ") + strerror(errno);
+    close(sockets[0]);
+    close(sockets[1]);
+    return std::nullopt;
+  }
+  if (child == 0) {
+    close(sockets[0]);
+    std::string child_error;
+    std::optional<SessionDirectory> made;
+    if (!DropPrivileges(as)) {
+      child_error = std::string(
+                        "cannot switch to the invoking user to create the session "
+                        "directory: ") +
+                    strerror(errno);
+    } else {
+      made = MakeSessionDirectory(requested, command, &child_error);
+    }
+    _exit(SendMade(sockets[1], made, child_error) ? 0 : 1);
+  }
+  close(sockets[1]);
+  auto dir = ReceiveMade(sockets[0], error);
+  close(sockets[0]);
+  int status;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return dir;
+}
+
+bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
+                      const RunDescription& run, std::string* error) {
   nlohmann::json exit = nlohmann::json::object();
   if (run.exit_code) exit["code"] = *run.exit_code;
   if (run.exit_signal) exit["signal"] = *run.exit_signal;
@@ -134,63 +359,82 @@ bool WriteSessionMeta(const std::string& directory, const RunDescription& run, s
                                          {"cause", failed ? "write_failed" : "session_full"},
                                          {"reason", run.kernel_writes_stopped_reason}});
   }
-  fs::path final_path = fs::path(directory) / collector::kSessionMetaFile;
-  fs::path temporary = final_path;
-  temporary += ".tmp";
+  const std::string final_name = collector::kSessionMetaFile;
+  const std::string temporary = final_name + ".tmp";
+  auto shown = [&](const std::string& name) {
+    return collector::PrintableName(directory.path + "/" + name);
+  };
   // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
   std::string text = meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  // Never through a link or into a file someone else made: the directory may be the user's while
-  // this runs as root. The mode does not depend on the umask.
-  unlink(temporary.c_str());
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = "cannot write " + temporary.string() + ": " + strerror(errno);
+  // In the directory through its descriptor, never through a link or into a file someone else
+  // made, and as the session's owner (the directory may be the user's while this runs as root).
+  // The mode does not depend on the umask.
+  FileOwnerScope owner(SessionFileOwner(as).uid, SessionFileOwner(as).gid);
+  if (!owner.ok()) {
+    *error = "cannot write " + shown(temporary) + ": cannot take the invoking user's identity";
     return false;
   }
-  bool written = WriteFully(fd, text);
+  auto fd = collector::CreateSessionFile(directory.fd.get(), temporary, 0644);
+  if (!fd.ok()) {
+    *error = "cannot write " + shown(temporary) + ": " + fd.status().message();
+    return false;
+  }
+  bool written = WriteFully(fd->get(), text);
   int write_errno = errno;
-  if (close(fd) != 0 && written) {
+  if (close(fd->release()) != 0 && written) {
     written = false;
     write_errno = errno;
   }
   if (!written) {
-    *error = "cannot write " + temporary.string() + ": " + strerror(write_errno);
-    unlink(temporary.c_str());
+    *error = "cannot write " + shown(temporary) + ": " + strerror(write_errno);
+    unlinkat(directory.fd.get(), temporary.c_str(), 0);
     return false;
   }
-  if (rename(temporary.c_str(), final_path.c_str()) != 0) {
-    *error = "cannot write " + final_path.string() + ": " + strerror(errno);
+  if (renameat(directory.fd.get(), temporary.c_str(), directory.fd.get(), final_name.c_str()) !=
+      0) {
+    *error = "cannot write " + shown(final_name) + ": " + strerror(errno);
     return false;
   }
   return true;
 }
 
-void CreateDiskReserve(const std::string& directory) {
-  std::string path = directory + "/" + format::kReserveFile;
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+void CreateDiskReserve(const SessionDirectory& directory, const LaunchSettings& as) {
+  FileOwnerScope owner(SessionFileOwner(as).uid, SessionFileOwner(as).gid);
+  if (!owner.ok()) return;
+  int fd = openat(directory.fd.get(), format::kReserveFile,
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   bool reserved = fallocate(fd, 0, 0, static_cast<off_t>(format::kReserveBytes)) == 0;
   close(fd);
-  if (!reserved) unlink(path.c_str());
+  if (!reserved) unlinkat(directory.fd.get(), format::kReserveFile, 0);
 }
 
-void ReleaseDiskReserve(const std::string& directory) {
-  unlink((directory + "/" + format::kReserveFile).c_str());
+void ReleaseDiskReserve(const SessionDirectory& directory) {
+  unlinkat(directory.fd.get(), format::kReserveFile, 0);
 }
 
-void DiscardSession(const std::string& directory, bool created) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(directory, ec)) fs::remove_all(entry.path(), ec);
-  if (created) fs::remove(directory, ec);
-}
-
-void ChownSession(const std::string& directory, unsigned uid, unsigned gid) {
-  std::error_code ec;
-  // The directory as named (-o may name it through a link); in it, not recursively (a session is
-  // flat), a link is changed itself, never what it points to.
-  if (chown(directory.c_str(), uid, gid) != 0) return;
-  for (const auto& entry : fs::directory_iterator(directory, ec)) {
-    if (lchown(entry.path().c_str(), uid, gid) != 0) continue;
+void DiscardSession(const SessionDirectory& directory, const LaunchSettings& as) {
+  FileOwnerScope owner(SessionFileOwner(as).uid, SessionFileOwner(as).gid);
+  if (!owner.ok()) return;
+  // Flat: names in the directory itself, never followed, never a subdirectory's contents.
+  std::vector<std::string> names;
+  int listing_fd = openat(directory.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (DIR* listing = listing_fd >= 0 ? fdopendir(listing_fd) : nullptr) {
+    while (const dirent* entry = readdir(listing)) names.emplace_back(entry->d_name);
+    closedir(listing);
+  } else if (listing_fd >= 0) {
+    close(listing_fd);
+  }
+  for (const std::string& name : names) unlinkat(directory.fd.get(), name.c_str(), 0);
+  if (!directory.created || !directory.parent_fd.valid()) return;
+  // Only the directory that was made, if its name still names it.
+  struct stat made {
+  }, named{};
+  if (fstat(directory.fd.get(), &made) == 0 &&
+      fstatat(directory.parent_fd.get(), directory.name.c_str(), &named, AT_SYMLINK_NOFOLLOW) ==
+          0 &&
+      made.st_dev == named.st_dev && made.st_ino == named.st_ino) {
+    unlinkat(directory.parent_fd.get(), directory.name.c_str(), AT_REMOVEDIR);
   }
 }
 

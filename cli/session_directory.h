@@ -7,13 +7,44 @@
 #include <string>
 #include <vector>
 
+#include "session_files.h"
+#include "target_process.h"
+
 namespace gprof::cli {
 
-// Creates the session directory, mode 0700: `requested` when given (it may exist only if empty;
-// then its mode stays), otherwise a new gprof-<command>-<YYYYMMDD-HHMMSS>[-N] in the current
-// directory. Returns its absolute path, or an error line in *error.
-std::optional<std::string> CreateSessionDirectory(const std::string& requested,
-                                                  const std::string& command, std::string* error);
+// The session directory, open. Once it is made, gprof-run names every file of the session relative
+// to `fd` and never resolves `path` again: the directory may be the user's while gprof-run runs as
+// root, and the user may rename or relink its path's components at any moment.
+struct SessionDirectory {
+  collector::FileDescriptor fd;
+  collector::FileDescriptor parent_fd;  // the directory it is in, to remove it again
+  std::string name;                     // its name in that directory
+  std::string path;      // absolute, without links: for messages and the command's environment
+  bool created = false;  // by gprof-run (an empty directory given with -o was not)
+  // The directory, or its file `file`, named through the descriptor (/proc/self/fd/N[/file]), for
+  // code that takes a path: no component of that path can be swapped.
+  std::string FilePath(const std::string& file = "") const;
+};
+
+// The file-system ids root takes to make a file in the session (inject/file_owner.h): the
+// invoking user's under sudo; -1 where this process already is whom the session belongs to.
+struct FileOwner {
+  int uid = -1;
+  int gid = -1;
+};
+FileOwner SessionFileOwner(const LaunchSettings& as);
+
+// Creates the session directory, mode 0700: `requested` when given, otherwise a new
+// gprof-<command>-<YYYYMMDD-HHMMSS>[-N] in the current directory. An existing `requested` must be
+// an empty directory of the user the command runs as (for root: writable by no one else), not a
+// link to one; its mode stays. Under sudo (`as` has run_as_uid) the path is resolved and the
+// directory made by a child process with the invoking user's credentials, so that root never
+// makes or opens anything there the user could not, and the directory is the user's from its
+// first moment. Returns it open, or an error line in *error.
+std::optional<SessionDirectory> CreateSessionDirectory(const std::string& requested,
+                                                       const std::string& command,
+                                                       const LaunchSettings& as,
+                                                       std::string* error);
 
 // What session.json says about the run (read back by collector/session_reader.cc).
 struct RunDescription {
@@ -51,21 +82,21 @@ struct RunDescription {
   std::string kernel_writes_stopped_reason;
 };
 
-// Writes session.json atomically (a temporary file renamed over it). Returns false with *error.
-bool WriteSessionMeta(const std::string& directory, const RunDescription& run, std::string* error);
+// Writes session.json atomically (a temporary file renamed over it), as `as`'s user under sudo.
+// Returns false with *error.
+bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
+                      const RunDescription& run, std::string* error);
 
 // Sets aside disk space in the session directory (format::kReserveFile) while the command runs:
 // the first writer that finds the disk full frees it, so that every writer can still say where it
 // stopped. Best effort: a file system without fallocate gets no reserve.
-void CreateDiskReserve(const std::string& directory);
+void CreateDiskReserve(const SessionDirectory& directory, const LaunchSettings& as);
 // Frees it (idempotent): before session.json and the reports are written.
-void ReleaseDiskReserve(const std::string& directory);
+void ReleaseDiskReserve(const SessionDirectory& directory);
 
-// Removes what a session that never ran left in `directory`, and the directory itself when
-// gprof-run created it (an empty directory the user gave with -o stays).
-void DiscardSession(const std::string& directory, bool created);
-
-// Gives the directory and the files in it to `uid`:`gid` (the user who ran sudo).
-void ChownSession(const std::string& directory, unsigned uid, unsigned gid);
+// Removes what a session that never ran left in the directory (its files, not what is in a
+// subdirectory), and the directory itself when gprof-run created it and it is still there under
+// its name; under sudo with the user's file-system identity, so only what they could remove.
+void DiscardSession(const SessionDirectory& directory, const LaunchSettings& as);
 
 }  // namespace gprof::cli

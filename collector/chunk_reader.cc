@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "session_files.h"
+
 namespace gprof::collector {
 namespace {
 
@@ -26,15 +28,12 @@ std::string Hex(uint64_t value) {
 // user's truncate) reads as cut short where a memory mapping would die of SIGBUS.
 class SessionFile {
  public:
-  static Expected<std::unique_ptr<SessionFile>> Open(const std::string& path) {
-    // O_NONBLOCK: a FIFO in the session directory must not hang the reader (it is refused below).
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return Status::Error(std::string("cannot open: ") + strerror(errno));
+  static Expected<std::unique_ptr<SessionFile>> Open(int dir_fd, const std::string& name) {
+    auto opened = OpenSessionFile(dir_fd, name);
+    if (!opened.ok()) return opened.status();
+    int fd = opened->release();
     struct stat info {};
-    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      close(fd);
-      return Status::Error("not a regular file");
-    }
+    fstat(fd, &info);
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return std::unique_ptr<SessionFile>(new SessionFile(fd, static_cast<uint64_t>(info.st_size)));
   }
@@ -176,7 +175,13 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
 
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
                                          std::vector<Diagnostic>* diagnostics) {
-  auto opened = SessionFile::Open(path);
+  return ReadChunkFile(AT_FDCWD, path, path, visit, diagnostics);
+}
+
+Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
+                                         const std::string& path, const RecordVisitor& visit,
+                                         std::vector<Diagnostic>* diagnostics) {
+  auto opened = SessionFile::Open(dir_fd, name);
   if (!opened.ok()) return opened.status();
   const SessionFile& file = *opened.value();
 

@@ -42,6 +42,11 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // cannot be opened or has no valid header is an error (its message does not repeat the path).
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
                                          std::vector<Diagnostic>* diagnostics);
+// The same for the file `name` in the session directory `dir_fd` (session_files.h: only a regular
+// file there, never through a link); diagnostics name it `path`.
+Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
+                                         const std::string& path, const RecordVisitor& visit,
+                                         std::vector<Diagnostic>* diagnostics);
 
 // Where a record sits, for a message about it: "record at byte N of the chunk's records".
 inline std::string RecordPlace(const RecordView& record) {

@@ -1,5 +1,7 @@
 #include "collect.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -7,13 +9,15 @@
 #include "output_file.h"
 #include "perfetto_writer.h"
 #include "report.h"
+#include "session_files.h"
 #include "session_reader.h"
 
 namespace gprof::collector {
 namespace {
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  auto file = CreateOutputFile(path);
+Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
+                     const std::string& text) {
+  auto file = CreateOutputFile(dir_fd, name, path);
   if (!file.ok()) return Status::Error("cannot write " + file.status().message());
   bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
   if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
@@ -55,9 +59,9 @@ class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
 };
 
 // report.json, and a newline.
-Status WriteJsonFile(const std::string& path, const Session& session, const Analysis& analysis,
-                     const Diagnosis& diagnosis) {
-  auto file = CreateOutputFile(path);
+Status WriteJsonFile(int dir_fd, const std::string& name, const std::string& path,
+                     const Session& session, const Analysis& analysis, const Diagnosis& diagnosis) {
+  auto file = CreateOutputFile(dir_fd, name, path);
   if (!file.ok()) return Status::Error("cannot write " + file.status().message());
   auto output = std::make_shared<FileOutput>(file->get());
   WriteJsonReport(session, analysis, &diagnosis, output);
@@ -70,8 +74,9 @@ Status WriteJsonFile(const std::string& path, const Session& session, const Anal
 // Records past the budget go to files in the session directory while the collector runs.
 class RecordSpill {
  public:
-  RecordSpill(const std::string& directory, uint64_t budget_bytes) {
-    RecordStorage::Configure(directory, budget_bytes != 0 ? budget_bytes : DefaultMemoryBudget());
+  RecordSpill(int dir_fd, const std::string& directory, uint64_t budget_bytes) {
+    RecordStorage::Configure(directory, budget_bytes != 0 ? budget_bytes : DefaultMemoryBudget(),
+                             dir_fd);
   }
   ~RecordSpill() { RecordStorage::Configure("", 0); }
   RecordSpill(const RecordSpill&) = delete;
@@ -81,8 +86,16 @@ class RecordSpill {
 }  // namespace
 
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
-  RecordSpill spill(directory, options.memory_budget_bytes);
-  auto session = ReadSession(directory);
+  FileDescriptor opened;
+  int dir_fd = options.directory_fd;
+  if (dir_fd < 0) {
+    auto dir = OpenSessionDirectory(directory);
+    if (!dir.ok()) return Status::Error(PrintableName(directory) + ": no such session directory");
+    opened = std::move(*dir);
+    dir_fd = opened.get();
+  }
+  RecordSpill spill(dir_fd, directory, options.memory_budget_bytes);
+  auto session = ReadSession(dir_fd, directory);
   if (!session.ok()) return session.status();
   Analysis analysis;
   Diagnosis diagnosis;
@@ -113,21 +126,20 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   // say what happened are the ones to keep. A file that could not be written whole is removed,
   // which frees its room for the next.
   std::filesystem::path dir(directory);
-  auto write = [&](const std::string& path, const Status& status) {
+  auto write = [&](const char* name, const Status& status) {
     if (status.ok()) {
-      result.written.push_back(path);
+      result.written.push_back((dir / name).string());
     } else {
       result.warnings.push_back(status.message());
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
+      unlinkat(dir_fd, name, 0);
     }
   };
-  std::string text = (dir / kTextReportFile).string();
-  write(text, WriteTextFile(text, result.text_report));
-  std::string json = (dir / kJsonReportFile).string();
-  write(json, WriteJsonFile(json, *session, analysis, diagnosis));
-  std::string trace = (dir / kTraceFile).string();
-  write(trace, WritePerfettoTrace(*session, trace, PerfettoOptions{&diagnosis}));
+  write(kTextReportFile, WriteTextFile(dir_fd, kTextReportFile, (dir / kTextReportFile).string(),
+                                       result.text_report));
+  write(kJsonReportFile, WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(),
+                                       *session, analysis, diagnosis));
+  write(kTraceFile, WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
+                                       PerfettoOptions{&diagnosis}));
   return result;
 }
 

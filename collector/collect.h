@@ -22,6 +22,9 @@ struct CollectOptions {
   // Memory for the records (record_storage.h); past it they are held in files in the session
   // directory. 0: DefaultMemoryBudget().
   uint64_t memory_budget_bytes = 0;
+  // The session directory, already open (gprof-run's own descriptor): then the directory's path
+  // only names it in messages and is never opened. -1: the path is opened, once.
+  int directory_fd = -1;
 };
 
 struct CollectResult {
@@ -32,7 +35,8 @@ struct CollectResult {
 };
 
 // Reads `directory`, explains it, writes trace.perfetto-trace, report.txt and report.json there.
-// Fails only when nothing could be read; damage is reported in the result's warnings.
+// Fails only when nothing could be read; damage is reported in the result's warnings. Every file
+// is opened relative to one descriptor of the directory (session_files.h).
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options);
 
 }  // namespace gprof::collector

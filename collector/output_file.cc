@@ -1,21 +1,18 @@
 #include "output_file.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include "session_files.h"
 
 namespace gprof::collector {
 
-Expected<OutputFile> CreateOutputFile(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  FILE* file = fd >= 0 ? fdopen(fd, "wb") : nullptr;
-  if (file == nullptr) {
-    int error = errno;
-    if (fd >= 0) close(fd);
-    return Status::Error(path + ": " + std::strerror(error));
-  }
+Expected<OutputFile> CreateOutputFile(int dir_fd, const std::string& name,
+                                      const std::string& shown) {
+  auto fd = CreateSessionFile(dir_fd, name, 0644);
+  if (!fd.ok()) return Status::Error(shown + ": " + fd.status().message());
+  FILE* file = fdopen(fd->get(), "wb");
+  if (file == nullptr) return Status::Error(shown + ": out of memory");
+  fd->release();
   return OutputFile(file, &std::fclose);
 }
 

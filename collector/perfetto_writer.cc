@@ -102,10 +102,11 @@ using DescriptorBuilder = ProtoMessage<TrackDescriptorField>;
 // kFlushBytes, so memory stays flat however long the session.
 class TraceFile {
  public:
-  explicit TraceFile(std::string path) : path_(std::move(path)) {}
+  TraceFile(int dir_fd, std::string name, std::string path)
+      : dir_fd_(dir_fd), name_(std::move(name)), path_(std::move(path)) {}
 
   Status Open() {
-    auto file = CreateOutputFile(path_);
+    auto file = CreateOutputFile(dir_fd_, name_, path_);
     if (!file.ok()) return Status::Error("cannot write Perfetto trace " + file.status().message());
     file_ = std::move(*file);
     return {};
@@ -151,6 +152,8 @@ class TraceFile {
     return Status::Error("cannot write Perfetto trace " + path_ + ": " + std::strerror(error));
   }
 
+  int dir_fd_;
+  std::string name_;
   std::string path_;
   OutputFile file_{nullptr, &std::fclose};
   ProtoBuffer buffer_;
@@ -2080,7 +2083,12 @@ Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions
 
 Status WritePerfettoTrace(const Session& session, const std::string& path,
                           const PerfettoOptions& options) {
-  TraceFile file(path);
+  return WritePerfettoTrace(session, AT_FDCWD, path, path, options);
+}
+
+Status WritePerfettoTrace(const Session& session, int dir_fd, const std::string& name,
+                          const std::string& path, const PerfettoOptions& options) {
+  TraceFile file(dir_fd, name, path);
   if (Status opened = file.Open(); !opened.ok()) return opened;
   // Exceptions stop at the module boundary; the only one expected here is running out of memory.
   try {

@@ -53,5 +53,8 @@ struct PerfettoOptions {
 // Returns an error naming `path` when the file cannot be created or written.
 Status WritePerfettoTrace(const Session& session, const std::string& path,
                           const PerfettoOptions& options = {});
+// The same into the file `name` of the directory `dir_fd` (output_file.h), shown as `path`.
+Status WritePerfettoTrace(const Session& session, int dir_fd, const std::string& name,
+                          const std::string& path, const PerfettoOptions& options = {});
 
 }  // namespace gprof::collector

@@ -22,8 +22,9 @@ constexpr size_t kHugePageBytes = size_t{2} << 20;
 constexpr auto kTrimPeriod = std::chrono::milliseconds(10);
 
 struct StorageState {
-  std::mutex mutex;  // the collector's thread and the trimmer's
-  std::string spill_directory;
+  std::mutex mutex;             // the collector's thread and the trimmer's
+  std::string spill_directory;  // as shown
+  int spill_fd = -1;            // the directory; -1: nowhere to spill
   RecordStorageStats stats;
   std::vector<std::pair<void*, size_t>> spilled_blocks;  // few: one per large vector's block
   std::thread trimmer;
@@ -45,21 +46,26 @@ void AdviseHugePages(void* data, size_t bytes) {
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
-// A new file of `bytes` in `directory` that nothing names: it is gone when its mapping is.
-int OpenSpillFile(const std::string& directory) {
-  int fd = open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+// A new file in the directory `dir_fd` that nothing names: it is gone when its mapping is.
+int OpenSpillFile(int dir_fd) {
+  int fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
-  std::string path = directory + "/.gprof-spill-XXXXXX";  // a file system without O_TMPFILE
-  fd = mkostemp(path.data(), O_CLOEXEC);
-  if (fd >= 0) unlink(path.c_str());
-  return fd;
+  // A file system without O_TMPFILE: a new name, unlinked at once.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = ".gprof-spill-" + std::to_string(getpid()) + "-" +
+                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    fd = openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) unlinkat(dir_fd, name.c_str(), 0);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
 }
 
 // `bytes` of a spill file, mapped; nullptr and `error` set when the directory cannot hold them.
 // The file's blocks are allocated first: a page of a sparse file that finds the disk full when
 // first written would kill the collector with SIGBUS.
-void* MapSpillFile(const std::string& directory, size_t bytes, std::string* error) {
-  int fd = OpenSpillFile(directory);
+void* MapSpillFile(int dir_fd, const std::string& directory, size_t bytes, std::string* error) {
+  int fd = OpenSpillFile(dir_fd);
   if (fd < 0) {
     *error = "cannot make a file in " + directory + ": " + std::strerror(errno);
     return nullptr;
@@ -126,11 +132,19 @@ void StopTrimmer(StorageState* state, std::unique_lock<std::mutex>* lock) {
 
 }  // namespace
 
-void RecordStorage::Configure(const std::string& spill_directory, uint64_t memory_budget_bytes) {
+void RecordStorage::Configure(const std::string& spill_directory, uint64_t memory_budget_bytes,
+                              int spill_directory_fd) {
   StorageState& state = State();
   std::unique_lock lock(state.mutex);
   StopTrimmer(&state, &lock);
   state.spill_directory = spill_directory;
+  if (state.spill_fd >= 0) close(state.spill_fd);
+  state.spill_fd = -1;
+  if (spill_directory_fd >= 0) {
+    state.spill_fd = fcntl(spill_directory_fd, F_DUPFD_CLOEXEC, 0);
+  } else if (!spill_directory.empty()) {
+    state.spill_fd = open(spill_directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
   const RecordStorageStats now = state.stats;
   state.stats = {};
   state.stats.memory_budget_bytes = memory_budget_bytes;
@@ -151,7 +165,7 @@ void* RecordStorage::Allocate(size_t bytes) {
   RecordStorageStats& stats = state.stats;
   if (!state.spill_directory.empty() && stats.in_memory_bytes + bytes > stats.memory_budget_bytes) {
     std::string error;
-    if (void* data = MapSpillFile(state.spill_directory, bytes, &error)) {
+    if (void* data = MapSpillFile(state.spill_fd, state.spill_directory, bytes, &error)) {
       state.spilled_blocks.emplace_back(data, bytes);
       if (!state.trimmer.joinable()) {  // the first spill: no thread while nothing is spilled
         state.trimming = true;

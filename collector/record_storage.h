@@ -37,8 +37,11 @@ class RecordStorage {
 
   // Blocks of `memory_budget_bytes` and below in all are memory; past it they go to files in
   // `spill_directory` (none when it is empty: all memory, as when a spill fails). Counts restart.
-  // Configure("", 0) stops the trimmer thread; the collector does so when it is done.
-  static void Configure(const std::string& spill_directory, uint64_t memory_budget_bytes);
+  // Configure("", 0) stops the trimmer thread; the collector does so when it is done. The
+  // directory is opened here, once (or `spill_directory_fd` is duplicated): every spill file is
+  // made relative to that descriptor.
+  static void Configure(const std::string& spill_directory, uint64_t memory_budget_bytes,
+                        int spill_directory_fd = -1);
   static RecordStorageStats Stats();
 
   static void* Allocate(size_t bytes);  // throws std::bad_alloc when there is no memory at all

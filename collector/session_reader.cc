@@ -1,5 +1,9 @@
 #include "session_reader.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +19,7 @@
 #include "lock_owners.h"
 #include "process_maps.h"
 #include "record_storage.h"
+#include "session_files.h"
 #include "session_format.h"
 #include "thread_sightings.h"
 
@@ -39,7 +44,7 @@ class SessionBuilder {
  public:
   explicit SessionBuilder(Session* session) : session_(session) {}
 
-  void ReadInjectFile(const std::string& path) {
+  void ReadInjectFile(int dir_fd, const std::string& name, const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
     bool reserved = false;
@@ -51,15 +56,16 @@ class SessionBuilder {
       }
       if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
     };
-    auto summary = ReadChunkFile(path, visit, &session_->diagnostics);
+    auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics);
     if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
     capture.Finish();
   }
 
-  void ReadKernelFile(const std::string& path) {
+  void ReadKernelFile(int dir_fd, const std::string& name, const std::string& path) {
     KernelRecordDecoder kernel(session_, &threads_, path);
     auto summary = ReadChunkFile(
-        path, [&](const RecordView& record) { kernel.Decode(record); }, &session_->diagnostics);
+        dir_fd, name, path, [&](const RecordView& record) { kernel.Decode(record); },
+        &session_->diagnostics);
     if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
   }
 
@@ -315,27 +321,33 @@ std::optional<T> Field(const json& object, const char* key) {
   return std::nullopt;
 }
 
-Status ReadSessionMeta(const std::string& path, Session* session) {
-  std::error_code error;
-  if (!fs::exists(path, error)) {
+Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
+  struct stat info {};
+  if (fstatat(dir_fd, kSessionMetaFile, &info, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
     session->diagnostics.push_back(
         {path, 0, "missing: the run's command and exit status are unknown"});
     return {};
   }
-  // Not a FIFO or a device, which would block or never end.
-  std::ifstream in;
-  if (fs::is_regular_file(path, error)) in.open(path, std::ios::binary);
-  if (!in.is_open()) {
+  // Not a FIFO or a device, which would block or never end, nor a link.
+  auto in = OpenSessionFile(dir_fd, kSessionMetaFile);
+  std::string text;
+  if (in.ok()) {
+    char block[65536];
+    for (ssize_t n; (n = read(in->get(), block, sizeof(block))) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      text.append(block, static_cast<size_t>(n));
+    }
+  }
+  if (!in.ok()) {
     session->diagnostics.push_back(
         {path, 0,
          "unreadable or not a regular file: the run's command and exit status are unknown"});
     return {};
   }
-  std::stringstream text;
-  text << in.rdbuf();
   json meta;
   try {
-    meta = json::parse(text.str());
+    meta = json::parse(text);
   } catch (const json::parse_error& parse_error) {
     // Its byte counts from 1, at the first byte that does not fit.
     session->diagnostics.push_back(
@@ -425,26 +437,37 @@ Status ReadSessionMeta(const std::string& path, Session* session) {
 }  // namespace
 
 Expected<Session> ReadSession(const std::string& directory) {
-  // Paths are opened as given and shown escaped: a file name may hold any byte but '/' and NUL.
+  auto dir = OpenSessionDirectory(directory);
+  if (!dir.ok()) return Status::Error(PrintableName(directory) + ": no such session directory");
+  return ReadSession(dir->get(), directory);
+}
+
+Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
+  // Paths are shown escaped: a file name may hold any byte but '/' and NUL.
   const std::string shown = PrintableName(directory);
-  std::error_code error;
-  if (!fs::is_directory(directory, error)) {
-    return Status::Error(shown + ": no such session directory");
-  }
   Session session;
   session.directory = shown;
 
-  std::vector<std::string> inject_files;
+  std::vector<std::string> inject_files;  // names in the directory
   bool has_meta = false, has_kernel = false;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    std::string name = entry.path().filename().string();
+  DIR* listing = nullptr;
+  if (int listing_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); listing_fd >= 0) {
+    listing = fdopendir(listing_fd);
+    if (listing == nullptr) close(listing_fd);
+  }
+  if (listing == nullptr) return Status::Error(shown + ": cannot list: " + strerror(errno));
+  errno = 0;
+  while (const dirent* entry = readdir(listing)) {
+    std::string name = entry->d_name;
     if (name == kSessionMetaFile) has_meta = true;
     if (name == kKernelFile) has_kernel = true;
     if (name.starts_with(kInjectFilePrefix) && name.ends_with(kRecordingFileSuffix)) {
-      inject_files.push_back(entry.path().string());
+      inject_files.push_back(name);
     }
   }
-  if (error) return Status::Error(shown + ": cannot list: " + error.message());
+  int list_error = errno;
+  closedir(listing);
+  if (list_error != 0) return Status::Error(shown + ": cannot list: " + strerror(list_error));
   if (!has_meta && !has_kernel && inject_files.empty()) {
     return Status::Error(shown + ": not a gprof-run session (no " + kSessionMetaFile + ", " +
                          kKernelFile + " or " + kInjectFilePrefix + "*" + kRecordingFileSuffix +
@@ -452,12 +475,17 @@ Expected<Session> ReadSession(const std::string& directory) {
   }
   std::sort(inject_files.begin(), inject_files.end());
 
-  Status meta = ReadSessionMeta((fs::path(directory) / kSessionMetaFile).string(), &session);
+  Status meta =
+      ReadSessionMeta(dir_fd, (fs::path(directory) / kSessionMetaFile).string(), &session);
   if (!meta.ok()) return meta;
 
   SessionBuilder builder(&session);
-  if (has_kernel) builder.ReadKernelFile((fs::path(directory) / kKernelFile).string());
-  for (const auto& path : inject_files) builder.ReadInjectFile(path);
+  if (has_kernel) {
+    builder.ReadKernelFile(dir_fd, kKernelFile, (fs::path(directory) / kKernelFile).string());
+  }
+  for (const auto& name : inject_files) {
+    builder.ReadInjectFile(dir_fd, name, (fs::path(directory) / name).string());
+  }
   builder.Finish();
   for (Diagnostic& diagnostic : session.diagnostics)
     diagnostic.file = PrintableName(diagnostic.file);

@@ -18,5 +18,8 @@ inline constexpr char kRecordingFileSuffix[] = ".gpr";
 inline constexpr int kSessionMetaVersion = 1;
 
 Expected<Session> ReadSession(const std::string& directory);
+// The same for the directory open as `dir_fd` (shown as `directory`): every file is opened
+// relative to it, and only a regular file is read (session_files.h).
+Expected<Session> ReadSession(int dir_fd, const std::string& directory);
 
 }  // namespace gprof::collector

@@ -57,7 +57,7 @@ int SizeBudget::Create(const char* path, uint64_t limit_bytes) {
 
 int SizeBudget::Attach(const char* path) {
   if (state_ != nullptr) return EBUSY;
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);  // never through a planted link
   if (fd < 0) return errno;
   void* memory = mmap(nullptr, sizeof(SizeBudgetState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int error = memory == MAP_FAILED ? errno : 0;

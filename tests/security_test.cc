@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "chunk_reader.h"
+#include "collect.h"
 #include "session_reader.h"
 #include "test_support.h"
 
@@ -309,6 +312,382 @@ TEST(Security, RunAsRootKeepsRootUnderSudo) {
   struct stat st {};
   ASSERT_EQ(stat(dir.Sub("s/report.json").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
+}
+
+// --- root and the user's paths (issue 17) ---
+
+// A tree for one test: the test's directory, root's (0755: only root changes what is in it),
+// holding the user's home (theirs, 0755).
+std::string MakeHome(const TempDir& dir, const ThrowawayUser& user) {
+  chmod(dir.path().c_str(), 0755);
+  std::string home = dir.Sub("home");
+  mkdir(home.c_str(), 0755);
+  chown(home.c_str(), user.uid(), user.gid());
+  return home;
+}
+
+// A directory of root's with `mode`, holding one file, or none.
+std::string MakeRootDirectory(const std::string& path, mode_t mode, bool with_file) {
+  mkdir(path.c_str(), mode);
+  chmod(path.c_str(), mode);
+  if (with_file) {
+    std::string file = path + "/precious";
+    int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      (void)!write(fd, "precious\n", 9);
+      close(fd);
+    }
+  }
+  return path;
+}
+
+// A symbolic link `path` -> `target` that the user made.
+void UserSymlink(const ThrowawayUser& user, const std::string& target, const std::string& path) {
+  unlink(path.c_str());
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0) << path;
+  ASSERT_EQ(lchown(path.c_str(), user.uid(), user.gid()), 0) << path;
+}
+
+// What a file or directory looks like (owner, mode, inode; a file's bytes, a directory's names),
+// to show that it was not touched.
+std::string Describe(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return "missing";
+  std::ostringstream text;
+  text << "uid " << st.st_uid << " gid " << st.st_gid << " mode " << std::oct << st.st_mode
+       << std::dec << " inode " << st.st_ino;
+  if (S_ISREG(st.st_mode)) text << " bytes [" << ReadFile(path) << "]";
+  if (S_ISDIR(st.st_mode)) {
+    std::set<std::string> names;
+    for (const auto& entry : fs::directory_iterator(path)) names.insert(entry.path().string());
+    for (const auto& name : names) text << " " << name;
+  }
+  return text.str();
+}
+
+// Everything under `root`, `root` included, that root owns or is of root's group.
+std::vector<std::string> RootOwnedUnder(const std::string& root) {
+  std::vector<std::string> owned;
+  for (const fs::path& path : Everything(root)) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0 && (st.st_uid == 0 || st.st_gid == 0))
+      owned.push_back(path.string() + (S_ISDIR(st.st_mode) ? "/" : ""));
+  }
+  return owned;
+}
+
+std::string Lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  return text;
+}
+
+ProcessSpec SudoGprofRun(const ThrowawayUser& user, std::vector<std::string> arguments) {
+  ProcessSpec spec;
+  spec.argv = {GprofRunPath()};
+  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
+  spec.set_env = user.SudoEnvironment("/usr/local/bin/gprof-run ...");
+  spec.unset_env = {"LD_PRELOAD", "CUDA_INJECTION64_PATH"};
+  spec.timeout_s = 60;
+  return spec;
+}
+
+// The user, racing gprof-run: whenever `target` is a real directory, renames it away (to
+// <target>.movedN) and puts a symbolic link to `link_to` in its place. Runs until killed.
+pid_t StartRacer(const ThrowawayUser& user, const std::string& target, const std::string& link_to) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (setgroups(0, nullptr) != 0 || setgid(user.gid()) != 0 || setuid(user.uid()) != 0) _exit(1);
+  char moved[4096];
+  for (unsigned n = 0;; ++n) {
+    struct stat st {};
+    if (lstat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      snprintf(moved, sizeof(moved), "%s.moved%u", target.c_str(), n);
+      if (rename(target.c_str(), moved) == 0) (void)!symlink(link_to.c_str(), target.c_str());
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+void StopRacer(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+TEST(Security, UnderSudoALinkToARootDirectoryIsNotTakenAsTheSession) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user and to play sudo");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  std::string empty = MakeRootDirectory(dir.Sub("root-empty"), 0755, false);
+  UserSymlink(user, empty, home + "/link");
+  std::string before = Describe(empty);
+  ProcessResult run = RunProcess(
+      SudoGprofRun(user, {"-q", "--no-kernel", "-o", home + "/link", "--", AppPath("exit_app")}));
+  EXPECT_EQ(run.exit_code(), 125) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_TRUE(Contains(run.err, "symbolic link")) << run.err;
+  EXPECT_EQ(Describe(empty), before) << "root's directory was given away or written";
+}
+
+TEST(Security, UnderSudoALinkIntoARootOnlyDirectoryMakesNothingThere) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user and to play sudo");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  // One the user cannot enter, one the user can enter but not write.
+  for (mode_t mode : {mode_t{0700}, mode_t{0755}}) {
+    std::string root_dir = MakeRootDirectory(dir.Sub("root-" + std::to_string(mode)), mode, true);
+    UserSymlink(user, root_dir, home + "/link");
+    std::string before = Describe(root_dir);
+    ProcessResult run = RunProcess(SudoGprofRun(
+        user, {"-q", "--no-kernel", "-o", home + "/link/new", "--", AppPath("exit_app")}));
+    EXPECT_EQ(run.exit_code(), 125) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(Describe(root_dir), before) << "made in root's " << std::oct << mode << " directory";
+  }
+}
+
+// The user swaps the new session directory for a link to root's directory while gprof-run starts
+// (kernel recording's start is the widest window), many times: no root directory becomes the
+// user's or gets a session file, and every session file is the user's.
+TEST(Security, UnderSudoTheNewSessionDirectoryCannotBeSwappedForALink) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user and to play sudo");
+  GPROF_NEED_BPF();
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  std::string root_dir = MakeRootDirectory(dir.Sub("root-dir"), 0755, false);
+  const std::string before = Describe(root_dir);
+  std::string target = home + "/s";
+  pid_t racer = StartRacer(user, target, root_dir);
+  int succeeded = 0;
+  for (int i = 0; i < 16 && !HasFailure(); ++i) {
+    unlink(target.c_str());  // the previous run's link
+    std::vector<std::string> arguments = {"-q", "-o", target, "--", AppPath("exit_app")};
+    if (i % 2 == 1) arguments.insert(arguments.begin(), "--no-kernel");  // a narrower window
+    ProcessResult run = RunProcess(SudoGprofRun(user, arguments));
+    // Refused when the link came before the directory was open; else recorded through it.
+    EXPECT_TRUE(run.exit_code() == 0 || run.exit_code() == 125) << run.exit_code() << run.err;
+    succeeded += run.exit_code() == 0;
+    EXPECT_EQ(Describe(root_dir), before) << "run " << i << ": " << run.err;
+  }
+  StopRacer(racer);
+  EXPECT_EQ(Describe(root_dir), before);
+  EXPECT_EQ(Lines(RootOwnedUnder(home)), "") << "root's, in the user's home";
+  // The racer did move sessions away while they were recorded: the reports are in them.
+  int moved_with_reports = 0;
+  for (const auto& entry : fs::directory_iterator(home)) {
+    moved_with_reports += entry.path().filename().string().starts_with("s.moved") &&
+                          fs::exists(entry.path() / "report.txt");
+  }
+  EXPECT_GT(moved_with_reports, 0) << succeeded << " runs recorded";
+}
+
+// A session that never ran is removed through its descriptor: a swap for a link to root's
+// directory must not remove root's files.
+TEST(Security, UnderSudoADiscardedSessionRemovesNothingOfRoots) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user and to play sudo");
+  GPROF_NEED_BPF();
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  std::string root_dir = MakeRootDirectory(dir.Sub("root-dir"), 0755, true);
+  const std::string before = Describe(root_dir);
+  std::string target = home + "/s";
+  pid_t racer = StartRacer(user, target, root_dir);
+  for (int i = 0; i < 4 && !HasFailure(); ++i) {
+    unlink(target.c_str());
+    ProcessResult run =
+        RunProcess(SudoGprofRun(user, {"-q", "-o", target, "--", dir.Sub("no-such-command")}));
+    EXPECT_TRUE(run.exit_code() == 127 || run.exit_code() == 125) << run.exit_code() << run.err;
+    EXPECT_EQ(Describe(root_dir), before) << "run " << i << ": " << run.err;
+  }
+  StopRacer(racer);
+  EXPECT_EQ(Lines(RootOwnedUnder(home)), "");
+}
+
+// Killed in its first moments (Ctrl-C before its handlers, the OOM killer), gprof-run under sudo
+// leaves nothing of root's in the user's directory.
+TEST(Security, UnderSudoKilledAtAnyMomentLeavesNothingOfRoots) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user and to play sudo");
+  GPROF_NEED_BPF();
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  int n = 0;
+  for (int delay_ms : {0, 1, 3, 5, 10, 20, 30, 40, 60, 80, 100, 130, 160, 200, 250, 300}) {
+    std::string session = home + "/s" + std::to_string(n++);
+    ProcessSpec spec = SudoGprofRun(user, {"-q", "--max-size", "64M", "-o", session, "--",
+                                           AppPath("exit_app"), "sleep", "300"});
+    spec.signal_after_ms = delay_ms;
+    spec.signal = SIGKILL;
+    RunProcess(spec);
+    EXPECT_EQ(Lines(RootOwnedUnder(home)), "") << "killed after " << delay_ms << " ms";
+    if (HasFailure()) break;
+  }
+}
+
+// A SUDO_UID that names no id is refused, not read as root's.
+TEST(Security, UnderSudoAnIdThatIsNoIdIsRefused) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to play sudo");
+  TempDir dir;
+  for (const char* uid : {"abc", "1000x", "-1", "", " 1000", "4294967295"}) {
+    ProcessSpec spec = Command({GprofRunPath(), "-q", "--no-kernel", "-o", dir.Sub("s"), "--",
+                                AppPath("identity_app")});
+    spec.set_env = {std::string("SUDO_UID=") + uid, "SUDO_GID=1000", "SUDO_USER=nobody"};
+    ProcessResult run = RunProcess(spec);
+    EXPECT_EQ(run.exit_code(), 125) << "SUDO_UID=" << uid << ": " << run.err;
+    EXPECT_EQ(run.out, "") << "SUDO_UID=" << uid << ": the command ran";
+    EXPECT_FALSE(fs::exists(dir.Sub("s")));
+  }
+}
+
+// `-o` naming an empty directory that is not the user's, whom the command runs as.
+TEST(Security, AnExistingSessionDirectoryMustBeTheUsersOwn) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make users");
+  ThrowawayUser user, other;
+  ASSERT_TRUE(user.ok() && other.ok()) << "cannot create throwaway users (useradd, groupadd)";
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  struct Case {
+    std::string what;
+    uid_t owner;
+    mode_t mode;
+    const ThrowawayUser* sudo_user;  // nullptr: root itself
+  };
+  const std::vector<Case> cases = {
+      {"root, in another user's 0777 directory", other.uid(), 0777, nullptr},
+      {"root, in another user's 0700 directory", other.uid(), 0700, nullptr},
+      {"root, in its own directory that anyone may write", 0, 0777, nullptr},
+      {"a sudo user, in another user's 0777 directory", other.uid(), 0777, &user},
+      {"a sudo user, in root's 0777 directory", 0, 0777, &user},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    std::string target = dir.Sub("x" + std::to_string(n++));
+    mkdir(target.c_str(), c.mode);
+    chmod(target.c_str(), c.mode);
+    chown(target.c_str(), c.owner, c.owner == 0 ? 0 : other.gid());
+    ProcessSpec spec = c.sudo_user != nullptr
+                           ? SudoGprofRun(*c.sudo_user, {"-q", "--no-kernel", "-o", target, "--",
+                                                         AppPath("exit_app")})
+                           : Command({GprofRunPath(), "-q", "--no-kernel", "-o", target, "--",
+                                      AppPath("exit_app")});
+    if (c.sudo_user == nullptr) spec.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER"};
+    ProcessResult run = RunProcess(spec);
+    EXPECT_EQ(run.exit_code(), 125) << c.what << ": " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << c.what << ": " << run.err;
+    EXPECT_TRUE(fs::is_empty(target)) << c.what;
+  }
+  // The user's own empty directory is taken, and keeps its mode.
+  std::string own = dir.Sub("own");
+  mkdir(own.c_str(), 0750);
+  chown(own.c_str(), user.uid(), user.gid());
+  ProcessResult run =
+      RunProcess(SudoGprofRun(user, {"-q", "--no-kernel", "-o", own, "--", AppPath("exit_app")}));
+  EXPECT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_TRUE(fs::exists(own + "/report.txt"));
+  EXPECT_EQ(Lines(RootOwnedUnder(own)), "");
+}
+
+// Root running `report` on a session directory the user controls: the user's links and hard
+// links for the reports do not make root write root's files, and a link to root's own session is
+// not read.
+TEST(Security, ReportAsRootOnAUsersSessionRunsAsItsOwner) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  std::string marker = "rootsecret-" + UniqueTag();
+  // Root's own session, which only root may read.
+  std::string root_session = dir.Sub("root-session");
+  ProcessSpec root_run = Command({GprofRunPath(), "-q", "--no-kernel", "-o", root_session, "--",
+                                  AppPath("exit_app"), "env", marker});
+  root_run.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER", "LD_PRELOAD"};
+  ASSERT_EQ(RunProcess(root_run).exit_code(), 0);
+  std::string root_inject;
+  for (const auto& entry : fs::directory_iterator(root_session)) {
+    if (entry.path().filename().string().starts_with(collector::kInjectFilePrefix))
+      root_inject = entry.path().string();
+  }
+  ASSERT_FALSE(root_inject.empty());
+  ASSERT_TRUE(Contains(SessionBytes(root_session), marker));
+  // The user's session, and root's files the user would like root to overwrite.
+  std::string session = home + "/s";
+  ASSERT_EQ(RunProcess(
+                SudoGprofRun(user, {"-q", "--no-kernel", "-o", session, "--", AppPath("exit_app")}))
+                .exit_code(),
+            0);
+  std::string precious = MakeRootDirectory(dir.Sub("root-files"), 0755, true) + "/precious";
+  std::string linked = dir.Sub("root-files/linked");
+  fs::copy_file(precious, linked);
+  const std::string precious_before = Describe(precious), linked_before = Describe(linked);
+  UserSymlink(user, precious, session + "/" + collector::kTextReportFile);
+  UserSymlink(user, precious, session + "/" + collector::kJsonReportFile);
+  UserSymlink(user, root_inject, session + "/inject-99999.gpr");
+  UserSymlink(user, root_session + "/session.json", session + "/inject-99998.gpr");
+  // Hard links to a file of root's, as fs.protected_hardlinks=0 lets a user make them (root makes
+  // them here): one to be written, one to be read.
+  for (const char* name : {"trace.perfetto-trace", "inject-99997.gpr"}) {
+    std::string hard = session + "/" + name;
+    unlink(hard.c_str());
+    ASSERT_EQ(link(linked.c_str(), hard.c_str()), 0) << hard;
+  }
+
+  for (bool sudo_env : {false, true}) {
+    ProcessSpec report = Command({GprofRunPath(), "report", session});
+    if (sudo_env) {
+      report.set_env = user.SudoEnvironment("gprof-run report");
+    } else {
+      report.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER"};
+    }
+    ProcessResult run = RunProcess(report);
+    EXPECT_EQ(run.exit_code(), 0) << run.err;
+    EXPECT_EQ(Describe(precious), precious_before) << "written through the user's link";
+    EXPECT_EQ(Describe(linked), linked_before) << "written through the user's hard link";
+    EXPECT_FALSE(Contains(run.out + run.err, marker)) << "root's session was read";
+    for (const char* name :
+         {collector::kTextReportFile, collector::kJsonReportFile, "trace.perfetto-trace"}) {
+      std::string path = session + "/" + name;
+      struct stat st {};
+      ASSERT_EQ(lstat(path.c_str(), &st), 0) << path;
+      EXPECT_TRUE(S_ISREG(st.st_mode)) << path;
+      EXPECT_EQ(st.st_uid, user.uid()) << path << ": the report runs as the directory's owner";
+      EXPECT_FALSE(Contains(ReadFile(path), marker)) << path;
+    }
+    // The user's links are left as they were.
+    EXPECT_TRUE(fs::is_symlink(session + "/inject-99999.gpr"));
+  }
+}
+
+// Root's `report` refuses a directory of root's that others may change, and one whose owner is
+// no user it could become.
+TEST(Security, ReportAsRootRefusesADirectoryItCannotTrust) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root");
+  TempDir dir;
+  std::string session = dir.Sub("s");
+  ProcessSpec run =
+      Command({GprofRunPath(), "-q", "--no-kernel", "-o", session, "--", AppPath("exit_app")});
+  run.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER", "LD_PRELOAD"};
+  ASSERT_EQ(RunProcess(run).exit_code(), 0);
+  for (const auto& [mode, owner] :
+       {std::pair<mode_t, uid_t>{0777, 0}, {01777, 0}, {0770, 0}, {0700, 3999999}}) {
+    chmod(session.c_str(), mode);
+    chown(session.c_str(), owner, owner == 0 ? 0 : owner);
+    fs::remove(session + "/" + collector::kTextReportFile);
+    ProcessResult report = RunProcess(Command({GprofRunPath(), "report", session}));
+    EXPECT_EQ(report.exit_code(), 125) << std::oct << mode << std::dec << " " << owner;
+    EXPECT_EQ(std::count(report.err.begin(), report.err.end(), '\n'), 1) << report.err;
+    EXPECT_FALSE(fs::exists(session + "/" + collector::kTextReportFile));
+  }
 }
 
 // --- without root ---

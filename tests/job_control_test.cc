@@ -282,8 +282,8 @@ Seen BackgroundRead(Under under, const std::string& session) {
   for (double end = Now() + 5; state == 'S' && Now() < end; state = SettledState(pid))
     usleep(10'000);
   seen.states.push_back(state);  // stopped once its read comes
-  shell.Type("jobs\n");
-  seen.jobs.push_back(JobLine(shell, "Stopped"));  // bash says no more for SIGTTIN
+  shell.Type("jobs -l\n");       // says by what signal the job stopped
+  seen.jobs.push_back(shell.WaitFor(R"(\[1\]\+ +\d+ +(Stopped \(tty input\)))")[1]);
   shell.Type("fg\n");
   seen.counts.push_back(Counts(shell));
   shell.Type("exit 5\n");
@@ -371,6 +371,7 @@ TEST(JobControl, ABackgroundReadStopsTheJobUntilFg) {
   Seen plain = BackgroundRead(Under::kNothing, "");
   EXPECT_EQ(plain.ready_foreground, "0");
   EXPECT_EQ(plain.states, std::vector<char>{'T'});
+  EXPECT_EQ(plain.jobs, std::vector<std::string>{"Stopped (tty input)"});
   EXPECT_EQ(plain.counts, std::vector<std::string>{"int=0 tstp=0 cont=1 foreground=1"});
   EXPECT_EQ(plain.status, "5");
   for (Under under : Profiled()) {

@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -157,7 +156,6 @@ class PtyShell {
 
   // Everything since the last match.
   const std::string& unread() const { return unread_; }
-  const std::string& shown() const { return shown_; }
 
  private:
   int master_ = -1;
@@ -165,6 +163,20 @@ class PtyShell {
   std::string unread_, shown_;
   bool lost_ = false;
 };
+
+// Why the tests that need a pseudo-terminal cannot run here; empty when they can.
+std::string NoPty() {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return std::string("no pseudo-terminal (posix_openpt: ") + strerror(errno) + ")";
+  close(master);
+  return access("/bin/bash", X_OK) == 0 ? "" : "no /bin/bash";
+}
+
+#define NEED_PTY()                         \
+  do {                                     \
+    std::string why = NoPty();             \
+    if (!why.empty()) GTEST_SKIP() << why; \
+  } while (0)
 
 // How gprof-run is put in front of job_app: not at all, with the kernel recorder, without it.
 enum class Under { kNothing, kGprofRun, kGprofRunNoKernel };
@@ -340,6 +352,7 @@ std::vector<Under> Profiled() {
 }
 
 TEST(JobControl, CtrlZStopsTheProgramAndFgContinuesItOnce) {
+  NEED_PTY();
   TempDir dir;
   Seen plain = SuspendAndResume(Under::kNothing, "");
   // What the program itself shows without gprof-run: the test checks that, not only sameness.
@@ -358,6 +371,7 @@ TEST(JobControl, CtrlZStopsTheProgramAndFgContinuesItOnce) {
 }
 
 TEST(JobControl, CtrlZThatTheProgramIgnoresStopsNothing) {
+  NEED_PTY();
   TempDir dir;
   Seen plain = CtrlZIgnored(Under::kNothing, "");
   EXPECT_EQ(plain.jobs, std::vector<std::string>{});
@@ -367,6 +381,7 @@ TEST(JobControl, CtrlZThatTheProgramIgnoresStopsNothing) {
 }
 
 TEST(JobControl, ABackgroundReadStopsTheJobUntilFg) {
+  NEED_PTY();
   TempDir dir;
   Seen plain = BackgroundRead(Under::kNothing, "");
   EXPECT_EQ(plain.ready_foreground, "0");
@@ -380,6 +395,7 @@ TEST(JobControl, ABackgroundReadStopsTheJobUntilFg) {
 }
 
 TEST(JobControl, ContinuingTheProgramOrGprofRunAloneContinuesBoth) {
+  NEED_PTY();
   TempDir dir;
   for (bool program : {true, false}) {
     Seen plain = ContinuedFromOutside(Under::kNothing, "", program);

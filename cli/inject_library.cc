@@ -17,7 +17,8 @@ constexpr char kEntryPoint[] = "InitializeInjection";
 // An ELF file opened for reading; null `elf()` when it is none.
 class ElfFile {
  public:
-  explicit ElfFile(const char* path) : fd_(open(path, O_RDONLY | O_CLOEXEC)) {
+  // O_NONBLOCK: opening a FIFO would wait for a writer; it is refused below as not a file.
+  explicit ElfFile(const char* path) : fd_(open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
     struct stat info {};
     if (fd_ < 0) {
       error_ = errno;

@@ -515,6 +515,7 @@ TEST(EndToEnd, BadBoundsAreOneClearLineAnd125) {
 TEST(EndToEnd, BadValuesAreOneLineNamingTheOptionAndTheValue) {
   TempDir dir;
   std::ofstream(dir.Sub("text.so")) << "not a library\n";
+  mkfifo(dir.Sub("fifo").c_str(), 0600);
   const std::string nines(400, '9');
   struct Case {
     std::vector<std::string> options;
@@ -542,6 +543,7 @@ TEST(EndToEnd, BadValuesAreOneLineNamingTheOptionAndTheValue) {
       {{"--inject-lib", "/etc/passwd"}, "'/etc/passwd' is not an ELF shared object"},
       {{"--inject-lib", dir.Sub("text.so")}, "is not an ELF shared object"},
       {{"--inject-lib", dir.path()}, "is not a file"},
+      {{"--inject-lib", dir.Sub("fifo")}, "is not a file"},  // and opening it does not hang
       // ELF shared objects, but not the injected library: a PIE executable, another library.
       {{"--inject-lib", AppPath("exit_app")}, "has no InitializeInjection"},
       {{"--inject-lib", BuildDir() + "/tests/fake_cuda/libcudart.so.13"},

@@ -1,19 +1,42 @@
 // gprof-run: profile a GPU program unchanged, and explain why its threads froze.
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "exit_codes.h"
+#include "inject_library.h"
+#include "model.h"
 #include "run_command.h"
 
 namespace {
+
+using gprof::collector::PrintableName;
+
+// One line of misuse on stderr, escaped as the report escapes names (an argument may hold
+// control characters and bytes that are not UTF-8: "\x1b", "\xff"), and gprof-run's status.
+int Misuse(std::string line) {
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  fprintf(stderr, "gprof-run: %s (see gprof-run --help)\n", PrintableName(line).c_str());
+  return gprof::cli::kExitToolFailure;
+}
+
+// A value as a message quotes it: a very long one cut short.
+std::string Quoted(const std::string& value) {
+  constexpr size_t kShown = 64;
+  if (value.size() <= kShown) return "'" + value + "'";
+  return "'" + value.substr(0, kShown) + "...'";
+}
 
 // "500M", "2G", "1.5g", "4096": bytes, with K, M, G or T (powers of 1024, an optional "i" and
 // "B" after them). Nothing on failure.
@@ -39,6 +62,27 @@ std::optional<uint64_t> ParseSize(const std::string& text) {
   return static_cast<uint64_t>(bytes);
 }
 
+// --threshold: milliseconds, 0 (every call) or from 1 us to an hour. Nothing when `text` is not
+// a plain decimal number (no nan, inf or hexadecimal) in that range.
+constexpr double kMinThresholdMs = 0.001;
+constexpr double kMaxThresholdMs = 3'600'000;
+std::optional<double> ParseThresholdMs(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string::npos)
+    return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  double ms = strtod(text.c_str(), &end);
+  if (*end != '\0' || errno == ERANGE || !std::isfinite(ms)) return std::nullopt;
+  if (ms == 0) return 0.0;
+  if (ms < kMinThresholdMs || ms > kMaxThresholdMs) return std::nullopt;
+  return ms;
+}
+
+std::string CheckThreshold(const std::string& text) {
+  if (ParseThresholdMs(text)) return {};
+  return Quoted(text) + " is not a number of milliseconds from 0.001 to 3600000 (or 0: every call)";
+}
+
 constexpr uint64_t kMinMaxSize = 64 << 10;
 constexpr uint64_t kMinCollectorMemory = 1 << 20;
 
@@ -49,7 +93,7 @@ std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
     double seconds = strtod(text.c_str(), &end);
     bool number = end != text.c_str() && *end == '\0' && seconds < 1e9;
     if (number && (seconds > 0 || (allow_zero && seconds == 0))) return {};
-    return "'" + text + "' is not a number of seconds " + (allow_zero ? "(0 or more)" : "above 0");
+    return Quoted(text) + " is not a number of seconds " + (allow_zero ? "(0 or more)" : "above 0");
   };
 }
 
@@ -73,12 +117,22 @@ int main(int argc, char** argv) {
   gprof::cli::RunOptions run;
   bool no_kernel = false;
   bool quiet = false;
+  // Every option says its value's kind in a word (DIR, MS, MODE...), and no validator adds
+  // CLI11's own type strings ("FLOAT:POSITIVE"): their messages are gprof-run's, with the value.
   app.add_option("-o,--output", run.output_dir,
                  "Session directory (default: a new gprof-<cmd>-<date-time> here); must not hold "
-                 "an earlier session");
-  app.add_option("--threshold", run.threshold_ms, "Explain CUDA calls at least this long, in ms")
-      ->default_val(1.0)
-      ->check(CLI::PositiveNumber);
+                 "an earlier session")
+      ->type_name("DIR")
+      ->check([](const std::string& dir) {
+        return dir.empty() ? "must not be empty (leave it out for a new directory here)"
+                           : std::string();
+      });
+  const char* threshold_help =
+      "Explain CUDA calls that took at least MS milliseconds, and keep their native stacks "
+      "(default 1; from 0.001 to 3600000; 0: every call, which slows the program by a stack "
+      "for each)";
+  std::string threshold = "1";
+  app.add_option("--threshold", threshold, threshold_help)->type_name("MS")->check(CheckThreshold);
   app.add_flag("--no-kernel", no_kernel, "Record CUDA calls only, no BPF (no explanations)");
   app.add_flag("-q,--quiet", quiet, "Do not print the report at the end (it is still written)");
   app.add_flag("--run-as-root", run.run_as_root,
@@ -87,24 +141,48 @@ int main(int argc, char** argv) {
                  "How CUDA calls are recorded: auto (CUPTI when it can be used, else "
                  "interposition), cupti (say so loudly when CUPTI cannot be used), preload "
                  "(interposition only: leaves CUPTI to torch.profiler or nsys), off (kernel only)")
-      ->check(CLI::IsMember({"auto", "cupti", "preload", "off"}));
+      ->type_name("MODE")
+      ->check([](const std::string& mode) {
+        for (const char* known : {"auto", "cupti", "preload", "off"}) {
+          if (mode == known) return std::string();
+        }
+        return Quoted(mode) + " is not one of auto, cupti, preload, off";
+      });
   app.add_option("--cupti-lib", run.cupti_library,
                  "libcupti to use when the program has none loaded (default: next to its "
                  "libcudart, then the CUDA toolkit's)")
-      ->check(CLI::ExistingFile);
+      ->type_name("FILE")
+      ->check([](const std::string& path) {
+        struct stat info {};
+        if (stat(path.c_str(), &info) != 0) return Quoted(path) + ": " + strerror(errno);
+        return S_ISREG(info.st_mode) ? std::string() : Quoted(path) + " is not a file";
+      });
   app.add_option("--ring-buffer-mb", run.ring_buffer_mb,
-                 "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; at most "
-                 "1024); raise it when the report counts events lost in the ring buffer")
-      ->check(CLI::Range(1, 1024));
+                 "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; from 1 "
+                 "to 1024); raise it when the report counts events lost in the ring buffer")
+      ->type_name("MIB")
+      ->check([](const std::string& text) {
+        bool digits = !text.empty() && text.size() <= 4 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+        int mib = digits ? std::stoi(text) : 0;
+        return mib >= 1 && mib <= 1024 ? std::string()
+                                       : Quoted(text) + " is not a whole number from 1 to 1024";
+      });
   app.add_option("--device-prefix", run.device_prefix,
                  "System calls on device files whose name starts with this are recorded as "
                  "device waits (default: nvidia, for /dev/nvidiactl, /dev/nvidia0, "
                  "/dev/nvidia-uvm; empty: every character device)")
+      ->type_name("PREFIX")
       ->check([](const std::string& prefix) {
-        return prefix.size() <= 15 ? std::string() : "at most 15 characters";
+        return prefix.size() <= 15 ? std::string()
+                                   : Quoted(prefix) + " is longer than 15 characters";
       });
   app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
-      ->check(CLI::ExistingFile);
+      ->type_name("FILE")
+      ->check([](const std::string& path) {
+        std::string problem = gprof::cli::InjectLibraryProblem(path);
+        return problem.empty() ? problem : Quoted(path) + " " + problem;
+      });
   app.add_option("--delay", run.delay_s,
                  "Start recording SEC seconds after the command starts (it runs unrecorded "
                  "until then)")
@@ -122,8 +200,8 @@ int main(int argc, char** argv) {
       ->type_name("SIZE")
       ->check([](const std::string& text) {
         auto bytes = ParseSize(text);
-        if (!bytes) return "'" + text + "' is not a size (a number, then K, M, G or T: 500M, 2G)";
-        return *bytes >= kMinMaxSize ? std::string() : "'" + text + "' is under the minimum, 64K";
+        if (!bytes) return Quoted(text) + " is not a size (a number, then K, M, G or T: 500M, 2G)";
+        return *bytes >= kMinMaxSize ? std::string() : Quoted(text) + " is under the minimum, 64K";
       });
 
   // Both commands run the collector.
@@ -133,9 +211,9 @@ int main(int argc, char** argv) {
       "or of the memory cgroup's limit when lower)";
   auto check_collector_memory = [](const std::string& text) {
     auto bytes = ParseSize(text);
-    if (!bytes) return "'" + text + "' is not a size (a number, then K, M, G or T: 512M, 4G)";
+    if (!bytes) return Quoted(text) + " is not a size (a number, then K, M, G or T: 512M, 4G)";
     return *bytes >= kMinCollectorMemory ? std::string()
-                                         : "'" + text + "' is under the minimum, 1M";
+                                         : Quoted(text) + " is under the minimum, 1M";
   };
   std::string collector_memory;
   app.add_option("--collector-memory", collector_memory, collector_memory_help)
@@ -143,15 +221,16 @@ int main(int argc, char** argv) {
       ->check(check_collector_memory);
 
   std::string report_dir;
-  double report_threshold_ms = 1.0;
+  std::string report_threshold = "1";
   CLI::App* report =
       app.add_subcommand("report", "Explain a saved session again and print the report");
-  report->add_option("dir", report_dir, "Session directory")->required();
+  report->add_option("dir", report_dir, "Session directory")->type_name("DIR")->required();
   report
-      ->add_option("--threshold", report_threshold_ms,
-                   "Explain CUDA calls at least this long, in ms")
-      ->default_val(1.0)
-      ->check(CLI::PositiveNumber);
+      ->add_option("--threshold", report_threshold,
+                   "Explain CUDA calls that took at least MS milliseconds (default 1; from 0.001 "
+                   "to 3600000; 0: every call)")
+      ->type_name("MS")
+      ->check(CheckThreshold);
   std::string report_collector_memory;
   report->add_option("--collector-memory", report_collector_memory, collector_memory_help)
       ->type_name("SIZE")
@@ -166,40 +245,29 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');  // misuse is told in one line
-    fprintf(stderr, "gprof-run: %s (see gprof-run --help)\n", what.c_str());
-    return gprof::cli::kExitToolFailure;
+    return Misuse(e.what());
   }
 
   if (report->parsed()) {
     // prefix_command() lets what `report` does not know through as remaining arguments.
     std::vector<std::string> extra = report->remaining();
     if (extra.empty()) extra = app.remaining();
-    if (!extra.empty()) {
-      fprintf(stderr, "gprof-run: report: unexpected argument %s (see gprof-run --help)\n",
-              extra.front().c_str());
-      return gprof::cli::kExitToolFailure;
-    }
+    if (!extra.empty()) return Misuse("report: unexpected argument " + extra.front());
     uint64_t memory = report_collector_memory.empty() ? 0 : *ParseSize(report_collector_memory);
-    return gprof::cli::ReportCommand(report_dir, report_threshold_ms, memory);
+    return gprof::cli::ReportCommand(report_dir, *ParseThresholdMs(report_threshold), memory);
   }
 
   run.command = app.remaining();
   // prefix_command() hands over everything from the first argument it does not know: an option
   // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
-  if (!run.command.empty() && run.command.front().starts_with("-") && run.command.front() != "--") {
-    fprintf(stderr, "gprof-run: unknown option %s (see gprof-run --help)\n",
-            run.command.front().c_str());
-    return gprof::cli::kExitToolFailure;
-  }
+  if (!run.command.empty() && run.command.front().starts_with("-") && run.command.front() != "--")
+    return Misuse("unknown option " + run.command.front());
   if (!run.command.empty() && run.command.front() == "--") run.command.erase(run.command.begin());
   if (run.command.empty()) {
-    fprintf(stderr,
-            "gprof-run: no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run "
-            "report DIR (see gprof-run --help)\n");
-    return gprof::cli::kExitToolFailure;
+    return Misuse(
+        "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");
   }
+  run.threshold_ms = *ParseThresholdMs(threshold);
   if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);
   if (!collector_memory.empty()) run.collector_memory_bytes = *ParseSize(collector_memory);
   run.kernel_recording = !no_kernel;

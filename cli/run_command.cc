@@ -35,7 +35,11 @@ namespace fs = std::filesystem;
 
 constexpr int kPollIntervalMs = 100;
 
-void Say(const std::string& line) { fprintf(stderr, "gprof-run: %s\n", line.c_str()); }
+// One line on stderr, escaped as the report escapes names: a path or an argument in it may hold
+// control characters and bytes that are not UTF-8.
+void Say(const std::string& line) {
+  fprintf(stderr, "gprof-run: %s\n", collector::PrintableName(line).c_str());
+}
 
 unsigned long long ClockNs(clockid_t clock) {
   timespec ts{};
@@ -400,7 +404,10 @@ int RunCommand(const RunOptions& options) {
   launch.argv = options.command;
   launch.environment = TargetEnvironment(options, *inject_library, session_dir->path, limits);
 
-  run.command = options.command;
+  // session.json is UTF-8: bytes of the command line that are not are kept as the report shows
+  // them ("\xff"), not replaced.
+  for (const std::string& arg : options.command)
+    run.command.push_back(collector::PrintableName(arg));
   run.inject_library = *inject_library;
   run.cuda_mode = options.cuda_mode;
 

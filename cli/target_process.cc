@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,15 +26,67 @@ constexpr int kStageCredentials = 1;
 constexpr int kStageExec = 2;
 
 volatile sig_atomic_t g_forward_to = 0;
+volatile sig_atomic_t g_continued = 0;
+
+// The state letter and parent of `pid`, from /proc/PID/stat; false when it is gone. Only system
+// calls: the signal handler calls it.
+bool ReadStat(pid_t pid, char* state, pid_t* parent) {
+  char path[32] = "/proc/";
+  char digits[16];
+  int n = 0;
+  for (unsigned value = static_cast<unsigned>(pid); n == 0 || value != 0; value /= 10)
+    digits[n++] = static_cast<char>('0' + value % 10);
+  size_t at = strlen(path);
+  while (n > 0) path[at++] = digits[--n];
+  memcpy(path + at, "/stat", sizeof("/stat"));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[512];
+  ssize_t size = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (size <= 0) return false;
+  text[size] = '\0';
+  // "PID (COMM) S PPID ...": the name may hold anything, ')' too; the last ')' ends it.
+  char* end = strrchr(text, ')');
+  if (end == nullptr || end[1] != ' ' || end[2] == '\0' || end[3] != ' ') return false;
+  *state = end[2];
+  pid_t ppid = 0;
+  for (const char* c = end + 4; *c >= '0' && *c <= '9'; ++c) ppid = ppid * 10 + (*c - '0');
+  *parent = ppid;
+  return true;
+}
+
+// Stopped by a signal, or held by a debugger.
+bool IsStopped(pid_t pid) {
+  char state = 0;
+  pid_t parent = 0;
+  return ReadStat(pid, &state, &parent) && (state == 'T' || state == 't');
+}
+
+// Whether `sender` is `command` or one of its descendants (that are still there to ask).
+bool InCommandTree(pid_t sender, pid_t command) {
+  for (int depth = 0; depth < 64 && sender > 1; ++depth) {
+    if (sender == command) return true;
+    char state = 0;
+    if (!ReadStat(sender, &state, &sender)) return false;
+  }
+  return false;
+}
 
 void ForwardSignal(int signal, siginfo_t* info, void*) {
-  // SI_KERNEL: the terminal sent it (Ctrl-C, hangup) to the whole foreground process group, which
-  // includes the command: sending it again would deliver it twice.
-  if (info->si_code == SI_KERNEL || g_forward_to <= 0) return;
+  pid_t command = static_cast<pid_t>(g_forward_to);
+  if (command <= 0) return;
   int saved_errno = errno;
-  kill(static_cast<pid_t>(g_forward_to), signal);
+  // Only what a process outside the command sent to gprof-run is the command's to get again. The
+  // terminal (Ctrl-C, Ctrl-\, Ctrl-Z, hangup: si_code SI_KERNEL) signals the whole foreground
+  // process group, which holds the command; what the command's own processes sent to their group
+  // (kill(0, ...): a script's `kill 0`, an editor suspending itself) reached them already, and
+  // what they sent to their parent was not meant for them.
+  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) kill(command, signal);
   errno = saved_errno;
 }
+
+void NoteContinued(int) { g_continued = 1; }
 
 void InterruptWaits(int) {}
 
@@ -148,9 +203,14 @@ std::optional<LaunchFailure> TargetProcess::Release() {
 
 bool TargetProcess::Reap(bool block, int* wait_status) {
   for (;;) {
-    pid_t r = waitpid(pid_, wait_status, block ? 0 : WNOHANG);
+    pid_t r = waitpid(pid_, wait_status, (mirror_stops_ ? WUNTRACED : 0) | (block ? 0 : WNOHANG));
+    if (r == pid_ && WIFSTOPPED(*wait_status)) {
+      StopWithCommand(WSTOPSIG(*wait_status));
+      if (!block) return false;
+      continue;
+    }
     if (r == pid_) {
-      g_forward_to = 0;
+      Ended();
       return true;
     }
     if (r == 0) return false;
@@ -158,6 +218,7 @@ bool TargetProcess::Reap(bool block, int* wait_status) {
       if (!block) return false;
       continue;
     }
+    Ended();
     return true;  // ECHILD: already reaped
   }
 }
@@ -170,23 +231,139 @@ void TargetProcess::Abandon() {
   Reap(/*block=*/true, &status);
 }
 
-void TargetProcess::ForwardSignals() const {
+void TargetProcess::ForwardSignals() {
   g_forward_to = pid_;
   struct sigaction forward {};
   forward.sa_sigaction = ForwardSignal;
   forward.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&forward.sa_mask);
+  // Also where gprof-run started with them ignored (a script's `gprof-run ... &` ignores SIGINT
+  // and SIGQUIT): the command was forked with the dispositions gprof-run inherited, keeps an
+  // ignored one ignored through exec, and decides itself what a forwarded signal does.
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-    struct sigaction previous {};
-    sigaction(signal, nullptr, &previous);
-    // A signal ignored when gprof-run started stays ignored, as it is for the command.
-    if (previous.sa_handler == SIG_IGN) continue;
     sigaction(signal, &forward, nullptr);
   }
+  // Job control is the command's: gprof-run neither stops on the terminal's Ctrl-Z nor on its own
+  // writes from a background job (stty tostop), and stops when the command stops (Reap).
+  for (size_t i = 0; i < kJobSignals.size(); ++i) {
+    struct sigaction ours {};
+    sigemptyset(&ours.sa_mask);
+    if (kJobSignals[i] == SIGTSTP) {
+      ours = forward;  // kill -TSTP on gprof-run's pid is meant for the command
+    } else if (kJobSignals[i] == SIGCONT) {
+      ours.sa_handler = NoteContinued;
+      ours.sa_flags = SA_RESTART;
+    } else {
+      ours.sa_handler = SIG_IGN;  // SIGTTIN, SIGTTOU
+    }
+    sigaction(kJobSignals[i], &ours, &job_signals_before_[i]);
+  }
+  mirror_stops_ = true;
   struct sigaction child {};
   child.sa_handler = InterruptWaits;  // no SA_RESTART: the recorder's poll returns at once
   sigemptyset(&child.sa_mask);
   sigaction(SIGCHLD, &child, nullptr);
+}
+
+// The command was stopped by SIGTSTP (Ctrl-Z), SIGTTIN or SIGTTOU (it used the terminal from the
+// background): gprof-run stops by the same signal, so that the shell, which waits for gprof-run,
+// sees its job stopped and says so, and continues both (fg, bg: SIGCONT to the job's process
+// group, which holds both). Ctrl-Z that the command ignores or catches stops nothing, as without
+// gprof-run. SIGSTOP (kill -STOP of the command's pid, a debugger attaching) is not followed: it
+// is not the shell's, and gprof-run goes on recording the rest of the tree.
+void TargetProcess::StopWithCommand(int signal) {
+  if (signal != SIGTSTP && signal != SIGTTIN && signal != SIGTTOU) return;
+  StartWaker();
+  char stopping = 'S';
+  if (waker_fd_ >= 0) WriteFully(waker_fd_, &stopping, 1);
+  g_continued = 0;
+  struct sigaction stop {
+  }, ours{};
+  stop.sa_handler = SIG_DFL;
+  sigemptyset(&stop.sa_mask);
+  sigaction(signal, &stop, &ours);
+  sigset_t only, mask;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  pthread_sigmask(SIG_UNBLOCK, &only, &mask);
+  raise(signal);  // returns once continued (its SIGCONT noted); at once where the kernel refused
+  pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  sigaction(signal, &ours, nullptr);
+  char continued = 'C';
+  if (waker_fd_ >= 0) WriteFully(waker_fd_, &continued, 1);
+  // A SIGCONT to the job's process group reached the command too: it never gets a second one.
+  // gprof-run alone was continued (kill -CONT on its pid) when the command is still stopped a
+  // moment later: that SIGCONT was meant for the command.
+  if (!g_continued) return;
+  for (int wait_ms = 0; wait_ms < 20 && IsStopped(pid_); ++wait_ms) usleep(1000);
+  if (IsStopped(pid_)) kill(pid_, SIGCONT);
+}
+
+// Stopped, gprof-run cannot see the command continued without it (kill -CONT on the command's
+// pid, a debugger letting it go), and would hold the job stopped for good: a process of its own
+// (forked at the first stop) watches the command while gprof-run is stopped and continues
+// gprof-run when the command runs again.
+void TargetProcess::StartWaker() {
+  if (waker_pid_ > 0) return;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return;
+  pid_t profiler = getpid();
+  pid_t waker = fork();
+  if (waker < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return;
+  }
+  if (waker == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != profiler) _exit(0);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN,
+                       SIGTTOU, SIGCHLD, SIGCONT}) {
+      sigaction(signal, &ignore, nullptr);
+    }
+    // It holds nothing of gprof-run's (the recorder's files, the terminal) but its pipe.
+    int fd = pipe_fds[0] == 3 ? 3 : dup2(pipe_fds[0], 3);
+    if (fd != 3) _exit(0);
+    close_range(0, 2, 0);
+    close_range(4, ~0U, 0);
+    bool stopping = false;
+    for (;;) {
+      pollfd ready{fd, POLLIN, 0};
+      int n = poll(&ready, 1, stopping ? 20 : -1);
+      if (n < 0 && errno != EINTR) _exit(0);
+      if (n > 0) {
+        char what;
+        if (read(fd, &what, 1) != 1) _exit(0);  // gprof-run is done (or gone)
+        stopping = what == 'S';
+      }
+      if (stopping && IsStopped(profiler) && !IsStopped(pid_)) kill(profiler, SIGCONT);
+    }
+  }
+  close(pipe_fds[0]);
+  fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK);  // never blocks gprof-run
+  waker_pid_ = waker;
+  waker_fd_ = pipe_fds[1];
+}
+
+// The command is reaped: nothing more to forward or follow. The terminal's job signals act on
+// gprof-run again as on any program, while it builds the report.
+void TargetProcess::Ended() {
+  g_forward_to = 0;
+  if (mirror_stops_) {
+    for (size_t i = 0; i < kJobSignals.size(); ++i)
+      sigaction(kJobSignals[i], &job_signals_before_[i], nullptr);
+    mirror_stops_ = false;
+  }
+  if (waker_pid_ > 0) {
+    close(waker_fd_);
+    int status;
+    while (waitpid(waker_pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    waker_pid_ = waker_fd_ = -1;
+  }
 }
 
 int ExitStatusOf(int wait_status) {

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "clean_utf8.h"
 #include "kernel_events.h"
 #include "session_format.h"
 #include "session_reader.h"
@@ -506,6 +507,145 @@ TEST(EndToEnd, BadBoundsAreOneClearLineAnd125) {
     EXPECT_NE(first_line.find(named), std::string::npos) << first_line;
     EXPECT_EQ(run.out, "") << "the command must not run";
     EXPECT_FALSE(fs::exists(dir.Sub("s")));
+  }
+}
+
+// Every bad value: one line naming the option and the value, escaped as the report escapes names
+// (control characters and bytes that are not UTF-8 as \xNN), short, status 125, nothing run.
+TEST(EndToEnd, BadValuesAreOneLineNamingTheOptionAndTheValue) {
+  TempDir dir;
+  std::ofstream(dir.Sub("text.so")) << "not a library\n";
+  mkfifo(dir.Sub("fifo").c_str(), 0600);
+  const std::string nines(400, '9');
+  struct Case {
+    std::vector<std::string> options;
+    std::string shown;  // how the value must appear in the line
+  };
+  const std::vector<Case> cases = {
+      {{"--threshold", "nan"}, "'nan'"},
+      {{"--threshold", "inf"}, "'inf'"},
+      {{"--threshold", "1e20"}, "'1e20'"},
+      {{"--threshold", "1e-300"}, "'1e-300'"},  // would round to 0 ns: every call
+      {{"--threshold", "12345678901234567890123"}, "'12345678901234567890123'"},
+      {{"--threshold", "-1"}, "'-1'"},
+      {{"--threshold", "0.0005"}, "'0.0005'"},
+      {{"--threshold", "0x10"}, "'0x10'"},
+      {{"--threshold", nines}, "'" + nines.substr(0, 64) + "...'"},
+      {{"--ring-buffer-mb", "0"}, "'0'"},
+      {{"--ring-buffer-mb", "1025"}, "'1025'"},
+      {{"--ring-buffer-mb", "many"}, "'many'"},
+      {{"--cuda", "x\x1b[2J"}, "'x\\x1b[2J'"},
+      {{"--cuda", "\xff"}, "'\\xff'"},
+      {{"--max-size", "1\x01Q"}, "'1\\x01Q'"},
+      {{"--delay", "\x9b"}, "'\\x9b'"},
+      {{"--device-prefix", "0123456789abcdef"}, "'0123456789abcdef'"},
+      {{"-o", ""}, "--output"},
+      {{"--inject-lib", "/etc/passwd"}, "'/etc/passwd' is not an ELF shared object"},
+      {{"--inject-lib", dir.Sub("text.so")}, "is not an ELF shared object"},
+      {{"--inject-lib", dir.path()}, "is not a file"},
+      {{"--inject-lib", dir.Sub("fifo")}, "is not a file"},  // and opening it does not hang
+      // ELF shared objects, but not the injected library: a PIE executable, another library.
+      {{"--inject-lib", AppPath("exit_app")}, "has no InitializeInjection"},
+      {{"--inject-lib", BuildDir() + "/tests/fake_cuda/libcudart.so.13"},
+       "has no InitializeInjection"},
+      {{"--cupti-lib", dir.Sub("none\x1b")}, "'" + dir.Sub("none") + "\\x1b'"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.options;
+    if (c.options[0] != "-o") args.insert(args.end(), {"-o", dir.Sub("s")});
+    args.insert(args.end(), {"--", AppPath("exit_app"), "print"});
+    ProcessResult run = Gprof(args);
+    std::string what = collector::PrintableName(c.options[0] + " " + c.options[1]);
+    EXPECT_EQ(run.exit_code(), 125) << what << ": " << run.err;
+    EXPECT_TRUE(run.err.starts_with("gprof-run: " + c.options[0]) ||
+                (c.options[0] == "-o" && run.err.starts_with("gprof-run: --output")))
+        << what << ": " << run.err;
+    EXPECT_NE(run.err.find(c.shown), std::string::npos) << what << ": " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << what << ": " << run.err;
+    EXPECT_LT(run.err.size(), 250u) << what << ": " << run.err;
+    EXPECT_TRUE(IsCleanUtf8(run.err, "\n")) << what << ": " << run.err;
+    EXPECT_EQ(run.out, "") << what << ": the command must not run";
+    EXPECT_FALSE(fs::exists(dir.Sub("s"))) << what;
+  }
+  // The injected library itself is taken.
+  ProcessResult good = Gprof({"-q", "--inject-lib", InjectLibraryPath(), "-o", dir.Sub("good"),
+                              "--", AppPath("exit_app"), "exit", "4"});
+  EXPECT_EQ(good.exit_code(), 4) << good.err;
+}
+
+// 0 explains every call (as 0 means everything to the bcc tools' *slower); the smallest other
+// value is 1 us, the largest an hour.
+TEST(EndToEnd, ThresholdZeroExplainsEveryCall) {
+  TempDir dir;
+  for (const auto& [threshold, ns] : std::vector<std::pair<std::string, uint64_t>>{
+           {"0", 0}, {"0.001", 1000}, {"2.5", 2'500'000}, {"3600000", 3'600'000'000'000}}) {
+    std::string session = dir.Sub("s" + threshold);
+    ProcessResult run = Gprof({"-q", "--no-kernel", "--threshold", threshold, "-o", session, "--",
+                               AppPath("exit_app"), "exit", "0"});
+    ASSERT_EQ(run.exit_code(), 0) << threshold << ": " << run.err;
+    EXPECT_EQ(ReadJson(session + "/report.json")["threshold_ns"], ns) << threshold;
+  }
+  ProcessResult report = Gprof({"report", dir.Sub("s0.001"), "--threshold", "0"});
+  ASSERT_EQ(report.exit_code(), 0) << report.err;
+  EXPECT_NE(report.out.find("took 0 ns or longer"), std::string::npos) << report.out;
+  ProcessResult tiny = Gprof({"report", dir.Sub("s0"), "--threshold", "1e-300"});
+  EXPECT_EQ(tiny.exit_code(), 125);
+  EXPECT_NE(tiny.err.find("--threshold: '1e-300'"), std::string::npos) << tiny.err;
+}
+
+// Every one-line error that echoes an argument escapes it as the report does; the report's
+// command line shows a byte that is not UTF-8 as \xNN, never as U+FFFD.
+TEST(EndToEnd, ArgumentsInMessagesAreEscapedAsTheReportDoes) {
+  TempDir dir;
+  fs::create_directory(dir.Sub("taken\x1b"));
+  std::ofstream(dir.Sub("taken\x1b/keep")) << "precious";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bad\x1b[2J", "--", "true"}, "unknown option --bad\\x1b[2J"},
+      {{"-o", dir.Sub("a"), "--", "x\x1b[2J"}, "x\\x1b[2J: command not found"},
+      {{"-o", dir.Sub("taken\x1b"), "--", "true"}, dir.Sub("taken") + "\\x1b already exists"},
+      {{"report", dir.Sub("none\x1b\xff")}, dir.Sub("none") + "\\x1b\\xff: no such session"},
+      {{"report", dir.Sub("taken\x1b"), "extra\x07"}, "unexpected argument extra\\x07"},
+  };
+  for (const auto& [args, shown] : cases) {
+    ProcessResult run = Gprof(args);
+    EXPECT_GE(run.exit_code(), 125) << shown;
+    EXPECT_NE(run.err.find(shown), std::string::npos) << shown << ": " << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_TRUE(IsCleanUtf8(run.err, "\n")) << run.err;
+  }
+
+  // A program whose name holds a byte that is not UTF-8.
+  std::string odd = dir.Sub(
+      "exit\xff"
+      "app");
+  fs::create_symlink(AppPath("exit_app"), odd);
+  ProcessResult run = Gprof({"--no-kernel", "-o", dir.Sub("odd"), "--", odd, "exit", "0"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::string escaped = dir.Sub("exit") + "\\xffapp";
+  EXPECT_NE(run.err.find("command   " + escaped), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("\xef\xbf\xbd"), std::string::npos) << "U+FFFD in the report";
+  EXPECT_EQ(ReadJson(dir.Sub("odd/session.json"))["command"][0], escaped);
+  ProcessResult again = Gprof({"report", dir.Sub("odd")});
+  EXPECT_NE(again.out.find("command   " + escaped), std::string::npos) << again.out;
+}
+
+// --help names each value's kind in a word, not in CLI11's type strings.
+TEST(EndToEnd, HelpSaysTypesInWords) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, std::vector<std::string>{"report", "--help"}}) {
+    ProcessResult help = Gprof(args);
+    EXPECT_EQ(help.exit_code(), 0);
+    std::smatch cli11;
+    EXPECT_FALSE(std::regex_search(
+        help.out, cli11, std::regex(R"(\b(TEXT|FLOAT|UINT|INT|POSITIVE)\b|:FILE|\{auto)")))
+        << cli11.str() << " in:\n"
+        << help.out;
+    EXPECT_NE(help.out.find("--threshold MS "), std::string::npos) << help.out;
+  }
+  ProcessResult help = Gprof({"--help"});
+  for (const char* option : {"-o,--output DIR", "--cuda MODE", "--ring-buffer-mb MIB",
+                             "--inject-lib FILE", "--cupti-lib FILE", "--device-prefix PREFIX"}) {
+    EXPECT_NE(help.out.find(option), std::string::npos) << option;
   }
 }
 

@@ -154,6 +154,46 @@ std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, i
   return frames;
 }
 
+std::vector<FrameRepeat> FindFrameRepeats(const std::vector<std::string>& frames) {
+  constexpr size_t kLongestBlock = 8;
+  constexpr size_t kFewestTimes = 3;
+  std::vector<FrameRepeat> repeats;
+  for (size_t first = 0; first < frames.size();) {
+    FrameRepeat best;
+    for (size_t length = 1; length <= kLongestBlock && first + length <= frames.size(); ++length) {
+      size_t times = 1;
+      while (first + (times + 1) * length <= frames.size() &&
+             std::equal(frames.begin() + first, frames.begin() + first + length,
+                        frames.begin() + first + times * length))
+        ++times;
+      if (times >= kFewestTimes && times * length > best.times * best.length)
+        best = FrameRepeat{first, length, times};
+    }
+    if (best.times == 0) {
+      ++first;
+      continue;
+    }
+    repeats.push_back(best);
+    first += best.times * best.length;
+  }
+  return repeats;
+}
+
+std::vector<std::string> CollapseFrameRepeats(const std::vector<std::string>& frames) {
+  std::vector<std::string> shown;
+  size_t next = 0;
+  for (const FrameRepeat& repeat : FindFrameRepeats(frames)) {
+    shown.insert(shown.end(), frames.begin() + next, frames.begin() + repeat.first + repeat.length);
+    std::string what = repeat.length == 1 ? frames[repeat.first]
+                                          : "these " + std::to_string(repeat.length) + " frames";
+    shown.push_back("... " + what + " repeated " + std::to_string(repeat.times - 1) +
+                    " more times");
+    next = repeat.first + repeat.times * repeat.length;
+  }
+  shown.insert(shown.end(), frames.begin() + next, frames.end());
+  return shown;
+}
+
 bool IsSystemLibrary(const std::string& module) {
   // Versioned names: "libc.so.6", "libc-2.31.so", "ld-linux-x86-64.so.2", "libstdc++.so.6.0.30".
   static constexpr std::string_view kPrefixes[] = {"libc.so",      "libc-",      "libpthread.so",

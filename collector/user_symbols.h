@@ -55,6 +55,22 @@ std::string DataText(const UserLocation& location);
 std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, int32_t stack_id,
                                          uint64_t time_ns);
 
+// A block of frames repeated back to back: recursion, or a frame-pointer walk caught in a loop
+// (a frame whose saved frame pointer leads back to itself), to the walk's depth limit.
+struct FrameRepeat {
+  size_t first = 0;   // the block's first frame, innermost first
+  size_t length = 0;  // frames in the block
+  size_t times = 0;   // how many times it occurs in a row, the first included (3 or more)
+};
+
+// The repeated blocks of `frames`, in order, none overlapping: of at most 8 frames, repeated at
+// least 3 times, the one covering the most frames where several could start at a frame.
+std::vector<FrameRepeat> FindFrameRepeats(const std::vector<std::string>& frames);
+
+// `frames` for a reader: each repeated block shown once, then "... f(int)+0x1c repeated 125 more
+// times" (a block of one frame) or "... these 3 frames repeated 41 more times".
+std::vector<std::string> CollapseFrameRepeats(const std::vector<std::string>& frames);
+
 // Whether `module` (a mapped file's name) is one of the system's own libraries, through which
 // every program takes its locks: libc, libpthread, the dynamic loader, libstdc++, libgcc_s.
 bool IsSystemLibrary(const std::string& module);

@@ -1111,5 +1111,49 @@ TEST_F(Diagnosis, LocksAreNamedByTheCodeThatWaitsOnThem) {
   }
 }
 
+// Issue 18: a user stack that repeats one frame to the walk's depth limit (a recursion 200 calls
+// deep) keeps every frame in report.json, marked as one repeated block, and is shown in the trace
+// with the block once and its count.
+TEST_F(Diagnosis, ARepeatedFrameIsShownOnceWithItsCount) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "deep-stack"}));
+  const uint32_t waiter = recorded_.truth.Tid("deep-waiter");
+  const json* wait = nullptr;
+  for (const json& stall : diagnosis_["stalls"]) {
+    if (stall["thread"]["tid"] == waiter && stall["class"] == "user lock") wait = &stall["wait"];
+  }
+  ASSERT_NE(wait, nullptr) << "no user-lock wait of deep-waiter";
+  const json& frames = (*wait)["user_stack"];
+  ASSERT_TRUE(frames.is_array());
+  size_t recursive = 0;
+  for (const json& frame : frames)
+    recursive += frame.get<std::string>().find("Recurse(") != std::string::npos;
+  EXPECT_GE(recursive, 100u) << "every frame is kept: " << frames.dump();
+  const json& repeats = (*wait)["user_stack_repeats"];
+  ASSERT_EQ(repeats.size(), 1u) << repeats.dump();
+  EXPECT_EQ(repeats[0]["frames"], 1);
+  EXPECT_EQ(repeats[0]["times"], recursive);
+  const std::string repeated = frames[repeats[0]["first"].get<size_t>()].get<std::string>();
+  EXPECT_NE(repeated.find("Recurse("), std::string::npos) << repeated;
+
+  const Fact lock = recorded_.truth.One("span", "what", "lock");
+  std::string shown;
+  for (const Slice& slice : ThreadSlices(recorded_.trace, waiter)) {
+    auto stack = slice.begin->annotations.find("user_stack");
+    if (stack != slice.begin->annotations.end() &&
+        stack->second.find("Recurse(") != std::string::npos &&
+        Overlaps(slice.begin_ns, slice.end_ns, lock.Number("start_ns"), lock.Number("end_ns")))
+      shown = stack->second;
+  }
+  EXPECT_NE(shown.find(repeated + " <- ... " + repeated + " repeated " +
+                       std::to_string(recursive - 1) + " more times"),
+            std::string::npos)
+      << shown;
+  size_t copies = 0;
+  for (size_t at = shown.find("Recurse("); at != std::string::npos;
+       at = shown.find("Recurse(", at + 1))
+    ++copies;
+  EXPECT_EQ(copies, 2u) << shown;
+}
+
 }  // namespace
 }  // namespace gprof::test

@@ -461,5 +461,38 @@ TEST(UserSymbols, ALockOnTheHeapIsNamedByTheCodeThatWaitedOnIt) {
                 " on the heap), waited for in gprof::test::SymbolizedFunction(int)");
 }
 
+TEST(UserSymbols, AFrameRepeatedBackToBackIsShownOnceWithItsCount) {
+  std::vector<std::string> frames = {"__lll_lock_wait+0x2b", "Leaf()+0x10"};
+  for (int i = 0; i < 126; ++i) frames.push_back("Recurse(int)+0x48");
+  frames.push_back("... (truncated)");
+  std::vector<collector::FrameRepeat> repeats = collector::FindFrameRepeats(frames);
+  ASSERT_EQ(repeats.size(), 1u);
+  EXPECT_EQ(repeats[0].first, 2u);
+  EXPECT_EQ(repeats[0].length, 1u);
+  EXPECT_EQ(repeats[0].times, 126u);
+  EXPECT_EQ(collector::CollapseFrameRepeats(frames),
+            (std::vector<std::string>{"__lll_lock_wait+0x2b", "Leaf()+0x10", "Recurse(int)+0x48",
+                                      "... Recurse(int)+0x48 repeated 125 more times",
+                                      "... (truncated)"}));
+
+  // A loop of three frames (a broken frame-pointer chain, or mutual recursion), then more.
+  std::vector<std::string> loop = {"a"};
+  for (int i = 0; i < 40; ++i) loop.insert(loop.end(), {"b", "c", "d"});
+  loop.push_back("e");
+  repeats = collector::FindFrameRepeats(loop);
+  ASSERT_EQ(repeats.size(), 1u);
+  EXPECT_EQ(repeats[0].first, 1u);
+  EXPECT_EQ(repeats[0].length, 3u);
+  EXPECT_EQ(repeats[0].times, 40u);
+  EXPECT_EQ(collector::CollapseFrameRepeats(loop),
+            (std::vector<std::string>{"a", "b", "c", "d",
+                                      "... these 3 frames repeated 39 more times", "e"}));
+
+  // Twice is no repetition worth folding; nothing else changes.
+  std::vector<std::string> twice = {"a", "b", "b", "c"};
+  EXPECT_TRUE(collector::FindFrameRepeats(twice).empty());
+  EXPECT_EQ(collector::CollapseFrameRepeats(twice), twice);
+}
+
 }  // namespace
 }  // namespace gprof::test

@@ -50,6 +50,8 @@
 //               stdout        stdout's lock, held by flockfile, the waiters in printf.
 //               Objects: `kind=lock phase=<phase> tag=<tag> addr=<futex word>`; tags: lib,
 //               wrap, cxx, prog, bss, out.
+// deep-stack    "deep-waiter" recurses 200 calls deep (Recurse) and waits there 40 ms for a mutex
+//               "deep-holder" keeps on CPU: its user stack repeats one frame to the walk's limit.
 //
 // stdout, printed once every thread has finished (printing meanwhile would add waits of its own):
 // one fact per line, `key=value` fields, numbers in decimal or 0x-prefixed hex, times in
@@ -840,6 +842,42 @@ void LockNames(Scenario& scenario) {
   OutliveTheMapsSnapshot();
 }
 
+// Each frame reads a local after its call returns: no call is a tail call, none is folded away.
+__attribute__((noinline)) int Recurse(int depth, pthread_mutex_t* mutex) {
+  volatile int here = depth;
+  if (depth == 0) {
+    CheckError(pthread_mutex_lock(mutex), "pthread_mutex_lock");
+    CheckError(pthread_mutex_unlock(mutex), "pthread_mutex_unlock");
+    return 0;
+  }
+  int below = Recurse(depth - 1, mutex);
+  return below + here;
+}
+
+// See the header. Spans: "hold", "lock" (depth).
+void DeepStack(Scenario& scenario) {
+  constexpr int kDepth = 200;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  scenario.Object("kind=pthread_mutex addr=0x%" PRIxPTR, Addr(&mutex));
+  std::atomic<int> held{0};
+  scenario.Add("holder", "deep-holder").Start([&](Actor& self) {
+    CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+    held.store(1);
+    const uint64_t start_ns = NowNs();
+    SpinUntil(start_ns + 40 * kMs);
+    CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+    self.Record("hold", start_ns, NowNs(), " mutex=0x%" PRIxPTR, Addr(&mutex));
+  });
+  scenario.Add("waiter", "deep-waiter").Start([&](Actor& self) {
+    AwaitAtLeast(held, 1);
+    const uint64_t start_ns = NowNs();
+    Recurse(kDepth, &mutex);
+    self.Record("lock", start_ns, NowNs(), " depth=%d", kDepth);
+  });
+  scenario.JoinAll();
+  OutliveTheMapsSnapshot();
+}
+
 struct Entry {
   const char* name;
   void (*run)(Scenario&);
@@ -858,6 +896,7 @@ constexpr Entry kScenarios[] = {
     {"control", Control},
     {"odd-names", OddNames},
     {"lock-names", LockNames},
+    {"deep-stack", DeepStack},
 };
 
 void OnWatchdog(int) {

@@ -22,6 +22,25 @@ bool IsProfilerThread(const Session& session, uint32_t tid) {
   return thread != session.threads.end() && thread->second.name == format::kWriterThreadName;
 }
 
+// A lock on the heap (or a stack, or anonymous memory) is named by the code that waited on it, as
+// most of its waits' user stacks say (the first waits may have none: short sleeps carry no stack).
+void NameLocksByTheirUsers(const Session& session, Diagnosis& diagnosis) {
+  constexpr size_t kWaitsLooked = 64;
+  for (Cause& cause : diagnosis.causes) {
+    if (cause.wait_class != WaitClass::kUserLock) continue;
+    std::map<std::string, size_t> votes;
+    std::string best;
+    for (size_t i = 0; i < std::min(cause.stalls.size(), kWaitsLooked); ++i) {
+      const Stall& stall = diagnosis.stalls[cause.stalls[i]];
+      std::string name = DescribeLockByItsUser(session, stall.wait, stall.call);
+      if (name.empty()) continue;
+      size_t count = ++votes[name];
+      if (best.empty() || count > votes[best]) best = name;
+    }
+    if (!best.empty()) cause.identity = best;
+  }
+}
+
 // A thread that runnable-waits at least this share of its life, for at least the threshold,
 // was short of CPU.
 constexpr double kCpuStarvedShare = 0.05;
@@ -37,6 +56,7 @@ class Diagnoser {
   Diagnosis Run() {
     FindStalls();
     GroupCauses();
+    NameLocksByTheirUsers(session_, diagnosis_);
     FindCpuStarvation();
     FindFreezes();
     FindGpuGaps();

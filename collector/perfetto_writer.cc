@@ -1119,7 +1119,8 @@ class UserStackNames {
     if (inserted) {
       std::vector<std::string> frames = UserStackFrames(session_, pid, stack_id, time_ns);
       if (!frames.empty())
-        entry->second = interner_.Intern(InternTable::kAnnotationStrings, StackText(frames));
+        entry->second = interner_.Intern(InternTable::kAnnotationStrings,
+                                         StackText(CollapseFrameRepeats(frames)));
     }
     return entry->second;
   }

@@ -91,6 +91,28 @@ std::string DescribeWaitObject(const Session& session, const WaitObject& object)
   return object.kernel_function.empty() ? "an unknown wait" : object.kernel_function;
 }
 
+std::string DescribeLockByItsUser(const Session& session, const Wait& wait, const ApiCall* call) {
+  const WaitObject& object = wait.object;
+  if (object.kind != WaitKind::kFutex) return {};
+  UserLocation word =
+      LocateUserAddress(session, object.pid, object.address, object.seen_ns, AddressUse::kData);
+  if (word.in_module() || word.module.empty()) return {};
+  std::optional<LockUser> user = FindLockUser(session, wait.pid, wait.user_stack_id, wait.start_ns);
+  if (!user) return {};
+  std::string memory = word.module == "[heap]"             ? "on the heap"
+                       : word.module.starts_with("[stack") ? "on the main thread's stack"
+                       : word.module == "anonymous memory" ? "in anonymous memory"
+                                                           : "in " + word.module;
+  std::string text =
+      "a lock inside " + user->module + " (futex " + FormatHex(object.address) + " " + memory + ")";
+  if (!user->function.empty()) {
+    text += ", waited for in " + user->function;
+  } else if (call != nullptr) {
+    text += ", waited for in " + session.ApiName(*call);
+  }
+  return text;
+}
+
 std::string WhereAsleep(const Session& session, const WaitObject& object) {
   bool inside = object.kind == WaitKind::kDevice || object.kind == WaitKind::kPageFault;
   return (inside ? "in " : "on ") + DescribeWaitObject(session, object);

@@ -22,6 +22,12 @@ uint64_t SessionOrigin(const Session& session);
 // pid 12", "kernel mutex 0xffff888104a0c1e8", "ioctl on nvidiactl", "a page fault at 0x7f3a00001000
 // (libtorch_cuda.so+0x1000)", or the kernel function alone ("do_nanosleep").
 std::string DescribeWaitObject(const Session& session, const WaitObject& object);
+// A lock whose word lies in memory that no module names (the heap, a stack, anonymous memory),
+// named by the code that waited on it (FindLockUser): "a lock inside libcuda.so.580.159.04 (futex
+// 0x55dcd2112db8 on the heap), waited for in cuLaunchKernel"; "waited for in" the library's
+// function on the stack, else the CUDA call `call` (may be null). Empty when the word is a
+// module's, or the waiter's user stack names no code outside the system's libraries.
+std::string DescribeLockByItsUser(const Session& session, const Wait& wait, const ApiCall* call);
 // The object with the word a sleep on it reads with: "on futex ...", "in ioctl on nvidiactl".
 std::string WhereAsleep(const Session& session, const WaitObject& object);
 // Who held the kernel lock `wait` slept on and what it was doing: "held by trainer (13) in munmap

@@ -180,6 +180,18 @@ json UserStackJson(const Session& session, uint32_t pid, int32_t stack_id, uint6
   return frames.empty() ? json(nullptr) : json(std::move(frames));
 }
 
+// The repeated blocks of a stack UserStackJson made (FindFrameRepeats), which the text and the
+// trace show once each: the stack keeps every frame. Null with the stack.
+json FrameRepeatsJson(const json& stack) {
+  if (!stack.is_array()) return nullptr;
+  json repeats = json::array();
+  for (const FrameRepeat& repeat : FindFrameRepeats(stack.get<std::vector<std::string>>())) {
+    repeats.push_back(
+        Object({{"first", repeat.first}, {"frames", repeat.length}, {"times", repeat.times}}));
+  }
+  return repeats;
+}
+
 json MemoryMapCallJson(const MemoryMapCall* call) {
   if (call == nullptr) return nullptr;
   return Object({{"syscall", MemorySyscallName(call->syscall)},
@@ -233,7 +245,7 @@ json PageFaultJson(const Session& session, const PageFault* fault) {
        {"end_ns", fault->end_ns}});
 }
 
-json WaitJson(const Session& session, const Wait& wait) {
+json WaitFieldsJson(const Session& session, const Wait& wait) {
   return Object(
       {{"start_ns", wait.start_ns},
        {"wake_ns", wait.wake_ns},
@@ -252,6 +264,13 @@ json WaitJson(const Session& session, const Wait& wait) {
        {"waker_call", CallJson(session, wait.waker_call)},
        {"waker_user_stack",
         UserStackJson(session, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns)}});
+}
+
+json WaitJson(const Session& session, const Wait& wait) {
+  json out = WaitFieldsJson(session, wait);
+  out["user_stack_repeats"] = FrameRepeatsJson(out["user_stack"]);
+  out["waker_user_stack_repeats"] = FrameRepeatsJson(out["waker_user_stack"]);
+  return out;
 }
 
 json BlockedCallJson(const Session& session, const BlockedCall& blocked) {

@@ -311,7 +311,8 @@ void TextReport::CaptureLines() {
 void TextReport::StackLine(const ApiCall& call, const char* indent) {
   const NativeStack* stack = session_.CallStackOf(call);
   if (stack == nullptr || stack->ips.empty()) return;
-  out_ << indent << "at " << JoinFrames(NativeStackFrames(session_, *stack)) << "\n";
+  out_ << indent << "at " << JoinFrames(CollapseFrameRepeats(NativeStackFrames(session_, *stack)))
+       << "\n";
 }
 
 // "slept at __futex_abstimed_wait_common+0x... <- ...": where in user code the thread went to
@@ -320,7 +321,7 @@ void TextReport::UserStackLine(const Wait& wait) {
   std::vector<std::string> frames =
       UserStackFrames(session_, wait.pid, wait.user_stack_id, wait.start_ns);
   if (frames.empty()) return;
-  out_ << "      slept at " << JoinFrames(frames) << "\n";
+  out_ << "      slept at " << JoinFrames(CollapseFrameRepeats(frames)) << "\n";
 }
 
 // Freezes longest first, numbered in that order: the worst is what the reader came for.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,24 +28,64 @@ struct UserLocation {
   uint64_t module_offset = 0;  // into the file, when file_backed
   std::string symbol;          // demangled; empty when no symbol holds the address
   uint64_t symbol_offset = 0;
+  // A variable in the module's zero-filled data (".bss") past its file pages, which no symbol
+  // names (a stripped library without its debug file); empty otherwise.
+  std::string section;
+  uint64_t section_offset = 0;
+  // Whether the address is a module's: in its file mapping, or named by its symbols or sections.
+  bool in_module() const { return file_backed || !symbol.empty() || !section.empty(); }
 };
 
 // Where `address` of process `pid` was at `time_ns` (kLatest: in its latest maps). A data address
 // in the anonymous memory right after a module's data (its .bss, such as a zero-initialized global
-// mutex) is named by that module's symbol when one holds it.
+// mutex) is named by that module's symbol when one holds it, else by the section ("libc.so.6:
+// .bss+0x1190"), a stripped library's local variable whose debug file is not here.
 UserLocation LocateUserAddress(const Session& session, uint32_t pid, uint64_t address,
                                uint64_t time_ns, AddressUse use);
 
 // A stack frame: "symbol+0x1c", else "libfoo.so+0x1c40", else "0x7f3a1c2d4040".
 std::string FrameText(const UserLocation& location, uint64_t address);
 
-// Where a variable lives: "libcuda.so.1: some_lock+0x8", "libcuda.so.1+0x24040", "[heap]",
-// "anonymous memory"; empty when unknown.
+// Where a variable lives: "libcuda.so.1: some_lock+0x8", "libcuda.so.1+0x24040", "libc.so.6:
+// .bss+0x1190", "[heap]", "anonymous memory"; empty when unknown.
 std::string DataText(const UserLocation& location);
 
 // User stack `stack_id` of process `pid` at `time_ns`, innermost frame first, ending with
 // "... (truncated)" when the walk hit its depth limit; empty when the stack is unknown.
 std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, int32_t stack_id,
                                          uint64_t time_ns);
+
+// A block of frames repeated back to back: recursion, or a frame-pointer walk caught in a loop
+// (a frame whose saved frame pointer leads back to itself), to the walk's depth limit.
+struct FrameRepeat {
+  size_t first = 0;   // the block's first frame, innermost first
+  size_t length = 0;  // frames in the block
+  size_t times = 0;   // how many times it occurs in a row, the first included (3 or more)
+};
+
+// The repeated blocks of `frames`, in order, none overlapping: of at most 8 frames, repeated at
+// least 3 times, the one covering the most frames where several could start at a frame.
+std::vector<FrameRepeat> FindFrameRepeats(const std::vector<std::string>& frames);
+
+// `frames` for a reader: each repeated block shown once, then "... f(int)+0x1c repeated 125 more
+// times" (a block of one frame) or "... these 3 frames repeated 41 more times".
+std::vector<std::string> CollapseFrameRepeats(const std::vector<std::string>& frames);
+
+// Whether `module` (a mapped file's name) is one of the system's own libraries, through which
+// every program takes its locks: libc, libpthread, the dynamic loader, libstdc++, libgcc_s.
+bool IsSystemLibrary(const std::string& module);
+
+// The code that waited, in user stack `stack_id` of `pid` at `time_ns`: its first frame outside
+// the system's libraries is the library whose code took the lock (pthread_mutex_lock, std::mutex
+// and their kin are those libraries' thin wrappers). `function` is the first of that library's
+// frames there that a symbol names: where the library waited. The walk goes on only through
+// executable mappings: a frame anywhere else means a frame-pointer walk has left the real frames
+// (code built without frame pointers), and what follows it is not trusted.
+struct LockUser {
+  std::string module;    // "libcuda.so.580.159.04"
+  std::string function;  // "cuLaunchKernel", demangled; empty when none of its frames is named
+};
+std::optional<LockUser> FindLockUser(const Session& session, uint32_t pid, int32_t stack_id,
+                                     uint64_t time_ns);
 
 }  // namespace gprof::collector

@@ -13,6 +13,7 @@ packages=(
   libclang-rt-14-dev                     # scripts/fuzz.sh: libFuzzer and the sanitizers for clang
   python3                                # tests: the GIL convoy (tests/apps/gil_convoy.py)
   passwd libcap2-bin util-linux          # security tests: throwaway users, setcap, setpriv
+  libc6-dbg                              # tests: libc's local symbols (stdout's lock), by build-id
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -863,6 +863,33 @@ TEST(KernelWaits, ASleepInAnIoctlOnTheDriverIsNamedWithItsUserStack) {
             nlohmann::json::parse(R"(["libcuda.so.1+0x1010", "libcuda.so.1+0x2020"])"));
 }
 
+// Issue 18: a user stack that repeats one frame to the walk's depth limit (128 frames, 3 of them
+// distinct) is shown with the repeated frame once and its count; report.json keeps every frame
+// and marks the repetition.
+TEST(KernelWaits, AUserStackThatRepeatsOneFrameIsShownOnceWithItsCount) {
+  SessionBuilder b;
+  b.Call(kHolder, "cudaDeviceSynchronize", 0, 20 * kMs);
+  b.Sleep(kHolder, 1 * kMs, 18 * kMs, 19 * kMs, kGpu, 1, kFutexStack).user_stack_id = 5;
+  b.session().processes[kPid].maps = {
+      {0, {{0x7f0000000000, 0x7f0000100000, 0, "r-xp", "/nonexistent/libcuda.so.1", 0}}}};
+  std::vector<uint64_t> ips = {0x7f0000001010, 0x7f0000002020};
+  ips.resize(128, 0x7f0000003030);
+  b.session().user_stacks[5] = {ips, true};
+  Session session = b.Build();
+  Analysis analysis = Analyze(session, {});
+  std::string text = RenderTextReport(session, analysis);
+  EXPECT_NE(text.find("\n      slept at libcuda.so.1+0x1010 <- libcuda.so.1+0x2020 <- "
+                      "libcuda.so.1+0x3030 <- ... libcuda.so.1+0x3030 repeated 125 more times <- "
+                      "... (truncated)\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json wait = RenderJsonReport(session, analysis)["slow_calls"][0]["waits"][0];
+  EXPECT_EQ(wait["user_stack"].size(), 129u) << "every frame, and the truncation";
+  EXPECT_EQ(wait["user_stack_repeats"],
+            nlohmann::json::parse(R"([{"first": 2, "frames": 1, "times": 126}])"));
+  EXPECT_TRUE(wait["waker_user_stack_repeats"].is_null()) << "no stack, no repeats";
+}
+
 TEST(KernelWaits, ASleepInASlowPageFaultNamesTheFaultingModule) {
   SessionBuilder b;
   b.Call(kHolder, "cudaMemcpy", 0, 10 * kMs);

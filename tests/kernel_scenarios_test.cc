@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "elf_symbols.h"
 #include "kernel_events.h"
 #include "model.h"
 #include "session_reader.h"
@@ -1045,6 +1046,113 @@ TEST_F(Diagnosis, OddThreadNamesKeepEveryOutputValid) {
       named = *track.thread_name == waiter_name;
   }
   EXPECT_TRUE(named) << "the trace names the waiter's track " << waiter_name;
+}
+
+// Issue 18: locks that only the code waiting on them can name (tests/apps/lock_libs). A lock on
+// the heap is named by the library whose code waited on it, not by a wrapper that called it nor
+// by the program that called the library, and by the function the library waited in; a lock in
+// a library's .bss by its symbol, libc's stdout lock by its debug file's (libc6-dbg), or its
+// section without one. On this machine's glibc, which keeps no frame pointers, the walk skips the
+// frame that called into libc: the name comes from the call that frame's caller made.
+TEST_F(Diagnosis, LocksAreNamedByTheCodeThatWaitsOnThem) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "lock-names"}));
+  const GroundTruth& truth = recorded_.truth;
+  const std::string stdout_lock = [&] {
+    for (const auto& [pid, process] : recorded_.session.processes) {
+      for (const collector::Mapping& mapping : process.maps.back().mappings) {
+        if (!mapping.path.ends_with("/libc.so.6")) continue;
+        auto libc = collector::ElfSymbolFile::Read(mapping.path);
+        // The debug file of libc6-dbg names it; without it, only its section can.
+        if (libc.ok() && !libc.value().debug_file().empty())
+          return std::string("_IO_stdfile_1_lock");
+        return std::string(".bss+0x");
+      }
+    }
+    return std::string("libc.so.6 unmapped");
+  }();
+  const std::map<std::string, std::string> expected = {
+      {"library-heap",
+       "a lock inside libheaplock.so (futex %s on the heap), waited for in "
+       "heaplock_hold"},
+      {"wrapped",
+       "a lock inside libheaplock.so (futex %s on the heap), waited for in "
+       "heaplock_hold"},
+      {"cxx-mutex",
+       "a lock inside libcxxlock.so (futex %s on the heap), waited for in "
+       "cxxlock_add"},
+      {"program-heap",
+       "a lock inside kernel_scenarios (futex %s on the heap), waited for in "
+       "(anonymous namespace)::ProgramHold(pthread_mutex_t*, unsigned long)"},
+      {"library-bss",
+       "(anonymous namespace)::g_heaplock_static_mutex in libheaplock.so (futex %s)"},
+      {"stdout", stdout_lock == "_IO_stdfile_1_lock" ? "_IO_stdfile_1_lock in libc.so.6 (futex %s)"
+                                                     : "futex %s (libc.so.6: .bss+0x"}};
+  const std::vector<Fact> locks = truth.All("object", "kind", "lock");
+  ASSERT_EQ(locks.size(), expected.size());
+  for (const Fact& lock : locks) {
+    SCOPED_TRACE(lock["phase"]);
+    const json* cause = nullptr;
+    for (const json& candidate : diagnosis_["causes"]) {
+      if (candidate["class"] == "user lock" && candidate["object"]["futex_address"] == lock["addr"])
+        cause = &candidate;
+    }
+    ASSERT_NE(cause, nullptr) << diagnosis_["causes"].dump(1).substr(0, 4000);
+    std::string want = expected.at(lock["phase"]);
+    want.replace(want.find("%s"), 2, lock["addr"]);
+    const std::string identity = (*cause)["identity"].get<std::string>();
+    if (lock["phase"] == "stdout" && stdout_lock != "_IO_stdfile_1_lock") {
+      EXPECT_TRUE(identity.starts_with(want)) << identity;
+    } else {
+      EXPECT_EQ(identity, want);
+    }
+    const std::string tag = lock["tag"];
+    EXPECT_EQ(Tids((*cause)["threads"]),
+              (std::set<uint32_t>{truth.Tid(tag + "-waiter-0"), truth.Tid(tag + "-waiter-1")}));
+  }
+}
+
+// Issue 18: a user stack that repeats one frame to the walk's depth limit (a recursion 200 calls
+// deep) keeps every frame in report.json, marked as one repeated block, and is shown in the trace
+// with the block once and its count.
+TEST_F(Diagnosis, ARepeatedFrameIsShownOnceWithItsCount) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "deep-stack"}));
+  const uint32_t waiter = recorded_.truth.Tid("deep-waiter");
+  const json* wait = nullptr;
+  for (const json& stall : diagnosis_["stalls"]) {
+    if (stall["thread"]["tid"] == waiter && stall["class"] == "user lock") wait = &stall["wait"];
+  }
+  ASSERT_NE(wait, nullptr) << "no user-lock wait of deep-waiter";
+  const json& frames = (*wait)["user_stack"];
+  ASSERT_TRUE(frames.is_array());
+  size_t recursive = 0;
+  for (const json& frame : frames)
+    recursive += frame.get<std::string>().find("Recurse(") != std::string::npos;
+  EXPECT_GE(recursive, 100u) << "every frame is kept: " << frames.dump();
+  const json& repeats = (*wait)["user_stack_repeats"];
+  ASSERT_EQ(repeats.size(), 1u) << repeats.dump();
+  EXPECT_EQ(repeats[0]["frames"], 1);
+  EXPECT_EQ(repeats[0]["times"], recursive);
+  const std::string repeated = frames[repeats[0]["first"].get<size_t>()].get<std::string>();
+  EXPECT_NE(repeated.find("Recurse("), std::string::npos) << repeated;
+
+  const Fact lock = recorded_.truth.One("span", "what", "lock");
+  std::string shown;
+  for (const Slice& slice : ThreadSlices(recorded_.trace, waiter)) {
+    auto stack = slice.begin->annotations.find("user_stack");
+    if (stack != slice.begin->annotations.end() &&
+        stack->second.find("Recurse(") != std::string::npos &&
+        Overlaps(slice.begin_ns, slice.end_ns, lock.Number("start_ns"), lock.Number("end_ns")))
+      shown = stack->second;
+  }
+  EXPECT_NE(shown.find(repeated + " <- ... " + repeated + " repeated " +
+                       std::to_string(recursive - 1) + " more times"),
+            std::string::npos)
+      << shown;
+  size_t copies = 0;
+  for (size_t at = shown.find("Recurse("); at != std::string::npos;
+       at = shown.find("Recurse(", at + 1))
+    ++copies;
+  EXPECT_EQ(copies, 2u) << shown;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // User-space symbolization against a real ELF file, this test binary, whose globals and functions
 // have known names and addresses; and the fallbacks when the mapped file is missing, changed, or
-// not an ELF file at all.
+// not an ELF file at all. Separate debug files, the call before a return address, and a lock
+// named by the code that waited on it; repeated frames shown once.
 #include "user_symbols.h"
 
 #include <elf.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -31,6 +33,16 @@ volatile int g_symbolized_sink = 0;
 __attribute__((noinline)) int SymbolizedFunction(int count) {
   for (int i = 0; i < count; ++i) g_symbolized_sink = g_symbolized_sink + i;
   return g_symbolized_sink;
+}
+
+// Where CallingFunction's call to CalledFunction returns to.
+__attribute__((noinline)) uint64_t CalledFunction() {
+  return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+__attribute__((noinline)) uint64_t CallingFunction() {
+  uint64_t back = CalledFunction();
+  g_symbolized_sink = g_symbolized_sink + 1;  // not a tail call
+  return back;
 }
 
 namespace {
@@ -224,6 +236,262 @@ TEST(ElfSymbols, OnlyRegularElfFilesAreRead) {
   ASSERT_NE(self, nullptr);
   EXPECT_EQ(cache.Find(ExecutablePath(), 0), self) << "read once";
   EXPECT_FALSE(self->segments().empty());
+}
+
+// libc.so.6 as this process maps it.
+std::string LibcPath() {
+  Session session = SessionOfThisProcess();
+  for (const Mapping& mapping : session.processes[kSelf].maps[0].mappings) {
+    if (mapping.path.ends_with("/libc.so.6")) return mapping.path;
+  }
+  return {};
+}
+
+TEST(ElfSymbols, AStrippedLibrarysLocalVariableIsNamedFromItsDebugFile) {
+  // libc keeps only exported symbols; stdout's lock is a local one, in the .bss past its file
+  // pages, named by libc6-dbg's debug file (found by build-id).
+  auto libc = collector::ElfSymbolFile::Read(LibcPath());
+  ASSERT_TRUE(libc.ok());
+  if (libc.value().debug_file().empty())
+    GTEST_SKIP() << "no debug file for " << LibcPath() << " (scripts/setup.sh installs libc6-dbg)";
+  EXPECT_TRUE(libc.value().debug_file().starts_with("/usr/lib/debug/.build-id/"))
+      << libc.value().debug_file();
+  Session session = SessionOfThisProcess();
+  EXPECT_EQ(DataAt(session, AddressOf(stdout->_lock)), "libc.so.6: _IO_stdfile_1_lock");
+}
+
+TEST(ElfSymbols, WithoutItsDebugFileABssVariableIsNamedByItsSection) {
+  Session session = SessionOfThisProcess();
+  session.elf_symbols = collector::ElfSymbolCache("/nonexistent/debug");
+  std::string text = DataAt(session, AddressOf(stdout->_lock));
+  EXPECT_TRUE(text.starts_with("libc.so.6: .bss+0x")) << text;
+}
+
+// Runs `argv`; false with its output when it fails.
+::testing::AssertionResult RunTool(const std::vector<std::string>& argv) {
+  ProcessSpec spec;
+  spec.argv = argv;
+  ProcessResult result = RunProcess(spec);
+  if (result.exit_code() == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << argv[0] << ": " << result.out << result.err;
+}
+
+// The build-id of `path` in hex, as readelf prints it.
+std::string BuildIdOf(const std::string& path) {
+  ProcessSpec spec;
+  spec.argv = {"/usr/bin/readelf", "-n", path};
+  std::string out = RunProcess(spec).out;
+  size_t at = out.find("Build ID: ");
+  if (at == std::string::npos) return {};
+  at += 10;
+  return out.substr(at, out.find('\n', at) - at);
+}
+
+TEST(ElfSymbols, ADebugFileIsFoundByBuildIdOrDebugLinkAndMustBeThatBuilds) {
+  // libheaplock.so keeps its .symtab: stripped copies of it must find its static mutex again.
+  const std::string library = AppPath("libheaplock.so");
+  auto whole = collector::ElfSymbolFile::Read(library);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(whole.value().debug_file().empty()) << "a file with .symtab is read alone";
+  uint64_t mutex = 0;
+  for (const collector::ElfLoadSegment& segment : whole.value().segments()) {
+    for (uint64_t address = segment.address; address < segment.address + segment.memory_size;
+         address += 8) {
+      const collector::ElfSymbol* object = whole.value().ObjectAt(address);
+      if (object != nullptr && object->name.find("g_heaplock_static_mutex") != std::string::npos)
+        mutex = object->address;
+      if (mutex != 0) break;
+    }
+  }
+  ASSERT_NE(mutex, 0u);
+  auto named = [&](const std::string& path, const std::string& root, std::string* debug_file) {
+    auto file = collector::ElfSymbolFile::Read(path, root);
+    if (!file.ok()) return false;
+    *debug_file = file.value().debug_file();
+    const collector::ElfSymbol* object = file.value().ObjectAt(mutex);
+    return object != nullptr && object->name.find("g_heaplock_static_mutex") != std::string::npos;
+  };
+  TempDir dir;
+  std::string debug_file;
+  const std::string stripped = dir.Sub("libheaplock.so");
+  ASSERT_TRUE(RunTool({"/usr/bin/objcopy", "--strip-all", library, stripped}));
+  EXPECT_FALSE(named(stripped, dir.Sub("root"), &debug_file)) << "stripped, nothing beside it";
+
+  // By build-id, under the debug root.
+  const std::string id = BuildIdOf(library);
+  ASSERT_GT(id.size(), 2u);
+  const std::string by_id = dir.Sub("root/.build-id/" + id.substr(0, 2));
+  std::filesystem::create_directories(by_id);
+  ASSERT_TRUE(RunTool(
+      {"/usr/bin/objcopy", "--only-keep-debug", library, by_id + "/" + id.substr(2) + ".debug"}));
+  EXPECT_TRUE(named(stripped, dir.Sub("root"), &debug_file));
+  EXPECT_EQ(debug_file, by_id + "/" + id.substr(2) + ".debug");
+
+  // By debug link, in the .debug directory beside the file.
+  std::filesystem::create_directories(dir.Sub("linked/.debug"));
+  const std::string linked = dir.Sub("linked/libheaplock.so");
+  ASSERT_TRUE(RunTool(
+      {"/usr/bin/objcopy", "--only-keep-debug", library, dir.Sub("linked/.debug/heaplock.dbg")}));
+  ASSERT_TRUE(
+      RunTool({"/usr/bin/objcopy", "--strip-all",
+               "--add-gnu-debuglink=" + dir.Sub("linked/.debug/heaplock.dbg"), library, linked}));
+  EXPECT_TRUE(named(linked, dir.Sub("no-root"), &debug_file));
+  EXPECT_EQ(debug_file, dir.Sub("linked/.debug/heaplock.dbg"));
+
+  // Another build's debug file by that name is not this file's.
+  ASSERT_TRUE(RunTool({"/usr/bin/objcopy", "--only-keep-debug", AppPath("libheapwrap.so"),
+                       dir.Sub("linked/.debug/heaplock.dbg")}));
+  EXPECT_FALSE(named(linked, dir.Sub("no-root"), &debug_file));
+  EXPECT_TRUE(debug_file.empty()) << debug_file;
+}
+
+TEST(ElfSymbols, TheCallBeforeAReturnAddressNamesTheFunctionCalled) {
+  uint64_t back = CallingFunction();
+  LoadedSegment segment = SegmentOfMainProgram(back);
+  ASSERT_EQ(segment.header.p_type, static_cast<uint32_t>(PT_LOAD));
+  auto self = collector::ElfSymbolFile::Read(ExecutablePath());
+  ASSERT_TRUE(self.ok());
+  collector::ElfSymbolFile::CallTarget target = self.value().CallBefore(back - segment.bias);
+  EXPECT_EQ(target.address + segment.bias,
+            AddressOf(reinterpret_cast<const void*>(&CalledFunction)));
+  EXPECT_TRUE(target.import.empty());
+  // Not a return address: the bytes before a function's first byte are no call to tell.
+  uint64_t function = AddressOf(reinterpret_cast<const void*>(&SymbolizedFunction));
+  EXPECT_EQ(self.value().CallBefore(function - segment.bias).address, 0u);
+  const collector::ElfSymbol* named =
+      self.value().FunctionNamed("_ZN5gprof4test14CalledFunctionEv");
+  ASSERT_NE(named, nullptr);
+  EXPECT_EQ(named->address + segment.bias,
+            AddressOf(reinterpret_cast<const void*>(&CalledFunction)));
+  EXPECT_EQ(self.value().FunctionNamed("no_such_function"), nullptr);
+}
+
+TEST(ElfSymbols, CodeBuiltWithFramePointersIsTold) {
+  auto with = collector::ElfSymbolFile::Read(AppPath("libheaplock.so"));  // -fno-omit-frame-pointer
+  auto without = collector::ElfSymbolFile::Read(ExecutablePath());        // -O2: none
+  ASSERT_TRUE(with.ok());
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE(with.value().KeepsFramePointers());
+  EXPECT_FALSE(without.value().KeepsFramePointers());
+}
+
+// A session whose process maps libraries that are not on this machine (named by mapping alone),
+// a heap, anonymous memory and a JIT's code.
+Session SessionWithLibraries() {
+  Session session;
+  session.processes[kSelf].pid = kSelf;
+  session.processes[kSelf].maps = {
+      {0,
+       {Mapping{0x7f0000000000, 0x7f0000100000, 0, "r-xp", "/nonexistent/libc.so.6", 1},
+        Mapping{0x7f0000100000, 0x7f0000200000, 0, "r-xp", "/nonexistent/libstdc++.so.6.0.30", 2},
+        Mapping{0x7f0000200000, 0x7f0000300000, 0, "r-xp", "/nonexistent/libfoo.so", 3},
+        Mapping{0x7f0000300000, 0x7f0000400000, 0, "r-xp", "/nonexistent/libbar.so", 4},
+        Mapping{0x7f0000400000, 0x7f0000500000, 0, "r-xp", "", 0},
+        Mapping{0x7f0000500000, 0x7f0000600000, 0, "rw-p", "", 0},
+        Mapping{0x7f0000600000, 0x7f0000700000, 0, "rw-p", "[heap]", 0}}}};
+  return session;
+}
+
+TEST(UserSymbols, ALockIsNamedByTheFirstFrameOutsideTheSystemLibraries) {
+  EXPECT_TRUE(collector::IsSystemLibrary("libc.so.6"));
+  EXPECT_TRUE(collector::IsSystemLibrary("libpthread.so.0"));
+  EXPECT_TRUE(collector::IsSystemLibrary("ld-linux-x86-64.so.2"));
+  EXPECT_TRUE(collector::IsSystemLibrary("libstdc++.so.6.0.30"));
+  EXPECT_TRUE(collector::IsSystemLibrary("libgcc_s.so.1"));
+  EXPECT_FALSE(collector::IsSystemLibrary("libcuda.so.580.159.04"));
+  EXPECT_FALSE(collector::IsSystemLibrary("libcudart.so.13"));
+  Session session = SessionWithLibraries();
+  auto user = [&](std::vector<uint64_t> ips) -> std::string {
+    session.user_stacks[1] = {std::move(ips), false};
+    auto found = collector::FindLockUser(session, kSelf, 1, collector::kLatest);
+    return found ? found->module + "|" + found->function : "none";
+  };
+  // libc, a libstdc++ wrapper, then the library that took the lock, then its caller.
+  EXPECT_EQ(user({0x7f0000000010, 0x7f0000100020, 0x7f0000200030, 0x7f0000300040}), "libfoo.so|");
+  // A JIT's frame is passed; a frame in data means the walk left the real frames.
+  EXPECT_EQ(user({0x7f0000000010, 0x7f0000400010, 0x7f0000300040}), "libbar.so|");
+  EXPECT_EQ(user({0x7f0000000010, 0x7f0000500010, 0x7f0000300040}), "none");
+  EXPECT_EQ(user({0x7f0000000010, 0x7f0000100020}), "none") << "only the system's code";
+  EXPECT_EQ(user({0x7f0000200030}), "libfoo.so|") << "its own futex call";
+}
+
+TEST(UserSymbols, ALockOnTheHeapIsNamedByTheCodeThatWaitedOnIt) {
+  Session session = SessionWithLibraries();
+  session.user_stacks[1] = {{0x7f0000000010, 0x7f0000200030, 0x7f0000300040}, false};
+  session.api_names = {"cuLaunchKernel"};
+  collector::ApiCall call;
+  call.name_index = 0;
+  collector::Wait wait;
+  wait.pid = kSelf;
+  wait.user_stack_id = 1;
+  wait.object.kind = collector::WaitKind::kFutex;
+  wait.object.pid = kSelf;
+  wait.object.address = 0x7f0000600040;
+  EXPECT_EQ(collector::DescribeLockByItsUser(session, wait, nullptr),
+            "a lock inside libfoo.so (futex 0x7f0000600040 on the heap)");
+  EXPECT_EQ(collector::DescribeLockByItsUser(session, wait, &call),
+            "a lock inside libfoo.so (futex 0x7f0000600040 on the heap), waited for in "
+            "cuLaunchKernel");
+  wait.object.address = 0x7f0000500040;
+  EXPECT_EQ(collector::DescribeLockByItsUser(session, wait, nullptr),
+            "a lock inside libfoo.so (futex 0x7f0000500040 in anonymous memory)");
+  wait.object.address = 0x7f0000200040;
+  EXPECT_EQ(collector::DescribeLockByItsUser(session, wait, nullptr), "")
+      << "a word in a module's own memory is named by it";
+  wait.object.address = 0x7f0000600040;
+  wait.user_stack_id = 2;
+  EXPECT_EQ(collector::DescribeLockByItsUser(session, wait, nullptr), "") << "no stack";
+
+  // The library's first named frame is where it waited: this program's, named by its symbols.
+  Session own = SessionOfThisProcess();
+  std::vector<Mapping>& mappings = own.processes[kSelf].maps[0].mappings;
+  mappings.insert(mappings.begin(),
+                  Mapping{0x1000, 0x2000, 0, "r-xp", "/nonexistent/libpthread.so.0", 5});
+  uint64_t function = AddressOf(reinterpret_cast<const void*>(&SymbolizedFunction));
+  own.user_stacks[1] = {{0x1010, function + 1}, false};
+  uint64_t heap = 0;
+  for (const Mapping& mapping : mappings) {
+    if (mapping.path == "[heap]") heap = mapping.start + 16;
+  }
+  ASSERT_NE(heap, 0u) << "this process has a [heap] mapping";
+  wait.user_stack_id = 1;
+  wait.object.address = heap;
+  EXPECT_EQ(collector::DescribeLockByItsUser(own, wait, &call),
+            "a lock inside " + ExecutableName() + " (futex " + collector::FormatHex(heap) +
+                " on the heap), waited for in gprof::test::SymbolizedFunction(int)");
+}
+
+TEST(UserSymbols, AFrameRepeatedBackToBackIsShownOnceWithItsCount) {
+  std::vector<std::string> frames = {"__lll_lock_wait+0x2b", "Leaf()+0x10"};
+  for (int i = 0; i < 126; ++i) frames.push_back("Recurse(int)+0x48");
+  frames.push_back("... (truncated)");
+  std::vector<collector::FrameRepeat> repeats = collector::FindFrameRepeats(frames);
+  ASSERT_EQ(repeats.size(), 1u);
+  EXPECT_EQ(repeats[0].first, 2u);
+  EXPECT_EQ(repeats[0].length, 1u);
+  EXPECT_EQ(repeats[0].times, 126u);
+  EXPECT_EQ(collector::CollapseFrameRepeats(frames),
+            (std::vector<std::string>{"__lll_lock_wait+0x2b", "Leaf()+0x10", "Recurse(int)+0x48",
+                                      "... Recurse(int)+0x48 repeated 125 more times",
+                                      "... (truncated)"}));
+
+  // A loop of three frames (a broken frame-pointer chain, or mutual recursion), then more.
+  std::vector<std::string> loop = {"a"};
+  for (int i = 0; i < 40; ++i) loop.insert(loop.end(), {"b", "c", "d"});
+  loop.push_back("e");
+  repeats = collector::FindFrameRepeats(loop);
+  ASSERT_EQ(repeats.size(), 1u);
+  EXPECT_EQ(repeats[0].first, 1u);
+  EXPECT_EQ(repeats[0].length, 3u);
+  EXPECT_EQ(repeats[0].times, 40u);
+  EXPECT_EQ(collector::CollapseFrameRepeats(loop),
+            (std::vector<std::string>{"a", "b", "c", "d",
+                                      "... these 3 frames repeated 39 more times", "e"}));
+
+  // Twice is no repetition worth folding; nothing else changes.
+  std::vector<std::string> twice = {"a", "b", "b", "c"};
+  EXPECT_TRUE(collector::FindFrameRepeats(twice).empty());
+  EXPECT_EQ(collector::CollapseFrameRepeats(twice), twice);
 }
 
 }  // namespace

@@ -40,6 +40,18 @@
 // control       no contention, for the diagnosis to find none: fewer "worker-<i>" threads than
 //               CPUs each compute for 200 ms, taking and releasing a mutex of their own; the main
 //               thread waits for them.
+// lock-names    locks that only the code waiting on them can name (issue 18), one after another,
+//               each held 40 ms on CPU by "<tag>-holder" while "<tag>-waiter-0..1" wait:
+//               library-heap  a mutex on the heap inside libheaplock.so (heaplock_hold);
+//               wrapped       another, its waiters calling it through libheapwrap.so;
+//               cxx-mutex     a std::mutex in a heap object of libcxxlock.so;
+//               program-heap  a pthread mutex on the heap of this program's own (ProgramHold);
+//               library-bss   libheaplock.so's static mutex, in its .bss;
+//               stdout        stdout's lock, held by flockfile, the waiters in printf.
+//               Objects: `kind=lock phase=<phase> tag=<tag> addr=<futex word>`; tags: lib,
+//               wrap, cxx, prog, bss, out.
+// deep-stack    "deep-waiter" recurses 200 calls deep (Recurse) and waits there 40 ms for a mutex
+//               "deep-holder" keeps on CPU: its user stack repeats one frame to the walk's limit.
 //
 // stdout, printed once every thread has finished (printing meanwhile would add waits of its own):
 // one fact per line, `key=value` fields, numbers in decimal or 0x-prefixed hex, times in
@@ -81,6 +93,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "lock_libs.h"
 
 namespace {
 
@@ -743,6 +757,127 @@ void Deadlock(Scenario& scenario) {
   scenario.JoinAll();
 }
 
+// The kernel recorder copies a process's maps when it next drains its ring buffer after the exec
+// (every 100 ms): a scenario whose frames must be named lives past that.
+void OutliveTheMapsSnapshot() { SleepNs(250 * kMs); }
+
+// One lock of lock-names: "<tag>-holder" takes it through `hold` (holding it kHoldNs), then
+// "<tag>-waiter-0..1" call `wait` while it holds it (a thread's name has at most 15 bytes).
+// Lambdas, not std::function: each thread calls the library straight from its own frame, as a
+// program does (a call through a pointer hides which function was called, see FindLockUser).
+template <typename Hold, typename Wait>
+void ContendedPhase(Scenario& scenario, const char* phase, const char* tag, const void* word,
+                    Hold hold, Wait wait) {
+  constexpr uint64_t kHoldNs = 40 * kMs;
+  constexpr int kWaiters = 2;
+  scenario.Object("kind=lock phase=%s tag=%s addr=0x%" PRIxPTR, phase, tag, Addr(word));
+  std::atomic<int> holding{0};
+  std::vector<Actor*> actors;
+  actors.push_back(&scenario.Add("holder", std::string(tag) + "-holder"));
+  actors.back()->Start([&](Actor& self) {
+    holding.store(1);
+    const uint64_t start_ns = NowNs();
+    hold(kHoldNs);
+    self.Record("hold", start_ns, NowNs(), " phase=%s", phase);
+  });
+  for (int i = 0; i < kWaiters; ++i) {
+    actors.push_back(&scenario.Add("waiter", std::string(tag) + "-waiter-" + std::to_string(i)));
+    actors.back()->Start([&](Actor& self) {
+      AwaitAtLeast(holding, 1);
+      SleepNs(5 * kMs);  // the holder has taken it by now
+      const uint64_t start_ns = NowNs();
+      wait();
+      self.Record("lock", start_ns, NowNs(), " phase=%s", phase);
+    });
+  }
+  for (Actor* actor : actors) actor->Join();
+}
+
+__attribute__((noinline)) void ProgramHold(pthread_mutex_t* mutex, uint64_t hold_ns) {
+  CheckError(pthread_mutex_lock(mutex), "pthread_mutex_lock");
+  SpinUntil(NowNs() + hold_ns);
+  CheckError(pthread_mutex_unlock(mutex), "pthread_mutex_unlock");
+}
+
+// See the header. Spans: "hold", "lock" (phase).
+void LockNames(Scenario& scenario) {
+  constexpr uint64_t kWaiterHoldNs = 100'000;
+  heaplock* library = heaplock_create();
+  heaplock* wrapped = heaplock_create();
+  cxxlock* counter = cxxlock_create();
+  auto* own = new pthread_mutex_t(PTHREAD_MUTEX_INITIALIZER);
+  if (library == nullptr || wrapped == nullptr || counter == nullptr) Fail("create", ENOMEM);
+  ContendedPhase(
+      scenario, "library-heap", "lib", heaplock_address(library),
+      [&](uint64_t ns) { heaplock_hold(library, ns); },
+      [&] { heaplock_hold(library, kWaiterHoldNs); });
+  ContendedPhase(
+      scenario, "wrapped", "wrap", heaplock_address(wrapped),
+      [&](uint64_t ns) { heaplock_hold(wrapped, ns); },
+      [&] { heapwrap_hold(wrapped, kWaiterHoldNs); });
+  ContendedPhase(
+      scenario, "cxx-mutex", "cxx", cxxlock_address(counter),
+      [&](uint64_t ns) { cxxlock_add(counter, ns); }, [&] { cxxlock_add(counter, kWaiterHoldNs); });
+  ContendedPhase(
+      scenario, "program-heap", "prog", own, [&](uint64_t ns) { ProgramHold(own, ns); },
+      [&] { ProgramHold(own, kWaiterHoldNs); });
+  ContendedPhase(
+      scenario, "library-bss", "bss", heaplock_static_address(),
+      [](uint64_t ns) { heaplock_hold_static(ns); }, [] { heaplock_hold_static(kWaiterHoldNs); });
+  ContendedPhase(
+      scenario, "stdout", "out", stdout->_lock,
+      [](uint64_t ns) {
+        flockfile(stdout);
+        SpinUntil(NowNs() + ns);
+        funlockfile(stdout);
+      },
+      [] {
+        std::printf("noise the waiter got stdout\n");
+        std::fflush(stdout);
+      });
+  heaplock_destroy(library);
+  heaplock_destroy(wrapped);
+  cxxlock_destroy(counter);
+  delete own;
+  OutliveTheMapsSnapshot();
+}
+
+// Each frame reads a local after its call returns: no call is a tail call, none is folded away.
+__attribute__((noinline)) int Recurse(int depth, pthread_mutex_t* mutex) {
+  volatile int here = depth;
+  if (depth == 0) {
+    CheckError(pthread_mutex_lock(mutex), "pthread_mutex_lock");
+    CheckError(pthread_mutex_unlock(mutex), "pthread_mutex_unlock");
+    return 0;
+  }
+  int below = Recurse(depth - 1, mutex);
+  return below + here;
+}
+
+// See the header. Spans: "hold", "lock" (depth).
+void DeepStack(Scenario& scenario) {
+  constexpr int kDepth = 200;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  scenario.Object("kind=pthread_mutex addr=0x%" PRIxPTR, Addr(&mutex));
+  std::atomic<int> held{0};
+  scenario.Add("holder", "deep-holder").Start([&](Actor& self) {
+    CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+    held.store(1);
+    const uint64_t start_ns = NowNs();
+    SpinUntil(start_ns + 40 * kMs);
+    CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+    self.Record("hold", start_ns, NowNs(), " mutex=0x%" PRIxPTR, Addr(&mutex));
+  });
+  scenario.Add("waiter", "deep-waiter").Start([&](Actor& self) {
+    AwaitAtLeast(held, 1);
+    const uint64_t start_ns = NowNs();
+    Recurse(kDepth, &mutex);
+    self.Record("lock", start_ns, NowNs(), " depth=%d", kDepth);
+  });
+  scenario.JoinAll();
+  OutliveTheMapsSnapshot();
+}
+
 struct Entry {
   const char* name;
   void (*run)(Scenario&);
@@ -760,6 +895,8 @@ constexpr Entry kScenarios[] = {
     {"deadlock", Deadlock},
     {"control", Control},
     {"odd-names", OddNames},
+    {"lock-names", LockNames},
+    {"deep-stack", DeepStack},
 };
 
 void OnWatchdog(int) {

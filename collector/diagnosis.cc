@@ -51,6 +51,7 @@ class Diagnoser {
       : session_(session), reader_(reader), correlation_(session), gpu_busy_(session) {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
+    for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
   }
 
   Diagnosis Run() {
@@ -65,10 +66,24 @@ class Diagnoser {
   }
 
  private:
+  // Who held a wait up, and until when.
+  struct Holder {
+    uint32_t tid = 0;
+    uint64_t until_ns = 0;  // the end of its part: the wake, its release, or the wait's end
+    bool by_owner = false;  // named by the lock, not the wait's waker
+    bool released = false;  // by_owner: it released the lock at until_ns, before the wait ended
+    const MemoryMapCall* memory_call = nullptr;  // the memory map call the owner was in
+  };
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
-  uint32_t LockOwner(uint32_t tid, const Wait& wait) const;
+  // The thread that ended `wait` of `waiter` (its waker; for a kernel lock whose waker is not in
+  // the tree, its owner; else the holder the lock named), or none.
+  Holder HolderOf(uint32_t waiter, const Wait& wait) const;
+  Holder LockOwner(uint32_t tid, const Wait& wait) const;
+  // Whether the chain, back at `closing.tid`, is a cycle of waits asleep all at once, each on a
+  // lock the next still held then.
+  bool IsDeadlock(const Stall& stall, const Holder& closing) const;
   void FindStalls();
   void GroupCauses();
   void FindCpuStarvation();
@@ -85,6 +100,7 @@ class Diagnoser {
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Diagnosis diagnosis_;
+  std::unordered_map<uint32_t, uint32_t> creator_of_;  // tid -> the thread that created it
   std::map<std::string, int> cause_by_key_;
   std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
 };
@@ -99,6 +115,11 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     if (thread->second.exit_ns != 0 && thread->second.exit_ns < start_ns) {
       link.state = ChainLink::State::kExited;
       return link;
+    }
+    // Created inside the window: it accounts for the part it existed, no more.
+    if (thread->second.start_ns > link.start_ns) {
+      link.created_ns = thread->second.start_ns;
+      link.start_ns = std::min(thread->second.start_ns, link.end_ns);
     }
   }
   link.call = reader_.CallAt(tid, link.end_ns);
@@ -139,49 +160,99 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
 void Diagnoser::FollowChain(Stall& stall) const {
   std::vector<ChainLink>& chain = stall.chain;
   std::set<uint32_t> seen = {stall.tid};
-  // Each step: the thread that ended `wait` (its waker; for a kernel lock whose waker is not in
-  // the tree, its owner, with the memory map call the owner was in), over that wait.
   const Wait* wait = &stall.wait;
   uint32_t waiter = stall.tid;
   while (chain.size() < diagnosis_.options.max_chain) {
-    uint32_t next = wait->waker_tid;
-    const MemoryMapCall* memory_call = nullptr;
-    bool by_owner = false;
-    if (const LockWait* lock = wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
-      if (next == 0 || !InTree(next)) next = lock->owner_tid;
-      if (next == lock->owner_tid) memory_call = wait->owner_memory_call;
-    } else if (next == 0 || !InTree(next)) {
-      next = LockOwner(waiter, *wait);
-      by_owner = next != 0;
-    }
-    if (next == 0 || !InTree(next)) break;
-    if (!seen.insert(next).second) {
-      // Back to a thread of the chain: a cycle of waits, closed by a lock's owner.
-      if (by_owner ||
-          std::any_of(chain.begin(), chain.end(), [](const ChainLink& link) { return link.owner; }))
-        stall.deadlock_tid = next;
+    const Holder holder = HolderOf(waiter, *wait);
+    if (holder.tid == 0 || !InTree(holder.tid)) break;
+    if (!seen.insert(holder.tid).second) {
+      // Back to a thread of the chain.
+      if (IsDeadlock(stall, holder)) stall.deadlock_tid = holder.tid;
       break;
     }
-    ChainLink link =
-        MakeLink(next, wait->start_ns, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
-    link.owner = by_owner;
-    if (memory_call != nullptr) link.memory_call = memory_call;
+    ChainLink link = MakeLink(holder.tid, wait->start_ns, holder.until_ns);
+    link.owner = holder.by_owner;
+    link.released = holder.released;
+    if (holder.memory_call != nullptr) link.memory_call = holder.memory_call;
     chain.push_back(std::move(link));
     const ChainLink& last = chain.back();
-    if (last.state != ChainLink::State::kAsleep || !last.wait) break;
-    wait = &*last.wait;
-    waiter = last.tid;
+    if (last.created_ns != 0 && last.created_ns - wait->start_ns > last.end_ns - last.start_ns) {
+      // It did not exist for most of the wait: until it did, the wait was held up by what its
+      // creator did before creating it.
+      auto creator = creator_of_.find(last.tid);
+      if (creator == creator_of_.end() || !InTree(creator->second) ||
+          chain.size() == diagnosis_.options.max_chain || !seen.insert(creator->second).second)
+        break;
+      ChainLink made = MakeLink(creator->second, wait->start_ns, last.created_ns);
+      made.creator = true;
+      chain.push_back(std::move(made));
+    }
+    const ChainLink& followed = chain.back();
+    if (followed.state != ChainLink::State::kAsleep || !followed.wait) break;
+    wait = &*followed.wait;
+    waiter = followed.tid;
   }
+}
+
+Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
+  const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
+  Holder holder{wait.waker_tid, asleep_until};
+  if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+    if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;
+    if (holder.tid == lock->owner_tid) holder.memory_call = wait.owner_memory_call;
+  } else if (holder.tid == 0 || !InTree(holder.tid)) {
+    holder = LockOwner(waiter, wait);
+  }
+  return holder;
 }
 
 // The thread a contended glibc mutex or rwlock named as its holder when `tid` began `wait` on it,
 // when that is another thread of the same process (the field read may belong to some other
-// lock); 0: none.
-uint32_t Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
-  if (wait.object.kind != WaitKind::kFutex) return 0;
+// lock), up to its release: its first wake of the word after the waiter read the holder (its
+// unlock wakes a waiter, not necessarily this one). Released before the sleep began, it held
+// nothing this thread waited for: none.
+Diagnoser::Holder Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
+  if (wait.object.kind != WaitKind::kFutex) return {};
   const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
-  if (futex == nullptr || futex->uaddr != wait.object.address) return 0;
-  return RecordedLockHolder(session_, tid, *futex);
+  if (futex == nullptr || futex->uaddr != wait.object.address) return {};
+  const uint32_t owner = RecordedLockHolder(session_, tid, *futex);
+  if (owner == 0) return {};
+  const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
+  for (const FutexCall* call : reader_.FutexDuring(owner, futex->start_ns, asleep_until)) {
+    if (call->start_ns < futex->start_ns || !call->is_wake() || call->uaddr != futex->uaddr)
+      continue;
+    if (call->start_ns <= wait.start_ns) return {};
+    return {owner, call->start_ns, true, true};
+  }
+  return {owner, asleep_until, true, false};
+}
+
+// The cycle: from where `closing.tid` first appears (the waiter, or a link) around to it, each
+// thread's wait (the stall's, or the link's longest sleep) held up by the next. A deadlock only
+// when one of them was named by a lock (a cycle of wakes is time moving on), none is a creation,
+// and at the latest start of the waits all were still asleep and every holder still held.
+bool Diagnoser::IsDeadlock(const Stall& stall, const Holder& closing) const {
+  const std::vector<ChainLink>& chain = stall.chain;
+  size_t first = 0;  // the cycle's first waiter: 0 the stall's thread, k the link chain[k - 1]
+  if (closing.tid != stall.tid) {
+    while (first < chain.size() && chain[first].tid != closing.tid) ++first;
+    if (first == chain.size()) return false;
+    ++first;
+  }
+  bool by_owner = closing.by_owner;
+  uint64_t instant = 0, until = closing.until_ns;
+  for (size_t k = first; k <= chain.size(); ++k) {
+    const Wait* wait = k == 0 ? &stall.wait : chain[k - 1].wait ? &*chain[k - 1].wait : nullptr;
+    if (wait == nullptr) return false;
+    instant = std::max(instant, wait->start_ns);
+    until = std::min(until, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
+    if (k < chain.size()) {
+      if (chain[k].creator) return false;
+      by_owner |= chain[k].owner;
+      until = std::min(until, chain[k].end_ns);
+    }
+  }
+  return by_owner && instant < until;
 }
 
 void Diagnoser::FindStalls() {
@@ -272,10 +343,11 @@ void Diagnoser::GroupCauses() {
   std::vector<std::map<uint32_t, uint64_t>> held(diagnosis_.causes.size());
   for (const Stall& stall : diagnosis_.stalls) {
     if (stall.cause < 0 || stall.chain.empty()) continue;
-    // A wait nobody ended was held up, to its end, by the owner its mutex named.
+    // A wait nobody ended was held up, to its release or the wait's end, by the owner its mutex
+    // named.
     if (stall.wait.wake_ns == 0 && !stall.chain.front().owner) continue;
     uint32_t ender = stall.chain.front().tid;
-    uint64_t release = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+    uint64_t release = stall.chain.front().end_ns;
     uint64_t since = stall.wait.start_ns;
     if (auto ends = wait_ends.find({stall.cause, ender}); ends != wait_ends.end()) {
       // Its last wait on the object that ended by the release.
@@ -543,6 +615,7 @@ bool InDeadlock(const Stall& stall) {
 
 std::string DescribeLink(const Session& session, const ChainLink& link) {
   std::string text = session.ThreadLabel(link.tid);
+  if (link.created_ns != 0) text += ", created at " + FormatOffset(session, link.created_ns) + ",";
   switch (link.state) {
     case ChainLink::State::kExited:
       return text + " (had exited)";
@@ -571,6 +644,7 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   } else if (link.call != nullptr) {
     text += " in " + session.ApiName(*link.call);
   }
+  if (link.released) text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
   return text;
 }
 

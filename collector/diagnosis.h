@@ -36,9 +36,14 @@ struct ChainLink {
   uint32_t tid = 0;
   // Found as the holder the lock (a mutex, a rwlock's writer) named when the previous wait began,
   // not as the thread that ended it: nobody ended it (a deadlock, a timeout), or no thread of the
-  // tree did.
+  // tree did. The window ends where it released the lock, or where the wait ended.
   bool owner = false;
-  uint64_t start_ns = 0;  // the window
+  bool released = false;  // owner: it released the lock at end_ns, before the wait ended
+  // The thread that created the previous link's thread, over the part of the window before that
+  // thread existed (most of it): what it did until it created it.
+  bool creator = false;
+  uint64_t created_ns = 0;  // the thread was created inside the window, which starts there; 0: not
+  uint64_t start_ns = 0;    // the window: the part of the previous wait this thread accounts for
   uint64_t end_ns = 0;
   State state = State::kOnCpu;
   uint64_t on_cpu_ns = 0;

@@ -53,7 +53,9 @@ class DiagnosisText {
 void DiagnosisText::Chain(const std::vector<ChainLink>& chain, const char* indent,
                           uint32_t deadlock_tid) {
   for (size_t i = 0; i < chain.size(); ++i) {
-    const char* step = i == 0 ? (chain[i].owner ? "held by " : "ended by ") : "  who waited for ";
+    const char* step = chain[i].creator ? "  created by "
+                       : i == 0         ? (chain[i].owner ? "held by " : "ended by ")
+                                        : "  who waited for ";
     out_ << indent << step << DescribeLink(session_, chain[i]);
     if (i + 1 == chain.size()) out_ << (deadlock_tid != 0 ? "" : "  <- root");
     out_ << "\n";

@@ -506,7 +506,9 @@ const char* LinkStateName(ChainLink::State state) {
 
 json LinkJson(const Session& session, const ChainLink& link) {
   return Object({{"thread", ThreadRef(session, link.tid)},
-                 {"found_as", link.owner ? "lock_owner" : "waker"},
+                 {"found_as", link.creator ? "creator" : link.owner ? "lock_owner" : "waker"},
+                 {"released", link.released},
+                 {"created_ns", link.created_ns != 0 ? json(link.created_ns) : json(nullptr)},
                  {"start_ns", link.start_ns},
                  {"end_ns", link.end_ns},
                  {"state", LinkStateName(link.state)},

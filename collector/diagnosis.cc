@@ -87,6 +87,8 @@ class Diagnoser {
   void FindStalls();
   void GroupCauses();
   void FindCpuStarvation();
+  // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
+  uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
   void FindFreezes();
   void FindGpuGaps();
   void ExplainGap(GpuGap& gap);
@@ -366,42 +368,117 @@ void Diagnoser::GroupCauses() {
   }
 }
 
-// More threads ready to run than CPUs: no lock, only time runnable.
+uint64_t Diagnoser::RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const {
+  uint64_t runnable = 0;
+  for (const OffCpuInterval* interval : reader_.OffCpuDuring(tid, start, end)) {
+    uint64_t from = std::max(start, interval->state() == OffCpuState::kRunnable
+                                        ? interval->start_ns
+                                        : std::max(interval->start_ns, interval->wake_ns));
+    uint64_t to = std::min(end, interval->end_ns);
+    if ((interval->state() == OffCpuState::kRunnable || interval->wake_ns != 0) && from < to)
+      runnable += to - from;
+  }
+  return runnable;
+}
+
+// Threads ready to run without a CPU: no lock, only time runnable. Short of CPU is a thread that
+// was runnable the threshold or more, for a share of its life or while another thread's wait was
+// held up by it (a handoff's producer preempted: the consumer waits longer). A cause when that
+// made waits longer: threads of the program kept each other from a CPU, or a wait was held up
+// by a thread without one, or a thread woken waited for one. (A lone thread that other programs
+// preempted, with nobody waiting for it, only ran slower: the report says so, as no cause.)
 void Diagnoser::FindCpuStarvation() {
-  struct ThreadTime {
-    uint64_t runnable_ns = 0, first_ns = UINT64_MAX, last_ns = 0;
-    uint32_t pid = 0;
+  const uint64_t threshold = diagnosis_.options.wait_threshold_ns;
+  struct Life {
+    uint64_t first_ns = UINT64_MAX, last_ns = 0;
   };
-  std::map<uint32_t, ThreadTime> threads;
+  std::map<uint32_t, CpuWait> threads;
+  std::map<uint32_t, Life> lives;
   for (const OffCpuInterval& interval : session_.off_cpu) {
     if (IsProfilerThread(session_, interval.tid)) continue;
-    ThreadTime& time = threads[interval.tid];
-    time.pid = interval.pid;
-    time.first_ns = std::min(time.first_ns, interval.start_ns);
-    time.last_ns = std::max(time.last_ns, interval.end_ns);
+    CpuWait& time = threads[interval.tid];
+    Life& life = lives[interval.tid];
+    time.tid = interval.tid;
+    life.first_ns = std::min(life.first_ns, interval.start_ns);
+    life.last_ns = std::max(life.last_ns, interval.end_ns);
     if (interval.state() == OffCpuState::kRunnable) {
       time.runnable_ns += interval.duration();
     } else if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns) {
-      time.runnable_ns += interval.end_ns - interval.wake_ns;
+      const uint64_t late = interval.end_ns - interval.wake_ns;
+      time.runnable_ns += late;
+      time.after_wakeup_ns += late;
+      time.longest_after_wakeup_ns = std::max(time.longest_after_wakeup_ns, late);
+      if (late > 0) ++time.wakeups;
     }
   }
-  std::vector<std::pair<uint32_t, uint64_t>> starved;
-  for (const auto& [tid, time] : threads) {
-    uint64_t life = time.last_ns > time.first_ns ? time.last_ns - time.first_ns : 0;
-    if (time.runnable_ns >= diagnosis_.options.wait_threshold_ns &&
-        time.runnable_ns >= life * kCpuStarvedShare)
-      starved.emplace_back(tid, time.runnable_ns);
+  // Each link of a chain accounts for part of the previous link's sleep (or of the part before
+  // its thread existed): the links' runnable times in one chain never overlap, and add up to the
+  // time the wait was held up by threads without a CPU. For the threads that held waits up, the
+  // windows are merged, so that several waits on one producer count its time once.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> awaited;
+  for (const Stall& stall : diagnosis_.stalls) {
+    auto waiter = threads.find(stall.tid);
+    for (const ChainLink& link : stall.chain) {
+      if (link.end_ns <= link.start_ns) continue;
+      awaited[link.tid].emplace_back(link.start_ns, link.end_ns);
+      if (link.runnable_ns == 0 || waiter == threads.end()) continue;
+      CpuWait& time = waiter->second;
+      time.held_up_ns += link.runnable_ns;
+      auto by = std::find_if(time.held_up_by.begin(), time.held_up_by.end(),
+                             [&](const auto& entry) { return entry.first == link.tid; });
+      if (by == time.held_up_by.end()) {
+        time.held_up_by.emplace_back(link.tid, link.runnable_ns);
+      } else {
+        by->second += link.runnable_ns;
+      }
+    }
   }
-  if (starved.size() < 2) return;
+  for (auto& [tid, windows] : awaited) {
+    auto time = threads.find(tid);
+    if (time == threads.end()) continue;
+    std::sort(windows.begin(), windows.end());
+    auto [from, to] = windows.front();
+    for (size_t i = 1; i <= windows.size(); ++i) {
+      if (i < windows.size() && windows[i].first <= to) {
+        to = std::max(to, windows[i].second);
+        continue;
+      }
+      time->second.awaited_ns += RunnableDuring(tid, from, to);
+      if (i < windows.size()) std::tie(from, to) = windows[i];
+    }
+  }
+  std::vector<CpuWait>& waits = diagnosis_.cpu_waits;
+  bool made_late = false;
+  for (auto& [tid, time] : threads) {
+    if (time.runnable_ns < threshold && time.delayed_ns() < threshold) continue;
+    const Life& life = lives[tid];
+    time.life_ns = life.last_ns > life.first_ns ? life.last_ns - life.first_ns : 0;
+    time.short_of_cpu = time.runnable_ns >= threshold &&
+                        (time.runnable_ns >= time.life_ns * kCpuStarvedShare ||
+                         time.awaited_ns >= threshold);
+    time.latency_sensitive = time.delayed_ns() >= threshold &&
+                             time.delayed_ns() >= time.runnable_ns - time.after_wakeup_ns;
+    made_late |= time.latency_sensitive || (time.short_of_cpu && time.awaited_ns >= threshold);
+    std::stable_sort(time.held_up_by.begin(), time.held_up_by.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    waits.push_back(std::move(time));
+  }
+  std::stable_sort(waits.begin(), waits.end(), [](const CpuWait& a, const CpuWait& b) {
+    return a.runnable_ns > b.runnable_ns;
+  });
+  const auto short_of_cpu =
+      std::count_if(waits.begin(), waits.end(), [](const CpuWait& w) { return w.short_of_cpu; });
+  if (short_of_cpu == 0 || (short_of_cpu < 2 && !made_late)) return;
   WaitObject none;
   int index = CauseFor("cpu", WaitClass::kCpu, none, "too few CPUs for the threads ready to run");
   Cause& cause = diagnosis_.causes[index];
-  for (const auto& [tid, ns] : starved) {
-    cause.blocked_ns += ns;
-    cause.longest_ns = std::max(cause.longest_ns, ns);
-    AddThread(cause.tids, tid);
+  for (const CpuWait& time : waits) {
+    if (!time.short_of_cpu) continue;
+    cause.blocked_ns += time.runnable_ns;
+    cause.longest_ns = std::max(cause.longest_ns, time.runnable_ns);
+    AddThread(cause.tids, time.tid);
+    ++cause.wait_count;
   }
-  cause.wait_count = starved.size();
 }
 
 // Overlapping waits with one cause, of at least two threads.
@@ -644,6 +721,11 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   } else if (link.call != nullptr) {
     text += " in " + session.ApiName(*link.call);
   }
+  // Time without a CPU is said wherever it took a tenth of the window or more.
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.state != ChainLink::State::kRunnable && link.runnable_ns > 0 &&
+      link.runnable_ns * 10 >= window_ns)
+    text += ", waiting for a CPU " + FormatDuration(link.runnable_ns);
   if (link.released) text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
   return text;
 }

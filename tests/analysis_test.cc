@@ -1507,5 +1507,163 @@ TEST(Diagnosis, AThreadCreatedDuringAWaitAccountsOnlyForItsLife) {
   }
 }
 
+// A handoff whose producer was preempted while the consumer waited for it: the CPU it lacked is a
+// cause and each link says how long it waited for one, though the producer was short of CPU for
+// little of its long life.
+TEST(Diagnosis, AProducerPreemptedWhileItsConsumerWaitsLackedACpu) {
+  constexpr uint32_t kConsumer = 21, kProducer = 22;
+  constexpr int32_t kSleepStack = 8;
+  SessionBuilder builder;
+  builder.session().kernel_stacks[kSleepStack] = {1, 2, 9};
+  builder.session().kernel_symbols[9] = "do_nanosleep+0x9";
+  builder.Thread(kConsumer, "consumer");
+  builder.Thread(kProducer, "producer");
+  // Its life is long, 10 s: the time it was preempted is a small share of it.
+  builder.Sleep(kProducer, 0, 0, 10 * kUs, 0, 1, kSleepStack);
+  builder.Sleep(kProducer, 9 * 1000 * kMs, 0, 10 * 1000 * kMs, 0, 1, kSleepStack);
+  uint64_t preempted_ns = 0;
+  const std::array<uint64_t, 6> delays = {16 * kMs, 23 * kMs, 19 * kMs, 21 * kMs, 17 * kMs,
+                                          22 * kMs};
+  uint64_t at = 100 * kMs;
+  for (uint64_t delay : delays) {
+    const uint64_t work = 25 * kMs + delay / 2;
+    builder.Preempted(kProducer, at + 2 * kMs, at + 2 * kMs + delay);
+    preempted_ns += delay;
+    const uint64_t wake = at + work + delay;
+    builder.FutexSleep(kConsumer, kCondvar, at, wake, wake + 10 * kUs, kProducer);
+    at = wake + 5 * kMs;
+  }
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  const Cause& cpu = diagnosis.causes[0];
+  EXPECT_EQ(cpu.wait_class, WaitClass::kCpu);
+  EXPECT_EQ(cpu.tids, (std::vector<uint32_t>{kProducer}));
+  ASSERT_FALSE(diagnosis.cpu_waits.empty());
+  EXPECT_EQ(diagnosis.cpu_waits[0].tid, kProducer);
+  EXPECT_EQ(diagnosis.cpu_waits[0].runnable_ns, preempted_ns);
+  EXPECT_EQ(diagnosis.cpu_waits[0].awaited_ns, preempted_ns);
+  EXPECT_FALSE(diagnosis.cpu_waits[0].latency_sensitive) << "it only computed slower";
+  // The consumer, runnable a moment after each wake, is the thread the lack of CPU made late.
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 2u);
+  const CpuWait& consumer = diagnosis.cpu_waits[1];
+  EXPECT_EQ(consumer.tid, kConsumer);
+  EXPECT_EQ(consumer.held_up_ns, preempted_ns);
+  EXPECT_EQ(consumer.held_up_by,
+            (std::vector<std::pair<uint32_t, uint64_t>>{{kProducer, preempted_ns}}));
+  EXPECT_TRUE(consumer.latency_sensitive);
+  EXPECT_FALSE(consumer.short_of_cpu);
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("no thread lacked a CPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 thread runnable " + FormatDuration(preempted_ns) + ": producer (22) " +
+                      FormatDuration(preempted_ns) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("waits held up for want of a CPU: consumer (21) " +
+                      FormatDuration(consumer.delayed_ns()) + ": woken, it waited for a CPU " +
+                      FormatDuration(consumer.after_wakeup_ns) +
+                      " (6 wakeups, longest 10.0 us), the threads it waited for were runnable " +
+                      FormatDuration(preempted_ns) + " (producer (22))\n"),
+            std::string::npos)
+      << text;
+  for (size_t i = 0; i < delays.size(); ++i) {
+    const Stall& handoff = diagnosis.stalls[i];
+    ASSERT_EQ(handoff.tid, kConsumer);
+    ASSERT_EQ(handoff.chain.size(), 1u);
+    EXPECT_EQ(handoff.chain[0].runnable_ns, delays[i]);
+    EXPECT_NE(DescribeLink(session, handoff.chain[0]).find(", waiting for a CPU " +
+                                                            FormatDuration(delays[i])),
+              std::string::npos)
+        << DescribeLink(session, handoff.chain[0]);
+  }
+}
+
+// Seven hogs and a thread that sleeps 2 ms at a time and, woken, waits for a CPU: all eight are
+// listed by their own runnable time, longest first; the sleeper, whose waits were made longer,
+// is named though its time is the shortest.
+TEST(Diagnosis, OversubscriptionListsEachThreadsDelayAndTheOneItMadeLate) {
+  constexpr int32_t kSleepStack = 8;
+  constexpr uint32_t kProbe = 40;
+  SessionBuilder builder;
+  builder.session().kernel_stacks[kSleepStack] = {1, 2, 9};
+  builder.session().kernel_symbols[9] = "do_nanosleep+0x9";
+  std::map<uint32_t, uint64_t> runnable;
+  for (uint32_t i = 0; i < 7; ++i) {
+    const uint32_t tid = 30 + i;
+    builder.Thread(tid, "t-hog-" + std::to_string(i));
+    // Preempted every 10 ms for a share that differs per hog, so that tid order is not the order.
+    const uint64_t slice = (3 + (i * 5) % 7) * kMs;
+    for (uint64_t at = 0; at < 1000 * kMs; at += 10 * kMs) {
+      builder.Preempted(tid, at + kMs, at + kMs + slice);
+      runnable[tid] += slice;
+    }
+  }
+  builder.Thread(kProbe, "probe");
+  uint64_t probe_late = 0, longest = 0;
+  size_t wakeups = 0;
+  for (uint64_t at = 0; at < 1000 * kMs; at += 4 * kMs) {
+    const uint64_t late = (200 + (at / kMs) % 7 * 150) * kUs;
+    builder.Sleep(kProbe, at, at + 2 * kMs, at + 2 * kMs + late, 0, 1, kSleepStack);
+    probe_late += late;
+    longest = std::max(longest, late);
+    ++wakeups;
+  }
+  runnable[kProbe] = probe_late;
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  const Cause& cpu = diagnosis.causes[0];
+  ASSERT_EQ(cpu.wait_class, WaitClass::kCpu);
+  ASSERT_EQ(cpu.tids.size(), 8u);
+  for (size_t i = 1; i < cpu.tids.size(); ++i)
+    EXPECT_GE(runnable[cpu.tids[i - 1]], runnable[cpu.tids[i]]) << "longest first";
+  EXPECT_EQ(cpu.tids.back(), kProbe);
+  for (const CpuWait& wait : diagnosis.cpu_waits) {
+    EXPECT_EQ(wait.runnable_ns, runnable[wait.tid]) << wait.tid;
+    EXPECT_EQ(wait.latency_sensitive, wait.tid == kProbe) << wait.tid;
+  }
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  std::string listed = "8 threads runnable " + FormatDuration(cpu.blocked_ns) + ": ";
+  for (size_t i = 0; i < 4; ++i) {
+    listed += (i == 0 ? "" : ", ") + session.ThreadLabel(cpu.tids[i]) + " " +
+              FormatDuration(runnable[cpu.tids[i]]);
+  }
+  EXPECT_NE(text.find(listed + " and 4 more\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("waits held up for want of a CPU: probe (40) " + FormatDuration(probe_late) +
+                      ": woken, it waited for a CPU " + FormatDuration(probe_late) + " (" +
+                      std::to_string(wakeups) + " wakeups, longest " + FormatDuration(longest) +
+                      ")\n"),
+            std::string::npos)
+      << text;
+}
+
+// A lone worker that other programs preempted, with nobody waiting for it, only ran slower: no
+// cause, but the report does not say that no thread lacked a CPU.
+TEST(Diagnosis, ALoneThreadPreemptedByOthersIsNoCauseButIsSaid) {
+  SessionBuilder builder;
+  builder.session().meta.kernel_recording = true;
+  builder.Thread(11, "worker");
+  uint64_t preempted_ns = 0;
+  for (uint64_t at = 0; at < 200 * kMs; at += 10 * kMs) {
+    builder.Preempted(11, at + 2 * kMs, at + 2 * kMs + (1 + at / (10 * kMs) % 4) * kMs);
+    preempted_ns += (1 + at / (10 * kMs) % 4) * kMs;
+  }
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 1u);
+  EXPECT_EQ(diagnosis.cpu_waits[0].runnable_ns, preempted_ns);
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("no thread lacked a CPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("no contention: no thread waited 1.0 ms or more on a lock, the GIL, the "
+                      "kernel or the GPU driver, or on a thread that lacked a CPU (waiting for "
+                      "a CPU in all: worker (11) " +
+                      FormatDuration(preempted_ns) + ", " +
+                      std::to_string(preempted_ns * 100 / diagnosis.cpu_waits[0].life_ns) +
+                      "% of its time)"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace gprof::collector

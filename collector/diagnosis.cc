@@ -382,9 +382,9 @@ uint64_t Diagnoser::RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) c
 }
 
 // Threads ready to run without a CPU: no lock, only time runnable. Short of CPU is a thread that
-// was runnable the threshold or more, for a share of its life or while another thread's wait was
-// held up by it (a handoff's producer preempted: the consumer waits longer). A cause when that
-// made waits longer: threads of the program kept each other from a CPU, or a wait was held up
+// was runnable the threshold or more, for a share of its life or of the time another thread's
+// wait was held up by it (a handoff's producer preempted: the consumer waits longer). A cause when
+// that made waits longer: threads of the program kept each other from a CPU, or a wait was held up
 // by a thread without one, or a thread woken waited for one. (A lone thread that other programs
 // preempted, with nobody waiting for it, only ran slower: the report says so, as no cause.)
 void Diagnoser::FindCpuStarvation() {
@@ -433,6 +433,7 @@ void Diagnoser::FindCpuStarvation() {
       }
     }
   }
+  std::map<uint32_t, uint64_t> awaited_window_ns;  // how long others waited for it, in all
   for (auto& [tid, windows] : awaited) {
     auto time = threads.find(tid);
     if (time == threads.end()) continue;
@@ -444,6 +445,7 @@ void Diagnoser::FindCpuStarvation() {
         continue;
       }
       time->second.awaited_ns += RunnableDuring(tid, from, to);
+      awaited_window_ns[tid] += to - from;
       if (i < windows.size()) std::tie(from, to) = windows[i];
     }
   }
@@ -453,9 +455,12 @@ void Diagnoser::FindCpuStarvation() {
     if (time.runnable_ns < threshold && time.delayed_ns() < threshold) continue;
     const Life& life = lives[tid];
     time.life_ns = life.last_ns > life.first_ns ? life.last_ns - life.first_ns : 0;
+    // The same share of the time others waited for it as of its life: a moment's preemption
+    // while another thread waits for it all along is no shortage.
     time.short_of_cpu = time.runnable_ns >= threshold &&
                         (time.runnable_ns >= time.life_ns * kCpuStarvedShare ||
-                         time.awaited_ns >= threshold);
+                         (time.awaited_ns >= threshold &&
+                          time.awaited_ns >= awaited_window_ns[tid] * kCpuStarvedShare));
     time.latency_sensitive = time.delayed_ns() >= threshold &&
                              time.delayed_ns() >= time.runnable_ns - time.after_wakeup_ns;
     made_late |= time.latency_sensitive || (time.short_of_cpu && time.awaited_ns >= threshold);
@@ -726,7 +731,8 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   if (link.state != ChainLink::State::kRunnable && link.runnable_ns > 0 &&
       link.runnable_ns * 10 >= window_ns)
     text += ", waiting for a CPU " + FormatDuration(link.runnable_ns);
-  if (link.released) text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
+  if (link.released)
+    text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
   return text;
 }
 

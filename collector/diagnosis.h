@@ -65,9 +65,10 @@ struct Stall {
   WaitClass wait_class = WaitClass::kOther;
   const ApiCall* call = nullptr;  // the CUDA call it happened in, if any
   // [0]: what the thread that ended the wait (the waker, else the lock's owner) did from the
-  // wait's start to the wake; each next link: the thread that ended the previous link's sleep.
-  // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep) and its lock
-  // named no owner.
+  // wait's start to the wake (an owner: to its release); each next link: the thread that ended
+  // the previous link's sleep, or the creator of a thread that did not exist for most of it. The
+  // last link is the root. Empty when nobody ended the wait (a timeout, a sleep) and its lock
+  // named no owner that held it then.
   std::vector<ChainLink> chain;
   // The thread the chain came back to (the waiter itself, or a link) through a lock's owner: each
   // waits for a lock the next holds, the last for one this thread holds. A deadlock, unless a
@@ -124,8 +125,8 @@ struct CpuWait {
   // producer preempted), and which, longest first.
   uint64_t held_up_ns = 0;
   std::vector<std::pair<uint32_t, uint64_t>> held_up_by;
-  // Runnable the threshold or more, for a share of its life or while others waited for it: a
-  // thread of the CPU cause.
+  // Runnable the threshold or more, for a share (5%) of its life or of the time others waited
+  // for it: a thread of the CPU cause.
   bool short_of_cpu = false;
   // Its waits were held up the threshold or more for want of a CPU (its own after a wakeup, or
   // that of the threads it waited for), more than it was preempted itself: the lack of CPU made

@@ -66,19 +66,19 @@ std::string DiagnosisText::CpuWaits(bool delayed) const {
   std::string text;
   for (size_t i = 0; i < std::min(kShown, listed.size()); ++i) {
     const CpuWait& wait = *listed[i];
-    text += (i == 0 ? "" : delayed ? "; " : ", ") + Thread(wait.tid) + " " +
+    const char* separator = i == 0 ? "" : delayed ? "; " : ", ";
+    text += separator + Thread(wait.tid) + " " +
             FormatDuration(delayed ? wait.delayed_ns() : wait.runnable_ns);
     if (!delayed) continue;
     std::vector<std::string> how;
     if (wait.after_wakeup_ns > 0) {
-      how.push_back("woken, it waited for a CPU " + FormatDuration(wait.after_wakeup_ns) +
-                    " (" + std::to_string(wait.wakeups) + " wakeup" +
-                    (wait.wakeups == 1 ? "" : "s") + ", longest " +
-                    FormatDuration(wait.longest_after_wakeup_ns) + ")");
+      how.push_back("woken, it waited for a CPU " + FormatDuration(wait.after_wakeup_ns) + " (" +
+                    std::to_string(wait.wakeups) + " wakeup" + (wait.wakeups == 1 ? "" : "s") +
+                    ", longest " + FormatDuration(wait.longest_after_wakeup_ns) + ")");
     }
     if (wait.held_up_ns > 0) {
-      std::string by = "the threads it waited for were runnable " +
-                       FormatDuration(wait.held_up_ns) + " (";
+      std::string by =
+          "the threads it waited for were runnable " + FormatDuration(wait.held_up_ns) + " (";
       for (size_t b = 0; b < std::min<size_t>(3, wait.held_up_by.size()); ++b)
         by += (b == 0 ? "" : ", ") + Thread(wait.held_up_by[b].first);
       if (wait.held_up_by.size() > 3)
@@ -137,8 +137,9 @@ void DiagnosisText::Causes() {
                    (cause.wait_count == 1 ? "" : "s") + " (longest " +
                    FormatDuration(cause.longest_ns) + ")";
       }
-      facts.push_back(blocked + ": " +
-                      (cause.wait_class == WaitClass::kCpu ? CpuWaits(false) : Threads(cause.tids)));
+      facts.push_back(
+          blocked + ": " +
+          (cause.wait_class == WaitClass::kCpu ? CpuWaits(false) : Threads(cause.tids)));
     }
     for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
     if (!facts.empty()) out_ << "\n";
@@ -175,9 +176,9 @@ void DiagnosisText::Causes() {
       out_ << "or on a thread that lacked a CPU (waiting for a CPU in all: ";
       for (size_t i = 0; i < std::min<size_t>(4, diagnosis_.cpu_waits.size()); ++i) {
         const CpuWait& wait = diagnosis_.cpu_waits[i];
-        out_ << (i == 0 ? "" : ", ") << Thread(wait.tid) << " "
-             << FormatDuration(wait.runnable_ns);
-        if (wait.life_ns > 0) out_ << ", " << wait.runnable_ns * 100 / wait.life_ns << "% of its time";
+        out_ << (i == 0 ? "" : ", ") << Thread(wait.tid) << " " << FormatDuration(wait.runnable_ns);
+        if (wait.life_ns > 0)
+          out_ << ", " << wait.runnable_ns * 100 / wait.life_ns << "% of its time";
       }
       if (diagnosis_.cpu_waits.size() > 4)
         out_ << " and " << diagnosis_.cpu_waits.size() - 4 << " more";

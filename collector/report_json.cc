@@ -504,9 +504,14 @@ const char* LinkStateName(ChainLink::State state) {
   return "unknown";
 }
 
+const char* LinkFoundAs(const ChainLink& link) {
+  if (link.creator) return "creator";
+  return link.owner ? "lock_owner" : "waker";
+}
+
 json LinkJson(const Session& session, const ChainLink& link) {
   return Object({{"thread", ThreadRef(session, link.tid)},
-                 {"found_as", link.creator ? "creator" : link.owner ? "lock_owner" : "waker"},
+                 {"found_as", LinkFoundAs(link)},
                  {"released", link.released},
                  {"created_ns", link.created_ns != 0 ? json(link.created_ns) : json(nullptr)},
                  {"start_ns", link.start_ns},

@@ -1244,7 +1244,6 @@ TEST(Diagnosis, ThreadsShortOfCpuAreOneCauseAndAQuietRunHasNone) {
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Time in chains (issue 18): a link is bounded by the release (the wake, the holder's unlock), a
 // thread accounts only for the time it existed, and a cycle is one only when its waits were all
@@ -1298,11 +1297,11 @@ TEST(Diagnosis, AChainOfMutexesReleasedInTurnIsNoDeadlock) {
     raw.kernel_stacks[8] = {1, 2, 9};
     raw.kernel_symbols[9] = "do_nanosleep+0x9";
     for (uint32_t tid : {21u, 22u, 23u}) builder.Thread(tid, "link-" + std::to_string(tid - 21));
-    const uint64_t released0 = 20 * kMs;                // link-0 unlocks m0, waking link-1
-    const uint64_t runs1 = released0 + delay;           // link-1 gets a CPU
-    const uint64_t released1 = runs1 + 50 * kUs;        // and unlocks m1, waking link-2
-    const uint64_t runs2 = released1 + delay;           // link-2 gets a CPU
-    const uint64_t released2 = runs2 + 50 * kUs;        // and unlocks m2, waking link-0
+    const uint64_t released0 = 20 * kMs;          // link-0 unlocks m0, waking link-1
+    const uint64_t runs1 = released0 + delay;     // link-1 gets a CPU
+    const uint64_t released1 = runs1 + 50 * kUs;  // and unlocks m1, waking link-2
+    const uint64_t runs2 = released1 + delay;     // link-2 gets a CPU
+    const uint64_t released2 = runs2 + 50 * kUs;  // and unlocks m2, waking link-0
     LockSleep(&builder, 22, kM0, 1 * kMs, released0, runs1, 21, 21);
     LockSleep(&builder, 23, kM1, 2 * kMs, released1, runs2, 22, 22);
     Unlock(&builder, 21, kM0, released0);
@@ -1364,8 +1363,8 @@ TEST(Diagnosis, AHolderThatReleasedBeforeTheWaitBeganHoldsNothing) {
   LockSleep(&builder, kX, kM0, 2 * kMs, 0, 35 * kMs, 0, kA);  // timed out
   LockSleep(&builder, kY, kM0, 3 * kMs, 10 * kMs, 10 * kMs + 20 * kUs, kA, kA);
   Unlock(&builder, kA, kM0, 10 * kMs);
-  LockSleep(&builder, kA, kM1, 10 * kMs + 10 * kUs, 35 * kMs + 100 * kUs, 35 * kMs + 120 * kUs,
-            kX, kX);
+  LockSleep(&builder, kA, kM1, 10 * kMs + 10 * kUs, 35 * kMs + 100 * kUs, 35 * kMs + 120 * kUs, kX,
+            kX);
   Unlock(&builder, kX, kM1, 35 * kMs + 100 * kUs);
   Session session = builder.Build();
   Diagnosis diagnosis = Diagnose(session, {});
@@ -1522,8 +1521,8 @@ TEST(Diagnosis, AProducerPreemptedWhileItsConsumerWaitsLackedACpu) {
   builder.Sleep(kProducer, 0, 0, 10 * kUs, 0, 1, kSleepStack);
   builder.Sleep(kProducer, 9 * 1000 * kMs, 0, 10 * 1000 * kMs, 0, 1, kSleepStack);
   uint64_t preempted_ns = 0;
-  const std::array<uint64_t, 6> delays = {16 * kMs, 23 * kMs, 19 * kMs, 21 * kMs, 17 * kMs,
-                                          22 * kMs};
+  const std::array<uint64_t, 6> delays = {16 * kMs, 23 * kMs, 19 * kMs,
+                                          21 * kMs, 17 * kMs, 22 * kMs};
   uint64_t at = 100 * kMs;
   for (uint64_t delay : delays) {
     const uint64_t work = 25 * kMs + delay / 2;
@@ -1571,8 +1570,8 @@ TEST(Diagnosis, AProducerPreemptedWhileItsConsumerWaitsLackedACpu) {
     ASSERT_EQ(handoff.tid, kConsumer);
     ASSERT_EQ(handoff.chain.size(), 1u);
     EXPECT_EQ(handoff.chain[0].runnable_ns, delays[i]);
-    EXPECT_NE(DescribeLink(session, handoff.chain[0]).find(", waiting for a CPU " +
-                                                            FormatDuration(delays[i])),
+    EXPECT_NE(DescribeLink(session, handoff.chain[0])
+                  .find(", waiting for a CPU " + FormatDuration(delays[i])),
               std::string::npos)
         << DescribeLink(session, handoff.chain[0]);
   }
@@ -1629,11 +1628,11 @@ TEST(Diagnosis, OversubscriptionListsEachThreadsDelayAndTheOneItMadeLate) {
               FormatDuration(runnable[cpu.tids[i]]);
   }
   EXPECT_NE(text.find(listed + " and 4 more\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("waits held up for want of a CPU: probe (40) " + FormatDuration(probe_late) +
-                      ": woken, it waited for a CPU " + FormatDuration(probe_late) + " (" +
-                      std::to_string(wakeups) + " wakeups, longest " + FormatDuration(longest) +
-                      ")\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("waits held up for want of a CPU: probe (40) " + FormatDuration(probe_late) +
+                ": woken, it waited for a CPU " + FormatDuration(probe_late) + " (" +
+                std::to_string(wakeups) + " wakeups, longest " + FormatDuration(longest) + ")\n"),
+      std::string::npos)
       << text;
 }
 
@@ -1663,6 +1662,24 @@ TEST(Diagnosis, ALoneThreadPreemptedByOthersIsNoCauseButIsSaid) {
                       "% of its time)"),
             std::string::npos)
       << text;
+}
+
+// A thread another waits for all along (a join), preempted for moments that add up to 2 ms of
+// 200: the wait was held up by it, but no more than by any busy machine: no cause.
+TEST(Diagnosis, MomentsOfPreemptionWhileAwaitedAreNoShortage) {
+  SessionBuilder builder;
+  builder.session().meta.kernel_recording = true;
+  builder.Thread(11, "main");
+  builder.Thread(12, "worker");
+  for (uint64_t at = 10 * kMs; at < 200 * kMs; at += 20 * kMs)
+    builder.Preempted(12, at, at + 200 * kUs);
+  builder.FutexSleep(11, kCondvar, 1 * kMs, 201 * kMs, 201 * kMs + 10 * kUs, 12);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 2u);
+  EXPECT_FALSE(diagnosis.cpu_waits[0].short_of_cpu);
+  EXPECT_EQ(diagnosis.cpu_waits[0].awaited_ns, 2 * kMs);
 }
 
 }  // namespace

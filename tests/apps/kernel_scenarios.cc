@@ -667,7 +667,8 @@ void OddNames(Scenario& scenario) {
   scenario.JoinAll();
 }
 
-// Spans: "work" per worker (iterations done).
+// Spans: "work" per worker (iterations done; runq_wait_ns, its time waiting for a CPU meanwhile,
+// from schedstat).
 void Control(Scenario& scenario) {
   constexpr uint64_t kWorkNs = 200 * kMs;
   const cpu_set_t allowed = AllowedCpus();
@@ -677,6 +678,7 @@ void Control(Scenario& scenario) {
     scenario.Add("worker", "worker-" + std::to_string(i)).Start([=](Actor& self) {
       pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;  // nobody else takes it
       SleepUntil(start_ns);
+      const SchedStat before = ReadSchedStat();
       uint64_t iterations = 0;
       while (NowNs() < start_ns + kWorkNs) {
         pthread_mutex_lock(&own);
@@ -684,7 +686,9 @@ void Control(Scenario& scenario) {
         pthread_mutex_unlock(&own);
         ++iterations;
       }
-      self.Record("work", start_ns, NowNs(), " iterations=%" PRIu64, iterations);
+      const SchedStat after = ReadSchedStat();
+      self.Record("work", start_ns, NowNs(), " iterations=%" PRIu64 " runq_wait_ns=%" PRIu64,
+                  iterations, after.runqueue_ns - before.runqueue_ns);
     });
   }
   scenario.JoinAll();

@@ -255,8 +255,10 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
     wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
   }
-  if (interval.wake_ns != 0 && interval.wake_ns >= start && interval.wake_ns <= end) {
-    wait.wake_ns = interval.wake_ns;
+  // Woken before `start` (the interval clipped to a window it began before): runnable from the
+  // window's start, not asleep in it.
+  if (interval.wake_ns != 0 && interval.wake_ns <= end) {
+    wait.wake_ns = std::max(interval.wake_ns, start);
     wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;
     wait.waker_comm = session_.WakerComm(interval);
@@ -270,6 +272,12 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
 
 TimeSplit WaitReader::Split(uint32_t tid, uint64_t start, uint64_t end) const {
   TimeSplit split;
+  // Before the thread was created, and after it exited, it did nothing at all.
+  if (auto thread = session_.threads.find(tid); thread != session_.threads.end()) {
+    if (thread->second.start_ns > start) start = std::min(thread->second.start_ns, end);
+    if (thread->second.exit_ns != 0 && thread->second.exit_ns < end)
+      end = std::max(thread->second.exit_ns, start);
+  }
   for (const OffCpuInterval* interval : index_->off_cpu.During(tid, start, end)) {
     uint64_t clipped_start = std::max(interval->start_ns, start);
     uint64_t clipped_end = std::min(interval->end_ns, end);

@@ -70,7 +70,8 @@ enum class WaitClass : uint8_t {
 // One off-CPU interval inside a slow call.
 struct Wait {
   uint64_t start_ns = 0;  // clipped to the call
-  uint64_t wake_ns = 0;   // 0: never woken inside the call (preempted, or woken after it)
+  uint64_t wake_ns = 0;   // 0: never woken inside the call (preempted, or woken after it);
+                          // start_ns when woken before it (runnable in it throughout)
   uint64_t end_ns = 0;    // clipped to the call
   uint32_t pid = 0;       // the waiting thread's process
   OffCpuState state = OffCpuState::kSleeping;
@@ -151,7 +152,8 @@ struct Freeze {
   size_t thread_count = 0;  // distinct threads among the members
 };
 
-// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside.
+// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside. Time before
+// the thread was created or after it exited is none of them.
 struct TimeSplit {
   uint64_t on_cpu_ns = 0;
   uint64_t runnable_ns = 0;

@@ -51,6 +51,7 @@ class Diagnoser {
       : session_(session), reader_(reader), correlation_(session), gpu_busy_(session) {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
+    for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
   }
 
   Diagnosis Run() {
@@ -65,13 +66,29 @@ class Diagnoser {
   }
 
  private:
+  // Who held a wait up, and until when.
+  struct Holder {
+    uint32_t tid = 0;
+    uint64_t until_ns = 0;  // the end of its part: the wake, its release, or the wait's end
+    bool by_owner = false;  // named by the lock, not the wait's waker
+    bool released = false;  // by_owner: it released the lock at until_ns, before the wait ended
+    const MemoryMapCall* memory_call = nullptr;  // the memory map call the owner was in
+  };
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
-  uint32_t LockOwner(uint32_t tid, const Wait& wait) const;
+  // The thread that ended `wait` of `waiter` (its waker; for a kernel lock whose waker is not in
+  // the tree, its owner; else the holder the lock named), or none.
+  Holder HolderOf(uint32_t waiter, const Wait& wait) const;
+  Holder LockOwner(uint32_t tid, const Wait& wait) const;
+  // Whether the chain, back at `closing.tid`, is a cycle of waits asleep all at once, each on a
+  // lock the next still held then.
+  bool IsDeadlock(const Stall& stall, const Holder& closing) const;
   void FindStalls();
   void GroupCauses();
   void FindCpuStarvation();
+  // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
+  uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
   void FindFreezes();
   void FindGpuGaps();
   void ExplainGap(GpuGap& gap);
@@ -85,6 +102,7 @@ class Diagnoser {
   GpuCorrelation correlation_;
   GpuBusyTimeline gpu_busy_;
   Diagnosis diagnosis_;
+  std::unordered_map<uint32_t, uint32_t> creator_of_;  // tid -> the thread that created it
   std::map<std::string, int> cause_by_key_;
   std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
 };
@@ -99,6 +117,11 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     if (thread->second.exit_ns != 0 && thread->second.exit_ns < start_ns) {
       link.state = ChainLink::State::kExited;
       return link;
+    }
+    // Created inside the window: it accounts for the part it existed, no more.
+    if (thread->second.start_ns > link.start_ns) {
+      link.created_ns = thread->second.start_ns;
+      link.start_ns = std::min(thread->second.start_ns, link.end_ns);
     }
   }
   link.call = reader_.CallAt(tid, link.end_ns);
@@ -139,49 +162,99 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
 void Diagnoser::FollowChain(Stall& stall) const {
   std::vector<ChainLink>& chain = stall.chain;
   std::set<uint32_t> seen = {stall.tid};
-  // Each step: the thread that ended `wait` (its waker; for a kernel lock whose waker is not in
-  // the tree, its owner, with the memory map call the owner was in), over that wait.
   const Wait* wait = &stall.wait;
   uint32_t waiter = stall.tid;
   while (chain.size() < diagnosis_.options.max_chain) {
-    uint32_t next = wait->waker_tid;
-    const MemoryMapCall* memory_call = nullptr;
-    bool by_owner = false;
-    if (const LockWait* lock = wait->kernel_lock; lock != nullptr && lock->owner_tid != 0) {
-      if (next == 0 || !InTree(next)) next = lock->owner_tid;
-      if (next == lock->owner_tid) memory_call = wait->owner_memory_call;
-    } else if (next == 0 || !InTree(next)) {
-      next = LockOwner(waiter, *wait);
-      by_owner = next != 0;
-    }
-    if (next == 0 || !InTree(next)) break;
-    if (!seen.insert(next).second) {
-      // Back to a thread of the chain: a cycle of waits, closed by a lock's owner.
-      if (by_owner ||
-          std::any_of(chain.begin(), chain.end(), [](const ChainLink& link) { return link.owner; }))
-        stall.deadlock_tid = next;
+    const Holder holder = HolderOf(waiter, *wait);
+    if (holder.tid == 0 || !InTree(holder.tid)) break;
+    if (!seen.insert(holder.tid).second) {
+      // Back to a thread of the chain.
+      if (IsDeadlock(stall, holder)) stall.deadlock_tid = holder.tid;
       break;
     }
-    ChainLink link =
-        MakeLink(next, wait->start_ns, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
-    link.owner = by_owner;
-    if (memory_call != nullptr) link.memory_call = memory_call;
+    ChainLink link = MakeLink(holder.tid, wait->start_ns, holder.until_ns);
+    link.owner = holder.by_owner;
+    link.released = holder.released;
+    if (holder.memory_call != nullptr) link.memory_call = holder.memory_call;
     chain.push_back(std::move(link));
     const ChainLink& last = chain.back();
-    if (last.state != ChainLink::State::kAsleep || !last.wait) break;
-    wait = &*last.wait;
-    waiter = last.tid;
+    if (last.created_ns != 0 && last.created_ns - wait->start_ns > last.end_ns - last.start_ns) {
+      // It did not exist for most of the wait: until it did, the wait was held up by what its
+      // creator did before creating it.
+      auto creator = creator_of_.find(last.tid);
+      if (creator == creator_of_.end() || !InTree(creator->second) ||
+          chain.size() == diagnosis_.options.max_chain || !seen.insert(creator->second).second)
+        break;
+      ChainLink made = MakeLink(creator->second, wait->start_ns, last.created_ns);
+      made.creator = true;
+      chain.push_back(std::move(made));
+    }
+    const ChainLink& followed = chain.back();
+    if (followed.state != ChainLink::State::kAsleep || !followed.wait) break;
+    wait = &*followed.wait;
+    waiter = followed.tid;
   }
+}
+
+Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
+  const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
+  Holder holder{wait.waker_tid, asleep_until};
+  if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+    if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;
+    if (holder.tid == lock->owner_tid) holder.memory_call = wait.owner_memory_call;
+  } else if (holder.tid == 0 || !InTree(holder.tid)) {
+    holder = LockOwner(waiter, wait);
+  }
+  return holder;
 }
 
 // The thread a contended glibc mutex or rwlock named as its holder when `tid` began `wait` on it,
 // when that is another thread of the same process (the field read may belong to some other
-// lock); 0: none.
-uint32_t Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
-  if (wait.object.kind != WaitKind::kFutex) return 0;
+// lock), up to its release: its first wake of the word after the waiter read the holder (its
+// unlock wakes a waiter, not necessarily this one). Released before the sleep began, it held
+// nothing this thread waited for: none.
+Diagnoser::Holder Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
+  if (wait.object.kind != WaitKind::kFutex) return {};
   const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
-  if (futex == nullptr || futex->uaddr != wait.object.address) return 0;
-  return RecordedLockHolder(session_, tid, *futex);
+  if (futex == nullptr || futex->uaddr != wait.object.address) return {};
+  const uint32_t owner = RecordedLockHolder(session_, tid, *futex);
+  if (owner == 0) return {};
+  const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
+  for (const FutexCall* call : reader_.FutexDuring(owner, futex->start_ns, asleep_until)) {
+    if (call->start_ns < futex->start_ns || !call->is_wake() || call->uaddr != futex->uaddr)
+      continue;
+    if (call->start_ns <= wait.start_ns) return {};
+    return {owner, call->start_ns, true, true};
+  }
+  return {owner, asleep_until, true, false};
+}
+
+// The cycle: from where `closing.tid` first appears (the waiter, or a link) around to it, each
+// thread's wait (the stall's, or the link's longest sleep) held up by the next. A deadlock only
+// when one of them was named by a lock (a cycle of wakes is time moving on), none is a creation,
+// and at the latest start of the waits all were still asleep and every holder still held.
+bool Diagnoser::IsDeadlock(const Stall& stall, const Holder& closing) const {
+  const std::vector<ChainLink>& chain = stall.chain;
+  size_t first = 0;  // the cycle's first waiter: 0 the stall's thread, k the link chain[k - 1]
+  if (closing.tid != stall.tid) {
+    while (first < chain.size() && chain[first].tid != closing.tid) ++first;
+    if (first == chain.size()) return false;
+    ++first;
+  }
+  bool by_owner = closing.by_owner;
+  uint64_t instant = 0, until = closing.until_ns;
+  for (size_t k = first; k <= chain.size(); ++k) {
+    const Wait* wait = k == 0 ? &stall.wait : chain[k - 1].wait ? &*chain[k - 1].wait : nullptr;
+    if (wait == nullptr) return false;
+    instant = std::max(instant, wait->start_ns);
+    until = std::min(until, wait->wake_ns != 0 ? wait->wake_ns : wait->end_ns);
+    if (k < chain.size()) {
+      if (chain[k].creator) return false;
+      by_owner |= chain[k].owner;
+      until = std::min(until, chain[k].end_ns);
+    }
+  }
+  return by_owner && instant < until;
 }
 
 void Diagnoser::FindStalls() {
@@ -272,10 +345,11 @@ void Diagnoser::GroupCauses() {
   std::vector<std::map<uint32_t, uint64_t>> held(diagnosis_.causes.size());
   for (const Stall& stall : diagnosis_.stalls) {
     if (stall.cause < 0 || stall.chain.empty()) continue;
-    // A wait nobody ended was held up, to its end, by the owner its mutex named.
+    // A wait nobody ended was held up, to its release or the wait's end, by the owner its mutex
+    // named.
     if (stall.wait.wake_ns == 0 && !stall.chain.front().owner) continue;
     uint32_t ender = stall.chain.front().tid;
-    uint64_t release = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+    uint64_t release = stall.chain.front().end_ns;
     uint64_t since = stall.wait.start_ns;
     if (auto ends = wait_ends.find({stall.cause, ender}); ends != wait_ends.end()) {
       // Its last wait on the object that ended by the release.
@@ -294,42 +368,122 @@ void Diagnoser::GroupCauses() {
   }
 }
 
-// More threads ready to run than CPUs: no lock, only time runnable.
+uint64_t Diagnoser::RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const {
+  uint64_t runnable = 0;
+  for (const OffCpuInterval* interval : reader_.OffCpuDuring(tid, start, end)) {
+    uint64_t from = std::max(start, interval->state() == OffCpuState::kRunnable
+                                        ? interval->start_ns
+                                        : std::max(interval->start_ns, interval->wake_ns));
+    uint64_t to = std::min(end, interval->end_ns);
+    if ((interval->state() == OffCpuState::kRunnable || interval->wake_ns != 0) && from < to)
+      runnable += to - from;
+  }
+  return runnable;
+}
+
+// Threads ready to run without a CPU: no lock, only time runnable. Short of CPU is a thread that
+// was runnable the threshold or more, for a share of its life or of the time another thread's
+// wait was held up by it (a handoff's producer preempted: the consumer waits longer). A cause when
+// that made waits longer: threads of the program kept each other from a CPU, or a wait was held up
+// by a thread without one, or a thread woken waited for one. (A lone thread that other programs
+// preempted, with nobody waiting for it, only ran slower: the report says so, as no cause.)
 void Diagnoser::FindCpuStarvation() {
-  struct ThreadTime {
-    uint64_t runnable_ns = 0, first_ns = UINT64_MAX, last_ns = 0;
-    uint32_t pid = 0;
+  const uint64_t threshold = diagnosis_.options.wait_threshold_ns;
+  struct Life {
+    uint64_t first_ns = UINT64_MAX, last_ns = 0;
   };
-  std::map<uint32_t, ThreadTime> threads;
+  std::map<uint32_t, CpuWait> threads;
+  std::map<uint32_t, Life> lives;
   for (const OffCpuInterval& interval : session_.off_cpu) {
     if (IsProfilerThread(session_, interval.tid)) continue;
-    ThreadTime& time = threads[interval.tid];
-    time.pid = interval.pid;
-    time.first_ns = std::min(time.first_ns, interval.start_ns);
-    time.last_ns = std::max(time.last_ns, interval.end_ns);
+    CpuWait& time = threads[interval.tid];
+    Life& life = lives[interval.tid];
+    time.tid = interval.tid;
+    life.first_ns = std::min(life.first_ns, interval.start_ns);
+    life.last_ns = std::max(life.last_ns, interval.end_ns);
     if (interval.state() == OffCpuState::kRunnable) {
       time.runnable_ns += interval.duration();
     } else if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns) {
-      time.runnable_ns += interval.end_ns - interval.wake_ns;
+      const uint64_t late = interval.end_ns - interval.wake_ns;
+      time.runnable_ns += late;
+      time.after_wakeup_ns += late;
+      time.longest_after_wakeup_ns = std::max(time.longest_after_wakeup_ns, late);
+      if (late > 0) ++time.wakeups;
     }
   }
-  std::vector<std::pair<uint32_t, uint64_t>> starved;
-  for (const auto& [tid, time] : threads) {
-    uint64_t life = time.last_ns > time.first_ns ? time.last_ns - time.first_ns : 0;
-    if (time.runnable_ns >= diagnosis_.options.wait_threshold_ns &&
-        time.runnable_ns >= life * kCpuStarvedShare)
-      starved.emplace_back(tid, time.runnable_ns);
+  // Each link of a chain accounts for part of the previous link's sleep (or of the part before
+  // its thread existed): the links' runnable times in one chain never overlap, and add up to the
+  // time the wait was held up by threads without a CPU. For the threads that held waits up, the
+  // windows are merged, so that several waits on one producer count its time once.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> awaited;
+  for (const Stall& stall : diagnosis_.stalls) {
+    auto waiter = threads.find(stall.tid);
+    for (const ChainLink& link : stall.chain) {
+      if (link.end_ns <= link.start_ns) continue;
+      awaited[link.tid].emplace_back(link.start_ns, link.end_ns);
+      if (link.runnable_ns == 0 || waiter == threads.end()) continue;
+      CpuWait& time = waiter->second;
+      time.held_up_ns += link.runnable_ns;
+      auto by = std::find_if(time.held_up_by.begin(), time.held_up_by.end(),
+                             [&](const auto& entry) { return entry.first == link.tid; });
+      if (by == time.held_up_by.end()) {
+        time.held_up_by.emplace_back(link.tid, link.runnable_ns);
+      } else {
+        by->second += link.runnable_ns;
+      }
+    }
   }
-  if (starved.size() < 2) return;
+  std::map<uint32_t, uint64_t> awaited_window_ns;  // how long others waited for it, in all
+  for (auto& [tid, windows] : awaited) {
+    auto time = threads.find(tid);
+    if (time == threads.end()) continue;
+    std::sort(windows.begin(), windows.end());
+    auto [from, to] = windows.front();
+    for (size_t i = 1; i <= windows.size(); ++i) {
+      if (i < windows.size() && windows[i].first <= to) {
+        to = std::max(to, windows[i].second);
+        continue;
+      }
+      time->second.awaited_ns += RunnableDuring(tid, from, to);
+      awaited_window_ns[tid] += to - from;
+      if (i < windows.size()) std::tie(from, to) = windows[i];
+    }
+  }
+  std::vector<CpuWait>& waits = diagnosis_.cpu_waits;
+  bool made_late = false;
+  for (auto& [tid, time] : threads) {
+    if (time.runnable_ns < threshold && time.delayed_ns() < threshold) continue;
+    const Life& life = lives[tid];
+    time.life_ns = life.last_ns > life.first_ns ? life.last_ns - life.first_ns : 0;
+    // The same share of the time others waited for it as of its life: a moment's preemption
+    // while another thread waits for it all along is no shortage.
+    time.short_of_cpu = time.runnable_ns >= threshold &&
+                        (time.runnable_ns >= time.life_ns * kCpuStarvedShare ||
+                         (time.awaited_ns >= threshold &&
+                          time.awaited_ns >= awaited_window_ns[tid] * kCpuStarvedShare));
+    time.latency_sensitive = time.delayed_ns() >= threshold &&
+                             time.delayed_ns() >= time.runnable_ns - time.after_wakeup_ns;
+    made_late |= time.latency_sensitive || (time.short_of_cpu && time.awaited_ns >= threshold);
+    std::stable_sort(time.held_up_by.begin(), time.held_up_by.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    waits.push_back(std::move(time));
+  }
+  std::stable_sort(waits.begin(), waits.end(), [](const CpuWait& a, const CpuWait& b) {
+    return a.runnable_ns > b.runnable_ns;
+  });
+  const auto short_of_cpu =
+      std::count_if(waits.begin(), waits.end(), [](const CpuWait& w) { return w.short_of_cpu; });
+  if (short_of_cpu == 0 || (short_of_cpu < 2 && !made_late)) return;
   WaitObject none;
   int index = CauseFor("cpu", WaitClass::kCpu, none, "too few CPUs for the threads ready to run");
   Cause& cause = diagnosis_.causes[index];
-  for (const auto& [tid, ns] : starved) {
-    cause.blocked_ns += ns;
-    cause.longest_ns = std::max(cause.longest_ns, ns);
-    AddThread(cause.tids, tid);
+  for (const CpuWait& time : waits) {
+    if (!time.short_of_cpu) continue;
+    cause.blocked_ns += time.runnable_ns;
+    cause.longest_ns = std::max(cause.longest_ns, time.runnable_ns);
+    AddThread(cause.tids, time.tid);
+    ++cause.wait_count;
   }
-  cause.wait_count = starved.size();
 }
 
 // Overlapping waits with one cause, of at least two threads.
@@ -543,6 +697,7 @@ bool InDeadlock(const Stall& stall) {
 
 std::string DescribeLink(const Session& session, const ChainLink& link) {
   std::string text = session.ThreadLabel(link.tid);
+  if (link.created_ns != 0) text += ", created at " + FormatOffset(session, link.created_ns) + ",";
   switch (link.state) {
     case ChainLink::State::kExited:
       return text + " (had exited)";
@@ -571,6 +726,13 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   } else if (link.call != nullptr) {
     text += " in " + session.ApiName(*link.call);
   }
+  // Time without a CPU is said wherever it took a tenth of the window or more.
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.state != ChainLink::State::kRunnable && link.runnable_ns > 0 &&
+      link.runnable_ns * 10 >= window_ns)
+    text += ", waiting for a CPU " + FormatDuration(link.runnable_ns);
+  if (link.released)
+    text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
   return text;
 }
 

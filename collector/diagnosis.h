@@ -36,9 +36,14 @@ struct ChainLink {
   uint32_t tid = 0;
   // Found as the holder the lock (a mutex, a rwlock's writer) named when the previous wait began,
   // not as the thread that ended it: nobody ended it (a deadlock, a timeout), or no thread of the
-  // tree did.
+  // tree did. The window ends where it released the lock, or where the wait ended.
   bool owner = false;
-  uint64_t start_ns = 0;  // the window
+  bool released = false;  // owner: it released the lock at end_ns, before the wait ended
+  // The thread that created the previous link's thread, over the part of the window before that
+  // thread existed (most of it): what it did until it created it.
+  bool creator = false;
+  uint64_t created_ns = 0;  // the thread was created inside the window, which starts there; 0: not
+  uint64_t start_ns = 0;    // the window: the part of the previous wait this thread accounts for
   uint64_t end_ns = 0;
   State state = State::kOnCpu;
   uint64_t on_cpu_ns = 0;
@@ -60,9 +65,10 @@ struct Stall {
   WaitClass wait_class = WaitClass::kOther;
   const ApiCall* call = nullptr;  // the CUDA call it happened in, if any
   // [0]: what the thread that ended the wait (the waker, else the lock's owner) did from the
-  // wait's start to the wake; each next link: the thread that ended the previous link's sleep.
-  // The last link is the root. Empty when nobody ended the wait (a timeout, a sleep) and its lock
-  // named no owner.
+  // wait's start to the wake (an owner: to its release); each next link: the thread that ended
+  // the previous link's sleep, or the creator of a thread that did not exist for most of it. The
+  // last link is the root. Empty when nobody ended the wait (a timeout, a sleep) and its lock
+  // named no owner that held it then.
   std::vector<ChainLink> chain;
   // The thread the chain came back to (the waiter itself, or a link) through a lock's owner: each
   // waits for a lock the next holds, the last for one this thread holds. A deadlock, unless a
@@ -104,6 +110,31 @@ struct DiagnosedFreeze {
   int cause = -1;
 };
 
+// One thread's time ready to run without a CPU, and the time its own waits were held up by that.
+struct CpuWait {
+  uint32_t tid = 0;
+  uint64_t runnable_ns = 0;  // in all: preempted, or woken and not yet run
+  uint64_t life_ns = 0;      // from its first switch-out to its last switch-in
+  // Of runnable_ns, woken and not yet run: each of its waits ended that much after its wake.
+  uint64_t after_wakeup_ns = 0;
+  uint64_t longest_after_wakeup_ns = 0;
+  size_t wakeups = 0;  // wakeups it then waited for a CPU after
+  // Of runnable_ns, while another thread's wait was held up by it (a link of that wait's chain).
+  uint64_t awaited_ns = 0;
+  // While it waited: the threads of its waits' chains were runnable this long (a handoff's
+  // producer preempted), and which, longest first.
+  uint64_t held_up_ns = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> held_up_by;
+  // Runnable the threshold or more, for a share (5%) of its life or of the time others waited
+  // for it: a thread of the CPU cause.
+  bool short_of_cpu = false;
+  // Its waits were held up the threshold or more for want of a CPU (its own after a wakeup, or
+  // that of the threads it waited for), more than it was preempted itself: the lack of CPU made
+  // it late, not only slower.
+  bool latency_sensitive = false;
+  uint64_t delayed_ns() const { return after_wakeup_ns + held_up_ns; }
+};
+
 // One root cause, with everything it explains.
 struct Cause {
   WaitClass wait_class = WaitClass::kOther;
@@ -115,7 +146,7 @@ struct Cause {
   uint64_t gpu_idle_ns = 0;       // GPU stream idle time it explains
   uint64_t longest_ns = 0;        // its longest single wait
   size_t wait_count = 0;
-  std::vector<uint32_t> tids;  // threads that waited on it
+  std::vector<uint32_t> tids;  // threads that waited on it (kCpu: by runnable time, longest first)
   std::vector<int> stalls, freezes, gaps;
 };
 
@@ -125,7 +156,10 @@ struct Diagnosis {
   std::vector<Cause> causes;             // ranked: GPU idle explained, then blocked thread time
   std::vector<DiagnosedFreeze> freezes;  // in time order
   std::vector<GpuGap> gaps;              // in time order
-  bool kernel_recorded = false;          // without the kernel's record nothing can be explained
+  // Threads runnable the wait threshold or more, or whose waits were held up that long for want
+  // of a CPU; by runnable time, longest first (those short_of_cpu are the CPU cause's threads).
+  std::vector<CpuWait> cpu_waits;
+  bool kernel_recorded = false;  // without the kernel's record nothing can be explained
 };
 
 Diagnosis Diagnose(const Session& session, const DiagnosisOptions& options);

@@ -339,6 +339,11 @@ void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
                                             event.parent_tid, event.parent_kstack_id, is_thread});
   threads_->SeeName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
   threads_->SeeStart(event.tid, event.pid);
+  // A tid the kernel gives again after an exit is another thread: its start is the latest.
+  Thread& thread = session_->threads[event.tid];
+  thread.tid = event.tid;
+  thread.pid = event.pid;
+  thread.start_ns = std::max<uint64_t>(thread.start_ns, event.time_ns);
   if (!is_thread) {
     Process& process = session_->processes[event.pid];
     process.pid = event.pid;

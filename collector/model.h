@@ -91,7 +91,8 @@ struct Thread {
   uint32_t pid = 0;
   uint32_t tid = 0;
   std::string name;
-  uint64_t exit_ns = 0;  // 0: not seen exiting
+  uint64_t exit_ns = 0;   // 0: not seen exiting
+  uint64_t start_ns = 0;  // created (its first wakeup); 0: not seen starting, it was there before
   // Page faults quicker than Session::quick_page_fault_limit_ns: the kernel recorder counts them
   // per thread instead of recording each.
   uint64_t quick_page_faults = 0;

@@ -37,6 +37,9 @@ class DiagnosisText {
     if (tids.size() > shown) text += " and " + std::to_string(tids.size() - shown) + " more";
     return text;
   }
+  // The CPU cause's threads by their own runnable time, longest first; `delayed`: instead the
+  // threads whose waits were held up for want of a CPU (latency_sensitive), by how long, and how.
+  std::string CpuWaits(bool delayed) const;
   void Chain(const std::vector<ChainLink>& chain, const char* indent, uint32_t deadlock_tid = 0);
   void Causes();
   void Freezes();
@@ -49,11 +52,53 @@ class DiagnosisText {
   std::ostringstream out_;
 };
 
+std::string DiagnosisText::CpuWaits(bool delayed) const {
+  constexpr size_t kShown = 4;
+  std::vector<const CpuWait*> listed;
+  for (const CpuWait& wait : diagnosis_.cpu_waits) {
+    if (delayed ? wait.latency_sensitive : wait.short_of_cpu) listed.push_back(&wait);
+  }
+  if (delayed) {
+    std::stable_sort(listed.begin(), listed.end(), [](const CpuWait* a, const CpuWait* b) {
+      return a->delayed_ns() > b->delayed_ns();
+    });
+  }
+  std::string text;
+  for (size_t i = 0; i < std::min(kShown, listed.size()); ++i) {
+    const CpuWait& wait = *listed[i];
+    const char* separator = i == 0 ? "" : delayed ? "; " : ", ";
+    text += separator + Thread(wait.tid) + " " +
+            FormatDuration(delayed ? wait.delayed_ns() : wait.runnable_ns);
+    if (!delayed) continue;
+    std::vector<std::string> how;
+    if (wait.after_wakeup_ns > 0) {
+      how.push_back("woken, it waited for a CPU " + FormatDuration(wait.after_wakeup_ns) + " (" +
+                    std::to_string(wait.wakeups) + " wakeup" + (wait.wakeups == 1 ? "" : "s") +
+                    ", longest " + FormatDuration(wait.longest_after_wakeup_ns) + ")");
+    }
+    if (wait.held_up_ns > 0) {
+      std::string by =
+          "the threads it waited for were runnable " + FormatDuration(wait.held_up_ns) + " (";
+      for (size_t b = 0; b < std::min<size_t>(3, wait.held_up_by.size()); ++b)
+        by += (b == 0 ? "" : ", ") + Thread(wait.held_up_by[b].first);
+      if (wait.held_up_by.size() > 3)
+        by += " and " + std::to_string(wait.held_up_by.size() - 3) + " more";
+      how.push_back(by + ")");
+    }
+    text += ": ";
+    for (size_t h = 0; h < how.size(); ++h) text += (h == 0 ? "" : ", ") + how[h];
+  }
+  if (listed.size() > kShown) text += " and " + std::to_string(listed.size() - kShown) + " more";
+  return text;
+}
+
 // "ended by X asleep on Y [kernel lock] <- ended by Z on CPU in munmap of 512.0 MiB (root)"
 void DiagnosisText::Chain(const std::vector<ChainLink>& chain, const char* indent,
                           uint32_t deadlock_tid) {
   for (size_t i = 0; i < chain.size(); ++i) {
-    const char* step = i == 0 ? (chain[i].owner ? "held by " : "ended by ") : "  who waited for ";
+    const char* step = chain[i].creator ? "  created by "
+                       : i == 0         ? (chain[i].owner ? "held by " : "ended by ")
+                                        : "  who waited for ";
     out_ << indent << step << DescribeLink(session_, chain[i]);
     if (i + 1 == chain.size()) out_ << (deadlock_tid != 0 ? "" : "  <- root");
     out_ << "\n";
@@ -92,10 +137,16 @@ void DiagnosisText::Causes() {
                    (cause.wait_count == 1 ? "" : "s") + " (longest " +
                    FormatDuration(cause.longest_ns) + ")";
       }
-      facts.push_back(blocked + ": " + Threads(cause.tids));
+      facts.push_back(
+          blocked + ": " +
+          (cause.wait_class == WaitClass::kCpu ? CpuWaits(false) : Threads(cause.tids)));
     }
     for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
     if (!facts.empty()) out_ << "\n";
+    if (cause.wait_class == WaitClass::kCpu) {
+      if (std::string delayed = CpuWaits(true); !delayed.empty())
+        out_ << "     waits held up for want of a CPU: " << delayed << "\n";
+    }
     if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
       out_ << "     held by " << Thread(cause.holder_tid) << "\n";
     for (int s : cause.stalls) {
@@ -117,7 +168,22 @@ void DiagnosisText::Causes() {
   if (diagnosis_.causes.empty() && diagnosis_.kernel_recorded) {
     out_ << "  no contention: no thread waited "
          << FormatDuration(diagnosis_.options.wait_threshold_ns)
-         << " or more on a lock, the GIL, the kernel or the GPU driver, no thread lacked a CPU";
+         << " or more on a lock, the GIL, the kernel or the GPU driver, ";
+    if (diagnosis_.cpu_waits.empty()) {
+      out_ << "no thread lacked a CPU";
+    } else {
+      // Threads that waited for a CPU, but held no wait up by it.
+      out_ << "or on a thread that lacked a CPU (waiting for a CPU in all: ";
+      for (size_t i = 0; i < std::min<size_t>(4, diagnosis_.cpu_waits.size()); ++i) {
+        const CpuWait& wait = diagnosis_.cpu_waits[i];
+        out_ << (i == 0 ? "" : ", ") << Thread(wait.tid) << " " << FormatDuration(wait.runnable_ns);
+        if (wait.life_ns > 0)
+          out_ << ", " << wait.runnable_ns * 100 / wait.life_ns << "% of its time";
+      }
+      if (diagnosis_.cpu_waits.size() > 4)
+        out_ << " and " << diagnosis_.cpu_waits.size() - 4 << " more";
+      out_ << ")";
+    }
     if (diagnosis_.gaps.empty()) out_ << ", and no GPU stream was idle between its work";
     out_ << "\n";
   }

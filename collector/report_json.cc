@@ -504,9 +504,16 @@ const char* LinkStateName(ChainLink::State state) {
   return "unknown";
 }
 
+const char* LinkFoundAs(const ChainLink& link) {
+  if (link.creator) return "creator";
+  return link.owner ? "lock_owner" : "waker";
+}
+
 json LinkJson(const Session& session, const ChainLink& link) {
   return Object({{"thread", ThreadRef(session, link.tid)},
-                 {"found_as", link.owner ? "lock_owner" : "waker"},
+                 {"found_as", LinkFoundAs(link)},
+                 {"released", link.released},
+                 {"created_ns", link.created_ns != 0 ? json(link.created_ns) : json(nullptr)},
                  {"start_ns", link.start_ns},
                  {"end_ns", link.end_ns},
                  {"state", LinkStateName(link.state)},
@@ -596,12 +603,30 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays ar
          {"gpu_side_activity", ActivityJson(session, gap.gpu_side_activity)},
          {"cause", IndexOrNull(gap.cause)}});
   }
+  json cpu_waits = json::array();
+  for (const CpuWait& wait : diagnosis.cpu_waits) {
+    json held_up_by = json::array();
+    for (const auto& [tid, ns] : wait.held_up_by)
+      held_up_by.push_back({{"thread", ThreadRef(session, tid)}, {"runnable_ns", ns}});
+    cpu_waits.push_back({{"thread", ThreadRef(session, wait.tid)},
+                         {"runnable_ns", wait.runnable_ns},
+                         {"life_ns", wait.life_ns},
+                         {"after_wakeup_ns", wait.after_wakeup_ns},
+                         {"longest_after_wakeup_ns", wait.longest_after_wakeup_ns},
+                         {"wakeups", wait.wakeups},
+                         {"awaited_ns", wait.awaited_ns},
+                         {"held_up_ns", wait.held_up_ns},
+                         {"held_up_by", std::move(held_up_by)},
+                         {"short_of_cpu", wait.short_of_cpu},
+                         {"latency_sensitive", wait.latency_sensitive}});
+  }
   return {{"kernel_recorded", diagnosis.kernel_recorded},
           {"wait_threshold_ns", diagnosis.options.wait_threshold_ns},
           {"gap_threshold_ns", diagnosis.options.gap_threshold_ns},
           {"causes", std::move(causes)},
           {"freezes", std::move(freezes)},
           {"gaps", std::move(gaps)},
+          {"cpu_waits", std::move(cpu_waits)},
           {"stalls", std::move(stalls)}};
 }
 

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <map>
 
 #include "diagnosis.h"
 #include "gpu_timeline.h"
 #include "kernel_events.h"
 #include "report.h"
 #include "report_diagnosis.h"
+#include "report_format.h"
 
 namespace gprof::collector {
 namespace {
@@ -1240,6 +1242,444 @@ TEST(Diagnosis, ThreadsShortOfCpuAreOneCauseAndAQuietRunHasNone) {
     EXPECT_TRUE(diagnosis.freezes.empty());
     EXPECT_TRUE(diagnosis.gaps.empty());
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time in chains (issue 18): a link is bounded by the release (the wake, the holder's unlock), a
+// thread accounts only for the time it existed, and a cycle is one only when its waits were all
+// asleep at once.
+
+constexpr uint64_t kUs = 1'000;
+
+// A futex wait on the lock word `lock` (glibc's "locked, with waiters": 2) whose holder field named
+// `owner` when the call began; woken at `wake` by `waker` (0, 0: it timed out).
+void LockSleep(SessionBuilder* b, uint32_t tid, uint64_t lock, uint64_t start, uint64_t wake,
+               uint64_t end, uint32_t waker, uint32_t owner) {
+  b->FutexSleep(tid, lock, start, wake, end, waker);
+  b->session().futex_calls.back().val = 2;
+  b->session().futex_calls.back().owner_tid = owner;
+}
+
+// `tid` unlocks `lock` at `at`: a FUTEX_WAKE of the word.
+void Unlock(SessionBuilder* b, uint32_t tid, uint64_t lock, uint64_t at) {
+  FutexCall wake;
+  wake.pid = kPid;
+  wake.tid = tid;
+  wake.start_ns = at;
+  wake.end_ns = at + 2 * kUs;
+  wake.uaddr = lock;
+  wake.op = 0x81;  // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+  wake.val = 1;
+  wake.ret = 1;
+  b->session().futex_calls.push_back(wake);
+}
+
+std::string DeadlocksIn(const Session& session, const Diagnosis& diagnosis) {
+  std::string found;
+  for (const Stall& stall : diagnosis.stalls) {
+    if (stall.deadlock_tid != 0) found += DescribeDeadlock(session, stall) + "\n";
+  }
+  return found;
+}
+
+// The issue's chain of three mutexes: link-0 holds m0; link-1 holds m1 and waits for m0; link-2
+// holds m2 and waits for m1. Each, once it has what it waited for, releases everything and at
+// once waits on something else: link-0 on m2, link-1 on a condition, link-2 in a sleep. Each
+// woken thread waits `delay` for a CPU before it runs. Nobody ever waits for a lock its holder
+// waits behind: no cycle, whatever the delay; link-0's wait on m2 ends by link-2's release, behind
+// link-1 that was runnable, not asleep, after link-0 had let it go.
+TEST(Diagnosis, AChainOfMutexesReleasedInTurnIsNoDeadlock) {
+  constexpr uint64_t kM0 = 0x7f0000003000, kM1 = 0x7f0000003040, kM2 = 0x7f0000003080;
+  for (uint64_t delay : {2 * kMs, 5 * kMs, 9 * kMs}) {
+    SCOPED_TRACE("delay " + std::to_string(delay));
+    SessionBuilder builder;
+    Session& raw = builder.session();
+    raw.kernel_stacks[8] = {1, 2, 9};
+    raw.kernel_symbols[9] = "do_nanosleep+0x9";
+    for (uint32_t tid : {21u, 22u, 23u}) builder.Thread(tid, "link-" + std::to_string(tid - 21));
+    const uint64_t released0 = 20 * kMs;          // link-0 unlocks m0, waking link-1
+    const uint64_t runs1 = released0 + delay;     // link-1 gets a CPU
+    const uint64_t released1 = runs1 + 50 * kUs;  // and unlocks m1, waking link-2
+    const uint64_t runs2 = released1 + delay;     // link-2 gets a CPU
+    const uint64_t released2 = runs2 + 50 * kUs;  // and unlocks m2, waking link-0
+    LockSleep(&builder, 22, kM0, 1 * kMs, released0, runs1, 21, 21);
+    LockSleep(&builder, 23, kM1, 2 * kMs, released1, runs2, 22, 22);
+    Unlock(&builder, 21, kM0, released0);
+    LockSleep(&builder, 21, kM2, released0 + 10 * kUs, released2, released2 + delay, 23, 23);
+    Unlock(&builder, 22, kM1, released1);
+    builder.FutexSleep(22, kCondvar, released1 + 10 * kUs, 0, 100 * kMs, 0);
+    Unlock(&builder, 23, kM2, released2);
+    builder.Sleep(23, released2 + 10 * kUs, 0, 60 * kMs, 0, 1, 8);
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+
+    EXPECT_EQ(DeadlocksIn(session, diagnosis), "");
+    EXPECT_EQ(RenderDiagnosisText(session, diagnosis, 5).find("DEADLOCK"), std::string::npos)
+        << RenderDiagnosisText(session, diagnosis, 5);
+    const Stall* on_m2 = nullptr;
+    for (const Stall& stall : diagnosis.stalls) {
+      if (stall.tid == 21 && stall.wait.object.address == kM2) on_m2 = &stall;
+    }
+    ASSERT_NE(on_m2, nullptr);
+    ASSERT_EQ(on_m2->chain.size(), 2u);
+    EXPECT_EQ(on_m2->chain[0].tid, 23u);
+    EXPECT_EQ(on_m2->chain[1].tid, 22u);
+    EXPECT_EQ(on_m2->chain[1].state, ChainLink::State::kRunnable)
+        << "woken before link-0 began its wait, link-1 was waiting for a CPU";
+    EXPECT_FALSE(on_m2->chain[1].owner);
+  }
+}
+
+// A thread's wait clipped to a window it began before, woken before the window: runnable in it.
+TEST(Analysis, AWaitWokenBeforeTheWindowIsRunnableInIt) {
+  SessionBuilder builder;
+  builder.Thread(22, "late-runner");
+  LockSleep(&builder, 22, kLock, 1 * kMs, 20 * kMs, 27 * kMs, kHolder, kHolder);
+  Session session = builder.Build();
+  WaitReader reader(session);
+  TimeSplit split = reader.Split(22, 21 * kMs, 30 * kMs);
+  EXPECT_EQ(split.asleep_ns, 0u);
+  EXPECT_EQ(split.runnable_ns, 6 * kMs);
+  EXPECT_EQ(split.on_cpu_ns, 3 * kMs);
+  ASSERT_EQ(split.waits.size(), 1u);
+  EXPECT_EQ(split.waits[0].asleep_ns(), 0u);
+  EXPECT_EQ(split.waits[0].waker_tid, kHolder);
+  TimeSplit whole = reader.Split(22, 0, 30 * kMs);
+  EXPECT_EQ(whole.asleep_ns, 19 * kMs);
+  EXPECT_EQ(whole.runnable_ns, 7 * kMs);
+}
+
+// x and y wait on m0, which `a` holds. a's unlock wakes y, not x; then a waits on m1, which x
+// holds while it waits, in a timed lock, on m0. x's wait times out and it lets m1 go: a's wait on
+// m1 was ended by x, asleep on m0, whose field still named a. But a had released m0 before it
+// began to wait: it is not the holder, and there is no cycle.
+TEST(Diagnosis, AHolderThatReleasedBeforeTheWaitBeganHoldsNothing) {
+  constexpr uint64_t kM0 = 0x7f0000003000, kM1 = 0x7f0000003040;
+  constexpr uint32_t kA = 21, kX = 22, kY = 23;
+  SessionBuilder builder;
+  builder.Thread(kA, "a");
+  builder.Thread(kX, "x");
+  builder.Thread(kY, "y");
+  LockSleep(&builder, kX, kM0, 2 * kMs, 0, 35 * kMs, 0, kA);  // timed out
+  LockSleep(&builder, kY, kM0, 3 * kMs, 10 * kMs, 10 * kMs + 20 * kUs, kA, kA);
+  Unlock(&builder, kA, kM0, 10 * kMs);
+  LockSleep(&builder, kA, kM1, 10 * kMs + 10 * kUs, 35 * kMs + 100 * kUs, 35 * kMs + 120 * kUs, kX,
+            kX);
+  Unlock(&builder, kX, kM1, 35 * kMs + 100 * kUs);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+
+  EXPECT_EQ(DeadlocksIn(session, diagnosis), "");
+  const Stall* on_m1 = nullptr;
+  for (const Stall& stall : diagnosis.stalls) {
+    if (stall.tid == kA) on_m1 = &stall;
+  }
+  ASSERT_NE(on_m1, nullptr);
+  ASSERT_EQ(on_m1->chain.size(), 1u) << "who held m0 for x after a is not recorded";
+  EXPECT_EQ(on_m1->chain[0].tid, kX);
+  EXPECT_EQ(on_m1->chain[0].state, ChainLink::State::kAsleep);
+  // x's own timed-out wait: a named as its holder only until a's unlock.
+  const Stall* x_wait = nullptr;
+  for (const Stall& stall : diagnosis.stalls) {
+    if (stall.tid == kX) x_wait = &stall;
+  }
+  ASSERT_NE(x_wait, nullptr);
+  ASSERT_FALSE(x_wait->chain.empty());
+  EXPECT_EQ(x_wait->chain[0].tid, kA);
+  EXPECT_TRUE(x_wait->chain[0].owner);
+  EXPECT_TRUE(x_wait->chain[0].released);
+  EXPECT_EQ(x_wait->chain[0].end_ns, 10 * kMs);
+  EXPECT_EQ(x_wait->deadlock_tid, 0u);
+}
+
+// w's timed lock names h as the holder; h works 30 ms, unlocks (waking another waiter) and sleeps
+// on a condition w would have signalled: h held w up 30 ms, on CPU, and no longer.
+TEST(Diagnosis, AnOwnerIsDescribedUpToItsRelease) {
+  constexpr uint64_t kOther = 0x7f0000003100;
+  constexpr uint32_t kW = 21, kX = 22;
+  for (uint64_t release : {12 * kMs, 30 * kMs, 61 * kMs}) {
+    SCOPED_TRACE("release at " + std::to_string(release));
+    SessionBuilder builder;
+    builder.Thread(kW, "w");
+    builder.Thread(kX, "x");
+    LockSleep(&builder, kW, kLock, 1 * kMs, 0, 100 * kMs, 0, kHolder);  // timed out
+    LockSleep(&builder, kX, kLock, 2 * kMs, release, release + 20 * kUs, kHolder, kHolder);
+    Unlock(&builder, kHolder, kLock, release);
+    // Then h waits on a lock w holds: had h still held w's lock, this would be a deadlock.
+    LockSleep(&builder, kHolder, kOther, release + 10 * kUs, 0, 150 * kMs, 0, kW);
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+
+    EXPECT_EQ(DeadlocksIn(session, diagnosis), "");
+    const Stall* w_wait = nullptr;
+    for (const Stall& stall : diagnosis.stalls) {
+      if (stall.tid == kW) w_wait = &stall;
+    }
+    ASSERT_NE(w_wait, nullptr);
+    ASSERT_EQ(w_wait->chain.size(), 1u);
+    const ChainLink& held = w_wait->chain[0];
+    EXPECT_EQ(held.tid, kHolder);
+    EXPECT_TRUE(held.owner);
+    EXPECT_TRUE(held.released);
+    EXPECT_EQ(held.end_ns, release);
+    EXPECT_EQ(held.state, ChainLink::State::kOnCpu);
+    EXPECT_EQ(held.on_cpu_ns, release - 1 * kMs);
+    std::string text = RenderDiagnosisText(session, diagnosis, 5);
+    EXPECT_NE(text.find("held by holder (10) on CPU " + FormatDuration(release - 1 * kMs) +
+                        ", until it released the lock at " + FormatOffset(session, release)),
+              std::string::npos)
+        << text;
+  }
+}
+
+// Two threads each hold a lock and wait, in timed locks, for the other's; each lets its own go
+// only after its wait timed out. A deadlock: from the second wait's start until the first's end
+// both slept, each on the lock the other held.
+TEST(Diagnosis, ACycleOfWaitsAsleepAtOnceIsADeadlock) {
+  constexpr uint64_t kMa = 0x7f0000003000, kMb = 0x7f0000003040;
+  constexpr uint32_t kA = 21, kB = 22;
+  for (uint64_t second : {1 * kMs, 20 * kMs, 45 * kMs}) {
+    SCOPED_TRACE("second wait at " + std::to_string(second));
+    SessionBuilder builder;
+    builder.Thread(kA, "lock-a");
+    builder.Thread(kB, "lock-b");
+    LockSleep(&builder, kA, kMb, 1 * kMs, 0, 101 * kMs, 0, kB);
+    LockSleep(&builder, kB, kMa, 1 * kMs + second, 0, 101 * kMs + second, 0, kA);
+    Unlock(&builder, kA, kMa, 101 * kMs + 50 * kUs);
+    Unlock(&builder, kB, kMb, 101 * kMs + second + 50 * kUs);
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    ASSERT_EQ(diagnosis.stalls.size(), 2u);
+    for (const Stall& stall : diagnosis.stalls) EXPECT_EQ(stall.deadlock_tid, stall.tid);
+    EXPECT_NE(RenderDiagnosisText(session, diagnosis, 5).find("DEADLOCK"), std::string::npos);
+  }
+  // The same locks, but b's wait begins after a's timed out and a let its lock go: no instant
+  // had both asleep.
+  SessionBuilder builder;
+  builder.Thread(kA, "lock-a");
+  builder.Thread(kB, "lock-b");
+  LockSleep(&builder, kA, kMb, 1 * kMs, 0, 101 * kMs, 0, kB);
+  Unlock(&builder, kA, kMa, 101 * kMs + 50 * kUs);
+  LockSleep(&builder, kB, kMa, 101 * kMs + 70 * kUs, 0, 201 * kMs, 0, kA);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_EQ(DeadlocksIn(session, diagnosis), "");
+}
+
+// A thread created during a wait ends it: it is credited with the part of the wait it existed
+// for; before that, the wait was held up by what its creator did until it created it.
+TEST(Diagnosis, AThreadCreatedDuringAWaitAccountsOnlyForItsLife) {
+  constexpr uint32_t kWaiter = 21, kSpawner = 22, kFresh = 23;
+  for (uint64_t created : {20 * kMs, 53 * kMs}) {
+    SCOPED_TRACE("created at " + std::to_string(created));
+    SessionBuilder builder;
+    builder.Thread(kWaiter, "waiter");
+    builder.Thread(kSpawner, "spawner");
+    builder.Thread(kFresh, "fresh");
+    builder.session().threads[kFresh].start_ns = created;
+    builder.session().task_starts.push_back(
+        TaskStart{created, kPid, kFresh, kPid, kSpawner, -1, true});
+    const uint64_t wake = created + 2 * kMs;
+    builder.FutexSleep(kWaiter, kCondvar, 1 * kMs, wake, wake + 10 * kUs, kFresh);
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    ASSERT_EQ(diagnosis.stalls.size(), 1u);
+    const Stall& stall = diagnosis.stalls[0];
+    ASSERT_EQ(stall.chain.size(), 2u);
+    const ChainLink& fresh = stall.chain[0];
+    EXPECT_EQ(fresh.tid, kFresh);
+    EXPECT_EQ(fresh.created_ns, created);
+    EXPECT_EQ(fresh.start_ns, created);
+    EXPECT_EQ(fresh.on_cpu_ns, 2 * kMs) << "not the time before it existed";
+    const ChainLink& spawner = stall.chain[1];
+    EXPECT_EQ(spawner.tid, kSpawner);
+    EXPECT_TRUE(spawner.creator);
+    EXPECT_EQ(spawner.start_ns, 1 * kMs);
+    EXPECT_EQ(spawner.end_ns, created);
+    EXPECT_EQ(spawner.on_cpu_ns, created - 1 * kMs);
+    std::string text = RenderDiagnosisText(session, diagnosis, 5);
+    EXPECT_NE(text.find("ended by fresh (23), created at " + FormatOffset(session, created) +
+                        ", on CPU 2.0 ms\n       created by spawner (22) on CPU " +
+                        FormatDuration(created - 1 * kMs) + "  <- root"),
+              std::string::npos)
+        << text;
+  }
+}
+
+// A handoff whose producer was preempted while the consumer waited for it: the CPU it lacked is a
+// cause and each link says how long it waited for one, though the producer was short of CPU for
+// little of its long life.
+TEST(Diagnosis, AProducerPreemptedWhileItsConsumerWaitsLackedACpu) {
+  constexpr uint32_t kConsumer = 21, kProducer = 22;
+  constexpr int32_t kSleepStack = 8;
+  SessionBuilder builder;
+  builder.session().kernel_stacks[kSleepStack] = {1, 2, 9};
+  builder.session().kernel_symbols[9] = "do_nanosleep+0x9";
+  builder.Thread(kConsumer, "consumer");
+  builder.Thread(kProducer, "producer");
+  // Its life is long, 10 s: the time it was preempted is a small share of it.
+  builder.Sleep(kProducer, 0, 0, 10 * kUs, 0, 1, kSleepStack);
+  builder.Sleep(kProducer, 9 * 1000 * kMs, 0, 10 * 1000 * kMs, 0, 1, kSleepStack);
+  uint64_t preempted_ns = 0;
+  const std::array<uint64_t, 6> delays = {16 * kMs, 23 * kMs, 19 * kMs,
+                                          21 * kMs, 17 * kMs, 22 * kMs};
+  uint64_t at = 100 * kMs;
+  for (uint64_t delay : delays) {
+    const uint64_t work = 25 * kMs + delay / 2;
+    builder.Preempted(kProducer, at + 2 * kMs, at + 2 * kMs + delay);
+    preempted_ns += delay;
+    const uint64_t wake = at + work + delay;
+    builder.FutexSleep(kConsumer, kCondvar, at, wake, wake + 10 * kUs, kProducer);
+    at = wake + 5 * kMs;
+  }
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  const Cause& cpu = diagnosis.causes[0];
+  EXPECT_EQ(cpu.wait_class, WaitClass::kCpu);
+  EXPECT_EQ(cpu.tids, (std::vector<uint32_t>{kProducer}));
+  ASSERT_FALSE(diagnosis.cpu_waits.empty());
+  EXPECT_EQ(diagnosis.cpu_waits[0].tid, kProducer);
+  EXPECT_EQ(diagnosis.cpu_waits[0].runnable_ns, preempted_ns);
+  EXPECT_EQ(diagnosis.cpu_waits[0].awaited_ns, preempted_ns);
+  EXPECT_FALSE(diagnosis.cpu_waits[0].latency_sensitive) << "it only computed slower";
+  // The consumer, runnable a moment after each wake, is the thread the lack of CPU made late.
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 2u);
+  const CpuWait& consumer = diagnosis.cpu_waits[1];
+  EXPECT_EQ(consumer.tid, kConsumer);
+  EXPECT_EQ(consumer.held_up_ns, preempted_ns);
+  EXPECT_EQ(consumer.held_up_by,
+            (std::vector<std::pair<uint32_t, uint64_t>>{{kProducer, preempted_ns}}));
+  EXPECT_TRUE(consumer.latency_sensitive);
+  EXPECT_FALSE(consumer.short_of_cpu);
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("no thread lacked a CPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 thread runnable " + FormatDuration(preempted_ns) + ": producer (22) " +
+                      FormatDuration(preempted_ns) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("waits held up for want of a CPU: consumer (21) " +
+                      FormatDuration(consumer.delayed_ns()) + ": woken, it waited for a CPU " +
+                      FormatDuration(consumer.after_wakeup_ns) +
+                      " (6 wakeups, longest 10.0 us), the threads it waited for were runnable " +
+                      FormatDuration(preempted_ns) + " (producer (22))\n"),
+            std::string::npos)
+      << text;
+  for (size_t i = 0; i < delays.size(); ++i) {
+    const Stall& handoff = diagnosis.stalls[i];
+    ASSERT_EQ(handoff.tid, kConsumer);
+    ASSERT_EQ(handoff.chain.size(), 1u);
+    EXPECT_EQ(handoff.chain[0].runnable_ns, delays[i]);
+    EXPECT_NE(DescribeLink(session, handoff.chain[0])
+                  .find(", waiting for a CPU " + FormatDuration(delays[i])),
+              std::string::npos)
+        << DescribeLink(session, handoff.chain[0]);
+  }
+}
+
+// Seven hogs and a thread that sleeps 2 ms at a time and, woken, waits for a CPU: all eight are
+// listed by their own runnable time, longest first; the sleeper, whose waits were made longer,
+// is named though its time is the shortest.
+TEST(Diagnosis, OversubscriptionListsEachThreadsDelayAndTheOneItMadeLate) {
+  constexpr int32_t kSleepStack = 8;
+  constexpr uint32_t kProbe = 40;
+  SessionBuilder builder;
+  builder.session().kernel_stacks[kSleepStack] = {1, 2, 9};
+  builder.session().kernel_symbols[9] = "do_nanosleep+0x9";
+  std::map<uint32_t, uint64_t> runnable;
+  for (uint32_t i = 0; i < 7; ++i) {
+    const uint32_t tid = 30 + i;
+    builder.Thread(tid, "t-hog-" + std::to_string(i));
+    // Preempted every 10 ms for a share that differs per hog, so that tid order is not the order.
+    const uint64_t slice = (3 + (i * 5) % 7) * kMs;
+    for (uint64_t at = 0; at < 1000 * kMs; at += 10 * kMs) {
+      builder.Preempted(tid, at + kMs, at + kMs + slice);
+      runnable[tid] += slice;
+    }
+  }
+  builder.Thread(kProbe, "probe");
+  uint64_t probe_late = 0, longest = 0;
+  size_t wakeups = 0;
+  for (uint64_t at = 0; at < 1000 * kMs; at += 4 * kMs) {
+    const uint64_t late = (200 + (at / kMs) % 7 * 150) * kUs;
+    builder.Sleep(kProbe, at, at + 2 * kMs, at + 2 * kMs + late, 0, 1, kSleepStack);
+    probe_late += late;
+    longest = std::max(longest, late);
+    ++wakeups;
+  }
+  runnable[kProbe] = probe_late;
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  const Cause& cpu = diagnosis.causes[0];
+  ASSERT_EQ(cpu.wait_class, WaitClass::kCpu);
+  ASSERT_EQ(cpu.tids.size(), 8u);
+  for (size_t i = 1; i < cpu.tids.size(); ++i)
+    EXPECT_GE(runnable[cpu.tids[i - 1]], runnable[cpu.tids[i]]) << "longest first";
+  EXPECT_EQ(cpu.tids.back(), kProbe);
+  for (const CpuWait& wait : diagnosis.cpu_waits) {
+    EXPECT_EQ(wait.runnable_ns, runnable[wait.tid]) << wait.tid;
+    EXPECT_EQ(wait.latency_sensitive, wait.tid == kProbe) << wait.tid;
+  }
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  std::string listed = "8 threads runnable " + FormatDuration(cpu.blocked_ns) + ": ";
+  for (size_t i = 0; i < 4; ++i) {
+    listed += (i == 0 ? "" : ", ") + session.ThreadLabel(cpu.tids[i]) + " " +
+              FormatDuration(runnable[cpu.tids[i]]);
+  }
+  EXPECT_NE(text.find(listed + " and 4 more\n"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("waits held up for want of a CPU: probe (40) " + FormatDuration(probe_late) +
+                ": woken, it waited for a CPU " + FormatDuration(probe_late) + " (" +
+                std::to_string(wakeups) + " wakeups, longest " + FormatDuration(longest) + ")\n"),
+      std::string::npos)
+      << text;
+}
+
+// A lone worker that other programs preempted, with nobody waiting for it, only ran slower: no
+// cause, but the report does not say that no thread lacked a CPU.
+TEST(Diagnosis, ALoneThreadPreemptedByOthersIsNoCauseButIsSaid) {
+  SessionBuilder builder;
+  builder.session().meta.kernel_recording = true;
+  builder.Thread(11, "worker");
+  uint64_t preempted_ns = 0;
+  for (uint64_t at = 0; at < 200 * kMs; at += 10 * kMs) {
+    builder.Preempted(11, at + 2 * kMs, at + 2 * kMs + (1 + at / (10 * kMs) % 4) * kMs);
+    preempted_ns += (1 + at / (10 * kMs) % 4) * kMs;
+  }
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 1u);
+  EXPECT_EQ(diagnosis.cpu_waits[0].runnable_ns, preempted_ns);
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("no thread lacked a CPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("no contention: no thread waited 1.0 ms or more on a lock, the GIL, the "
+                      "kernel or the GPU driver, or on a thread that lacked a CPU (waiting for "
+                      "a CPU in all: worker (11) " +
+                      FormatDuration(preempted_ns) + ", " +
+                      std::to_string(preempted_ns * 100 / diagnosis.cpu_waits[0].life_ns) +
+                      "% of its time)"),
+            std::string::npos)
+      << text;
+}
+
+// A thread another waits for all along (a join), preempted for moments that add up to 2 ms of
+// 200: the wait was held up by it, but no more than by any busy machine: no cause.
+TEST(Diagnosis, MomentsOfPreemptionWhileAwaitedAreNoShortage) {
+  SessionBuilder builder;
+  builder.session().meta.kernel_recording = true;
+  builder.Thread(11, "main");
+  builder.Thread(12, "worker");
+  for (uint64_t at = 10 * kMs; at < 200 * kMs; at += 20 * kMs)
+    builder.Preempted(12, at, at + 200 * kUs);
+  builder.FutexSleep(11, kCondvar, 1 * kMs, 201 * kMs, 201 * kMs + 10 * kUs, 12);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  EXPECT_TRUE(diagnosis.causes.empty());
+  ASSERT_EQ(diagnosis.cpu_waits.size(), 2u);
+  EXPECT_FALSE(diagnosis.cpu_waits[0].short_of_cpu);
+  EXPECT_EQ(diagnosis.cpu_waits[0].awaited_ns, 2 * kMs);
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 // facts on the waiting thread's tracks.
 #include <gtest/gtest.h>
 #include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include "elf_symbols.h"
 #include "kernel_events.h"
 #include "model.h"
+#include "report_format.h"
 #include "session_reader.h"
 #include "test_support.h"
 #include "trace_decoder.h"
@@ -607,8 +612,12 @@ class Diagnosis : public KernelScenario {
   // Runs as Record does and reads report.json's diagnosis.
   bool Diagnose(const std::vector<std::string>& gprof_options, const std::vector<std::string>& argv,
                 bool with_ground_truth = true) {
-    if (!Record(gprof_options, argv, dir_, &recorded_, with_ground_truth)) return false;
-    json report = json::parse(ReadFile(dir_.Sub("session/report.json")), nullptr, false);
+    return DiagnoseIn(dir_, gprof_options, argv, with_ground_truth);
+  }
+  bool DiagnoseIn(const TempDir& dir, const std::vector<std::string>& gprof_options,
+                  const std::vector<std::string>& argv, bool with_ground_truth = true) {
+    if (!Record(gprof_options, argv, dir, &recorded_, with_ground_truth)) return false;
+    json report = json::parse(ReadFile(dir.Sub("session/report.json")), nullptr, false);
     EXPECT_FALSE(report.is_discarded());
     if (report.is_discarded() || !report["diagnosis"].is_object()) return false;
     diagnosis_ = report["diagnosis"];
@@ -623,6 +632,26 @@ class Diagnosis : public KernelScenario {
       return false;
     }
     return Diagnose({}, {python, SourceDir() + "/tests/apps/" + script});
+  }
+  // The stall of `tid` whose wait overlaps [from, to] longest (null when none).
+  const json* LongestStallOf(uint32_t tid, uint64_t from, uint64_t to) const {
+    const json* longest = nullptr;
+    uint64_t longest_ns = 0;
+    for (const json& stall : diagnosis_["stalls"]) {
+      const uint64_t start = stall["wait"]["start_ns"].get<uint64_t>();
+      const uint64_t end = stall["wait"]["end_ns"].get<uint64_t>();
+      if (stall["thread"]["tid"] != tid || !Overlaps(start, end, from, to)) continue;
+      const uint64_t overlap = std::min(end, to) - std::max(start, from);
+      if (longest == nullptr || overlap > longest_ns) longest = &stall, longest_ns = overlap;
+    }
+    return longest;
+  }
+  // report.json's account of `tid`'s time waiting for a CPU (null when none).
+  json CpuWaitOf(uint32_t tid) const {
+    for (const json& wait : diagnosis_["cpu_waits"]) {
+      if (wait["thread"]["tid"] == tid) return wait;
+    }
+    return nullptr;
   }
   // The highest-ranked cause of `wait_class`: on a busy machine (CI runs tests side by side) the
   // threads' time waiting for a CPU may outrank the scenario's own cause. Null when none.
@@ -1007,12 +1036,31 @@ TEST_F(Diagnosis, CpuOversubscription) {
     EXPECT_NE(other["class"], "user lock") << "no lock was involved: " << other["identity"];
 }
 
+// No lock, no GIL, no driver: no cause. Only the CPU may be short, where other programs keep the
+// workers from it (a busy machine): the main thread waits for them meanwhile, and that is a CPU
+// cause (issue 18). Each worker's own account (schedstat) says whether it was; those near the
+// line may go either way.
 TEST_F(Diagnosis, ControlHasNoContention) {
   ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "control"}));
-  EXPECT_TRUE(diagnosis_["causes"].empty()) << diagnosis_["causes"].dump(1);
+  const GroundTruth& truth = recorded_.truth;
+  bool short_of_cpu = false, near_the_line = false;
+  for (const Fact& work : truth.All("span", "what", "work")) {
+    const uint64_t waited = work.Number("runq_wait_ns");
+    const uint64_t line =
+        std::max<uint64_t>(1'000'000, (work.Number("end_ns") - work.Number("start_ns")) / 20);
+    short_of_cpu |= waited >= 2 * line;
+    near_the_line |= waited >= line / 2;
+  }
   EXPECT_TRUE(diagnosis_["freezes"].empty()) << diagnosis_["freezes"].dump(1);
+  for (const json& cause : diagnosis_["causes"])
+    EXPECT_EQ(cause["class"], "waiting for a CPU") << cause.dump(1);
   std::string text = ReadFile(dir_.Sub("session/report.txt"));
-  EXPECT_NE(text.find("no contention"), std::string::npos) << text;
+  if (short_of_cpu) {
+    EXPECT_EQ(diagnosis_["causes"].size(), 1u) << "the workers say they lacked a CPU";
+  } else if (!near_the_line) {
+    EXPECT_TRUE(diagnosis_["causes"].empty()) << diagnosis_["causes"].dump(1);
+    EXPECT_NE(text.find("no contention"), std::string::npos) << text;
+  }
 }
 
 // A program may name its threads anything: quotes, control characters, bytes that are not UTF-8.
@@ -1153,6 +1201,330 @@ TEST_F(Diagnosis, ARepeatedFrameIsShownOnceWithItsCount) {
        at = shown.find("Recurse(", at + 1))
     ++copies;
   EXPECT_EQ(copies, 2u) << shown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 18: time in chains (a link ends at the release, a thread accounts only for its life, a
+// cycle is one only when its waits slept at once) and CPU shortage as the record has it.
+
+// The time `tid` was runnable in [from, to) by the session: preempted, or woken and not yet run;
+// `after_wakeup`: only the latter.
+uint64_t RecordedRunnable(const Session& session, uint32_t tid, uint64_t from = 0,
+                          uint64_t to = UINT64_MAX, bool after_wakeup = false) {
+  uint64_t runnable = 0;
+  for (const OffCpuInterval& interval : session.off_cpu) {
+    if (interval.tid != tid) continue;
+    uint64_t start = interval.start_ns;
+    if (interval.state() != OffCpuState::kRunnable) {
+      if (interval.wake_ns == 0 || interval.wake_ns > interval.end_ns) continue;
+      start = interval.wake_ns;
+    } else if (after_wakeup) {
+      continue;
+    }
+    start = std::max(start, from);
+    const uint64_t end = std::min(interval.end_ns, to);
+    if (start < end) runnable += end - start;
+  }
+  return runnable;
+}
+
+#define EXPECT_WITHIN_1_PERCENT(actual, expected)                         \
+  EXPECT_NEAR(static_cast<double>(actual), static_cast<double>(expected), \
+              static_cast<double>(expected) * 0.01 + 1000)                \
+      << #actual " vs " #expected
+
+// The issue's chain of three mutexes, 16 rounds a run and three runs: each holder releases and at
+// once waits on something else, and link-1, woken, waits for a CPU. No round holds a cycle of
+// waits, and none may be reported; the real cycle after them is.
+TEST_F(Diagnosis, AChainOfMutexesReleasedInTurnIsNoDeadlock) {
+  size_t shapes = 0;  // rounds where link-1 was runnable, woken, as link-0 began its wait on m2
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    TempDir dir;
+    ASSERT_TRUE(DiagnoseIn(dir, {}, {AppPath("kernel_scenarios"), "mutex-chain"}));
+    const GroundTruth& truth = recorded_.truth;
+    const Session& session = recorded_.session;
+    const uint64_t chain_end = truth.One("result").Number("chain_end_ns");
+    const uint32_t link0 = truth.Tid("link-0"), link1 = truth.Tid("link-1");
+    for (const json& stall : diagnosis_["stalls"]) {
+      if (stall["deadlock_with"].is_null()) continue;
+      EXPECT_GE(stall["wait"]["start_ns"].get<uint64_t>(), chain_end)
+          << "a deadlock reported in the chain's rounds: " << stall.dump(1);
+    }
+    std::vector<std::string> errors;
+    for (const DecodedTrack& track : recorded_.trace.tracks) {
+      if (track.name != "diagnosis") continue;
+      for (const Slice& slice : SlicesOf(recorded_.trace, track.uuid, &errors)) {
+        if (slice.name == "DEADLOCK") EXPECT_GE(slice.begin_ns, chain_end);
+      }
+    }
+    // The real cycle: each timed lock's wait came back around to its own thread.
+    for (const Fact& span : truth.All("span", "what", "timedlock")) {
+      ASSERT_EQ(span["result"], std::to_string(ETIMEDOUT));
+      const uint32_t waiter = static_cast<uint32_t>(span.Number("tid"));
+      const json* wait = LongestStallOf(waiter, span.Number("start_ns"), span.Number("end_ns"));
+      ASSERT_NE(wait, nullptr);
+      EXPECT_EQ((*wait)["deadlock_with"]["tid"], waiter) << wait->dump(1);
+      ASSERT_FALSE((*wait)["chain"].empty());
+      EXPECT_EQ((*wait)["chain"][0]["thread"]["tid"], waiter == link0 ? link1 : link0);
+    }
+    // The shape the issue saw: link-1 woken by link-0's release, still runnable when link-0's
+    // wait on m2 began. Its wait there is no wait: it is never named as asleep, nor link-0 as
+    // the holder of m0 for it.
+    const uint64_t m2 = truth.One("object", "name", "m2").Number("addr");
+    for (const Fact& lock : truth.All("span", "tid", std::to_string(link0))) {
+      if (lock["what"] != "lock" || lock.Number("mutex") != m2) continue;
+      const OffCpuInterval* sleep =
+          LongestSleep(session, link0, lock.Number("start_ns"), lock.Number("end_ns"));
+      if (sleep == nullptr) continue;
+      bool runnable = false;
+      for (const OffCpuInterval& interval : session.off_cpu) {
+        runnable |= interval.tid == link1 && interval.wake_ns != 0 &&
+                    interval.start_ns < sleep->start_ns && interval.wake_ns < sleep->start_ns &&
+                    interval.end_ns > sleep->start_ns;
+      }
+      if (!runnable) continue;
+      ++shapes;
+      const json* stall = LongestStallOf(link0, sleep->start_ns, sleep->end_ns);
+      if (stall == nullptr) continue;  // under the threshold
+      for (const json& link : (*stall)["chain"]) {
+        if (link["thread"]["tid"] != link1) continue;
+        EXPECT_NE(link["state"], "asleep") << stall->dump(1);
+      }
+    }
+  }
+  EXPECT_GE(shapes, 1u) << "no round had link-1 runnable as link-0 began to wait";
+}
+
+// A thread created during a wait ends it: the chain credits it with its life only, and the time
+// before with what its creator did until it created it.
+TEST_F(Diagnosis, AWakerCreatedDuringTheWaitAccountsOnlyForItsLife) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "late-waker"}));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const uint32_t spawner = truth.Tid("spawner");
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("round " + std::to_string(r));
+    const Fact wait = truth.All("span", "what", "cond_wait").at(r);
+    const Fact work = truth.All("span", "what", "work").at(r);
+    const uint32_t waker = truth.Tid("late-waker-" + std::to_string(r));
+    const json* stall =
+        LongestStallOf(truth.Tid("late-waiter"), wait.Number("start_ns"), wait.Number("end_ns"));
+    ASSERT_NE(stall, nullptr);
+    const json& chain = (*stall)["chain"];
+    ASSERT_EQ(chain.size(), 2u) << stall->dump(1);
+    ASSERT_EQ(chain[0]["thread"]["tid"], waker);
+    auto thread = session.threads.find(waker);
+    ASSERT_NE(thread, session.threads.end());
+    const uint64_t created = thread->second.start_ns;
+    ASSERT_NE(created, 0u) << "the recorder saw the thread start";
+    EXPECT_GE(created, work.Number("end_ns")) << "created after the spawner's work";
+    ASSERT_TRUE(chain[0]["created_ns"].is_number()) << chain[0].dump(1);
+    EXPECT_EQ(chain[0]["created_ns"].get<uint64_t>(), created);
+    EXPECT_EQ(chain[0]["start_ns"].get<uint64_t>(), created);
+    const uint64_t life = chain[0]["end_ns"].get<uint64_t>() - created;
+    EXPECT_LE(chain[0]["on_cpu_ns"].get<uint64_t>() + chain[0]["asleep_ns"].get<uint64_t>() +
+                  chain[0]["runnable_ns"].get<uint64_t>(),
+              life);
+    EXPECT_EQ(chain[1]["found_as"], "creator");
+    EXPECT_EQ(chain[1]["thread"]["tid"], spawner);
+    // From the wait's start, or from the spawner's own creation (round 0 may begin first).
+    auto spawned = session.threads.find(spawner);
+    ASSERT_NE(spawned, session.threads.end());
+    EXPECT_EQ(chain[1]["start_ns"].get<uint64_t>(),
+              std::max((*stall)["wait"]["start_ns"].get<uint64_t>(), spawned->second.start_ns));
+    EXPECT_EQ(chain[1]["end_ns"].get<uint64_t>(), created);
+    // The spawner computed all that time, on a CPU or waiting for one.
+    const uint64_t before = created - chain[1]["start_ns"].get<uint64_t>();
+    EXPECT_LT(chain[1]["asleep_ns"].get<uint64_t>(), before / 10) << chain[1].dump(1);
+    EXPECT_WITHIN_1_PERCENT(
+        chain[1]["runnable_ns"].get<uint64_t>(),
+        RecordedRunnable(session, spawner, chain[1]["start_ns"].get<uint64_t>(), created));
+  }
+}
+
+// The issue's multiprocessing.Queue: the consumer's read is ended by the queue's feeder thread,
+// started by the first put, after the producer's work.
+TEST_F(Diagnosis, PythonQueueFeederIsCreditedOnlyForItsLife) {
+  ASSERT_TRUE(DiagnosePython("py_queue_feeder.py"));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const uint32_t producer = truth.Tid("producer");
+  const uint32_t consumer = truth.Tid("queue-consumer");
+  for (const Fact& feeder : truth.All("thread", "role", "feeder")) {
+    const std::string item = feeder["item"];
+    SCOPED_TRACE("item " + item);
+    const uint32_t tid = static_cast<uint32_t>(feeder.Number("tid"));
+    const size_t index = std::stoul(item);
+    const Fact get = truth.All("span", "what", "get").at(index);
+    const Fact work = truth.All("span", "what", "work").at(index);
+    const json* stall = LongestStallOf(consumer, get.Number("start_ns"), get.Number("end_ns"));
+    ASSERT_NE(stall, nullptr);
+    const json& chain = (*stall)["chain"];
+    ASSERT_GE(chain.size(), 2u) << stall->dump(1);
+    ASSERT_EQ(chain[0]["thread"]["tid"], tid) << "the feeder's write ends the read";
+    auto thread = session.threads.find(tid);
+    ASSERT_NE(thread, session.threads.end());
+    ASSERT_TRUE(chain[0]["created_ns"].is_number()) << chain[0].dump(1);
+    EXPECT_EQ(chain[0]["created_ns"].get<uint64_t>(), thread->second.start_ns);
+    EXPECT_GE(thread->second.start_ns, work.Number("end_ns"));
+    EXPECT_LE(chain[0]["on_cpu_ns"].get<uint64_t>(),
+              chain[0]["end_ns"].get<uint64_t>() - thread->second.start_ns);
+    EXPECT_EQ(chain[1]["found_as"], "creator");
+    EXPECT_EQ(chain[1]["thread"]["tid"], producer);
+    EXPECT_EQ(chain[1]["end_ns"].get<uint64_t>(), thread->second.start_ns);
+  }
+}
+
+// CPU hogs outside the recorded tree, pinned to one CPU, for as long as the object lives.
+class CpuHogs {
+ public:
+  CpuHogs(int cpu, int count) {
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+        alarm(60);
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        sched_setaffinity(0, sizeof set, &set);
+        for (;;) {
+        }
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~CpuHogs() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  size_t size() const { return pids_.size(); }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// The issue's handoff whose producer was preempted: the record's runnable time, not "no thread
+// lacked a CPU", in the cause, in each handoff's line and in the consumer's account.
+TEST_F(Diagnosis, APreemptedProducerLackedACpuAsTheRecordSays) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpu = CPU_SETSIZE - 1;
+  while (!CPU_ISSET(cpu, &allowed)) --cpu;
+  {
+    CpuHogs hogs(cpu, 2);
+    ASSERT_EQ(hogs.size(), 2u);
+    ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "preempted-producer"}));
+  }
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  ASSERT_EQ(truth.One("result").Number("cpu"), static_cast<uint64_t>(cpu));
+  const uint32_t producer = truth.Tid("producer"), consumer = truth.Tid("consumer");
+  const std::string text = ReadFile(dir_.Sub("session/report.txt"));
+  EXPECT_EQ(text.find("no thread lacked a CPU"), std::string::npos) << text;
+  const json cause = CauseOf("waiting for a CPU");
+  ASSERT_FALSE(cause.is_null()) << text;
+  EXPECT_TRUE(Tids(cause["threads"]).contains(producer)) << cause.dump(1);
+  const json producer_wait = CpuWaitOf(producer);
+  ASSERT_FALSE(producer_wait.is_null());
+  EXPECT_WITHIN_1_PERCENT(producer_wait["runnable_ns"].get<uint64_t>(),
+                          RecordedRunnable(session, producer));
+  // Each handoff: the producer's time without a CPU while the consumer waited, as recorded, and
+  // said in words where it took a tenth of the wait or more.
+  size_t said = 0;
+  for (const Fact& wait : truth.All("span", "what", "wait")) {
+    const json* stall = LongestStallOf(consumer, wait.Number("start_ns"), wait.Number("end_ns"));
+    if (stall == nullptr) continue;
+    const json& chain = (*stall)["chain"];
+    ASSERT_FALSE(chain.empty());
+    ASSERT_EQ(chain[0]["thread"]["tid"], producer);
+    const uint64_t from = chain[0]["start_ns"].get<uint64_t>();
+    const uint64_t to = chain[0]["end_ns"].get<uint64_t>();
+    const uint64_t runnable = RecordedRunnable(session, producer, from, to);
+    EXPECT_WITHIN_1_PERCENT(chain[0]["runnable_ns"].get<uint64_t>(), runnable);
+    if (runnable * 10 >= to - from) {
+      ++said;
+      EXPECT_NE(chain[0]["text"].get<std::string>().find("waiting for a CPU " +
+                                                         collector::FormatDuration(runnable)),
+                std::string::npos)
+          << chain[0]["text"];
+    }
+  }
+  EXPECT_GE(said, 1u) << "the hogs on its CPU kept the producer from it";
+  uint64_t held_up = 0;
+  // The consumer's account: the time the threads of its waits' chains were runnable.
+  for (const json& stall : diagnosis_["stalls"]) {
+    if (stall["thread"]["tid"] != consumer) continue;
+    for (const json& link : stall["chain"]) held_up += link["runnable_ns"].get<uint64_t>();
+  }
+  const json consumer_wait = CpuWaitOf(consumer);
+  ASSERT_FALSE(consumer_wait.is_null());
+  EXPECT_EQ(consumer_wait["held_up_ns"].get<uint64_t>(), held_up);
+  EXPECT_TRUE(consumer_wait["latency_sensitive"].get<bool>());
+  EXPECT_NE(text.find(Label(truth, "consumer") + " " +
+                      collector::FormatDuration(consumer_wait["held_up_ns"].get<uint64_t>() +
+                                                consumer_wait["after_wakeup_ns"].get<uint64_t>())),
+            std::string::npos)
+      << text;
+}
+
+// More threads than CPUs, and one that sleeps and wakes: each listed by its own runnable time
+// (the record's), longest first, and the sleeper named as the one made late even when the list is
+// cut before it.
+TEST_F(Diagnosis, OversubscriptionListsEachThreadsOwnDelay) {
+  ASSERT_TRUE(Diagnose({}, {AppPath("kernel_scenarios"), "oversubscribed"}));
+  const GroundTruth& truth = recorded_.truth;
+  const Session& session = recorded_.session;
+  const json cause = CauseOf("waiting for a CPU");
+  ASSERT_FALSE(cause.is_null()) << diagnosis_.dump(1).substr(0, 3000);
+  const uint32_t ticker = truth.Tid("ticker");
+  std::vector<std::pair<uint64_t, uint32_t>> listed;  // (runnable, tid) of the cause's threads
+  for (const json& thread : cause["threads"]) {
+    const uint32_t tid = thread["tid"].get<uint32_t>();
+    const json wait = CpuWaitOf(tid);
+    ASSERT_FALSE(wait.is_null()) << tid;
+    EXPECT_WITHIN_1_PERCENT(wait["runnable_ns"].get<uint64_t>(), RecordedRunnable(session, tid));
+    listed.emplace_back(wait["runnable_ns"].get<uint64_t>(), tid);
+  }
+  for (const Fact& hog : truth.All("thread", "role", "hog")) {
+    EXPECT_TRUE(Tids(cause["threads"]).contains(static_cast<uint32_t>(hog.Number("tid"))))
+        << hog["name"];
+  }
+  ASSERT_GE(listed.size(), 5u);
+  for (size_t i = 1; i < listed.size(); ++i)
+    EXPECT_GE(listed[i - 1].first, listed[i].first) << "longest first";
+  const json ticks = CpuWaitOf(ticker);
+  ASSERT_FALSE(ticks.is_null());
+  EXPECT_WITHIN_1_PERCENT(ticks["after_wakeup_ns"].get<uint64_t>(),
+                          RecordedRunnable(session, ticker, 0, UINT64_MAX, true));
+  EXPECT_TRUE(ticks["latency_sensitive"].get<bool>()) << ticks.dump(1);
+  for (const Fact& hog : truth.All("thread", "role", "hog")) {
+    EXPECT_FALSE(
+        CpuWaitOf(static_cast<uint32_t>(hog.Number("tid")))["latency_sensitive"].get<bool>())
+        << hog["name"] << " only ran slower";
+  }
+  // The text: the first four by their own time, then the ticker with its wakeups.
+  const std::string text = ReadFile(dir_.Sub("session/report.txt"));
+  std::string first_four = std::to_string(listed.size()) + " threads runnable " +
+                           collector::FormatDuration(cause["blocked_ns"].get<uint64_t>()) + ": ";
+  for (size_t i = 0; i < 4; ++i) {
+    first_four += (i == 0 ? "" : ", ") + session.ThreadLabel(listed[i].second) + " " +
+                  collector::FormatDuration(listed[i].first);
+  }
+  EXPECT_NE(text.find(first_four + " and " + std::to_string(listed.size() - 4) + " more\n"),
+            std::string::npos)
+      << text;
+  const size_t held_up = text.find("waits held up for want of a CPU: ");
+  ASSERT_NE(held_up, std::string::npos) << text;
+  const std::string line = text.substr(held_up, text.find('\n', held_up) - held_up);
+  EXPECT_NE(line.find(Label(truth, "ticker") + " " +
+                      collector::FormatDuration(ticks["held_up_ns"].get<uint64_t>() +
+                                                ticks["after_wakeup_ns"].get<uint64_t>()) +
+                      ": woken, it waited for a CPU " +
+                      collector::FormatDuration(ticks["after_wakeup_ns"].get<uint64_t>())),
+            std::string::npos)
+      << line;
 }
 
 }  // namespace

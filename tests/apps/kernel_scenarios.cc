@@ -52,6 +52,27 @@
 //               wrap, cxx, prog, bss, out.
 // deep-stack    "deep-waiter" recurses 200 calls deep (Recurse) and waits there 40 ms for a mutex
 //               "deep-holder" keeps on CPU: its user stack repeats one frame to the walk's limit.
+// mutex-chain   16 rounds of a chain of three pthread mutexes: "link-0" holds m0; "link-1" holds
+//               m1 and waits for m0; "link-2" holds m2 and waits for m1. link-0 keeps m0 2 to 6
+//               ms on CPU, releases it and at once waits for m2; link-1, once it has m0, releases
+//               both and waits on something else (a timed condition nobody signals, a sleep),
+//               link-2 likewise. link-1 shares its CPU with "chain-hog-0..1": woken, it waits
+//               for a CPU, while link-0 sleeps on m2 behind link-2 behind it. No thread ever waits
+//               for a lock whose holder waits for one it holds. Then a real cycle: link-0 and
+//               link-1 each hold a mutex and wait 150 ms for the other's in
+//               pthread_mutex_timedlock, keeping their own until both have timed out.
+// late-waker    3 rounds: "late-waiter" waits on a condition variable; "spawner" computes 20, 35
+//               then 50 ms and only then creates "late-waker-<r>", which signals it at once: the
+//               thread that ends each wait did not exist for most of it.
+// preempted-producer
+//               "producer", on the last CPU this process may use, hands 8 items to "consumer"
+//               through a condition variable, each after computing 6 to 14 ms of its own CPU
+//               time: CPU hogs that the test pins to that CPU (outside the recorded tree) make
+//               it wait for the CPU, and the consumer waits that much longer.
+// oversubscribed
+//               as many "t-hog-<i>" as CPUs this process may use, plus four, spin for 300 ms;
+//               alongside, "ticker" sleeps 2 ms and computes 0.2 ms, over and over: the thread
+//               whose waits the lack of CPU makes longer (each wakeup waits for a CPU).
 //
 // stdout, printed once every thread has finished (printing meanwhile would add waits of its own):
 // one fact per line, `key=value` fields, numbers in decimal or 0x-prefixed hex, times in
@@ -203,7 +224,7 @@ class Actor {
   const std::vector<Span>& spans() const { return spans_; }
 
  private:
-  static constexpr size_t kMaxSpans = 8;
+  static constexpr size_t kMaxSpans = 64;
   std::string role_;
   std::string name_;
   pid_t tid_ = 0;
@@ -646,7 +667,8 @@ void OddNames(Scenario& scenario) {
   scenario.JoinAll();
 }
 
-// Spans: "work" per worker (iterations done).
+// Spans: "work" per worker (iterations done; runq_wait_ns, its time waiting for a CPU meanwhile,
+// from schedstat).
 void Control(Scenario& scenario) {
   constexpr uint64_t kWorkNs = 200 * kMs;
   const cpu_set_t allowed = AllowedCpus();
@@ -656,6 +678,7 @@ void Control(Scenario& scenario) {
     scenario.Add("worker", "worker-" + std::to_string(i)).Start([=](Actor& self) {
       pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;  // nobody else takes it
       SleepUntil(start_ns);
+      const SchedStat before = ReadSchedStat();
       uint64_t iterations = 0;
       while (NowNs() < start_ns + kWorkNs) {
         pthread_mutex_lock(&own);
@@ -663,7 +686,9 @@ void Control(Scenario& scenario) {
         pthread_mutex_unlock(&own);
         ++iterations;
       }
-      self.Record("work", start_ns, NowNs(), " iterations=%" PRIu64, iterations);
+      const SchedStat after = ReadSchedStat();
+      self.Record("work", start_ns, NowNs(), " iterations=%" PRIu64 " runq_wait_ns=%" PRIu64,
+                  iterations, after.runqueue_ns - before.runqueue_ns);
     });
   }
   scenario.JoinAll();
@@ -878,6 +903,286 @@ void DeepStack(Scenario& scenario) {
   OutliveTheMapsSnapshot();
 }
 
+// The CPU time this thread has used.
+uint64_t ThreadCpuNs() {
+  timespec ts;
+  Check(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts), "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+// Computes until this thread has used `cpu_ns` more CPU time (however long that takes).
+void ComputeCpuNs(uint64_t cpu_ns) {
+  const uint64_t until = ThreadCpuNs() + cpu_ns;
+  while (ThreadCpuNs() < until) {
+  }
+}
+
+// Waits `timeout_ns` on a condition variable nobody signals.
+void TimedCondWait(uint64_t timeout_ns) {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond;
+  pthread_condattr_t attr;
+  CheckError(pthread_condattr_init(&attr), "pthread_condattr_init");
+  CheckError(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC), "pthread_condattr_setclock");
+  CheckError(pthread_cond_init(&cond, &attr), "pthread_cond_init");
+  const timespec deadline = ToTimespec(NowNs() + timeout_ns);
+  CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+  int error = 0;
+  while (error == 0) error = pthread_cond_timedwait(&cond, &mutex, &deadline);
+  if (error != ETIMEDOUT) Fail("pthread_cond_timedwait", error);
+  CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+  pthread_cond_destroy(&cond);
+}
+
+// The CPUs this process may use, in order.
+std::vector<int> AllowedCpuList() {
+  const cpu_set_t allowed = AllowedCpus();
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// See the header. Spans: the waits of the chain, "lock" (mutex, round); the cycle's "timedlock"
+// (lock, result). Results: chain_end_ns (the rounds done, before the cycle), rounds.
+void MutexChain(Scenario& scenario) {
+  constexpr int kRounds = 16;
+  constexpr int kHogs = 2;
+  constexpr uint64_t kCycleTimeoutNs = 150 * kMs;
+  pthread_mutex_t m[3] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                          PTHREAD_MUTEX_INITIALIZER};
+  pthread_mutex_t cycle[2] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+  for (int i = 0; i < 3; ++i)
+    scenario.Object("kind=pthread_mutex name=m%d addr=0x%" PRIxPTR, i, Addr(&m[i]));
+  for (int i = 0; i < 2; ++i)
+    scenario.Object("kind=pthread_mutex name=cycle-%d addr=0x%" PRIxPTR, i, Addr(&cycle[i]));
+  const std::vector<int> cpus = AllowedCpuList();
+  const int cpu0 = cpus.front(), cpu1 = cpus.size() > 1 ? cpus[1] : cpus.front();
+  // Per round: link-0 holds m0 (held), link-1 holds m1 and is about to wait (ready1), link-2 too
+  // (ready2); each is done (done1, done2).
+  std::atomic<int> held{0}, ready1{0}, ready2{0}, done1{0}, done2{0};
+  std::atomic<bool> stop_hogs{false};
+  std::atomic<int> holding{0}, gave_up{0};
+  std::atomic<uint64_t> chain_end_ns{0};
+  // The wait after each release: link-1 and link-2 alternate between a timed condition and a
+  // sleep, of 1 to 3 ms, in a pattern that differs between them.
+  auto then_wait = [](int round, int salt) {
+    const uint64_t duration = uint64_t(1 + (round * 7 + salt) % 3) * kMs;
+    if ((round + salt) % 2 == 0) {
+      TimedCondWait(duration);
+    } else {
+      SleepNs(duration);
+    }
+  };
+  auto lock = [](Actor& self, pthread_mutex_t* mutex, int round) {
+    const uint64_t start_ns = NowNs();
+    CheckError(pthread_mutex_lock(mutex), "pthread_mutex_lock");
+    self.Record("lock", start_ns, NowNs(), " mutex=0x%" PRIxPTR " round=%d", Addr(mutex), round);
+  };
+  auto unlock = [](pthread_mutex_t* mutex) {
+    CheckError(pthread_mutex_unlock(mutex), "pthread_mutex_unlock");
+  };
+  // Each holds its own, waits for the other's until the timeout, and keeps its own until both
+  // have given up: nobody wakes either wait.
+  auto cross = [&](Actor& self, pthread_mutex_t* own, pthread_mutex_t* other) {
+    CheckError(pthread_mutex_lock(own), "pthread_mutex_lock");
+    holding.fetch_add(1);
+    AwaitAtLeast(holding, 2);
+    timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += (at.tv_nsec + kCycleTimeoutNs) / 1'000'000'000;
+    at.tv_nsec = (at.tv_nsec + kCycleTimeoutNs) % 1'000'000'000;
+    const uint64_t start_ns = NowNs();
+    const int result = pthread_mutex_timedlock(other, &at);
+    self.Record("timedlock", start_ns, NowNs(), " lock=0x%" PRIxPTR " result=%d", Addr(other),
+                result);
+    gave_up.fetch_add(1);
+    AwaitAtLeast(gave_up, 2);
+    unlock(own);
+  };
+
+  for (int i = 0; i < kHogs; ++i) {
+    scenario.Add("hog", "chain-hog-" + std::to_string(i)).Start([&, cpu1](Actor&) {
+      PinToCpu(cpu1);
+      while (!stop_hogs.load()) {
+      }
+    });
+  }
+  scenario.Add("link", "link-0").Start([&, cpu0](Actor& self) {
+    PinToCpu(cpu0);
+    for (int r = 0; r < kRounds; ++r) {
+      AwaitAtLeast(done1, r);
+      AwaitAtLeast(done2, r);
+      CheckError(pthread_mutex_lock(&m[0]), "pthread_mutex_lock");
+      held.store(r + 1);
+      AwaitAtLeast(ready2, r + 1);
+      SleepNs(2 * kMs);  // link-1 and link-2 asleep on their locks
+      SpinUntil(NowNs() + uint64_t(2 + (r * 3) % 5) * kMs);
+      unlock(&m[0]);
+      lock(self, &m[2], r);  // at once: link-1 has just been woken
+      unlock(&m[2]);
+    }
+    AwaitAtLeast(done1, kRounds);
+    AwaitAtLeast(done2, kRounds);
+    stop_hogs.store(true);
+    chain_end_ns.store(NowNs());
+    cross(self, &cycle[0], &cycle[1]);
+  });
+  scenario.Add("link", "link-1").Start([&, cpu1](Actor& self) {
+    PinToCpu(cpu1);
+    for (int r = 0; r < kRounds; ++r) {
+      AwaitAtLeast(held, r + 1);
+      CheckError(pthread_mutex_lock(&m[1]), "pthread_mutex_lock");
+      ready1.store(r + 1);
+      lock(self, &m[0], r);
+      unlock(&m[0]);
+      unlock(&m[1]);
+      then_wait(r, 0);
+      done1.store(r + 1);
+    }
+    AwaitAtLeast(holding, 1);
+    cross(self, &cycle[1], &cycle[0]);
+  });
+  scenario.Add("link", "link-2").Start([&, cpu0](Actor& self) {
+    PinToCpu(cpu0);
+    for (int r = 0; r < kRounds; ++r) {
+      AwaitAtLeast(ready1, r + 1);
+      CheckError(pthread_mutex_lock(&m[2]), "pthread_mutex_lock");
+      ready2.store(r + 1);
+      lock(self, &m[1], r);
+      unlock(&m[1]);
+      unlock(&m[2]);
+      then_wait(r, 1);
+      done2.store(r + 1);
+    }
+  });
+  scenario.JoinAll();
+  scenario.Result("rounds=%d chain_end_ns=%" PRIu64, kRounds, chain_end_ns.load());
+}
+
+// See the header. Spans: the waiter's "cond_wait" (round), the spawner's "work" (round: from the
+// waiter's wait to just before it creates the waker), each waker's "signal".
+void LateWaker(Scenario& scenario) {
+  constexpr int kRounds = 3;
+  constexpr uint64_t kWorkNs[kRounds] = {20 * kMs, 35 * kMs, 50 * kMs};
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  int signalled = 0;  // guarded by mutex
+  std::atomic<int> waiting{0};
+  scenario.Object("kind=pthread_cond addr=0x%" PRIxPTR, Addr(&cond));
+  Actor& waiter = scenario.Add("waiter", "late-waiter");
+  Actor& spawner = scenario.Add("spawner", "spawner");
+  std::vector<Actor*> wakers;
+  for (int r = 0; r < kRounds; ++r)
+    wakers.push_back(&scenario.Add("waker", "late-waker-" + std::to_string(r)));
+
+  waiter.Start([&](Actor& self) {
+    for (int r = 0; r < kRounds; ++r) {
+      CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+      waiting.store(r + 1);
+      const uint64_t wait_ns = NowNs();
+      while (signalled < r + 1) CheckError(pthread_cond_wait(&cond, &mutex), "pthread_cond_wait");
+      const uint64_t woken_ns = NowNs();
+      CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+      self.Record("cond_wait", wait_ns, woken_ns, " round=%d", r);
+    }
+  });
+  spawner.Start([&](Actor& self) {
+    for (int r = 0; r < kRounds; ++r) {
+      AwaitAtLeast(waiting, r + 1);
+      const uint64_t start_ns = NowNs();
+      SpinUntil(start_ns + kWorkNs[r]);
+      self.Record("work", start_ns, NowNs(), " round=%d", r);
+      wakers[r]->Start([&, r](Actor& waker) {
+        const uint64_t signal_ns = NowNs();
+        CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+        signalled = r + 1;
+        CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+        CheckError(pthread_cond_signal(&cond), "pthread_cond_signal");
+        waker.Record("signal", signal_ns, NowNs(), " round=%d", r);
+      });
+    }
+  });
+  scenario.JoinAll();
+}
+
+// See the header. Spans: the producer's "item" (its CPU time, cpu_ns, and its time waiting for
+// a CPU meanwhile, runq_wait_ns, from schedstat), the consumer's "wait" (item). Result: cpu, the
+// CPU the producer ran on.
+void PreemptedProducer(Scenario& scenario) {
+  constexpr int kItems = 8;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  int produced = 0;  // guarded by mutex
+  const int cpu = AllowedCpuList().back();
+  scenario.Object("kind=pthread_cond addr=0x%" PRIxPTR, Addr(&cond));
+
+  scenario.Add("consumer", "consumer").Start([&](Actor& self) {
+    for (int item = 0; item < kItems; ++item) {
+      CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+      const uint64_t start_ns = NowNs();
+      while (produced < item + 1) CheckError(pthread_cond_wait(&cond, &mutex), "pthread_cond_wait");
+      const uint64_t end_ns = NowNs();
+      CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+      self.Record("wait", start_ns, end_ns, " item=%d", item);
+    }
+  });
+  scenario.Add("producer", "producer").Start([&](Actor& self) {
+    PinToCpu(cpu);
+    for (int item = 0; item < kItems; ++item) {
+      const uint64_t cpu_ns = uint64_t(6 + (item * 5) % 9) * kMs;
+      const SchedStat before = ReadSchedStat();
+      const uint64_t start_ns = NowNs();
+      ComputeCpuNs(cpu_ns);
+      CheckError(pthread_mutex_lock(&mutex), "pthread_mutex_lock");
+      produced = item + 1;
+      CheckError(pthread_mutex_unlock(&mutex), "pthread_mutex_unlock");
+      CheckError(pthread_cond_signal(&cond), "pthread_cond_signal");
+      const SchedStat after = ReadSchedStat();
+      self.Record("item", start_ns, NowNs(), " item=%d cpu_ns=%" PRIu64 " runq_wait_ns=%" PRIu64,
+                  item, cpu_ns, after.runqueue_ns - before.runqueue_ns);
+      SleepNs(2 * kMs);  // the consumer is waiting again
+    }
+  });
+  scenario.JoinAll();
+  scenario.Result("cpu=%d", cpu);
+}
+
+// See the header. Spans: each hog's "spin" and the ticker's "ticks" (count), with schedstat's
+// runq_wait_ns over them. Result: hogs, cpus.
+void Oversubscribed(Scenario& scenario) {
+  constexpr uint64_t kRunNs = 300 * kMs;
+  const int cpus = int(AllowedCpuList().size());
+  const int hogs = cpus + 4;
+  const uint64_t start_ns = NowNs() + 20 * kMs;  // once every thread exists
+  for (int i = 0; i < hogs; ++i) {
+    scenario.Add("hog", "t-hog-" + std::to_string(i)).Start([=](Actor& self) {
+      SleepUntil(start_ns);
+      const SchedStat before = ReadSchedStat();
+      SpinUntil(start_ns + kRunNs);
+      const SchedStat after = ReadSchedStat();
+      self.Record("spin", start_ns, NowNs(), " runq_wait_ns=%" PRIu64,
+                  after.runqueue_ns - before.runqueue_ns);
+    });
+  }
+  scenario.Add("ticker", "ticker").Start([=](Actor& self) {
+    SleepUntil(start_ns);
+    const SchedStat before = ReadSchedStat();
+    int ticks = 0;
+    while (NowNs() < start_ns + kRunNs) {
+      SleepNs(2 * kMs);
+      ComputeCpuNs(200'000);
+      ++ticks;
+    }
+    const SchedStat after = ReadSchedStat();
+    self.Record("ticks", start_ns, NowNs(), " count=%d runq_wait_ns=%" PRIu64, ticks,
+                after.runqueue_ns - before.runqueue_ns);
+  });
+  scenario.JoinAll();
+  scenario.Result("hogs=%d cpus=%d", hogs, cpus);
+}
+
 struct Entry {
   const char* name;
   void (*run)(Scenario&);
@@ -897,6 +1202,10 @@ constexpr Entry kScenarios[] = {
     {"odd-names", OddNames},
     {"lock-names", LockNames},
     {"deep-stack", DeepStack},
+    {"mutex-chain", MutexChain},
+    {"late-waker", LateWaker},
+    {"preempted-producer", PreemptedProducer},
+    {"oversubscribed", Oversubscribed},
 };
 
 void OnWatchdog(int) {

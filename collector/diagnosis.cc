@@ -376,39 +376,26 @@ void Diagnoser::FindFreezes() {
 }
 
 void Diagnoser::FindGpuGaps() {
-  // Work per stream of each process, in start order.
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<const GpuActivity*>> streams;
-  for (const GpuActivity& activity : session_.gpu_activities) {
-    if (!activity.occupies_gpu()) continue;
-    streams[{activity.pid, activity.device_id, activity.stream_id}].push_back(&activity);
+  GpuDeviceTimeline timeline = FindGpuIdle(session_, diagnosis_.options.gap_threshold_ns);
+  for (const GpuIdleInterval& idle : timeline.idle) {
+    GpuGap gap;
+    gap.device = idle.device;
+    gap.pid = idle.after->pid;
+    gap.device_id = idle.after->device_id;
+    gap.stream_id = idle.after->stream_id;
+    gap.start_ns = idle.start_ns;
+    gap.end_ns = idle.end_ns;
+    gap.before = idle.before;
+    gap.after = idle.after;
+    gap.before_call = correlation_.LauncherOf(*idle.before);
+    gap.after_call = correlation_.LauncherOf(*idle.after);
+    diagnosis_.gaps.push_back(gap);
   }
-  for (const auto& [key, work] : streams) {
-    const GpuActivity* latest = nullptr;  // the one that ends last so far
-    for (const GpuActivity* activity : work) {
-      if (latest != nullptr && activity->start_ns > latest->end_ns &&
-          activity->start_ns - latest->end_ns >= diagnosis_.options.gap_threshold_ns) {
-        GpuGap gap;
-        std::tie(gap.pid, gap.device_id, gap.stream_id) = key;
-        gap.start_ns = latest->end_ns;
-        gap.end_ns = activity->start_ns;
-        gap.before = latest;
-        gap.after = activity;
-        gap.before_call = correlation_.LauncherOf(*latest);
-        gap.after_call = correlation_.LauncherOf(*activity);
-        diagnosis_.gaps.push_back(gap);
-      }
-      if (latest == nullptr || activity->end_ns > latest->end_ns) latest = activity;
-    }
-  }
-  std::sort(diagnosis_.gaps.begin(), diagnosis_.gaps.end(),
-            [](const GpuGap& a, const GpuGap& b) { return a.start_ns < b.start_ns; });
+  diagnosis_.devices = std::move(timeline.devices);
   for (GpuGap& gap : diagnosis_.gaps) ExplainGap(gap);
 }
 
 void Diagnoser::ExplainGap(GpuGap& gap) {
-  // The idle time of the process's GPU in the gap (other streams may have run meanwhile).
-  GpuUse use = gpu_busy_.UseDuring(gap.pid, gap.start_ns, gap.end_ns);
-  uint64_t idle_ns = gap.duration() > use.busy_ns ? gap.duration() - use.busy_ns : 0;
   const ApiCall* launch = gap.after_call;
   if (launch == nullptr) return;  // no launching call recorded: nothing to follow
   int cause = -1;
@@ -416,15 +403,12 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
   // (late to call) or inside it (blocked in it).
   const uint64_t queued_ns = std::min(launch->exit_ns, gap.end_ns);
   if (queued_ns <= gap.start_ns) {
-    // Queued before the stream went idle, started late: it waited on the GPU side (behind
-    // another stream's work, an event, a copy engine).
+    // Queued before the GPU went idle, started late: held on the GPU side (a host function or an
+    // event its stream waited for, another process's work on a GPU CUPTI did not name).
     gap.gpu_side = true;
-    gap.gpu_side_activity = use.longest;
-    std::string what = use.longest != nullptr ? GpuActivityName(session_, *use.longest) : "";
     WaitObject none;
-    cause = CauseFor("gpu|" + what, WaitClass::kOther, none,
-                     what.empty() ? "the GPU (work queued in time but started late)"
-                                  : "the GPU running " + what + " on another stream");
+    cause = CauseFor("gpu", WaitClass::kOther, none,
+                     "the GPU side (work queued in time started late, with the GPU idle)");
   } else {
     // The host launched it only after the stream had gone idle: why was that thread late?
     gap.late_thread = MakeLink(launch->tid, gap.start_ns, queued_ns);
@@ -466,7 +450,7 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
   }
   gap.cause = cause;
   Cause& explained = diagnosis_.causes[cause];
-  explained.gpu_idle_ns += idle_ns;
+  explained.gpu_idle_ns += gap.duration();
   explained.gaps.push_back(static_cast<int>(&gap - diagnosis_.gaps.data()));
 }
 

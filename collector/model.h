@@ -76,6 +76,9 @@ struct Process {
   Capture capture;                         // the latest the process wrote
   std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
   uint64_t gpu_dropped_records = 0;        // GPU activity records CUPTI could not keep
+  // Its CUDA device ordinals as CUPTI named the GPUs behind them: "GPU-<uuid>", the same in every
+  // process that uses the GPU (an ordinal is per process: CUDA_VISIBLE_DEVICES renumbers).
+  std::map<uint32_t, std::string> device_uuids;
 
   // The snapshot that names `address` as it was at `time_ns` (kLatest: at the end): of the
   // snapshots of the program that ran then (none across an exec), the latest taken at or before

@@ -9,9 +9,11 @@
 
 #include "diagnosis.h"
 #include "gpu_timeline.h"
+#include "gpu_vocabulary.h"
 #include "kernel_events.h"
 #include "report.h"
 #include "report_diagnosis.h"
+#include "report_format.h"
 
 namespace gprof::collector {
 namespace {
@@ -44,11 +46,11 @@ class SessionBuilder {
     session_.threads[tid] = {kPid, tid, name, 0};
   }
   void Call(uint32_t tid, const std::string& api, uint64_t enter, uint64_t exit,
-            uint64_t correlation_id = 0) {
+            uint64_t correlation_id = 0, uint32_t pid = kPid) {
     uint32_t index = 0;
     while (index < session_.api_names.size() && session_.api_names[index] != api) ++index;
     if (index == session_.api_names.size()) session_.api_names.push_back(api);
-    session_.api_calls.push_back({enter, exit, 0, correlation_id, kPid, tid, index, 0, 0});
+    session_.api_calls.push_back({enter, exit, 0, correlation_id, pid, tid, index, 0, 0});
   }
   // The process's CUDA calls and GPU work recorded through CUPTI.
   void Cupti() {
@@ -56,22 +58,24 @@ class SessionBuilder {
     session_.processes[kPid].capture = {CaptureMode::kCupti, 130001, "/usr/lib/libcupti.so.13"};
   }
   void Kernel(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
-              const std::string& name = "Spin(long long)") {
+              const std::string& name = "Spin(long long)", uint32_t device = 0,
+              uint32_t pid = kPid) {
     uint32_t index = 0;
     while (index < session_.kernel_names.size() && session_.kernel_names[index] != name) ++index;
     if (index == session_.kernel_names.size()) session_.kernel_names.push_back(name);
     GpuKernel kernel;
     kernel.name_index = index;
-    Gpu(stream, start, end, correlation_id, kernel);
+    Gpu(stream, start, end, correlation_id, kernel, device, pid);
   }
   void Memcpy(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
               uint64_t bytes) {
     Gpu(stream, start, end, correlation_id, GpuMemcpy{bytes, 1, 1, 3, false});  // HtoD, pageable
   }
   void Gpu(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
-           decltype(GpuActivity::detail) detail) {
+           decltype(GpuActivity::detail) detail, uint32_t device = 0, uint32_t pid = kPid) {
     GpuActivity activity;
-    activity.pid = kPid;
+    activity.pid = pid;
+    activity.device_id = device;
     activity.stream_id = stream;
     activity.start_ns = start;
     activity.end_ns = end;
@@ -1239,6 +1243,208 @@ TEST(Diagnosis, ThreadsShortOfCpuAreOneCauseAndAQuietRunHasNone) {
     EXPECT_TRUE(diagnosis.causes.empty());
     EXPECT_TRUE(diagnosis.freezes.empty());
     EXPECT_TRUE(diagnosis.gaps.empty());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU idle is the device's: time in which none of its streams (nor processes) ran anything.
+
+// Idle time of a device, computed apart from the collector: every microsecond between the first
+// work's start and the last's end that no work covers. Times here are whole microseconds.
+struct IdleByMicrosecond {
+  uint64_t idle_ns = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // idle runs of at least 1 ms, [start, end)
+};
+IdleByMicrosecond IdleOf(const std::vector<std::pair<uint64_t, uint64_t>>& work) {
+  constexpr uint64_t kUs = 1000;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const auto& [start, end] : work) first = std::min(first, start), last = std::max(last, end);
+  std::vector<bool> busy((last - first) / kUs, false);
+  for (const auto& [start, end] : work) {
+    for (uint64_t t = start; t < end; t += kUs) busy[(t - first) / kUs] = true;
+  }
+  IdleByMicrosecond idle;
+  for (size_t i = 0; i < busy.size();) {
+    if (busy[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < busy.size() && !busy[j]) ++j;
+    idle.idle_ns += (j - i) * kUs;
+    if ((j - i) * kUs >= kMs) idle.runs.emplace_back(first + i * kUs, first + j * kUs);
+    i = j;
+  }
+  return idle;
+}
+
+// Four decoding threads, each launching on its own stream with CPU work in between, on one GPU
+// whose work the streams interleave: a stream is idle most of the time the GPU runs the others.
+// `device_work` gets each device's work intervals.
+void DecodingStreams(SessionBuilder* b, uint32_t device, uint32_t first_tid,
+                     std::vector<std::pair<uint64_t, uint64_t>>* device_work) {
+  uint64_t random = 12345 + device;
+  auto next = [&](uint64_t bound) {
+    random = random * 6364136223846793005ull + 1442695040888963407ull;
+    return (random >> 33) % bound;
+  };
+  static uint64_t correlation = 1000;
+  uint64_t gpu_free = 0;  // one engine: work queued on any stream runs after the work before it
+  std::vector<uint64_t> ready(4, 0);
+  for (int round = 0; round < 40; ++round) {
+    for (uint32_t s = 0; s < 4; ++s) {
+      const uint32_t tid = first_tid + s;
+      b->Thread(tid, "decode-" + std::to_string(s));
+      const uint64_t launch = ready[s] + (1000 + next(7000)) * 1000;  // CPU work, then a launch
+      b->Call(tid, "cudaLaunchKernel", launch, launch + 10000, ++correlation);
+      // Overlapping work on two streams happens: a kernel may start while another runs.
+      const uint64_t start = std::max(launch + 20000, next(2) == 0 ? gpu_free : 0);
+      const uint64_t end = start + (100 + next(900)) * 1000;
+      b->Kernel(13 + s + 10 * device, start, end, correlation, "decode", device);
+      device_work->emplace_back(start, end);
+      gpu_free = std::max(gpu_free, end);
+      ready[s] = launch + 10000;
+    }
+  }
+}
+
+TEST(GpuIdle, IsTheTimeTheDeviceRanNothingCountedOnceAndExplainedAtMostOnce) {
+  SessionBuilder builder;
+  builder.Cupti();
+  std::vector<std::pair<uint64_t, uint64_t>> work;
+  DecodingStreams(&builder, 0, 30, &work);
+  Session session = builder.Build();
+  const IdleByMicrosecond expected = IdleOf(work);
+  ASSERT_GT(expected.runs.size(), 5u) << "the pattern has gaps of the whole GPU";
+
+  Diagnosis diagnosis = Diagnose(session, {});
+  uint64_t gap_ns = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  for (const GpuGap& gap : diagnosis.gaps) {
+    gap_ns += gap.duration();
+    gaps.emplace_back(gap.start_ns, gap.end_ns);
+  }
+  EXPECT_EQ(gaps, expected.runs) << "a gap is an interval in which no stream ran anything";
+  uint64_t explained_ns = 0;
+  for (const Cause& cause : diagnosis.causes) explained_ns += cause.gpu_idle_ns;
+  EXPECT_EQ(explained_ns, gap_ns) << "every gap explained once";
+  EXPECT_LE(explained_ns, expected.idle_ns) << "never more GPU idle explained than there was";
+  for (const GpuGap& gap : diagnosis.gaps) {
+    // The stream that ended the gap is the one whose launch the GPU waited for.
+    ASSERT_NE(gap.after_call, nullptr);
+    EXPECT_EQ(gap.after->start_ns, gap.end_ns);
+    EXPECT_EQ(gap.stream_id, gap.after->stream_id);
+    EXPECT_EQ(gap.after_call->tid, 30 + (gap.stream_id - 13));
+  }
+}
+
+TEST(GpuIdle, EachDeviceHasItsOwnAndTheHeaderSaysIt) {
+  SessionBuilder builder;
+  builder.Cupti();
+  std::vector<std::pair<uint64_t, uint64_t>> work0, work1;
+  DecodingStreams(&builder, 0, 30, &work0);
+  DecodingStreams(&builder, 1, 40, &work1);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.gpu.devices.size(), 2u);
+  const IdleByMicrosecond expected[2] = {IdleOf(work0), IdleOf(work1)};
+  for (uint32_t d = 0; d < 2; ++d) {
+    const GpuDevice& device = analysis.gpu.devices[d];
+    EXPECT_EQ(device.ordinal, d);
+    EXPECT_EQ(device.idle_ns(), expected[d].idle_ns) << "GPU " << d;
+  }
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.devices.size(), 2u);
+  std::vector<uint64_t> explained(2, 0), gap_ns(2, 0);
+  for (const GpuGap& gap : diagnosis.gaps) {
+    gap_ns[gap.device] += gap.duration();
+    EXPECT_EQ(diagnosis.devices[gap.device].ordinal, gap.device_id);
+    if (gap.cause >= 0) explained[gap.device] += gap.duration();
+  }
+  uint64_t causes_ns = 0;
+  for (const Cause& cause : diagnosis.causes) causes_ns += cause.gpu_idle_ns;
+  EXPECT_EQ(causes_ns, explained[0] + explained[1]);
+  for (uint32_t d = 0; d < 2; ++d) {
+    uint64_t runs_ns = 0;
+    for (const auto& [start, end] : expected[d].runs) runs_ns += end - start;
+    EXPECT_EQ(gap_ns[d], runs_ns) << "GPU " << d;
+    EXPECT_LE(explained[d], expected[d].idle_ns) << "GPU " << d;
+  }
+  std::string text = RenderTextReport(session, analysis, {}, &diagnosis);
+  for (uint32_t d = 0; d < 2; ++d) {
+    const GpuDevice& device = analysis.gpu.devices[d];
+    std::string line = "  gpu idle  GPU " + std::to_string(d) + ": " +
+                       FormatDuration(expected[d].idle_ns) + " of " +
+                       FormatDuration(device.last_ns - device.first_ns) + " (";
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  nlohmann::json json = RenderJsonReport(session, analysis, &diagnosis);
+  EXPECT_EQ(json["gpu"]["devices"][1]["idle_ns"], expected[1].idle_ns) << json["gpu"]["devices"].dump();
+  EXPECT_EQ(json["diagnosis"]["devices"][0]["gap_idle_ns"], gap_ns[0]);
+}
+
+// A stream idle while another ran is no GPU idle time: its thread is no cause, however late.
+TEST(GpuIdle, AStreamIdleWhileAnotherRanIsNoCause) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "busy");
+  builder.Thread(12, "slow");
+  builder.Call(12, "cudaLaunchKernel", 0, 100000, 1);
+  builder.Kernel(14, 200000, 1 * kMs, 1);
+  // Stream 13 keeps the GPU busy from 1 ms to 40 ms while thread 12 takes 30 ms to launch more.
+  for (uint64_t i = 0; i < 13; ++i) {
+    builder.Call(11, "cudaLaunchKernel", i * 3 * kMs, i * 3 * kMs + 100000, 10 + i);
+    builder.Kernel(13, 1 * kMs + i * 3 * kMs, 4 * kMs + i * 3 * kMs, 10 + i);
+  }
+  builder.Call(12, "cudaLaunchKernel", 30 * kMs, 30 * kMs + 100000, 2);
+  builder.Kernel(14, 31 * kMs, 32 * kMs, 2);
+  // Then the GPU runs nothing for 10 ms before thread 12's next launch.
+  builder.Call(12, "cudaLaunchKernel", 49 * kMs, 49 * kMs + 100000, 3);
+  builder.Kernel(14, 50 * kMs, 51 * kMs, 3);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.gaps.size(), 1u);
+  EXPECT_EQ(diagnosis.gaps[0].start_ns, 40 * kMs);
+  EXPECT_EQ(diagnosis.gaps[0].end_ns, 50 * kMs);
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  EXPECT_EQ(diagnosis.causes[0].gpu_idle_ns, 10 * kMs);
+  EXPECT_NE(diagnosis.causes[0].identity.find("slow (12)"), std::string::npos)
+      << diagnosis.causes[0].identity;
+}
+
+// Processes share a GPU CUPTI named (its UUID): one device, its idle time their union's
+// complement; a GPU it did not name is each process's own.
+TEST(GpuIdle, ProcessesShareAGpuOnlyWhenCuptiNamedIt) {
+  for (bool named : {true, false}) {
+    SCOPED_TRACE(named);
+    SessionBuilder builder;
+    builder.Cupti();
+    Session& raw = builder.session();
+    for (uint32_t pid : {kPid, kPid + 1}) {
+      raw.processes[pid].pid = pid;
+      raw.processes[pid].capture = {CaptureMode::kCupti, 130001, ""};
+      if (named) raw.processes[pid].device_uuids[0] = "GPU-0b1c2d3e-0000-1111-2222-333344445555";
+    }
+    builder.Kernel(7, 0, 10 * kMs, 0, "a", 0, kPid);
+    builder.Kernel(7, 20 * kMs, 30 * kMs, 0, "a", 0, kPid);
+    builder.Kernel(7, 5 * kMs, 25 * kMs, 0, "b", 0, kPid + 1);
+    Session session = builder.Build();
+    GpuSummary gpu = Analyze(session, {}).gpu;
+    Diagnosis diagnosis = Diagnose(session, {});
+    if (named) {
+      ASSERT_EQ(gpu.devices.size(), 1u);
+      EXPECT_EQ(gpu.devices[0].idle_ns(), 0u) << "the other process ran in pid 100's gap";
+      EXPECT_EQ(gpu.devices[0].pids, (std::vector<uint32_t>{kPid, kPid + 1}));
+      EXPECT_TRUE(diagnosis.gaps.empty());
+      EXPECT_EQ(GpuDeviceName(gpu.devices[0], gpu.devices),
+                "GPU 0 (GPU-0b1c2d3e-0000-1111-2222-333344445555, pids 100, 101)");
+    } else {
+      ASSERT_EQ(gpu.devices.size(), 2u);
+      EXPECT_EQ(gpu.devices[0].idle_ns(), 10 * kMs);
+      EXPECT_EQ(gpu.devices[1].idle_ns(), 0u);
+      ASSERT_EQ(diagnosis.gaps.size(), 1u);
+      EXPECT_EQ(GpuDeviceName(gpu.devices[0], gpu.devices), "GPU 0 of pid 100");
+    }
   }
 }
 

@@ -66,6 +66,8 @@ class Diagnoser {
 
  private:
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  // Fills the link's call_ns and other calls.
+  void TimeInCalls(ChainLink& link) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
   uint32_t LockOwner(uint32_t tid, const Wait& wait) const;
@@ -102,6 +104,7 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     }
   }
   link.call = reader_.CallAt(tid, link.end_ns);
+  TimeInCalls(link);
   TimeSplit split = reader_.Split(tid, link.start_ns, link.end_ns);
   link.on_cpu_ns = split.on_cpu_ns;
   link.asleep_ns = split.asleep_ns;
@@ -134,6 +137,17 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     link.memory_call = reader_.MemoryCallAt(tid, link.end_ns);
   }
   return link;
+}
+
+void Diagnoser::TimeInCalls(ChainLink& link) const {
+  CallTime time = reader_.CallTimeDuring(link.tid, link.start_ns, link.end_ns, link.call);
+  if (link.call != nullptr) {
+    const uint64_t from = std::max(link.call->enter_ns, link.start_ns);
+    link.call_ns = link.end_ns > from ? link.end_ns - from : 0;
+  }
+  link.other_calls_ns = time.in_calls_ns > link.call_ns ? time.in_calls_ns - link.call_ns : 0;
+  link.other_calls = time.other_calls;
+  link.longest_other_call = time.longest_other;
 }
 
 void Diagnoser::FollowChain(Stall& stall) const {
@@ -525,6 +539,37 @@ bool InDeadlock(const Stall& stall) {
   return stall.deadlock_tid != 0 && stall.deadlock_tid == stall.tid;
 }
 
+namespace {
+
+// " in cudaFree" when the whole window was inside the call; else where its time went, as CUDA calls
+// go: " (8.2 s outside CUDA calls, then 12.0 us in cudaMemcpyAsync)". A call that only ended the
+// window (the launch that came late) did not take the window's time.
+std::string CallsText(const Session& session, const ChainLink& link) {
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.call != nullptr && link.call_ns >= window_ns) return " in " + session.ApiName(*link.call);
+  const uint64_t in_calls_ns = link.call_ns + link.other_calls_ns;
+  if (in_calls_ns == 0) return "";
+  std::vector<std::string> parts;
+  if (window_ns > in_calls_ns)
+    parts.push_back(FormatDuration(window_ns - in_calls_ns) + " outside CUDA calls");
+  if (link.other_calls > 0 && link.longest_other_call != nullptr) {
+    const std::string longest = session.ApiName(*link.longest_other_call);
+    parts.push_back(FormatDuration(link.other_calls_ns) + " in " +
+                    (link.other_calls == 1 ? longest
+                                           : WithThousands(link.other_calls) +
+                                                 " other CUDA calls (longest " + longest + ")"));
+  }
+  if (link.call != nullptr && link.call_ns > 0) {
+    parts.push_back(std::string(parts.empty() ? "" : "then ") + FormatDuration(link.call_ns) +
+                    " in " + session.ApiName(*link.call));
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
+  return " (" + text + ")";
+}
+
+}  // namespace
+
 std::string DescribeLink(const Session& session, const ChainLink& link) {
   std::string text = session.ThreadLabel(link.tid);
   switch (link.state) {
@@ -552,8 +597,8 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   if (link.memory_call != nullptr) {
     text += " in " + std::string(MemorySyscallName(link.memory_call->syscall)) + " of " +
             MemoryMapSize(*link.memory_call);
-  } else if (link.call != nullptr) {
-    text += " in " + session.ApiName(*link.call);
+  } else {
+    text += CallsText(session, link);
   }
   return text;
 }

@@ -46,6 +46,12 @@ struct ChainLink {
   uint64_t asleep_ns = 0;
   uint64_t runnable_ns = 0;
   const ApiCall* call = nullptr;  // its CUDA call in progress at the window's end
+  // Where the window went as CUDA calls go: the part inside `call`, and inside its other calls
+  // (the rest was outside CUDA calls). "in X" is said only of time inside X.
+  uint64_t call_ns = 0;
+  uint64_t other_calls_ns = 0;
+  uint32_t other_calls = 0;
+  const ApiCall* longest_other_call = nullptr;
   // kAsleep: the longest sleep in the window, its object and class, and who ended it.
   std::optional<Wait> wait;
   WaitClass wait_class = WaitClass::kOther;

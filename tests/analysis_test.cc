@@ -1448,5 +1448,73 @@ TEST(GpuIdle, ProcessesShareAGpuOnlyWhenCuptiNamedIt) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A GPU gap's late thread is described by what it did in the gap, not by the call that ended it.
+
+// The GPU runs a kernel to 10 ms, then nothing until the late thread's next work, queued at
+// `queued_ns` by `api` (entered at `enter_ns`) and started 1 ms later.
+Session LateLaunch(SessionBuilder& builder, const std::string& api, uint64_t enter_ns,
+                   uint64_t queued_ns) {
+  builder.Cupti();
+  builder.Thread(11, "python3");
+  builder.Call(11, "cudaLaunchKernel", 0, 1 * kMs, 1);
+  builder.Kernel(7, 1 * kMs, 10 * kMs, 1);
+  builder.Call(11, api, enter_ns, queued_ns, 2);
+  builder.Memcpy(7, queued_ns + 1 * kMs, queued_ns + 2 * kMs, 2, 4096);
+  return builder.Build();
+}
+
+const GpuGap& OnlyGap(const Diagnosis& diagnosis) {
+  EXPECT_EQ(diagnosis.gaps.size(), 1u);
+  return diagnosis.gaps.front();
+}
+
+TEST(LateThread, OnCpuBetweenTwoLaunchesIsOutsideCudaCalls) {
+  SessionBuilder builder;
+  // Computing on the CPU from 1 ms to 60 ms, then 20 us in the copy that queues the next work.
+  Session session = LateLaunch(builder, "cudaMemcpyAsync", 60 * kMs, 60 * kMs + 20000);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->call_ns, 20000u);
+  EXPECT_EQ(gap.late_thread->other_calls_ns, 0u);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms (50.0 ms outside CUDA calls, then 20.0 us in "
+            "cudaMemcpyAsync)");
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("on CPU 50.0 ms in cudaMemcpyAsync"), std::string::npos) << text;
+  nlohmann::json json =
+      RenderJsonReport(session, Analyze(session, {}), &diagnosis)["diagnosis"]["gaps"][0];
+  EXPECT_EQ(json["late_thread"]["call_ns"], 20000);
+}
+
+TEST(LateThread, BlockedInsideTheCallIsInIt) {
+  SessionBuilder builder;
+  // The call that queues the next work began before the GPU went idle and held the thread 50 ms.
+  Session session = LateLaunch(builder, "cudaLaunchKernel", 5 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->call_ns, 50 * kMs);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread), "python3 (11) on CPU 50.0 ms in "
+                                                     "cudaLaunchKernel");
+}
+
+TEST(LateThread, TimeInOtherCallsIsCountedApartFromTheCallThatEndedTheGap) {
+  SessionBuilder builder;
+  builder.Call(11, "cudaEventQuery", 20 * kMs, 21 * kMs, 10);
+  builder.Call(11, "cudaEventQuery", 30 * kMs, 33 * kMs, 11);
+  // 10 ms outside calls after the GPU went idle, then 20 ms in the call itself.
+  Session session = LateLaunch(builder, "cudaMemcpyAsync", 40 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->other_calls, 2u);
+  EXPECT_EQ(gap.late_thread->other_calls_ns, 4 * kMs);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms (26.0 ms outside CUDA calls, 4.0 ms in 2 other CUDA "
+            "calls (longest cudaEventQuery), then 20.0 ms in cudaMemcpyAsync)");
+}
+
 }  // namespace
 }  // namespace gprof::collector

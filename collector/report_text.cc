@@ -164,18 +164,18 @@ void TextReport::GpuLines() {
          << " kernels";
   }
   out_ << "\n";
-  for (const GpuDevice& device : gpu.devices) {
-    const uint64_t span_ns = device.last_ns - device.first_ns;
-    out_ << "  gpu idle  " << GpuDeviceName(device, gpu.devices) << ": "
-         << FormatDuration(device.idle_ns()) << " of " << FormatDuration(span_ns) << " ("
-         << (span_ns == 0 ? 0 : device.idle_ns() * 100 / span_ns)
-         << "%) from its first work to its last, running nothing\n";
-  }
   for (size_t i = 0; i < std::min<size_t>(3, gpu.kernels_by_time.size()); ++i) {
     const KernelTotal& kernel = gpu.kernels_by_time[i];
     out_ << (i == 0 ? "  top       " : "            ") << FormatDuration(kernel.total_ns) << " in "
          << WithThousands(kernel.count) << " x "
          << Shortened(session_.kernel_names[kernel.name_index], 80) << "\n";
+  }
+  for (const GpuDevice& device : gpu.devices) {
+    const uint64_t span_ns = device.last_ns - device.first_ns;
+    out_ << "  gpu idle  " << GpuDeviceName(device, gpu.devices) << " ran nothing "
+         << FormatDuration(device.idle_ns()) << " ("
+         << (span_ns == 0 ? 0 : device.idle_ns() * 100 / span_ns) << "%) of the "
+         << FormatDuration(span_ns) << " from its first work to its last\n";
   }
 }
 

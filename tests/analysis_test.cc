@@ -1373,9 +1373,12 @@ TEST(GpuIdle, EachDeviceHasItsOwnAndTheHeaderSaysIt) {
   std::string text = RenderTextReport(session, analysis, {}, &diagnosis);
   for (uint32_t d = 0; d < 2; ++d) {
     const GpuDevice& device = analysis.gpu.devices[d];
-    std::string line = "  gpu idle  GPU " + std::to_string(d) + ": " +
-                       FormatDuration(expected[d].idle_ns) + " of " +
-                       FormatDuration(device.last_ns - device.first_ns) + " (";
+    std::string line = "  gpu idle  GPU " + std::to_string(d) + " ran nothing " +
+                       FormatDuration(expected[d].idle_ns) + " (" +
+                       std::to_string(expected[d].idle_ns * 100 /
+                                      (device.last_ns - device.first_ns)) +
+                       "%) of the " + FormatDuration(device.last_ns - device.first_ns) +
+                       " from its first work to its last\n";
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   nlohmann::json json = RenderJsonReport(session, analysis, &diagnosis);
@@ -1514,6 +1517,62 @@ TEST(LateThread, TimeInOtherCallsIsCountedApartFromTheCallThatEndedTheGap) {
   EXPECT_EQ(DescribeLink(session, *gap.late_thread),
             "python3 (11) on CPU 50.0 ms (26.0 ms outside CUDA calls, 4.0 ms in 2 other CUDA "
             "calls (longest cudaEventQuery), then 20.0 ms in cudaMemcpyAsync)");
+}
+
+// Launches made while a stream is captured into a CUDA graph run no kernel: they are counted as
+// captured, and the graph launches' kernels as theirs.
+TEST(GpuSummary, CapturedLaunchesAreCapturedAndGraphKernelsTheirGraphLaunchs) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "capturer");
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 1000, 1);
+  builder.Kernel(13, 2000, 5000, 1, "A()");
+  builder.Call(11, "cudaStreamBeginCapture", 10000, 11000, 2);
+  // Another thread's launch meanwhile runs its kernel; one of its launches has none recorded.
+  builder.Call(kHolder, "cudaLaunchKernel", 11500, 11600, 3);
+  builder.Kernel(13, 11700, 11800, 3, "A()");
+  builder.Call(kHolder, "cudaLaunchKernel", 11900, 11950, 4);
+  for (uint64_t i = 0; i < 3; ++i)
+    builder.Call(11, "cudaLaunchKernel", 12000 + i * 1000, 12500 + i * 1000, 5 + i);
+  builder.Call(11, "cudaStreamEndCapture", 20000, 21000, 8);
+  builder.Call(11, "cudaGraphInstantiate", 22000, 23000, 9);
+  // A failed begin opens no capture: the launch after it has no kernel, and was not captured.
+  builder.Call(11, "cudaStreamBeginCapture", 24000, 24100, 10);
+  builder.session().api_calls.back().return_code = 900;  // cudaErrorStreamCaptureUnsupported
+  builder.Call(11, "cudaLaunchKernel", 24200, 24300, 11);
+  for (uint64_t run = 0; run < 2; ++run) {
+    const uint64_t at = 30000 + run * 20000;
+    builder.Call(11, "cudaGraphLaunch", at, at + 1000, 20 + run);
+    for (uint64_t node = 0; node < 3; ++node) {
+      builder.Kernel(14, at + 2000 + node * 1000, at + 2500 + node * 1000, 20 + run, "B()");
+      GpuActivity& kernel = builder.session().gpu_activities.back();
+      kernel.graph_id = 1;
+      kernel.graph_node_id = node + 1;
+    }
+  }
+  Session session = builder.Build();
+  GpuCorrelation correlation(session);
+  GpuSummary gpu = SummarizeGpu(session, correlation);
+  EXPECT_EQ(gpu.launch_calls, 7u);
+  EXPECT_EQ(gpu.launch_calls_with_kernel, 2u);
+  EXPECT_EQ(gpu.launch_calls_captured, 3u);
+  EXPECT_EQ(gpu.graph_launches, 2u);
+  EXPECT_EQ(gpu.graph_kernels, 6u);
+  for (const GpuActivity& activity : session.gpu_activities) {
+    if (activity.graph_id == 0) continue;
+    const ApiCall* launcher = correlation.LauncherOf(activity);
+    ASSERT_NE(launcher, nullptr);
+    EXPECT_EQ(session.ApiName(*launcher), "cudaGraphLaunch");
+  }
+  std::string text = RenderTextReport(session, Analyze(session, {}));
+  EXPECT_NE(text.find("gpu       8 kernels, 0 copies, 0 memsets; 2 of 7 kernel launches have no "
+                      "kernel recorded; 3 kernel launches captured into CUDA graphs; 2 graph "
+                      "launches ran 6 kernels\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = RenderJsonReport(session, Analyze(session, {}))["gpu"];
+  EXPECT_EQ(json["launch_calls_captured"], 3);
+  EXPECT_EQ(json["graph_kernels"], 6);
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ class Diagnoser {
       : session_(session), reader_(reader), correlation_(session), gpu_busy_(session) {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
+    // A load CUPTI did not name a thread for is its call's thread's.
+    for (const ModuleLoad& load : session.module_loads) {
+      uint32_t tid = load.tid;
+      if (tid == 0) {
+        const ApiCall* call = correlation_.CallOf(load.pid, load.correlation_id);
+        if (call == nullptr) continue;
+        tid = call->tid;
+      }
+      module_loads_[tid].push_back(&load);
+    }
   }
 
   Diagnosis Run() {
@@ -68,6 +78,8 @@ class Diagnoser {
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills the link's call_ns and other calls.
   void TimeInCalls(ChainLink& link) const;
+  // The time the driver spent loading modules in `tid`'s calls during [start_ns, end_ns).
+  uint64_t ModuleLoadDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
   uint32_t LockOwner(uint32_t tid, const Wait& wait) const;
@@ -89,6 +101,8 @@ class Diagnoser {
   Diagnosis diagnosis_;
   std::map<std::string, int> cause_by_key_;
   std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
+  // The session's module loads by the thread they happened on.
+  std::unordered_map<uint32_t, std::vector<const ModuleLoad*>> module_loads_;
 };
 
 ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
@@ -137,6 +151,18 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     link.memory_call = reader_.MemoryCallAt(tid, link.end_ns);
   }
   return link;
+}
+
+uint64_t Diagnoser::ModuleLoadDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+  auto loads = module_loads_.find(tid);
+  if (loads == module_loads_.end()) return 0;
+  uint64_t total = 0;
+  for (const ModuleLoad* load : loads->second) {
+    const uint64_t from = std::max(load->start_ns, start_ns);
+    const uint64_t to = std::min(load->end_ns, end_ns);
+    if (to > from) total += to - from;
+  }
+  return total;
 }
 
 void Diagnoser::TimeInCalls(ChainLink& link) const {
@@ -440,8 +466,18 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
       }
     }
     const ChainLink& late = *gap.late_thread;
-    if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
-        late.state == ChainLink::State::kAsleep) {
+    gap.module_load_ns = ModuleLoadDuring(launch->tid, gap.start_ns, queued_ns);
+    if (gap.module_load_ns * 2 >= queued_ns - gap.start_ns) {
+      // Most of the wait was the driver loading the module of a kernel launched the first time:
+      // a cause of its own, which warming up or CUDA_MODULE_LOADING=EAGER moves out of the run.
+      WaitObject none;
+      cause = CauseFor("module|" + std::to_string(launch->tid), WaitClass::kOther, none,
+                       session_.ThreadLabel(launch->tid) + " loading a CUDA module in " +
+                           session_.ApiName(*launch) +
+                           " (lazy loading: the first launch of a kernel loads its module)");
+      if (!diagnosis_.causes[cause].root) diagnosis_.causes[cause].root = late;
+    } else if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
+               late.state == ChainLink::State::kAsleep) {
       cause = diagnosis_.stalls[gap.stall].cause;
     } else {
       // Not contention: the thread worked, lacked a CPU, or waited for something else (its input,

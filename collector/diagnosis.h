@@ -98,6 +98,9 @@ struct GpuGap {
   // the work was held on the GPU side.
   std::optional<ChainLink> late_thread;
   int stall = -1;  // the late thread's longest stall in the gap, into Diagnosis::stalls
+  // Of the late thread's time, what the driver spent loading modules (a first launch's lazy
+  // loading, as CUPTI reported it).
+  uint64_t module_load_ns = 0;
   bool gpu_side = false;
   int cause = -1;
   uint64_t duration() const { return end_ns - start_ns; }

@@ -47,11 +47,16 @@ std::span<const GpuActivity* const> GpuCorrelation::ActivitiesOf(const ApiCall& 
 }
 
 const ApiCall* GpuCorrelation::LauncherOf(const GpuActivity& activity) const {
-  if (activity.correlation_id == 0) return nullptr;
-  auto first = std::lower_bound(calls_.begin(), calls_.end(), &activity, ByCorrelation{});
-  if (first == calls_.end() || ByCorrelation::Key(*first) != ByCorrelation::Key(&activity)) {
-    return nullptr;
-  }
+  return CallOf(activity.pid, activity.correlation_id);
+}
+
+const ApiCall* GpuCorrelation::CallOf(uint32_t pid, uint64_t correlation_id) const {
+  if (correlation_id == 0) return nullptr;
+  const std::pair<uint32_t, uint64_t> key{pid, correlation_id};
+  auto first = std::partition_point(calls_.begin(), calls_.end(), [&](const ApiCall* call) {
+    return ByCorrelation::Key(call) < key;
+  });
+  if (first == calls_.end() || ByCorrelation::Key(*first) != key) return nullptr;
   return *first;
 }
 

@@ -28,6 +28,8 @@ class GpuCorrelation {
   // call and the driver call inside it may share one), the outermost. nullptr when none was
   // recorded.
   const ApiCall* LauncherOf(const GpuActivity& activity) const;
+  // The outermost call of process `pid` with `correlation_id`, or nullptr.
+  const ApiCall* CallOf(uint32_t pid, uint64_t correlation_id) const;
 
  private:
   // As long as the session: held where its records are (record_storage.h).

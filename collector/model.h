@@ -165,6 +165,17 @@ struct GpuActivity {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// Host time the CUDA driver spent inside a call loading a module on the first launch of one of its
+// kernels (CUDA's lazy loading), as CUPTI reported it; on CLOCK_MONOTONIC.
+struct ModuleLoad {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // the call it happened in (0: not named)
+  uint32_t pid = 0;
+  uint32_t tid = 0;            // 0: CUPTI named no thread
+  uint32_t overhead_kind = 0;  // CUpti_ActivityOverheadKind
+};
+
 // The native stack of a thread at the exit of a slow CUDA call, innermost frame first.
 struct NativeStack {
   uint32_t pid = 0;
@@ -411,6 +422,7 @@ struct Session {
   RecordVector<TaskStart> task_starts;             // sorted by time_ns
   std::vector<std::string> kernel_names;     // demangled; as recorded when they do not demangle
   RecordVector<GpuActivity> gpu_activities;  // sorted by start_ns
+  std::vector<ModuleLoad> module_loads;      // few; in no particular order
   std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"

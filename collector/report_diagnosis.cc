@@ -203,7 +203,11 @@ void DiagnosisText::Gaps() {
     if (gap.gpu_side) {
       out_ << "     queued in time: the GPU side held it\n";
     } else if (gap.late_thread) {
-      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread) << "\n";
+      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread);
+      if (gap.module_load_ns > 0)
+        out_ << "; the driver spent " << FormatDuration(gap.module_load_ns)
+             << " of the wait loading a CUDA module";
+      out_ << "\n";
       if (gap.stall >= 0) {
         const Stall& stall = diagnosis_.stalls[gap.stall];
         Chain(stall.chain, "       ", stall.deadlock_tid);

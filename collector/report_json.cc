@@ -612,6 +612,7 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays ar
          {"after_call", CallJson(session, gap.after_call)},
          {"late_thread", gap.late_thread ? LinkJson(session, *gap.late_thread) : json(nullptr)},
          {"stall", IndexOrNull(gap.stall)},
+         {"module_load_ns", gap.module_load_ns},
          {"gpu_side", gap.gpu_side},
          {"cause", IndexOrNull(gap.cause)}});
   }

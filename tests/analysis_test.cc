@@ -1575,5 +1575,52 @@ TEST(GpuSummary, CapturedLaunchesAreCapturedAndGraphKernelsTheirGraphLaunchs) {
   EXPECT_EQ(json["graph_kernels"], 6);
 }
 
+// A first launch that loads its kernel's module (CUDA's lazy loading) keeps the GPU idle on the
+// CPU inside the launch: named as loading a module, not as a thread late to launch.
+TEST(ModuleLoading, AFirstLaunchThatLoadsAModuleIsNamedSo) {
+  for (bool thread_named : {true, false}) {
+    SCOPED_TRACE(thread_named);
+    SessionBuilder builder;
+    builder.Cupti();
+    builder.Thread(11, "python3");
+    builder.Call(11, "cudaLaunchKernel", 0, 1 * kMs, 1);
+    builder.Kernel(7, 1 * kMs, 10 * kMs, 1);
+    builder.Call(11, "cuLaunchKernel", 9 * kMs, 60 * kMs, 2);
+    builder.Kernel(7, 61 * kMs, 62 * kMs, 2);
+    // 45 ms of the launch: the driver loading the module (CUPTI may name no thread: the call's).
+    builder.session().module_loads.push_back(
+        {10 * kMs, 55 * kMs, 2, kPid, thread_named ? 11u : 0u, 5u << 16});
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    const GpuGap& gap = OnlyGap(diagnosis);
+    EXPECT_EQ(gap.module_load_ns, 45 * kMs);
+    ASSERT_GE(gap.cause, 0);
+    const Cause& cause = diagnosis.causes[gap.cause];
+    EXPECT_EQ(cause.identity,
+              "python3 (11) loading a CUDA module in cuLaunchKernel (lazy loading: the first launch "
+              "of a kernel loads its module)");
+    EXPECT_EQ(cause.gpu_idle_ns, gap.duration());
+    std::string text = RenderDiagnosisText(session, diagnosis, 5);
+    EXPECT_NE(text.find("the GPU waited for python3 (11) on CPU 50.0 ms in cuLaunchKernel; the "
+                        "driver spent 45.0 ms of the wait loading a CUDA module\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("late to launch"), std::string::npos) << text;
+  }
+}
+
+TEST(ModuleLoading, AShortLoadInALongGapLeavesTheThreadLate) {
+  SessionBuilder builder;
+  builder.Thread(11, "python3");
+  builder.session().module_loads.push_back({55 * kMs, 59 * kMs, 2, kPid, 11, 5u << 16});
+  Session session = LateLaunch(builder, "cuLaunchKernel", 54 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  EXPECT_EQ(gap.module_load_ns, 4 * kMs);
+  ASSERT_GE(gap.cause, 0);
+  EXPECT_NE(diagnosis.causes[gap.cause].identity.find("late to launch"), std::string::npos)
+      << diagnosis.causes[gap.cause].identity;
+}
+
 }  // namespace
 }  // namespace gprof::collector

@@ -153,8 +153,8 @@ CallTime WaitReader::CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t en
       time.in_calls_ns += to - std::max(from, covered_ns);
       covered_ns = to;
     }
-    const bool inside_except = except != nullptr && call.enter_ns >= except->enter_ns &&
-                               call.exit_ns <= except->exit_ns;
+    const bool inside_except =
+        except != nullptr && call.enter_ns >= except->enter_ns && call.exit_ns <= except->exit_ns;
     if (inside_except) return;
     ++time.other_calls;
     if (to - from > time.longest_other_ns) {

@@ -53,8 +53,8 @@ class CaptureRecordDecoder {
   std::string path_;
   uint32_t pid_ = 0;
   std::unordered_map<uint32_t, uint32_t> kernel_name_of_id_;  // name_id -> Session::kernel_names
-  std::vector<GpuActivity> activities_;  // on CUPTI's clock; GpuKernel::name_index holds the
-                                         // record's name_id until Finish
+  std::vector<GpuActivity> activities_;   // on CUPTI's clock; GpuKernel::name_index holds the
+                                          // record's name_id until Finish
   std::vector<ModuleLoad> module_loads_;  // on CUPTI's clock
   std::vector<ClockOffset> clock_offsets_;
   // Records CUPTI handed over unfinished (a forced flush while they ran: no start or end time).

@@ -450,7 +450,7 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
     cause = CauseFor("gpu", WaitClass::kOther, none,
                      "the GPU side (work queued in time started late, with the GPU idle)");
   } else {
-    // The host launched it only after the stream had gone idle: why was that thread late?
+    // The host launched it only after the GPU had gone idle: why was that thread late?
     gap.late_thread = MakeLink(launch->tid, gap.start_ns, queued_ns);
     uint64_t longest = 0;
     for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
@@ -582,7 +582,8 @@ namespace {
 // window (the launch that came late) did not take the window's time.
 std::string CallsText(const Session& session, const ChainLink& link) {
   const uint64_t window_ns = link.end_ns - link.start_ns;
-  if (link.call != nullptr && link.call_ns >= window_ns) return " in " + session.ApiName(*link.call);
+  if (link.call != nullptr && link.call_ns >= window_ns)
+    return " in " + session.ApiName(*link.call);
   const uint64_t in_calls_ns = link.call_ns + link.other_calls_ns;
   if (in_calls_ns == 0) return "";
   std::vector<std::string> parts;

@@ -83,14 +83,14 @@ struct Stall {
 // An interval in which a GPU ran nothing (no kernel, copy or memset of any stream or process on
 // it), between two of its activities: GPU idle time, counted once however many streams were idle.
 struct GpuGap {
-  size_t device = 0;        // into Diagnosis::devices
-  uint32_t pid = 0;         // of the work that ended it
-  uint32_t device_id = 0;   // CUDA's ordinal for the GPU in that process
-  uint32_t stream_id = 0;   // the stream of the work that ended it
-  uint64_t start_ns = 0;    // the end of `before`
-  uint64_t end_ns = 0;      // the start of `after`
-  const GpuActivity* before = nullptr;  // the work that ended last before it (any stream)
-  const GpuActivity* after = nullptr;   // the work that started first after it
+  size_t device = 0;                     // into Diagnosis::devices
+  uint32_t pid = 0;                      // of the work that ended it
+  uint32_t device_id = 0;                // CUDA's ordinal for the GPU in that process
+  uint32_t stream_id = 0;                // the stream of the work that ended it
+  uint64_t start_ns = 0;                 // the end of `before`
+  uint64_t end_ns = 0;                   // the start of `after`
+  const GpuActivity* before = nullptr;   // the work that ended last before it (any stream)
+  const GpuActivity* after = nullptr;    // the work that started first after it
   const ApiCall* before_call = nullptr;  // what launched them, when recorded
   const ApiCall* after_call = nullptr;
   // The host thread the GPU waited for (the one that launched `after`) and what it did from the

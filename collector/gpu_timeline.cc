@@ -114,7 +114,7 @@ GpuDeviceTimeline FindGpuIdle(const Session& session, uint64_t min_idle_ns) {
   std::map<std::string, size_t> by_uuid;
   std::map<std::pair<uint32_t, uint32_t>, size_t> by_ordinal;  // (pid, ordinal): an unnamed one
   struct Stretch {
-    uint64_t start_ns = 0, end_ns = 0;    // the busy stretch that is open
+    uint64_t start_ns = 0, end_ns = 0;  // the busy stretch that is open
     const GpuActivity* last = nullptr;  // the work that ends it so far
   };
   std::vector<Stretch> open;
@@ -158,7 +158,8 @@ GpuDeviceTimeline FindGpuIdle(const Session& session, uint64_t min_idle_ns) {
     } else if (activity.start_ns > stretch.end_ns) {
       device.busy_ns += stretch.end_ns - stretch.start_ns;
       if (activity.start_ns - stretch.end_ns >= min_idle_ns)
-        timeline.idle.push_back({index, stretch.end_ns, activity.start_ns, stretch.last, &activity});
+        timeline.idle.push_back(
+            {index, stretch.end_ns, activity.start_ns, stretch.last, &activity});
       stretch = {activity.start_ns, activity.end_ns, &activity};
     } else if (activity.end_ns > stretch.end_ns) {
       stretch.end_ns = activity.end_ns;

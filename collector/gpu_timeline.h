@@ -1,7 +1,7 @@
 // The questions asked of the GPU timeline: which GPU work an API call caused and which call caused
 // a piece of work (same process, same CUPTI correlation id), how busy a process's GPU was during an
-// interval, and when each GPU of the session ran nothing. Each index is built once from a session sorted as model.h states, and points
-// into it: the session must outlive it and stay unchanged.
+// interval, and when each GPU of the session ran nothing. Each index is built once from a session
+// sorted as model.h states, and points into it: the session must outlive it and stay unchanged.
 #pragma once
 
 #include <cstdint>

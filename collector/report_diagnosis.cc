@@ -193,8 +193,7 @@ void DiagnosisText::Gaps() {
          << GpuDeviceName(diagnosis_.devices[gap.device], diagnosis_.devices) << ": after "
          << GpuActivityName(session_, *gap.before) << " on stream " << gap.before->stream_id;
     if (gap.before_call != nullptr) out_ << " (launched by " << Thread(gap.before_call->tid) << ")";
-    out_ << ", before " << GpuActivityName(session_, *gap.after) << " on stream "
-         << gap.stream_id;
+    out_ << ", before " << GpuActivityName(session_, *gap.after) << " on stream " << gap.stream_id;
     if (gap.after_call != nullptr)
       out_ << " (launched by " << Thread(gap.after_call->tid) << " in "
            << session_.ApiName(*gap.after_call) << " at "

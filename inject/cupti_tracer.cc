@@ -313,10 +313,9 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
   note[0] = '\0';
   // The GPUs' UUIDs tell whether two processes' devices are one GPU. CUPTI writes device records
   // when the driver initialises: the dump gets those of a driver initialised before we attached.
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-        CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_DEVICE}) {
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                  CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_DEVICE}) {
     result = kind == CUPTI_ACTIVITY_KIND_DEVICE && g.cupti.ActivityEnableAndDump != nullptr
                  ? g.cupti.ActivityEnableAndDump(kind)
                  : g.cupti.ActivityEnable(kind);

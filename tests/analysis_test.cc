@@ -1373,16 +1373,17 @@ TEST(GpuIdle, EachDeviceHasItsOwnAndTheHeaderSaysIt) {
   std::string text = RenderTextReport(session, analysis, {}, &diagnosis);
   for (uint32_t d = 0; d < 2; ++d) {
     const GpuDevice& device = analysis.gpu.devices[d];
-    std::string line = "  gpu idle  GPU " + std::to_string(d) + " ran nothing " +
-                       FormatDuration(expected[d].idle_ns) + " (" +
-                       std::to_string(expected[d].idle_ns * 100 /
-                                      (device.last_ns - device.first_ns)) +
-                       "%) of the " + FormatDuration(device.last_ns - device.first_ns) +
-                       " from its first work to its last\n";
+    std::string line =
+        "  gpu idle  GPU " + std::to_string(d) + " ran nothing " +
+        FormatDuration(expected[d].idle_ns) + " (" +
+        std::to_string(expected[d].idle_ns * 100 / (device.last_ns - device.first_ns)) +
+        "%) of the " + FormatDuration(device.last_ns - device.first_ns) +
+        " from its first work to its last\n";
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   nlohmann::json json = RenderJsonReport(session, analysis, &diagnosis);
-  EXPECT_EQ(json["gpu"]["devices"][1]["idle_ns"], expected[1].idle_ns) << json["gpu"]["devices"].dump();
+  EXPECT_EQ(json["gpu"]["devices"][1]["idle_ns"], expected[1].idle_ns)
+      << json["gpu"]["devices"].dump();
   EXPECT_EQ(json["diagnosis"]["devices"][0]["gap_idle_ns"], gap_ns[0]);
 }
 
@@ -1499,8 +1500,9 @@ TEST(LateThread, BlockedInsideTheCallIsInIt) {
   const GpuGap& gap = OnlyGap(diagnosis);
   ASSERT_TRUE(gap.late_thread.has_value());
   EXPECT_EQ(gap.late_thread->call_ns, 50 * kMs);
-  EXPECT_EQ(DescribeLink(session, *gap.late_thread), "python3 (11) on CPU 50.0 ms in "
-                                                     "cudaLaunchKernel");
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms in "
+            "cudaLaunchKernel");
 }
 
 TEST(LateThread, TimeInOtherCallsIsCountedApartFromTheCallThatEndedTheGap) {
@@ -1596,9 +1598,10 @@ TEST(ModuleLoading, AFirstLaunchThatLoadsAModuleIsNamedSo) {
     EXPECT_EQ(gap.module_load_ns, 45 * kMs);
     ASSERT_GE(gap.cause, 0);
     const Cause& cause = diagnosis.causes[gap.cause];
-    EXPECT_EQ(cause.identity,
-              "python3 (11) loading a CUDA module in cuLaunchKernel (lazy loading: the first launch "
-              "of a kernel loads its module)");
+    EXPECT_EQ(
+        cause.identity,
+        "python3 (11) loading a CUDA module in cuLaunchKernel (lazy loading: the first launch "
+        "of a kernel loads its module)");
     EXPECT_EQ(cause.gpu_idle_ns, gap.duration());
     std::string text = RenderDiagnosisText(session, diagnosis, 5);
     EXPECT_NE(text.find("the GPU waited for python3 (11) on CPU 50.0 ms in cuLaunchKernel; the "

@@ -880,9 +880,10 @@ TEST(EndToEnd, ALateThreadIsDescribedByWhatItDidNotByTheCallThatEndedTheGap) {
   EXPECT_LT(late["call_ns"].get<uint64_t>(), 1'000'000u) << late.dump(1);
   const std::string description = late["text"];
   std::smatch outside;
-  ASSERT_TRUE(std::regex_search(description, outside,
-                                std::regex(R"(\(([0-9.]+) ms outside CUDA calls, then [0-9.]+ [un]?s )"
-                                           R"(in cudaMemcpyAsync\)$)")))
+  ASSERT_TRUE(
+      std::regex_search(description, outside,
+                        std::regex(R"(\(([0-9.]+) ms outside CUDA calls, then [0-9.]+ [un]?s )"
+                                   R"(in cudaMemcpyAsync\)$)")))
       << description;
   EXPECT_GE(std::stod(outside[1]), 55.0) << description;
 }

@@ -1091,40 +1091,36 @@ TEST_F(MockCuptiTest, GraphWorkCarriesItsGraphNodeAndTheLaunchingCall) {
 // the launch, and CUPTI says so with an overhead record naming the thread and the call.
 TEST_F(MockCuptiTest, AModulesFirstLaunchReportsItsLoadingAsOverhead) {
   // In a child: the module is loaded once per process.
-  EXPECT_EQ(RunInChild(
-                [&] {
-                  CollectActivity({CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME});
-                  const uint64_t before = MonotonicNs();
-                  if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) !=
-                          cudaSuccess ||
-                      MonotonicNs() - before < fake_cuda::kModuleLoadNs)
-                    return 1;
-                  if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) !=
-                          cudaSuccess ||
-                      fake_cuda::LaunchKernel(10, nullptr) != cudaSuccess ||
-                      cudaDeviceSynchronize() != cudaSuccess ||
-                      cuptiActivityFlushAll(0) != CUPTI_SUCCESS)
-                    return 2;
-                  const auto loads =
-                      received.RecordsOf<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
-                  const auto launches = received.ApiRecords(
-                      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
-                  if (loads.size() != 1 || launches.size() != 3) return 3;  // once per process
-                  const CUpti_ActivityOverhead3& load = loads[0];
-                  if (load.overheadKind != CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING ||
-                      load.objectKind != CUPTI_ACTIVITY_OBJECT_THREAD ||
-                      load.objectId.pt.threadId != uint32_t(Tid()) ||
-                      load.objectId.pt.processId != uint32_t(getpid()) ||
-                      load.overheadData != nullptr)
-                    return 4;
-                  if (load.correlationId != launches[0].correlationId ||
-                      load.start < launches[0].start || load.end > launches[0].end ||
-                      load.end - load.start < fake_cuda::kModuleLoadNs)
-                    return 5;
-                  return 0;
-                },
-                10'000),
-            0);
+  EXPECT_EQ(
+      RunInChild(
+          [&] {
+            CollectActivity({CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME});
+            const uint64_t before = MonotonicNs();
+            if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) != cudaSuccess ||
+                MonotonicNs() - before < fake_cuda::kModuleLoadNs)
+              return 1;
+            if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) != cudaSuccess ||
+                fake_cuda::LaunchKernel(10, nullptr) != cudaSuccess ||
+                cudaDeviceSynchronize() != cudaSuccess || cuptiActivityFlushAll(0) != CUPTI_SUCCESS)
+              return 2;
+            const auto loads =
+                received.RecordsOf<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+            const auto launches = received.ApiRecords(
+                CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+            if (loads.size() != 1 || launches.size() != 3) return 3;  // once per process
+            const CUpti_ActivityOverhead3& load = loads[0];
+            if (load.overheadKind != CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING ||
+                load.objectKind != CUPTI_ACTIVITY_OBJECT_THREAD ||
+                load.objectId.pt.threadId != uint32_t(Tid()) ||
+                load.objectId.pt.processId != uint32_t(getpid()) || load.overheadData != nullptr)
+              return 4;
+            if (load.correlationId != launches[0].correlationId || load.start < launches[0].start ||
+                load.end > launches[0].end || load.end - load.start < fake_cuda::kModuleLoadNs)
+              return 5;
+            return 0;
+          },
+          10'000),
+      0);
 }
 
 // The one device's record, with its UUID, comes from cuptiActivityEnableAndDump.

@@ -727,10 +727,10 @@ TEST(SessionReader, MalformedCaptureRecordsAreSkippedWithAMessage) {
   TempDir dir;
   WriteCaptureFile(dir, [](RecordBatch& batch) {
     // Each type cut to its record header.
-    for (uint16_t type : {format::kCaptureInfo, format::kGpuName, format::kGpuKernel,
-                          format::kGpuMemcpy, format::kGpuMemset, format::kGpuSync,
-                          format::kGpuDropped, format::kClockOffset, format::kCallStack,
-                          format::kGpuOverhead, format::kGpuDevice}) {
+    for (uint16_t type :
+         {format::kCaptureInfo, format::kGpuName, format::kGpuKernel, format::kGpuMemcpy,
+          format::kGpuMemset, format::kGpuSync, format::kGpuDropped, format::kClockOffset,
+          format::kCallStack, format::kGpuOverhead, format::kGpuDevice}) {
       batch.Add(format::RecordHeader{}, type);
     }
     // Trailing lengths past the record's end.

@@ -67,6 +67,16 @@ class PerThread {
     return ThreadRecords<Record>(records_, {first, last});
   }
 
+  // Those of `tid` that began in [start, end), in start order (for records that may nest).
+  ThreadRecords<Record> StartingIn(uint32_t tid, uint64_t start, uint64_t end) const {
+    auto all = Of(tid);
+    auto first = std::partition_point(all.begin(), all.end(),
+                                      [&](uint32_t i) { return StartOf(records_[i]) < start; });
+    auto last = std::partition_point(first, all.end(),
+                                     [&](uint32_t i) { return StartOf(records_[i]) < end; });
+    return ThreadRecords<Record>(records_, {first, last});
+  }
+
   // The one of `tid` in progress at `time`: the latest that began at or before it, unless it
   // ended before.
   const Record* At(uint32_t tid, uint64_t time) const {
@@ -129,6 +139,35 @@ WaitReader::~WaitReader() = default;
 
 const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
   return index_->calls.At(tid, time_ns);
+}
+
+CallTime WaitReader::CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                                    const ApiCall* except) const {
+  CallTime time;
+  uint64_t covered_ns = start_ns;  // the calls so far, in start order, cover up to here
+  auto add = [&](const ApiCall& call) {
+    const uint64_t from = std::max(call.enter_ns, start_ns);
+    const uint64_t to = std::min(call.exit_ns, end_ns);
+    if (to <= from) return;
+    if (to > covered_ns) {
+      time.in_calls_ns += to - std::max(from, covered_ns);
+      covered_ns = to;
+    }
+    const bool inside_except =
+        except != nullptr && call.enter_ns >= except->enter_ns && call.exit_ns <= except->exit_ns;
+    if (inside_except) return;
+    ++time.other_calls;
+    if (to - from > time.longest_other_ns) {
+      time.longest_other = &call;
+      time.longest_other_ns = to - from;
+    }
+  };
+  const ApiCall* at_start = CallAt(tid, start_ns);
+  if (at_start != nullptr) add(*at_start);
+  for (const ApiCall* call : index_->calls.StartingIn(tid, start_ns, end_ns)) {
+    if (call != at_start) add(*call);
+  }
+  return time;
 }
 
 ThreadRecords<OffCpuInterval> WaitReader::OffCpuDuring(uint32_t tid, uint64_t start_ns,

@@ -161,6 +161,16 @@ struct TimeSplit {
   std::vector<Wait> waits;
 };
 
+// How much of an interval a thread spent inside CUDA calls.
+struct CallTime {
+  uint64_t in_calls_ns = 0;  // inside any of its calls (nested ones counted once)
+  // Of its calls other than the one asked about (and those nested in it): how many overlap the
+  // interval, and the one that covers most of it.
+  uint32_t other_calls = 0;
+  const ApiCall* longest_other = nullptr;
+  uint64_t longest_other_ns = 0;
+};
+
 // Some records of one thread, in time order, as pointers into the session's vector.
 template <typename Record>
 class ThreadRecords {
@@ -205,6 +215,11 @@ class WaitReader {
   TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
   // The CUDA call of `tid` in progress at `time_ns` (the innermost), or nullptr.
   const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
+  // The time `tid` spent inside CUDA calls during [start_ns, end_ns); `except` is the call asked
+  // about, kept out of CallTime's other calls. (A call in progress at start_ns whose nested call
+  // ended before it is missed, as CallAt misses it: only activity records nest calls.)
+  CallTime CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                          const ApiCall* except) const;
   // The futex call of `tid` in progress at `time_ns`, or nullptr.
   const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
   ThreadRecords<FutexCall> FutexDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;

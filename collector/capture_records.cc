@@ -145,6 +145,12 @@ bool CaptureRecordDecoder::Decode(const RecordView& record) {
     case format::kCallStack:
       DecodeCallStack(record);
       return true;
+    case format::kGpuOverhead:
+      DecodeOverhead(record);
+      return true;
+    case format::kGpuDevice:
+      DecodeDevice(record);
+      return true;
     default:
       return false;
   }
@@ -268,6 +274,30 @@ void CaptureRecordDecoder::DecodeCallStack(const RecordView& record) {
   session_->call_stacks[{stack.tid, stack.enter_ns}] = std::move(native);
 }
 
+void CaptureRecordDecoder::DecodeOverhead(const RecordView& record) {
+  format::GpuOverheadRecord overhead;
+  if (!ReadRecord(record.bytes, &overhead)) return Malformed(record, "GPU overhead");
+  if (overhead.end_ns < overhead.start_ns) return Malformed(record, "GPU overhead (end first)");
+  module_loads_.push_back({overhead.start_ns, overhead.end_ns, overhead.correlation_id, pid_,
+                           overhead.tid, overhead.overhead_kind});
+}
+
+// "GPU-5c1f0b2e-...", as nvidia-smi and CUDA_VISIBLE_DEVICES spell a GPU's UUID.
+void CaptureRecordDecoder::DecodeDevice(const RecordView& record) {
+  format::GpuDeviceRecord device;
+  if (!ReadRecord(record.bytes, &device)) return Malformed(record, "GPU device");
+  std::string uuid = "GPU-";
+  for (size_t i = 0; i < sizeof(device.uuid); ++i) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+    uuid += kHex[device.uuid[i] >> 4];
+    uuid += kHex[device.uuid[i] & 0xf];
+  }
+  Process& process = session_->processes[pid_];
+  process.pid = pid_;
+  process.device_uuids[device.device_id] = std::move(uuid);
+}
+
 uint32_t CaptureRecordDecoder::InternKernelName(const std::string& name) {
   auto [it, inserted] =
       kernel_names_->try_emplace(name, static_cast<uint32_t>(session_->kernel_names.size()));
@@ -282,10 +312,22 @@ void CaptureRecordDecoder::Finish() {
                                         unfinished_,
                                         {}});
   }
-  if (activities_.empty() && clock_offsets_.empty()) return;
+  if (activities_.empty() && module_loads_.empty() && clock_offsets_.empty()) return;
   std::sort(clock_offsets_.begin(), clock_offsets_.end(), MeasuredEarlier);
   GpuClock clock(clock_offsets_);
   uint64_t off_the_clock = 0;
+  for (ModuleLoad& load : module_loads_) {
+    int64_t offset = clock.OffsetAt(load.start_ns);
+    auto start = GpuClock::ToMonotonic(load.start_ns, offset);
+    auto end = GpuClock::ToMonotonic(load.end_ns, offset);
+    if (!start || !end) {
+      ++off_the_clock;
+      continue;
+    }
+    load.start_ns = *start;
+    load.end_ns = *end;
+    session_->module_loads.push_back(load);
+  }
   for (GpuActivity& activity : activities_) {
     if (auto* kernel = std::get_if<GpuKernel>(&activity.detail)) {
       auto name = kernel_name_of_id_.find(kernel->name_index);

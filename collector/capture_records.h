@@ -1,5 +1,6 @@
 // Decodes what CUPTI capture adds to an inject file: how the process was captured, kernel names,
-// GPU activities, CUPTI's losses and clock offsets, and the native stacks of slow calls. Like the
+// GPU activities, the driver's module loading, the GPUs' UUIDs, CUPTI's losses and clock offsets,
+// and the native stacks of slow calls. Like the
 // rest of the reader, every byte is bounds-checked and a malformed record becomes a Diagnostic.
 #pragma once
 
@@ -40,6 +41,8 @@ class CaptureRecordDecoder {
   void DecodeGpuDropped(const RecordView& record);
   void DecodeClockOffset(const RecordView& record);
   void DecodeCallStack(const RecordView& record);
+  void DecodeOverhead(const RecordView& record);
+  void DecodeDevice(const RecordView& record);
   // Keeps an activity of this file (timestamps still on CUPTI's clock); false when it ends before
   // it starts.
   bool Keep(GpuActivity activity);
@@ -50,8 +53,9 @@ class CaptureRecordDecoder {
   std::string path_;
   uint32_t pid_ = 0;
   std::unordered_map<uint32_t, uint32_t> kernel_name_of_id_;  // name_id -> Session::kernel_names
-  std::vector<GpuActivity> activities_;  // on CUPTI's clock; GpuKernel::name_index holds the
-                                         // record's name_id until Finish
+  std::vector<GpuActivity> activities_;   // on CUPTI's clock; GpuKernel::name_index holds the
+                                          // record's name_id until Finish
+  std::vector<ModuleLoad> module_loads_;  // on CUPTI's clock
   std::vector<ClockOffset> clock_offsets_;
   // Records CUPTI handed over unfinished (a forced flush while they ran: no start or end time).
   uint64_t unfinished_ = 0;

@@ -52,6 +52,16 @@ class Diagnoser {
     diagnosis_.options = options;
     diagnosis_.kernel_recorded = session.meta.kernel_recording;
     for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
+    // A load CUPTI did not name a thread for is its call's thread's.
+    for (const ModuleLoad& load : session.module_loads) {
+      uint32_t tid = load.tid;
+      if (tid == 0) {
+        const ApiCall* call = correlation_.CallOf(load.pid, load.correlation_id);
+        if (call == nullptr) continue;
+        tid = call->tid;
+      }
+      module_loads_[tid].push_back(&load);
+    }
   }
 
   Diagnosis Run() {
@@ -75,6 +85,10 @@ class Diagnoser {
     const MemoryMapCall* memory_call = nullptr;  // the memory map call the owner was in
   };
   ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  // Fills the link's call_ns and other calls.
+  void TimeInCalls(ChainLink& link) const;
+  // The time the driver spent loading modules in `tid`'s calls during [start_ns, end_ns).
+  uint64_t ModuleLoadDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // Fills stall.chain (and stall.deadlock_tid).
   void FollowChain(Stall& stall) const;
   // The thread that ended `wait` of `waiter` (its waker; for a kernel lock whose waker is not in
@@ -105,6 +119,8 @@ class Diagnoser {
   std::unordered_map<uint32_t, uint32_t> creator_of_;  // tid -> the thread that created it
   std::map<std::string, int> cause_by_key_;
   std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
+  // The session's module loads by the thread they happened on.
+  std::unordered_map<uint32_t, std::vector<const ModuleLoad*>> module_loads_;
 };
 
 ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
@@ -125,6 +141,7 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     }
   }
   link.call = reader_.CallAt(tid, link.end_ns);
+  TimeInCalls(link);
   TimeSplit split = reader_.Split(tid, link.start_ns, link.end_ns);
   link.on_cpu_ns = split.on_cpu_ns;
   link.asleep_ns = split.asleep_ns;
@@ -157,6 +174,29 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     link.memory_call = reader_.MemoryCallAt(tid, link.end_ns);
   }
   return link;
+}
+
+uint64_t Diagnoser::ModuleLoadDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+  auto loads = module_loads_.find(tid);
+  if (loads == module_loads_.end()) return 0;
+  uint64_t total = 0;
+  for (const ModuleLoad* load : loads->second) {
+    const uint64_t from = std::max(load->start_ns, start_ns);
+    const uint64_t to = std::min(load->end_ns, end_ns);
+    if (to > from) total += to - from;
+  }
+  return total;
+}
+
+void Diagnoser::TimeInCalls(ChainLink& link) const {
+  CallTime time = reader_.CallTimeDuring(link.tid, link.start_ns, link.end_ns, link.call);
+  if (link.call != nullptr) {
+    const uint64_t from = std::max(link.call->enter_ns, link.start_ns);
+    link.call_ns = link.end_ns > from ? link.end_ns - from : 0;
+  }
+  link.other_calls_ns = time.in_calls_ns > link.call_ns ? time.in_calls_ns - link.call_ns : 0;
+  link.other_calls = time.other_calls;
+  link.longest_other_call = time.longest_other;
 }
 
 void Diagnoser::FollowChain(Stall& stall) const {
@@ -530,39 +570,26 @@ void Diagnoser::FindFreezes() {
 }
 
 void Diagnoser::FindGpuGaps() {
-  // Work per stream of each process, in start order.
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<const GpuActivity*>> streams;
-  for (const GpuActivity& activity : session_.gpu_activities) {
-    if (!activity.occupies_gpu()) continue;
-    streams[{activity.pid, activity.device_id, activity.stream_id}].push_back(&activity);
+  GpuDeviceTimeline timeline = FindGpuIdle(session_, diagnosis_.options.gap_threshold_ns);
+  for (const GpuIdleInterval& idle : timeline.idle) {
+    GpuGap gap;
+    gap.device = idle.device;
+    gap.pid = idle.after->pid;
+    gap.device_id = idle.after->device_id;
+    gap.stream_id = idle.after->stream_id;
+    gap.start_ns = idle.start_ns;
+    gap.end_ns = idle.end_ns;
+    gap.before = idle.before;
+    gap.after = idle.after;
+    gap.before_call = correlation_.LauncherOf(*idle.before);
+    gap.after_call = correlation_.LauncherOf(*idle.after);
+    diagnosis_.gaps.push_back(gap);
   }
-  for (const auto& [key, work] : streams) {
-    const GpuActivity* latest = nullptr;  // the one that ends last so far
-    for (const GpuActivity* activity : work) {
-      if (latest != nullptr && activity->start_ns > latest->end_ns &&
-          activity->start_ns - latest->end_ns >= diagnosis_.options.gap_threshold_ns) {
-        GpuGap gap;
-        std::tie(gap.pid, gap.device_id, gap.stream_id) = key;
-        gap.start_ns = latest->end_ns;
-        gap.end_ns = activity->start_ns;
-        gap.before = latest;
-        gap.after = activity;
-        gap.before_call = correlation_.LauncherOf(*latest);
-        gap.after_call = correlation_.LauncherOf(*activity);
-        diagnosis_.gaps.push_back(gap);
-      }
-      if (latest == nullptr || activity->end_ns > latest->end_ns) latest = activity;
-    }
-  }
-  std::sort(diagnosis_.gaps.begin(), diagnosis_.gaps.end(),
-            [](const GpuGap& a, const GpuGap& b) { return a.start_ns < b.start_ns; });
+  diagnosis_.devices = std::move(timeline.devices);
   for (GpuGap& gap : diagnosis_.gaps) ExplainGap(gap);
 }
 
 void Diagnoser::ExplainGap(GpuGap& gap) {
-  // The idle time of the process's GPU in the gap (other streams may have run meanwhile).
-  GpuUse use = gpu_busy_.UseDuring(gap.pid, gap.start_ns, gap.end_ns);
-  uint64_t idle_ns = gap.duration() > use.busy_ns ? gap.duration() - use.busy_ns : 0;
   const ApiCall* launch = gap.after_call;
   if (launch == nullptr) return;  // no launching call recorded: nothing to follow
   int cause = -1;
@@ -570,17 +597,14 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
   // (late to call) or inside it (blocked in it).
   const uint64_t queued_ns = std::min(launch->exit_ns, gap.end_ns);
   if (queued_ns <= gap.start_ns) {
-    // Queued before the stream went idle, started late: it waited on the GPU side (behind
-    // another stream's work, an event, a copy engine).
+    // Queued before the GPU went idle, started late: held on the GPU side (a host function or an
+    // event its stream waited for, another process's work on a GPU CUPTI did not name).
     gap.gpu_side = true;
-    gap.gpu_side_activity = use.longest;
-    std::string what = use.longest != nullptr ? GpuActivityName(session_, *use.longest) : "";
     WaitObject none;
-    cause = CauseFor("gpu|" + what, WaitClass::kOther, none,
-                     what.empty() ? "the GPU (work queued in time but started late)"
-                                  : "the GPU running " + what + " on another stream");
+    cause = CauseFor("gpu", WaitClass::kOther, none,
+                     "the GPU side (work queued in time started late, with the GPU idle)");
   } else {
-    // The host launched it only after the stream had gone idle: why was that thread late?
+    // The host launched it only after the GPU had gone idle: why was that thread late?
     gap.late_thread = MakeLink(launch->tid, gap.start_ns, queued_ns);
     uint64_t longest = 0;
     for (size_t i = 0; i < diagnosis_.stalls.size(); ++i) {
@@ -596,8 +620,18 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
       }
     }
     const ChainLink& late = *gap.late_thread;
-    if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
-        late.state == ChainLink::State::kAsleep) {
+    gap.module_load_ns = ModuleLoadDuring(launch->tid, gap.start_ns, queued_ns);
+    if (gap.module_load_ns * 2 >= queued_ns - gap.start_ns) {
+      // Most of the wait was the driver loading the module of a kernel launched the first time:
+      // a cause of its own, which warming up or CUDA_MODULE_LOADING=EAGER moves out of the run.
+      WaitObject none;
+      cause = CauseFor("module|" + std::to_string(launch->tid), WaitClass::kOther, none,
+                       session_.ThreadLabel(launch->tid) + " loading a CUDA module in " +
+                           session_.ApiName(*launch) +
+                           " (lazy loading: the first launch of a kernel loads its module)");
+      if (!diagnosis_.causes[cause].root) diagnosis_.causes[cause].root = late;
+    } else if (gap.stall >= 0 && diagnosis_.stalls[gap.stall].cause >= 0 &&
+               late.state == ChainLink::State::kAsleep) {
       cause = diagnosis_.stalls[gap.stall].cause;
     } else {
       // Not contention: the thread worked, lacked a CPU, or waited for something else (its input,
@@ -620,7 +654,7 @@ void Diagnoser::ExplainGap(GpuGap& gap) {
   }
   gap.cause = cause;
   Cause& explained = diagnosis_.causes[cause];
-  explained.gpu_idle_ns += idle_ns;
+  explained.gpu_idle_ns += gap.duration();
   explained.gaps.push_back(static_cast<int>(&gap - diagnosis_.gaps.data()));
 }
 
@@ -695,6 +729,38 @@ bool InDeadlock(const Stall& stall) {
   return stall.deadlock_tid != 0 && stall.deadlock_tid == stall.tid;
 }
 
+namespace {
+
+// " in cudaFree" when the whole window was inside the call; else where its time went, as CUDA calls
+// go: " (8.2 s outside CUDA calls, then 12.0 us in cudaMemcpyAsync)". A call that only ended the
+// window (the launch that came late) did not take the window's time.
+std::string CallsText(const Session& session, const ChainLink& link) {
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.call != nullptr && link.call_ns >= window_ns)
+    return " in " + session.ApiName(*link.call);
+  const uint64_t in_calls_ns = link.call_ns + link.other_calls_ns;
+  if (in_calls_ns == 0) return "";
+  std::vector<std::string> parts;
+  if (window_ns > in_calls_ns)
+    parts.push_back(FormatDuration(window_ns - in_calls_ns) + " outside CUDA calls");
+  if (link.other_calls > 0 && link.longest_other_call != nullptr) {
+    const std::string longest = session.ApiName(*link.longest_other_call);
+    parts.push_back(FormatDuration(link.other_calls_ns) + " in " +
+                    (link.other_calls == 1 ? longest
+                                           : WithThousands(link.other_calls) +
+                                                 " other CUDA calls (longest " + longest + ")"));
+  }
+  if (link.call != nullptr && link.call_ns > 0) {
+    parts.push_back(std::string(parts.empty() ? "" : "then ") + FormatDuration(link.call_ns) +
+                    " in " + session.ApiName(*link.call));
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
+  return " (" + text + ")";
+}
+
+}  // namespace
+
 std::string DescribeLink(const Session& session, const ChainLink& link) {
   std::string text = session.ThreadLabel(link.tid);
   if (link.created_ns != 0) text += ", created at " + FormatOffset(session, link.created_ns) + ",";
@@ -723,8 +789,8 @@ std::string DescribeLink(const Session& session, const ChainLink& link) {
   if (link.memory_call != nullptr) {
     text += " in " + std::string(MemorySyscallName(link.memory_call->syscall)) + " of " +
             MemoryMapSize(*link.memory_call);
-  } else if (link.call != nullptr) {
-    text += " in " + session.ApiName(*link.call);
+  } else {
+    text += CallsText(session, link);
   }
   // Time without a CPU is said wherever it took a tenth of the window or more.
   const uint64_t window_ns = link.end_ns - link.start_ns;

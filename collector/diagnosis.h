@@ -1,9 +1,10 @@
 // The diagnosis: the article's method run over the merged record. For every long wait of every
 // thread (inside a CUDA call or not): its class and identity, the thread that ended it and what
 // that thread was doing, followed to the root; waits that overlap and share a cause are one
-// freeze; every idle gap of a GPU stream is traced to the host thread it waited for and why that
-// thread was late; causes are ranked by the GPU idle time they explain, then by the thread time
-// they blocked.
+// freeze; every interval in which a GPU ran nothing is traced to the host thread it waited for
+// and why that thread was late; causes are ranked by the GPU idle time they explain (each idle
+// interval explained once, so they never add up to more than the GPUs' idle time), then by the
+// thread time they blocked.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace gprof::collector {
 
 struct DiagnosisOptions {
   uint64_t wait_threshold_ns = 1'000'000;  // sleeps at least this long are explained
-  uint64_t gap_threshold_ns = 1'000'000;   // GPU stream idle intervals at least this long
+  uint64_t gap_threshold_ns = 1'000'000;   // GPU idle intervals at least this long
   size_t max_chain = 6;                    // links followed from a wait to its root
 };
 
@@ -50,6 +51,12 @@ struct ChainLink {
   uint64_t asleep_ns = 0;
   uint64_t runnable_ns = 0;
   const ApiCall* call = nullptr;  // its CUDA call in progress at the window's end
+  // Where the window went as CUDA calls go: the part inside `call`, and inside its other calls
+  // (the rest was outside CUDA calls). "in X" is said only of time inside X.
+  uint64_t call_ns = 0;
+  uint64_t other_calls_ns = 0;
+  uint32_t other_calls = 0;
+  const ApiCall* longest_other_call = nullptr;
   // kAsleep: the longest sleep in the window, its object and class, and who ended it.
   std::optional<Wait> wait;
   WaitClass wait_class = WaitClass::kOther;
@@ -79,24 +86,28 @@ struct Stall {
   uint64_t asleep_ns() const { return wait.asleep_ns(); }
 };
 
-// An idle interval of one GPU stream between two of its activities.
+// An interval in which a GPU ran nothing (no kernel, copy or memset of any stream or process on
+// it), between two of its activities: GPU idle time, counted once however many streams were idle.
 struct GpuGap {
-  uint32_t pid = 0;
-  uint32_t device_id = 0;
-  uint32_t stream_id = 0;
-  uint64_t start_ns = 0;  // the end of `before`
-  uint64_t end_ns = 0;    // the start of `after`
-  const GpuActivity* before = nullptr;
-  const GpuActivity* after = nullptr;
+  size_t device = 0;                     // into Diagnosis::devices
+  uint32_t pid = 0;                      // of the work that ended it
+  uint32_t device_id = 0;                // CUDA's ordinal for the GPU in that process
+  uint32_t stream_id = 0;                // the stream of the work that ended it
+  uint64_t start_ns = 0;                 // the end of `before`
+  uint64_t end_ns = 0;                   // the start of `after`
+  const GpuActivity* before = nullptr;   // the work that ended last before it (any stream)
+  const GpuActivity* after = nullptr;    // the work that started first after it
   const ApiCall* before_call = nullptr;  // what launched them, when recorded
   const ApiCall* after_call = nullptr;
   // The host thread the GPU waited for (the one that launched `after`) and what it did from the
   // gap's start until it launched it; a GPU-side cause instead when the launch came in time and
-  // the work waited on the GPU (another stream's work).
+  // the work was held on the GPU side.
   std::optional<ChainLink> late_thread;
   int stall = -1;  // the late thread's longest stall in the gap, into Diagnosis::stalls
+  // Of the late thread's time, what the driver spent loading modules (a first launch's lazy
+  // loading, as CUPTI reported it).
+  uint64_t module_load_ns = 0;
   bool gpu_side = false;
-  const GpuActivity* gpu_side_activity = nullptr;  // gpu_side: the work it waited behind
   int cause = -1;
   uint64_t duration() const { return end_ns - start_ns; }
 };
@@ -143,7 +154,7 @@ struct Cause {
   std::optional<ChainLink> root;  // the root of its longest wait's chain
   uint32_t holder_tid = 0;        // the thread that ended most of its waiting (0: none, a timeout)
   uint64_t blocked_ns = 0;        // thread time asleep on it (or runnable, for kCpu)
-  uint64_t gpu_idle_ns = 0;       // GPU stream idle time it explains
+  uint64_t gpu_idle_ns = 0;       // GPU idle time it explains (its gaps' durations)
   uint64_t longest_ns = 0;        // its longest single wait
   size_t wait_count = 0;
   std::vector<uint32_t> tids;  // threads that waited on it (kCpu: by runnable time, longest first)
@@ -155,7 +166,8 @@ struct Diagnosis {
   std::vector<Stall> stalls;             // in time order
   std::vector<Cause> causes;             // ranked: GPU idle explained, then blocked thread time
   std::vector<DiagnosedFreeze> freezes;  // in time order
-  std::vector<GpuGap> gaps;              // in time order
+  std::vector<GpuGap> gaps;              // in time order, of every GPU
+  std::vector<GpuDevice> devices;        // the GPUs the gaps are on
   // Threads runnable the wait threshold or more, or whose waits were held up that long for want
   // of a CPU; by runnable time, longest first (those short_of_cpu are the CPU cause's threads).
   std::vector<CpuWait> cpu_waits;

@@ -1,6 +1,7 @@
 #include "gpu_timeline.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 namespace gprof::collector {
@@ -46,11 +47,16 @@ std::span<const GpuActivity* const> GpuCorrelation::ActivitiesOf(const ApiCall& 
 }
 
 const ApiCall* GpuCorrelation::LauncherOf(const GpuActivity& activity) const {
-  if (activity.correlation_id == 0) return nullptr;
-  auto first = std::lower_bound(calls_.begin(), calls_.end(), &activity, ByCorrelation{});
-  if (first == calls_.end() || ByCorrelation::Key(*first) != ByCorrelation::Key(&activity)) {
-    return nullptr;
-  }
+  return CallOf(activity.pid, activity.correlation_id);
+}
+
+const ApiCall* GpuCorrelation::CallOf(uint32_t pid, uint64_t correlation_id) const {
+  if (correlation_id == 0) return nullptr;
+  const std::pair<uint32_t, uint64_t> key{pid, correlation_id};
+  auto first = std::partition_point(calls_.begin(), calls_.end(), [&](const ApiCall* call) {
+    return ByCorrelation::Key(call) < key;
+  });
+  if (first == calls_.end() || ByCorrelation::Key(*first) != key) return nullptr;
   return *first;
 }
 
@@ -101,6 +107,88 @@ GpuUse GpuBusyTimeline::UseDuring(uint32_t pid, uint64_t start_ns, uint64_t end_
     }
   }
   return use;
+}
+
+GpuDeviceTimeline FindGpuIdle(const Session& session, uint64_t min_idle_ns) {
+  GpuDeviceTimeline timeline;
+  std::map<std::string, size_t> by_uuid;
+  std::map<std::pair<uint32_t, uint32_t>, size_t> by_ordinal;  // (pid, ordinal): an unnamed one
+  struct Stretch {
+    uint64_t start_ns = 0, end_ns = 0;  // the busy stretch that is open
+    const GpuActivity* last = nullptr;  // the work that ends it so far
+  };
+  std::vector<Stretch> open;
+  std::pair<uint32_t, uint32_t> cached_key{0, 0};
+  size_t cached = SIZE_MAX;
+  auto device_of = [&](const GpuActivity& activity) {
+    const std::pair<uint32_t, uint32_t> key{activity.pid, activity.device_id};
+    if (cached != SIZE_MAX && key == cached_key) return cached;
+    std::string uuid;
+    if (auto process = session.processes.find(activity.pid); process != session.processes.end()) {
+      if (auto named = process->second.device_uuids.find(activity.device_id);
+          named != process->second.device_uuids.end())
+        uuid = named->second;
+    }
+    const size_t next = timeline.devices.size();
+    const size_t index = uuid.empty() ? by_ordinal.try_emplace(key, next).first->second
+                                      : by_uuid.try_emplace(uuid, next).first->second;
+    if (index == next) {
+      GpuDevice device;
+      device.ordinal = activity.device_id;
+      device.uuid = std::move(uuid);
+      timeline.devices.push_back(std::move(device));
+      open.emplace_back();
+    }
+    cached_key = key;
+    cached = index;
+    return cached;
+  };
+  // In start order, each device's work either extends its open busy stretch or, after an idle
+  // interval, begins the next.
+  for (const GpuActivity& activity : session.gpu_activities) {
+    if (!activity.occupies_gpu()) continue;
+    const size_t index = device_of(activity);
+    GpuDevice& device = timeline.devices[index];
+    Stretch& stretch = open[index];
+    if (std::find(device.pids.begin(), device.pids.end(), activity.pid) == device.pids.end())
+      device.pids.push_back(activity.pid);
+    if (stretch.last == nullptr) {
+      device.first_ns = activity.start_ns;
+      stretch = {activity.start_ns, activity.end_ns, &activity};
+    } else if (activity.start_ns > stretch.end_ns) {
+      device.busy_ns += stretch.end_ns - stretch.start_ns;
+      if (activity.start_ns - stretch.end_ns >= min_idle_ns)
+        timeline.idle.push_back(
+            {index, stretch.end_ns, activity.start_ns, stretch.last, &activity});
+      stretch = {activity.start_ns, activity.end_ns, &activity};
+    } else if (activity.end_ns > stretch.end_ns) {
+      stretch.end_ns = activity.end_ns;
+      stretch.last = &activity;
+    }
+  }
+  for (size_t i = 0; i < open.size(); ++i) {
+    timeline.devices[i].busy_ns += open[i].end_ns - open[i].start_ns;
+    timeline.devices[i].last_ns = open[i].end_ns;
+  }
+  // GPU 0 before GPU 1; a process's own devices by its pid.
+  std::vector<size_t> order(timeline.devices.size()), rank(order.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](size_t i) {
+    const GpuDevice& device = timeline.devices[i];
+    return std::make_tuple(device.ordinal, device.uuid, device.pids.front());
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<GpuDevice> sorted;
+  for (size_t i = 0; i < order.size(); ++i) {
+    rank[order[i]] = i;
+    sorted.push_back(std::move(timeline.devices[order[i]]));
+  }
+  timeline.devices = std::move(sorted);
+  for (GpuIdleInterval& idle : timeline.idle) idle.device = rank[idle.device];
+  std::stable_sort(
+      timeline.idle.begin(), timeline.idle.end(),
+      [](const GpuIdleInterval& a, const GpuIdleInterval& b) { return a.start_ns < b.start_ns; });
+  return timeline;
 }
 
 }  // namespace gprof::collector

@@ -1,5 +1,6 @@
 #include "gpu_vocabulary.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace gprof::collector {
@@ -57,6 +58,24 @@ std::string CuptiVersionText(uint32_t cupti_version) {
            std::to_string(cupti_version) + ")";
   }
   return "CUPTI API version " + std::to_string(cupti_version);
+}
+
+std::string GpuDeviceName(const GpuDevice& device, const std::vector<GpuDevice>& all) {
+  std::string name = "GPU " + std::to_string(device.ordinal);
+  auto pid_list = [&] {
+    std::string text;
+    for (uint32_t pid : device.pids) text += (text.empty() ? "" : ", ") + std::to_string(pid);
+    return text;
+  };
+  if (!device.uuid.empty()) {
+    if (device.pids.size() > 1) name += " (" + device.uuid + ", pids " + pid_list() + ")";
+    return name;
+  }
+  const bool ordinal_shared = std::any_of(all.begin(), all.end(), [&](const GpuDevice& other) {
+    return &other != &device && other.ordinal == device.ordinal;
+  });
+  if (ordinal_shared) name += " of pid " + pid_list();
+  return name;
 }
 
 }  // namespace gprof::collector

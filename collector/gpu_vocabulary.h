@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "gpu_timeline.h"
 #include "model.h"
 
 namespace gprof::collector {
@@ -22,5 +24,10 @@ std::string GpuActivityName(const Session& session, const GpuActivity& activity)
 
 // "CUPTI 13.0 (API version 130001)"; before CUDA 13, "CUPTI API version 28".
 std::string CuptiVersionText(uint32_t cupti_version);
+
+// "GPU 0"; with its UUID when processes share it ("GPU 0 (GPU-5c1f..., pids 10, 11)"); with its
+// process when another process's GPU has the same ordinal and no UUID tells them apart
+// ("GPU 0 of pid 10").
+std::string GpuDeviceName(const GpuDevice& device, const std::vector<GpuDevice>& all);
 
 }  // namespace gprof::collector

@@ -76,6 +76,9 @@ struct Process {
   Capture capture;                         // the latest the process wrote
   std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
   uint64_t gpu_dropped_records = 0;        // GPU activity records CUPTI could not keep
+  // Its CUDA device ordinals as CUPTI named the GPUs behind them: "GPU-<uuid>", the same in every
+  // process that uses the GPU (an ordinal is per process: CUDA_VISIBLE_DEVICES renumbers).
+  std::map<uint32_t, std::string> device_uuids;
 
   // The snapshot that names `address` as it was at `time_ns` (kLatest: at the end): of the
   // snapshots of the program that ran then (none across an exec), the latest taken at or before
@@ -161,6 +164,17 @@ struct GpuActivity {
   // Kernels, copies and memsets keep the GPU busy; a synchronization is the host waiting.
   bool occupies_gpu() const { return !std::holds_alternative<GpuSync>(detail); }
   uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// Host time the CUDA driver spent inside a call loading a module on the first launch of one of its
+// kernels (CUDA's lazy loading), as CUPTI reported it; on CLOCK_MONOTONIC.
+struct ModuleLoad {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // the call it happened in (0: not named)
+  uint32_t pid = 0;
+  uint32_t tid = 0;            // 0: CUPTI named no thread
+  uint32_t overhead_kind = 0;  // CUpti_ActivityOverheadKind
 };
 
 // The native stack of a thread at the exit of a slow CUDA call, innermost frame first.
@@ -409,6 +423,7 @@ struct Session {
   RecordVector<TaskStart> task_starts;             // sorted by time_ns
   std::vector<std::string> kernel_names;     // demangled; as recorded when they do not demangle
   RecordVector<GpuActivity> gpu_activities;  // sorted by start_ns
+  std::vector<ModuleLoad> module_loads;      // few; in no particular order
   std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
   std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"

@@ -1958,8 +1958,8 @@ class DiagnosisWriter {
       items.push_back({freeze.start_ns, freeze.end_ns, name, explanation, freeze.cause});
     }
     for (const GpuGap& gap : diagnosis_.gaps) {
-      std::string name = "GPU " + std::to_string(gap.device_id) + " stream " +
-                         std::to_string(gap.stream_id) + " idle";
+      std::string name =
+          GpuDeviceName(diagnosis_.devices[gap.device], diagnosis_.devices) + " idle";
       std::string explanation;
       if (gap.gpu_side) {
         explanation = "queued in time, held on the GPU side";

@@ -184,7 +184,7 @@ void DiagnosisText::Causes() {
         out_ << " and " << diagnosis_.cpu_waits.size() - 4 << " more";
       out_ << ")";
     }
-    if (diagnosis_.gaps.empty()) out_ << ", and no GPU stream was idle between its work";
+    if (diagnosis_.gaps.empty()) out_ << ", and no GPU was idle between its work";
     out_ << "\n";
   }
   if (diagnosis_.causes.size() > shown)
@@ -229,33 +229,50 @@ void DiagnosisText::Freezes() {
 void DiagnosisText::Gaps() {
   if (diagnosis_.gaps.empty()) return;
   uint64_t total = 0;
-  for (const GpuGap& gap : diagnosis_.gaps) total += gap.duration();
+  std::vector<uint64_t> device_total(diagnosis_.devices.size());
+  std::vector<size_t> device_gaps(diagnosis_.devices.size());
+  for (const GpuGap& gap : diagnosis_.gaps) {
+    total += gap.duration();
+    device_total[gap.device] += gap.duration();
+    ++device_gaps[gap.device];
+  }
   std::vector<const GpuGap*> order;
   for (const GpuGap& gap : diagnosis_.gaps) order.push_back(&gap);
   std::stable_sort(order.begin(), order.end(),
                    [](const auto* a, const auto* b) { return a->duration() > b->duration(); });
-  out_ << "\nGPU GAPS: " << diagnosis_.gaps.size() << " idle intervals of a stream of "
-       << FormatDuration(diagnosis_.options.gap_threshold_ns) << " or more, "
-       << FormatDuration(total) << " in all; the longest:\n";
+  out_ << "\nGPU GAPS: " << diagnosis_.gaps.size() << " intervals of "
+       << FormatDuration(diagnosis_.options.gap_threshold_ns)
+       << " or more in which a GPU ran nothing, " << FormatDuration(total) << " in all\n";
+  for (size_t d = 0; d < diagnosis_.devices.size(); ++d) {
+    if (device_gaps[d] == 0) continue;
+    const GpuDevice& device = diagnosis_.devices[d];
+    out_ << "  " << GpuDeviceName(device, diagnosis_.devices) << ": "
+         << FormatDuration(device_total[d]) << " in " << device_gaps[d] << " gap"
+         << (device_gaps[d] == 1 ? "" : "s") << ", of " << FormatDuration(device.idle_ns())
+         << " idle from its first work to its last\n";
+  }
+  out_ << "  the longest:\n";
   for (size_t i = 0; i < std::min(order.size(), max_listed_); ++i) {
     const GpuGap& gap = *order[i];
     out_ << "  at " << FormatOffset(session_, gap.start_ns) << ", "
-         << FormatDuration(gap.duration()) << ", GPU " << gap.device_id << " stream "
-         << gap.stream_id << ": after " << GpuActivityName(session_, *gap.before);
+         << FormatDuration(gap.duration()) << ", "
+         << GpuDeviceName(diagnosis_.devices[gap.device], diagnosis_.devices) << ": after "
+         << GpuActivityName(session_, *gap.before) << " on stream " << gap.before->stream_id;
     if (gap.before_call != nullptr) out_ << " (launched by " << Thread(gap.before_call->tid) << ")";
-    out_ << ", before " << GpuActivityName(session_, *gap.after);
+    out_ << ", before " << GpuActivityName(session_, *gap.after) << " on stream " << gap.stream_id;
     if (gap.after_call != nullptr)
       out_ << " (launched by " << Thread(gap.after_call->tid) << " in "
            << session_.ApiName(*gap.after_call) << " at "
            << FormatOffset(session_, gap.after_call->enter_ns) << ")";
     out_ << "\n";
     if (gap.gpu_side) {
-      out_ << "     queued in time: the GPU side held it";
-      if (gap.gpu_side_activity != nullptr)
-        out_ << " (the GPU ran " << GpuActivityName(session_, *gap.gpu_side_activity) << ")";
-      out_ << "\n";
+      out_ << "     queued in time: the GPU side held it\n";
     } else if (gap.late_thread) {
-      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread) << "\n";
+      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread);
+      if (gap.module_load_ns > 0)
+        out_ << "; the driver spent " << FormatDuration(gap.module_load_ns)
+             << " of the wait loading a CUDA module";
+      out_ << "\n";
       if (gap.stall >= 0) {
         const Stall& stall = diagnosis_.stalls[gap.stall];
         Chain(stall.chain, "       ", stall.deadlock_tid);

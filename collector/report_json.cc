@@ -479,13 +479,28 @@ json GpuSummaryJson(const Session& session, const GpuSummary& gpu) {
                        {"count", kernel.count},
                        {"total_ns", kernel.total_ns}});
   }
+  json devices = json::array();
+  for (const GpuDevice& device : gpu.devices) {
+    devices.push_back({{"device", device.ordinal},
+                       {"uuid", device.uuid.empty() ? json(nullptr) : json(device.uuid)},
+                       {"name", GpuDeviceName(device, gpu.devices)},
+                       {"pids", device.pids},
+                       {"first_ns", device.first_ns},
+                       {"last_ns", device.last_ns},
+                       {"busy_ns", device.busy_ns},
+                       {"idle_ns", device.idle_ns()}});
+  }
   return {{"kernels_total", gpu.kernels},
           {"copies", gpu.copies},
           {"memsets", gpu.memsets},
           {"synchronizations", gpu.synchronizations},
           {"launch_calls", gpu.launch_calls},
           {"launch_calls_with_kernel", gpu.launch_calls_with_kernel},
-          {"kernels", std::move(kernels)}};
+          {"launch_calls_captured", gpu.launch_calls_captured},
+          {"graph_launches", gpu.graph_launches},
+          {"graph_kernels", gpu.graph_kernels},
+          {"kernels", std::move(kernels)},
+          {"devices", std::move(devices)}};
 }
 
 const char* LinkStateName(ChainLink::State state) {
@@ -521,6 +536,10 @@ json LinkJson(const Session& session, const ChainLink& link) {
                  {"asleep_ns", link.asleep_ns},
                  {"runnable_ns", link.runnable_ns},
                  {"call", CallJson(session, link.call)},
+                 {"call_ns", link.call_ns},
+                 {"other_calls_ns", link.other_calls_ns},
+                 {"other_calls", link.other_calls},
+                 {"longest_other_call", CallJson(session, link.longest_other_call)},
                  {"wait", link.wait ? WaitJson(session, *link.wait) : json(nullptr)},
                  {"wait_class", link.wait ? json(WaitClassName(link.wait_class)) : json(nullptr)},
                  {"gpu_activity", ActivityJson(session, link.gpu_activity)},
@@ -590,6 +609,7 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays ar
     gaps.push_back(
         {{"pid", gap.pid},
          {"device", gap.device_id},
+         {"device_index", gap.device},
          {"stream", gap.stream_id},
          {"start_ns", gap.start_ns},
          {"end_ns", gap.end_ns},
@@ -599,8 +619,8 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays ar
          {"after_call", CallJson(session, gap.after_call)},
          {"late_thread", gap.late_thread ? LinkJson(session, *gap.late_thread) : json(nullptr)},
          {"stall", IndexOrNull(gap.stall)},
+         {"module_load_ns", gap.module_load_ns},
          {"gpu_side", gap.gpu_side},
-         {"gpu_side_activity", ActivityJson(session, gap.gpu_side_activity)},
          {"cause", IndexOrNull(gap.cause)}});
   }
   json cpu_waits = json::array();
@@ -620,9 +640,28 @@ json DiagnosisJson(const Session& session, const Diagnosis& diagnosis, Arrays ar
                          {"short_of_cpu", wait.short_of_cpu},
                          {"latency_sensitive", wait.latency_sensitive}});
   }
+  // Per GPU (in the order of gpu.devices): its idle time, the part in gaps, the part explained.
+  json devices = json::array();
+  for (size_t d = 0; d < diagnosis.devices.size(); ++d) {
+    const GpuDevice& device = diagnosis.devices[d];
+    uint64_t gap_ns = 0, explained_ns = 0, count = 0;
+    for (const GpuGap& gap : diagnosis.gaps) {
+      if (gap.device != d) continue;
+      ++count;
+      gap_ns += gap.duration();
+      if (gap.cause >= 0) explained_ns += gap.duration();
+    }
+    devices.push_back({{"device", device.ordinal},
+                       {"name", GpuDeviceName(device, diagnosis.devices)},
+                       {"idle_ns", device.idle_ns()},
+                       {"gaps", count},
+                       {"gap_idle_ns", gap_ns},
+                       {"explained_idle_ns", explained_ns}});
+  }
   return {{"kernel_recorded", diagnosis.kernel_recorded},
           {"wait_threshold_ns", diagnosis.options.wait_threshold_ns},
           {"gap_threshold_ns", diagnosis.options.gap_threshold_ns},
+          {"devices", std::move(devices)},
           {"causes", std::move(causes)},
           {"freezes", std::move(freezes)},
           {"gaps", std::move(gaps)},

@@ -148,9 +148,20 @@ void TextReport::GpuLines() {
   if (gpu.kernels + gpu.copies + gpu.memsets == 0) return;
   out_ << "  gpu       " << WithThousands(gpu.kernels) << " kernels, " << WithThousands(gpu.copies)
        << " copies, " << WithThousands(gpu.memsets) << " memsets";
-  if (gpu.launch_calls != gpu.launch_calls_with_kernel) {
-    out_ << "; " << WithThousands(gpu.launch_calls - gpu.launch_calls_with_kernel) << " of "
-         << WithThousands(gpu.launch_calls) << " kernel launches have no kernel recorded";
+  const uint64_t missing =
+      gpu.launch_calls - gpu.launch_calls_with_kernel - gpu.launch_calls_captured;
+  if (missing > 0) {
+    out_ << "; " << WithThousands(missing) << " of " << WithThousands(gpu.launch_calls)
+         << " kernel launches have no kernel recorded";
+  }
+  if (gpu.launch_calls_captured > 0) {
+    out_ << "; " << WithThousands(gpu.launch_calls_captured) << " kernel launch"
+         << (gpu.launch_calls_captured == 1 ? "" : "es") << " captured into CUDA graphs";
+  }
+  if (gpu.graph_launches > 0) {
+    out_ << "; " << WithThousands(gpu.graph_launches) << " graph launch"
+         << (gpu.graph_launches == 1 ? "" : "es") << " ran " << WithThousands(gpu.graph_kernels)
+         << " kernels";
   }
   out_ << "\n";
   for (size_t i = 0; i < std::min<size_t>(3, gpu.kernels_by_time.size()); ++i) {
@@ -158,6 +169,13 @@ void TextReport::GpuLines() {
     out_ << (i == 0 ? "  top       " : "            ") << FormatDuration(kernel.total_ns) << " in "
          << WithThousands(kernel.count) << " x "
          << Shortened(session_.kernel_names[kernel.name_index], 80) << "\n";
+  }
+  for (const GpuDevice& device : gpu.devices) {
+    const uint64_t span_ns = device.last_ns - device.first_ns;
+    out_ << "  gpu idle  " << GpuDeviceName(device, gpu.devices) << " ran nothing "
+         << FormatDuration(device.idle_ns()) << " ("
+         << (span_ns == 0 ? 0 : device.idle_ns() * 100 / span_ns) << "%) of the "
+         << FormatDuration(span_ns) << " from its first work to its last\n";
   }
 }
 

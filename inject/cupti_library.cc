@@ -42,6 +42,7 @@ bool Resolve(void* handle, const char* name, Fn* out) {
 
 bool ResolveAll(void* handle, CuptiLibrary* library) {
   Resolve(handle, "cuptiSubscribe_v2", &library->SubscribeV2);  // optional: CUPTI 12.x has none
+  Resolve(handle, "cuptiActivityEnableAndDump", &library->ActivityEnableAndDump);  // optional
   return Resolve(handle, "cuptiGetVersion", &library->GetVersion) &&
          Resolve(handle, "cuptiGetResultString", &library->GetResultString) &&
          Resolve(handle, "cuptiSubscribe", &library->Subscribe) &&

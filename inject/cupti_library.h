@@ -31,6 +31,9 @@ struct CuptiLibrary {
                                            CUpti_BuffersCallbackCompleteFunc);
   CUptiResult (*ActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
   CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+  // cuptiActivityEnableAndDump also hands over the records of devices initialised before; may be
+  // null (an older CUPTI).
+  CUptiResult (*ActivityEnableAndDump)(CUpti_ActivityKind);
   CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
   CUptiResult (*ActivityFlushAll)(uint32_t);
   CUptiResult (*ActivityFlushPeriod)(uint32_t);

@@ -294,8 +294,9 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
   if (result == CUPTI_SUCCESS) {
     result = g.cupti.ActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted);
   }
+  // Kernel tids, not pthread_t, in every record that names a thread (API calls, overheads).
+  if (result == CUPTI_SUCCESS) g.cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
   if (result == CUPTI_SUCCESS && source == ApiSource::kActivity) {
-    g.cupti.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);  // kernel tids, not pthread_t
     result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
     if (result == CUPTI_SUCCESS) result = g.cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
   } else if (result == CUPTI_SUCCESS && source == ApiSource::kCallbacks) {
@@ -310,10 +311,14 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
     return false;
   }
   note[0] = '\0';
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
-    result = g.cupti.ActivityEnable(kind);
+  // The GPUs' UUIDs tell whether two processes' devices are one GPU. CUPTI writes device records
+  // when the driver initialises: the dump gets those of a driver initialised before we attached.
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                  CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_DEVICE}) {
+    result = kind == CUPTI_ACTIVITY_KIND_DEVICE && g.cupti.ActivityEnableAndDump != nullptr
+                 ? g.cupti.ActivityEnableAndDump(kind)
+                 : g.cupti.ActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       size_t used = strlen(note);
       snprintf(note + used, note_size - used, "; activity kind %d not recorded (%s)",

@@ -1,5 +1,6 @@
 #include "gpu_record_encoder.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "cupti_tracer.h"
@@ -120,6 +121,41 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
         record.stream_id = sync.streamId;
         record.type = static_cast<uint32_t>(sync.type);
         record.event_id = sync.cudaEventId;
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+        const auto& overhead = *reinterpret_cast<const CUpti_ActivityOverhead3*>(activity);
+        // CUPTI hands the record's details over to us to free (none for the kinds kept).
+        free(overhead.overheadData);
+        // Only what the driver does in a call that the report can name; CUPTI's own overhead
+        // (its buffers, its instrumentation) is gprof-run's cost, not the program's.
+        if (overhead.overheadKind != CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING &&
+            overhead.overheadKind != CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING) {
+          break;
+        }
+        if (overhead.start == 0 || outside(overhead.start)) break;
+        auto record = format::MakeRecord<format::GpuOverheadRecord>(format::kGpuOverhead);
+        record.start_ns = overhead.start;
+        record.end_ns = overhead.end;
+        record.correlation_id = overhead.correlationId;
+        record.overhead_kind = static_cast<uint32_t>(overhead.overheadKind);
+        // A thread's id is the kernel's: the tracer sets CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM.
+        if (overhead.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
+          record.tid = overhead.objectId.pt.threadId;
+        }
+        sink_->Append(&record, sizeof(record));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_DEVICE: {
+        const auto& device = *reinterpret_cast<const CUpti_ActivityDevice5*>(activity);
+        // A device hidden by CUDA_VISIBLE_DEVICES has no ordinal in this process.
+        if (device.isCudaVisible == 0) break;
+        auto record = format::MakeRecord<format::GpuDeviceRecord>(format::kGpuDevice);
+        record.device_id = device.id;
+        // A MIG instance is a GPU of its own: its work never shares time with another's.
+        const CUuuid& uuid = device.isMigEnabled != 0 ? device.migUuid : device.uuid;
+        memcpy(record.uuid, uuid.bytes, sizeof(record.uuid));
         sink_->Append(&record, sizeof(record));
         break;
       }

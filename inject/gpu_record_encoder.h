@@ -1,6 +1,6 @@
 // Turns CUPTI activity buffers into session-file records (inject/session_format.h): kernels,
-// copies, memsets, synchronizations, and API calls when CUPTI records those itself. Runs on the
-// writer thread.
+// copies, memsets, synchronizations, the driver's module loading, the GPUs' UUIDs, and API calls
+// when CUPTI records those itself. Runs on the writer thread.
 #pragma once
 
 #include <cstdint>

@@ -85,6 +85,8 @@ enum RecordType : uint16_t {
   kClockOffset = 15,
   kCallStack = 16,
   kRecordingStopped = 17,
+  kGpuOverhead = 18,
+  kGpuDevice = 19,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -276,6 +278,30 @@ struct GpuDroppedRecord {
   uint32_t reserved;
 };
 static_assert(sizeof(GpuDroppedRecord) == 32);
+
+// Host time the CUDA driver spent in a call on something other than the call's own work, as CUPTI
+// reports it (CUpti_ActivityOverhead3): loading a module on the first launch of one of its kernels
+// (CUDA's lazy loading, the default), in the call whose correlation id it carries. Timestamps on
+// CUPTI's clock, like the GPU records.
+struct GpuOverheadRecord {
+  RecordHeader header;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t correlation_id;  // the API call it happened in; 0: none named
+  uint32_t overhead_kind;   // CUpti_ActivityOverheadKind
+  uint32_t tid;             // the kernel thread id, when CUPTI named the thread; else 0
+};
+static_assert(sizeof(GpuOverheadRecord) == 40);
+
+// A GPU as CUPTI names it in one process (CUpti_ActivityDevice5): the process's CUDA ordinal for
+// it, and its UUID, which is the same in every process that uses that GPU.
+struct GpuDeviceRecord {
+  RecordHeader header;
+  uint32_t device_id;  // CUDA's ordinal in this process
+  uint32_t reserved;
+  uint8_t uuid[16];
+};
+static_assert(sizeof(GpuDeviceRecord) == 32);
 
 // CUPTI's activity clock against CLOCK_MONOTONIC: GPU timestamps of this process, from `time_ns`
 // on, are CLOCK_MONOTONIC + offset_ns until the next such record. Another library in the process

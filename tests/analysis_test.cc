@@ -10,6 +10,7 @@
 
 #include "diagnosis.h"
 #include "gpu_timeline.h"
+#include "gpu_vocabulary.h"
 #include "kernel_events.h"
 #include "report.h"
 #include "report_diagnosis.h"
@@ -46,11 +47,11 @@ class SessionBuilder {
     session_.threads[tid] = {kPid, tid, name, 0};
   }
   void Call(uint32_t tid, const std::string& api, uint64_t enter, uint64_t exit,
-            uint64_t correlation_id = 0) {
+            uint64_t correlation_id = 0, uint32_t pid = kPid) {
     uint32_t index = 0;
     while (index < session_.api_names.size() && session_.api_names[index] != api) ++index;
     if (index == session_.api_names.size()) session_.api_names.push_back(api);
-    session_.api_calls.push_back({enter, exit, 0, correlation_id, kPid, tid, index, 0, 0});
+    session_.api_calls.push_back({enter, exit, 0, correlation_id, pid, tid, index, 0, 0});
   }
   // The process's CUDA calls and GPU work recorded through CUPTI.
   void Cupti() {
@@ -58,22 +59,24 @@ class SessionBuilder {
     session_.processes[kPid].capture = {CaptureMode::kCupti, 130001, "/usr/lib/libcupti.so.13"};
   }
   void Kernel(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
-              const std::string& name = "Spin(long long)") {
+              const std::string& name = "Spin(long long)", uint32_t device = 0,
+              uint32_t pid = kPid) {
     uint32_t index = 0;
     while (index < session_.kernel_names.size() && session_.kernel_names[index] != name) ++index;
     if (index == session_.kernel_names.size()) session_.kernel_names.push_back(name);
     GpuKernel kernel;
     kernel.name_index = index;
-    Gpu(stream, start, end, correlation_id, kernel);
+    Gpu(stream, start, end, correlation_id, kernel, device, pid);
   }
   void Memcpy(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
               uint64_t bytes) {
     Gpu(stream, start, end, correlation_id, GpuMemcpy{bytes, 1, 1, 3, false});  // HtoD, pageable
   }
   void Gpu(uint32_t stream, uint64_t start, uint64_t end, uint64_t correlation_id,
-           decltype(GpuActivity::detail) detail) {
+           decltype(GpuActivity::detail) detail, uint32_t device = 0, uint32_t pid = kPid) {
     GpuActivity activity;
-    activity.pid = kPid;
+    activity.pid = pid;
+    activity.device_id = device;
     activity.stream_id = stream;
     activity.start_ns = start;
     activity.end_ns = end;
@@ -1680,6 +1683,384 @@ TEST(Diagnosis, MomentsOfPreemptionWhileAwaitedAreNoShortage) {
   ASSERT_EQ(diagnosis.cpu_waits.size(), 2u);
   EXPECT_FALSE(diagnosis.cpu_waits[0].short_of_cpu);
   EXPECT_EQ(diagnosis.cpu_waits[0].awaited_ns, 2 * kMs);
+}
+
+// GPU idle is the device's: time in which none of its streams (nor processes) ran anything.
+
+// Idle time of a device, computed apart from the collector: every microsecond between the first
+// work's start and the last's end that no work covers. Times here are whole microseconds.
+struct IdleByMicrosecond {
+  uint64_t idle_ns = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // idle runs of at least 1 ms, [start, end)
+};
+IdleByMicrosecond IdleOf(const std::vector<std::pair<uint64_t, uint64_t>>& work) {
+  constexpr uint64_t kUs = 1000;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const auto& [start, end] : work) first = std::min(first, start), last = std::max(last, end);
+  std::vector<bool> busy((last - first) / kUs, false);
+  for (const auto& [start, end] : work) {
+    for (uint64_t t = start; t < end; t += kUs) busy[(t - first) / kUs] = true;
+  }
+  IdleByMicrosecond idle;
+  for (size_t i = 0; i < busy.size();) {
+    if (busy[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < busy.size() && !busy[j]) ++j;
+    idle.idle_ns += (j - i) * kUs;
+    if ((j - i) * kUs >= kMs) idle.runs.emplace_back(first + i * kUs, first + j * kUs);
+    i = j;
+  }
+  return idle;
+}
+
+// Four decoding threads, each launching on its own stream with CPU work in between, on one GPU
+// whose work the streams interleave: a stream is idle most of the time the GPU runs the others.
+// `device_work` gets each device's work intervals.
+void DecodingStreams(SessionBuilder* b, uint32_t device, uint32_t first_tid,
+                     std::vector<std::pair<uint64_t, uint64_t>>* device_work) {
+  uint64_t random = 12345 + device;
+  auto next = [&](uint64_t bound) {
+    random = random * 6364136223846793005ull + 1442695040888963407ull;
+    return (random >> 33) % bound;
+  };
+  static uint64_t correlation = 1000;
+  uint64_t gpu_free = 0;  // one engine: work queued on any stream runs after the work before it
+  std::vector<uint64_t> ready(4, 0);
+  for (int round = 0; round < 40; ++round) {
+    for (uint32_t s = 0; s < 4; ++s) {
+      const uint32_t tid = first_tid + s;
+      b->Thread(tid, "decode-" + std::to_string(s));
+      const uint64_t launch = ready[s] + (1000 + next(7000)) * 1000;  // CPU work, then a launch
+      b->Call(tid, "cudaLaunchKernel", launch, launch + 10000, ++correlation);
+      // Overlapping work on two streams happens: a kernel may start while another runs.
+      const uint64_t start = std::max(launch + 20000, next(2) == 0 ? gpu_free : 0);
+      const uint64_t end = start + (100 + next(900)) * 1000;
+      b->Kernel(13 + s + 10 * device, start, end, correlation, "decode", device);
+      device_work->emplace_back(start, end);
+      gpu_free = std::max(gpu_free, end);
+      ready[s] = launch + 10000;
+    }
+  }
+}
+
+TEST(GpuIdle, IsTheTimeTheDeviceRanNothingCountedOnceAndExplainedAtMostOnce) {
+  SessionBuilder builder;
+  builder.Cupti();
+  std::vector<std::pair<uint64_t, uint64_t>> work;
+  DecodingStreams(&builder, 0, 30, &work);
+  Session session = builder.Build();
+  const IdleByMicrosecond expected = IdleOf(work);
+  ASSERT_GT(expected.runs.size(), 5u) << "the pattern has gaps of the whole GPU";
+
+  Diagnosis diagnosis = Diagnose(session, {});
+  uint64_t gap_ns = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  for (const GpuGap& gap : diagnosis.gaps) {
+    gap_ns += gap.duration();
+    gaps.emplace_back(gap.start_ns, gap.end_ns);
+  }
+  EXPECT_EQ(gaps, expected.runs) << "a gap is an interval in which no stream ran anything";
+  uint64_t explained_ns = 0;
+  for (const Cause& cause : diagnosis.causes) explained_ns += cause.gpu_idle_ns;
+  EXPECT_EQ(explained_ns, gap_ns) << "every gap explained once";
+  EXPECT_LE(explained_ns, expected.idle_ns) << "never more GPU idle explained than there was";
+  for (const GpuGap& gap : diagnosis.gaps) {
+    // The stream that ended the gap is the one whose launch the GPU waited for.
+    ASSERT_NE(gap.after_call, nullptr);
+    EXPECT_EQ(gap.after->start_ns, gap.end_ns);
+    EXPECT_EQ(gap.stream_id, gap.after->stream_id);
+    EXPECT_EQ(gap.after_call->tid, 30 + (gap.stream_id - 13));
+  }
+}
+
+TEST(GpuIdle, EachDeviceHasItsOwnAndTheHeaderSaysIt) {
+  SessionBuilder builder;
+  builder.Cupti();
+  std::vector<std::pair<uint64_t, uint64_t>> work0, work1;
+  DecodingStreams(&builder, 0, 30, &work0);
+  DecodingStreams(&builder, 1, 40, &work1);
+  Session session = builder.Build();
+  Analysis analysis = Analyze(session, {});
+  ASSERT_EQ(analysis.gpu.devices.size(), 2u);
+  const IdleByMicrosecond expected[2] = {IdleOf(work0), IdleOf(work1)};
+  for (uint32_t d = 0; d < 2; ++d) {
+    const GpuDevice& device = analysis.gpu.devices[d];
+    EXPECT_EQ(device.ordinal, d);
+    EXPECT_EQ(device.idle_ns(), expected[d].idle_ns) << "GPU " << d;
+  }
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.devices.size(), 2u);
+  std::vector<uint64_t> explained(2, 0), gap_ns(2, 0);
+  for (const GpuGap& gap : diagnosis.gaps) {
+    gap_ns[gap.device] += gap.duration();
+    EXPECT_EQ(diagnosis.devices[gap.device].ordinal, gap.device_id);
+    if (gap.cause >= 0) explained[gap.device] += gap.duration();
+  }
+  uint64_t causes_ns = 0;
+  for (const Cause& cause : diagnosis.causes) causes_ns += cause.gpu_idle_ns;
+  EXPECT_EQ(causes_ns, explained[0] + explained[1]);
+  for (uint32_t d = 0; d < 2; ++d) {
+    uint64_t runs_ns = 0;
+    for (const auto& [start, end] : expected[d].runs) runs_ns += end - start;
+    EXPECT_EQ(gap_ns[d], runs_ns) << "GPU " << d;
+    EXPECT_LE(explained[d], expected[d].idle_ns) << "GPU " << d;
+  }
+  std::string text = RenderTextReport(session, analysis, {}, &diagnosis);
+  for (uint32_t d = 0; d < 2; ++d) {
+    const GpuDevice& device = analysis.gpu.devices[d];
+    std::string line =
+        "  gpu idle  GPU " + std::to_string(d) + " ran nothing " +
+        FormatDuration(expected[d].idle_ns) + " (" +
+        std::to_string(expected[d].idle_ns * 100 / (device.last_ns - device.first_ns)) +
+        "%) of the " + FormatDuration(device.last_ns - device.first_ns) +
+        " from its first work to its last\n";
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  nlohmann::json json = RenderJsonReport(session, analysis, &diagnosis);
+  EXPECT_EQ(json["gpu"]["devices"][1]["idle_ns"], expected[1].idle_ns)
+      << json["gpu"]["devices"].dump();
+  EXPECT_EQ(json["diagnosis"]["devices"][0]["gap_idle_ns"], gap_ns[0]);
+}
+
+// A stream idle while another ran is no GPU idle time: its thread is no cause, however late.
+TEST(GpuIdle, AStreamIdleWhileAnotherRanIsNoCause) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "busy");
+  builder.Thread(12, "slow");
+  builder.Call(12, "cudaLaunchKernel", 0, 100000, 1);
+  builder.Kernel(14, 200000, 1 * kMs, 1);
+  // Stream 13 keeps the GPU busy from 1 ms to 40 ms while thread 12 takes 30 ms to launch more.
+  for (uint64_t i = 0; i < 13; ++i) {
+    builder.Call(11, "cudaLaunchKernel", i * 3 * kMs, i * 3 * kMs + 100000, 10 + i);
+    builder.Kernel(13, 1 * kMs + i * 3 * kMs, 4 * kMs + i * 3 * kMs, 10 + i);
+  }
+  builder.Call(12, "cudaLaunchKernel", 30 * kMs, 30 * kMs + 100000, 2);
+  builder.Kernel(14, 31 * kMs, 32 * kMs, 2);
+  // Then the GPU runs nothing for 10 ms before thread 12's next launch.
+  builder.Call(12, "cudaLaunchKernel", 49 * kMs, 49 * kMs + 100000, 3);
+  builder.Kernel(14, 50 * kMs, 51 * kMs, 3);
+  Session session = builder.Build();
+  Diagnosis diagnosis = Diagnose(session, {});
+  ASSERT_EQ(diagnosis.gaps.size(), 1u);
+  EXPECT_EQ(diagnosis.gaps[0].start_ns, 40 * kMs);
+  EXPECT_EQ(diagnosis.gaps[0].end_ns, 50 * kMs);
+  ASSERT_EQ(diagnosis.causes.size(), 1u);
+  EXPECT_EQ(diagnosis.causes[0].gpu_idle_ns, 10 * kMs);
+  EXPECT_NE(diagnosis.causes[0].identity.find("slow (12)"), std::string::npos)
+      << diagnosis.causes[0].identity;
+}
+
+// Processes share a GPU CUPTI named (its UUID): one device, its idle time their union's
+// complement; a GPU it did not name is each process's own.
+TEST(GpuIdle, ProcessesShareAGpuOnlyWhenCuptiNamedIt) {
+  for (bool named : {true, false}) {
+    SCOPED_TRACE(named);
+    SessionBuilder builder;
+    builder.Cupti();
+    Session& raw = builder.session();
+    for (uint32_t pid : {kPid, kPid + 1}) {
+      raw.processes[pid].pid = pid;
+      raw.processes[pid].capture = {CaptureMode::kCupti, 130001, ""};
+      if (named) raw.processes[pid].device_uuids[0] = "GPU-0b1c2d3e-0000-1111-2222-333344445555";
+    }
+    builder.Kernel(7, 0, 10 * kMs, 0, "a", 0, kPid);
+    builder.Kernel(7, 20 * kMs, 30 * kMs, 0, "a", 0, kPid);
+    builder.Kernel(7, 5 * kMs, 25 * kMs, 0, "b", 0, kPid + 1);
+    Session session = builder.Build();
+    GpuSummary gpu = Analyze(session, {}).gpu;
+    Diagnosis diagnosis = Diagnose(session, {});
+    if (named) {
+      ASSERT_EQ(gpu.devices.size(), 1u);
+      EXPECT_EQ(gpu.devices[0].idle_ns(), 0u) << "the other process ran in pid 100's gap";
+      EXPECT_EQ(gpu.devices[0].pids, (std::vector<uint32_t>{kPid, kPid + 1}));
+      EXPECT_TRUE(diagnosis.gaps.empty());
+      EXPECT_EQ(GpuDeviceName(gpu.devices[0], gpu.devices),
+                "GPU 0 (GPU-0b1c2d3e-0000-1111-2222-333344445555, pids 100, 101)");
+    } else {
+      ASSERT_EQ(gpu.devices.size(), 2u);
+      EXPECT_EQ(gpu.devices[0].idle_ns(), 10 * kMs);
+      EXPECT_EQ(gpu.devices[1].idle_ns(), 0u);
+      ASSERT_EQ(diagnosis.gaps.size(), 1u);
+      EXPECT_EQ(GpuDeviceName(gpu.devices[0], gpu.devices), "GPU 0 of pid 100");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A GPU gap's late thread is described by what it did in the gap, not by the call that ended it.
+
+// The GPU runs a kernel to 10 ms, then nothing until the late thread's next work, queued at
+// `queued_ns` by `api` (entered at `enter_ns`) and started 1 ms later.
+Session LateLaunch(SessionBuilder& builder, const std::string& api, uint64_t enter_ns,
+                   uint64_t queued_ns) {
+  builder.Cupti();
+  builder.Thread(11, "python3");
+  builder.Call(11, "cudaLaunchKernel", 0, 1 * kMs, 1);
+  builder.Kernel(7, 1 * kMs, 10 * kMs, 1);
+  builder.Call(11, api, enter_ns, queued_ns, 2);
+  builder.Memcpy(7, queued_ns + 1 * kMs, queued_ns + 2 * kMs, 2, 4096);
+  return builder.Build();
+}
+
+const GpuGap& OnlyGap(const Diagnosis& diagnosis) {
+  EXPECT_EQ(diagnosis.gaps.size(), 1u);
+  return diagnosis.gaps.front();
+}
+
+TEST(LateThread, OnCpuBetweenTwoLaunchesIsOutsideCudaCalls) {
+  SessionBuilder builder;
+  // Computing on the CPU from 1 ms to 60 ms, then 20 us in the copy that queues the next work.
+  Session session = LateLaunch(builder, "cudaMemcpyAsync", 60 * kMs, 60 * kMs + 20000);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->call_ns, 20000u);
+  EXPECT_EQ(gap.late_thread->other_calls_ns, 0u);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms (50.0 ms outside CUDA calls, then 20.0 us in "
+            "cudaMemcpyAsync)");
+  std::string text = RenderDiagnosisText(session, diagnosis, 5);
+  EXPECT_EQ(text.find("on CPU 50.0 ms in cudaMemcpyAsync"), std::string::npos) << text;
+  nlohmann::json json =
+      RenderJsonReport(session, Analyze(session, {}), &diagnosis)["diagnosis"]["gaps"][0];
+  EXPECT_EQ(json["late_thread"]["call_ns"], 20000);
+}
+
+TEST(LateThread, BlockedInsideTheCallIsInIt) {
+  SessionBuilder builder;
+  // The call that queues the next work began before the GPU went idle and held the thread 50 ms.
+  Session session = LateLaunch(builder, "cudaLaunchKernel", 5 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->call_ns, 50 * kMs);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms in "
+            "cudaLaunchKernel");
+}
+
+TEST(LateThread, TimeInOtherCallsIsCountedApartFromTheCallThatEndedTheGap) {
+  SessionBuilder builder;
+  builder.Call(11, "cudaEventQuery", 20 * kMs, 21 * kMs, 10);
+  builder.Call(11, "cudaEventQuery", 30 * kMs, 33 * kMs, 11);
+  // 10 ms outside calls after the GPU went idle, then 20 ms in the call itself.
+  Session session = LateLaunch(builder, "cudaMemcpyAsync", 40 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  ASSERT_TRUE(gap.late_thread.has_value());
+  EXPECT_EQ(gap.late_thread->other_calls, 2u);
+  EXPECT_EQ(gap.late_thread->other_calls_ns, 4 * kMs);
+  EXPECT_EQ(DescribeLink(session, *gap.late_thread),
+            "python3 (11) on CPU 50.0 ms (26.0 ms outside CUDA calls, 4.0 ms in 2 other CUDA "
+            "calls (longest cudaEventQuery), then 20.0 ms in cudaMemcpyAsync)");
+}
+
+// Launches made while a stream is captured into a CUDA graph run no kernel: they are counted as
+// captured, and the graph launches' kernels as theirs.
+TEST(GpuSummary, CapturedLaunchesAreCapturedAndGraphKernelsTheirGraphLaunchs) {
+  SessionBuilder builder;
+  builder.Cupti();
+  builder.Thread(11, "capturer");
+  builder.Call(kHolder, "cudaLaunchKernel", 0, 1000, 1);
+  builder.Kernel(13, 2000, 5000, 1, "A()");
+  builder.Call(11, "cudaStreamBeginCapture", 10000, 11000, 2);
+  // Another thread's launch meanwhile runs its kernel; one of its launches has none recorded.
+  builder.Call(kHolder, "cudaLaunchKernel", 11500, 11600, 3);
+  builder.Kernel(13, 11700, 11800, 3, "A()");
+  builder.Call(kHolder, "cudaLaunchKernel", 11900, 11950, 4);
+  for (uint64_t i = 0; i < 3; ++i)
+    builder.Call(11, "cudaLaunchKernel", 12000 + i * 1000, 12500 + i * 1000, 5 + i);
+  builder.Call(11, "cudaStreamEndCapture", 20000, 21000, 8);
+  builder.Call(11, "cudaGraphInstantiate", 22000, 23000, 9);
+  // A failed begin opens no capture: the launch after it has no kernel, and was not captured.
+  builder.Call(11, "cudaStreamBeginCapture", 24000, 24100, 10);
+  builder.session().api_calls.back().return_code = 900;  // cudaErrorStreamCaptureUnsupported
+  builder.Call(11, "cudaLaunchKernel", 24200, 24300, 11);
+  for (uint64_t run = 0; run < 2; ++run) {
+    const uint64_t at = 30000 + run * 20000;
+    builder.Call(11, "cudaGraphLaunch", at, at + 1000, 20 + run);
+    for (uint64_t node = 0; node < 3; ++node) {
+      builder.Kernel(14, at + 2000 + node * 1000, at + 2500 + node * 1000, 20 + run, "B()");
+      GpuActivity& kernel = builder.session().gpu_activities.back();
+      kernel.graph_id = 1;
+      kernel.graph_node_id = node + 1;
+    }
+  }
+  Session session = builder.Build();
+  GpuCorrelation correlation(session);
+  GpuSummary gpu = SummarizeGpu(session, correlation);
+  EXPECT_EQ(gpu.launch_calls, 7u);
+  EXPECT_EQ(gpu.launch_calls_with_kernel, 2u);
+  EXPECT_EQ(gpu.launch_calls_captured, 3u);
+  EXPECT_EQ(gpu.graph_launches, 2u);
+  EXPECT_EQ(gpu.graph_kernels, 6u);
+  for (const GpuActivity& activity : session.gpu_activities) {
+    if (activity.graph_id == 0) continue;
+    const ApiCall* launcher = correlation.LauncherOf(activity);
+    ASSERT_NE(launcher, nullptr);
+    EXPECT_EQ(session.ApiName(*launcher), "cudaGraphLaunch");
+  }
+  std::string text = RenderTextReport(session, Analyze(session, {}));
+  EXPECT_NE(text.find("gpu       8 kernels, 0 copies, 0 memsets; 2 of 7 kernel launches have no "
+                      "kernel recorded; 3 kernel launches captured into CUDA graphs; 2 graph "
+                      "launches ran 6 kernels\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = RenderJsonReport(session, Analyze(session, {}))["gpu"];
+  EXPECT_EQ(json["launch_calls_captured"], 3);
+  EXPECT_EQ(json["graph_kernels"], 6);
+}
+
+// A first launch that loads its kernel's module (CUDA's lazy loading) keeps the GPU idle on the
+// CPU inside the launch: named as loading a module, not as a thread late to launch.
+TEST(ModuleLoading, AFirstLaunchThatLoadsAModuleIsNamedSo) {
+  for (bool thread_named : {true, false}) {
+    SCOPED_TRACE(thread_named);
+    SessionBuilder builder;
+    builder.Cupti();
+    builder.Thread(11, "python3");
+    builder.Call(11, "cudaLaunchKernel", 0, 1 * kMs, 1);
+    builder.Kernel(7, 1 * kMs, 10 * kMs, 1);
+    builder.Call(11, "cuLaunchKernel", 9 * kMs, 60 * kMs, 2);
+    builder.Kernel(7, 61 * kMs, 62 * kMs, 2);
+    // 45 ms of the launch: the driver loading the module (CUPTI may name no thread: the call's).
+    builder.session().module_loads.push_back(
+        {10 * kMs, 55 * kMs, 2, kPid, thread_named ? 11u : 0u, 5u << 16});
+    Session session = builder.Build();
+    Diagnosis diagnosis = Diagnose(session, {});
+    const GpuGap& gap = OnlyGap(diagnosis);
+    EXPECT_EQ(gap.module_load_ns, 45 * kMs);
+    ASSERT_GE(gap.cause, 0);
+    const Cause& cause = diagnosis.causes[gap.cause];
+    EXPECT_EQ(
+        cause.identity,
+        "python3 (11) loading a CUDA module in cuLaunchKernel (lazy loading: the first launch "
+        "of a kernel loads its module)");
+    EXPECT_EQ(cause.gpu_idle_ns, gap.duration());
+    std::string text = RenderDiagnosisText(session, diagnosis, 5);
+    EXPECT_NE(text.find("the GPU waited for python3 (11) on CPU 50.0 ms in cuLaunchKernel; the "
+                        "driver spent 45.0 ms of the wait loading a CUDA module\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("late to launch"), std::string::npos) << text;
+  }
+}
+
+TEST(ModuleLoading, AShortLoadInALongGapLeavesTheThreadLate) {
+  SessionBuilder builder;
+  builder.Thread(11, "python3");
+  builder.session().module_loads.push_back({55 * kMs, 59 * kMs, 2, kPid, 11, 5u << 16});
+  Session session = LateLaunch(builder, "cuLaunchKernel", 54 * kMs, 60 * kMs);
+  Diagnosis diagnosis = Diagnose(session, {});
+  const GpuGap& gap = OnlyGap(diagnosis);
+  EXPECT_EQ(gap.module_load_ns, 4 * kMs);
+  ASSERT_GE(gap.cause, 0);
+  EXPECT_NE(diagnosis.causes[gap.cause].identity.find("late to launch"), std::string::npos)
+      << diagnosis.causes[gap.cause].identity;
 }
 
 }  // namespace

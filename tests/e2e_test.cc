@@ -803,5 +803,133 @@ TEST(EndToEnd, MaxSizeCapsTheRecordingAndSaysWhatIsMissing) {
   EXPECT_NE(text.find("not written, nothing recorded from then on"), std::string::npos) << text;
 }
 
+// --- GPU idle time and what it waited for ---
+
+// The idle time of the session's one GPU, from its recorded work: the time between its first work
+// and its last that no kernel, copy or memset covers (computed here apart from the collector).
+uint64_t DeviceIdleNs(const collector::Session& session) {
+  std::vector<std::pair<uint64_t, uint64_t>> work;
+  for (const auto& activity : session.gpu_activities) {
+    if (activity.occupies_gpu()) work.emplace_back(activity.start_ns, activity.end_ns);
+  }
+  std::sort(work.begin(), work.end());
+  uint64_t idle = 0, reached = work.empty() ? 0 : work.front().second;
+  for (const auto& [start, end] : work) {
+    if (start > reached) idle += start - reached;
+    reached = std::max(reached, end);
+  }
+  return idle;
+}
+
+// Four decoding threads on their own streams: the GPU's idle time is counted once, not once per
+// idle stream, and the causes explain no more of it than there was.
+TEST(EndToEnd, GpuIdleIsTheDevicesNotTheSumOfItsStreams) {
+  TempDir dir;
+  const std::string session_dir = dir.Sub("s");
+  ProcessResult run = Gprof({"-q", "-o", session_dir, "--", AppPath("gpu_gaps_app"), "streams",
+                             "--threads", "4", "--rounds", "30"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  collector::Session session = ReadSessionOrFail(session_dir);
+  std::set<uint32_t> streams;
+  for (const auto& activity : session.gpu_activities) streams.insert(activity.stream_id);
+  ASSERT_GE(streams.size(), 4u) << "each thread's own stream";
+  const uint64_t idle_ns = DeviceIdleNs(session);
+
+  json report = ReadJson(session_dir + "/report.json");
+  uint64_t explained_ns = 0;
+  for (const auto& cause : report["diagnosis"]["causes"])
+    explained_ns += cause["gpu_idle_ns"].get<uint64_t>();
+  EXPECT_LE(explained_ns, idle_ns) << "more GPU idle explained than the GPU was idle";
+  // Each gap is an interval in which the GPU ran nothing at all.
+  for (const auto& gap : report["diagnosis"]["gaps"]) {
+    const uint64_t start = gap["start_ns"], end = gap["end_ns"];
+    for (const auto& activity : session.gpu_activities) {
+      if (!activity.occupies_gpu()) continue;
+      EXPECT_FALSE(activity.start_ns < end && activity.end_ns > start)
+          << "stream " << activity.stream_id << " ran in the gap at " << start;
+    }
+  }
+  const json& devices = report["gpu"]["devices"];
+  ASSERT_EQ(devices.size(), 1u) << report["gpu"].dump();
+  EXPECT_EQ(devices[0]["idle_ns"].get<uint64_t>(), idle_ns);
+  // The mock CUPTI names the GPU by a UUID, as the real one does.
+  ASSERT_TRUE(devices[0]["uuid"].is_string()) << devices.dump();
+  EXPECT_TRUE(devices[0]["uuid"].get<std::string>().starts_with("GPU-"));
+  std::string text = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(text.find("\n  gpu idle  GPU 0 ran nothing "), std::string::npos) << text;
+}
+
+// Between two launches the thread computes 60 ms on the CPU: the copy that ends the GPU's wait
+// took microseconds, and the report says where the 60 ms went.
+TEST(EndToEnd, ALateThreadIsDescribedByWhatItDidNotByTheCallThatEndedTheGap) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  const std::string session_dir = dir.Sub("s");
+  ProcessResult run =
+      Gprof({"-q", "-o", session_dir, "--", AppPath("gpu_gaps_app"), "cpu-between"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json report = ReadJson(session_dir + "/report.json");
+  const json* copy_gap = nullptr;
+  for (const auto& gap : report["diagnosis"]["gaps"]) {
+    if (gap["after_call"].is_object() && gap["after_call"]["api"] == "cudaMemcpyAsync")
+      copy_gap = &gap;
+  }
+  ASSERT_NE(copy_gap, nullptr) << report["diagnosis"]["gaps"].dump(1);
+  const json& late = (*copy_gap)["late_thread"];
+  ASSERT_TRUE(late.is_object()) << copy_gap->dump(1);
+  EXPECT_LT(late["call_ns"].get<uint64_t>(), 1'000'000u) << late.dump(1);
+  const std::string description = late["text"];
+  std::smatch outside;
+  ASSERT_TRUE(
+      std::regex_search(description, outside,
+                        std::regex(R"(\(([0-9.]+) ms outside CUDA calls, then [0-9.]+ [un]?s )"
+                                   R"(in cudaMemcpyAsync\)$)")))
+      << description;
+  EXPECT_GE(std::stod(outside[1]), 55.0) << description;
+}
+
+// The first launch of a kernel whose module the driver loads on first use (40 ms on the CPU in the
+// launch): named as loading a module, not as a thread late to launch.
+TEST(EndToEnd, AFirstLaunchThatLoadsAModuleIsNamedSo) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  const std::string session_dir = dir.Sub("s");
+  ProcessResult run =
+      Gprof({"-q", "-o", session_dir, "--", AppPath("gpu_gaps_app"), "lazy-module"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  collector::Session session = ReadSessionOrFail(session_dir);
+  ASSERT_EQ(session.module_loads.size(), 1u) << "CUPTI's overhead record, through the injection";
+  EXPECT_GE(session.module_loads[0].end_ns - session.module_loads[0].start_ns, 40'000'000u);
+  json report = ReadJson(session_dir + "/report.json");
+  const json* loading = nullptr;
+  for (const auto& cause : report["diagnosis"]["causes"]) {
+    const std::string identity = cause["identity"];
+    if (identity.find("loading a CUDA module in cudaLaunchKernel") != std::string::npos)
+      loading = &cause;
+    if (identity.find("late to launch") != std::string::npos) {
+      EXPECT_LT(cause["gpu_idle_ns"].get<uint64_t>(), 30'000'000u)
+          << "the module's loading taken for a late thread: " << cause.dump(1);
+    }
+  }
+  ASSERT_NE(loading, nullptr) << report["diagnosis"]["causes"].dump(1);
+  EXPECT_GE((*loading)["gpu_idle_ns"].get<uint64_t>(), 35'000'000u);
+  EXPECT_EQ((*loading)["identity"].get<std::string>().find("loader ("), 0u);
+}
+
+// Launches captured into a CUDA graph are counted as captured, and the graph launches' kernels
+// as theirs.
+TEST(EndToEnd, CapturedLaunchesAreNotMissingKernels) {
+  TempDir dir;
+  const std::string session_dir = dir.Sub("s");
+  ProcessResult run = Gprof({"-q", "-o", session_dir, "--", AppPath("gpu_gaps_app"), "graph"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::string text = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(text.find("  gpu       15 kernels, 0 copies, 0 memsets; 5 kernel launches captured "
+                      "into CUDA graphs; 3 graph launches ran 15 kernels\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("have no kernel recorded"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace gprof::test

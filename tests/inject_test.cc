@@ -307,6 +307,9 @@ TEST(InjectCupti, RecordsEveryCallOnceWithTheGpuWorkItCaused) {
   EXPECT_EQ(analysis.gpu.launch_calls, 2u);  // one direct, one captured into the graph
   EXPECT_GE(analysis.gpu.kernels, 2u);
   EXPECT_EQ(analysis.gpu.launch_calls_with_kernel, 1u) << "the captured launch runs in the graph";
+  EXPECT_EQ(analysis.gpu.launch_calls_captured, 1u);
+  EXPECT_EQ(analysis.gpu.graph_launches, 1u);
+  EXPECT_EQ(analysis.gpu.graph_kernels, 1u) << "the graph's kernel, by its launch's correlation id";
   bool copy_of_4096 = false;
   for (const auto& activity : session.gpu_activities) {
     if (const auto* copy = std::get_if<collector::GpuMemcpy>(&activity.detail)) {

@@ -49,7 +49,7 @@ constexpr uint64_t kClockSlackNs = 1'000;
 constexpr const char* kKernelName = "_Z10fakeKernelj";  // what the fake driver calls every kernel
 constexpr size_t kDefaultBufferBytes = 1 << 20;
 constexpr const char* kKnobs[] = {"MOCK_CUPTI_TAKEN", "MOCK_CUPTI_CLOCK_OFFSET_NS",
-                                  "MOCK_CUPTI_MAX_BUFFERS"};
+                                  "MOCK_CUPTI_MAX_BUFFERS", "MOCK_CUPTI_DEVICE_UUID"};
 
 uint64_t ClockNs(clockid_t clock) {
   timespec ts;
@@ -155,6 +155,12 @@ class Received {
           break;
         case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
           record_size = sizeof(CUpti_ActivitySynchronization2);
+          break;
+        case CUPTI_ACTIVITY_KIND_OVERHEAD:
+          record_size = sizeof(CUpti_ActivityOverhead3);
+          break;
+        case CUPTI_ACTIVITY_KIND_DEVICE:
+          record_size = sizeof(CUpti_ActivityDevice5);
           break;
         default:
           record_size = sizeof(CUpti_ActivityAPI);
@@ -1079,6 +1085,64 @@ TEST_F(MockCuptiTest, GraphWorkCarriesItsGraphNodeAndTheLaunchingCall) {
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaFree(device), cudaSuccess);
+}
+
+// CUDA's lazy loading: the first launch of a module's kernel loads the module on the CPU, inside
+// the launch, and CUPTI says so with an overhead record naming the thread and the call.
+TEST_F(MockCuptiTest, AModulesFirstLaunchReportsItsLoadingAsOverhead) {
+  // In a child: the module is loaded once per process.
+  EXPECT_EQ(
+      RunInChild(
+          [&] {
+            CollectActivity({CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME});
+            const uint64_t before = MonotonicNs();
+            if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) != cudaSuccess ||
+                MonotonicNs() - before < fake_cuda::kModuleLoadNs)
+              return 1;
+            if (fake_cuda::LaunchKernel(10 | fake_cuda::kInLazyModule, nullptr) != cudaSuccess ||
+                fake_cuda::LaunchKernel(10, nullptr) != cudaSuccess ||
+                cudaDeviceSynchronize() != cudaSuccess || cuptiActivityFlushAll(0) != CUPTI_SUCCESS)
+              return 2;
+            const auto loads =
+                received.RecordsOf<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+            const auto launches = received.ApiRecords(
+                CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+            if (loads.size() != 1 || launches.size() != 3) return 3;  // once per process
+            const CUpti_ActivityOverhead3& load = loads[0];
+            if (load.overheadKind != CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING ||
+                load.objectKind != CUPTI_ACTIVITY_OBJECT_THREAD ||
+                load.objectId.pt.threadId != uint32_t(Tid()) ||
+                load.objectId.pt.processId != uint32_t(getpid()) || load.overheadData != nullptr)
+              return 4;
+            if (load.correlationId != launches[0].correlationId || load.start < launches[0].start ||
+                load.end > launches[0].end || load.end - load.start < fake_cuda::kModuleLoadNs)
+              return 5;
+            return 0;
+          },
+          10'000),
+      0);
+}
+
+// The one device's record, with its UUID, comes from cuptiActivityEnableAndDump.
+TEST_F(MockCuptiTest, EnableAndDumpWritesTheDeviceRecord) {
+  CollectActivity({});
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_TRUE(received.RecordsOf<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE).empty())
+      << "the driver was initialised before: only the dump has it";
+  setenv("MOCK_CUPTI_DEVICE_UUID", "00112233445566778899aabbccddeeff", 1);
+  ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+  CollectActivity({});
+  ASSERT_EQ(cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  const auto devices = received.RecordsOf<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].id, 0u);
+  EXPECT_EQ(devices[0].isCudaVisible, 1);
+  EXPECT_EQ(devices[0].isMigEnabled, 0);
+  EXPECT_EQ(std::memcmp(devices[0].uuid.bytes,
+                        "\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff", 16),
+            0);
 }
 
 TEST_F(MockCuptiTest, FinalizeDetachesUntilTheNextSubscriber) {

@@ -678,6 +678,38 @@ TEST(SessionReader, PutsGpuTimesOnMonotonicWithTheOffsetInEffect) {
   EXPECT_EQ(offsets[1].offset_ns, kRealtimeLike);
 }
 
+// The driver's module loading and the GPUs' UUIDs: loads on CLOCK_MONOTONIC like GPU work, UUIDs
+// spelled as nvidia-smi spells them.
+TEST(SessionReader, ReadsModuleLoadsAndDeviceUuids) {
+  TempDir dir;
+  WriteCaptureFile(dir, [](RecordBatch& batch) {
+    format::GpuOverheadRecord load{};
+    load.start_ns = 5000;
+    load.end_ns = 9000;
+    load.correlation_id = 42;
+    load.overhead_kind = 5 << 16;  // CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING
+    load.tid = 101;
+    batch.Add(load, format::kGpuOverhead);
+    format::GpuDeviceRecord device{};
+    device.device_id = 1;
+    for (uint8_t i = 0; i < 16; ++i) device.uuid[i] = static_cast<uint8_t>(i * 17);
+    batch.Add(device, format::kGpuDevice);
+    batch.Add(ClockOffsetAt(1000, 500), format::kClockOffset);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_EQ(session->module_loads.size(), 1u);
+  const collector::ModuleLoad& load = session->module_loads[0];
+  EXPECT_EQ(load.start_ns, 4500u);
+  EXPECT_EQ(load.end_ns, 8500u);
+  EXPECT_EQ(load.correlation_id, 42u);
+  EXPECT_EQ(load.pid, kPid);
+  EXPECT_EQ(load.tid, 101u);
+  EXPECT_EQ(load.overhead_kind, 5u << 16);
+  EXPECT_EQ(session->processes.at(kPid).device_uuids,
+            (std::map<uint32_t, std::string>{{1, "GPU-00112233-4455-6677-8899-aabbccddeeff"}}));
+}
+
 TEST(SessionReader, WithoutClockOffsetsGpuTimesAreTakenAsMonotonic) {
   TempDir dir;
   WriteCaptureFile(dir, [](RecordBatch& batch) {
@@ -695,9 +727,10 @@ TEST(SessionReader, MalformedCaptureRecordsAreSkippedWithAMessage) {
   TempDir dir;
   WriteCaptureFile(dir, [](RecordBatch& batch) {
     // Each type cut to its record header.
-    for (uint16_t type : {format::kCaptureInfo, format::kGpuName, format::kGpuKernel,
-                          format::kGpuMemcpy, format::kGpuMemset, format::kGpuSync,
-                          format::kGpuDropped, format::kClockOffset, format::kCallStack}) {
+    for (uint16_t type :
+         {format::kCaptureInfo, format::kGpuName, format::kGpuKernel, format::kGpuMemcpy,
+          format::kGpuMemset, format::kGpuSync, format::kGpuDropped, format::kClockOffset,
+          format::kCallStack, format::kGpuOverhead, format::kGpuDevice}) {
       batch.Add(format::RecordHeader{}, type);
     }
     // Trailing lengths past the record's end.
@@ -725,7 +758,7 @@ TEST(SessionReader, MalformedCaptureRecordsAreSkippedWithAMessage) {
   });
   auto session = ReadSession(dir.path());
   ASSERT_TRUE(session.ok());
-  EXPECT_EQ(MalformedCount(*session), 9u + 4u + 2u) << AllDiagnostics(*session);
+  EXPECT_EQ(MalformedCount(*session), 11u + 4u + 2u) << AllDiagnostics(*session);
   for (const auto& d : session->diagnostics) {
     if (d.message.find("malformed") == std::string::npos) continue;
     EXPECT_EQ(d.file, dir.Sub("inject-100.gpr"));

@@ -10,6 +10,10 @@
 //   the previous item ends, whichever is later. No bytes are ever moved or written.
 //   - A kernel: `func` may be any address; `args[0]` must point to a uint32_t, the kernel's
 //     duration in microseconds, read at launch time (real CUDA copies the arguments at launch too).
+//   - Lazy module loading, as CUDA does by default: a kernel whose duration word has
+//     kInLazyModule set is in a module loaded on the first launch of one of its kernels in a
+//     process, which spends kModuleLoadNs on CPU inside the launch's cuLaunchKernel (outside the
+//     driver lock) before queuing the kernel.
 //   - A copy or memset: count / kCopyBytesPerNs nanoseconds (10 GB/s), at least kMinCopyNs.
 //   - An event completes when the GPU has finished everything its stream held when it was recorded.
 //     cudaStreamWaitEvent queues nothing: in a single in-order queue the wait is already satisfied.
@@ -64,7 +68,12 @@ inline constexpr uint64_t kMinCopyNs = 3'000;
 // Any address serves as a kernel; test programs launch this one.
 inline constexpr char kKernel = 0;
 
-// Launches a kernel that keeps the GPU busy for `duration_us` microseconds.
+// Set in a kernel's duration word: the kernel is in the module the driver loads on first use.
+inline constexpr uint32_t kInLazyModule = 1u << 31;
+inline constexpr uint64_t kModuleLoadNs = 40'000'000;
+
+// Launches a kernel that keeps the GPU busy for `duration_us` microseconds (with kInLazyModule:
+// a kernel of the lazily loaded module).
 inline cudaError_t LaunchKernel(uint32_t duration_us, cudaStream_t stream) {
   void* args[] = {&duration_us};
   return cudaLaunchKernel(&kKernel, dim3(1), dim3(1), args, 0, stream);

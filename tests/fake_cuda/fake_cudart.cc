@@ -130,6 +130,7 @@ struct Driver {
   uint32_t last_graph_id = 0;
   uint64_t last_graph_node_id = 0;
   int64_t last_grid_id = 0;
+  bool module_loaded = false;  // kModuleKernels' module
 };
 
 // The driver lock, in this library's .bss as the real one is in libcuda's data: the futex address a
@@ -416,6 +417,23 @@ cudaError_t CheckMemset(void* ptr, size_t count) {
   return count > 0 && ptr == nullptr ? cudaErrorInvalidValue : cudaSuccess;
 }
 
+// Spins on CPU while the first launch of a kInLazyModule kernel loads its module, as CUDA's lazy
+// loading does, and reports it to CUPTI as driver overhead. Other threads go on meanwhile.
+void LoadModuleOf(uint32_t duration_word) {
+  if ((duration_word & kInLazyModule) == 0) return;
+  {
+    DriverLock lock;
+    if (std::exchange(driver->module_loaded, true)) return;
+  }
+  const uint64_t start_ns = MonotonicNs();
+  while (MonotonicNs() - start_ns < kModuleLoadNs) {
+  }
+  if (const CuptiHooks* cupti = Cupti()) {
+    cupti->overhead(CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING, start_ns, MonotonicNs(),
+                    ActivityCorrelationId());
+  }
+}
+
 cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
                         size_t shared_mem_bytes, cudaStream_t stream, NullStream null_stream) {
   if (func == nullptr) return cudaErrorInvalidDeviceFunction;
@@ -423,8 +441,9 @@ cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
     return cudaErrorInvalidConfiguration;
   }
   if (args == nullptr || args[0] == nullptr) return cudaErrorInvalidValue;
-  uint32_t duration_us;
-  std::memcpy(&duration_us, args[0], sizeof duration_us);  // the arguments are read at launch time
+  uint32_t duration_word;
+  std::memcpy(&duration_word, args[0], sizeof duration_word);  // read at launch time, as CUDA does
+  const uint32_t duration_us = duration_word & ~kInLazyModule;
   const cuLaunchKernel_params params{.f = reinterpret_cast<CUfunction>(const_cast<void*>(func)),
                                      .gridDimX = grid.x,
                                      .gridDimY = grid.y,
@@ -441,6 +460,7 @@ cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
   return DriverApi(
       function, &params,
       [&] {
+        LoadModuleOf(duration_word);
         return EnqueueOn(stream, null_stream, [&] {
           return Work(uint64_t(duration_us) * 1000,
                       [&] { return KernelRecord(grid, block, shared_mem_bytes); });

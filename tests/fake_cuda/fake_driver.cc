@@ -67,7 +67,8 @@ bool ResolveHooks(void* library, CuptiHooks& hooks) {
          Resolve(library, "mock_cupti_api_exit", hooks.api_exit) &&
          Resolve(library, "mock_cupti_gpu_activity_queued", hooks.gpu_activity_queued) &&
          Resolve(library, "mock_cupti_gpu_activity_completed", hooks.gpu_activity_completed) &&
-         Resolve(library, "mock_cupti_synchronization", hooks.synchronization);
+         Resolve(library, "mock_cupti_synchronization", hooks.synchronization) &&
+         Resolve(library, "mock_cupti_overhead", hooks.overhead);
 }
 
 const CuptiHooks* FindMockCupti() {

@@ -15,7 +15,8 @@
 //     runtime calls through another exported one (cudaMallocHost through cudaHostAlloc) is one
 //     runtime call, as in the real runtime, whatever an interposer sees;
 //   - the GPU work those calls queue, when it is queued and when the fake-gpu thread has run it;
-//   - each host wait, as a synchronization record.
+//   - each host wait, as a synchronization record;
+//   - loading a module on the first launch of one of its kernels, as driver overhead.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -45,6 +46,7 @@ struct CuptiHooks {
   decltype(&mock_cupti_gpu_activity_queued) gpu_activity_queued;
   decltype(&mock_cupti_gpu_activity_completed) gpu_activity_completed;
   decltype(&mock_cupti_synchronization) synchronization;
+  decltype(&mock_cupti_overhead) overhead;
 };
 
 // Initialises the driver once per process (see the top of this file).

@@ -70,6 +70,10 @@ size_t RecordSize(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
       return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      return sizeof(CUpti_ActivityOverhead3);
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+      return sizeof(CUpti_ActivityDevice5);
     default:
       return 0;
   }

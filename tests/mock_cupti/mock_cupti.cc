@@ -91,7 +91,25 @@ struct Knobs {
   std::optional<int64_t> clock_offset_ns =
       NumberFromEnvironment<int64_t>("MOCK_CUPTI_CLOCK_OFFSET_NS");
   std::optional<size_t> max_buffers = NumberFromEnvironment<size_t>("MOCK_CUPTI_MAX_BUFFERS");
+  const char* device_uuid = std::getenv("MOCK_CUPTI_DEVICE_UUID");
 };
+
+// The device record's UUID: the knob's 32 hex digits, else one made of the process id.
+CUuuid DeviceUuid(const char* hex) {
+  CUuuid uuid = {};
+  if (hex != nullptr && std::strlen(hex) == 2 * sizeof(uuid.bytes)) {
+    for (size_t i = 0; i < sizeof(uuid.bytes); ++i) {
+      unsigned byte = 0;
+      if (std::sscanf(hex + 2 * i, "%2x", &byte) != 1) return DeviceUuid(nullptr);
+      uuid.bytes[i] = char(byte);
+    }
+    return uuid;
+  }
+  const uint32_t pid = uint32_t(getpid());
+  std::memcpy(uuid.bytes, "mock-gpu", 8);
+  std::memcpy(uuid.bytes + 8, &pid, sizeof pid);
+  return uuid;
+}
 
 // Unique in the process, across cuptiFinalize and fork.
 std::atomic<uint32_t> last_correlation_id{0};
@@ -379,6 +397,23 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   return result;
 }
 
+CUptiResult CUPTIAPI cuptiActivityEnableAndDump(CUpti_ActivityKind kind) {
+  const CUptiResult result = cuptiActivityEnable(kind);
+  Session& session = CurrentSession();
+  if (result != CUPTI_SUCCESS || kind != CUPTI_ACTIVITY_KIND_DEVICE) return result;
+  if (!session.buffers.HasCallbacks()) return CUPTI_ERROR_UNKNOWN;  // as documented
+  CUpti_ActivityDevice5 device = {};
+  device.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  device.id = 0;
+  device.uuid = mock_cupti::DeviceUuid(session.knobs.device_uuid);
+  device.name = "Mock GPU";
+  device.isCudaVisible = 1;
+  device.computeCapabilityMajor = 9;
+  device.numMultiprocessors = 132;
+  session.buffers.Append(&device, sizeof device, nullptr);
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   const CUptiResult result = mock_cupti::CheckKind(kind);
   if (result == CUPTI_SUCCESS) CurrentSession().kind_enabled[kind].store(false);
@@ -515,6 +550,23 @@ void mock_cupti_synchronization(const CUpti_ActivitySynchronization2* record, CU
   converted.start = record->start + offset;
   converted.end = record->end + offset;
   session.buffers.Append(&converted, sizeof converted, context);
+}
+
+void mock_cupti_overhead(CUpti_ActivityOverheadKind kind, uint64_t start_ns, uint64_t end_ns,
+                         uint32_t correlation_id) {
+  Session& session = CurrentSession();
+  if (!session.KindEnabled(CUPTI_ACTIVITY_KIND_OVERHEAD)) return;
+  CUpti_ActivityOverhead3 record = {};
+  record.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  record.overheadKind = kind;
+  record.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  record.objectId.pt.processId = uint32_t(getpid());
+  record.objectId.pt.threadId = session.ThreadId();
+  const uint64_t offset = session.OffsetFromMonotonic();
+  record.start = start_ns + offset;
+  record.end = end_ns + offset;
+  record.correlationId = correlation_id;
+  session.buffers.Append(&record, sizeof record, nullptr);
 }
 
 }  // extern "C"

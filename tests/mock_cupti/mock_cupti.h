@@ -27,6 +27,12 @@
 //   Activity: records of the real layouts (CUpti_ActivityKernel10 for CONCURRENT_KERNEL or KERNEL,
 //   CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUpti_ActivitySynchronization2,
 //   CUpti_ActivityAPI for RUNTIME and DRIVER), packed one after another in 8-byte-aligned slots.
+//   CUpti_ActivityOverhead3 for OVERHEAD, from mock_cupti_overhead. CUpti_ActivityDevice5 for
+//   DEVICE: the fake's one device (ordinal 0, visible, no MIG), written by
+//   cuptiActivityEnableAndDump, which dumps the devices initialised before; cuptiActivityEnable
+//   alone writes none, as when CUDA was initialised before CUPTI attached. Its UUID is
+//   MOCK_CUPTI_DEVICE_UUID, else one of the process's own (each process of the fake has a GPU of
+//   its own).
 //   Other valid kinds can be enabled and produce nothing; the legacy profiler kinds are refused
 //   with CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED, as in CUDA 13.
 //   Buffers come from the client's bufferRequested callback, called on the thread whose record
@@ -71,6 +77,9 @@
 //   MOCK_CUPTI_MAX_BUFFERS=N
 //     After N bufferRequested calls, act as if the client gave no buffer: further records are
 //     dropped and counted.
+//   MOCK_CUPTI_DEVICE_UUID=<32 hex digits>
+//     The device record's UUID: processes given the same one share a GPU, as far as a profiler
+//     can tell.
 #pragma once
 
 // Not cupti.h: the fake runtime includes this, and cupti.h cannot follow cuda.h there (built with
@@ -127,6 +136,12 @@ MOCK_CUPTI_HOOK void mock_cupti_gpu_activity_completed(uint64_t handle, uint64_t
 // written if SYNCHRONIZATION is enabled.
 MOCK_CUPTI_HOOK void mock_cupti_synchronization(const CUpti_ActivitySynchronization2* record,
                                                 CUcontext context);
+
+// Driver overhead on the calling thread from `start_ns` to `end_ns` (CLOCK_MONOTONIC), inside the
+// API call with `correlation_id` (loading a module on a kernel's first launch, say): written as a
+// CUpti_ActivityOverhead3 naming the thread (objectKind THREAD) if OVERHEAD is enabled.
+MOCK_CUPTI_HOOK void mock_cupti_overhead(CUpti_ActivityOverheadKind kind, uint64_t start_ns,
+                                         uint64_t end_ns, uint32_t correlation_id);
 
 #ifdef __cplusplus
 }  // extern "C"

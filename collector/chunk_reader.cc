@@ -44,6 +44,22 @@ class SessionFile {
   // The size when opened: where reading stops even if the writer appends meanwhile.
   uint64_t size() const { return size_; }
 
+  // The first offset at or after `offset` that holds data: past a hole (a range never written,
+  // which reads as zeros and so is never a chunk), without reading it. The size when there is no
+  // data left; `offset` itself where the filesystem cannot say.
+  uint64_t NextData(uint64_t offset) const {
+    if (offset >= size_) return size_;
+    off_t data = lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+    if (data < 0) return errno == ENXIO ? size_ : offset;
+    return std::min(static_cast<uint64_t>(data), size_);
+  }
+  // The first offset at or after `offset` in a hole (the size when none is before the end).
+  uint64_t NextHole(uint64_t offset) const {
+    if (offset >= size_) return size_;
+    off_t hole = lseek(fd_, static_cast<off_t>(offset), SEEK_HOLE);
+    return hole < 0 ? size_ : std::min(static_cast<uint64_t>(hole), size_);
+  }
+
   // Up to `length` bytes at `offset` into `out`, resized to what could be read: fewer at the end
   // of the file, or where it has shrunk since it was opened.
   void Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out) const {
@@ -90,19 +106,34 @@ Status CheckFileHeader(std::span<const uint8_t> head, uint64_t file_size,
   return {};
 }
 
-// Offset of the next chunk magic at or after `from`, or the file's size when there is none.
+// Offset of the next chunk magic at or after `from`, or the file's size when there is none. Holes
+// are skipped, not read: a sparse file of 100 GB with a few chunks is read in the time of those.
+// The first window is small and each next one twice as large: a file of many small damaged
+// chunks costs a few KiB a chunk, not a window of 1 MiB each.
 uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window) {
-  constexpr uint64_t kWindowBytes = 1u << 20;
-  for (uint64_t start = from; start < file.size(); start += kWindowBytes - sizeof(uint32_t) + 1) {
-    file.Read(start, kWindowBytes, window);
-    for (uint64_t offset = 0; offset + sizeof(uint32_t) <= window->size(); ++offset) {
-      uint32_t word;
-      memcpy(&word, window->data() + offset, sizeof(word));
-      if (word == format::kChunkMagic) return start + offset;
-    }
-    if (window->size() < kWindowBytes) break;  // the end, or the file shrank
+  constexpr uint64_t kFirstWindowBytes = 4u << 10, kMaxWindowBytes = 1u << 20;
+  const uint32_t magic = format::kChunkMagic;
+  uint64_t window_bytes = kFirstWindowBytes;
+  for (uint64_t start = file.NextData(from); start < file.size();) {
+    file.Read(start, window_bytes, window);
+    if (window->size() < sizeof(magic)) break;
+    if (const void* found = memmem(window->data(), window->size(), &magic, sizeof(magic)))
+      return start + static_cast<uint64_t>(static_cast<const uint8_t*>(found) - window->data());
+    if (window->size() < window_bytes) break;  // the end, or the file shrank
+    // The next window overlaps this one by the magic's length less one: a magic across the
+    // boundary is found there.
+    start = file.NextData(start + window->size() - sizeof(magic) + 1);
+    window_bytes = std::min(window_bytes * 2, kMaxWindowBytes);
   }
   return file.size();
+}
+
+// Whether a chunk magic is at `offset`.
+bool ChunkMagicAt(const SessionFile& file, uint64_t offset, std::vector<uint8_t>* bytes) {
+  file.Read(offset, sizeof(uint32_t), bytes);
+  uint32_t word = 0;
+  if (bytes->size() == sizeof(word)) memcpy(&word, bytes->data(), sizeof(word));
+  return word == format::kChunkMagic;
 }
 
 class ChunkDecoder {
@@ -228,8 +259,12 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
     memcpy(&chunk, bytes.data(), sizeof(chunk));
     if (!plausible(chunk)) {
       uint64_t next = FindChunkMagic(file, offset + 1, &bytes);
-      report(offset, "damaged chunk header (" + Hex(chunk.magic) + "); skipped " +
-                         std::to_string(next - offset) + " bytes to the next chunk");
+      // A hole (bytes never written: a file extended by truncate or a seek) is not the writer's
+      // damage, but says the same: what was there is gone.
+      bool hole = file.NextHole(offset) < next;
+      report(offset, "damaged chunk header (" + Hex(chunk.magic) + ")" +
+                         (hole ? ", then a hole in the file (bytes never written)" : "") +
+                         "; skipped " + std::to_string(next - offset) + " bytes to the next chunk");
       ++summary.damaged_chunks;
       offset = next;
       continue;
@@ -247,7 +282,10 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
       report(offset,
              "chunk " + std::to_string(chunk.sequence) + " unreadable: " + error + "; skipped");
       ++summary.damaged_chunks;
-      offset = FindChunkMagic(file, offset + 1, &bytes);
+      // Its header held (it is plausible and fits the file): where it says it ends, the next
+      // chunk usually starts; else the header was damaged too, and the next is searched for.
+      uint64_t end = payload_offset + chunk.stored_size;
+      offset = ChunkMagicAt(file, end, &bytes) ? end : FindChunkMagic(file, offset + 1, &bytes);
       continue;
     }
     if (chunk.sequence != expected_sequence) {

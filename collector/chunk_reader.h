@@ -40,6 +40,7 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // Calls `visit` for every record of every valid chunk of `path`, in file order. Problems that leave
 // part of the file readable are appended to `diagnostics` (file, offset, what); only a file that
 // cannot be opened or has no valid header is an error (its message does not repeat the path).
+// Holes in the file (never written) are skipped unread.
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
                                          std::vector<Diagnostic>* diagnostics);
 // The same for the file `name` in the session directory `dir_fd` (session_files.h: only a regular

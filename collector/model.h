@@ -381,6 +381,8 @@ struct SessionMeta {
   std::string tool_version;
   std::vector<std::string> command;
   uint32_t root_pid = 0;
+  std::string inject_library;  // the path gprof-run preloaded; empty: unknown
+  std::string cuda_mode;       // --cuda: "auto", "cupti", "preload", "off"; empty: unknown
   uint64_t start_monotonic_ns = 0;
   uint64_t end_monotonic_ns = 0;
   uint64_t start_realtime_ns = 0;

@@ -110,11 +110,13 @@ Status CheckFileHeader(std::span<const uint8_t> head, uint64_t file_size,
 // are skipped, not read: a sparse file of 100 GB with a few chunks is read in the time of those.
 // The first window is small and each next one twice as large: a file of many small damaged
 // chunks costs a few KiB a chunk, not a window of 1 MiB each.
-uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window) {
+uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window,
+                        ReadProgress* progress) {
   constexpr uint64_t kFirstWindowBytes = 4u << 10, kMaxWindowBytes = 1u << 20;
   const uint32_t magic = format::kChunkMagic;
   uint64_t window_bytes = kFirstWindowBytes;
   for (uint64_t start = file.NextData(from); start < file.size();) {
+    if (progress != nullptr) progress->At(start);
     file.Read(start, window_bytes, window);
     if (window->size() < sizeof(magic)) break;
     if (const void* found = memmem(window->data(), window->size(), &magic, sizeof(magic)))
@@ -205,16 +207,22 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
 }  // namespace
 
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics) {
-  return ReadChunkFile(AT_FDCWD, path, path, visit, diagnostics);
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress) {
+  return ReadChunkFile(AT_FDCWD, path, path, visit, diagnostics, progress);
 }
 
 Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
                                          const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics) {
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress) {
   auto opened = SessionFile::Open(dir_fd, name);
   if (!opened.ok()) return opened.status();
   const SessionFile& file = *opened.value();
+  if (progress != nullptr) {
+    size_t slash = name.rfind('/');
+    progress->StartFile(slash == std::string::npos ? name : name.substr(slash + 1), file.size());
+  }
 
   ChunkFileSummary summary;
   std::vector<uint8_t> bytes;  // what was last read: a header, a chunk's payload, a scan window
@@ -249,6 +257,7 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
   uint64_t expected_sequence = 0;
   uint64_t offset = summary.header.header_size;
   while (offset < file.size()) {
+    if (progress != nullptr) progress->At(offset);
     format::ChunkHeader chunk;
     file.Read(offset, sizeof(chunk), &bytes);
     if (bytes.size() < sizeof(chunk)) {
@@ -258,7 +267,7 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
     }
     memcpy(&chunk, bytes.data(), sizeof(chunk));
     if (!plausible(chunk)) {
-      uint64_t next = FindChunkMagic(file, offset + 1, &bytes);
+      uint64_t next = FindChunkMagic(file, offset + 1, &bytes, progress);
       // A hole (bytes never written: a file extended by truncate or a seek) is not the writer's
       // damage, but says the same: what was there is gone.
       bool hole = file.NextHole(offset) < next;
@@ -285,7 +294,8 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
       // Its header held (it is plausible and fits the file): where it says it ends, the next
       // chunk usually starts; else the header was damaged too, and the next is searched for.
       uint64_t end = payload_offset + chunk.stored_size;
-      offset = ChunkMagicAt(file, end, &bytes) ? end : FindChunkMagic(file, offset + 1, &bytes);
+      offset = ChunkMagicAt(file, end, &bytes) ? end
+                                                : FindChunkMagic(file, offset + 1, &bytes, progress);
       continue;
     }
     if (chunk.sequence != expected_sequence) {

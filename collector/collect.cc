@@ -94,7 +94,10 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
     dir_fd = opened.get();
   }
   RecordSpill spill(dir_fd, directory, options.memory_budget_bytes);
-  auto session = ReadSession(dir_fd, directory);
+  auto session = [&] {
+    ReadProgress progress(options.progress_fd);  // its line erased before anything else is said
+    return ReadSession(dir_fd, directory, &progress);
+  }();
   if (!session.ok()) return session.status();
   *step = "analysing it";
   Analysis analysis;

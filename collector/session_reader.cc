@@ -59,7 +59,8 @@ void ReadGuarded(const std::string& path, std::vector<Diagnostic>* diagnostics, 
 
 class SessionBuilder {
  public:
-  explicit SessionBuilder(Session* session) : session_(session) {}
+  SessionBuilder(Session* session, ReadProgress* progress)
+      : session_(session), progress_(progress) {}
 
   void ReadInjectFile(int dir_fd, const std::string& name, const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
@@ -74,7 +75,7 @@ class SessionBuilder {
       if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
     };
     ReadGuarded(path, &session_->diagnostics, [&] {
-      auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics);
+      auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics, progress_);
       if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
     });
     capture.Finish();
@@ -85,7 +86,7 @@ class SessionBuilder {
     ReadGuarded(path, &session_->diagnostics, [&] {
       auto summary = ReadChunkFile(
           dir_fd, name, path, [&](const RecordView& record) { kernel.Decode(record); },
-          &session_->diagnostics);
+          &session_->diagnostics, progress_);
       if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
     });
   }
@@ -103,6 +104,7 @@ class SessionBuilder {
   uint32_t InternApiName(std::string_view name);
 
   Session* session_;
+  ReadProgress* progress_;
   ThreadSightings threads_;
   std::unordered_map<std::string, uint32_t> api_name_index_;
   KernelNameIndex kernel_name_index_;
@@ -395,13 +397,13 @@ void CapDiagnostics(std::vector<Diagnostic>* diagnostics) {
 
 }  // namespace
 
-Expected<Session> ReadSession(const std::string& directory) {
+Expected<Session> ReadSession(const std::string& directory, ReadProgress* progress) {
   auto dir = OpenSessionDirectory(directory);
   if (!dir.ok()) return Status::Error(PrintableName(directory) + ": no such session directory");
-  return ReadSession(dir->get(), directory);
+  return ReadSession(dir->get(), directory, progress);
 }
 
-Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
+Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProgress* progress) {
   // Paths are shown escaped: a file name may hold any byte but '/' and NUL.
   const std::string shown = PrintableName(directory);
   Session session;
@@ -438,7 +440,7 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
       ReadSessionMeta(dir_fd, (fs::path(directory) / kSessionMetaFile).string(), &session);
   if (!meta.ok()) return meta;
 
-  SessionBuilder builder(&session);
+  SessionBuilder builder(&session, progress);
   if (has_kernel) {
     builder.ReadKernelFile(dir_fd, kKernelFile, (fs::path(directory) / kKernelFile).string());
   }

@@ -4,6 +4,7 @@
 // offset without hanging the reader.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include "clean_utf8.h"
 #include "chunk_reader.h"
 #include "collect.h"
+#include "read_progress.h"
 #include "report_format.h"
 #include "session_builder.h"
 #include "session_meta.h"
@@ -618,6 +620,72 @@ TEST(HostileChunkFiles, RunningOutOfMemoryIsAnErrorNotAnAbort) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
   EXPECT_NE(WEXITSTATUS(status), 12) << "an error that does not name the session";
+}
+
+// --- a long read shows how far it is, on a terminal only ---
+
+std::string Drain(int fd) {
+  std::string text;
+  char buffer[4096];
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+TEST(ReadProgress, ALineOnATerminalUpdatedInPlaceAndErasedAtTheEnd) {
+  int master = -1, terminal = -1;
+  ASSERT_EQ(openpty(&master, &terminal, nullptr, nullptr, nullptr), 0);
+  {
+    collector::ReadProgress progress(terminal, /*delay_ns=*/0);
+    progress.StartFile("kernel\x1b[2J.gpr", uint64_t{100} << 30);
+    progress.At(uint64_t{123} << 27);  // 15.375 GiB
+  }
+  std::string shown = Drain(master);
+  EXPECT_EQ(shown,
+            "\rgprof-run: reading kernel\\x1b[2J.gpr: 15.4 of 100.0 GiB...\x1b[K"
+            "\r\x1b[K");
+  {
+    collector::ReadProgress progress(terminal, /*delay_ns=*/uint64_t{3600} * 1000000000);
+    progress.StartFile("kernel.gpr", 1 << 30);
+    progress.At(1 << 29);
+  }
+  EXPECT_EQ(Drain(master), "") << "nothing before the delay";
+  close(master);
+  close(terminal);
+
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  {
+    collector::ReadProgress progress(pipe_fds[1], 0);
+    progress.StartFile("kernel.gpr", 1 << 30);
+    progress.At(1 << 29);
+  }
+  close(pipe_fds[1]);
+  EXPECT_EQ(Drain(pipe_fds[0]), "") << "nothing where it is not a terminal";
+  close(pipe_fds[0]);
+}
+
+TEST(ReadProgress, TheChunkReaderSaysWhichFileAndHowFar) {
+  TempDir dir;
+  WriteOffCpuChunks(dir.Sub("kernel.gpr"), 3);
+  int master = -1, terminal = -1;
+  ASSERT_EQ(openpty(&master, &terminal, nullptr, nullptr, nullptr), 0);
+  {
+    collector::ReadProgress progress(terminal, 0);
+    std::vector<collector::Diagnostic> diagnostics;
+    auto summary = collector::ReadChunkFile(
+        dir.Sub("kernel.gpr"), [](const collector::RecordView&) {}, &diagnostics, &progress);
+    ASSERT_TRUE(summary.ok());
+  }
+  std::string shown = Drain(master);
+  EXPECT_EQ(shown.rfind("\rgprof-run: reading kernel.gpr: ", 0), 0u) << shown;
+  EXPECT_TRUE(shown.ends_with("\r\x1b[K")) << shown;
+  close(master);
+  close(terminal);
 }
 
 }  // namespace

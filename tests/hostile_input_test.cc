@@ -16,6 +16,7 @@
 #include "clean_utf8.h"
 #include "chunk_reader.h"
 #include "collect.h"
+#include "elf_symbols.h"
 #include "read_progress.h"
 #include "report_format.h"
 #include "session_builder.h"
@@ -686,6 +687,21 @@ TEST(ReadProgress, TheChunkReaderSaysWhichFileAndHowFar) {
   EXPECT_TRUE(shown.ends_with("\r\x1b[K")) << shown;
   close(master);
   close(terminal);
+}
+
+// --- files this machine has, named by a session's maps ---
+
+// The symbolizer checks what a mapped path is before it reads it, but the path may change in
+// between (a session's maps name paths anyone may own): what it opens must be what it checked.
+TEST(HostileFiles, TheSymbolizerOpensNothingButARegularFile) {
+  TempDir dir;
+  const std::string fifo = dir.Sub("lib.so");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(30);  // opening the FIFO for reading would block here
+  auto file = collector::ElfSymbolFile::Read(fifo);
+  alarm(0);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().message(), fifo + ": not a regular file");
 }
 
 }  // namespace

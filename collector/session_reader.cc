@@ -22,6 +22,7 @@
 #include "session_format.h"
 #include "session_meta.h"
 #include "thread_sightings.h"
+#include "unrecorded_processes.h"
 
 namespace gprof::collector {
 namespace {
@@ -308,6 +309,9 @@ void SessionBuilder::Finish() {
         process.maps.begin(), process.maps.end(),
         [](const MapsSnapshot& a, const MapsSnapshot& b) { return a.time_ns < b.time_ns; });
     std::sort(process.exec_ns.begin(), process.exec_ns.end());
+    std::stable_sort(
+        process.loaded_files.begin(), process.loaded_files.end(),
+        [](const LoadedFile& a, const LoadedFile& b) { return a.time_ns < b.time_ns; });
   }
   threads_.ApplyTo(session_);
   InferMmapLockOwners(*session_);
@@ -448,6 +452,7 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProg
     builder.ReadInjectFile(dir_fd, name, (fs::path(directory) / name).string());
   }
   builder.Finish();
+  FindUnrecordedProcesses(&session);
   CapDiagnostics(&session.diagnostics);
   for (Diagnostic& diagnostic : session.diagnostics)
     diagnostic.file = PrintableName(diagnostic.file);

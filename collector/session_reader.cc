@@ -340,10 +340,14 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
   }
   // Not a FIFO or a device, which would block or never end, nor a link.
   auto in = OpenSessionFile(dir_fd, kSessionMetaFile);
-  // Read up to one byte past the limit, a block at a time: a sparse 10 GB file, or one that grows
-  // while it is read, costs no more than that.
+  // Too large by its size, and so not read at all; or read a block at a time up to one byte past
+  // the limit (it may grow while it is read): a sparse 10 GB file costs nothing.
   std::string text;
-  if (in.ok()) {
+  struct stat opened {};
+  bool too_large = in.ok() && fstat(in->get(), &opened) == 0 &&
+                   static_cast<uint64_t>(opened.st_size) > kMaxSessionMetaBytes;
+  if (in.ok() && !too_large) {
+    text.reserve(static_cast<size_t>(opened.st_size));
     char block[65536];
     while (text.size() <= kMaxSessionMetaBytes) {
       ssize_t n = read(in->get(), block, sizeof(block));
@@ -351,6 +355,7 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
       if (n <= 0) break;
       text.append(block, static_cast<size_t>(n));
     }
+    too_large = text.size() > kMaxSessionMetaBytes;
   }
   if (!in.ok()) {
     session->diagnostics.push_back(
@@ -358,7 +363,7 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
          "unreadable or not a regular file: the run's command and exit status are unknown"});
     return {};
   }
-  if (text.size() > kMaxSessionMetaBytes) {
+  if (too_large) {
     session->diagnostics.push_back(
         {path, 0,
          "larger than " + std::to_string(kMaxSessionMetaBytes >> 20) +

@@ -140,6 +140,9 @@ bool ChunkMagicAt(const SessionFile& file, uint64_t offset, std::vector<uint8_t>
 
 class ChunkDecoder {
  public:
+  static constexpr uint64_t kMaxExpansion = 1024;
+  static constexpr uint64_t kExpansionFloorBytes = 1u << 20;  // smaller chunks cost little
+
   // zstd's own checksum of the decoded bytes is not verified: the chunk's checksum, checked first,
   // already covers every stored byte, and hashing the decoded ones again costs a pass over data
   // several times larger.
@@ -160,6 +163,15 @@ class ChunkDecoder {
         raw->assign(stored.begin(), stored.end());
         return {};
       case format::Compression::kZstd: {
+        // 64 MiB of zeros is 2 KiB of zstd: a file of such chunks would cost 15 ms of decoding
+        // each, a minute for a file of 4 MB. The recorders' records (times, ids, addresses) come
+        // out 3-8 times smaller at the writers' level; past kMaxExpansion a chunk is refused.
+        if (chunk.raw_size > kExpansionFloorBytes &&
+            chunk.raw_size / std::max<uint64_t>(chunk.stored_size, 1) > kMaxExpansion) {
+          return "would decompress to " + std::to_string(chunk.raw_size) + " bytes from " +
+                 std::to_string(chunk.stored_size) + ", more than " +
+                 std::to_string(kMaxExpansion) + " times: no recorder's records compress so";
+        }
         raw->resize(chunk.raw_size);
         size_t n = ZSTD_decompressDCtx(dctx_.get(), raw->data(), raw->size(), stored.data(),
                                        stored.size());

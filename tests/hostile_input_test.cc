@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <zstd.h>
 
 #include "clean_utf8.h"
 #include "chunk_reader.h"
@@ -579,6 +580,39 @@ TEST(HostileChunkFiles, AChunkClaimingHugeSizesIsSkipped) {
   auto lines = DiagnosticsOf(*session, "kernel.gpr");
   ASSERT_EQ(lines.size(), 2u) << Lines(session->diagnostics);
   EXPECT_NE(lines[0].message.find("damaged chunk header"), std::string::npos) << lines[0].message;
+}
+
+TEST(HostileChunkFiles, ADecompressionBombIsRefusedUndecoded) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  std::vector<uint64_t> starts = WriteOffCpuChunks(dir.Sub("kernel.gpr"), 2);
+  // Between the two: 2 MiB of zeros, which zstd stores in a few dozen bytes.
+  std::string zeros(2 << 20, '\0');
+  std::string stored(ZSTD_compressBound(zeros.size()), '\0');
+  size_t size = ZSTD_compress(stored.data(), stored.size(), zeros.data(), zeros.size(), 1);
+  ASSERT_FALSE(ZSTD_isError(size));
+  stored.resize(size);
+  format::ChunkHeader bomb{};
+  bomb.magic = format::kChunkMagic;
+  bomb.compression = static_cast<uint32_t>(format::Compression::kZstd);
+  bomb.stored_size = static_cast<uint32_t>(stored.size());
+  bomb.raw_size = static_cast<uint32_t>(zeros.size());
+  bomb.record_count = 1;
+  bomb.payload_checksum = format::Fnv1a32(stored.data(), stored.size());
+  bomb.sequence = 1;
+  std::string bytes = ReadFile(dir.Sub("kernel.gpr"));
+  bytes.insert(starts[1], std::string(reinterpret_cast<const char*>(&bomb), sizeof(bomb)) + stored);
+  WriteText(dir.Sub("kernel.gpr"), bytes);
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->off_cpu.size(), 2u) << Lines(session->diagnostics);
+  auto lines = DiagnosticsOf(*session, "kernel.gpr");
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_EQ(lines[0].offset, starts[1]);
+  EXPECT_NE(lines[0].message.find("chunk 1 unreadable: would decompress to 2097152 bytes from " +
+                                  std::to_string(stored.size()) + ", more than 1024 times"),
+            std::string::npos)
+      << lines[0].message;
 }
 
 // Collect turns what nothing below it catches into an error: here, memory running out.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,13 @@ namespace {
 
 using nlohmann::json;
 
-// A number of the text that no double holds (1e400, a 400-digit integer), put in quotes so that
-// the parser takes it: nlohmann's throws out_of_range at such a number, losing the whole file.
+// A number of the text that no double holds (1e400, a 400-digit integer), made a string so that
+// the parser takes it (nlohmann's throws out_of_range at such a number, losing the whole file):
+// "\u0000" and the number, a string that gprof-run never writes (a C string holds no NUL), so
+// that the reader of every field, strings included, can tell it from one the file holds.
+constexpr std::string_view kQuoteMark = "\\u0000";
+constexpr size_t kQuoteBytes = 2 + kQuoteMark.size();  // bytes a quoting adds to the text
+
 struct QuotedNumber {
   uint64_t offset = 0;  // in the file as it was
   std::string text;
@@ -65,14 +71,15 @@ std::optional<uint64_t> ScanMeta(std::string_view text, std::vector<QuotedNumber
   return std::nullopt;
 }
 
-// `text` with each of `quoted` in quotes.
+// `text` with each of `quoted` made a string.
 std::string WithQuotes(std::string_view text, const std::vector<QuotedNumber>& quoted) {
   std::string out;
-  out.reserve(text.size() + 2 * quoted.size());
+  out.reserve(text.size() + kQuoteBytes * quoted.size());
   uint64_t at = 0;
   for (const QuotedNumber& number : quoted) {
     out.append(text.substr(at, number.offset - at));
     out += '"';
+    out += kQuoteMark;
     out += number.text;
     out += '"';
     at = number.offset + number.text.size();
@@ -190,7 +197,18 @@ class BoundedTree final : public nlohmann::json_sax<json> {
 class MetaReader {
  public:
   MetaReader(const std::string& path, Session* session, const std::vector<QuotedNumber>& quoted)
-      : path_(path), session_(session), quoted_(quoted) {}
+      : path_(path), session_(session), quoted_(quoted) {
+    for (const QuotedNumber& number : quoted) quoted_texts_.insert(number.text);
+  }
+
+  // Whether `value` is one of the numbers made a string (QuotedNumber); the number in *number.
+  bool IsQuotedNumber(const json& value, std::string_view* number = nullptr) const {
+    if (quoted_texts_.empty() || !value.is_string()) return false;
+    std::string_view text = value.get_ref<const std::string&>();
+    if (!text.starts_with('\0') || !quoted_texts_.contains(text.substr(1))) return false;
+    if (number != nullptr) *number = text.substr(1);
+    return true;
+  }
   ~MetaReader() {
     if (unreported_ > 0) {
       session_->diagnostics.push_back(
@@ -250,7 +268,8 @@ class MetaReader {
                                     const char* key) {
     const json* value = Member(object, key);
     if (value == nullptr) return std::nullopt;
-    if (value->is_string()) return PrintableName(value->get_ref<const std::string&>());
+    if (value->is_string() && !IsQuotedNumber(*value))
+      return PrintableName(value->get_ref<const std::string&>());
     Bad(where, key, *value, "a string");
     return std::nullopt;
   }
@@ -292,16 +311,16 @@ class MetaReader {
     std::string field = key == nullptr ? where : where.empty() ? key : where + "." + key;
     uint64_t offset = 0;
     std::string shown;
-    if (value.is_string()) {
-      const std::string& text = value.get_ref<const std::string&>();
-      for (const QuotedNumber& number : quoted_) {
-        if (number.text == text) {
-          offset = number.offset;
-          shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;  // digits: ASCII
+    if (std::string_view number; IsQuotedNumber(value, &number)) {
+      for (const QuotedNumber& quoted : quoted_) {
+        if (quoted.text == number) {
+          offset = quoted.offset;
           break;
         }
       }
-      if (shown.empty()) shown = "a string";
+      shown = PrintableName(Shortened(number, 40)) + (number.size() > 40 ? "..." : "");
+    } else if (value.is_string()) {
+      shown = "a string";
     } else if (value.is_number() || value.is_boolean()) {
       shown = value.dump();
     } else {
@@ -316,6 +335,7 @@ class MetaReader {
   const std::string& path_;
   Session* session_;
   const std::vector<QuotedNumber>& quoted_;
+  std::unordered_set<std::string_view> quoted_texts_;
   size_t lines_ = 0;
   size_t unreported_ = 0;
 };
@@ -362,8 +382,9 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
     // At the first byte that does not fit, in the text with quotes added.
     uint64_t offset = *tree.error_at() > 0 ? *tree.error_at() - 1 : 0;
     size_t before = 0;
-    while (before < quoted.size() && quoted[before].offset + 2 * before < offset) ++before;
-    offset -= std::min<uint64_t>(offset, 2 * before);
+    while (before < quoted.size() && quoted[before].offset + kQuoteBytes * before < offset)
+      ++before;
+    offset -= std::min<uint64_t>(offset, kQuoteBytes * before);
     session->diagnostics.push_back(
         {path, offset, "not valid JSON: the run's command and exit status are unknown"});
     return {};
@@ -394,7 +415,7 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   if (const json* command = read.Array(meta, "", "command")) {
     for (size_t i = 0; i < command->size(); ++i) {
       const json& arg = (*command)[i];
-      if (arg.is_string())
+      if (arg.is_string() && !read.IsQuotedNumber(arg))
         out.command.push_back(PrintableName(arg.get_ref<const std::string&>()));
       else
         read.BadElement("command", i, arg, "a string");

@@ -346,6 +346,20 @@ TEST(HostileSessionJson, ANumberPastADoublesRangeIsNamedAndTheRestIsRead) {
   }
 }
 
+TEST(HostileSessionJson, AnOverflowingNumberIsNoStringEither) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1, "command": ["app", 1e400, "x"],
+      "tool_version": 2e999, "kernel_recording": {"note": "\u0000 1e400"}})");
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->meta.command, (std::vector<std::string>{"app", "x"}));
+  EXPECT_EQ(session->meta.tool_version, "");
+  EXPECT_EQ(session->meta.kernel_recording_note, "\\x00 1e400") << "a string, escaped";
+  std::string all = Lines(session->diagnostics);
+  EXPECT_NE(all.find("field command[1]: 1e400 is not a string"), std::string::npos) << all;
+  EXPECT_NE(all.find("field tool_version: 2e999 is not a string"), std::string::npos) << all;
+}
+
 TEST(HostileSessionJson, TheWholeReportSurvivesAnOverflowingNumber) {
   TempDir dir;
   WriteOneCall(dir);

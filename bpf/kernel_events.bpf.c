@@ -806,18 +806,36 @@ static __always_inline void futex_waitv_call(struct gprof_syscall_pending* entry
   }
 }
 
-/* Whether the current task's `fd` is a character device whose name starts with device_prefix.
- * Fills `name` (zeroed first: it is copied into a record). The file is found as the kernel finds
- * it: task->files->fdt->fd[fd], bounded by max_fds. */
-static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
-  __builtin_memset(name, 0, GPROF_COMM_LEN);
-  if (fd < 0) return false;
+/* The current task's open file `fd`, or NULL; found as the kernel finds it:
+ * task->files->fdt->fd[fd], bounded by max_fds. */
+static __always_inline struct file* fd_file(__s32 fd) {
+  if (fd < 0) return NULL;
   struct task_struct* task = bpf_get_current_task_btf();
   struct fdtable* fdt = BPF_CORE_READ(task, files, fdt);
-  if (!fdt || (__u32)fd >= BPF_CORE_READ(fdt, max_fds)) return false;
+  if (!fdt || (__u32)fd >= BPF_CORE_READ(fdt, max_fds)) return NULL;
   struct file** files = BPF_CORE_READ(fdt, fd);
   struct file* file = NULL;
-  if (bpf_probe_read_kernel(&file, sizeof(file), &files[fd]) != 0 || !file) return false;
+  if (bpf_probe_read_kernel(&file, sizeof(file), &files[fd]) != 0) return NULL;
+  return file;
+}
+
+/* The name of the file `fd` (its dentry's: no directory), cut to fit and NUL-padded; all NUL when
+ * there is none. */
+static __always_inline void fd_file_name(__s32 fd, char name[GPROF_FILE_NAME_LEN]) {
+  __builtin_memset(name, 0, GPROF_FILE_NAME_LEN);
+  struct file* file = fd_file(fd);
+  if (!file) return;
+  const unsigned char* file_name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+  if (bpf_probe_read_kernel_str(name, GPROF_FILE_NAME_LEN, file_name) < 0)
+    __builtin_memset(name, 0, GPROF_FILE_NAME_LEN);
+}
+
+/* Whether the current task's `fd` is a character device whose name starts with device_prefix.
+ * Fills `name` (zeroed first: it is copied into a record). */
+static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
+  __builtin_memset(name, 0, GPROF_COMM_LEN);
+  struct file* file = fd_file(fd);
+  if (!file) return false;
   if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFCHR) return false;
   const unsigned char* file_name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
   if (bpf_probe_read_kernel_str(name, GPROF_COMM_LEN, file_name) < 0) return false;
@@ -952,7 +970,9 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   if (!in_window(start_ns)) return 0;
 
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
-  struct gprof_syscall_pending entry = {};
+  struct gprof_syscall_pending entry;
+  /* All of it, the union's every byte included: `= {}` need only zero its first member. */
+  __builtin_memset(&entry, 0, sizeof(entry));
   entry.start_ns = start_ns;
   entry.pid = tgid;
   entry.nr = (__u32)nr;
@@ -981,10 +1001,14 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
     futex_waitv_call(&entry);
     record_type = GPROF_REC_FUTEX_WAITV;
   } else if (nr == NR_MMAP) {
-    /* Every mmap is a memory map; one of a device file is a device wait as well. */
-    if (!(entry.args[3] & MAP_ANONYMOUS) && device_fd((__s32)entry.args[4], entry.device.name)) {
-      entry.device.kind = GPROF_DEVICE_MMAP;
-      entry.device.fd = (__s32)entry.args[4];
+    /* Every mmap is a memory map, with the name of the file it maps; one of a device file is a
+     * device wait as well. */
+    if (!(entry.args[3] & MAP_ANONYMOUS)) {
+      fd_file_name((__s32)entry.args[4], entry.device.file);
+      if (device_fd((__s32)entry.args[4], entry.device.name)) {
+        entry.device.kind = GPROF_DEVICE_MMAP;
+        entry.device.fd = (__s32)entry.args[4];
+      }
     }
     record_type = GPROF_REC_MEMORY_MAP;
   } else if (is_memory_syscall(nr)) {
@@ -1087,6 +1111,8 @@ static __always_inline void emit_memory_map(const struct gprof_syscall_pending* 
     default: /* munmap (addr, length) */
       break;
   }
+  /* All NUL but for an mmap of a file: the entry starts zeroed, and only mmap fills it. */
+  __builtin_memcpy(rec->file, entry->device.file, sizeof(rec->file));
   submit(rec);
 }
 

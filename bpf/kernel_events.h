@@ -287,6 +287,8 @@ struct gprof_page_fault {
                    to be retried, after waiting for a lock or a page); else 0 */
 };
 
+#define GPROF_FILE_NAME_LEN 32
+
 /* mmap, munmap, mprotect, mremap or madvise of a thread of the tree. */
 struct gprof_memory_map {
   struct gprof_rec_hdr hdr;
@@ -300,6 +302,11 @@ struct gprof_memory_map {
   __u64 length;
   __u64 flags; /* mmap: MAP_*; mremap: the new length */
   __s64 ret;
+  /* Added after the first version (72 bytes). mmap of a file: its name, as the kernel's dentry
+     has it (no directory; a link resolved: "libcudart.so.13", "libcuda.so.580.95.05"), cut to
+     GPROF_FILE_NAME_LEN - 1 bytes, NUL-padded; else all NUL. What says which libraries a
+     process loaded, by the dynamic loader or dlopen, however short it lived. */
+  char file[GPROF_FILE_NAME_LEN];
 };
 
 #define GPROF_WAITV_MAX 4
@@ -445,10 +452,11 @@ struct gprof_syscall_pending {
       __u32 flags;
       __u64 uaddr[GPROF_WAITV_MAX];
     } waitv;
-    struct { /* ioctl, poll, select, epoll, and mmap of a device (which also has args) */
+    struct { /* ioctl, poll, select, epoll, and mmap (of a device: a device wait too) */
       __s32 fd;
       __u32 kind; /* enum gprof_device_wait_kind; 0: not a device of interest */
       char name[GPROF_COMM_LEN];
+      char file[GPROF_FILE_NAME_LEN]; /* mmap: gprof_memory_map's file */
     } device;
   };
 };
@@ -457,14 +465,14 @@ struct gprof_syscall_pending {
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_offcpu_pending) == 72, "");
 static_assert(sizeof(struct gprof_switched_in) == 104, "");
-static_assert(sizeof(struct gprof_syscall_pending) == 112, "");
+static_assert(sizeof(struct gprof_syscall_pending) == 120, "");
 static_assert(sizeof(struct gprof_event_count) == 48, "");
 static_assert(sizeof(struct gprof_fault_state) == 40, "");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
 static_assert(sizeof(struct gprof_lock_wait) == 80, "");
 static_assert(sizeof(struct gprof_device_wait) == 72, "");
 static_assert(sizeof(struct gprof_page_fault) == 48, "");
-static_assert(sizeof(struct gprof_memory_map) == 72, "");
+static_assert(sizeof(struct gprof_memory_map) == 104, "");
 static_assert(sizeof(struct gprof_futex_waitv) == 88, "");
 static_assert(sizeof(struct gprof_user_stack) == 24, "");
 static_assert(sizeof(struct gprof_process_maps) == 24, "");
@@ -480,7 +488,7 @@ _Static_assert(sizeof(struct gprof_offcpu) == 96, "gprof_offcpu layout");
 _Static_assert(sizeof(struct gprof_lock_wait) == 80, "gprof_lock_wait layout");
 _Static_assert(sizeof(struct gprof_device_wait) == 72, "gprof_device_wait layout");
 _Static_assert(sizeof(struct gprof_page_fault) == 48, "gprof_page_fault layout");
-_Static_assert(sizeof(struct gprof_memory_map) == 72, "gprof_memory_map layout");
+_Static_assert(sizeof(struct gprof_memory_map) == 104, "gprof_memory_map layout");
 _Static_assert(sizeof(struct gprof_futex_waitv) == 88, "gprof_futex_waitv layout");
 _Static_assert(sizeof(struct gprof_futex) == 88, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
@@ -489,7 +497,7 @@ _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_offcpu_pending) == 72, "gprof_offcpu_pending layout");
 _Static_assert(sizeof(struct gprof_switched_in) == 104, "gprof_switched_in layout");
-_Static_assert(sizeof(struct gprof_syscall_pending) == 112, "gprof_syscall_pending layout");
+_Static_assert(sizeof(struct gprof_syscall_pending) == 120, "gprof_syscall_pending layout");
 #endif
 
 #endif /* GPROF_KERNEL_EVENTS_H */

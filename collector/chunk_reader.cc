@@ -44,6 +44,22 @@ class SessionFile {
   // The size when opened: where reading stops even if the writer appends meanwhile.
   uint64_t size() const { return size_; }
 
+  // The first offset at or after `offset` that holds data: past a hole (a range never written,
+  // which reads as zeros and so is never a chunk), without reading it. The size when there is no
+  // data left; `offset` itself where the filesystem cannot say.
+  uint64_t NextData(uint64_t offset) const {
+    if (offset >= size_) return size_;
+    off_t data = lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+    if (data < 0) return errno == ENXIO ? size_ : offset;
+    return std::min(static_cast<uint64_t>(data), size_);
+  }
+  // The first offset at or after `offset` in a hole (the size when none is before the end).
+  uint64_t NextHole(uint64_t offset) const {
+    if (offset >= size_) return size_;
+    off_t hole = lseek(fd_, static_cast<off_t>(offset), SEEK_HOLE);
+    return hole < 0 ? size_ : std::min(static_cast<uint64_t>(hole), size_);
+  }
+
   // Up to `length` bytes at `offset` into `out`, resized to what could be read: fewer at the end
   // of the file, or where it has shrunk since it was opened.
   void Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out) const {
@@ -90,23 +106,43 @@ Status CheckFileHeader(std::span<const uint8_t> head, uint64_t file_size,
   return {};
 }
 
-// Offset of the next chunk magic at or after `from`, or the file's size when there is none.
-uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window) {
-  constexpr uint64_t kWindowBytes = 1u << 20;
-  for (uint64_t start = from; start < file.size(); start += kWindowBytes - sizeof(uint32_t) + 1) {
-    file.Read(start, kWindowBytes, window);
-    for (uint64_t offset = 0; offset + sizeof(uint32_t) <= window->size(); ++offset) {
-      uint32_t word;
-      memcpy(&word, window->data() + offset, sizeof(word));
-      if (word == format::kChunkMagic) return start + offset;
-    }
-    if (window->size() < kWindowBytes) break;  // the end, or the file shrank
+// Offset of the next chunk magic at or after `from`, or the file's size when there is none. Holes
+// are skipped, not read: a sparse file of 100 GB with a few chunks is read in the time of those.
+// The first window is small and each next one twice as large: a file of many small damaged
+// chunks costs a few KiB a chunk, not a window of 1 MiB each.
+uint64_t FindChunkMagic(const SessionFile& file, uint64_t from, std::vector<uint8_t>* window,
+                        ReadProgress* progress) {
+  constexpr uint64_t kFirstWindowBytes = 4u << 10, kMaxWindowBytes = 1u << 20;
+  const uint32_t magic = format::kChunkMagic;
+  uint64_t window_bytes = kFirstWindowBytes;
+  for (uint64_t start = file.NextData(from); start < file.size();) {
+    if (progress != nullptr) progress->At(start);
+    file.Read(start, window_bytes, window);
+    if (window->size() < sizeof(magic)) break;
+    if (const void* found = memmem(window->data(), window->size(), &magic, sizeof(magic)))
+      return start + static_cast<uint64_t>(static_cast<const uint8_t*>(found) - window->data());
+    if (window->size() < window_bytes) break;  // the end, or the file shrank
+    // The next window overlaps this one by the magic's length less one: a magic across the
+    // boundary is found there.
+    start = file.NextData(start + window->size() - sizeof(magic) + 1);
+    window_bytes = std::min(window_bytes * 2, kMaxWindowBytes);
   }
   return file.size();
 }
 
+// Whether a chunk magic is at `offset`.
+bool ChunkMagicAt(const SessionFile& file, uint64_t offset, std::vector<uint8_t>* bytes) {
+  file.Read(offset, sizeof(uint32_t), bytes);
+  uint32_t word = 0;
+  if (bytes->size() == sizeof(word)) memcpy(&word, bytes->data(), sizeof(word));
+  return word == format::kChunkMagic;
+}
+
 class ChunkDecoder {
  public:
+  static constexpr uint64_t kMaxExpansion = 1024;
+  static constexpr uint64_t kExpansionFloorBytes = 1u << 20;  // smaller chunks cost little
+
   // zstd's own checksum of the decoded bytes is not verified: the chunk's checksum, checked first,
   // already covers every stored byte, and hashing the decoded ones again costs a pass over data
   // several times larger.
@@ -127,6 +163,15 @@ class ChunkDecoder {
         raw->assign(stored.begin(), stored.end());
         return {};
       case format::Compression::kZstd: {
+        // 64 MiB of zeros is 2 KiB of zstd: a file of such chunks would cost 15 ms of decoding
+        // each, a minute for a file of 4 MB. The recorders' records (times, ids, addresses) come
+        // out 3-8 times smaller at the writers' level; past kMaxExpansion a chunk is refused.
+        if (chunk.raw_size > kExpansionFloorBytes &&
+            chunk.raw_size / std::max<uint64_t>(chunk.stored_size, 1) > kMaxExpansion) {
+          return "would decompress to " + std::to_string(chunk.raw_size) + " bytes from " +
+                 std::to_string(chunk.stored_size) + ", more than " +
+                 std::to_string(kMaxExpansion) + " times: no recorder's records compress so";
+        }
         raw->resize(chunk.raw_size);
         size_t n = ZSTD_decompressDCtx(dctx_.get(), raw->data(), raw->size(), stored.data(),
                                        stored.size());
@@ -174,16 +219,22 @@ std::string VisitRecords(std::span<const uint8_t> raw, uint64_t chunk_offset, ui
 }  // namespace
 
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics) {
-  return ReadChunkFile(AT_FDCWD, path, path, visit, diagnostics);
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress) {
+  return ReadChunkFile(AT_FDCWD, path, path, visit, diagnostics, progress);
 }
 
 Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
                                          const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics) {
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress) {
   auto opened = SessionFile::Open(dir_fd, name);
   if (!opened.ok()) return opened.status();
   const SessionFile& file = *opened.value();
+  if (progress != nullptr) {
+    size_t slash = name.rfind('/');
+    progress->StartFile(slash == std::string::npos ? name : name.substr(slash + 1), file.size());
+  }
 
   ChunkFileSummary summary;
   std::vector<uint8_t> bytes;  // what was last read: a header, a chunk's payload, a scan window
@@ -218,6 +269,7 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
   uint64_t expected_sequence = 0;
   uint64_t offset = summary.header.header_size;
   while (offset < file.size()) {
+    if (progress != nullptr) progress->At(offset);
     format::ChunkHeader chunk;
     file.Read(offset, sizeof(chunk), &bytes);
     if (bytes.size() < sizeof(chunk)) {
@@ -227,9 +279,13 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
     }
     memcpy(&chunk, bytes.data(), sizeof(chunk));
     if (!plausible(chunk)) {
-      uint64_t next = FindChunkMagic(file, offset + 1, &bytes);
-      report(offset, "damaged chunk header (" + Hex(chunk.magic) + "); skipped " +
-                         std::to_string(next - offset) + " bytes to the next chunk");
+      uint64_t next = FindChunkMagic(file, offset + 1, &bytes, progress);
+      // A hole (bytes never written: a file extended by truncate or a seek) is not the writer's
+      // damage, but says the same: what was there is gone.
+      bool hole = file.NextHole(offset) < next;
+      report(offset, "damaged chunk header (" + Hex(chunk.magic) + ")" +
+                         (hole ? ", then a hole in the file (bytes never written)" : "") +
+                         "; skipped " + std::to_string(next - offset) + " bytes to the next chunk");
       ++summary.damaged_chunks;
       offset = next;
       continue;
@@ -247,7 +303,11 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
       report(offset,
              "chunk " + std::to_string(chunk.sequence) + " unreadable: " + error + "; skipped");
       ++summary.damaged_chunks;
-      offset = FindChunkMagic(file, offset + 1, &bytes);
+      // Its header held (it is plausible and fits the file): where it says it ends, the next
+      // chunk usually starts; else the header was damaged too, and the next is searched for.
+      uint64_t end = payload_offset + chunk.stored_size;
+      offset = ChunkMagicAt(file, end, &bytes) ? end
+                                                : FindChunkMagic(file, offset + 1, &bytes, progress);
       continue;
     }
     if (chunk.sequence != expected_sequence) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model.h"
+#include "read_progress.h"
 #include "session_format.h"
 #include "status.h"
 
@@ -40,13 +41,17 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // Calls `visit` for every record of every valid chunk of `path`, in file order. Problems that leave
 // part of the file readable are appended to `diagnostics` (file, offset, what); only a file that
 // cannot be opened or has no valid header is an error (its message does not repeat the path).
+// Holes in the file (never written) are skipped unread. `progress`, when given, is told how far
+// the read is.
 Expected<ChunkFileSummary> ReadChunkFile(const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics);
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress = nullptr);
 // The same for the file `name` in the session directory `dir_fd` (session_files.h: only a regular
 // file there, never through a link); diagnostics name it `path`.
 Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
                                          const std::string& path, const RecordVisitor& visit,
-                                         std::vector<Diagnostic>* diagnostics);
+                                         std::vector<Diagnostic>* diagnostics,
+                                         ReadProgress* progress = nullptr);
 
 // Where a record sits, for a message about it: "record at byte N of the chunk's records".
 inline std::string RecordPlace(const RecordView& record) {

@@ -83,9 +83,8 @@ class RecordSpill {
   RecordSpill& operator=(const RecordSpill&) = delete;
 };
 
-}  // namespace
-
-Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
+Expected<CollectResult> CollectSession(const std::string& directory, const CollectOptions& options,
+                                       std::string* step) {
   FileDescriptor opened;
   int dir_fd = options.directory_fd;
   if (dir_fd < 0) {
@@ -95,8 +94,12 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
     dir_fd = opened.get();
   }
   RecordSpill spill(dir_fd, directory, options.memory_budget_bytes);
-  auto session = ReadSession(dir_fd, directory);
+  auto session = [&] {
+    ReadProgress progress(options.progress_fd);  // its line erased before anything else is said
+    return ReadSession(dir_fd, directory, &progress);
+  }();
   if (!session.ok()) return session.status();
+  *step = "analysing it";
   Analysis analysis;
   Diagnosis diagnosis;
   {
@@ -126,7 +129,9 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   // say what happened are the ones to keep. A file that could not be written whole is removed,
   // which frees its room for the next.
   std::filesystem::path dir(directory);
-  auto write = [&](const char* name, const Status& status) {
+  auto write = [&](const char* name, auto write_file) {
+    *step = std::string("writing ") + name;
+    Status status = write_file();
     if (status.ok()) {
       result.written.push_back((dir / name).string());
     } else {
@@ -134,13 +139,37 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
       unlinkat(dir_fd, name, 0);
     }
   };
-  write(kTextReportFile, WriteTextFile(dir_fd, kTextReportFile, (dir / kTextReportFile).string(),
-                                       result.text_report));
-  write(kJsonReportFile, WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(),
-                                       *session, analysis, diagnosis));
-  write(kTraceFile, WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
-                                       PerfettoOptions{&diagnosis}));
+  write(kTextReportFile, [&] {
+    return WriteTextFile(dir_fd, kTextReportFile, (dir / kTextReportFile).string(),
+                         result.text_report);
+  });
+  write(kJsonReportFile, [&] {
+    return WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(), *session,
+                         analysis, diagnosis);
+  });
+  write(kTraceFile, [&] {
+    return WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
+                              PerfettoOptions{&diagnosis});
+  });
   return result;
+}
+
+}  // namespace
+
+// No exception leaves the collector: the readers and writers return errors as values, and this
+// turns whatever else is thrown (out of memory, a library's own exception) into one.
+Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options) {
+  std::string step = "reading it";
+  try {
+    return CollectSession(directory, options, &step);
+  } catch (const std::bad_alloc&) {
+    return Status::Error(PrintableName(directory) + ": out of memory " + step);
+  } catch (const std::exception& error) {
+    return Status::Error(PrintableName(directory) + ": failed " + step + ": " +
+                         PrintableName(error.what()));
+  } catch (...) {
+    return Status::Error(PrintableName(directory) + ": failed " + step);
+  }
 }
 
 }  // namespace gprof::collector

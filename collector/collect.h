@@ -25,6 +25,9 @@ struct CollectOptions {
   // The session directory, already open (gprof-run's own descriptor): then the directory's path
   // only names it in messages and is never opened. -1: the path is opened, once.
   int directory_fd = -1;
+  // Where a line shows how far a long read of the session is (read_progress.h), when it is a
+  // terminal; -1: nowhere.
+  int progress_fd = 2;
 };
 
 struct CollectResult {

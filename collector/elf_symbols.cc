@@ -75,15 +75,23 @@ class OpenElf {
 
 std::string ElfError() { return elf_errmsg(-1); }
 
-// `path` opened as an ELF file: a regular file only, so that a device file is never touched.
+// `path` opened as an ELF file: a regular file only, so that a device file is never touched. The
+// path comes from a session's maps, where a device (a mapping of /dev/nvidia0, or a hostile
+// session's /dev/watchdog) acts when opened and a FIFO blocks, and may change between a check and
+// the open: it is opened first with O_PATH, which opens nothing, to see what it names; then that
+// same file, through /proc/self/fd, for reading.
 Expected<std::unique_ptr<OpenElf>> OpenElfFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(path + ": " + std::strerror(errno));
+  int path_fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (path_fd < 0) return Status::Error(path + ": " + std::strerror(errno));
   struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    close(fd);
+  if (fstat(path_fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(path_fd);
     return Status::Error(path + ": not a regular file");
   }
+  int fd = open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(), O_RDONLY | O_CLOEXEC);
+  int open_errno = errno;
+  close(path_fd);
+  if (fd < 0) return Status::Error(path + ": " + std::strerror(open_errno));
   auto elf = std::make_unique<OpenElf>(fd);
   if (elf->get() == nullptr || elf_kind(elf->get()) != ELF_K_ELF)
     return Status::Error(path + ": not an ELF file");

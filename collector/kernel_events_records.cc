@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <sys/mman.h>
 #include <span>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace {
 constexpr size_t kOffCpuFirstSize = offsetof(gprof_offcpu, waker_user_stack_id);
 constexpr size_t kFutexFirstSize = offsetof(gprof_futex, owner_tid);
 constexpr size_t kLostFirstSize = offsetof(gprof_lost, cpu);
+constexpr size_t kMemoryMapFirstSize = offsetof(gprof_memory_map, file);
 static_assert(kAllCpus == GPROF_ALL_CPUS);
 
 const char* KernelRecordName(uint32_t type) {
@@ -323,12 +325,21 @@ void KernelRecordDecoder::DecodePageFault(const RecordView& record) {
 }
 
 void KernelRecordDecoder::DecodeMemoryMap(const RecordView& record) {
-  gprof_memory_map event;
-  if (!ReadInterval(record, &event, "memory map")) return;
+  gprof_memory_map event{};  // a record from before `file`: no name
+  if (!ReadInterval(record, &event, "memory map", kMemoryMapFirstSize)) return;
   session_->memory_map_calls.push_back(MemoryMapCall{
       event.start_ns, event.end_ns, event.pid, event.tid, MemorySyscallOf(event.syscall_nr),
       event.prot, event.address, event.length, event.flags, event.ret});
   threads_->SeeThread(event.tid, event.pid);
+  // A file mapped executable that stayed mapped: a library loaded (unseen in any maps snapshot,
+  // when the process was quick).
+  bool mapped = event.ret >= 0 || event.ret < -4095;
+  if (event.syscall_nr == 9 && (event.prot & PROT_EXEC) && mapped && event.file[0] != '\0') {
+    Process& process = session_->processes[event.pid];
+    process.pid = event.pid;
+    process.loaded_files.push_back(
+        LoadedFile{event.end_ns, PrintableName(FixedString(event.file, sizeof(event.file)))});
+  }
 }
 
 void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
@@ -423,6 +434,7 @@ void KernelRecordDecoder::DecodeLost(const RecordView& record) {
   }
   LostEvents& total = session_->lost[entry->second];
   total.count += lost.count;
+  if (lost.record_type == GPROF_REC_MEMORY_MAP) session_->memory_map_calls_lost += lost.count;
   total.by_cpu[lost.cpu] += lost.count;
 }
 

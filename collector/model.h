@@ -63,6 +63,13 @@ struct ClockOffset {
   uint64_t uncertainty_ns = 0;
 };
 
+// A file mapped executable into a process, as the kernel recorder saw the mmap: a library the
+// dynamic loader or dlopen loaded. The file's name only, no directory, cut at 31 bytes.
+struct LoadedFile {
+  uint64_t time_ns = 0;
+  std::string name;
+};
+
 struct Process {
   uint32_t pid = 0;
   uint32_t ppid = 0;
@@ -72,6 +79,7 @@ struct Process {
   // time: a process execs and loads libraries, so an address is named by the snapshots of its time.
   std::vector<MapsSnapshot> maps;
   std::vector<uint64_t> exec_ns;           // when it exec'ed a new program, sorted
+  std::vector<LoadedFile> loaded_files;    // sorted by time
   uint64_t dropped_records = 0;            // CUDA call records the injected library could not keep
   Capture capture;                         // the latest the process wrote
   std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
@@ -360,6 +368,18 @@ struct RecordingStop {
   uint64_t records_lost = 0;  // ready to be written when it stopped (the rest were never made)
 };
 
+// A process of the tree that loaded a CUDA library without gprof-run's injected one: its CUDA
+// calls, if it made any, are not in the session (unrecorded_processes.h).
+struct UnrecordedProcess {
+  uint32_t pid = 0;
+  std::string name;          // the kernel's name of it; empty: unknown
+  std::string cuda_library;  // "libcudart.so.13"
+  uint64_t seen_ns = 0;      // when the record shows it loaded (or holding) that library
+  uint32_t forked_from = 0;  // the process it inherited the library from by fork; 0: its own
+  std::string evidence;      // "memory_map" (the kernel saw the mmap), "maps_snapshot"
+  std::string reason;        // in words, for the report
+};
+
 // What gprof-run wrote in session.json about the run itself.
 // Outside SessionMeta: Clang cannot default-construct a nested struct with member initializers
 // inside std::optional before the enclosing class is complete.
@@ -381,6 +401,8 @@ struct SessionMeta {
   std::string tool_version;
   std::vector<std::string> command;
   uint32_t root_pid = 0;
+  std::string inject_library;  // the path gprof-run preloaded; empty: unknown
+  std::string cuda_mode;       // --cuda: "auto", "cupti", "preload", "off"; empty: unknown
   uint64_t start_monotonic_ns = 0;
   uint64_t end_monotonic_ns = 0;
   uint64_t start_realtime_ns = 0;
@@ -435,6 +457,8 @@ struct Session {
   uint64_t quick_page_fault_limit_ns = 0;
   std::map<uint32_t, uint64_t> spin_contention_by_cpu;
   std::vector<RecordingStop> recording_stops;  // sorted by time_ns
+  std::vector<UnrecordedProcess> unrecorded_processes;  // by pid
+  uint64_t memory_map_calls_lost = 0;  // the kernel recorder's, counted in `lost` too
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
   // Names the kernel gave tasks (OffCpuInterval::waker_comm), printable; [0] is "".

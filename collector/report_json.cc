@@ -386,6 +386,22 @@ json MaxSizeJson(const Session& session) {
           {"text", MaxSizeText(session)}};
 }
 
+// The processes that loaded CUDA without the injected library (unrecorded_processes.h).
+json UnrecordedProcessesJson(const Session& session) {
+  json processes = json::array();
+  for (const UnrecordedProcess& process : session.unrecorded_processes) {
+    processes.push_back(
+        {{"pid", process.pid},
+         {"name", process.name},
+         {"cuda_library", process.cuda_library},
+         {"seen_ns", process.seen_ns},
+         {"forked_from", process.forked_from == 0 ? json(nullptr) : json(process.forked_from)},
+         {"evidence", process.evidence},
+         {"reason", process.reason}});
+  }
+  return processes;
+}
+
 json SessionJson(const Session& session) {
   const SessionMeta& meta = session.meta;
   json lost = json::array();
@@ -466,6 +482,7 @@ json SessionJson(const Session& session) {
             {"spin_lock_contentions", {{"count", spins}, {"by_cpu", std::move(spins_by_cpu)}}}}},
           {"lost", std::move(lost)},
           {"recording_stopped", std::move(stops)},
+          {"unrecorded_processes", UnrecordedProcessesJson(session)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
           {"processes", std::move(processes)},

@@ -126,6 +126,7 @@ class TextReport {
   void CountedLine();
   void GpuLines();
   void CaptureLines();
+  void UnrecordedLines();
   void StackLine(const ApiCall& call, const char* indent);
   void UserStackLine(const Wait& wait);
   void Freezes();
@@ -265,7 +266,9 @@ void TextReport::Header() {
     if (stop.records_lost > 0) out_ << " (" << WithThousands(stop.records_lost) << " records lost)";
     out_ << "\n";
   }
-  if (lost_total == 0 && session_.recording_stops.empty()) {
+  UnrecordedLines();
+  if (lost_total == 0 && session_.recording_stops.empty() &&
+      session_.unrecorded_processes.empty()) {
     out_ << "  lost      nothing\n";
   } else {
     for (const auto& lost : session_.lost) {
@@ -299,6 +302,23 @@ void TextReport::Header() {
          << " (threads blocked together on one object)";
   }
   out_ << ".\n";
+}
+
+// The processes that loaded CUDA without the injected library: their calls are missing from
+// everything below. A few lines at most; report.json lists them all.
+void TextReport::UnrecordedLines() {
+  constexpr size_t kListed = 8;
+  const auto& processes = session_.unrecorded_processes;
+  for (size_t i = 0; i < std::min(processes.size(), kListed); ++i) {
+    const UnrecordedProcess& process = processes[i];
+    out_ << "  UNRECORDED pid " << process.pid;
+    if (!process.name.empty()) out_ << " (" << process.name << ")";
+    out_ << " " << process.reason << "\n";
+  }
+  if (processes.size() > kListed) {
+    out_ << "  UNRECORDED " << processes.size() - kListed
+         << " more processes the same way (report.json lists them)\n";
+  }
 }
 
 // How each process's CUDA calls were captured, processes captured alike on one line, and the

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 
@@ -21,13 +20,14 @@
 #include "record_storage.h"
 #include "session_files.h"
 #include "session_format.h"
+#include "session_meta.h"
 #include "thread_sightings.h"
+#include "unrecorded_processes.h"
 
 namespace gprof::collector {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 std::vector<std::string> SplitNul(std::string_view text) {
   std::vector<std::string> parts;
@@ -40,9 +40,28 @@ std::vector<std::string> SplitNul(std::string_view text) {
   return parts;
 }
 
+// Runs `read`, a reader of the file at `path`: one that throws (out of memory, a library's own
+// exception) loses the rest of that file, not the session.
+template <typename Read>
+void ReadGuarded(const std::string& path, std::vector<Diagnostic>* diagnostics, Read read) {
+  const char* what = "unknown error";
+  try {
+    return read();
+  } catch (const std::bad_alloc&) {
+    what = "out of memory";
+  } catch (const std::exception& error) {
+    diagnostics->push_back(
+        {path, 0, "reading stopped (" + PrintableName(error.what()) + "); the rest not read"});
+    return;
+  } catch (...) {
+  }
+  diagnostics->push_back({path, 0, std::string("reading stopped (") + what + "); the rest not read"});
+}
+
 class SessionBuilder {
  public:
-  explicit SessionBuilder(Session* session) : session_(session) {}
+  SessionBuilder(Session* session, ReadProgress* progress)
+      : session_(session), progress_(progress) {}
 
   void ReadInjectFile(int dir_fd, const std::string& name, const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
@@ -56,17 +75,21 @@ class SessionBuilder {
       }
       if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
     };
-    auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics);
-    if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+    ReadGuarded(path, &session_->diagnostics, [&] {
+      auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics, progress_);
+      if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+    });
     capture.Finish();
   }
 
   void ReadKernelFile(int dir_fd, const std::string& name, const std::string& path) {
     KernelRecordDecoder kernel(session_, &threads_, path);
-    auto summary = ReadChunkFile(
-        dir_fd, name, path, [&](const RecordView& record) { kernel.Decode(record); },
-        &session_->diagnostics);
-    if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+    ReadGuarded(path, &session_->diagnostics, [&] {
+      auto summary = ReadChunkFile(
+          dir_fd, name, path, [&](const RecordView& record) { kernel.Decode(record); },
+          &session_->diagnostics, progress_);
+      if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+    });
   }
 
   void Finish();
@@ -82,6 +105,7 @@ class SessionBuilder {
   uint32_t InternApiName(std::string_view name);
 
   Session* session_;
+  ReadProgress* progress_;
   ThreadSightings threads_;
   std::unordered_map<std::string, uint32_t> api_name_index_;
   KernelNameIndex kernel_name_index_;
@@ -285,6 +309,9 @@ void SessionBuilder::Finish() {
         process.maps.begin(), process.maps.end(),
         [](const MapsSnapshot& a, const MapsSnapshot& b) { return a.time_ns < b.time_ns; });
     std::sort(process.exec_ns.begin(), process.exec_ns.end());
+    std::stable_sort(
+        process.loaded_files.begin(), process.loaded_files.end(),
+        [](const LoadedFile& a, const LoadedFile& b) { return a.time_ns < b.time_ns; });
   }
   threads_.ApplyTo(session_);
   InferMmapLockOwners(*session_);
@@ -304,23 +331,6 @@ void SessionBuilder::Finish() {
   }
 }
 
-template <typename T>
-std::optional<T> Field(const json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  auto it = object.find(key);
-  if (it == object.end()) return std::nullopt;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (it->is_string()) return it->get<std::string>();
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (it->is_boolean()) return it->get<bool>();
-  } else if constexpr (std::is_same_v<T, double>) {
-    if (it->is_number()) return it->get<double>();
-  } else {
-    if (it->is_number_integer()) return it->get<T>();
-  }
-  return std::nullopt;
-}
-
 Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
   struct stat info {};
   if (fstatat(dir_fd, kSessionMetaFile, &info, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
@@ -330,14 +340,22 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
   }
   // Not a FIFO or a device, which would block or never end, nor a link.
   auto in = OpenSessionFile(dir_fd, kSessionMetaFile);
+  // Too large by its size, and so not read at all; or read a block at a time up to one byte past
+  // the limit (it may grow while it is read): a sparse 10 GB file costs nothing.
   std::string text;
-  if (in.ok()) {
+  struct stat opened {};
+  bool too_large = in.ok() && fstat(in->get(), &opened) == 0 &&
+                   static_cast<uint64_t>(opened.st_size) > kMaxSessionMetaBytes;
+  if (in.ok() && !too_large) {
+    text.reserve(static_cast<size_t>(opened.st_size));
     char block[65536];
-    for (ssize_t n; (n = read(in->get(), block, sizeof(block))) != 0;) {
+    while (text.size() <= kMaxSessionMetaBytes) {
+      ssize_t n = read(in->get(), block, sizeof(block));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
+      if (n <= 0) break;
       text.append(block, static_cast<size_t>(n));
     }
+    too_large = text.size() > kMaxSessionMetaBytes;
   }
   if (!in.ok()) {
     session->diagnostics.push_back(
@@ -345,104 +363,56 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, Session* session) {
          "unreadable or not a regular file: the run's command and exit status are unknown"});
     return {};
   }
-  json meta;
-  try {
-    meta = json::parse(text);
-  } catch (const json::parse_error& parse_error) {
-    // Its byte counts from 1, at the first byte that does not fit.
+  if (too_large) {
     session->diagnostics.push_back(
-        {path, parse_error.byte > 0 ? parse_error.byte - 1 : 0,
-         "not valid JSON: the run's command and exit status are unknown"});
+        {path, 0,
+         "larger than " + std::to_string(kMaxSessionMetaBytes >> 20) +
+             " MiB, which no session.json of gprof-run is: not read; the run's command and exit "
+             "status are unknown"});
     return {};
   }
-  if (!meta.is_object()) {
-    session->diagnostics.push_back(
-        {path, 0, "not a JSON object: the run's command and exit status are unknown"});
-    return {};
-  }
-  // Read whole: a version past int's range must still count as newer, not wrap to an old one.
-  auto version_field = meta.find("version");
-  uint64_t version = version_field != meta.end() && version_field->is_number_unsigned()
-                         ? version_field->get<uint64_t>()
-                         : 0;
-  if (version > static_cast<uint64_t>(kSessionMetaVersion)) {
-    return Status::Error(PrintableName(path) +
-                         ": session written by a newer gprof-run (session version " +
-                         std::to_string(version) + ", this build reads up to " +
-                         std::to_string(kSessionMetaVersion) + ")");
-  }
-  SessionMeta& out = session->meta;
-  out.tool_version = PrintableName(Field<std::string>(meta, "tool_version").value_or(""));
-  if (auto command = meta.find("command"); command != meta.end() && command->is_array()) {
-    for (const auto& arg : *command) {
-      if (arg.is_string()) out.command.push_back(PrintableName(arg.get<std::string>()));
+  Status status;
+  ReadGuarded(path, &session->diagnostics,
+              [&] { status = ParseSessionMeta(text, path, session); });
+  return status;
+}
+
+// A damaged file can hold a problem every few bytes: the first kListedPerFile of each file are
+// kept, the rest counted in one line, so that the report and its warnings stay readable.
+void CapDiagnostics(std::vector<Diagnostic>* diagnostics) {
+  constexpr size_t kListedPerFile = 20;
+  std::unordered_map<std::string, size_t> seen;
+  std::vector<std::pair<std::string, size_t>> more;  // by file, in the order of their first
+  size_t kept = 0;
+  for (size_t i = 0; i < diagnostics->size(); ++i) {
+    Diagnostic& diagnostic = (*diagnostics)[i];
+    size_t& count = seen[diagnostic.file];
+    if (++count <= kListedPerFile) {
+      if (kept != i) (*diagnostics)[kept] = std::move(diagnostic);
+      ++kept;
+      continue;
     }
+    if (count == kListedPerFile + 1) more.emplace_back(diagnostic.file, 0);
+    auto entry = std::find_if(more.begin(), more.end(),
+                              [&](const auto& m) { return m.first == diagnostic.file; });
+    ++entry->second;
   }
-  out.root_pid = Field<uint32_t>(meta, "root_pid").value_or(0);
-  json start = meta.value("start", json::object());
-  out.start_monotonic_ns = Field<uint64_t>(start, "monotonic_ns").value_or(0);
-  out.start_realtime_ns = Field<uint64_t>(start, "realtime_ns").value_or(0);
-  out.start_boottime_ns = Field<uint64_t>(start, "boottime_ns").value_or(0);
-  out.end_monotonic_ns =
-      Field<uint64_t>(meta.value("end", json::object()), "monotonic_ns").value_or(0);
-  json exit = meta.value("exit", json::object());
-  out.exit_code = Field<int>(exit, "code");
-  out.exit_signal = Field<int>(exit, "signal");
-  // Sessions of gprof-run before "finished" was written: an end time meant the same.
-  bool finished = Field<bool>(meta, "finished").value_or(out.end_monotonic_ns != 0);
-  if (!finished) {
-    out.cut_short = "gprof_run_ended";
-    out.cut_short_text =
-        "gprof-run ended before the command did (killed?): the record stops there; the "
-        "command's end and exit status are unknown";
-  } else if (out.exit_signal) {
-    const char* name = sigabbrev_np(*out.exit_signal);
-    out.cut_short = "killed_by_signal";
-    out.cut_short_text = "the command was killed by signal " + std::to_string(*out.exit_signal) +
-                         (name != nullptr ? std::string(" (SIG") + name + ")" : "") +
-                         ": the record holds what it did until then";
+  diagnostics->resize(kept);
+  for (auto& [file, count] : more) {
+    diagnostics->push_back(
+        {file, 0, std::to_string(count) + " more problems in this file, not listed"});
   }
-  if (auto stops = meta.find("recording_stopped"); stops != meta.end() && stops->is_array()) {
-    for (const auto& entry : *stops) {
-      RecordingStop stop;
-      stop.file = PrintableName(Field<std::string>(entry, "file").value_or(""));
-      stop.time_ns = Field<uint64_t>(entry, "time_ns").value_or(0);
-      stop.cause = PrintableName(Field<std::string>(entry, "cause").value_or("write_failed"));
-      stop.description = PrintableName(Field<std::string>(entry, "reason").value_or(""));
-      if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
-    }
-  }
-  json kernel = meta.value("kernel_recording", json::object());
-  out.kernel_recording = Field<bool>(kernel, "enabled").value_or(false);
-  out.kernel_recording_note = PrintableName(Field<std::string>(kernel, "note").value_or(""));
-  out.kernel_stack_min_ns = Field<uint64_t>(kernel, "stack_min_ns").value_or(0);
-  if (json window = meta.value("window", json()); window.is_object()) {
-    SessionMeta::Window& bounds = out.window.emplace();
-    bounds.delay_s = Field<double>(window, "delay_s").value_or(0);
-    bounds.duration_s = Field<double>(window, "duration_s").value_or(0);
-    bounds.start_monotonic_ns = Field<uint64_t>(window, "start_monotonic_ns").value_or(0);
-    bounds.end_monotonic_ns = Field<uint64_t>(window, "end_monotonic_ns").value_or(0);
-  }
-  if (json size = meta.value("max_size", json()); size.is_object()) {
-    SessionMeta::MaxSize& cap = out.max_size.emplace();
-    cap.limit_bytes = Field<uint64_t>(size, "limit_bytes").value_or(0);
-    cap.used_bytes = Field<uint64_t>(size, "used_bytes").value_or(0);
-    cap.stopped_at_monotonic_ns = Field<uint64_t>(size, "stopped_at_monotonic_ns").value_or(0);
-    cap.refused_records = Field<uint64_t>(size, "refused_records").value_or(0);
-    cap.refused_bytes = Field<uint64_t>(size, "refused_bytes").value_or(0);
-  }
-  return {};
 }
 
 }  // namespace
 
-Expected<Session> ReadSession(const std::string& directory) {
+Expected<Session> ReadSession(const std::string& directory, ReadProgress* progress) {
   auto dir = OpenSessionDirectory(directory);
   if (!dir.ok()) return Status::Error(PrintableName(directory) + ": no such session directory");
-  return ReadSession(dir->get(), directory);
+  return ReadSession(dir->get(), directory, progress);
 }
 
-Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
+Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProgress* progress) {
   // Paths are shown escaped: a file name may hold any byte but '/' and NUL.
   const std::string shown = PrintableName(directory);
   Session session;
@@ -479,7 +449,7 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
       ReadSessionMeta(dir_fd, (fs::path(directory) / kSessionMetaFile).string(), &session);
   if (!meta.ok()) return meta;
 
-  SessionBuilder builder(&session);
+  SessionBuilder builder(&session, progress);
   if (has_kernel) {
     builder.ReadKernelFile(dir_fd, kKernelFile, (fs::path(directory) / kKernelFile).string());
   }
@@ -487,6 +457,8 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory) {
     builder.ReadInjectFile(dir_fd, name, (fs::path(directory) / name).string());
   }
   builder.Finish();
+  FindUnrecordedProcesses(&session);
+  CapDiagnostics(&session.diagnostics);
   for (Diagnostic& diagnostic : session.diagnostics)
     diagnostic.file = PrintableName(diagnostic.file);
   return session;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model.h"
+#include "read_progress.h"
 #include "status.h"
 
 namespace gprof::collector {
@@ -17,9 +18,11 @@ inline constexpr char kInjectFilePrefix[] = "inject-";
 inline constexpr char kRecordingFileSuffix[] = ".gpr";
 inline constexpr int kSessionMetaVersion = 1;
 
-Expected<Session> ReadSession(const std::string& directory);
+// `progress`, when given, shows how far the read of the recording files is (read_progress.h).
+Expected<Session> ReadSession(const std::string& directory, ReadProgress* progress = nullptr);
 // The same for the directory open as `dir_fd` (shown as `directory`): every file is opened
 // relative to it, and only a regular file is read (session_files.h).
-Expected<Session> ReadSession(int dir_fd, const std::string& directory);
+Expected<Session> ReadSession(int dir_fd, const std::string& directory,
+                              ReadProgress* progress = nullptr);
 
 }  // namespace gprof::collector

@@ -64,9 +64,13 @@ for target in "${targets[@]}"; do
   cp -r "tests/fuzz/corpus/$target/." "$corpus/"
   log="$build/findings/$target.log"
   echo "fuzz.sh: $target for ${seconds}s"
+  # A target's dictionary of the tokens its input is made of, where it has one.
+  dict=()
+  [ -f "tests/fuzz/$target.dict" ] && dict=(-dict="tests/fuzz/$target.dict")
   # -timeout: one input running 10 s is a hang; -rss_limit_mb: one that takes 2 GiB is a finding.
   if "$build/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=65536 -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+      -max_len=65536 "${dict[@]}" -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
+      > "$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^#[0-9]+.*DONE' "$log" | tail -1 | sed "s/^/  /" || true
   else
     failed+=("$target")

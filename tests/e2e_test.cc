@@ -445,6 +445,50 @@ TEST(EndToEnd, CudaModeChoosesTheCapture) {
   EXPECT_NE(kept.err.find("already set"), std::string::npos) << kept.err;
 }
 
+// --- processes that escape the injection (issue 17, section 4) ---
+
+// A child that starts a CUDA program with a cleared environment gets no LD_PRELOAD: the report
+// must name it as not recorded, from the kernel's record, and not the child that ran it as it is.
+TEST(EndToEnd, AProcessStartedWithAClearedEnvironmentIsNamedAsNotRecorded) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  const std::string app = AppPath("api_tour_app");
+  const std::vector<std::string> tree = {
+      "/bin/sh", "-c", "env -i " + app + " > /dev/null; " + app + " > /dev/null"};
+  std::vector<std::string> args = {"-o", dir.Sub("s"), "--"};
+  args.insert(args.end(), tree.begin(), tree.end());
+  ProcessResult run = Gprof(args);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+
+  std::set<uint32_t> injected;  // the processes that wrote a recording
+  for (const auto& entry : fs::directory_iterator(dir.Sub("s"))) {
+    std::string name = entry.path().filename().string();
+    if (name.starts_with("inject-")) injected.insert(std::stoul(name.substr(7)));
+  }
+  json report = ReadJson(dir.Sub("s/report.json"));
+  const json& unrecorded = report["session"]["unrecorded_processes"];
+  ASSERT_EQ(unrecorded.size(), 1u) << unrecorded.dump(1);
+  uint32_t pid = unrecorded[0]["pid"];
+  EXPECT_EQ(unrecorded[0]["name"], "api_tour_app");
+  EXPECT_EQ(unrecorded[0]["cuda_library"], "libcudart.so.13");
+  EXPECT_FALSE(injected.contains(pid));
+  EXPECT_EQ(injected.size(), 1u) << "the other child, injected";
+  EXPECT_GE(report["session"]["counts"]["cuda_calls"].get<int>(), 19) << "its calls";
+  std::string text = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_NE(text.find("  UNRECORDED pid " + std::to_string(pid) +
+                      " (api_tour_app) loaded libcudart.so.13"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("lost      nothing"), std::string::npos) << text;
+
+  // --cuda=off injects nothing by choice: no process is said to have escaped.
+  args[1] = dir.Sub("off");
+  args.insert(args.begin(), "--cuda=off");
+  ProcessResult off = Gprof(args);
+  ASSERT_EQ(off.exit_code(), 0) << off.err;
+  EXPECT_EQ(ReadFile(dir.Sub("off/report.txt")).find("UNRECORDED"), std::string::npos);
+}
+
 // --- saved sessions, whole or damaged ---
 
 TEST(EndToEnd, ReportReprintsAndSalvagesADamagedSession) {

@@ -2,16 +2,26 @@
 // and bytes that are not UTF-8 reach every output escaped (the report, report.json and the trace
 // stay valid and readable), and files that are not what their name says are refused by name and
 // offset without hanging the reader.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pty.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <zstd.h>
 
 #include "clean_utf8.h"
+#include "chunk_reader.h"
 #include "collect.h"
+#include "elf_symbols.h"
+#include "read_progress.h"
 #include "report_format.h"
 #include "session_builder.h"
+#include "session_meta.h"
 #include "session_reader.h"
 #include "test_support.h"
 #include "trace_decoder.h"
@@ -276,6 +286,470 @@ TEST(HostileFiles, AMalformedRecordIsPlacedInItsChunk) {
                                                  " of the chunk's records)"),
             std::string::npos)
       << session->diagnostics[0].message;
+}
+
+
+// --- session.json that no parser may trust (issue 17, section 5) ---
+
+// The diagnostics of `session` about files whose name ends with `name`, one line each.
+std::vector<collector::Diagnostic> DiagnosticsOf(const collector::Session& session,
+                                                 const std::string& name) {
+  std::vector<collector::Diagnostic> found;
+  for (const auto& diagnostic : session.diagnostics) {
+    if (diagnostic.file.ends_with(name)) found.push_back(diagnostic);
+  }
+  return found;
+}
+
+std::string Lines(const std::vector<collector::Diagnostic>& diagnostics) {
+  std::string text;
+  for (const auto& d : diagnostics) text += d.file + " @" + std::to_string(d.offset) + ": " + d.message + "\n";
+  return text;
+}
+
+// An inject file with one CUDA call: what session.json's trouble must leave readable.
+void WriteOneCall(const TempDir& dir) {
+  ChunkFileWriter file;
+  ASSERT_EQ(file.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+  RecordBatch batch;
+  AddApiName(&batch, 1, "cudaLaunchKernel");
+  batch.Add(ApiCall(kTid, 1, 10 * kMs, 11 * kMs), format::kApiCall);
+  batch.WriteTo(&file);
+}
+
+TEST(HostileSessionJson, ANumberPastADoublesRangeIsNamedAndTheRestIsRead) {
+  for (const std::string& number : {std::string("1e400"), std::string("-1e400"), std::string(401, '9')}) {
+    SCOPED_TRACE(number.substr(0, 10));
+    TempDir dir;
+    WriteOneCall(dir);
+    const std::string text = R"({"version": 1, "command": ["app", "--x"], "root_pid": 100,
+        "start": {"monotonic_ns": )" + number + R"(, "realtime_ns": 5}, "exit": {"code": 3},
+        "finished": true, "kernel_recording": {"enabled": true, "note": "n"}})";
+    WriteText(dir.Sub("session.json"), text);
+    auto session = collector::ReadSession(dir.path());
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    EXPECT_EQ(session->meta.command, (std::vector<std::string>{"app", "--x"}));
+    EXPECT_EQ(session->meta.root_pid, 100u);
+    EXPECT_EQ(session->meta.start_realtime_ns, 5u);
+    EXPECT_EQ(session->meta.start_monotonic_ns, 0u) << "unknown, not a wrapped value";
+    EXPECT_EQ(session->meta.exit_code, 3);
+    EXPECT_TRUE(session->meta.kernel_recording);
+    EXPECT_EQ(session->api_calls.size(), 1u) << "the recording files are read all the same";
+    auto lines = DiagnosticsOf(*session, "session.json");
+    ASSERT_EQ(lines.size(), 1u) << Lines(session->diagnostics);
+    EXPECT_EQ(lines[0].offset, text.find(number));
+    EXPECT_NE(lines[0].message.find("field start.monotonic_ns: " + number.substr(0, 10)),
+              std::string::npos)
+        << lines[0].message;
+    EXPECT_EQ(lines[0].message.find('\n'), std::string::npos);
+    EXPECT_LT(lines[0].message.size(), 200u) << "a 401-digit number is shortened";
+  }
+}
+
+TEST(HostileSessionJson, AnOverflowingNumberIsNoStringEither) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1, "command": ["app", 1e400, "x"],
+      "tool_version": 2e999, "kernel_recording": {"note": "\u0000 1e400"}})");
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->meta.command, (std::vector<std::string>{"app", "x"}));
+  EXPECT_EQ(session->meta.tool_version, "");
+  EXPECT_EQ(session->meta.kernel_recording_note, "\\x00 1e400") << "a string, escaped";
+  std::string all = Lines(session->diagnostics);
+  EXPECT_NE(all.find("field command[1]: 1e400 is not a string"), std::string::npos) << all;
+  EXPECT_NE(all.find("field tool_version: 2e999 is not a string"), std::string::npos) << all;
+}
+
+TEST(HostileSessionJson, TheWholeReportSurvivesAnOverflowingNumber) {
+  TempDir dir;
+  WriteOneCall(dir);
+  WriteText(dir.Sub("session.json"),
+            R"({"version": 1, "command": ["app"], "end": {"monotonic_ns": 1e999}})");
+  auto result = collector::Collect(dir.path(), collector::CollectOptions{});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_NE(result->text_report.find("field end.monotonic_ns: 1e999"), std::string::npos)
+      << result->text_report;
+  EXPECT_NE(result->text_report.find("command   app"), std::string::npos) << result->text_report;
+}
+
+TEST(HostileSessionJson, NumbersOutsideAFieldsRangeAreRefusedNotWrapped) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1, "root_pid": 4294967296,
+      "start": {"monotonic_ns": -1, "realtime_ns": 1.5}, "exit": {"code": 99999999999,
+      "signal": -3}, "window": {"delay_s": -2, "duration_s": 1e300, "start_monotonic_ns": 7},
+      "finished": "yes", "command": ["a", 5, "b"], "kernel_recording": []})");
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  const collector::SessionMeta& meta = session->meta;
+  EXPECT_EQ(meta.root_pid, 0u);
+  EXPECT_EQ(meta.start_monotonic_ns, 0u);
+  EXPECT_EQ(meta.start_realtime_ns, 0u);
+  EXPECT_FALSE(meta.exit_code.has_value());
+  EXPECT_FALSE(meta.exit_signal.has_value());
+  ASSERT_TRUE(meta.window.has_value());
+  EXPECT_EQ(meta.window->delay_s, 0);
+  EXPECT_EQ(meta.window->duration_s, 1e300);
+  EXPECT_EQ(meta.window->start_monotonic_ns, 7u);
+  EXPECT_EQ(meta.command, (std::vector<std::string>{"a", "b"}));
+  std::string all = Lines(session->diagnostics);
+  for (const char* field : {"root_pid: 4294967296", "start.monotonic_ns: -1",
+                            "start.realtime_ns: 1.5", "exit.code: 99999999999", "exit.signal: -3",
+                            "window.delay_s: -2", "finished: a string", "command[1]: 5",
+                            "kernel_recording: an array"}) {
+    EXPECT_NE(all.find(std::string("field ") + field + " is not "), std::string::npos)
+        << field << "\n" << all;
+  }
+  EXPECT_EQ(all.find("duration_s"), std::string::npos) << all;
+}
+
+TEST(HostileSessionJson, NullIsAnUnknownValueNotAnError) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"),
+            R"({"version": 1, "root_pid": null, "window": {"delay_s": 1, "duration_s": null}})");
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_TRUE(session->diagnostics.empty()) << Lines(session->diagnostics);
+  ASSERT_TRUE(session->meta.window.has_value());
+  EXPECT_EQ(session->meta.window->delay_s, 1);
+}
+
+TEST(HostileSessionJson, DeepNestingIsRefusedWithoutOverflowingTheStack) {
+  for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {
+    TempDir dir;
+    WriteOneCall(dir);
+    std::string text = R"({"version": 1, "start": )";
+    const size_t first_too_deep = text.size() + (collector::kMaxSessionMetaDepth - 1) *
+                                                    std::string_view(open).size();
+    for (int i = 0; i < 300000; ++i) text += open;
+    text += "1";
+    for (int i = 0; i < 300000; ++i) text += close;
+    text += "}";
+    WriteText(dir.Sub("session.json"), text);
+    auto session = collector::ReadSession(dir.path());
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    auto lines = DiagnosticsOf(*session, "session.json");
+    ASSERT_EQ(lines.size(), 1u) << Lines(session->diagnostics);
+    EXPECT_EQ(lines[0].offset, first_too_deep);
+    EXPECT_NE(lines[0].message.find("nested deeper than 32 levels"), std::string::npos);
+    EXPECT_EQ(session->api_calls.size(), 1u);
+  }
+}
+
+TEST(HostileSessionJson, AFileLargerThanTheLimitIsNotReadAndTheRestIs) {
+  TempDir dir;
+  WriteOneCall(dir);
+  const std::string text = R"({"version": 1, "command": ["app"]})";
+  // Exactly the limit: read.
+  WriteText(dir.Sub("session.json"),
+            text + std::string(collector::kMaxSessionMetaBytes - text.size(), ' '));
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->meta.command, std::vector<std::string>{"app"}) << Lines(session->diagnostics);
+  // One byte more: refused by its size, in one line.
+  WriteText(dir.Sub("session.json"),
+            text + std::string(collector::kMaxSessionMetaBytes + 1 - text.size(), ' '));
+  session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_TRUE(session->meta.command.empty());
+  auto lines = DiagnosticsOf(*session, "session.json");
+  ASSERT_EQ(lines.size(), 1u) << Lines(session->diagnostics);
+  EXPECT_NE(lines[0].message.find("larger than 64 MiB"), std::string::npos) << lines[0].message;
+  EXPECT_EQ(session->api_calls.size(), 1u);
+}
+
+TEST(HostileSessionJson, ASparseHugeFileCostsNoMoreThanTheLimit) {
+  TempDir dir;
+  WriteOneCall(dir);
+  int fd = open(dir.Sub("session.json").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{10} << 30), 0);  // 10 GiB, all of it a hole
+  close(fd);
+  auto start = std::chrono::steady_clock::now();
+  auto session = collector::ReadSession(dir.path());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(session.ok());
+  EXPECT_LT(seconds, 20) << "read no further than the limit";
+  auto lines = DiagnosticsOf(*session, "session.json");
+  ASSERT_EQ(lines.size(), 1u) << Lines(session->diagnostics);
+  EXPECT_NE(lines[0].message.find("larger than"), std::string::npos);
+}
+
+TEST(HostileSessionJson, MillionsOfTinyValuesAreNotAllKept) {
+  TempDir dir;
+  std::string text = R"({"version": 1, "x": [)";
+  for (int i = 0; i < 200000; ++i) text += "{},";
+  text += R"({}], "recording_stopped": [)";
+  for (int i = 0; i < 200000; ++i) text += R"({"file": "kernel.gpr"},)";
+  text += R"({"file": "kernel.gpr"}], "command": ["app"]})";
+  WriteText(dir.Sub("session.json"), text);
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->meta.command, std::vector<std::string>{"app"});
+  EXPECT_LE(session->recording_stops.size(), 1024u) << "gprof-run writes one at most";
+  EXPECT_NE(Lines(session->diagnostics).find("holds more values than gprof-run writes"),
+            std::string::npos)
+      << Lines(session->diagnostics);
+}
+
+// --- recording files that are huge, holed, or damaged all through (issue 17, section 5) ---
+
+// A kernel.gpr with one off-CPU interval in each of `chunks` chunks; the offset where each chunk
+// starts (the last entry: the file's end).
+std::vector<uint64_t> WriteOffCpuChunks(const std::string& path, int chunks) {
+  std::vector<uint64_t> starts;
+  ChunkFileWriter file;
+  EXPECT_EQ(file.Create(path.c_str(), format::Source::kKernel, 1), 0);
+  for (int i = 0; i < chunks; ++i) {
+    struct stat info {};
+    stat(path.c_str(), &info);
+    starts.push_back(static_cast<uint64_t>(info.st_size));
+    RecordBatch batch;
+    batch.Add(OffCpu(kPid, kTid, (10 + 2 * i) * kMs, (11 + 2 * i) * kMs, 0, 0, -1),
+              GPROF_REC_OFFCPU);
+    batch.WriteTo(&file);
+  }
+  file.Close();
+  struct stat info {};
+  stat(path.c_str(), &info);
+  starts.push_back(static_cast<uint64_t>(info.st_size));
+  return starts;
+}
+
+TEST(HostileChunkFiles, AHoleIsSkippedUnreadAndNamed) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  std::vector<uint64_t> starts = WriteOffCpuChunks(dir.Sub("kernel.gpr"), 2);
+  // The second chunk moved 64 GiB further: a hole between the two, as a file extended by a seek
+  // or truncate has.
+  std::string bytes = ReadFile(dir.Sub("kernel.gpr"));
+  const uint64_t hole = uint64_t{64} << 30;
+  int fd = open(dir.Sub("kernel.gpr").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::string second = bytes.substr(starts[1]);
+  ASSERT_EQ(pwrite(fd, second.data(), second.size(), static_cast<off_t>(starts[1] + hole)),
+            static_cast<ssize_t>(second.size()));
+  ASSERT_EQ(pwrite(fd, std::string(second.size(), '\0').data(), second.size(),
+                   static_cast<off_t>(starts[1])),
+            static_cast<ssize_t>(second.size()));
+  close(fd);
+
+  auto start = std::chrono::steady_clock::now();
+  auto session = collector::ReadSession(dir.path());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_LT(seconds, 10) << "a hole is skipped, not read (64 GiB took about 3 minutes)";
+  EXPECT_EQ(session->off_cpu.size(), 2u) << Lines(session->diagnostics);
+  auto lines = DiagnosticsOf(*session, "kernel.gpr");
+  ASSERT_EQ(lines.size(), 1u) << Lines(session->diagnostics);
+  EXPECT_EQ(lines[0].offset, starts[1]);
+  EXPECT_NE(lines[0].message.find("a hole in the file"), std::string::npos) << lines[0].message;
+  EXPECT_NE(lines[0].message.find("skipped " + std::to_string(hole) + " bytes"), std::string::npos)
+      << lines[0].message;
+}
+
+TEST(HostileChunkFiles, ManySmallDamagesCostLittleAndAreListedInFewLines) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  constexpr int kChunks = 40000;
+  std::vector<uint64_t> starts = WriteOffCpuChunks(dir.Sub("kernel.gpr"), kChunks);
+  // Garbage after every chunk, and every other chunk's payload damaged.
+  std::string bytes = ReadFile(dir.Sub("kernel.gpr"));
+  std::string damaged = bytes.substr(0, starts[0]);
+  for (int i = 0; i < kChunks; ++i) {
+    std::string chunk = bytes.substr(starts[i], starts[i + 1] - starts[i]);
+    if (i % 2 == 1) chunk.back() ^= 0x5a;
+    damaged += chunk + "junk!";
+  }
+  WriteText(dir.Sub("kernel.gpr"), damaged);
+
+  auto start = std::chrono::steady_clock::now();
+  auto session = collector::ReadSession(dir.path());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(session.ok());
+  EXPECT_LT(seconds, 10) << "a few KiB read a damage, not 1 MiB (40,000 took a minute)";
+  EXPECT_EQ(session->off_cpu.size(), static_cast<size_t>(kChunks / 2));
+  auto lines = DiagnosticsOf(*session, "kernel.gpr");
+  ASSERT_EQ(lines.size(), 21u) << "20 listed, the rest counted";
+  // The junk after each good chunk (the search past a damaged one skips its junk), each damaged
+  // chunk, and the jump in sequence after each but the last.
+  EXPECT_EQ(lines.back().message, std::to_string(3 * (kChunks / 2) - 1 - 20) +
+                                      " more problems in this file, not listed");
+}
+
+TEST(HostileChunkFiles, AChunkClaimingHugeSizesIsSkipped) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  std::vector<uint64_t> starts = WriteOffCpuChunks(dir.Sub("kernel.gpr"), 2);
+  std::string bytes = ReadFile(dir.Sub("kernel.gpr"));
+  format::ChunkHeader header;
+  memcpy(&header, bytes.data() + starts[0], sizeof(header));
+  header.raw_size = 0xffffffff;
+  header.stored_size = 0xfffffff0;
+  header.record_count = 0xffffffff;
+  memcpy(bytes.data() + starts[0], &header, sizeof(header));
+  WriteText(dir.Sub("kernel.gpr"), bytes);
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->off_cpu.size(), 1u) << "the second chunk";
+  auto lines = DiagnosticsOf(*session, "kernel.gpr");
+  ASSERT_EQ(lines.size(), 2u) << Lines(session->diagnostics);
+  EXPECT_NE(lines[0].message.find("damaged chunk header"), std::string::npos) << lines[0].message;
+}
+
+TEST(HostileChunkFiles, ADecompressionBombIsRefusedUndecoded) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  std::vector<uint64_t> starts = WriteOffCpuChunks(dir.Sub("kernel.gpr"), 2);
+  // Between the two: 2 MiB of zeros, which zstd stores in a few dozen bytes.
+  std::string zeros(2 << 20, '\0');
+  std::string stored(ZSTD_compressBound(zeros.size()), '\0');
+  size_t size = ZSTD_compress(stored.data(), stored.size(), zeros.data(), zeros.size(), 1);
+  ASSERT_FALSE(ZSTD_isError(size));
+  stored.resize(size);
+  format::ChunkHeader bomb{};
+  bomb.magic = format::kChunkMagic;
+  bomb.compression = static_cast<uint32_t>(format::Compression::kZstd);
+  bomb.stored_size = static_cast<uint32_t>(stored.size());
+  bomb.raw_size = static_cast<uint32_t>(zeros.size());
+  bomb.record_count = 1;
+  bomb.payload_checksum = format::Fnv1a32(stored.data(), stored.size());
+  bomb.sequence = 1;
+  std::string bytes = ReadFile(dir.Sub("kernel.gpr"));
+  bytes.insert(starts[1], std::string(reinterpret_cast<const char*>(&bomb), sizeof(bomb)) + stored);
+  WriteText(dir.Sub("kernel.gpr"), bytes);
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(session->off_cpu.size(), 2u) << Lines(session->diagnostics);
+  auto lines = DiagnosticsOf(*session, "kernel.gpr");
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_EQ(lines[0].offset, starts[1]);
+  EXPECT_NE(lines[0].message.find("chunk 1 unreadable: would decompress to 2097152 bytes from " +
+                                  std::to_string(stored.size()) + ", more than 1024 times"),
+            std::string::npos)
+      << lines[0].message;
+}
+
+// Collect turns what nothing below it catches into an error: here, memory running out.
+TEST(HostileChunkFiles, RunningOutOfMemoryIsAnErrorNotAnAbort) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), R"({"version": 1})");
+  {
+    ChunkFileWriter file;
+    ASSERT_EQ(file.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+    for (int chunk = 0; chunk < 40; ++chunk) {
+      RecordBatch batch;
+      for (int i = 0; i < 50000; ++i) {
+        uint64_t at = (uint64_t(chunk) * 50000 + i) * 1000;
+        batch.Add(OffCpu(kPid, kTid + i % 50, at, at + 500, at + 400, kPid, kTid), GPROF_REC_OFFCPU);
+      }
+      batch.WriteTo(&file);
+    }
+  }
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // 64 MiB of address space past what the process holds: the 2,000,000 records need more.
+    uint64_t size_pages = 0;
+    if (FILE* statm = fopen("/proc/self/statm", "r")) {
+      if (fscanf(statm, "%lu", &size_pages) != 1) size_pages = 0;
+      fclose(statm);
+    }
+    rlimit limit{};
+    limit.rlim_cur = limit.rlim_max = size_pages * 4096 + (64 << 20);
+    setrlimit(RLIMIT_AS, &limit);
+    // noexcept: an exception out of Collect aborts here, rather than reaching gtest's handler.
+    [&]() noexcept {
+      collector::CollectOptions options;
+      options.write_files = false;
+      auto result = collector::Collect(dir.path(), options);
+      _exit(result.ok() ? 10 : (result.status().message().find(dir.path()) == 0 ? 11 : 12));
+    }();
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
+  EXPECT_NE(WEXITSTATUS(status), 12) << "an error that does not name the session";
+}
+
+// --- a long read shows how far it is, on a terminal only ---
+
+std::string Drain(int fd) {
+  std::string text;
+  char buffer[4096];
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+TEST(ReadProgress, ALineOnATerminalUpdatedInPlaceAndErasedAtTheEnd) {
+  int master = -1, terminal = -1;
+  ASSERT_EQ(openpty(&master, &terminal, nullptr, nullptr, nullptr), 0);
+  {
+    collector::ReadProgress progress(terminal, /*delay_ns=*/0);
+    progress.StartFile("kernel\x1b[2J.gpr", uint64_t{100} << 30);
+    progress.At(uint64_t{123} << 27);  // 15.375 GiB
+  }
+  std::string shown = Drain(master);
+  EXPECT_EQ(shown,
+            "\rgprof-run: reading kernel\\x1b[2J.gpr: 15.4 of 100.0 GiB...\x1b[K"
+            "\r\x1b[K");
+  {
+    collector::ReadProgress progress(terminal, /*delay_ns=*/uint64_t{3600} * 1000000000);
+    progress.StartFile("kernel.gpr", 1 << 30);
+    progress.At(1 << 29);
+  }
+  EXPECT_EQ(Drain(master), "") << "nothing before the delay";
+  close(master);
+  close(terminal);
+
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  {
+    collector::ReadProgress progress(pipe_fds[1], 0);
+    progress.StartFile("kernel.gpr", 1 << 30);
+    progress.At(1 << 29);
+  }
+  close(pipe_fds[1]);
+  EXPECT_EQ(Drain(pipe_fds[0]), "") << "nothing where it is not a terminal";
+  close(pipe_fds[0]);
+}
+
+TEST(ReadProgress, TheChunkReaderSaysWhichFileAndHowFar) {
+  TempDir dir;
+  WriteOffCpuChunks(dir.Sub("kernel.gpr"), 3);
+  int master = -1, terminal = -1;
+  ASSERT_EQ(openpty(&master, &terminal, nullptr, nullptr, nullptr), 0);
+  {
+    collector::ReadProgress progress(terminal, 0);
+    std::vector<collector::Diagnostic> diagnostics;
+    auto summary = collector::ReadChunkFile(
+        dir.Sub("kernel.gpr"), [](const collector::RecordView&) {}, &diagnostics, &progress);
+    ASSERT_TRUE(summary.ok());
+  }
+  std::string shown = Drain(master);
+  EXPECT_EQ(shown.rfind("\rgprof-run: reading kernel.gpr: ", 0), 0u) << shown;
+  EXPECT_TRUE(shown.ends_with("\r\x1b[K")) << shown;
+  close(master);
+  close(terminal);
+}
+
+// --- files this machine has, named by a session's maps ---
+
+// The symbolizer checks what a mapped path is before it reads it, but the path may change in
+// between (a session's maps name paths anyone may own): what it opens must be what it checked.
+TEST(HostileFiles, TheSymbolizerOpensNothingButARegularFile) {
+  TempDir dir;
+  const std::string fifo = dir.Sub("lib.so");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(30);  // opening the FIFO for reading would block here
+  auto file = collector::ElfSymbolFile::Read(fifo);
+  alarm(0);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().message(), fifo + ": not a regular file");
 }
 
 }  // namespace

@@ -1967,6 +1967,77 @@ TEST_F(KernelRecorderTest, DeviceWaitsOnTheConfiguredPrefix) {
   EXPECT_TRUE(memory_map);
 }
 
+// An mmap of a file names it (its dentry's name, cut to fit the record), however short the
+// process lives: what says which libraries it loaded (issue 17: processes that load CUDA without
+// the injected library). Anonymous memory and the other calls name nothing.
+TEST_F(KernelRecorderTest, MmapOfAFileNamesTheFile) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  const std::string long_name = dir_ + "/libgprof-test-a-name-longer-than-the-record.so.1";
+  const std::string short_name = dir_ + "/data.bin";
+  for (const std::string& path : {long_name, short_name}) {
+    std::ofstream(path) << std::string(8192, 'x');
+  }
+  struct Report {
+    ScenarioStatus status;
+    uint64_t code, data, anonymous;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [&] {
+        Report r{};
+        int code_fd = open(long_name.c_str(), O_RDONLY);
+        int data_fd = open(short_name.c_str(), O_RDONLY);
+        void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, code_fd, 0);
+        void* data = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, data_fd, 4096);
+        void* anonymous =
+            mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (code == MAP_FAILED || data == MAP_FAILED || anonymous == MAP_FAILED) {
+          r.status.Fail("mmap");
+          return r;
+        }
+        munmap(code, 4096);
+        r.code = reinterpret_cast<uint64_t>(code);
+        r.data = reinterpret_cast<uint64_t>(data);
+        r.anonymous = reinterpret_cast<uint64_t>(anonymous);
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  auto file_of = [](const gprof_memory_map& m) {
+    return std::string(m.file, strnlen(m.file, sizeof(m.file)));
+  };
+  std::map<std::pair<long, uint64_t>, std::string> named;  // (syscall, address) -> file
+  for (const auto& m : raw.memory_maps) {
+    uint64_t address = static_cast<uint64_t>(m.address);
+    if (address == report.code || address == report.data || address == report.anonymous)
+      named[{m.syscall_nr, address}] = file_of(m);
+    EXPECT_EQ(m.file[sizeof(m.file) - 1], '\0') << "NUL-terminated";
+  }
+  std::string cut = std::filesystem::path(long_name).filename().string().substr(
+      0, GPROF_FILE_NAME_LEN - 1);
+  auto name_at = [&](long syscall, uint64_t address) {
+    auto it = named.find({syscall, address});
+    return it == named.end() ? std::string("(no record)") : it->second;
+  };
+  EXPECT_EQ(name_at(SYS_mmap, report.code), cut);
+  EXPECT_EQ(name_at(SYS_mmap, report.data), "data.bin");
+  EXPECT_EQ(name_at(SYS_mmap, report.anonymous), "");
+  EXPECT_EQ(name_at(SYS_munmap, report.code), "");
+
+  // The collector keeps the executable one as a library the process loaded.
+  auto session = collector::ReadSession(dir_);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  bool loaded = false;
+  for (const auto& [pid, process] : session->processes) {
+    for (const auto& file : process.loaded_files) loaded |= file.name == cut;
+  }
+  EXPECT_TRUE(loaded);
+}
+
 // futex2, as x86_64 numbers them (older C library headers lack some).
 constexpr long kSysFutexWaitv = 449;
 constexpr long kSysFutexWake = 454;

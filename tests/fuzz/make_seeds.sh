@@ -49,6 +49,21 @@ cut "$work/tour/session.json" 40 > "$corpus/session_json/cut"
 flip "$work/tour/session.json" "$corpus/session_json/damaged" 20
 sed 's/"version": *1/"version": 2/' "$work/tour/session.json" > "$corpus/session_json/newer"
 
+# session.json as a hostile user could write it (issue 17): numbers past a double's range, an
+# integer past every field's, values out of their fields' ranges or of the wrong type, nesting
+# past what the reader takes, and tiny values by the thousand.
+printf '{"version": 1, "command": ["a"], "start": {"monotonic_ns": 1e400, "realtime_ns": -1e999}}' \
+  > "$corpus/session_json/overflow"
+printf '{"version": 1, "root_pid": %s}' "$(printf '9%.0s' $(seq 401))" > "$corpus/session_json/digits"
+printf '%s' '{"version": 1, "root_pid": -5, "exit": {"code": 99999999999, "signal": -3},' \
+  ' "window": {"delay_s": -1, "duration_s": null}, "finished": "yes", "command": ["a", 5, {}],' \
+  ' "kernel_recording": [], "max_size": 7, "recording_stopped": [1, {"file": 2}]}' \
+  > "$corpus/session_json/ranges"
+{ printf '{"version": 1, "start": '; printf '[%.0s' $(seq 20000); printf ']%.0s' $(seq 20000)
+  printf '}'; } > "$corpus/session_json/deep"
+{ printf '{"version": 1, "x": ['; printf '{},%.0s' $(seq 5000); printf '{}], "recording_stopped": ['
+  printf '{"file": "kernel.gpr"},%.0s' $(seq 1500); printf '{}]}'; } > "$corpus/session_json/many"
+
 # Whole files, as they lie on disk: the smallest real ones, cut inside the last chunk and damaged
 # in the first chunk's payload; and a header from a newer format version.
 for file in "$work/tour"/inject-*.gpr "$work/odd/kernel.gpr"; do
@@ -60,6 +75,18 @@ for file in "$work/tour"/inject-*.gpr "$work/odd/kernel.gpr"; do
   flip "$file" "$corpus/chunk_file/$name-damaged" 100
   flip "$file" "$corpus/chunk_file/$name-newer" 8  # the low byte of the format version
 done
+
+# Hostile framing (issue 17), from the first of those: zeros where a chunk should be (what a hole
+# reads as), junk after every chunk, and a chunk header claiming 4 GiB of everything.
+file=$(ls "$corpus"/chunk_file/inject-* | grep -v -- '-[a-z]*$' | head -1)
+header=$(( $(od -An -tu4 -j12 -N4 "$file") ))
+{ head -c "$header" "$file"; head -c 4096 /dev/zero; tail -c +$(( header + 1 )) "$file"; } \
+  > "$corpus/chunk_file/zeros"
+{ head -c "$header" "$file"; for _ in 1 2 3; do tail -c +$(( header + 1 )) "$file"; printf 'junk!'; done; } \
+  > "$corpus/chunk_file/junk"
+cp "$file" "$corpus/chunk_file/huge-sizes"
+printf '\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff' |
+  dd of="$corpus/chunk_file/huge-sizes" bs=1 seek=$(( header + 8 )) conv=notrunc status=none
 
 # /proc/PID/maps: a real one, and lines with odd paths.
 head -c 8192 /proc/self/maps > "$corpus/process_maps/self"

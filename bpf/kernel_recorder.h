@@ -56,6 +56,16 @@ struct KernelRecorderOptions {
   int file_gid = -1;
 };
 
+// A signal the kernel generated for a process of the tree or for this process (a GPROF_REC_SIGNAL
+// record of bpf/kernel_events.h), as the recorder drained it.
+struct SignalRecord {
+  uint64_t time_ns = 0;  // CLOCK_MONOTONIC
+  int signal = 0;
+  int target_pid = 0;    // the process it was for
+  int sender_pid = 0;    // the process that sent it; 0: generated in an interrupt
+  bool to_many = false;  // one of several one call made: kill() of a process group, killpg
+};
+
 struct KernelRecorderStats {
   uint64_t records_written = 0;  // records in chunks kernel.gpr took, loader records included
   uint64_t lost = 0;             // sum over lost kinds (kernel counters, malformed, write failures)
@@ -101,6 +111,13 @@ class KernelRecorder {
   void Finish();
 
   KernelRecorderStats stats() const;
+
+  // Whether signals are recorded (the kernel could attach the program); then TakeSignals returns
+  // every signal generated for a process of the tree or for this process, in the order the ring
+  // buffer held them, since the last call (Poll and Finish drain them; at most a few thousand are
+  // kept for a caller that never takes them).
+  bool records_signals() const;
+  std::vector<SignalRecord> TakeSignals();
 
   // How the programs were attached, and what the kernel could not record (tracepoints attached
   // as raw_tp and why, page faults through kprobes, a feature left out): one line each, for the

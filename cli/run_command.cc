@@ -432,7 +432,7 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
 
-  target->ForwardSignals();
+  target->ForwardSignals(/*witnessed=*/recorder != nullptr && recorder->records_signals());
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
@@ -448,11 +448,16 @@ int RunCommand(const RunOptions& options) {
     uint64_t now = ClockNs(CLOCK_MONOTONIC);
     if (now >= window_end || recorder->size_budget_stopped()) {
       FinishKernelRecording(recorder.get(), &run);
+      target->ForwardAtOnce(recorder->TakeSignals());
       kernel_running = false;
       continue;
     }
     uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
-    recorder->Poll(static_cast<int>(std::min<uint64_t>(kPollIntervalMs, until_end_ms)));
+    // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
+    int until_forward_ms = target->SettleForwards(recorder->TakeSignals());
+    uint64_t wait_ms = std::min<uint64_t>(kPollIntervalMs, until_end_ms);
+    if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
+    recorder->Poll(static_cast<int>(wait_ms));
   }
   if (kernel_running) FinishKernelRecording(recorder.get(), &run);
 

@@ -7,8 +7,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -27,6 +30,42 @@ constexpr int kStageExec = 2;
 
 volatile sig_atomic_t g_forward_to = 0;
 volatile sig_atomic_t g_continued = 0;
+
+// Forwards that wait for TargetProcess::SettleForwards (g_decide_later), one per forwarded
+// signal: another of the same signal that comes meanwhile is merged into it, as the kernel merges
+// a signal into the same one still pending.
+struct WaitingForward {
+  std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler noted it; 0: none
+  std::atomic<pid_t> sender{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal handler
+WaitingForward g_waiting[TargetProcess::kForwarded.size()];
+volatile sig_atomic_t g_decide_later = 0;
+
+// How a forward waits for the kernel's record of a signal its sender also sent to the command:
+// sent that long before or after the one to gprof-run, it was the same signal's (timeout sends to
+// its child, then to its group, microseconds apart; a supervisor signals each process of a job in
+// turn). The wait ends that long after the signal to gprof-run, and at the latest
+// kLongestWaitNs after the handler noted it, whatever the ring buffer holds.
+constexpr uint64_t kAlsoSentWithinNs = 50'000'000;
+constexpr uint64_t kLongestWaitNs = 250'000'000;
+// How late a record may reach the ring buffer after its time: the program reads the time, then
+// submits the record.
+constexpr uint64_t kRecordLagNs = 2'000'000;
+// How long seen signals are kept: past any forward's wait.
+constexpr uint64_t kKeepSeenNs = 2'000'000'000;
+
+uint64_t MonotonicNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+size_t SlotOf(int signal) {
+  const auto& forwarded = TargetProcess::kForwarded;
+  return static_cast<size_t>(std::find(forwarded.begin(), forwarded.end(), signal) -
+                             forwarded.begin());
+}
 
 // The state letter and parent of `pid`, from /proc/PID/stat; false when it is gone. Only system
 // calls: the signal handler calls it.
@@ -82,7 +121,18 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   // process group, which holds the command; what the command's own processes sent to their group
   // (kill(0, ...): a script's `kill 0`, an editor suspending itself) reached them already, and
   // what they sent to their parent was not meant for them.
-  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) kill(command, signal);
+  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) {
+    size_t slot = SlotOf(signal);
+    if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
+      WaitingForward& waiting = g_waiting[slot];
+      if (waiting.noted_ns.load() == 0) {
+        waiting.sender.store(info->si_pid);
+        waiting.noted_ns.store(MonotonicNow());
+      }
+    } else {
+      kill(command, signal);
+    }
+  }
   errno = saved_errno;
 }
 
@@ -231,7 +281,8 @@ void TargetProcess::Abandon() {
   Reap(/*block=*/true, &status);
 }
 
-void TargetProcess::ForwardSignals() {
+void TargetProcess::ForwardSignals(bool witnessed) {
+  g_decide_later = witnessed ? 1 : 0;
   g_forward_to = pid_;
   struct sigaction forward {};
   forward.sa_sigaction = ForwardSignal;
@@ -240,8 +291,8 @@ void TargetProcess::ForwardSignals() {
   // Also where gprof-run started with them ignored (a script's `gprof-run ... &` ignores SIGINT
   // and SIGQUIT): the command was forked with the dispositions gprof-run inherited, keeps an
   // ignored one ignored through exec, and decides itself what a forwarded signal does.
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-    sigaction(signal, &forward, nullptr);
+  for (size_t i = 0; i < kForwarded.size(); ++i) {
+    if (kForwarded[i] != SIGTSTP) sigaction(kForwarded[i], &forward, nullptr);
   }
   // Job control is the command's: gprof-run neither stops on the terminal's Ctrl-Z nor on its own
   // writes from a background job (stty tostop), and stops when the command stops (Reap).
@@ -352,6 +403,9 @@ void TargetProcess::StartWaker() {
 // gprof-run again as on any program, while it builds the report.
 void TargetProcess::Ended() {
   g_forward_to = 0;
+  g_decide_later = 0;
+  for (WaitingForward& waiting : g_waiting) waiting.noted_ns.store(0);
+  seen_.clear();
   if (mirror_stops_) {
     for (size_t i = 0; i < kJobSignals.size(); ++i)
       sigaction(kJobSignals[i], &job_signals_before_[i], nullptr);
@@ -364,6 +418,87 @@ void TargetProcess::Ended() {
     }
     waker_pid_ = waker_fd_ = -1;
   }
+}
+
+int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
+  return Settle(seen, /*final=*/false);
+}
+
+void TargetProcess::ForwardAtOnce(const std::vector<bpf::SignalRecord>& seen) {
+  g_decide_later = 0;  // first: what the handler notes from now on, it forwards itself
+  Settle(seen, /*final=*/true);
+  seen_.clear();
+}
+
+int TargetProcess::Settle(const std::vector<bpf::SignalRecord>& seen, bool final) {
+  uint64_t now = MonotonicNow();
+  pid_t self = getpid();
+  for (const bpf::SignalRecord& record : seen) {
+    if ((record.target_pid == self || record.target_pid == pid_) &&
+        SlotOf(record.signal) < kForwarded.size()) {
+      seen_.push_back(Seen{record});
+    }
+  }
+  std::erase_if(seen_, [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < now; });
+  uint64_t next_due = UINT64_MAX;
+  for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
+    WaitingForward& waiting = g_waiting[slot];
+    uint64_t noted = waiting.noted_ns.load();
+    if (noted == 0) continue;
+    uint64_t due = 0;
+    Decision decision = Decide(slot, waiting.sender.load(), noted, now, final, &due);
+    if (decision == Decision::kWait) {
+      next_due = std::min(next_due, due);
+      continue;
+    }
+    decided_until_ns_[slot] = now;
+    // The handler fills an empty slot only: what came meanwhile was merged into this one.
+    waiting.noted_ns.store(0);
+    if (decision == Decision::kForward && g_forward_to > 0) kill(pid_, kForwarded[slot]);
+  }
+  if (next_due == UINT64_MAX) return -1;
+  return static_cast<int>((next_due - now + 999'999) / 1'000'000);
+}
+
+// Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
+// `noted_ns`, reached the command already, by the signals the kernel recorder saw.
+TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
+                                              uint64_t now_ns, bool final, uint64_t* due_ns) {
+  const int signal = kForwarded[slot];
+  const pid_t self = getpid();
+  // The sender's signals to gprof-run that the note stands for (the kernel merges those that
+  // come while one is pending), and when the first sent to gprof-run alone was made.
+  bool from_sender = false, only_to_many = true;
+  uint64_t sent_ns = noted_ns;
+  for (const Seen& seen : seen_) {
+    const bpf::SignalRecord& record = seen.record;
+    if (record.target_pid != self || record.signal != signal || record.sender_pid != sender ||
+        record.time_ns <= decided_until_ns_[slot] || record.time_ns > noted_ns) {
+      continue;
+    }
+    from_sender = true;
+    if (!record.to_many) {
+      only_to_many = false;
+      sent_ns = std::min(sent_ns, record.time_ns);
+    }
+  }
+  // A kill() of the whole process group (kill %1, killpg, a shell's SIGHUP at its exit) reached
+  // the command with the same call, as it would without gprof-run; and without gprof-run a command
+  // that left the group would not get it at all.
+  if (from_sender && only_to_many) return Decision::kLeave;
+  // The sender sent it to the command itself too (timeout: to its child, then to its group).
+  for (Seen& seen : seen_) {
+    const bpf::SignalRecord& record = seen.record;
+    if (seen.used || record.target_pid != pid_ || record.signal != signal ||
+        record.sender_pid != sender || record.time_ns + kAlsoSentWithinNs < sent_ns ||
+        record.time_ns > sent_ns + kAlsoSentWithinNs) {
+      continue;
+    }
+    seen.used = true;
+    return Decision::kLeave;
+  }
+  *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
+  return final || now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
 }
 
 int ExitStatusOf(int wait_status) {

@@ -6,9 +6,12 @@
 #include <sys/types.h>
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "kernel_recorder.h"
 
 namespace gprof::cli {
 
@@ -33,6 +36,10 @@ struct LaunchFailure {
 
 class TargetProcess {
  public:
+  // The signals ForwardSignals forwards.
+  static constexpr std::array<int, 7> kForwarded = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                                                    SIGUSR1, SIGUSR2, SIGTSTP};
+
   // Forks the child and leaves it waiting. The caller's signal dispositions and mask at this point
   // are the ones the command starts with.
   static std::optional<TargetProcess> Spawn(const LaunchSettings& settings, std::string* error);
@@ -51,7 +58,19 @@ class TargetProcess {
   // those the terminal sent to the foreground process group (which holds the child: it stays in
   // gprof-run's) and those the child's own processes sent; leaves job control to the child;
   // SIGCHLD interrupts blocking waits.
-  void ForwardSignals();
+  //
+  // With `witnessed` (the kernel recorder records signals), a forward waits for SettleForwards,
+  // which also leaves out what reached the child already: a signal that one kill() sent to the
+  // whole process group (kill %1, killpg, a shell's SIGHUP to its jobs at exit), and one whose
+  // sender also sent it to the child's pid around the same time (timeout signals its child, then
+  // its process group; systemd and Slurm signal every process of the job). The child then gets
+  // it once, as it would without gprof-run.
+  void ForwardSignals(bool witnessed);
+  // Decides the forwards that wait, by the signals the kernel recorder saw since the last call.
+  // Returns the milliseconds until the next one is due (call again by then), -1 when none waits.
+  int SettleForwards(const std::vector<bpf::SignalRecord>& seen);
+  // The kernel recorder stopped: what waits is decided now, and later forwards go at once.
+  void ForwardAtOnce(const std::vector<bpf::SignalRecord>& seen);
 
  private:
   TargetProcess(pid_t pid, int release_fd, int status_fd, std::string command)
@@ -59,6 +78,11 @@ class TargetProcess {
   void StopWithCommand(int signal);
   void StartWaker();
   void Ended();
+  // SettleForwards's work: `final`, nothing waits any more.
+  int Settle(const std::vector<bpf::SignalRecord>& seen, bool final);
+  enum class Decision { kWait, kForward, kLeave };
+  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t now_ns, bool final,
+                  uint64_t* due_ns);
 
   static constexpr std::array<int, 4> kJobSignals = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   pid_t pid_;
@@ -69,6 +93,15 @@ class TargetProcess {
   struct sigaction job_signals_before_[kJobSignals.size()] = {};  // what gprof-run started with
   pid_t waker_pid_ = -1;  // StartWaker's process, once the child has stopped
   int waker_fd_ = -1;     // 'S': gprof-run stops now; 'C': it was continued
+  // Signals the kernel recorder saw for gprof-run or for the child, while they may still decide a
+  // forward; `used` once one did.
+  struct Seen {
+    bpf::SignalRecord record;
+    bool used = false;
+  };
+  std::vector<Seen> seen_;
+  // By slot: the note of the last forward decided; signals to gprof-run up to then were its.
+  std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
 };
 
 // The status gprof-run exits with for a command that ended with `wait_status`: its exit code, or

@@ -321,6 +321,16 @@ bool ReportAsOwner(int dir_fd, const std::string& directory, std::string* error)
   return true;
 }
 
+// "exited with 3", "was killed by SIGTERM": how the command ended, for a line on stderr.
+std::string CommandEndText(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    const char* name = sigabbrev_np(WTERMSIG(wait_status));
+    return "was killed by " + (name != nullptr ? "SIG" + std::string(name)
+                                               : "signal " + std::to_string(WTERMSIG(wait_status)));
+  }
+  return "exited with " + std::to_string(ExitStatusOf(wait_status));
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -478,6 +488,13 @@ int RunCommand(const RunOptions& options) {
   // Room for session.json and the reports when the disk filled up (freed as the user, as above).
   ReleaseDiskReserve(*session_dir);
   if (!WriteSessionMeta(*session_dir, launch, run, &error)) Say("warning: " + error);
+  // Ctrl-C or SIGTERM from here on (or since the command ended) stops gprof-run by that signal:
+  // what is left is the report, which the session rebuilds.
+  const std::string shown_dir = collector::PrintableName(session_dir->path);
+  target->StopOnInterrupt("gprof-run: interrupted while building the report (the command " +
+                          CommandEndText(wait_status) +
+                          "); the session is kept: 'gprof-run report " + shown_dir +
+                          "' builds it\n");
 
   collector::CollectOptions collect_options =
       CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);

@@ -42,6 +42,12 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal h
 WaitingForward g_waiting[TargetProcess::kForwarded.size()];
 volatile sig_atomic_t g_decide_later = 0;
 
+// After the command ended (TargetProcess::StopOnInterrupt): the line said when an interrupting
+// signal ends gprof-run; until it is set, the signal that came.
+char g_interrupt_line[4096];
+std::atomic<size_t> g_interrupt_line_size{0};
+volatile sig_atomic_t g_interrupted = 0;
+
 // How a forward waits for the kernel's record of a signal its sender also sent to the command:
 // sent that long before or after the one to gprof-run, it was the same signal's (timeout sends to
 // its child, then to its group, microseconds apart; a supervisor signals each process of a job in
@@ -134,6 +140,24 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
     }
   }
   errno = saved_errno;
+}
+
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT once the command has ended: gprof-run ends by the signal
+// (its default action, which the shell and a calling script read as "interrupted") after its
+// line; before that line is set, the signal is kept for StopOnInterrupt.
+void Interrupt(int signal) {
+  size_t size = g_interrupt_line_size.load();
+  if (size == 0) {
+    if (g_interrupted == 0) g_interrupted = signal;
+    return;
+  }
+  ssize_t written = write(STDERR_FILENO, g_interrupt_line, size);
+  (void)written;  // nothing to do about a closed stderr
+  struct sigaction fatal {};
+  fatal.sa_handler = SIG_DFL;
+  sigemptyset(&fatal.sa_mask);
+  sigaction(signal, &fatal, nullptr);
+  raise(signal);  // blocked in this handler: delivered, and fatal, as it returns
 }
 
 void NoteContinued(int) { g_continued = 1; }
@@ -292,7 +316,7 @@ void TargetProcess::ForwardSignals(bool witnessed) {
   // and SIGQUIT): the command was forked with the dispositions gprof-run inherited, keeps an
   // ignored one ignored through exec, and decides itself what a forwarded signal does.
   for (size_t i = 0; i < kForwarded.size(); ++i) {
-    if (kForwarded[i] != SIGTSTP) sigaction(kForwarded[i], &forward, nullptr);
+    if (kForwarded[i] != SIGTSTP) sigaction(kForwarded[i], &forward, &forwarded_before_[i]);
   }
   // Job control is the command's: gprof-run neither stops on the terminal's Ctrl-Z nor on its own
   // writes from a background job (stty tostop), and stops when the command stops (Reap).
@@ -400,7 +424,8 @@ void TargetProcess::StartWaker() {
 }
 
 // The command is reaped: nothing more to forward or follow. The terminal's job signals act on
-// gprof-run again as on any program, while it builds the report.
+// gprof-run again as on any program, while it builds the report, and so do the signals that end
+// a program (Interrupt), unless it started with them ignored.
 void TargetProcess::Ended() {
   g_forward_to = 0;
   g_decide_later = 0;
@@ -409,6 +434,15 @@ void TargetProcess::Ended() {
   if (mirror_stops_) {
     for (size_t i = 0; i < kJobSignals.size(); ++i)
       sigaction(kJobSignals[i], &job_signals_before_[i], nullptr);
+    struct sigaction interrupt {};
+    interrupt.sa_handler = Interrupt;
+    interrupt.sa_flags = SA_RESTART;
+    sigemptyset(&interrupt.sa_mask);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      const struct sigaction& before = forwarded_before_[SlotOf(signal)];
+      bool ignored = !(before.sa_flags & SA_SIGINFO) && before.sa_handler == SIG_IGN;
+      sigaction(signal, ignored ? &before : &interrupt, nullptr);
+    }
     mirror_stops_ = false;
   }
   if (waker_pid_ > 0) {
@@ -499,6 +533,13 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
   }
   *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
   return final || now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
+}
+
+void TargetProcess::StopOnInterrupt(const std::string& line) {
+  size_t size = std::min(line.size(), sizeof(g_interrupt_line));
+  memcpy(g_interrupt_line, line.data(), size);
+  g_interrupt_line_size.store(size);
+  if (int signal = g_interrupted; signal != 0) Interrupt(signal);  // came while it was not set
 }
 
 int ExitStatusOf(int wait_status) {

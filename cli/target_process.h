@@ -72,6 +72,12 @@ class TargetProcess {
   // The kernel recorder stopped: what waits is decided now, and later forwards go at once.
   void ForwardAtOnce(const std::vector<bpf::SignalRecord>& seen);
 
+  // After the command ended: SIGINT, SIGTERM, SIGHUP and SIGQUIT (those gprof-run did not start
+  // with ignored) end gprof-run at once by that signal, as they end any program, after `line` on
+  // stderr; one that came since the command ended does so now. What is left to do then is the
+  // report, which can be built again from the session.
+  void StopOnInterrupt(const std::string& line);
+
  private:
   TargetProcess(pid_t pid, int release_fd, int status_fd, std::string command)
       : pid_(pid), release_fd_(release_fd), status_fd_(status_fd), command_(std::move(command)) {}
@@ -93,6 +99,8 @@ class TargetProcess {
   struct sigaction job_signals_before_[kJobSignals.size()] = {};  // what gprof-run started with
   pid_t waker_pid_ = -1;  // StartWaker's process, once the child has stopped
   int waker_fd_ = -1;     // 'S': gprof-run stops now; 'C': it was continued
+  struct sigaction forwarded_before_[kForwarded.size()] = {};  // what gprof-run started with
+                                                               // (SIGTSTP's: job_signals_before_)
   // Signals the kernel recorder saw for gprof-run or for the child, while they may still decide a
   // forward; `used` once one did.
   struct Seen {

@@ -2546,6 +2546,15 @@ TEST_F(KernelRecorderTest, RecordsSignalsForTheTreeAndForItself) {
             (std::vector<std::string>{
                 "10 flags 0 result 1 kernel_recorder", "10 flags 2 result 1 kernel_recorder",
                 "12 flags 0 result 0 kernel_recorder", "15 flags 0 result 0 kernel_recorder"}));
+  // The session keeps the tree's (gprof-run's own are the recorder's business).
+  auto loaded = collector::ReadSession(dir_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  std::vector<int32_t> kept;
+  for (const collector::SignalSent& signal : loaded->signals) {
+    EXPECT_EQ(signal.pid, static_cast<uint32_t>(child));
+    kept.push_back(signal.signal);
+  }
+  EXPECT_EQ(kept, (std::vector<int32_t>{SIGUSR1, SIGUSR1, SIGTERM}));
 }
 
 // Without the capabilities, Start fails cleanly, says why, and leaves no kernel.gpr behind.

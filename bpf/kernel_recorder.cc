@@ -496,8 +496,11 @@ struct KernelRecorder::State {
   std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
 
   std::map<uint32_t, uint64_t> malformed;  // by claimed record type
-  bool records_signals = false;            // the signal_generate program is attached
-  std::vector<SignalRecord> signals;       // drained, not yet taken (TakeSignals)
+  // The signal_generate program's link: it outlives the recording (Finish), as gprof-run's
+  // forwarding of signals reads them until the command ends.
+  bpf_link* signal_link = nullptr;
+  std::vector<SignalRecord> signals;  // drained, not yet taken (TakeSignals)
+  bool recording_done = false;        // Finish closed kernel.gpr: only signals are drained now
   uint64_t lost_to_writes = 0;
   // Writing stopped at this time (a write failed, or another writer found the disk full); what
   // comes after is counted in lost_to_writes, not written. 0: writing.
@@ -518,6 +521,8 @@ struct KernelRecorder::State {
 
   void Release() {
     DetachAll();
+    bpf_link__destroy(signal_link);
+    signal_link = nullptr;
     ring_buffer__free(ring);
     ring = nullptr;
     kernel_events_bpf__destroy(skel);
@@ -653,9 +658,10 @@ struct KernelRecorder::State {
     memcpy(&hdr, data, sizeof(hdr));
     size_t expected = BpfRecordSize(hdr.type);
     if (expected == 0 || hdr.size != size || size != expected) {
-      ++malformed[hdr.type];
+      if (!recording_done) ++malformed[hdr.type];
       return;
     }
+    if (recording_done && hdr.type != GPROF_REC_SIGNAL) return;  // none come: all detached
     // Records are copied before use: ring-buffer samples are only 8-byte aligned by contract.
     switch (hdr.type) {
       case GPROF_REC_OFFCPU: {
@@ -706,6 +712,7 @@ struct KernelRecorder::State {
         signals.push_back(SignalRecord{record.time_ns, record.signal, static_cast<int>(record.pid),
                                        static_cast<int>(record.sender_pid),
                                        (record.flags & GPROF_SIGNAL_TO_MANY) != 0});
+        if (recording_done) return;  // kernel.gpr is closed
         break;
       }
       default:
@@ -728,7 +735,7 @@ struct KernelRecorder::State {
   // The kernel's loss counters: their sum, and (records != nullptr) one gprof_lost per (kind,
   // record type, CPU) with a count.
   uint64_t KernelLost(std::vector<gprof_lost>* records) const {
-    if (skel == nullptr) return kernel_lost_at_finish;
+    if (skel == nullptr || recording_done) return kernel_lost_at_finish;
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0) return 0;
     std::vector<uint64_t> values(static_cast<size_t>(cpus));
@@ -1065,7 +1072,11 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
         attach_error = errno;
         break;
       }
-      state->links.push_back(link);
+      if (IsSignalTracepoint(KindOf(program).tracepoint)) {
+        state->signal_link = link;
+      } else {
+        state->links.push_back(link);
+      }
     }
     if (failed == nullptr) break;
     if (!FallBack(&plan, failed, "failed to attach: " + ErrnoText(attach_error))) {
@@ -1073,7 +1084,6 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     }
   }
   state->notes = DescribePlan(plan, force_raw);
-  state->records_signals = plan.signals_off_reason.empty();
   if (options.stack_min_ns > 0 && (options.kernel_stacks || options.user_stacks)) {
     state->notes.push_back("kernel recorder: stacks only for off-CPU intervals of at least " +
                            DurationText(options.stack_min_ns) +
@@ -1153,7 +1163,7 @@ bool KernelRecorder::size_budget_stopped() const { return state_->writer.budget_
 
 int KernelRecorder::Poll(int timeout_ms) try {
   State& s = *state_;
-  if (s.finished) return 0;
+  if (s.finished && s.signal_link == nullptr) return 0;
   // One wait, never longer than a slice: the programs wake us only once a batch is waiting
   // (wakeup_bytes), so a quiet target's records are drained by this timeout, not by a wakeup.
   // Waiting in several slices would lose signals: one that lands between two waits is consumed by
@@ -1167,6 +1177,7 @@ int KernelRecorder::Poll(int timeout_ms) try {
   rc = ring_buffer__consume(s.ring);
   if (rc < 0) return rc;
   drained += rc;
+  if (s.finished) return drained;  // signals only, taken by the caller
   s.SnapshotDueMaps();
   if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) {
     // Another writer found the disk full and freed the reserve: stop writing too.
@@ -1237,7 +1248,8 @@ void KernelRecorder::FinishRecording() {
   for (const gprof_lost& record : lost_records) s.Append(&record, sizeof(record));
   s.Flush();
   s.writer.Close();
-  s.Release();
+  s.recording_done = true;
+  if (s.signal_link == nullptr) s.Release();
 }
 
 KernelRecorderStats KernelRecorder::stats() const {
@@ -1254,7 +1266,7 @@ KernelRecorderStats KernelRecorder::stats() const {
 
 const std::vector<std::string>& KernelRecorder::notes() const { return state_->notes; }
 
-bool KernelRecorder::records_signals() const { return state_->records_signals; }
+bool KernelRecorder::records_signals() const { return state_->signal_link != nullptr; }
 
 std::vector<SignalRecord> KernelRecorder::TakeSignals() {
   std::vector<SignalRecord> taken;

@@ -102,12 +102,12 @@ class KernelRecorder {
   // the tree that appeared or exec'd since the last call get a /proc/PID/maps snapshot.
   int Poll(int timeout_ms);
 
-  // Stops: detaches, drains what is left, emits GPROF_OFFCPU_UNFINISHED intervals and
-  // GPROF_FUTEX_UNFINISHED calls for threads still off-CPU / inside a futex call, the counts of
-  // quick page faults of threads still alive and of spinning-lock contention per CPU, a maps
-  // snapshot of every process of the tree still alive, the symbols of the kernel stacks (the
-  // stacks themselves are written as they first appear), a gprof_lost record for every non-zero
-  // loss counter (per CPU), and closes the file. Idempotent.
+  // Stops recording: detaches (all but the signals' program), drains what is left, emits
+  // GPROF_OFFCPU_UNFINISHED intervals and GPROF_FUTEX_UNFINISHED calls for threads still off-CPU
+  // / inside a futex call, the counts of quick page faults of threads still alive and of
+  // spinning-lock contention per CPU, a maps snapshot of every process of the tree still alive,
+  // the symbols of the kernel stacks (the stacks themselves are written as they first appear), a
+  // gprof_lost record for every non-zero loss counter (per CPU), and closes the file. Idempotent.
   void Finish();
 
   KernelRecorderStats stats() const;
@@ -115,7 +115,8 @@ class KernelRecorder {
   // Whether signals are recorded (the kernel could attach the program); then TakeSignals returns
   // every signal generated for a process of the tree or for this process, in the order the ring
   // buffer held them, since the last call (Poll and Finish drain them; at most a few thousand are
-  // kept for a caller that never takes them).
+  // kept for a caller that never takes them). They are recorded on after Finish, until the
+  // recorder is destroyed: Poll then drains only them, and kernel.gpr is closed.
   bool records_signals() const;
   std::vector<SignalRecord> TakeSignals();
 

@@ -453,19 +453,23 @@ int RunCommand(const RunOptions& options) {
   // The kernel recorder stops at the window's end or at the size cap; the command runs on.
   uint64_t window_end = limits.window_end_ns != 0 ? limits.window_end_ns : UINT64_MAX;
   bool kernel_running = recorder != nullptr;
+  // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
+  bool signals_recorded = recorder != nullptr && recorder->records_signals();
   int wait_status = 0;
-  while (!target->Reap(/*block=*/!kernel_running, &wait_status)) {
+  while (!target->Reap(/*block=*/!kernel_running && !signals_recorded, &wait_status)) {
     uint64_t now = ClockNs(CLOCK_MONOTONIC);
-    if (now >= window_end || recorder->size_budget_stopped()) {
+    if (kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
       FinishKernelRecording(recorder.get(), &run);
-      target->ForwardAtOnce(recorder->TakeSignals());
       kernel_running = false;
       continue;
     }
-    uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
+    uint64_t wait_ms = kPollIntervalMs;
+    if (kernel_running) {
+      uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
+      wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
+    }
     // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
     int until_forward_ms = target->SettleForwards(recorder->TakeSignals());
-    uint64_t wait_ms = std::min<uint64_t>(kPollIntervalMs, until_end_ms);
     if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
     recorder->Poll(static_cast<int>(wait_ms));
   }

@@ -455,16 +455,6 @@ void TargetProcess::Ended() {
 }
 
 int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
-  return Settle(seen, /*final=*/false);
-}
-
-void TargetProcess::ForwardAtOnce(const std::vector<bpf::SignalRecord>& seen) {
-  g_decide_later = 0;  // first: what the handler notes from now on, it forwards itself
-  Settle(seen, /*final=*/true);
-  seen_.clear();
-}
-
-int TargetProcess::Settle(const std::vector<bpf::SignalRecord>& seen, bool final) {
   uint64_t now = MonotonicNow();
   pid_t self = getpid();
   for (const bpf::SignalRecord& record : seen) {
@@ -480,7 +470,7 @@ int TargetProcess::Settle(const std::vector<bpf::SignalRecord>& seen, bool final
     uint64_t noted = waiting.noted_ns.load();
     if (noted == 0) continue;
     uint64_t due = 0;
-    Decision decision = Decide(slot, waiting.sender.load(), noted, now, final, &due);
+    Decision decision = Decide(slot, waiting.sender.load(), noted, now, &due);
     if (decision == Decision::kWait) {
       next_due = std::min(next_due, due);
       continue;
@@ -497,7 +487,7 @@ int TargetProcess::Settle(const std::vector<bpf::SignalRecord>& seen, bool final
 // Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
 // `noted_ns`, reached the command already, by the signals the kernel recorder saw.
 TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
-                                              uint64_t now_ns, bool final, uint64_t* due_ns) {
+                                              uint64_t now_ns, uint64_t* due_ns) {
   const int signal = kForwarded[slot];
   const pid_t self = getpid();
   // The sender's signals to gprof-run that the note stands for (the kernel merges those that
@@ -532,7 +522,7 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
     return Decision::kLeave;
   }
   *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
-  return final || now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
+  return now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
 }
 
 void TargetProcess::StopOnInterrupt(const std::string& line) {

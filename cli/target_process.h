@@ -69,8 +69,6 @@ class TargetProcess {
   // Decides the forwards that wait, by the signals the kernel recorder saw since the last call.
   // Returns the milliseconds until the next one is due (call again by then), -1 when none waits.
   int SettleForwards(const std::vector<bpf::SignalRecord>& seen);
-  // The kernel recorder stopped: what waits is decided now, and later forwards go at once.
-  void ForwardAtOnce(const std::vector<bpf::SignalRecord>& seen);
 
   // After the command ended: SIGINT, SIGTERM, SIGHUP and SIGQUIT (those gprof-run did not start
   // with ignored) end gprof-run at once by that signal, as they end any program, after `line` on
@@ -84,11 +82,8 @@ class TargetProcess {
   void StopWithCommand(int signal);
   void StartWaker();
   void Ended();
-  // SettleForwards's work: `final`, nothing waits any more.
-  int Settle(const std::vector<bpf::SignalRecord>& seen, bool final);
   enum class Decision { kWait, kForward, kLeave };
-  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t now_ns, bool final,
-                  uint64_t* due_ns);
+  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t now_ns, uint64_t* due_ns);
 
   static constexpr std::array<int, 4> kJobSignals = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   pid_t pid_;

@@ -184,11 +184,12 @@ std::string NoPty() {
 // How gprof-run is put in front of job_app: not at all, with the kernel recorder, without it.
 enum class Under { kNothing, kGprofRun, kGprofRunNoKernel };
 
-std::string CommandLine(Under under, const std::string& session, const std::string& args) {
+std::string CommandLine(Under under, const std::string& session, const std::string& args,
+                        const std::string& options = "") {
   std::string app = AppPath("job_app") + " " + args;
   if (under == Under::kNothing) return app;
   return GprofRunPath() + " -q -o " + session +
-         (under == Under::kGprofRunNoKernel ? " --no-kernel" : "") + " -- " + app;
+         (under == Under::kGprofRunNoKernel ? " --no-kernel" : "") + options + " -- " + app;
 }
 
 // A file name for a session of `under`.
@@ -546,9 +547,9 @@ void Finish(pid_t pid) {
 // group (which holds both): a program that saves a checkpoint at its first SIGTERM and aborts at
 // a second gets one.
 std::string TimeoutResult(Under under, const std::string& session, const std::string& out,
-                          bool late) {
+                          bool late, const std::string& options = "") {
   pid_t script = InBackground("timeout -s TERM 2 " +
-                                  CommandLine(under, session, "count-exits 15 500") +
+                                  CommandLine(under, session, "count-exits 15 500", options) +
                                   "\necho status=$?\n",
                               out);
   if (late && under != Under::kNothing) {
@@ -575,6 +576,11 @@ TEST(JobControl, TimeoutsSignalReachesTheProgramOnce) {
       EXPECT_EQ(TimeoutResult(under, dir.Sub(tag), dir.Sub(tag + ".txt"), late), plain)
           << Name(under) << (late ? ", running late" : "");
     }
+    // The recording over (--duration), the kernel still shows gprof-run the signals.
+    EXPECT_EQ(TimeoutResult(under, dir.Sub("duration"), dir.Sub("duration.txt"), /*late=*/true,
+                            " --duration 0.2"),
+              plain)
+        << Name(under) << " --duration 0.2, running late";
   }
 }
 

@@ -2555,6 +2555,20 @@ TEST_F(KernelRecorderTest, RecordsSignalsForTheTreeAndForItself) {
     kept.push_back(signal.signal);
   }
   EXPECT_EQ(kept, (std::vector<int32_t>{SIGUSR1, SIGUSR1, SIGTERM}));
+
+  // After Finish, signals are still seen (gprof-run forwards until the command ends), and the
+  // closed file takes nothing more.
+  uintmax_t size = fs::file_size(dir_ + "/kernel.gpr");
+  ASSERT_EQ(sigaction(SIGUSR2, &counting, &previous), 0);
+  kill(getpid(), SIGUSR2);
+  sigaction(SIGUSR2, &previous, nullptr);
+  ASSERT_TRUE(recorder_->records_signals());
+  ASSERT_GE(recorder_->Poll(10), 0);
+  std::vector<SignalRecord> later = recorder_->TakeSignals();
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].signal, SIGUSR2);
+  EXPECT_EQ(later[0].target_pid, getpid());
+  EXPECT_EQ(fs::file_size(dir_ + "/kernel.gpr"), size);
 }
 
 // Without the capabilities, Start fails cleanly, says why, and leaves no kernel.gpr behind.

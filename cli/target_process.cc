@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "exit_codes.h"
 
@@ -31,15 +33,23 @@ constexpr int kStageExec = 2;
 volatile sig_atomic_t g_forward_to = 0;
 volatile sig_atomic_t g_continued = 0;
 
-// Forwards that wait for TargetProcess::SettleForwards (g_decide_later), one per forwarded
-// signal: another of the same signal that comes meanwhile is merged into it, as the kernel merges
-// a signal into the same one still pending.
-struct WaitingForward {
-  std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler noted it; 0: none
+// Forwards that wait for TargetProcess::SettleForwards (g_decide_later): for each forwarded
+// signal, what the handler noted of each arrival, oldest first. The handler only appends, the
+// wait loop only takes from the front (gprof-run has one thread while the command runs). An
+// arrival that finds the queue full is dropped, as the kernel merges a signal into the same one
+// still pending.
+struct Note {
+  std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler ran
   std::atomic<pid_t> sender{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal handler
-WaitingForward g_waiting[TargetProcess::kForwarded.size()];
+constexpr uint32_t kNotes = 64;                             // a second's storm at most, decided
+struct WaitingForwards {
+  Note notes[kNotes];
+  std::atomic<uint32_t> head{0};  // the next note the handler writes
+  std::atomic<uint32_t> tail{0};  // the next one SettleForwards decides
+};
+WaitingForwards g_waiting[TargetProcess::kForwarded.size()];
 volatile sig_atomic_t g_decide_later = 0;
 
 // After the command ended (TargetProcess::StopOnInterrupt): the line said when an interrupting
@@ -130,10 +140,13 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) {
     size_t slot = SlotOf(signal);
     if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
-      WaitingForward& waiting = g_waiting[slot];
-      if (waiting.noted_ns.load() == 0) {
-        waiting.sender.store(info->si_pid);
-        waiting.noted_ns.store(MonotonicNow());
+      WaitingForwards& queue = g_waiting[slot];
+      uint32_t head = queue.head.load();
+      if (head - queue.tail.load() < kNotes) {
+        Note& note = queue.notes[head % kNotes];
+        note.sender.store(info->si_pid);
+        note.noted_ns.store(MonotonicNow());
+        queue.head.store(head + 1);
       }
     } else {
       kill(command, signal);
@@ -429,7 +442,7 @@ void TargetProcess::StartWaker() {
 void TargetProcess::Ended() {
   g_forward_to = 0;
   g_decide_later = 0;
-  for (WaitingForward& waiting : g_waiting) waiting.noted_ns.store(0);
+  for (WaitingForwards& queue : g_waiting) queue.tail.store(queue.head.load());
   seen_.clear();
   if (mirror_stops_) {
     for (size_t i = 0; i < kJobSignals.size(); ++i)
@@ -465,27 +478,35 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
   }
   std::erase_if(seen_, [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < now; });
   uint64_t next_due = UINT64_MAX;
+  std::vector<std::pair<uint64_t, int>> forwards;  // when noted, which signal
   for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
-    WaitingForward& waiting = g_waiting[slot];
-    uint64_t noted = waiting.noted_ns.load();
-    if (noted == 0) continue;
-    uint64_t due = 0;
-    Decision decision = Decide(slot, waiting.sender.load(), noted, now, &due);
-    if (decision == Decision::kWait) {
-      next_due = std::min(next_due, due);
-      continue;
+    WaitingForwards& queue = g_waiting[slot];
+    uint32_t tail = queue.tail.load();
+    for (; tail != queue.head.load(); ++tail) {
+      const Note& note = queue.notes[tail % kNotes];
+      uint64_t noted = note.noted_ns.load(), due = 0;
+      Decision decision = Decide(slot, note.sender.load(), noted, now, &due);
+      if (decision == Decision::kWait) {  // and those noted after it, in their turn
+        next_due = std::min(next_due, due);
+        break;
+      }
+      decided_until_ns_[slot] = noted;
+      if (decision == Decision::kForward) forwards.emplace_back(noted, kForwarded[slot]);
     }
-    decided_until_ns_[slot] = now;
-    // The handler fills an empty slot only: what came meanwhile was merged into this one.
-    waiting.noted_ns.store(0);
-    if (decision == Decision::kForward && g_forward_to > 0) kill(pid_, kForwarded[slot]);
+    queue.tail.store(tail);
+  }
+  // In the order they came to gprof-run.
+  std::sort(forwards.begin(), forwards.end());
+  for (const auto& [noted, signal] : forwards) {
+    if (g_forward_to > 0) kill(pid_, signal);
   }
   if (next_due == UINT64_MAX) return -1;
   return static_cast<int>((next_due - now + 999'999) / 1'000'000);
 }
 
 // Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
-// `noted_ns`, reached the command already, by the signals the kernel recorder saw.
+// `noted_ns` (after the one noted at decided_until_ns_[slot]), reached the command already, by
+// the signals the kernel recorder saw.
 TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
                                               uint64_t now_ns, uint64_t* due_ns) {
   const int signal = kForwarded[slot];

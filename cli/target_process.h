@@ -103,7 +103,7 @@ class TargetProcess {
     bool used = false;
   };
   std::vector<Seen> seen_;
-  // By slot: the note of the last forward decided; signals to gprof-run up to then were its.
+  // By slot: when the last forward decided was noted; signals to gprof-run up to then were its.
   std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
 };
 

@@ -36,6 +36,7 @@ enum gprof_kernel_record {
   GPROF_REC_USER_STACK = 1013,   /* written by the loader */
   GPROF_REC_PROCESS_MAPS = 1014, /* written by the loader */
   GPROF_REC_EVENT_COUNT = 1015,  /* by the BPF programs at a thread's exit, and by the loader */
+  GPROF_REC_SIGNAL = 1016,
 };
 
 #define GPROF_COMM_LEN 16
@@ -376,11 +377,52 @@ struct gprof_event_count {
   __u64 limit_ns; /* quick page faults: the threshold they stayed under */
 };
 
+enum gprof_signal_flags {
+  GPROF_SIGNAL_TO_THREAD = 1u << 0, /* to one thread (tgkill, a fault's SIGSEGV); else to the
+                                       process, whichever thread takes it (tid: the one named) */
+  GPROF_SIGNAL_TO_MANY = 1u << 1,   /* one of several that one call generated: kill() of a process
+                                       group or of every process (pid <= 0, killpg), or
+                                       pidfd_send_signal with PIDFD_SIGNAL_PROCESS_GROUP */
+  GPROF_SIGNAL_FROM_INTERRUPT = 1u << 2, /* generated in interrupt context (a timer): sender_* 0,
+                                            sender_comm "[irq]" */
+};
+
+/* What the kernel did with it (enum trace_signal_result of include/trace/events/signal.h). */
+enum gprof_signal_result {
+  GPROF_SIGNAL_DELIVERED = 0,       /* made pending (and the target woken) */
+  GPROF_SIGNAL_IGNORED = 1,         /* ignored by the target's disposition, or its state */
+  GPROF_SIGNAL_ALREADY_PENDING = 2, /* merged into the same signal still pending */
+  GPROF_SIGNAL_OVERFLOW_FAIL = 3,
+  GPROF_SIGNAL_LOSE_INFO = 4,
+};
+
+/* A signal generated for a thread of the tree (signal:signal_generate), or for gprof-run itself
+ * (pid is then the recorder's own, the file header's pid: what gprof-run's forwarding of signals
+ * to the command decides by; the collector shows only the tree's). Recorded whatever the
+ * recording window: like thread starts and exits, they are few and say what happened to the
+ * program. */
+struct gprof_signal {
+  struct gprof_rec_hdr hdr;
+  __u32 pid; /* the target's tgid */
+  __u32 tid; /* the target thread (for a signal to the process, the one the sender named) */
+  __u64 time_ns;
+  __s32 signal;
+  __s32 code;       /* si_code: 0 SI_USER (kill), 0x80 SI_KERNEL (the terminal's Ctrl-C,
+                       a hangup), -6 SI_TKILL, -1 SI_QUEUE, > 0 the kernel's own (a fault,
+                       SIGCHLD's CLD_*) */
+  __u32 sender_pid; /* the task that generated it: the killer, or the thread whose action made it
+                       (a fault, an exit's SIGCHLD); 0 with GPROF_SIGNAL_FROM_INTERRUPT */
+  __u32 sender_tid;
+  __u32 flags;  /* enum gprof_signal_flags */
+  __u32 result; /* enum gprof_signal_result */
+  char sender_comm[GPROF_COMM_LEN];
+};
+
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
 
 /* The per-CPU `lost` array: one counter per (kind, record type) the BPF side counts. */
 #define GPROF_LOST_BPF_KINDS 4   /* GPROF_LOST_RINGBUF .. GPROF_LOST_TRACKED */
-#define GPROF_LOST_TYPE_SLOTS 16 /* record types GPROF_REC_OFFCPU .. GPROF_REC_OFFCPU + 15 */
+#define GPROF_LOST_TYPE_SLOTS 32 /* record types GPROF_REC_OFFCPU .. GPROF_REC_OFFCPU + 31 */
 #define GPROF_LOST_SLOT(kind, type) ((kind)*GPROF_LOST_TYPE_SLOTS + ((type)-GPROF_REC_OFFCPU))
 #define GPROF_LOST_SLOTS (GPROF_LOST_BPF_KINDS * GPROF_LOST_TYPE_SLOTS)
 
@@ -483,6 +525,7 @@ static_assert(sizeof(struct gprof_task_exit) == 32, "");
 static_assert(sizeof(struct gprof_kernel_stack) == 16, "");
 static_assert(sizeof(struct gprof_kernel_symbol) == 24, "");
 static_assert(sizeof(struct gprof_lost) == 32, "");
+static_assert(sizeof(struct gprof_signal) == 64, "");
 #else
 _Static_assert(sizeof(struct gprof_offcpu) == 96, "gprof_offcpu layout");
 _Static_assert(sizeof(struct gprof_lock_wait) == 80, "gprof_lock_wait layout");
@@ -495,6 +538,7 @@ _Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
+_Static_assert(sizeof(struct gprof_signal) == 64, "gprof_signal layout");
 _Static_assert(sizeof(struct gprof_offcpu_pending) == 72, "gprof_offcpu_pending layout");
 _Static_assert(sizeof(struct gprof_switched_in) == 104, "gprof_switched_in layout");
 _Static_assert(sizeof(struct gprof_syscall_pending) == 120, "gprof_syscall_pending layout");

@@ -39,6 +39,7 @@ constexpr uint64_t kRingBufferBytesPerCpu = 2ull << 20;
 constexpr uint64_t kMaxRingBufferBytes = 1ull << 30;
 constexpr uint64_t kMaxWakeupBytes = 1u << 20;
 constexpr size_t kMaxMapsBytes = 8u << 20;  // a /proc/PID/maps snapshot is cut at a line beyond
+constexpr size_t kMaxUntakenSignals = 4096;
 constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
 
 // x86_64 numbers of the futex calls a gprof_syscall_pending entry can hold (older C library
@@ -201,6 +202,8 @@ size_t BpfRecordSize(uint16_t type) {
       return sizeof(gprof_futex_waitv);
     case GPROF_REC_EVENT_COUNT:
       return sizeof(gprof_event_count);
+    case GPROF_REC_SIGNAL:
+      return sizeof(gprof_signal);
     default:
       return 0;
   }
@@ -280,11 +283,12 @@ uint64_t ProcessStartTime(uint32_t pid) {
 }
 
 // Which programs are loaded. Each tracepoint program comes as tp_btf and raw_tp twins
-// (kernel_events.bpf.c's TRACEPOINT); lock and page-fault recording are optional features.
+// (kernel_events.bpf.c's TRACEPOINT); lock, page-fault and signal recording are optional features.
 struct AttachPlan {
   std::map<std::string, std::string> raw_tracepoints;  // tracepoint -> why not tp_btf
   std::string locks_off_reason;                        // non-empty: kernel locks not recorded
   std::string faults_off_reason;                       // non-empty: page faults not recorded
+  std::string signals_off_reason;                      // non-empty: signals not recorded
   // Non-empty: no sched_exit_tp program, stacks taken at every switch-out (stacks_at_switch_in).
   std::string switch_in_stacks_off_reason;
 };
@@ -319,6 +323,8 @@ bool IsFaultTracepoint(const std::string& tracepoint) {
   return tracepoint == "page_fault_user" || tracepoint == "page_fault_kernel";
 }
 
+bool IsSignalTracepoint(const std::string& tracepoint) { return tracepoint == "signal_generate"; }
+
 // A bare tracepoint of Linux 6.16 on; without it stacks are taken at every switch-out instead.
 bool IsSwitchInStackTracepoint(const std::string& tracepoint) {
   return tracepoint == "sched_exit_tp";
@@ -331,6 +337,7 @@ bool Wanted(const AttachPlan& plan, const bpf_program* program) {
     case ProgramKind::kRawTp: {
       if (IsLockTracepoint(kind.tracepoint) && !plan.locks_off_reason.empty()) return false;
       if (IsFaultTracepoint(kind.tracepoint) && !plan.faults_off_reason.empty()) return false;
+      if (IsSignalTracepoint(kind.tracepoint) && !plan.signals_off_reason.empty()) return false;
       if (IsSwitchInStackTracepoint(kind.tracepoint) && !plan.switch_in_stacks_off_reason.empty())
         return false;
       bool raw = plan.raw_tracepoints.count(kind.tracepoint) != 0;
@@ -353,6 +360,8 @@ bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& r
     feature_off = &plan->faults_off_reason;
   } else if (IsLockTracepoint(kind.tracepoint)) {
     feature_off = &plan->locks_off_reason;
+  } else if (IsSignalTracepoint(kind.tracepoint)) {
+    feature_off = &plan->signals_off_reason;
   } else if (IsSwitchInStackTracepoint(kind.tracepoint)) {
     feature_off = &plan->switch_in_stacks_off_reason;
   }
@@ -388,6 +397,9 @@ std::vector<std::string> DescribePlan(const AttachPlan& plan, bool forced_raw) {
   }
   if (!plan.faults_off_reason.empty()) {
     notes.push_back("kernel recorder: page faults not recorded (" + plan.faults_off_reason + ")");
+  }
+  if (!plan.signals_off_reason.empty()) {
+    notes.push_back("kernel recorder: signals not recorded (" + plan.signals_off_reason + ")");
   }
   if (!plan.switch_in_stacks_off_reason.empty()) {
     notes.push_back(
@@ -484,6 +496,11 @@ struct KernelRecorder::State {
   std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
 
   std::map<uint32_t, uint64_t> malformed;  // by claimed record type
+  // The signal_generate program's link: it outlives the recording (Finish), as gprof-run's
+  // forwarding of signals reads them until the command ends.
+  bpf_link* signal_link = nullptr;
+  std::vector<SignalRecord> signals;  // drained, not yet taken (TakeSignals)
+  bool recording_done = false;        // Finish closed kernel.gpr: only signals are drained now
   uint64_t lost_to_writes = 0;
   // Writing stopped at this time (a write failed, or another writer found the disk full); what
   // comes after is counted in lost_to_writes, not written. 0: writing.
@@ -504,6 +521,8 @@ struct KernelRecorder::State {
 
   void Release() {
     DetachAll();
+    bpf_link__destroy(signal_link);
+    signal_link = nullptr;
     ring_buffer__free(ring);
     ring = nullptr;
     kernel_events_bpf__destroy(skel);
@@ -639,9 +658,10 @@ struct KernelRecorder::State {
     memcpy(&hdr, data, sizeof(hdr));
     size_t expected = BpfRecordSize(hdr.type);
     if (expected == 0 || hdr.size != size || size != expected) {
-      ++malformed[hdr.type];
+      if (!recording_done) ++malformed[hdr.type];
       return;
     }
+    if (recording_done && hdr.type != GPROF_REC_SIGNAL) return;  // none come: all detached
     // Records are copied before use: ring-buffer samples are only 8-byte aligned by contract.
     switch (hdr.type) {
       case GPROF_REC_OFFCPU: {
@@ -682,6 +702,19 @@ struct KernelRecorder::State {
         }
         break;
       }
+      case GPROF_REC_SIGNAL: {
+        gprof_signal record;
+        memcpy(&record, data, sizeof(record));
+        // Taken every turn of gprof-run's wait loop; bounded for a caller that never takes them.
+        if (signals.size() >= kMaxUntakenSignals) {
+          signals.erase(signals.begin(), signals.begin() + kMaxUntakenSignals / 2);
+        }
+        signals.push_back(SignalRecord{record.time_ns, record.signal, static_cast<int>(record.pid),
+                                       static_cast<int>(record.sender_pid),
+                                       (record.flags & GPROF_SIGNAL_TO_MANY) != 0});
+        if (recording_done) return;  // kernel.gpr is closed
+        break;
+      }
       default:
         break;
     }
@@ -702,7 +735,7 @@ struct KernelRecorder::State {
   // The kernel's loss counters: their sum, and (records != nullptr) one gprof_lost per (kind,
   // record type, CPU) with a count.
   uint64_t KernelLost(std::vector<gprof_lost>* records) const {
-    if (skel == nullptr) return kernel_lost_at_finish;
+    if (skel == nullptr || recording_done) return kernel_lost_at_finish;
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0) return 0;
     std::vector<uint64_t> values(static_cast<size_t>(cpus));
@@ -1039,7 +1072,11 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
         attach_error = errno;
         break;
       }
-      state->links.push_back(link);
+      if (IsSignalTracepoint(KindOf(program).tracepoint)) {
+        state->signal_link = link;
+      } else {
+        state->links.push_back(link);
+      }
     }
     if (failed == nullptr) break;
     if (!FallBack(&plan, failed, "failed to attach: " + ErrnoText(attach_error))) {
@@ -1126,7 +1163,7 @@ bool KernelRecorder::size_budget_stopped() const { return state_->writer.budget_
 
 int KernelRecorder::Poll(int timeout_ms) try {
   State& s = *state_;
-  if (s.finished) return 0;
+  if (s.finished && s.signal_link == nullptr) return 0;
   // One wait, never longer than a slice: the programs wake us only once a batch is waiting
   // (wakeup_bytes), so a quiet target's records are drained by this timeout, not by a wakeup.
   // Waiting in several slices would lose signals: one that lands between two waits is consumed by
@@ -1140,6 +1177,7 @@ int KernelRecorder::Poll(int timeout_ms) try {
   rc = ring_buffer__consume(s.ring);
   if (rc < 0) return rc;
   drained += rc;
+  if (s.finished) return drained;  // signals only, taken by the caller
   s.SnapshotDueMaps();
   if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) {
     // Another writer found the disk full and freed the reserve: stop writing too.
@@ -1210,7 +1248,8 @@ void KernelRecorder::FinishRecording() {
   for (const gprof_lost& record : lost_records) s.Append(&record, sizeof(record));
   s.Flush();
   s.writer.Close();
-  s.Release();
+  s.recording_done = true;
+  if (s.signal_link == nullptr) s.Release();
 }
 
 KernelRecorderStats KernelRecorder::stats() const {
@@ -1226,6 +1265,14 @@ KernelRecorderStats KernelRecorder::stats() const {
 }
 
 const std::vector<std::string>& KernelRecorder::notes() const { return state_->notes; }
+
+bool KernelRecorder::records_signals() const { return state_->signal_link != nullptr; }
+
+std::vector<SignalRecord> KernelRecorder::TakeSignals() {
+  std::vector<SignalRecord> taken;
+  taken.swap(state_->signals);
+  return taken;
+}
 
 const std::string& KernelRecorder::last_error() const { return state_->last_error; }
 

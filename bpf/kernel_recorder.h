@@ -56,6 +56,16 @@ struct KernelRecorderOptions {
   int file_gid = -1;
 };
 
+// A signal the kernel generated for a process of the tree or for this process (a GPROF_REC_SIGNAL
+// record of bpf/kernel_events.h), as the recorder drained it.
+struct SignalRecord {
+  uint64_t time_ns = 0;  // CLOCK_MONOTONIC
+  int signal = 0;
+  int target_pid = 0;    // the process it was for
+  int sender_pid = 0;    // the process that sent it; 0: generated in an interrupt
+  bool to_many = false;  // one of several one call made: kill() of a process group, killpg
+};
+
 struct KernelRecorderStats {
   uint64_t records_written = 0;  // records in chunks kernel.gpr took, loader records included
   uint64_t lost = 0;             // sum over lost kinds (kernel counters, malformed, write failures)
@@ -92,15 +102,23 @@ class KernelRecorder {
   // the tree that appeared or exec'd since the last call get a /proc/PID/maps snapshot.
   int Poll(int timeout_ms);
 
-  // Stops: detaches, drains what is left, emits GPROF_OFFCPU_UNFINISHED intervals and
-  // GPROF_FUTEX_UNFINISHED calls for threads still off-CPU / inside a futex call, the counts of
-  // quick page faults of threads still alive and of spinning-lock contention per CPU, a maps
-  // snapshot of every process of the tree still alive, the symbols of the kernel stacks (the
-  // stacks themselves are written as they first appear), a gprof_lost record for every non-zero
-  // loss counter (per CPU), and closes the file. Idempotent.
+  // Stops recording: detaches (all but the signals' program), drains what is left, emits
+  // GPROF_OFFCPU_UNFINISHED intervals and GPROF_FUTEX_UNFINISHED calls for threads still off-CPU
+  // / inside a futex call, the counts of quick page faults of threads still alive and of
+  // spinning-lock contention per CPU, a maps snapshot of every process of the tree still alive,
+  // the symbols of the kernel stacks (the stacks themselves are written as they first appear), a
+  // gprof_lost record for every non-zero loss counter (per CPU), and closes the file. Idempotent.
   void Finish();
 
   KernelRecorderStats stats() const;
+
+  // Whether signals are recorded (the kernel could attach the program); then TakeSignals returns
+  // every signal generated for a process of the tree or for this process, in the order the ring
+  // buffer held them, since the last call (Poll and Finish drain them; at most a few thousand are
+  // kept for a caller that never takes them). They are recorded on after Finish, until the
+  // recorder is destroyed: Poll then drains only them, and kernel.gpr is closed.
+  bool records_signals() const;
+  std::vector<SignalRecord> TakeSignals();
 
   // How the programs were attached, and what the kernel could not record (tracepoints attached
   // as raw_tp and why, page faults through kprobes, a feature left out): one line each, for the

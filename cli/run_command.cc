@@ -321,6 +321,16 @@ bool ReportAsOwner(int dir_fd, const std::string& directory, std::string* error)
   return true;
 }
 
+// "exited with 3", "was killed by SIGTERM": how the command ended, for a line on stderr.
+std::string CommandEndText(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    const char* name = sigabbrev_np(WTERMSIG(wait_status));
+    return "was killed by " + (name != nullptr ? "SIG" + std::string(name)
+                                               : "signal " + std::to_string(WTERMSIG(wait_status)));
+  }
+  return "exited with " + std::to_string(ExitStatusOf(wait_status));
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -432,7 +442,7 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
 
-  target->ForwardSignals();
+  target->ForwardSignals(/*witnessed=*/recorder != nullptr && recorder->records_signals());
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
@@ -443,16 +453,25 @@ int RunCommand(const RunOptions& options) {
   // The kernel recorder stops at the window's end or at the size cap; the command runs on.
   uint64_t window_end = limits.window_end_ns != 0 ? limits.window_end_ns : UINT64_MAX;
   bool kernel_running = recorder != nullptr;
+  // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
+  bool signals_recorded = recorder != nullptr && recorder->records_signals();
   int wait_status = 0;
-  while (!target->Reap(/*block=*/!kernel_running, &wait_status)) {
+  while (!target->Reap(/*block=*/!kernel_running && !signals_recorded, &wait_status)) {
     uint64_t now = ClockNs(CLOCK_MONOTONIC);
-    if (now >= window_end || recorder->size_budget_stopped()) {
+    if (kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
       FinishKernelRecording(recorder.get(), &run);
       kernel_running = false;
       continue;
     }
-    uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
-    recorder->Poll(static_cast<int>(std::min<uint64_t>(kPollIntervalMs, until_end_ms)));
+    uint64_t wait_ms = kPollIntervalMs;
+    if (kernel_running) {
+      uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
+      wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
+    }
+    // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
+    int until_forward_ms = target->SettleForwards(recorder->TakeSignals());
+    if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
+    recorder->Poll(static_cast<int>(wait_ms));
   }
   if (kernel_running) FinishKernelRecording(recorder.get(), &run);
 
@@ -473,6 +492,13 @@ int RunCommand(const RunOptions& options) {
   // Room for session.json and the reports when the disk filled up (freed as the user, as above).
   ReleaseDiskReserve(*session_dir);
   if (!WriteSessionMeta(*session_dir, launch, run, &error)) Say("warning: " + error);
+  // Ctrl-C or SIGTERM from here on (or since the command ended) stops gprof-run by that signal:
+  // what is left is the report, which the session rebuilds.
+  const std::string shown_dir = collector::PrintableName(session_dir->path);
+  target->StopOnInterrupt("gprof-run: interrupted while building the report (the command " +
+                          CommandEndText(wait_status) +
+                          "); the session is kept: 'gprof-run report " + shown_dir +
+                          "' builds it\n");
 
   collector::CollectOptions collect_options =
       CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);

@@ -7,10 +7,15 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "exit_codes.h"
 
@@ -27,6 +32,56 @@ constexpr int kStageExec = 2;
 
 volatile sig_atomic_t g_forward_to = 0;
 volatile sig_atomic_t g_continued = 0;
+
+// Forwards that wait for TargetProcess::SettleForwards (g_decide_later): for each forwarded
+// signal, what the handler noted of each arrival, oldest first. The handler only appends, the
+// wait loop only takes from the front (gprof-run has one thread while the command runs). An
+// arrival that finds the queue full is dropped, as the kernel merges a signal into the same one
+// still pending.
+struct Note {
+  std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler ran
+  std::atomic<pid_t> sender{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal handler
+constexpr uint32_t kNotes = 64;                             // a second's storm at most, decided
+struct WaitingForwards {
+  Note notes[kNotes];
+  std::atomic<uint32_t> head{0};  // the next note the handler writes
+  std::atomic<uint32_t> tail{0};  // the next one SettleForwards decides
+};
+WaitingForwards g_waiting[TargetProcess::kForwarded.size()];
+volatile sig_atomic_t g_decide_later = 0;
+
+// After the command ended (TargetProcess::StopOnInterrupt): the line said when an interrupting
+// signal ends gprof-run; until it is set, the signal that came.
+char g_interrupt_line[4096];
+std::atomic<size_t> g_interrupt_line_size{0};
+volatile sig_atomic_t g_interrupted = 0;
+
+// How a forward waits for the kernel's record of a signal its sender also sent to the command:
+// sent that long before or after the one to gprof-run, it was the same signal's (timeout sends to
+// its child, then to its group, microseconds apart; a supervisor signals each process of a job in
+// turn). The wait ends that long after the signal to gprof-run, and at the latest
+// kLongestWaitNs after the handler noted it, whatever the ring buffer holds.
+constexpr uint64_t kAlsoSentWithinNs = 50'000'000;
+constexpr uint64_t kLongestWaitNs = 250'000'000;
+// How late a record may reach the ring buffer after its time: the program reads the time, then
+// submits the record.
+constexpr uint64_t kRecordLagNs = 2'000'000;
+// How long seen signals are kept: past any forward's wait.
+constexpr uint64_t kKeepSeenNs = 2'000'000'000;
+
+uint64_t MonotonicNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+size_t SlotOf(int signal) {
+  const auto& forwarded = TargetProcess::kForwarded;
+  return static_cast<size_t>(std::find(forwarded.begin(), forwarded.end(), signal) -
+                             forwarded.begin());
+}
 
 // The state letter and parent of `pid`, from /proc/PID/stat; false when it is gone. Only system
 // calls: the signal handler calls it.
@@ -82,8 +137,40 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   // process group, which holds the command; what the command's own processes sent to their group
   // (kill(0, ...): a script's `kill 0`, an editor suspending itself) reached them already, and
   // what they sent to their parent was not meant for them.
-  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) kill(command, signal);
+  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) {
+    size_t slot = SlotOf(signal);
+    if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
+      WaitingForwards& queue = g_waiting[slot];
+      uint32_t head = queue.head.load();
+      if (head - queue.tail.load() < kNotes) {
+        Note& note = queue.notes[head % kNotes];
+        note.sender.store(info->si_pid);
+        note.noted_ns.store(MonotonicNow());
+        queue.head.store(head + 1);
+      }
+    } else {
+      kill(command, signal);
+    }
+  }
   errno = saved_errno;
+}
+
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT once the command has ended: gprof-run ends by the signal
+// (its default action, which the shell and a calling script read as "interrupted") after its
+// line; before that line is set, the signal is kept for StopOnInterrupt.
+void Interrupt(int signal) {
+  size_t size = g_interrupt_line_size.load();
+  if (size == 0) {
+    if (g_interrupted == 0) g_interrupted = signal;
+    return;
+  }
+  ssize_t written = write(STDERR_FILENO, g_interrupt_line, size);
+  (void)written;  // nothing to do about a closed stderr
+  struct sigaction fatal {};
+  fatal.sa_handler = SIG_DFL;
+  sigemptyset(&fatal.sa_mask);
+  sigaction(signal, &fatal, nullptr);
+  raise(signal);  // blocked in this handler: delivered, and fatal, as it returns
 }
 
 void NoteContinued(int) { g_continued = 1; }
@@ -231,7 +318,8 @@ void TargetProcess::Abandon() {
   Reap(/*block=*/true, &status);
 }
 
-void TargetProcess::ForwardSignals() {
+void TargetProcess::ForwardSignals(bool witnessed) {
+  g_decide_later = witnessed ? 1 : 0;
   g_forward_to = pid_;
   struct sigaction forward {};
   forward.sa_sigaction = ForwardSignal;
@@ -240,8 +328,8 @@ void TargetProcess::ForwardSignals() {
   // Also where gprof-run started with them ignored (a script's `gprof-run ... &` ignores SIGINT
   // and SIGQUIT): the command was forked with the dispositions gprof-run inherited, keeps an
   // ignored one ignored through exec, and decides itself what a forwarded signal does.
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-    sigaction(signal, &forward, nullptr);
+  for (size_t i = 0; i < kForwarded.size(); ++i) {
+    if (kForwarded[i] != SIGTSTP) sigaction(kForwarded[i], &forward, &forwarded_before_[i]);
   }
   // Job control is the command's: gprof-run neither stops on the terminal's Ctrl-Z nor on its own
   // writes from a background job (stty tostop), and stops when the command stops (Reap).
@@ -349,12 +437,25 @@ void TargetProcess::StartWaker() {
 }
 
 // The command is reaped: nothing more to forward or follow. The terminal's job signals act on
-// gprof-run again as on any program, while it builds the report.
+// gprof-run again as on any program, while it builds the report, and so do the signals that end
+// a program (Interrupt), unless it started with them ignored.
 void TargetProcess::Ended() {
   g_forward_to = 0;
+  g_decide_later = 0;
+  for (WaitingForwards& queue : g_waiting) queue.tail.store(queue.head.load());
+  seen_.clear();
   if (mirror_stops_) {
     for (size_t i = 0; i < kJobSignals.size(); ++i)
       sigaction(kJobSignals[i], &job_signals_before_[i], nullptr);
+    struct sigaction interrupt {};
+    interrupt.sa_handler = Interrupt;
+    interrupt.sa_flags = SA_RESTART;
+    sigemptyset(&interrupt.sa_mask);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      const struct sigaction& before = forwarded_before_[SlotOf(signal)];
+      bool ignored = !(before.sa_flags & SA_SIGINFO) && before.sa_handler == SIG_IGN;
+      sigaction(signal, ignored ? &before : &interrupt, nullptr);
+    }
     mirror_stops_ = false;
   }
   if (waker_pid_ > 0) {
@@ -364,6 +465,92 @@ void TargetProcess::Ended() {
     }
     waker_pid_ = waker_fd_ = -1;
   }
+}
+
+int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
+  uint64_t now = MonotonicNow();
+  pid_t self = getpid();
+  for (const bpf::SignalRecord& record : seen) {
+    if ((record.target_pid == self || record.target_pid == pid_) &&
+        SlotOf(record.signal) < kForwarded.size()) {
+      seen_.push_back(Seen{record});
+    }
+  }
+  std::erase_if(seen_, [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < now; });
+  uint64_t next_due = UINT64_MAX;
+  std::vector<std::pair<uint64_t, int>> forwards;  // when noted, which signal
+  for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
+    WaitingForwards& queue = g_waiting[slot];
+    uint32_t tail = queue.tail.load();
+    for (; tail != queue.head.load(); ++tail) {
+      const Note& note = queue.notes[tail % kNotes];
+      uint64_t noted = note.noted_ns.load(), due = 0;
+      Decision decision = Decide(slot, note.sender.load(), noted, now, &due);
+      if (decision == Decision::kWait) {  // and those noted after it, in their turn
+        next_due = std::min(next_due, due);
+        break;
+      }
+      decided_until_ns_[slot] = noted;
+      if (decision == Decision::kForward) forwards.emplace_back(noted, kForwarded[slot]);
+    }
+    queue.tail.store(tail);
+  }
+  // In the order they came to gprof-run.
+  std::sort(forwards.begin(), forwards.end());
+  for (const auto& [noted, signal] : forwards) {
+    if (g_forward_to > 0) kill(pid_, signal);
+  }
+  if (next_due == UINT64_MAX) return -1;
+  return static_cast<int>((next_due - now + 999'999) / 1'000'000);
+}
+
+// Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
+// `noted_ns` (after the one noted at decided_until_ns_[slot]), reached the command already, by
+// the signals the kernel recorder saw.
+TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
+                                              uint64_t now_ns, uint64_t* due_ns) {
+  const int signal = kForwarded[slot];
+  const pid_t self = getpid();
+  // The sender's signals to gprof-run that the note stands for (the kernel merges those that
+  // come while one is pending), and when the first sent to gprof-run alone was made.
+  bool from_sender = false, only_to_many = true;
+  uint64_t sent_ns = noted_ns;
+  for (const Seen& seen : seen_) {
+    const bpf::SignalRecord& record = seen.record;
+    if (record.target_pid != self || record.signal != signal || record.sender_pid != sender ||
+        record.time_ns <= decided_until_ns_[slot] || record.time_ns > noted_ns) {
+      continue;
+    }
+    from_sender = true;
+    if (!record.to_many) {
+      only_to_many = false;
+      sent_ns = std::min(sent_ns, record.time_ns);
+    }
+  }
+  // A kill() of the whole process group (kill %1, killpg, a shell's SIGHUP at its exit) reached
+  // the command with the same call, as it would without gprof-run; and without gprof-run a command
+  // that left the group would not get it at all.
+  if (from_sender && only_to_many) return Decision::kLeave;
+  // The sender sent it to the command itself too (timeout: to its child, then to its group).
+  for (Seen& seen : seen_) {
+    const bpf::SignalRecord& record = seen.record;
+    if (seen.used || record.target_pid != pid_ || record.signal != signal ||
+        record.sender_pid != sender || record.time_ns + kAlsoSentWithinNs < sent_ns ||
+        record.time_ns > sent_ns + kAlsoSentWithinNs) {
+      continue;
+    }
+    seen.used = true;
+    return Decision::kLeave;
+  }
+  *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
+  return now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
+}
+
+void TargetProcess::StopOnInterrupt(const std::string& line) {
+  size_t size = std::min(line.size(), sizeof(g_interrupt_line));
+  memcpy(g_interrupt_line, line.data(), size);
+  g_interrupt_line_size.store(size);
+  if (int signal = g_interrupted; signal != 0) Interrupt(signal);  // came while it was not set
 }
 
 int ExitStatusOf(int wait_status) {

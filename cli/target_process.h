@@ -6,9 +6,12 @@
 #include <sys/types.h>
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "kernel_recorder.h"
 
 namespace gprof::cli {
 
@@ -33,6 +36,10 @@ struct LaunchFailure {
 
 class TargetProcess {
  public:
+  // The signals ForwardSignals forwards.
+  static constexpr std::array<int, 7> kForwarded = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                                                    SIGUSR1, SIGUSR2, SIGTSTP};
+
   // Forks the child and leaves it waiting. The caller's signal dispositions and mask at this point
   // are the ones the command starts with.
   static std::optional<TargetProcess> Spawn(const LaunchSettings& settings, std::string* error);
@@ -51,7 +58,23 @@ class TargetProcess {
   // those the terminal sent to the foreground process group (which holds the child: it stays in
   // gprof-run's) and those the child's own processes sent; leaves job control to the child;
   // SIGCHLD interrupts blocking waits.
-  void ForwardSignals();
+  //
+  // With `witnessed` (the kernel recorder records signals), a forward waits for SettleForwards,
+  // which also leaves out what reached the child already: a signal that one kill() sent to the
+  // whole process group (kill %1, killpg, a shell's SIGHUP to its jobs at exit), and one whose
+  // sender also sent it to the child's pid around the same time (timeout signals its child, then
+  // its process group; systemd and Slurm signal every process of the job). The child then gets
+  // it once, as it would without gprof-run.
+  void ForwardSignals(bool witnessed);
+  // Decides the forwards that wait, by the signals the kernel recorder saw since the last call.
+  // Returns the milliseconds until the next one is due (call again by then), -1 when none waits.
+  int SettleForwards(const std::vector<bpf::SignalRecord>& seen);
+
+  // After the command ended: SIGINT, SIGTERM, SIGHUP and SIGQUIT (those gprof-run did not start
+  // with ignored) end gprof-run at once by that signal, as they end any program, after `line` on
+  // stderr; one that came since the command ended does so now. What is left to do then is the
+  // report, which can be built again from the session.
+  void StopOnInterrupt(const std::string& line);
 
  private:
   TargetProcess(pid_t pid, int release_fd, int status_fd, std::string command)
@@ -59,6 +82,8 @@ class TargetProcess {
   void StopWithCommand(int signal);
   void StartWaker();
   void Ended();
+  enum class Decision { kWait, kForward, kLeave };
+  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t now_ns, uint64_t* due_ns);
 
   static constexpr std::array<int, 4> kJobSignals = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   pid_t pid_;
@@ -69,6 +94,17 @@ class TargetProcess {
   struct sigaction job_signals_before_[kJobSignals.size()] = {};  // what gprof-run started with
   pid_t waker_pid_ = -1;  // StartWaker's process, once the child has stopped
   int waker_fd_ = -1;     // 'S': gprof-run stops now; 'C': it was continued
+  struct sigaction forwarded_before_[kForwarded.size()] = {};  // what gprof-run started with
+                                                               // (SIGTSTP's: job_signals_before_)
+  // Signals the kernel recorder saw for gprof-run or for the child, while they may still decide a
+  // forward; `used` once one did.
+  struct Seen {
+    bpf::SignalRecord record;
+    bool used = false;
+  };
+  std::vector<Seen> seen_;
+  // By slot: when the last forward decided was noted; signals to gprof-run up to then were its.
+  std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
 };
 
 // The status gprof-run exits with for a command that ended with `wait_status`: its exit code, or

@@ -49,6 +49,8 @@ const char* KernelRecordName(uint32_t type) {
       return "futex_waitv calls";
     case GPROF_REC_EVENT_COUNT:
       return "quick page fault counts";
+    case GPROF_REC_SIGNAL:
+      return "signals";
     default:
       return "records";
   }
@@ -161,6 +163,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodeLost(record);
     case GPROF_REC_EVENT_COUNT:
       return DecodeEventCount(record);
+    case GPROF_REC_SIGNAL:
+      return DecodeSignal(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -459,6 +463,17 @@ void KernelRecordDecoder::DecodeEventCount(const RecordView& record) {
     default:
       return;  // a newer recorder's count: skipped by design
   }
+}
+
+void KernelRecordDecoder::DecodeSignal(const RecordView& record) {
+  gprof_signal event;
+  if (!ReadGrownRecord(record.bytes, sizeof(event), &event)) return Malformed(record, "signal");
+  // gprof-run's own (the file's writer): what its forwarding of signals decided by.
+  if (event.pid == record.writer_pid) return;
+  session_->signals.push_back(SignalSent{event.time_ns, event.pid, event.tid, event.signal,
+                                         event.code, event.sender_pid, CommIndex(event.sender_comm),
+                                         event.flags, event.result});
+  threads_->SeeThread(event.tid, event.pid);
 }
 
 }  // namespace gprof::collector

@@ -50,6 +50,7 @@ class KernelRecordDecoder {
   void DecodeProcessMaps(const RecordView& record);
   void DecodeLost(const RecordView& record);
   void DecodeEventCount(const RecordView& record);
+  void DecodeSignal(const RecordView& record);
   void ReserveForTheMix(uint64_t file_records);
   // Session::comms' index of a name as the kernel wrote it (a NUL-padded comm field).
   uint32_t CommIndex(const char (&comm)[16]);

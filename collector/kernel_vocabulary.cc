@@ -1,5 +1,8 @@
 #include "kernel_vocabulary.h"
 
+#include <signal.h>
+#include <string.h>
+
 #include <utility>
 
 #include "kernel_events.h"
@@ -81,6 +84,46 @@ std::string PageFaultFlagsText(uint32_t flags) {
     text += name;
   }
   return text;
+}
+
+std::string SignalName(int32_t signal) {
+  if (signal >= SIGRTMIN && signal <= SIGRTMAX) {
+    return signal == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+" + std::to_string(signal - SIGRTMIN);
+  }
+  const char* name = signal > 0 ? sigabbrev_np(signal) : nullptr;
+  return name != nullptr ? "SIG" + std::string(name) : "signal " + std::to_string(signal);
+}
+
+std::string SignalText(const Session& session, const SignalSent& signal) {
+  if (signal.flags & GPROF_SIGNAL_FROM_INTERRUPT)
+    return SignalName(signal.signal) + " from an interrupt";
+  const std::string& comm = signal.sender_comm < session.comms.size()
+                                ? session.comms[signal.sender_comm]
+                                : session.comms[0];
+  std::string pid = std::to_string(signal.sender_pid);
+  return SignalName(signal.signal) + " from " + (comm.empty() ? pid : comm + " (" + pid + ")");
+}
+
+const char* SignalAddressee(uint32_t flags) {
+  if (flags & GPROF_SIGNAL_TO_MANY) return "process group (one kill for many processes)";
+  return (flags & GPROF_SIGNAL_TO_THREAD) ? "thread" : "process";
+}
+
+const char* SignalOutcome(uint32_t result) {
+  switch (result) {
+    case GPROF_SIGNAL_DELIVERED:
+      return "";
+    case GPROF_SIGNAL_IGNORED:
+      return "ignored";
+    case GPROF_SIGNAL_ALREADY_PENDING:
+      return "merged into the same signal still pending";
+    case GPROF_SIGNAL_OVERFLOW_FAIL:
+      return "not queued: the queue of signals was full";
+    case GPROF_SIGNAL_LOSE_INFO:
+      return "queued without its details";
+    default:
+      return "";
+  }
 }
 
 }  // namespace gprof::collector

@@ -31,4 +31,18 @@ std::string MemoryMapSize(const MemoryMapCall& call);
 // "write, user" from FAULT_FLAG_*; empty when none of those it names is set.
 std::string PageFaultFlagsText(uint32_t flags);
 
+// "SIGTERM", "SIGRTMIN+3"; "signal 70" for a number no signal has.
+std::string SignalName(int32_t signal);
+
+// "SIGTERM from timeout (4242)", as the kernel named the sender; "SIGALRM from an interrupt".
+std::string SignalText(const Session& session, const SignalSent& signal);
+
+// Whom it was for, from gprof_signal_flags: "thread", "process", or "process group (one kill for
+// many processes)".
+const char* SignalAddressee(uint32_t flags);
+
+// What the kernel did with it, from gprof_signal_result: "ignored", "merged into the same signal
+// still pending"...; empty for one made pending.
+const char* SignalOutcome(uint32_t result);
+
 }  // namespace gprof::collector

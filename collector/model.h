@@ -309,6 +309,19 @@ struct PageFault {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// A signal the kernel generated for a thread of the tree (bpf/kernel_events.h's gprof_signal).
+struct SignalSent {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;  // for a signal to the process, the thread its sender named
+  int32_t signal = 0;
+  int32_t code = 0;          // si_code
+  uint32_t sender_pid = 0;   // 0: generated in an interrupt
+  uint32_t sender_comm = 0;  // Session::comms index
+  uint32_t flags = 0;        // gprof_signal_flags
+  uint32_t result = 0;       // gprof_signal_result
+};
+
 enum class MemorySyscall : uint8_t { kUnknown, kMmap, kMprotect, kMunmap, kMremap, kMadvise };
 
 // mmap, munmap, mprotect, mremap or madvise.
@@ -443,6 +456,7 @@ struct Session {
   RecordVector<PageFault> page_faults;             // sorted by start_ns
   RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
   RecordVector<TaskStart> task_starts;             // sorted by time_ns
+  std::vector<SignalSent> signals;                 // as recorded: by time on each CPU
   std::vector<std::string> kernel_names;     // demangled; as recorded when they do not demangle
   RecordVector<GpuActivity> gpu_activities;  // sorted by start_ns
   std::vector<ModuleLoad> module_loads;      // few; in no particular order

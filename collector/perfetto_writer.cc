@@ -568,6 +568,7 @@ enum class TrackKind : uint64_t {
   kKernel = 8,
   kDiagnosis = 9,
   kWhy = 10,
+  kSignals = 11,
 };
 
 uint64_t TrackUuid(TrackKind kind, uint32_t id) {
@@ -591,6 +592,7 @@ struct ThreadTracks {
   std::optional<EventTrack> futex;    // made on its first futex call
   std::optional<EventTrack> kernel;   // made on its first lock wait, fault, device or memory call
   std::optional<EventTrack> why;      // the diagnosis's flow ends: waits for, and holds for others
+  std::optional<EventTrack> signals;  // made on the first signal generated for it
 };
 
 std::string_view BaseName(std::string_view path) {
@@ -648,6 +650,10 @@ class TrackRegistry {
 
   EventTrack& Why(ThreadTracks& thread) {
     return ChildTrack(thread.why, thread, TrackKind::kWhy, "why");
+  }
+
+  EventTrack& Signals(ThreadTracks& thread) {
+    return ChildTrack(thread.signals, thread, TrackKind::kSignals, "signals");
   }
 
   // The lane of one stream of one GPU of a process: "GPU 0 stream 13".
@@ -796,6 +802,7 @@ struct Vocabulary {
         gprof_run(interner.Intern(InternTable::kCategories, "gprof-run")),
         gpu(interner.Intern(InternTable::kCategories, "gpu")),
         kernel(interner.Intern(InternTable::kCategories, "kernel")),
+        signal(interner.Intern(InternTable::kCategories, "signal")),
         stream(Name(interner, "stream")),
         correlation_id(Name(interner, "correlation_id")),
         return_code(Name(interner, "return_code")),
@@ -846,14 +853,15 @@ struct Vocabulary {
         address(Name(interner, "address")),
         prot(Name(interner, "prot")),
         flags(Name(interner, "flags")),
-        major(Name(interner, "major")) {}
+        major(Name(interner, "major")),
+        outcome(Name(interner, "outcome")) {}
 
   static uint64_t Name(StringInterner& interner, std::string_view name) {
     return interner.Intern(InternTable::kAnnotationNames, name);
   }
 
   // Categories.
-  uint64_t cuda, sched, futex, gprof_run, gpu, kernel;
+  uint64_t cuda, sched, futex, gprof_run, gpu, kernel, signal;
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, kernel_stack, still_off_cpu_at_end, waker, waker_kernel_stack;
@@ -863,7 +871,7 @@ struct Vocabulary {
   uint64_t bytes, from, to, async, value, memory, sync_type, event, overlapped_next_ns;
   uint64_t user_stack, waker_user_stack, location, uaddrs;
   uint64_t lock, lock_kind, owner, owner_inferred, explanation, cause, cause_rank, fd, request,
-      length, address, prot, flags, major;
+      length, address, prot, flags, major, outcome;
 };
 
 std::string Hex(uint64_t value) {
@@ -2064,6 +2072,34 @@ class DiagnosisWriter {
   const Vocabulary& vocabulary_;
 };
 
+// Signals generated for the tree's threads: instants on each one's "signals" track, in time order
+// (the records are, on each CPU only).
+void WriteSignals(const Session& session, TrackRegistry& tracks, PacketWriter& packets,
+                  StringInterner& interner, const Vocabulary& vocabulary) {
+  std::vector<const SignalSent*> sorted;
+  sorted.reserve(session.signals.size());
+  for (const SignalSent& signal : session.signals) sorted.push_back(&signal);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const SignalSent* a, const SignalSent* b) {
+    return a->time_ns < b->time_ns;
+  });
+  for (const SignalSent* signal : sorted) {
+    TrackEventSpec instant;
+    instant.type = TrackEventType::kInstant;
+    instant.timestamp_ns = signal->time_ns;
+    instant.name_iid = interner.Intern(InternTable::kEventNames, SignalText(session, *signal));
+    instant.category_iid = vocabulary.signal;
+    instant.Annotate(
+        vocabulary.to, Annotation::Kind::kInternedString,
+        interner.Intern(InternTable::kAnnotationStrings, SignalAddressee(signal->flags)));
+    if (const char* outcome = SignalOutcome(signal->result); *outcome != '\0') {
+      instant.Annotate(vocabulary.outcome, Annotation::Kind::kInternedString,
+                       interner.Intern(InternTable::kAnnotationStrings, outcome));
+    }
+    packets.WriteTrackEvent(tracks.Signals(tracks.Thread(signal->tid, signal->pid)).sequence,
+                            instant);
+  }
+}
+
 Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions& options) {
   StringInterner interner;
   Vocabulary vocabulary(interner);
@@ -2074,6 +2110,7 @@ Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions
   tracks.DescribeModel();
   GprofRunEventWriter(session, tracks, packets, interner, vocabulary).Write();
   TimelineWriter(session, tracks, packets, interner, vocabulary).Write();
+  WriteSignals(session, tracks, packets, interner, vocabulary);
   if (options.diagnosis != nullptr) {
     DiagnosisWriter(session, *options.diagnosis, tracks, packets, interner, vocabulary).Write();
   }

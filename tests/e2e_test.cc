@@ -1,9 +1,13 @@
 // gprof-run for real: the command's behaviour is its own (status, signals, streams, environment),
 // misuse gets one clear line and gprof-run's own statuses, and with BPF the report explains the
 // fake runtime's driver-lock freeze as well as the program itself measured it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -530,6 +534,90 @@ TEST(EndToEnd, ReportReprintsAndSalvagesADamagedSession) {
   EXPECT_NE(garbage.err.find("kernel.gpr at offset 0: not a gprof-run session file"),
             std::string::npos)
       << garbage.err;
+}
+
+// How gprof-run ended when `signal` came once the command had ended, while it built the report of
+// two million CUDA calls (seconds); `ignored`: it started with the signal ignored, as a script's
+// `&` starts a command with SIGINT.
+struct InterruptedRun {
+  int wait_status = 0;
+  double seconds_after_signal = -1;
+  std::string err;
+};
+
+InterruptedRun InterruptTheReport(const std::string& session, int signal_number, bool ignored) {
+  const std::string gprof_run = GprofRunPath(), app = AppPath("api_tour_app");
+  const std::string err_path = session + ".err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open("/dev/null", O_WRONLY);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(120);
+    if (ignored) signal(signal_number, SIG_IGN);
+    execl(gprof_run.c_str(), "gprof-run", "-q", "-o", session.c_str(), "--", app.c_str(), "burst",
+          "2000000", nullptr);
+    _exit(121);
+  }
+  auto now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+  };
+  // The command is gprof-run's only child: once it is gone, what is left is the report.
+  const std::string children =
+      "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+  bool started = false;
+  for (double end = now() + 60; now() < end; usleep(5000)) {
+    bool any = !ReadFile(children).empty();
+    if (started && !any) break;
+    started = started || any;
+  }
+  EXPECT_TRUE(started);
+  usleep(200'000);  // as a user would press Ctrl-C: while the report is built, not as it starts
+  kill(pid, signal_number);
+  double signalled = now();
+  InterruptedRun run;
+  for (double end = signalled + 120;; usleep(5000)) {
+    if (waitpid(pid, &run.wait_status, WNOHANG) == pid) break;
+    if (now() > end) {
+      ADD_FAILURE() << "gprof-run did not end";
+      kill(pid, SIGKILL);
+      waitpid(pid, &run.wait_status, 0);
+      break;
+    }
+  }
+  run.seconds_after_signal = now() - signalled;
+  run.err = ReadFile(err_path);
+  return run;
+}
+
+TEST(EndToEnd, AnInterruptWhileTheReportIsBuiltStopsGprofRunAndKeepsTheSession) {
+  TempDir dir;
+  for (int signal_number : {SIGINT, SIGTERM}) {
+    std::string session = dir.Sub("s" + std::to_string(signal_number));
+    InterruptedRun run = InterruptTheReport(session, signal_number, /*ignored=*/false);
+    // Ended by the signal, as an interrupted tool does: a calling script stops too, and the
+    // shell says 128 + N.
+    EXPECT_TRUE(WIFSIGNALED(run.wait_status) && WTERMSIG(run.wait_status) == signal_number)
+        << "status " << run.wait_status << ": " << run.err;
+    EXPECT_LT(run.seconds_after_signal, 2);
+    EXPECT_EQ(run.err,
+              "gprof-run: interrupted while building the report (the command exited "
+              "with 0); the session is kept: 'gprof-run report " +
+                  session + "' builds it\n");
+    json meta = ReadJson(session + "/session.json");
+    EXPECT_EQ(meta["finished"], true);
+    EXPECT_EQ(meta["exit"]["code"], 0);
+    ProcessResult again = Gprof({"report", session});
+    EXPECT_EQ(again.exit_code(), 0) << again.err;
+    EXPECT_TRUE(fs::exists(session + "/report.txt"));
+  }
+  // Started with SIGINT ignored (a script's `gprof-run ... &`), it keeps it so, as any program.
+  std::string session = dir.Sub("ignored");
+  InterruptedRun run = InterruptTheReport(session, SIGINT, /*ignored=*/true);
+  EXPECT_TRUE(WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_TRUE(fs::exists(session + "/report.txt"));
 }
 
 // --- bounding a run: --delay, --duration, --max-size ---

@@ -1,13 +1,15 @@
 // Job control through gprof-run, for real: an interactive bash on a pseudo-terminal runs
 // tests/apps/job_app plain and under gprof-run, the test types Ctrl-Z, Ctrl-C, fg into it, and
 // the program, the shell and /proc must tell the same story both ways. And a script's
-// `gprof-run ... & kill -INT $!` reaches the program as `prog & kill -INT $!` does.
+// `gprof-run ... & kill -INT $!` reaches the program as `prog & kill -INT $!` does; a signal
+// sent to the job's whole process group, or by `timeout`, reaches it once, as without gprof-run.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -181,11 +184,12 @@ std::string NoPty() {
 // How gprof-run is put in front of job_app: not at all, with the kernel recorder, without it.
 enum class Under { kNothing, kGprofRun, kGprofRunNoKernel };
 
-std::string CommandLine(Under under, const std::string& session, const std::string& args) {
+std::string CommandLine(Under under, const std::string& session, const std::string& args,
+                        const std::string& options = "") {
   std::string app = AppPath("job_app") + " " + args;
   if (under == Under::kNothing) return app;
   return GprofRunPath() + " -q -o " + session +
-         (under == Under::kGprofRunNoKernel ? " --no-kernel" : "") + " -- " + app;
+         (under == Under::kGprofRunNoKernel ? " --no-kernel" : "") + options + " -- " + app;
 }
 
 // A file name for a session of `under`.
@@ -414,15 +418,14 @@ TEST(JobControl, ContinuingTheProgramOrGprofRunAloneContinuesBoth) {
 // Without job control (a script), `&` starts a command with SIGINT and SIGQUIT ignored; a program
 // that catches SIGINT itself still gets `kill -INT $!`, one that keeps it ignored does not.
 std::string ScriptResult(Under under, const std::string& session, const std::string& args,
-                         const std::string& out) {
+                         const std::string& out, const std::string& kill = "kill -INT $pid") {
   std::string script = CommandLine(under, session, args) + " > " + out +
                        " 2>&1 &\n"
                        "pid=$!\n"
                        // Once the program has started, gprof-run has its handlers in place.
                        "for i in $(seq 1200); do grep -q ready " +
-                       out +
-                       " && break; sleep 0.05; done\n"
-                       "kill -INT $pid\n"
+                       out + " && break; sleep 0.05; done\n" + kill +
+                       "\n"
                        "wait $pid\n"
                        "echo status=$?\n"
                        "cat " +
@@ -454,6 +457,211 @@ TEST(JobControl, AScriptsKillReachesAProgramStartedWithAmpersand) {
       EXPECT_EQ(ScriptResult(under, session, args, dir.Sub("profiled.txt")), plain)
           << Name(under) << ": " << args;
     }
+  }
+}
+
+// The ways a signal reaches the program that matter here: with the kernel recorder, which shows
+// gprof-run what the program got from the sender already. Without it (--no-kernel, no privileges)
+// a signal sent to the whole process group reaches the program twice, README says.
+std::vector<Under> Witnessed() {
+  std::string why = BpfUnavailableReason();
+  if (why.empty()) return {Under::kGprofRun};
+  if (BpfRequired()) ADD_FAILURE() << "GPROF_REQUIRE_BPF=1: " << why;
+  return {};
+}
+
+// Holds gprof-run still until the program has taken its signal, as a loaded machine can leave it
+// unscheduled meanwhile: then what the kernel recorded decides, not which of the two ran first.
+// ptrace's interrupt stops it for the test alone (a shell, or timeout, would see a SIGSTOP, or
+// undo it with SIGCONT); the signals that come meanwhile wait for it.
+class Held {
+ public:
+  explicit Held(pid_t pid) {
+    if (ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) != 0) {
+      ADD_FAILURE() << "PTRACE_SEIZE " << pid << ": " << strerror(errno);
+      return;
+    }
+    pid_ = pid;
+    int status = 0;
+    if (ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0 ||
+        waitpid(pid, &status, __WALL) != pid) {
+      ADD_FAILURE() << "PTRACE_INTERRUPT " << pid << ": " << strerror(errno);
+    }
+  }
+  ~Held() { Release(); }
+  void Release() {
+    if (pid_ > 0) ptrace(PTRACE_DETACH, pid_, nullptr, nullptr);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t end = stat.rfind(')');
+  if (end == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(end + 2));
+  char state = 0;
+  pid_t parent = -1;
+  fields >> state >> parent;
+  return parent;
+}
+
+// The first group of `pattern` once the file `path` holds it (within a minute), or "".
+std::string WaitInFile(const std::string& path, const std::string& pattern) {
+  std::regex expression(pattern);
+  for (double end = Now() + 60; Now() < end; usleep(10'000)) {
+    std::string text = ReadFile(path);
+    std::smatch match;
+    if (std::regex_search(text, match, expression)) return match.size() > 1 ? match[1].str() : "";
+  }
+  ADD_FAILURE() << path << " never held /" << pattern << "/: " << ReadFile(path);
+  return "";
+}
+
+// `script` run by bash in the background, its output in `out`.
+pid_t InBackground(const std::string& script, const std::string& out) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(120);
+    execl("/bin/bash", "bash", "-c", script.c_str(), nullptr);
+    _exit(121);
+  }
+  return pid;
+}
+
+void Finish(pid_t pid) {
+  for (double end = Now() + 60; Now() < end; usleep(10'000)) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+  }
+  ADD_FAILURE() << "pid " << pid << " did not end";
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// `timeout` sends its signal to its child (gprof-run, or the program), then to its own process
+// group (which holds both): a program that saves a checkpoint at its first SIGTERM and aborts at
+// a second gets one.
+std::string TimeoutResult(Under under, const std::string& session, const std::string& out,
+                          bool late, const std::string& options = "") {
+  pid_t script = InBackground("timeout -s TERM 2 " +
+                                  CommandLine(under, session, "count-exits 15 500", options) +
+                                  "\necho status=$?\n",
+                              out);
+  if (late && under != Under::kNothing) {
+    Held gprof_run(ParentOf(atoi(WaitInFile(out, R"(job_app ready pid=(\d+))").c_str())));
+    WaitInFile(out, "job_app counting");
+    gprof_run.Release();
+  }
+  Finish(script);
+  std::string result;
+  std::istringstream lines(ReadFile(out));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("job_app got") || line.starts_with("status=")) result += line + "\n";
+  }
+  return result;
+}
+
+TEST(JobControl, TimeoutsSignalReachesTheProgramOnce) {
+  TempDir dir;
+  std::string plain = TimeoutResult(Under::kNothing, "", dir.Sub("plain.txt"), false);
+  EXPECT_EQ(plain, "job_app got 1\nstatus=124\n");
+  for (Under under : Witnessed()) {
+    for (bool late : {false, true}) {
+      std::string tag = Tag(under) + (late ? "-late" : "");
+      EXPECT_EQ(TimeoutResult(under, dir.Sub(tag), dir.Sub(tag + ".txt"), late), plain)
+          << Name(under) << (late ? ", running late" : "");
+    }
+    // The recording over (--duration), the kernel still shows gprof-run the signals.
+    EXPECT_EQ(TimeoutResult(under, dir.Sub("duration"), dir.Sub("duration.txt"), /*late=*/true,
+                            " --duration 0.2"),
+              plain)
+        << Name(under) << " --duration 0.2, running late";
+  }
+}
+
+// An interactive shell's `kill %1`, or `kill -- -PGID`, signals the job's process group, which
+// holds gprof-run and the program.
+std::string GroupKill(Under under, const std::string& session, const std::string& how,
+                      bool late) {
+  PtyShell shell;
+  shell.Type(CommandLine(under, session, "count-exits 15 500") + " &\n");
+  pid_t app = atoi(shell.WaitFor(R"(job_app ready pid=(\d+))")[1].c_str());
+  {
+    std::optional<Held> gprof_run;
+    if (late && under != Under::kNothing) gprof_run.emplace(ParentOf(app));
+    shell.Type(how + "\n");
+    shell.WaitFor("job_app counting");
+  }
+  shell.Type("wait $!; echo status=$?\n");
+  std::string got = shell.WaitFor(R"(job_app (got \d+))")[1];
+  return got + " status=" + shell.WaitFor(R"(status=(\d+))")[1];
+}
+
+TEST(JobControl, AKillOfTheJobsProcessGroupReachesTheProgramOnce) {
+  NEED_PTY();
+  TempDir dir;
+  int sessions = 0;
+  for (const char* how : {"kill -TERM %1", "kill -TERM -- -$!"}) {
+    std::string plain = GroupKill(Under::kNothing, "", how, false);
+    EXPECT_EQ(plain, "got 1 status=1") << how;
+    for (Under under : Witnessed()) {
+      for (bool late : {false, true}) {
+        std::string session = dir.Sub(Tag(under) + std::to_string(sessions++));
+        EXPECT_EQ(GroupKill(under, session, how, late), plain)
+            << Name(under) << ": " << how << (late ? ", running late" : "");
+      }
+    }
+  }
+}
+
+// A shell that is hung up (its terminal closed, its ssh session gone) sends SIGHUP to the process
+// group of each of its jobs, and exits.
+std::string HungUpShell(Under under, const std::string& session, const std::string& out,
+                        bool late) {
+  PtyShell shell;
+  shell.Type(CommandLine(under, session, "count-exits 1 500") + " > " + out + " 2>&1 &\n");
+  pid_t app = atoi(WaitInFile(out, R"(job_app ready pid=(\d+))").c_str());
+  {
+    std::optional<Held> gprof_run;
+    if (late && under != Under::kNothing) gprof_run.emplace(ParentOf(app));
+    kill(shell.pid(), SIGHUP);
+    WaitInFile(out, "job_app counting");
+  }
+  return WaitInFile(out, R"(job_app (got \d+))");
+}
+
+TEST(JobControl, AHungUpShellsSighupReachesTheProgramOnce) {
+  NEED_PTY();
+  TempDir dir;
+  std::string plain = HungUpShell(Under::kNothing, "", dir.Sub("plain.txt"), false);
+  EXPECT_EQ(plain, "got 1");
+  for (Under under : Witnessed()) {
+    for (bool late : {false, true}) {
+      std::string tag = Tag(under) + (late ? "-late" : "");
+      EXPECT_EQ(HungUpShell(under, dir.Sub(tag), dir.Sub(tag + ".txt"), late), plain)
+          << Name(under) << (late ? ", running late" : "");
+    }
+  }
+}
+
+// What only gprof-run got is the program's: `kill -TERM` on gprof-run's pid reaches it, once.
+TEST(JobControl, AKillOfGprofRunsPidReachesTheProgramOnce) {
+  TempDir dir;
+  std::string plain = ScriptResult(Under::kNothing, "", "count-exits 15 300", dir.Sub("plain.txt"),
+                                   "kill -TERM $pid");
+  EXPECT_EQ(plain,
+            "status=1\njob_app inherited int=ignored quit=ignored tstp=default\njob_app "
+            "counting\njob_app got 1\n");
+  for (Under under : Profiled()) {
+    EXPECT_EQ(ScriptResult(under, dir.Sub(Tag(under)), "count-exits 15 300",
+                           dir.Sub("profiled.txt"), "kill -TERM $pid"),
+              plain)
+        << Name(under);
   }
 }
 

@@ -290,6 +290,7 @@ struct RawRecords {
   std::vector<gprof_memory_map> memory_maps;
   std::vector<gprof_event_count> counts;
   std::vector<gprof_lost> lost;
+  std::vector<gprof_signal> signals;
   std::map<int32_t, UserStack> user_stacks;
   std::map<int32_t, std::vector<uint64_t>> kernel_stacks;
   std::map<uint64_t, std::string> kernel_symbols;  // by address
@@ -343,6 +344,8 @@ RawRecords ReadRaw(const std::string& path, std::string* error) {
             return Collect(record, &raw.counts);
           case GPROF_REC_LOST:
             return Collect(record, &raw.lost);
+          case GPROF_REC_SIGNAL:
+            return Collect(record, &raw.signals);
           case GPROF_REC_USER_STACK: {
             gprof_user_stack stack;
             if (!collector::ReadRecord(record.bytes, &stack) ||
@@ -2399,6 +2402,12 @@ FactsReport RunFactsScenario() {
   unsigned int number = 0;
   if (ioctl(null_fd, TIOCGPTN, &number) != -1 || errno != ENOTTY) r.status.Fail("ioctl");
   close(null_fd);
+  // SIGUSR2, ignored, to the process, to its thread, and to its process group (its own alone).
+  signal(SIGUSR2, SIG_IGN);
+  if (setpgid(0, 0) != 0) r.status.Fail("setpgid");
+  kill(getpid(), SIGUSR2);
+  syscall(SYS_tgkill, getpid(), gettid(), SIGUSR2);
+  kill(0, SIGUSR2);
   r.reader = static_cast<uint32_t>(reader);
   r.futex_waiter = static_cast<uint32_t>(waiter);
   r.main = static_cast<uint32_t>(gettid());
@@ -2441,6 +2450,12 @@ std::multiset<std::string> ScenarioFacts(const RawRecords& raw, const FactsRepor
                       ? " user stack in PipeReadFrame"
                       : ""));
   }
+  for (const auto& g : raw.signals) {
+    if (g.signal != SIGUSR2) continue;
+    facts.insert(who(g.tid) + " signal " + std::to_string(g.signal) + " from " + who(g.sender_tid) +
+                 " " + Comm(g.sender_comm) + " code " + std::to_string(g.code) + " flags " +
+                 std::to_string(g.flags) + " result " + std::to_string(g.result));
+  }
   for (const auto& r : raw.renames) facts.insert(who(r.tid) + " renamed " + Comm(r.comm));
   for (const auto& s : raw.starts) facts.insert(who(s.tid) + " started by " + who(s.parent_tid));
   for (const auto& e : raw.exits) {
@@ -2479,7 +2494,12 @@ TEST_F(KernelRecorderTest, RawTracepointsRecordTheSameFacts) {
           "waiter off-CPU state 1 woken by main", "waiter futex op 128 val 0 ret 0",
           "main futex op 129 val 1 ret 1", "main syscall 11 length 8388608 ret 0",
           "main device null kind 1 request 2147767344 ret -25", "reader renamed gp-reader",
-          "reader started by main"}) {
+          "reader started by main",
+          // kill(getpid()): SI_USER, to the process; tgkill: SI_TKILL, to the thread; kill(0):
+          // to the process group, one call for many. All ignored.
+          "main signal 12 from main kernel_recorder code 0 flags 0 result 1",
+          "main signal 12 from main kernel_recorder code -6 flags 1 result 1",
+          "main signal 12 from main kernel_recorder code 0 flags 2 result 1"}) {
       EXPECT_EQ(facts[raw_tp].count(expected), 1u) << expected;
     }
   }
@@ -2510,14 +2530,116 @@ TEST_F(KernelRecorderTest, PollReturnsCleanlyWhenSignalsArrive) {
   });
   int calls = 0;
   while (g_signals < kSignals) {
-    int drained = recorder_->Poll(60000);  // nothing is tracked: 0 every time
-    ASSERT_EQ(drained, 0) << (drained < 0 ? strerror(-drained) : "records from nowhere");
+    int drained = recorder_->Poll(60000);  // nothing is tracked: only the signals to itself
+    ASSERT_GE(drained, 0) << strerror(-drained);
     ++calls;
   }
   signaller.join();
   sigaction(SIGUSR1, &previous, nullptr);
   // Each signal cut a wait short: far fewer than one call per 100 ms would mean they did not.
   EXPECT_GE(calls, kSignals / 2);
+  recorder_->Finish();
+  int seen = 0;
+  for (const SignalRecord& record : recorder_->TakeSignals()) {
+    EXPECT_EQ(record.target_pid, getpid());
+    seen += record.signal == SIGUSR1;
+  }
+  EXPECT_EQ(seen, kSignals);
+}
+
+// Signals to the tree and to the recorder's own process are recorded, with their sender, and
+// whether one call sent them to many processes (kill of a process group): gprof-run's forwarding
+// reads them. Those to other processes are not.
+TEST_F(KernelRecorderTest, RecordsSignalsForTheTreeAndForItself) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  ASSERT_TRUE(recorder_->records_signals());
+  int ready[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setpgid(0, 0);
+    signal(SIGUSR1, SIG_IGN);
+    (void)!write(ready[1], "r", 1);
+    for (;;) pause();  // until SIGTERM
+  }
+  close(ready[1]);
+  std::string error;
+  ASSERT_TRUE(recorder_->Track(child, &error)) << error;
+  pid_t outsider = StartNoiseProcess();
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  struct sigaction counting {
+  }, previous{};
+  counting.sa_handler = OnSignal;
+  ASSERT_EQ(sigaction(SIGUSR2, &counting, &previous), 0);
+  kill(child, SIGUSR1);
+  kill(-child, SIGUSR1);
+  kill(outsider, SIGCONT);
+  kill(getpid(), SIGUSR2);
+  kill(child, SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  kill(outsider, SIGKILL);
+  waitpid(outsider, nullptr, 0);
+  sigaction(SIGUSR2, &previous, nullptr);
+  ASSERT_GE(recorder_->Poll(10), 0);
+  recorder_->Finish();
+
+  std::vector<std::string> taken;
+  for (const SignalRecord& record : recorder_->TakeSignals()) {
+    if (record.signal == SIGCHLD) continue;  // the child's end, and the outsider's
+    std::string target = record.target_pid == child      ? "child"
+                         : record.target_pid == getpid() ? "self"
+                                                         : "other";
+    taken.push_back(target + " " + std::to_string(record.signal) + " from " +
+                    (record.sender_pid == getpid() ? "self" : "other") +
+                    (record.to_many ? " to many" : ""));
+  }
+  EXPECT_EQ(taken, (std::vector<std::string>{"child 10 from self", "child 10 from self to many",
+                                             "self 12 from self", "child 15 from self"}));
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  std::vector<std::string> written;
+  for (const gprof_signal& record : raw.signals) {
+    if (record.signal == SIGCHLD) continue;
+    EXPECT_EQ(record.sender_pid, static_cast<uint32_t>(getpid()));
+    EXPECT_EQ(record.sender_tid, static_cast<uint32_t>(gettid()));
+    EXPECT_EQ(record.code, 0) << "SI_USER";
+    EXPECT_EQ(record.tid, record.pid);
+    written.push_back(std::to_string(record.signal) + " flags " + std::to_string(record.flags) +
+                      " result " + std::to_string(record.result) + " " + Comm(record.sender_comm));
+  }
+  EXPECT_EQ(written,
+            (std::vector<std::string>{
+                "10 flags 0 result 1 kernel_recorder", "10 flags 2 result 1 kernel_recorder",
+                "12 flags 0 result 0 kernel_recorder", "15 flags 0 result 0 kernel_recorder"}));
+  // The session keeps the tree's (gprof-run's own are the recorder's business).
+  auto loaded = collector::ReadSession(dir_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  std::vector<int32_t> kept;
+  for (const collector::SignalSent& signal : loaded->signals) {
+    EXPECT_EQ(signal.pid, static_cast<uint32_t>(child));
+    kept.push_back(signal.signal);
+  }
+  EXPECT_EQ(kept, (std::vector<int32_t>{SIGUSR1, SIGUSR1, SIGTERM}));
+
+  // After Finish, signals are still seen (gprof-run forwards until the command ends), and the
+  // closed file takes nothing more.
+  uintmax_t size = fs::file_size(dir_ + "/kernel.gpr");
+  ASSERT_EQ(sigaction(SIGUSR2, &counting, &previous), 0);
+  kill(getpid(), SIGUSR2);
+  sigaction(SIGUSR2, &previous, nullptr);
+  ASSERT_TRUE(recorder_->records_signals());
+  ASSERT_GE(recorder_->Poll(10), 0);
+  std::vector<SignalRecord> later = recorder_->TakeSignals();
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].signal, SIGUSR2);
+  EXPECT_EQ(later[0].target_pid, getpid());
+  EXPECT_EQ(fs::file_size(dir_ + "/kernel.gpr"), size);
 }
 
 // Without the capabilities, Start fails cleanly, says why, and leaves no kernel.gpr behind.

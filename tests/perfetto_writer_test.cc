@@ -4,6 +4,7 @@
 #include "perfetto_writer.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -543,6 +544,66 @@ TEST(PerfettoWriter, SaysWhenKernelRecordingWasOff) {
   EXPECT_EQ(trace.events[0].name, "kernel recording off: no CAP_BPF");
 }
 
+TEST(PerfettoWriter, ShowsSignalsOnTheirThreadsSignalsTrackInTimeOrder) {
+  Session session;
+  session.threads[301] = Thread{300, 301, "trainer", 0};
+  SignalSent term{At(500),
+                  300,
+                  301,
+                  SIGTERM,
+                  0,
+                  4242,
+                  session.CommIndex("timeout"),
+                  GPROF_SIGNAL_TO_MANY,
+                  GPROF_SIGNAL_DELIVERED};
+  SignalSent first = term;
+  first.time_ns = At(400);
+  first.flags = 0;
+  SignalSent child{
+      At(450), 300, 301, SIGCHLD, 1, 302, session.CommIndex("worker"), 0, GPROF_SIGNAL_IGNORED};
+  SignalSent alarm{At(600),
+                   300,
+                   301,
+                   SIGALRM,
+                   0x80,
+                   0,
+                   0,
+                   GPROF_SIGNAL_FROM_INTERRUPT,
+                   GPROF_SIGNAL_ALREADY_PENDING};
+  session.signals = {term, first, child, alarm};  // by time on each CPU only
+  std::string path = TracePath("signals");
+  ASSERT_TRUE(WritePerfettoTrace(session, path).ok());
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(path));
+  std::filesystem::remove(path);
+  EXPECT_TRUE(trace.errors.empty()) << testing::PrintToString(trace.errors);
+  uint64_t thread = 0, signals = 0;
+  for (const DecodedTrack& track : trace.tracks) {
+    if (track.is_thread && track.tid == 301) thread = track.uuid;
+  }
+  for (const DecodedTrack& track : trace.tracks) {
+    if (thread != 0 && track.parent_uuid == thread && track.name == "signals") signals = track.uuid;
+  }
+  ASSERT_NE(signals, 0u);
+  std::vector<std::string> shown;
+  uint64_t last = 0;
+  for (const DecodedEvent& event : trace.events) {
+    if (event.track_uuid != signals) continue;
+    EXPECT_EQ(event.type, kInstant);
+    EXPECT_GE(event.timestamp_ns, last);
+    last = event.timestamp_ns;
+    std::string line = event.name + ", to " + event.annotations.at("to");
+    if (event.annotations.count("outcome")) line += ", " + event.annotations.at("outcome");
+    shown.push_back(line);
+  }
+  EXPECT_EQ(shown, (std::vector<std::string>{
+                       "SIGTERM from timeout (4242), to process",
+                       "SIGCHLD from worker (302), to process, ignored",
+                       "SIGTERM from timeout (4242), to process group (one kill for many "
+                       "processes)",
+                       "SIGALRM from an interrupt, to process, merged into the same signal still "
+                       "pending"}));
+}
+
 TEST(PerfettoWriter, NamesThePathItCannotWrite) {
   std::string path = testing::TempDir() + "no-such-directory/trace.perfetto-trace";
   Status written = WritePerfettoTrace(MakeSession(), path);
@@ -937,6 +998,9 @@ Session MakeKernelSession() {
   session.off_cpu.push_back(sleep);
   std::sort(session.off_cpu.begin(), session.off_cpu.end(),
             [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  session.signals = {SignalSent{At(35000), kMain, kMain, SIGTERM, 0, 4242,
+                                session.CommIndex("timeout"), GPROF_SIGNAL_TO_MANY,
+                                GPROF_SIGNAL_IGNORED}};
   return session;
 }
 
@@ -1058,7 +1122,8 @@ TEST_F(PerfettoKernelTest, DecodesWithTheRealSchemaWithKernelFacts) {
       path_, {"name: \"kernel\"", "name: \"munmap 77.0 MiB\"",
               "name: \"mmap_lock (held by python (100))\"", "name: \"page fault in libfoo.so\"",
               "name: \"ioctl nvidiactl 0xc020462a\"", "name: \"futex_waitv 0x7f1234 (+1)\"",
-              "name: \"user_stack\"", "name: \"waker_user_stack\""});
+              "name: \"user_stack\"", "name: \"waker_user_stack\"", "name: \"signals\"",
+              "name: \"SIGTERM from timeout (4242)\"", "name: \"outcome\""});
 }
 
 // ---------------------------------------------------------------------------------------------

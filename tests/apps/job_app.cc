@@ -11,6 +11,10 @@
 //   keep-int        leave SIGINT as inherited (a script's `&` ignores it), do not count it
 //   wait MS         instead of reading commands, wait MS milliseconds (time stopped counts), print
 //                   "waited" and the counts, and exit 0
+//   count-exits N MS  instead of reading commands, wait for signal N (caught and counted), print
+//                   "counting", wait MS milliseconds more (as a program that shuts down gracefully
+//                   at its first SIGTERM and would abort at a second), print "got N" (how many
+//                   came) and exit N
 // SIGCONT is always counted. Every line it prints starts with "job_app".
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +28,7 @@
 
 namespace {
 
-volatile sig_atomic_t g_int = 0, g_tstp = 0, g_cont = 0;
+volatile sig_atomic_t g_int = 0, g_tstp = 0, g_cont = 0, g_counted = 0;
 int g_int_exit = -1;
 
 void OnInt(int) {
@@ -32,6 +36,7 @@ void OnInt(int) {
   g_int = g_int + 1;
 }
 void OnCont(int) { g_cont = g_cont + 1; }
+void OnCounted(int) { g_counted = g_counted + 1; }
 void OnTstp(int) {
   g_tstp = g_tstp + 1;
   signal(SIGTSTP, SIG_DFL);
@@ -84,11 +89,13 @@ bool ReadLine(std::string* line) {
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage =
-      "job_app [catch-tstp | ignore-tstp] [int-exits N | keep-int] [wait MS]";
+      "job_app [catch-tstp | ignore-tstp] [int-exits N | keep-int] [wait MS | count-exits N MS]";
   std::string inherited = std::string("inherited int=") + Disposition(SIGINT) +
                           " quit=" + Disposition(SIGQUIT) + " tstp=" + Disposition(SIGTSTP);
   bool keep_int = false;
   long wait_ms = -1;
+  int counted = 0;
+  long count_ms = -1;
   Catch(SIGCONT, OnCont);
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
@@ -102,18 +109,37 @@ int main(int argc, char** argv) {
       keep_int = true;
     } else if (word == "wait" && i + 1 < argc) {
       wait_ms = apps::ParseInt(argv[++i], 0, 600'000, kUsage);
+    } else if (word == "count-exits" && i + 2 < argc) {
+      counted = int(apps::ParseInt(argv[++i], 1, SIGRTMAX, kUsage));
+      count_ms = apps::ParseInt(argv[++i], 0, 600'000, kUsage);
     } else {
       std::fprintf(stderr, "job_app: unknown word '%s'\nusage: %s\n", argv[i], kUsage);
       return 2;
     }
   }
   if (!keep_int) Catch(SIGINT, OnInt);
+  // Blocked until it is waited for: one that comes before is not lost between a test and a wait.
+  sigset_t counted_only, unblocked;
+  sigemptyset(&counted_only);
+  if (counted != 0) {
+    Catch(counted, OnCounted);
+    sigaddset(&counted_only, counted);
+    sigprocmask(SIG_BLOCK, &counted_only, &unblocked);
+  }
   int devices = 0;
   apps::Check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
 
   Say(inherited);
   Say("ready pid=" + std::to_string(getpid()) + " pgrp=" + std::to_string(getpgrp()) +
       " foreground=" + std::to_string(Foreground()));
+  if (counted != 0) {
+    while (g_counted == 0) sigsuspend(&unblocked);
+    sigprocmask(SIG_SETMASK, &unblocked, nullptr);
+    Say("counting");
+    apps::SleepNs(uint64_t(count_ms) * 1'000'000);
+    Say("got " + std::to_string(g_counted));
+    return g_counted;
+  }
   if (wait_ms >= 0) {
     apps::SleepNs(uint64_t(wait_ms) * 1'000'000);
     Say("waited " + Counts());

@@ -3,10 +3,12 @@
  *
  * Filtering happens here, not in user space: scheduler events can exceed a million a second
  * machine-wide, and only the tree's share may reach the ring buffer. The tree is the `tracked`
- * map of tgids (the loader adds the root; fork adds children). Per-thread state lives in hash maps
- * keyed by tid; a record is emitted when an interval ends (switch-in, syscall return, lock
- * acquired, fault handled). Every program looks at the tracked map (or at a per-thread entry that
- * only a tracked thread can have) before it does anything else.
+ * map of tgids (the loader adds the root; fork adds children), and the `threads` map of its
+ * threads' state by tid (an entry from a thread's start to its exit): the scheduler and system
+ * call programs, which run at every hand-over, find in one lookup both whether a thread is
+ * tracked and its state. Other per-thread state lives in hash maps keyed by tid; a record is
+ * emitted when an interval ends (switch-in, syscall return, lock acquired, fault handled). Every
+ * program looks at one of those maps before it does anything else.
  *
  * Each tracepoint handler is built twice (TRACEPOINT below): as tp_btf, and as raw_tp for kernels
  * where the tp_btf program cannot load or attach; the loader picks one per tracepoint. Both kinds
@@ -22,7 +24,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "kernel_events.h"
+#include "inject/format/kernel_events.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -158,26 +160,19 @@ struct {
   __uint(value_size, GPROF_MAX_STACK_DEPTH * sizeof(__u64));
 } user_stacks SEC(".maps");
 
-/* Threads of the tree that are off-CPU now, by tid: an entry with start_ns 0 is a thread on a CPU.
- * A thread keeps its entry from its first switch-out until it exits: rewriting it in place costs a
- * lookup, where inserting and deleting an entry at every switch cost a third of the switch's BPF
- * time. */
+/* Every thread of the tree, by tid (struct gprof_thread_state): whether it is off-CPU now
+ * (offcpu.start_ns 0: on a CPU), and the system call in progress that is recorded at its return
+ * (syscall.start_ns 0: none; a thread is in one system call at a time). Made at the thread's
+ * start (sched_process_fork, or the loader's Track for threads it finds running), so the hot
+ * programs never insert: rewriting an entry in place costs a lookup, where inserting and deleting
+ * one at every switch cost a third of the switch's BPF time. A thread of the tree without one
+ * (the map was full when it started) is not recorded on these paths, and counted as lost. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
   __type(key, __u32);
-  __type(value, struct gprof_offcpu_pending);
-} offcpu_pending SEC(".maps");
-
-/* System calls of the tree in progress that are recorded at their return, by tid (a thread is in
- * one system call at a time). start_ns 0: none; a thread keeps its entry until it exits, as in
- * offcpu_pending. */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 32768);
-  __type(key, __u32);
-  __type(value, struct gprof_syscall_pending);
-} syscall_pending SEC(".maps");
+  __type(value, struct gprof_thread_state);
+} threads SEC(".maps");
 
 /* Intervals whose stacks are due at their thread's sched_exit_tp (stacks_at_switch_in). */
 struct {
@@ -188,7 +183,7 @@ struct {
 } switched_in SEC(".maps");
 
 /* A contended kernel lock a thread of the tree is waiting for, by tid. start_ns 0: none; a thread
- * keeps its entry until it exits, as in offcpu_pending. */
+ * keeps its entry until it exits. */
 struct lock_pending {
   __u64 start_ns;
   __u64 lock;
@@ -211,7 +206,7 @@ struct {
 /* Page faults of the tree, by tid: the one being handled, and those under slow_fault_ns counted
  * until the thread exits (or the loader ends). Separate from syscall_pending: faults happen inside
  * system calls too (a copy to or from user memory). A thread keeps its entry until it exits, as in
- * offcpu_pending: faults come by the million. */
+ * the threads map: faults come by the million. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
@@ -281,14 +276,14 @@ static __always_inline void* reserve(__u32 size, __u16 type) {
   return hdr;
 }
 
-static __always_inline void submit(void* record) {
-  __u64 flags = 0;
-  if (wakeup_bytes) {
-    flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-                                                                          : BPF_RB_NO_WAKEUP;
-  }
-  bpf_ringbuf_submit(record, flags);
+/* The ring buffer's wakeup flags for a record written now (see wakeup_bytes). */
+static __always_inline __u64 wakeup_flags(void) {
+  if (!wakeup_bytes) return 0;
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+                                                                       : BPF_RB_NO_WAKEUP;
 }
+
+static __always_inline void submit(void* record) { bpf_ringbuf_submit(record, wakeup_flags()); }
 
 #define USER_DS 0x2b /* __USER_DS: the stack segment of every user-mode entry frame */
 
@@ -337,6 +332,8 @@ static __always_inline bool in_interrupt(void* ctx) {
   return false;
 }
 
+#include "bpf/python_stacks.bpf.h"
+
 /* Whether the current task is a kernel thread: it has no user stack. */
 static __always_inline bool in_kernel_thread(void) {
   return (bpf_get_current_task_btf()->flags & PF_KTHREAD) != 0;
@@ -357,6 +354,8 @@ static __always_inline bool in_kernel_thread(void) {
   int handler##_btf(u64* ctx) { return handler(ctx, true); } \
   SEC("raw_tp/" #name)                                       \
   int handler##_raw(u64* ctx) { return handler(ctx, false); }
+
+#include "bpf/short_waits.bpf.h"
 
 /* Per-thread state --------------------------------------------------------------------------- */
 
@@ -382,10 +381,21 @@ static __always_inline void flush_quick_faults(__u32 tid) {
 /* Drops whatever a tid has in the per-thread maps: at a thread's end, and at the start of a new
  * thread, so that a reused tid never inherits state that a missed event left behind. */
 static __always_inline void forget_thread(__u32 tid) {
-  bpf_map_delete_elem(&offcpu_pending, &tid);
-  bpf_map_delete_elem(&syscall_pending, &tid);
+  bpf_map_delete_elem(&threads, &tid);
   bpf_map_delete_elem(&lock_pending, &tid);
   bpf_map_delete_elem(&fault_pending, &tid);
+  bpf_map_delete_elem(&python_tstates, &tid);
+}
+
+/* A thread of the tree starts (or takes a new tid): a fresh entry in the threads map, which is
+ * what makes it tracked on the scheduler and system call paths. */
+static __always_inline void start_thread(__u32 tid, __u32 tgid) {
+  forget_thread(tid);
+  struct gprof_thread_state fresh = {};
+  fresh.offcpu.pid = tgid;
+  fresh.syscall.pid = tgid;
+  if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY) != 0)
+    count_lost(GPROF_LOST_PENDING, GPROF_REC_OFFCPU);
 }
 
 /* Scheduler ------------------------------------------------------------------------------------ */
@@ -400,13 +410,15 @@ static __always_inline void submit_offcpu(const struct gprof_offcpu* record) {
   submit(rec);
 }
 
-static __always_inline int on_sched_switch(u64* ctx) {
+static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state);
    * prev is still current here. */
   bool preempt = (bool)ctx[0];
   struct task_struct* next = (struct task_struct*)ctx[2];
   __u32 prev_state = (__u32)ctx[3];
-  __u64 now = bpf_ktime_get_ns();
+  /* Read once a thread of the tree is involved (most switches of a busy machine are not): one
+   * time ends the switch-in's interval and starts the switch-out's. */
+  __u64 now = 0;
 
   /* An interval left waiting for a sched_exit_tp that never came on this CPU (the programs were
    * being attached): with every switch checking, one that runs there always belongs to the switch
@@ -422,35 +434,49 @@ static __always_inline int on_sched_switch(u64* ctx) {
     }
   }
 
-  /* Switch-out. A dying thread's last switch (TASK_DEAD) never comes back: no entry for it. */
+  /* Switch-out. A dying thread's last switch (TASK_DEAD) never comes back: no interval. */
   __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
   __u32 prev_tid = (__u32)prev_pid_tgid;
-  __u32 prev_tgid = prev_pid_tgid >> 32;
-  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && in_window(now) && is_tracked(prev_tgid)) {
-    struct gprof_offcpu_pending entry = {};
-    entry.start_ns = now;
-    entry.pid = prev_tgid;
-    /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
-    entry.state = preempt ? 0 : prev_state;
-    entry.kstack_id = stacks_at_switch_in ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
-    entry.user_stack_id = stacks_at_switch_in ? -ENODATA : user_stack(ctx, GPROF_REC_OFFCPU);
-    entry.waker_kstack_id = -1;
-    entry.waker_user_stack_id = -1;
-    entry.cpu = bpf_get_smp_processor_id();
-    struct gprof_offcpu_pending* kept = bpf_map_lookup_elem(&offcpu_pending, &prev_tid);
-    if (kept) {
-      __builtin_memcpy(kept, &entry, sizeof(entry));
-    } else if (bpf_map_update_elem(&offcpu_pending, &prev_tid, &entry, BPF_ANY) != 0) {
-      count_lost(GPROF_LOST_PENDING, GPROF_REC_OFFCPU);
+  struct gprof_thread_state* prev = NULL;
+  if (prev_tid != 0 && !(prev_state & TASK_DEAD)) prev = bpf_map_lookup_elem(&threads, &prev_tid);
+  if (prev) {
+    now = bpf_ktime_get_ns();
+    if (in_window(now)) {
+      struct gprof_offcpu_pending* entry = &prev->offcpu;
+      entry->wake_ns = 0;
+      entry->pid = prev_pid_tgid >> 32;
+      /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
+      entry->state = preempt ? 0 : prev_state;
+      entry->kstack_id = stacks_at_switch_in ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
+      entry->user_stack_id = stacks_at_switch_in ? -ENODATA : user_stack(ctx, GPROF_REC_OFFCPU);
+      entry->waker_kstack_id = -1;
+      entry->waker_user_stack_id = -1;
+      entry->waker_pid = 0;
+      entry->waker_tid = 0;
+      __builtin_memset(entry->waker_comm, 0, GPROF_COMM_LEN);
+      entry->cpu = bpf_get_smp_processor_id();
+      entry->syscall_nr = ~0u;
+      entry->object = 0;
+      if (entry->state) note_blocking_call(entry);
+      /* Last: a wakeup on another CPU that sees the interval started sees it whole (x86 keeps
+       * stores in order; the barrier keeps the compiler from moving them). */
+      asm volatile("" ::: "memory");
+      entry->start_ns = now;
     }
   }
 
-  /* Switch-in. Only threads that were tracked at switch-out have an entry, so no tracked lookup:
-   * an interval still ends when its process left the tree meanwhile (nothing leaks). */
-  __u32 next_tid = BPF_CORE_READ(next, pid);
+  /* Switch-in: an interval started at the thread's switch-out ends, even if its process left the
+   * tree meanwhile (nothing leaks). */
+  __u32 next_tid = btf ? next->pid : BPF_CORE_READ(next, pid);
   if (next_tid == 0) return 0;
-  struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &next_tid);
-  if (!entry || entry->start_ns == 0) return 0;
+  struct gprof_thread_state* next_thread = bpf_map_lookup_elem(&threads, &next_tid);
+  if (!next_thread || next_thread->offcpu.start_ns == 0) return 0;
+  if (!now) now = bpf_ktime_get_ns();
+  struct gprof_offcpu_pending* entry = &next_thread->offcpu;
+  if (count_short_offcpu(next_thread, next_tid, now)) {
+    entry->start_ns = 0;
+    return 0;
+  }
   struct gprof_offcpu rec = {};
   rec.hdr.size = sizeof(rec);
   rec.hdr.type = GPROF_REC_OFFCPU;
@@ -482,7 +508,7 @@ static __always_inline int on_sched_switch(u64* ctx) {
   submit_offcpu(&rec);
   return 0;
 }
-TRACEPOINT(sched_switch, on_sched_switch)
+TYPED_TRACEPOINT(sched_switch, on_sched_switch)
 
 /* The end of __schedule, in the context of the thread that now runs (stacks_at_switch_in): one
  * whose interval on this CPU just ended with its stacks due takes them here. Runs after every
@@ -497,6 +523,7 @@ static __always_inline int on_sched_exit(u64* ctx) {
   if (!slot || slot->tid == 0 || slot->tid != (__u32)bpf_get_current_pid_tgid()) return 0;
   slot->record.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
   slot->record.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
+  python_stack(PY_SLOT_SCHED, GPROF_PY_STACK_WAITER, slot->tid, slot->record.start_ns);
   submit_offcpu(&slot->record);
   slot->tid = 0;
   return 0;
@@ -510,12 +537,13 @@ static __always_inline bool short_wait(const struct gprof_offcpu_pending* entry)
 
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where
  * current is the idle task). The last waking before the switch-in wins. */
-static __always_inline int on_sched_waking(u64* ctx) {
+static __always_inline int on_sched_waking(u64* ctx, bool btf) {
   /* (struct task_struct *p) */
   struct task_struct* p = (struct task_struct*)ctx[0];
-  __u32 tid = BPF_CORE_READ(p, pid);
-  struct gprof_offcpu_pending* entry = bpf_map_lookup_elem(&offcpu_pending, &tid);
-  if (!entry || entry->start_ns == 0) return 0;
+  __u32 tid = btf ? p->pid : BPF_CORE_READ(p, pid);
+  struct gprof_thread_state* wakee = bpf_map_lookup_elem(&threads, &tid);
+  if (!wakee || wakee->offcpu.start_ns == 0) return 0;
+  struct gprof_offcpu_pending* entry = &wakee->offcpu;
   entry->wake_ns = bpf_ktime_get_ns();
   char comm[GPROF_COMM_LEN] = {};
   if (in_interrupt(ctx)) {
@@ -529,19 +557,22 @@ static __always_inline int on_sched_waking(u64* ctx) {
     entry->waker_tid = (__u32)pid_tgid;
     bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
     /* A waker outside the tree is named (pid, tid, comm), but its user code is its own business:
-     * no user stack. */
-    if (in_kernel_thread() || !is_tracked(entry->waker_pid))
+     * no user stack. One of the wakee's own process is in the tree without a lookup. */
+    note_long_wakeup(entry);
+    if (in_kernel_thread() || (entry->waker_pid != entry->pid && !is_tracked(entry->waker_pid)))
       entry->waker_user_stack_id = -ENOENT;
     else if (short_wait(entry))
       entry->waker_user_stack_id = -ENODATA;
-    else
+    else {
       entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
+      python_stack(PY_SLOT_SCHED, GPROF_PY_STACK_WAKER, tid, entry->start_ns);
+    }
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
   entry->waker_kstack_id = short_wait(entry) ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
   return 0;
 }
-TRACEPOINT(sched_waking, on_sched_waking)
+TYPED_TRACEPOINT(sched_waking, on_sched_waking)
 
 /* Processes and threads -------------------------------------------------------------------------
  */
@@ -552,13 +583,21 @@ static __always_inline int on_sched_process_fork(u64* ctx) {
   struct task_struct* child = (struct task_struct*)ctx[1];
   __u32 parent_tgid = BPF_CORE_READ(parent, tgid);
   if (!is_tracked(parent_tgid)) return 0;
-  forget_thread(BPF_CORE_READ(child, pid));
+  __u32 child_tid = BPF_CORE_READ(child, pid);
   __u32 child_tgid = BPF_CORE_READ(child, tgid);
-  if (child_tgid == parent_tgid || child_tgid == self_tgid) return 0;
+  if (child_tgid == parent_tgid) {
+    start_thread(child_tid, child_tgid);
+    return 0;
+  }
+  forget_thread(child_tid);
+  if (child_tgid == self_tgid) return 0;
   __u8 one = 1;
   if (bpf_map_update_elem(&tracked, &child_tgid, &one, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_TRACKED, GPROF_REC_TASK_NEW);
+    return 0;
   }
+  start_thread(child_tid, child_tgid);
+  python_fork(parent_tgid, child_tgid);
   return 0;
 }
 TRACEPOINT(sched_process_fork, on_sched_process_fork)
@@ -596,6 +635,10 @@ static __always_inline void emit_rename(__u32 pid, __u32 tid, const char* comm, 
   rec->exec_old_tid = exec_old_tid;
   /* Exec passes the whole file name: the kernel keeps 15 bytes and a NUL, and so does this. */
   bpf_probe_read_kernel_str(rec->comm, sizeof(rec->comm), comm);
+  /* Not a forced wakeup even for Python stacks: the maps snapshot an exec's record leads to must
+   * come after the dynamic loader has mapped the program's libraries, or their addresses stay
+   * unnamed until the next snapshot. The loader looks for a Python interpreter again on its own
+   * (python_stacks.cc). */
   submit(rec);
 }
 
@@ -627,11 +670,15 @@ static __always_inline int on_sched_process_exec(u64* ctx) {
   if (!is_tracked(tgid)) return 0;
   __u32 tid = BPF_CORE_READ(p, pid);
   emit_rename(tgid, tid, p->comm, 1, old_tid);
+  /* Another program: the loader looks for its interpreter anew. */
+  bpf_map_delete_elem(&python_targets, &tgid);
+  bpf_map_delete_elem(&python_tstates, &tid);
   /* A thread other than the leader took the leader's tid (de_thread): its old tid is free for
    * reuse from now on, and what it counted belongs to it. */
   if (old_tid != tid) {
     flush_quick_faults(old_tid);
     forget_thread(old_tid);
+    start_thread(tid, tgid); /* the leader's entry went with the leader's exit */
   }
   return 0;
 }
@@ -659,7 +706,10 @@ static __always_inline int on_sched_process_exit(u64* ctx) {
    * here; forgetting them anyway keeps a missed event from leaking to a reused tid. */
   forget_thread(tid);
   /* The last thread of the process: the tgid may be reused by an unrelated process. */
-  if (group_dead) bpf_map_delete_elem(&tracked, &tgid);
+  if (group_dead) {
+    bpf_map_delete_elem(&tracked, &tgid);
+    bpf_map_delete_elem(&python_targets, &tgid);
+  }
   return 0;
 }
 TRACEPOINT(sched_process_exit, on_sched_process_exit)
@@ -963,65 +1013,56 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   long nr = (long)ctx[1];
   if (!recorded_syscall(nr)) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();
-  __u32 tgid = pid_tgid >> 32;
   __u32 tid = (__u32)pid_tgid;
-  if (!is_tracked(tgid)) return 0;
+  struct gprof_thread_state* thread = bpf_map_lookup_elem(&threads, &tid);
+  if (!thread) return 0;
   __u64 start_ns = bpf_ktime_get_ns();
   if (!in_window(start_ns)) return 0;
 
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
-  struct gprof_syscall_pending entry;
-  /* All of it, the union's every byte included: `= {}` need only zero its first member. */
-  __builtin_memset(&entry, 0, sizeof(entry));
-  entry.start_ns = start_ns;
-  entry.pid = tgid;
-  entry.nr = (__u32)nr;
+  /* Written in place; start_ns last, once the call is known to be one to record (a system call's
+   * programs run in its own thread: nothing else writes the entry meanwhile). All of it, the
+   * union's every byte included. */
+  struct gprof_syscall_pending* entry = &thread->syscall;
+  __builtin_memset(entry, 0, sizeof(*entry));
+  entry->pid = pid_tgid >> 32;
+  entry->nr = (__u32)nr;
   /* The x86_64 system call convention: di, si, dx, r10, r8, r9. */
   if (btf) {
-    entry.args[0] = regs->di;
-    entry.args[1] = regs->si;
-    entry.args[2] = regs->dx;
-    entry.args[3] = regs->r10;
-    entry.args[4] = regs->r8;
-    entry.args[5] = regs->r9;
+    entry->args[0] = regs->di;
+    entry->args[1] = regs->si;
+    entry->args[2] = regs->dx;
+    entry->args[3] = regs->r10;
+    entry->args[4] = regs->r8;
+    entry->args[5] = regs->r9;
   } else {
-    entry.args[0] = BPF_CORE_READ(regs, di);
-    entry.args[1] = BPF_CORE_READ(regs, si);
-    entry.args[2] = BPF_CORE_READ(regs, dx);
-    entry.args[3] = BPF_CORE_READ(regs, r10);
-    entry.args[4] = BPF_CORE_READ(regs, r8);
-    entry.args[5] = BPF_CORE_READ(regs, r9);
+    entry->args[0] = BPF_CORE_READ(regs, di);
+    entry->args[1] = BPF_CORE_READ(regs, si);
+    entry->args[2] = BPF_CORE_READ(regs, dx);
+    entry->args[3] = BPF_CORE_READ(regs, r10);
+    entry->args[4] = BPF_CORE_READ(regs, r8);
+    entry->args[5] = BPF_CORE_READ(regs, r9);
   }
 
-  __u16 record_type = GPROF_REC_DEVICE_WAIT;
   if (is_futex_syscall(nr)) {
-    futex_call(&entry);
-    record_type = GPROF_REC_FUTEX;
+    futex_call(entry);
   } else if (nr == NR_FUTEX_WAITV) {
-    futex_waitv_call(&entry);
-    record_type = GPROF_REC_FUTEX_WAITV;
+    futex_waitv_call(entry);
   } else if (nr == NR_MMAP) {
     /* Every mmap is a memory map, with the name of the file it maps; one of a device file is a
      * device wait as well. */
-    if (!(entry.args[3] & MAP_ANONYMOUS)) {
-      fd_file_name((__s32)entry.args[4], entry.device.file);
-      if (device_fd((__s32)entry.args[4], entry.device.name)) {
-        entry.device.kind = GPROF_DEVICE_MMAP;
-        entry.device.fd = (__s32)entry.args[4];
+    if (!(entry->args[3] & MAP_ANONYMOUS)) {
+      fd_file_name((__s32)entry->args[4], entry->device.file);
+      if (device_fd((__s32)entry->args[4], entry->device.name)) {
+        entry->device.kind = GPROF_DEVICE_MMAP;
+        entry->device.fd = (__s32)entry->args[4];
       }
     }
-    record_type = GPROF_REC_MEMORY_MAP;
   } else if (is_memory_syscall(nr)) {
-    record_type = GPROF_REC_MEMORY_MAP;
-  } else if (!device_call(&entry)) {
+  } else if (!device_call(entry)) {
     return 0;
   }
-  struct gprof_syscall_pending* kept = bpf_map_lookup_elem(&syscall_pending, &tid);
-  if (kept) {
-    __builtin_memcpy(kept, &entry, sizeof(entry));
-  } else if (bpf_map_update_elem(&syscall_pending, &tid, &entry, BPF_ANY) != 0) {
-    count_lost(GPROF_LOST_PENDING, record_type);
-  }
+  entry->start_ns = start_ns;
   return 0;
 }
 TYPED_TRACEPOINT(sys_enter, on_sys_enter)
@@ -1123,14 +1164,15 @@ static __always_inline int on_sys_exit(u64* ctx, bool btf) {
   long nr = btf ? (long)regs->orig_ax : (long)BPF_CORE_READ(regs, orig_ax);
   if (!recorded_syscall(nr)) return 0;
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
-  struct gprof_syscall_pending* entry = bpf_map_lookup_elem(&syscall_pending, &tid);
-  if (!entry || entry->start_ns == 0) return 0;
+  struct gprof_thread_state* thread = bpf_map_lookup_elem(&threads, &tid);
+  if (!thread || thread->syscall.start_ns == 0) return 0;
+  struct gprof_syscall_pending* entry = &thread->syscall;
   /* An entry of another call: its return was missed (it cannot happen today; no record). */
   if (entry->nr == nr) {
     long ret = (long)ctx[1];
     __u64 now = bpf_ktime_get_ns();
     if (is_futex_syscall(nr)) {
-      emit_futex(entry, tid, now, ret);
+      if (!count_short_futex(thread, tid, now)) emit_futex(entry, tid, now, ret);
     } else if (nr == NR_FUTEX_WAITV) {
       emit_futex_waitv(entry, tid, now, ret);
     } else {

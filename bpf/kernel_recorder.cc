@@ -1,7 +1,8 @@
-#include "kernel_recorder.h"
+#include "bpf/kernel_recorder.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
@@ -21,23 +22,28 @@
 #include <unordered_set>
 #include <vector>
 
-#include "chunk_file_writer.h"
-#include "clock.h"
-#include "file_owner.h"
-#include "kernel_events.h"
-#include "kernel_events.skel.h"
-#include "session_format.h"
+#include "bpf/kernel_events.skel.h"
+#include "bpf/python_stacks.h"
+#include "inject/chunk_file_writer.h"
+#include "inject/clock.h"
+#include "inject/disk_room.h"
+#include "inject/file_owner.h"
+#include "inject/format/kernel_events.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::bpf {
 namespace {
 
 constexpr size_t kFlushBytes = 1u << 20;  // write a chunk once this much is staged
 constexpr uint64_t kFlushIntervalNs = 250'000'000;
-constexpr int kPollSliceMs = 100;  // the longest wait in Poll (see there)
+constexpr uint64_t kWaitCountIntervalNs = 1'000'000'000;  // short waits' totals read this often
+constexpr int kPollSliceMs = 100;                         // the longest wait in Poll (see there)
 constexpr uint64_t kMinRingBufferBytes = 16ull << 20;
 constexpr uint64_t kRingBufferBytesPerCpu = 2ull << 20;
 constexpr uint64_t kMaxRingBufferBytes = 1ull << 30;
 constexpr uint64_t kMaxWakeupBytes = 1u << 20;
+// A process's maps are read again this long after the snapshot at its start or exec.
+constexpr uint64_t kMapsFollowupNs[] = {20'000'000, 100'000'000, 500'000'000};
 constexpr size_t kMaxMapsBytes = 8u << 20;  // a /proc/PID/maps snapshot is cut at a line beyond
 constexpr size_t kMaxUntakenSignals = 4096;
 constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
@@ -291,7 +297,27 @@ struct AttachPlan {
   std::string signals_off_reason;                      // non-empty: signals not recorded
   // Non-empty: no sched_exit_tp program, stacks taken at every switch-out (stacks_at_switch_in).
   std::string switch_in_stacks_off_reason;
+  // Python stacks: wanted, and why not (non-empty: off); the sampling and slow-call programs.
+  bool python = false;
+  std::string python_off_reason;
+  bool python_sample = false;
+  bool python_marker = false;
+  bool python_on() const { return python && python_off_reason.empty(); }
 };
+
+// The programs of Python stacks (python_stacks.bpf.h), loaded only when they are wanted.
+bool IsPythonSampleProgram(const bpf_program* program) {
+  return strcmp(bpf_program__name(program), "on_python_sample") == 0;
+}
+bool IsPythonMarkerProgram(const bpf_program* program) {
+  return strcmp(bpf_program__name(program), "on_python_call_point") == 0;
+}
+// The programs the Python walker is part of (with capture_python on).
+bool HasPythonWalker(const bpf_program* program) {
+  const char* name = bpf_program__name(program);
+  return IsPythonSampleProgram(program) || IsPythonMarkerProgram(program) ||
+         strncmp(name, "on_sched_exit", 13) == 0 || strncmp(name, "on_sched_waking", 15) == 0;
+}
 
 struct ProgramKind {
   enum Attach { kTpBtf, kRawTp, kPerfEvent, kOther } attach = kOther;
@@ -331,6 +357,8 @@ bool IsSwitchInStackTracepoint(const std::string& tracepoint) {
 }
 
 bool Wanted(const AttachPlan& plan, const bpf_program* program) {
+  if (IsPythonSampleProgram(program)) return plan.python_on() && plan.python_sample;
+  if (IsPythonMarkerProgram(program)) return plan.python_on() && plan.python_marker;
   ProgramKind kind = KindOf(program);
   switch (kind.attach) {
     case ProgramKind::kTpBtf:
@@ -407,20 +435,24 @@ std::vector<std::string> DescribePlan(const AttachPlan& plan, bool forced_raw) {
         "thread runs again (" +
         plan.switch_in_stacks_off_reason + ")");
   }
+  if (plan.python && !plan.python_off_reason.empty()) {
+    notes.push_back("kernel recorder: Python stacks not recorded (" + plan.python_off_reason + ")");
+  } else if (plan.python && !plan.switch_in_stacks_off_reason.empty()) {
+    notes.push_back(
+        "kernel recorder: Python stacks of waiters not recorded (they are read when the thread "
+        "runs again, which needs sched_exit_tp)");
+  }
   return notes;
 }
 
-// Attaches `program` to a software perf event `config` (PERF_COUNT_SW_PAGE_FAULTS_MIN/MAJ) on
-// every online CPU, raising one sample per event. Returns 0 or an errno.
-int AttachPerCpu(bpf_program* program, uint64_t config, std::vector<bpf_link*>* links) {
+// Attaches `program` to the software perf event `attr` on every online CPU. Returns 0 or an errno.
+int AttachOnEveryCpu(bpf_program* program, perf_event_attr attr, std::vector<bpf_link*>* links) {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return cpus == 0 ? ENODEV : -cpus;
+  links->reserve(links->size() + static_cast<size_t>(cpus));
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.size = sizeof(attr);
   for (int cpu = 0; cpu < cpus; ++cpu) {
-    perf_event_attr attr{};
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.size = sizeof(attr);
-    attr.config = config;
-    attr.sample_period = 1;
     int fd =
         static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
     if (fd < 0 && errno == ENODEV) continue;  // a CPU that is not online
@@ -434,6 +466,23 @@ int AttachPerCpu(bpf_program* program, uint64_t config, std::vector<bpf_link*>* 
     links->push_back(link);  // the link closes the event
   }
   return 0;
+}
+
+// One sample per event `config` (PERF_COUNT_SW_PAGE_FAULTS_MIN/MAJ).
+int AttachPerCpu(bpf_program* program, uint64_t config, std::vector<bpf_link*>* links) {
+  perf_event_attr attr{};
+  attr.config = config;
+  attr.sample_period = 1;
+  return AttachOnEveryCpu(program, attr, links);
+}
+
+// A cpu-clock event sampling at `hz`.
+int AttachSampling(bpf_program* program, uint32_t hz, std::vector<bpf_link*>* links) {
+  perf_event_attr attr{};
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = hz;
+  return AttachOnEveryCpu(program, attr, links);
 }
 
 // The deepest user stack the kernel walks: a stack that deep may have been cut.
@@ -472,6 +521,7 @@ struct KernelRecorder::State {
   uint32_t user_stack_depth_limit = GPROF_MAX_STACK_DEPTH;
   uint64_t slow_fault_ns = 0;
   uint64_t stack_min_ns = 0;
+  uint64_t count_under_ns = 0;
   bool stacks_wanted = false;
   uint64_t lost_stacks = 0;  // off-CPU stacks never taken (GPROF_LOST_STACK, GPROF_ALL_CPUS)
   std::vector<std::string> notes;
@@ -491,9 +541,19 @@ struct KernelRecorder::State {
   struct TreeProcess {
     uint64_t start_time = 0;
     bool alive = true;
+    uint64_t maps_hash = 0;  // of the last snapshot written (WriteMaps)
   };
   std::map<uint32_t, TreeProcess> processes;
   std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
+  // Processes snapshotted after they appeared or exec'd, looked at again a few times while their
+  // dynamic loader maps libraries (a snapshot drained right after an exec has none of them):
+  // when next, and how many looks are left. A snapshot is written only when the maps changed.
+  std::map<uint32_t, std::pair<uint64_t, int>> maps_followups;
+  std::unique_ptr<PythonStacks> python;  // Python stacks on
+
+  // The short_waits map's totals as last written, by key (its bytes), and when.
+  std::map<std::string, gprof_short_wait_counts> wait_totals_written;
+  uint64_t wait_counts_ns = 0;
 
   std::map<uint32_t, uint64_t> malformed;  // by claimed record type
   // The signal_generate program's link: it outlives the recording (Finish), as gprof-run's
@@ -505,8 +565,8 @@ struct KernelRecorder::State {
   // Writing stopped at this time (a write failed, or another writer found the disk full); what
   // comes after is counted in lost_to_writes, not written. 0: writing.
   uint64_t writes_stopped_ns = 0;
-  bool final_write = false;  // Finish's one attempt to write the loss counts after a stop
-  std::string reserve_path;  // the session's disk reserve (format::kReserveFile); empty: none
+  bool final_write = false;     // Finish's one attempt to write the loss counts after a stop
+  const char* stop_cause = "";  // session.json's word for why writing stopped
   uint64_t records_written = 0;
   uint64_t kernel_lost_at_finish = 0;
   std::string last_error;
@@ -523,15 +583,17 @@ struct KernelRecorder::State {
     DetachAll();
     bpf_link__destroy(signal_link);
     signal_link = nullptr;
+    python.reset();
     ring_buffer__free(ring);
     ring = nullptr;
     kernel_events_bpf__destroy(skel);
     skel = nullptr;
   }
 
-  void StopWriting(const char* why) {
+  void StopWriting(const char* cause, const char* why) {
     if (writes_stopped_ns != 0) return;
     writes_stopped_ns = MonotonicNs();
+    stop_cause = cause;
     try {  // Flush runs in Finish's out-of-memory path too: it must not throw
       if (last_error.empty()) last_error = why;
     } catch (...) {
@@ -545,14 +607,24 @@ struct KernelRecorder::State {
                     : writer.Write(staged.data(), staged.size(), staged_records);
     if (error == 0) {
       records_written += staged_records;
-    } else if (error != EDQUOT) {  // the size budget counts what it refuses itself
+    } else if (error != ChunkFileWriter::kSizeBudgetRefused) {  // the budget counts what it refuses
       lost_to_writes += staged_records;
       if (writes_stopped_ns == 0) {
-        // Disk full: free the reserve for every writer's last word (they stop on seeing it gone).
-        if (!reserve_path.empty()) unlink(reserve_path.c_str());
-        char why[128];
-        snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", strerror(error));
-        StopWriting(why);
+        char why[200];
+        if (writer.refused_for_room()) {
+          DiskRoom room = writer.Room();
+          snprintf(why, sizeof(why),
+                   "the session's filesystem was down to %.1f MiB free, and gprof-run leaves "
+                   "%.0f MiB free (disk margin)",
+                   room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
+          StopWriting("disk_room", why);
+        } else if (*writer.descriptor_lost() != '\0') {
+          snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", writer.descriptor_lost());
+          StopWriting("file_lost", why);
+        } else {
+          snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", strerror(error));
+          StopWriting("write_failed", why);
+        }
       }
     }
     staged.clear();
@@ -620,28 +692,96 @@ struct KernelRecorder::State {
     if (processes[pid].alive) maps_due.insert(pid);
   }
 
+  // An entry in the threads map for each thread process `pid` has now (the programs record only
+  // threads that have one), keeping any a starting thread got first. After the process is in the
+  // tracked map: a thread started meanwhile gets its entry from sched_process_fork. False when
+  // the process cannot be read or the map is full (errno says).
+  bool StartThreads(uint32_t pid) {
+    std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR* tasks = opendir(dir.c_str());
+    if (tasks == nullptr) return false;
+    int fd = bpf_map__fd(skel->maps.threads);
+    while (const dirent* task = readdir(tasks)) {
+      char* end = nullptr;
+      unsigned long tid = strtoul(task->d_name, &end, 10);
+      if (end == task->d_name || *end != '\0' || tid == 0) continue;
+      uint32_t key = static_cast<uint32_t>(tid);
+      gprof_thread_state fresh{};
+      fresh.offcpu.pid = fresh.syscall.pid = pid;
+      if (bpf_map_update_elem(fd, &key, &fresh, BPF_NOEXIST) != 0 && errno != EEXIST) {
+        int error = errno;
+        closedir(tasks);
+        errno = error;
+        return false;
+      }
+    }
+    closedir(tasks);
+    return true;
+  }
+
   // Writes /proc/PID/maps of a process of the tree, unless it is gone or its pid now names
   // another process.
   void SnapshotMaps(uint32_t pid) {
+    std::string text;
+    if (!WriteMaps(pid, &text, false)) return;
+    maps_followups[pid] = {MonotonicNs() + kMapsFollowupNs[0], std::size(kMapsFollowupNs)};
+    if (python) python->OnMaps(pid, text);
+  }
+
+  void FollowUpMaps(uint64_t now) {
+    for (auto it = maps_followups.begin(); it != maps_followups.end();) {
+      auto& [pid, due] = *it;
+      if (now < due.first) {
+        ++it;
+        continue;
+      }
+      std::string text;
+      uint64_t hash = processes[pid].maps_hash;
+      bool read = WriteMaps(pid, &text, true);
+      if (read && python && processes[pid].maps_hash != hash) python->OnMaps(pid, text);
+      size_t done = std::size(kMapsFollowupNs) - static_cast<size_t>(due.second) + 1;
+      if (!read || --due.second <= 0) {
+        it = maps_followups.erase(it);
+        continue;
+      }
+      due.first = now + kMapsFollowupNs[done] - kMapsFollowupNs[done - 1];
+      ++it;
+    }
+  }
+
+  uint64_t NextFollowUpNs() const {
+    uint64_t next = UINT64_MAX;
+    for (const auto& [pid, due] : maps_followups) next = std::min(next, due.first);
+    return next;
+  }
+
+  // Reads /proc/PID/maps into *text and writes it as a snapshot: always, or with `if_changed`
+  // only when it differs from the last one written (Python's looks at a process just exec'd,
+  // which also name the libraries its dynamic loader mapped after the exec's snapshot). False
+  // when the process is gone or its pid names another.
+  bool WriteMaps(uint32_t pid, std::string* text, bool if_changed) {
     TreeProcess& process = processes[pid];
-    if (!process.alive) return;
+    if (!process.alive) return false;
     uint64_t start_time = ProcessStartTime(pid);
-    if (start_time == 0) return;
+    if (start_time == 0) return false;
     if (process.start_time == 0) process.start_time = start_time;
     if (process.start_time != start_time) {
       process.alive = false;
-      return;
+      return false;
     }
     uint64_t now = MonotonicNs();
-    std::string text;
-    if (!ReadProcFile("/proc/" + std::to_string(pid) + "/maps", kMaxMapsBytes, &text)) return;
+    if (!ReadProcFile("/proc/" + std::to_string(pid) + "/maps", kMaxMapsBytes, text)) return false;
+    uint64_t hash = std::hash<std::string>{}(*text);
+    if (if_changed && hash == process.maps_hash) return true;
+    process.maps_hash = hash;
     gprof_process_maps record{};
-    record.hdr.size = static_cast<uint32_t>(sizeof(record) + text.size());
+    record.hdr.size = static_cast<uint32_t>(sizeof(record) + text->size());
     record.hdr.type = GPROF_REC_PROCESS_MAPS;
     record.pid = pid;
-    record.text_len = static_cast<uint32_t>(text.size());
+    record.text_len = static_cast<uint32_t>(text->size());
     record.time_ns = now;
-    AppendWithTail(record, text.data(), text.size());
+    AppendWithTail(record, text->data(), text->size());
+    return true;
   }
 
   void SnapshotDueMaps() {
@@ -656,6 +796,7 @@ struct KernelRecorder::State {
       return;
     }
     memcpy(&hdr, data, sizeof(hdr));
+    if (hdr.type == GPROF_REC_PYTHON_STACK) return OnPythonStack(data, size, hdr);
     size_t expected = BpfRecordSize(hdr.type);
     if (expected == 0 || hdr.size != size || size != expected) {
       if (!recording_done) ++malformed[hdr.type];
@@ -699,6 +840,8 @@ struct KernelRecorder::State {
         if (record.flags & GPROF_TASK_EXIT_PROCESS) {
           processes[record.pid].alive = false;
           maps_due.erase(record.pid);
+          maps_followups.erase(record.pid);
+          if (python) python->OnExit(record.pid);
         }
         break;
       }
@@ -717,6 +860,30 @@ struct KernelRecorder::State {
       }
       default:
         break;
+    }
+    Append(data, size);
+  }
+
+  // A Python stack: a header and `depth` frames, checked to be exactly that; its code objects are
+  // named before it is written.
+  void OnPythonStack(const void* data, size_t size, const gprof_rec_hdr& hdr) {
+    gprof_python_stack stack;
+    if (size < sizeof(stack) || hdr.size != size) {
+      ++malformed[hdr.type];
+      return;
+    }
+    memcpy(&stack, data, sizeof(stack));
+    if (stack.depth > GPROF_PYTHON_MAX_FRAMES ||
+        size != sizeof(stack) + stack.depth * sizeof(gprof_python_frame)) {
+      ++malformed[hdr.type];
+      return;
+    }
+    if (python) {
+      std::vector<gprof_python_frame> frames(stack.depth);
+      if (stack.depth > 0)
+        memcpy(frames.data(), static_cast<const char*>(data) + sizeof(stack),
+               stack.depth * sizeof(gprof_python_frame));
+      python->OnStack(stack, frames.data());
     }
     Append(data, size);
   }
@@ -783,65 +950,117 @@ struct KernelRecorder::State {
 
   // Threads still off-CPU or inside a futex call when recording stops: their intervals end now.
   void EmitUnfinished(uint64_t now) {
-    int offcpu_fd = bpf_map__fd(skel->maps.offcpu_pending);
-    ForEachKey(offcpu_fd, [&](uint32_t tid) {
-      gprof_offcpu_pending entry{};
-      if (bpf_map_lookup_elem(offcpu_fd, &tid, &entry) != 0 || entry.start_ns == 0) return;
-      gprof_offcpu record{};
-      record.hdr.size = sizeof(record);
-      record.hdr.type = GPROF_REC_OFFCPU;
-      record.pid = entry.pid;
-      record.tid = tid;
-      record.start_ns = entry.start_ns;
-      record.end_ns = std::max<uint64_t>(now, entry.start_ns);
-      record.wake_ns = entry.wake_ns;
-      record.waker_pid = entry.waker_pid;
-      record.waker_tid = entry.waker_tid;
-      record.kstack_id = entry.kstack_id;
-      record.waker_kstack_id = entry.waker_kstack_id;
-      record.state = entry.state;
-      record.cpu = entry.cpu;
-      record.flags = GPROF_OFFCPU_UNFINISHED;
-      record.user_stack_id = entry.user_stack_id;
-      if (record.end_ns - record.start_ns < stack_min_ns) {
-        record.kstack_id = record.user_stack_id = -ENODATA;
-      } else if (stacks_wanted && skel->rodata->stacks_at_switch_in) {
-        ++lost_stacks;  // due when it runs again, which it did not while recording
-      }
-      memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
-      record.waker_user_stack_id = entry.waker_user_stack_id;
-      NoteStack(record.kstack_id);
-      NoteStack(record.waker_kstack_id);
-      NoteUserStack(record.user_stack_id);
-      NoteUserStack(record.waker_user_stack_id);
-      Append(&record, sizeof(record));
+    int threads_fd = bpf_map__fd(skel->maps.threads);
+    ForEachKey(threads_fd, [&](uint32_t tid) {
+      gprof_thread_state state{};
+      if (bpf_map_lookup_elem(threads_fd, &tid, &state) != 0) return;
+      EmitUnfinishedOffCpu(tid, state.offcpu, now);
+      EmitUnfinishedFutex(tid, state.syscall, now);
     });
+  }
 
-    int syscall_fd = bpf_map__fd(skel->maps.syscall_pending);
-    ForEachKey(syscall_fd, [&](uint32_t tid) {
-      gprof_syscall_pending entry{};
-      if (bpf_map_lookup_elem(syscall_fd, &tid, &entry) != 0 || entry.start_ns == 0) return;
-      if (entry.nr != kSysFutex && entry.nr != kSysFutexWake && entry.nr != kSysFutexWait &&
-          entry.nr != kSysFutexRequeue) {
-        return;  // only futex calls can say they are unfinished
+  void EmitUnfinishedOffCpu(uint32_t tid, const gprof_offcpu_pending& entry, uint64_t now) {
+    if (entry.start_ns == 0) return;
+    gprof_offcpu record{};
+    record.hdr.size = sizeof(record);
+    record.hdr.type = GPROF_REC_OFFCPU;
+    record.pid = entry.pid;
+    record.tid = tid;
+    record.start_ns = entry.start_ns;
+    record.end_ns = std::max<uint64_t>(now, entry.start_ns);
+    record.wake_ns = entry.wake_ns;
+    record.waker_pid = entry.waker_pid;
+    record.waker_tid = entry.waker_tid;
+    record.kstack_id = entry.kstack_id;
+    record.waker_kstack_id = entry.waker_kstack_id;
+    record.state = entry.state;
+    record.cpu = entry.cpu;
+    record.flags = GPROF_OFFCPU_UNFINISHED;
+    record.user_stack_id = entry.user_stack_id;
+    if (record.end_ns - record.start_ns < stack_min_ns) {
+      record.kstack_id = record.user_stack_id = -ENODATA;
+    } else if (stacks_wanted && skel->rodata->stacks_at_switch_in) {
+      ++lost_stacks;  // due when it runs again, which it did not while recording
+    }
+    memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
+    record.waker_user_stack_id = entry.waker_user_stack_id;
+    NoteStack(record.kstack_id);
+    NoteStack(record.waker_kstack_id);
+    NoteUserStack(record.user_stack_id);
+    NoteUserStack(record.waker_user_stack_id);
+    Append(&record, sizeof(record));
+  }
+
+  void EmitUnfinishedFutex(uint32_t tid, const gprof_syscall_pending& entry, uint64_t now) {
+    if (entry.start_ns == 0) return;
+    if (entry.nr != kSysFutex && entry.nr != kSysFutexWake && entry.nr != kSysFutexWait &&
+        entry.nr != kSysFutexRequeue) {
+      return;  // only futex calls can say they are unfinished
+    }
+    gprof_futex record{};
+    record.hdr.size = sizeof(record);
+    record.hdr.type = GPROF_REC_FUTEX;
+    record.pid = entry.pid;
+    record.tid = tid;
+    record.start_ns = entry.start_ns;
+    record.end_ns = std::max<uint64_t>(now, entry.start_ns);
+    record.uaddr = entry.futex.uaddr;
+    record.uaddr2 = entry.futex.uaddr2;
+    record.op = entry.futex.op;
+    record.val = entry.futex.val;
+    record.val3 = entry.futex.val3;
+    record.flags = entry.futex.flags | GPROF_FUTEX_UNFINISHED;
+    record.timeout_ns = entry.futex.timeout_ns;
+    record.owner_tid = entry.futex.owner_tid;
+    Append(&record, sizeof(record));
+  }
+
+  // A GPROF_REC_WAIT_COUNT record for each reason whose totals in the short_waits map grew since
+  // the last call: what it added since then.
+  void EmitWaitCounts(uint64_t now) {
+    if (count_under_ns == 0) return;
+    int fd = bpf_map__fd(skel->maps.short_waits);
+    int totals_fd = bpf_map__fd(skel->maps.short_wait_totals);
+    gprof_short_wait_key key{};
+    gprof_short_wait_key next{};
+    const gprof_short_wait_key* previous = nullptr;
+    while (bpf_map_get_next_key(fd, previous, &next) == 0) {
+      key = next;
+      previous = &key;
+      uint32_t slot = 0;
+      gprof_short_wait_counts totals{};
+      if (bpf_map_lookup_elem(fd, &key, &slot) != 0 ||
+          bpf_map_lookup_elem(totals_fd, &slot, &totals) != 0) {
+        continue;
       }
-      gprof_futex record{};
+      gprof_short_wait_counts& written =
+          wait_totals_written[std::string(reinterpret_cast<const char*>(&key), sizeof(key))];
+      // Two fields of one entry can be read between two updates: never a negative part.
+      if (totals.count <= written.count) continue;
+      gprof_wait_count record{};
       record.hdr.size = sizeof(record);
-      record.hdr.type = GPROF_REC_FUTEX;
-      record.pid = entry.pid;
-      record.tid = tid;
-      record.start_ns = entry.start_ns;
-      record.end_ns = std::max<uint64_t>(now, entry.start_ns);
-      record.uaddr = entry.futex.uaddr;
-      record.uaddr2 = entry.futex.uaddr2;
-      record.op = entry.futex.op;
-      record.val = entry.futex.val;
-      record.val3 = entry.futex.val3;
-      record.flags = entry.futex.flags | GPROF_FUTEX_UNFINISHED;
-      record.timeout_ns = entry.futex.timeout_ns;
-      record.owner_tid = entry.futex.owner_tid;
+      record.hdr.type = GPROF_REC_WAIT_COUNT;
+      record.kind = key.kind;
+      record.how = key.how;
+      record.pid = key.pid;
+      record.tid = key.tid;
+      record.syscall_nr = key.syscall_nr;
+      record.waker_pid = key.waker_pid;
+      record.waker_tid = key.waker_tid;
+      record.object = key.object;
+      record.start_ns = written.count == 0 ? totals.first_ns
+                                           : std::max<uint64_t>(wait_counts_ns, written.last_ns);
+      record.end_ns = std::max<uint64_t>(totals.last_ns, record.start_ns);
+      record.count = totals.count - written.count;
+      record.total_ns = totals.total_ns - std::min<uint64_t>(totals.total_ns, written.total_ns);
+      record.runnable_ns =
+          totals.runnable_ns - std::min<uint64_t>(totals.runnable_ns, written.runnable_ns);
+      record.woken = totals.woken - std::min<uint64_t>(totals.woken, written.woken);
+      record.limit_ns = count_under_ns;
       Append(&record, sizeof(record));
-    });
+      written = totals;
+    }
+    wait_counts_ns = now;
   }
 
   // Quick page faults of threads still alive, and spinning-lock contention per CPU.
@@ -919,90 +1138,101 @@ struct KernelRecorder::State {
   }
 };
 
-KernelRecorder::KernelRecorder(std::unique_ptr<State> state) : state_(std::move(state)) {}
+namespace {
 
-KernelRecorder::~KernelRecorder() { Finish(); }
-
-std::unique_ptr<KernelRecorder> KernelRecorder::Start(const std::string& session_dir,
-                                                      const KernelRecorderOptions& options,
-                                                      std::string* error, bool* permission_denied) {
-  try {
-    return StartOrThrow(session_dir, options, error, permission_denied);
-  } catch (...) {  // bad_alloc from a string or vector: nothing else here throws
-    if (error != nullptr) *error = "kernel recorder: out of memory";
-    return nullptr;
+// A libbpf call of a start that failed: what it was for and its error (negative or errno), with
+// the libbpf warning that names the program or map at fault (the verifier log itself only with
+// GPROF_DEBUG_BPF=1). Made as soon as the call fails, while the warning is still the call's.
+Status LibbpfFailure(const std::string& what, int code) {
+  code = code < 0 ? -code : code;
+  std::string message = what + ": " + ErrnoText(code);
+  std::string warning = TakeWarning();
+  if ((code == EPERM || code == EACCES) && !HasBpfCapabilities()) {
+    // libbpf's own guesses (RLIMIT_MEMLOCK, CONFIG_BPF_SYSCALL) would only mislead here.
+    return Status::Error(StatusCode::kPermissionDenied,
+                         message + "; needs root or CAP_BPF+CAP_PERFMON");
   }
+  if (!warning.empty()) message += " (libbpf: " + warning + ")";
+  if (!g_print_debug) message += "; GPROF_DEBUG_BPF=1 shows libbpf's log";
+  // With the capabilities, a refusal is the kernel's: its verifier, a missing tracepoint, a
+  // lockdown.
+  return Status::Error(code == ENOMEM ? StatusCode::kOutOfMemory : StatusCode::kUnsupported,
+                       message);
 }
 
-std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& session_dir,
-                                                             const KernelRecorderOptions& options,
-                                                             std::string* error,
-                                                             bool* permission_denied) {
-  std::string scratch_error;
-  bool scratch_denied = false;
-  if (error == nullptr) error = &scratch_error;
-  if (permission_denied == nullptr) permission_denied = &scratch_denied;
-  error->clear();
-  *permission_denied = false;
-  InstallPrint();
+// The start's steps, in the order KernelRecorder::StartOrThrow takes them.
 
-  // Errors from libbpf calls: the errno plus the libbpf warning that names the program or map at
-  // fault (the verifier log itself only with GPROF_DEBUG_BPF=1).
-  auto fail = [&](const std::string& what, int code) -> std::unique_ptr<KernelRecorder> {
-    code = code < 0 ? -code : code;
-    *error = what + ": " + ErrnoText(code);
-    std::string warning = TakeWarning();
-    if ((code == EPERM || code == EACCES) && !HasBpfCapabilities()) {
-      // libbpf's own guesses (RLIMIT_MEMLOCK, CONFIG_BPF_SYSCALL) would only mislead here.
-      *permission_denied = true;
-      *error += "; needs root or CAP_BPF+CAP_PERFMON";
-      return nullptr;
-    }
-    if (!warning.empty()) *error += " (libbpf: " + warning + ")";
-    if (!g_print_debug) *error += "; GPROF_DEBUG_BPF=1 shows libbpf's log";
-    return nullptr;
-  };
-
+// Options the programs cannot run with, and a kernel they cannot load into.
+Status CheckOptions(const KernelRecorderOptions& options) {
   // CO-RE relocations and tp_btf both need the kernel's BTF; say so rather than let libbpf fail.
   if (access(kVmlinuxBtf, R_OK) != 0) {
-    *error = std::string("kernel has no BTF (") + kVmlinuxBtf +
-             " missing): kernel recording needs CONFIG_DEBUG_INFO_BTF";
-    return nullptr;
+    return Status::Error(StatusCode::kUnsupported,
+                         std::string("kernel has no BTF (") + kVmlinuxBtf +
+                             " missing): kernel recording needs CONFIG_DEBUG_INFO_BTF");
   }
   if (options.ring_buffer_bytes > kMaxRingBufferBytes) {
-    *error = "kernel ring buffer of " + std::to_string(options.ring_buffer_bytes) +
-             " bytes is over the 1 GiB limit";
-    return nullptr;
+    return Status::Error(StatusCode::kInvalid, "kernel ring buffer of " +
+                                                   std::to_string(options.ring_buffer_bytes) +
+                                                   " bytes is over the 1 GiB limit");
   }
   if (options.stack_map_entries == 0) {
-    *error = "kernel stack map needs at least one entry";
-    return nullptr;
+    return Status::Error(StatusCode::kInvalid, "kernel stack map needs at least one entry");
   }
   if (options.device_prefix.size() >= GPROF_COMM_LEN) {
-    *error = "device prefix \"" + options.device_prefix + "\" is longer than " +
-             std::to_string(GPROF_COMM_LEN - 1) + " characters";
-    return nullptr;
+    return Status::Error(StatusCode::kInvalid,
+                         "device prefix \"" + options.device_prefix + "\" is longer than " +
+                             std::to_string(GPROF_COMM_LEN - 1) + " characters");
   }
+  return {};
+}
 
-  const char* raw_env = getenv("GPROF_BPF_RAW_TP");
-  bool force_raw =
-      options.force_raw_tracepoints || (raw_env != nullptr && strcmp(raw_env, "1") == 0);
-  uint64_t ring_bytes = RingBufferBytes(options.ring_buffer_bytes);
-  auto state = std::make_unique<State>();
-  AttachPlan plan;
-  if (options.stacks_at_switch_out) plan.switch_in_stacks_off_reason = "asked for";
-  state->slow_fault_ns = options.slow_page_fault_ns;
-  state->stack_min_ns = options.stack_min_ns;
-  state->stacks_wanted = options.kernel_stacks || options.user_stacks;
+// The programs' constants and the maps' sizes, before the object is loaded.
+Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions& options,
+                           const AttachPlan& plan, uint64_t ring_bytes) {
+  skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
+  skel->rodata->wakeup_bytes = std::min<uint64_t>(kMaxWakeupBytes, ring_bytes / 4);
+  skel->rodata->capture_stacks = options.kernel_stacks ? 1 : 0;
+  skel->rodata->capture_user_stacks = options.user_stacks ? 1 : 0;
+  memset(skel->rodata->device_prefix, 0, sizeof(skel->rodata->device_prefix));
+  memcpy(skel->rodata->device_prefix, options.device_prefix.data(), options.device_prefix.size());
+  skel->rodata->device_prefix_len = static_cast<uint32_t>(options.device_prefix.size());
+  skel->rodata->slow_fault_ns = options.slow_page_fault_ns;
+  skel->rodata->stack_min_ns = options.stack_min_ns;
+  skel->rodata->count_under_ns = options.count_under_ns;
+  skel->rodata->stacks_at_switch_in = plan.switch_in_stacks_off_reason.empty() ? 1 : 0;
+  skel->rodata->capture_python = plan.python_on() ? 1 : 0;
+  int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
+  if (rc != 0) return LibbpfFailure("size the kernel ring buffer", rc);
+  // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.
+  rc = bpf_map__set_max_entries(skel->maps.stacks,
+                                options.kernel_stacks ? options.stack_map_entries : 1);
+  if (rc == 0) {
+    rc = bpf_map__set_max_entries(skel->maps.user_stacks,
+                                  options.user_stacks ? options.stack_map_entries : 1);
+  }
+  if (rc != 0) return LibbpfFailure("size the stack maps", rc);
+  if (options.count_under_ns == 0) {  // never written
+    rc = bpf_map__set_max_entries(skel->maps.short_waits, 1);
+    if (rc == 0) rc = bpf_map__set_max_entries(skel->maps.short_wait_totals, 1);
+    if (rc != 0) return LibbpfFailure("size the short waits' map", rc);
+  }
+  int possible_cpus = libbpf_num_possible_cpus();
+  if (possible_cpus <= 0) return LibbpfFailure("count the possible CPUs", possible_cpus);
+  skel->rodata->possible_cpus = static_cast<uint32_t>(possible_cpus);
+  return {};
+}
 
-  // One attempt per fallback at most: each failed attempt moves one program to its fallback (or
-  // leaves an optional feature out), and a failure with no fallback ends the loop.
+// Opens, loads and attaches the programs. One attempt per fallback at most: each failed attempt
+// moves one program to its fallback (or leaves an optional feature out), and a failure with no
+// fallback ends the loop.
+Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& options,
+                     AttachPlan& plan, bool force_raw, uint64_t ring_bytes) {
   for (;;) {
-    state->Release();
+    state.Release();
     ResetWarnings();
-    state->skel = kernel_events_bpf__open();
-    if (state->skel == nullptr) return fail("open BPF object", errno);
-    kernel_events_bpf* skel = state->skel;
+    state.skel = kernel_events_bpf__open();
+    if (state.skel == nullptr) return LibbpfFailure("open BPF object", errno);
+    kernel_events_bpf* skel = state.skel;
     if (force_raw) {
       bpf_program* program = nullptr;
       bpf_object__for_each_program(program, skel->obj) {
@@ -1010,43 +1240,29 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
         if (kind.attach == ProgramKind::kTpBtf) plan.raw_tracepoints.emplace(kind.tracepoint, "");
       }
     }
-
-    skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
-    skel->rodata->wakeup_bytes = std::min<uint64_t>(kMaxWakeupBytes, ring_bytes / 4);
-    skel->rodata->capture_stacks = options.kernel_stacks ? 1 : 0;
-    skel->rodata->capture_user_stacks = options.user_stacks ? 1 : 0;
-    memset(skel->rodata->device_prefix, 0, sizeof(skel->rodata->device_prefix));
-    memcpy(skel->rodata->device_prefix, options.device_prefix.data(), options.device_prefix.size());
-    skel->rodata->device_prefix_len = static_cast<uint32_t>(options.device_prefix.size());
-    skel->rodata->slow_fault_ns = options.slow_page_fault_ns;
-    skel->rodata->stack_min_ns = options.stack_min_ns;
-    skel->rodata->stacks_at_switch_in = plan.switch_in_stacks_off_reason.empty() ? 1 : 0;
-    int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
-    if (rc != 0) return fail("size the kernel ring buffer", rc);
-    // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.
-    rc = bpf_map__set_max_entries(skel->maps.stacks,
-                                  options.kernel_stacks ? options.stack_map_entries : 1);
-    if (rc == 0) {
-      rc = bpf_map__set_max_entries(skel->maps.user_stacks,
-                                    options.user_stacks ? options.stack_map_entries : 1);
-    }
-    if (rc != 0) return fail("size the stack maps", rc);
+    if (Status set = SetProgramConstants(skel, options, plan, ring_bytes); !set.ok()) return set;
 
     bpf_program* program = nullptr;
     bpf_object__for_each_program(program, skel->obj) {
       bpf_program__set_autoload(program, Wanted(plan, program));
     }
-
-    rc = kernel_events_bpf__load(skel);
+    int rc = kernel_events_bpf__load(skel);
     if (rc != 0) {
       if ((rc == -EPERM || rc == -EACCES) && !HasBpfCapabilities()) {
-        return fail("load BPF programs", rc);
+        return LibbpfFailure("load BPF programs", rc);
       }
       std::string name = WarnedProgram();
       bpf_program* failed =
           name.empty() ? nullptr : bpf_object__find_program_by_name(skel->obj, name.c_str());
+      // A program the Python walker is part of: without it first (the walker is left out of every
+      // program when capture_python is 0).
+      if (failed != nullptr && plan.python_on() && HasPythonWalker(failed)) {
+        plan.python_off_reason =
+            std::string(bpf_program__name(failed)) + " failed to load: " + ErrnoText(-rc);
+        continue;
+      }
       if (failed == nullptr || !FallBack(&plan, failed, "failed to load: " + ErrnoText(-rc))) {
-        return fail("load BPF programs", rc);
+        return LibbpfFailure("load BPF programs", rc);
       }
       continue;
     }
@@ -1054,14 +1270,15 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
     // Attached one by one rather than with the skeleton, so an error names the tracepoint.
     bpf_program* failed = nullptr;
     int attach_error = 0;
-    state->links.reserve(64);  // a push_back that throws would leak an attached link
+    state.links.reserve(64);  // a push_back that throws would leak an attached link
     bpf_object__for_each_program(program, skel->obj) {
       if (!bpf_program__autoload(program)) continue;
+      if (IsPythonSampleProgram(program) || IsPythonMarkerProgram(program)) continue;  // below
       if (KindOf(program).attach == ProgramKind::kPerfEvent) {
         uint64_t config = program == skel->progs.on_major_fault_done
                               ? PERF_COUNT_SW_PAGE_FAULTS_MAJ
                               : PERF_COUNT_SW_PAGE_FAULTS_MIN;
-        attach_error = AttachPerCpu(program, config, &state->links);
+        attach_error = AttachPerCpu(program, config, &state.links);
         if (attach_error == 0) continue;
         failed = program;
         break;
@@ -1073,82 +1290,178 @@ std::unique_ptr<KernelRecorder> KernelRecorder::StartOrThrow(const std::string& 
         break;
       }
       if (IsSignalTracepoint(KindOf(program).tracepoint)) {
-        state->signal_link = link;
+        state.signal_link = link;
       } else {
-        state->links.push_back(link);
+        state.links.push_back(link);
       }
     }
-    if (failed == nullptr) break;
+    if (failed == nullptr) return {};
     if (!FallBack(&plan, failed, "failed to attach: " + ErrnoText(attach_error))) {
-      return fail(std::string("attach ") + bpf_program__section_name(failed), attach_error);
+      return LibbpfFailure(std::string("attach ") + bpf_program__section_name(failed),
+                           attach_error);
     }
   }
-  state->notes = DescribePlan(plan, force_raw);
-  if (options.stack_min_ns > 0 && (options.kernel_stacks || options.user_stacks)) {
-    state->notes.push_back("kernel recorder: stacks only for off-CPU intervals of at least " +
-                           DurationText(options.stack_min_ns) +
-                           ", and a waker's only for a wait that long");
+}
+
+// The optional Python parts: without them Python stacks are still read after waits and at
+// wakeups.
+void AttachPythonParts(KernelRecorder::State& state, const KernelRecorderOptions& options,
+                       const AttachPlan& plan) {
+  if (!plan.python_on()) return;
+  if (plan.python_sample) {
+    int error =
+        AttachSampling(state.skel->progs.on_python_sample, options.python_sample_hz, &state.links);
+    if (error != 0) {
+      state.notes.push_back("kernel recorder: on-CPU Python stacks not sampled (cpu-clock: " +
+                            ErrnoText(error) + ")");
+    } else {
+      state.notes.push_back("kernel recorder: Python stacks sampled on CPU at " +
+                            std::to_string(options.python_sample_hz) + " Hz");
+    }
   }
+  if (plan.python_marker) {
+    LIBBPF_OPTS(bpf_uprobe_opts, uprobe, .func_name = "gprof_python_stack_point");
+    state.links.reserve(state.links.size() + 1);
+    bpf_link* link =
+        bpf_program__attach_uprobe_opts(state.skel->progs.on_python_call_point, -1,
+                                        options.python_marker_library.c_str(), 0, &uprobe);
+    if (link == nullptr) {
+      state.notes.push_back(
+          "kernel recorder: Python stacks of slow CUDA calls not recorded (uprobe on " +
+          options.python_marker_library + ": " + ErrnoText(errno) + ")");
+    } else {
+      state.links.push_back(link);
+    }
+  }
+  state.python = std::make_unique<PythonStacks>(
+      bpf_map__fd(state.skel->maps.python_targets),
+      [s = &state](const void* data, size_t size) { s->Append(data, size); });
+}
 
-  state->ring = ring_buffer__new(bpf_map__fd(state->skel->maps.events), &State::SampleCallback,
-                                 state.get(), nullptr);
-  if (state->ring == nullptr) return fail("open the kernel ring buffer", errno);
-  state->stacks_fd = bpf_map__fd(state->skel->maps.stacks);
-  state->user_stacks_fd = bpf_map__fd(state->skel->maps.user_stacks);
-  state->user_stack_depth_limit = UserStackDepthLimit();
+// The notes that say how the recording was set up.
+void NoteSettings(KernelRecorder::State& state, const KernelRecorderOptions& options) {
+  if (options.stack_min_ns > 0 && (options.kernel_stacks || options.user_stacks)) {
+    state.notes.push_back("kernel recorder: stacks only for off-CPU intervals of at least " +
+                          DurationText(options.stack_min_ns) +
+                          ", and a waker's only for a wait that long");
+  }
+  if (options.count_under_ns > 0) {
+    state.notes.push_back("kernel recorder: off-CPU intervals and futex calls under " +
+                          DurationText(options.count_under_ns) +
+                          " counted per thread and reason instead of recorded one by one");
+  }
+}
 
-  // The file comes last: a failed start leaves no kernel.gpr claiming a recording.
+// Which programs to try first: the fallbacks are taken as loading or attaching fails.
+AttachPlan PlanFor(const KernelRecorderOptions& options) {
+  AttachPlan plan;
+  if (options.stacks_at_switch_out) plan.switch_in_stacks_off_reason = "asked for";
+  plan.python = options.python_stacks;
+  plan.python_sample = options.python_sample_hz > 0;
+  plan.python_marker = !options.python_marker_library.empty();
+  return plan;
+}
+
+// The ring buffer the programs write to, and the stack maps its records name.
+Status OpenRing(KernelRecorder::State& state) {
+  state.ring = ring_buffer__new(bpf_map__fd(state.skel->maps.events),
+                                &KernelRecorder::State::SampleCallback, &state, nullptr);
+  if (state.ring == nullptr) return LibbpfFailure("open the kernel ring buffer", errno);
+  state.stacks_fd = bpf_map__fd(state.skel->maps.stacks);
+  state.user_stacks_fd = bpf_map__fd(state.skel->maps.user_stacks);
+  state.user_stack_depth_limit = UserStackDepthLimit();
+  return {};
+}
+
+// kernel.gpr, owned as the session's files are. (Not kPermissionDenied when refused: no BPF
+// privilege would help.)
+Status CreateOutput(KernelRecorder::State& state, const std::string& session_dir,
+                    const KernelRecorderOptions& options) {
   std::string path = session_dir + "/kernel.gpr";
-  if (!options.size_budget_path.empty()) {
-    if (int rc = state->writer.AttachBudget(options.size_budget_path.c_str()); rc != 0) {
-      *error = "open the size budget " + options.size_budget_path + ": " + strerror(rc);
-      return nullptr;
+  if (!options.size_budget.empty()) {
+    if (int rc = state.writer.AttachBudget(options.size_budget.c_str()); rc != 0) {
+      return Status::Error(StatusCode::kIo, std::string("attach the size budget: ") + strerror(rc));
     }
   }
   int rc;
   {
     FileOwnerScope owner(options.file_uid, options.file_gid);
-    rc = owner.ok() ? state->writer.Create(path.c_str(), format::Source::kKernel,
-                                           static_cast<uint32_t>(getpid()))
+    rc = owner.ok() ? state.writer.Create(path.c_str(), format::Source::kKernel,
+                                          static_cast<uint32_t>(getpid()))
                     : EPERM;
   }
-  if (rc != 0) {
-    *error = std::string("create kernel.gpr: ") + strerror(rc);
-    return nullptr;
+  if (rc != 0)
+    return Status::Error(StatusCode::kIo, std::string("create kernel.gpr: ") + strerror(rc));
+  return {};
+}
+
+}  // namespace
+
+KernelRecorder::KernelRecorder(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+KernelRecorder::~KernelRecorder() { Finish(); }
+
+Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::Start(
+    const std::string& session_dir, const KernelRecorderOptions& options) {
+  try {
+    return StartOrThrow(session_dir, options);
+  } catch (...) {  // bad_alloc from a string or vector: nothing else here throws
+    return Status::Error(StatusCode::kOutOfMemory, "kernel recorder: out of memory");
   }
+}
+
+Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::StartOrThrow(
+    const std::string& session_dir, const KernelRecorderOptions& options) {
+  InstallPrint();
+  if (Status valid = CheckOptions(options); !valid.ok()) return valid;
+  const char* raw_env = getenv("GPROF_BPF_RAW_TP");
+  bool force_raw =
+      options.force_raw_tracepoints || (raw_env != nullptr && strcmp(raw_env, "1") == 0);
+  uint64_t ring_bytes = RingBufferBytes(options.ring_buffer_bytes);
+  auto state = std::make_unique<State>();
+  state->slow_fault_ns = options.slow_page_fault_ns;
+  state->stack_min_ns = options.stack_min_ns;
+  state->count_under_ns = options.count_under_ns;
+  state->stacks_wanted = options.kernel_stacks || options.user_stacks;
+  AttachPlan plan = PlanFor(options);
+
+  if (Status attached = LoadAndAttach(*state, options, plan, force_raw, ring_bytes);
+      !attached.ok()) {
+    return attached;
+  }
+  state->notes = DescribePlan(plan, force_raw);
+  AttachPythonParts(*state, options, plan);
+  NoteSettings(*state, options);
+
+  if (Status opened = OpenRing(*state); !opened.ok()) return opened;
+  // The file comes last: a failed start leaves no kernel.gpr claiming a recording.
+  if (Status created = CreateOutput(*state, session_dir, options); !created.ok()) return created;
   state->staged.reserve(kFlushBytes + 4096);
   state->last_flush_ns = MonotonicNs();
-  if (std::string reserve = session_dir + "/" + format::kReserveFile;
-      access(reserve.c_str(), F_OK) == 0) {
-    state->reserve_path = reserve;
-  }
+  state->wait_counts_ns = state->last_flush_ns;
   state->EmitNotes();
   TakeWarning();
   return std::unique_ptr<KernelRecorder>(new KernelRecorder(std::move(state)));
 }
 
-bool KernelRecorder::Track(int pid, std::string* error) try {
-  std::string scratch;
-  if (error == nullptr) error = &scratch;
-  if (state_->finished) {
-    *error = "track pid " + std::to_string(pid) + ": the recorder is finished";
-    return false;
-  }
+Status KernelRecorder::Track(int pid) try {
+  const std::string what = "track pid " + std::to_string(pid) + ": ";
+  if (state_->finished)
+    return Status::Error(StatusCode::kInvalid, what + "the recorder is finished");
   if (pid <= 0 || pid == getpid()) {
-    *error = "track pid " + std::to_string(pid) + ": not a process the recorder can follow";
-    return false;
+    return Status::Error(StatusCode::kInvalid, what + "not a process the recorder can follow");
   }
   uint32_t key = static_cast<uint32_t>(pid);
   uint8_t one = 1;
   if (bpf_map_update_elem(bpf_map__fd(state_->skel->maps.tracked), &key, &one, BPF_ANY) != 0) {
-    *error = "track pid " + std::to_string(pid) + ": " + strerror(errno);
-    return false;
+    return Status::FromErrno(errno, what + strerror(errno));
   }
+  // Its threads running now; those it starts from here on get their entry at their start.
+  if (!state_->StartThreads(key)) return Status::FromErrno(errno, what + strerror(errno));
   state_->SnapshotMaps(key);
-  return true;
+  return {};
 } catch (...) {
-  if (error != nullptr) *error = "track: out of memory";
-  return false;
+  return Status::Error(StatusCode::kOutOfMemory, "track: out of memory");
 }
 
 void KernelRecorder::SetWindow(uint64_t start_ns, uint64_t end_ns) {
@@ -1169,6 +1482,14 @@ int KernelRecorder::Poll(int timeout_ms) try {
   // Waiting in several slices would lose signals: one that lands between two waits is consumed by
   // the caller's handler and the next wait sleeps on. The caller's loop sees it instead.
   int wait_ms = timeout_ms < 0 ? kPollSliceMs : std::min(timeout_ms, kPollSliceMs);
+  // A process just exec'd is looked at again soon: its maps, and for its Python interpreter.
+  {
+    uint64_t next = std::min(s.NextFollowUpNs(), s.python ? s.python->NextLookNs() : UINT64_MAX);
+    uint64_t now = MonotonicNs();
+    if (next != UINT64_MAX)
+      wait_ms =
+          std::min<int>(wait_ms, next <= now ? 0 : static_cast<int>((next - now) / 1000000 + 1));
+  }
   int drained = 0;
   int rc = ring_buffer__poll(s.ring, wait_ms);
   if (rc < 0 && rc != -EINTR) return rc;
@@ -1179,14 +1500,15 @@ int KernelRecorder::Poll(int timeout_ms) try {
   drained += rc;
   if (s.finished) return drained;  // signals only, taken by the caller
   s.SnapshotDueMaps();
-  if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) {
-    // Another writer found the disk full and freed the reserve: stop writing too.
-    if (!s.reserve_path.empty() && s.writes_stopped_ns == 0 &&
-        access(s.reserve_path.c_str(), F_OK) != 0) {
-      s.StopWriting("the session's disk is full");
-    }
-    s.Flush();
+  s.FollowUpMaps(MonotonicNs());
+  if (s.python) {
+    s.python->Tick(MonotonicNs(),
+                   [&s](uint32_t pid, std::string* text) { return s.WriteMaps(pid, text, true); });
   }
+  if (uint64_t now = MonotonicNs(); now - s.wait_counts_ns >= kWaitCountIntervalNs) {
+    s.EmitWaitCounts(now);
+  }
+  if (MonotonicNs() - s.last_flush_ns >= kFlushIntervalNs) s.Flush();
   return drained;
 } catch (...) {  // bad_alloc while staging a loader record
   return -ENOMEM;
@@ -1214,11 +1536,13 @@ void KernelRecorder::FinishRecording() {
   // Detach first: what the maps and the ring hold after this is final.
   s.DetachAll();
   if (s.ring != nullptr) ring_buffer__consume(s.ring);
+  if (s.python) s.python->Finish();
   s.Flush();
   s.writer.SetClosing();  // what ends, counts, names and places the records: kept at the size cap
   s.EmitSwitchedIn();
   s.EmitUnfinished(MonotonicNs());
   s.EmitCounts();
+  s.EmitWaitCounts(MonotonicNs());
   for (auto& [pid, process] : s.processes) {
     if (process.alive) s.maps_due.insert(pid);
   }
@@ -1277,5 +1601,19 @@ std::vector<SignalRecord> KernelRecorder::TakeSignals() {
 const std::string& KernelRecorder::last_error() const { return state_->last_error; }
 
 uint64_t KernelRecorder::writes_stopped_ns() const { return state_->writes_stopped_ns; }
+
+const char* KernelRecorder::writes_stopped_cause() const { return state_->stop_cause; }
+
+std::vector<uint32_t> KernelRecorder::RunningProcesses() const {
+  std::vector<uint32_t> running;
+  for (const auto& [pid, process] : state_->processes) {
+    if (!process.alive) continue;
+    uint64_t start_time = ProcessStartTime(pid);
+    if (start_time != 0 && (process.start_time == 0 || process.start_time == start_time)) {
+      running.push_back(pid);
+    }
+  }
+  return running;
+}
 
 }  // namespace gprof::bpf

@@ -1,15 +1,17 @@
 // gprof-run's kernel recorder: loads the BPF programs of kernel_events.bpf.c, follows one process
 // tree in the kernel, and drains what they record into `<session dir>/kernel.gpr` (the chunked
-// session format of inject/session_format.h; records of bpf/kernel_events.h).
+// session format of inject/format/session_format.h; records of inject/format/kernel_events.h).
 //
 // Use from one thread: Start, Track the root, Poll in a loop while the target runs, Finish.
-// No exceptions escape; errors are returned as one line of text.
+// No exceptions escape; errors are returned as a Status (inject/status.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "inject/status.h"
 
 namespace gprof::bpf {
 
@@ -40,16 +42,31 @@ struct KernelRecorderOptions {
   // slept that long when woken. The unwinds are most of a switch's and a wakeup's cost, spent on
   // the many short waits of a switch-heavy program that no report explains. 0: every interval.
   uint64_t stack_min_ns = 20000;
+  // Off-CPU intervals and futex calls shorter than this are counted per thread and reason (the
+  // futex word or system call it slept in, the waker) instead of recorded one by one
+  // (GPROF_REC_WAIT_COUNT records, about once a second); a futex call that woke a thread that
+  // had slept this long is recorded whatever its length. 0: every one is recorded.
+  uint64_t count_under_ns = 20000;
   // Take a thread's stacks at every switch-out, as kernels without sched_exit_tp must, even where
   // they could be taken when it runs again (to compare the two).
   bool stacks_at_switch_out = false;
+  // Python stacks (CPython 3.9-3.13, bpf/python_stacks.bpf.h): read where the user stacks are
+  // (after a long wait, at the wakeup that ends one), at a sampling tick on CPU, and at slow CUDA
+  // calls; the code objects they name are named from the process's memory. Needs the thread's own
+  // stacks at switch-in (sched_exit_tp) for waiters' stacks.
+  bool python_stacks = true;
+  // The sampling rate per CPU of on-CPU Python stacks (a cpu-clock event on every CPU); 0: none.
+  uint32_t python_sample_hz = 99;
+  // libgprof_inject.so as the target loads it: its slow-call marker is where slow CUDA calls'
+  // Python stacks are taken (a uprobe). Empty: none.
+  std::string python_marker_library;
   // Attach every tracepoint program as raw_tp instead of tp_btf (GPROF_BPF_RAW_TP=1 in the
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.
   bool force_raw_tracepoints = false;
-  // The session's --max-size budget file (inject/recording_limits.h) that kernel.gpr is charged
-  // to; empty: no cap.
-  std::string size_budget_path;
+  // The handle of the session's --max-size budget (inject/recording_limits.h) that kernel.gpr is
+  // charged to; empty: no cap.
+  std::string size_budget;
   // kernel.gpr is made with these file-system ids (inject/file_owner.h): under sudo, the invoking
   // user's, so that it is theirs from its first moment. -1: this process's.
   int file_uid = -1;
@@ -57,7 +74,7 @@ struct KernelRecorderOptions {
 };
 
 // A signal the kernel generated for a process of the tree or for this process (a GPROF_REC_SIGNAL
-// record of bpf/kernel_events.h), as the recorder drained it.
+// record of inject/format/kernel_events.h), as the recorder drained it.
 struct SignalRecord {
   uint64_t time_ns = 0;  // CLOCK_MONOTONIC
   int signal = 0;
@@ -74,17 +91,19 @@ struct KernelRecorderStats {
 class KernelRecorder {
  public:
   // Opens, loads and attaches the programs and creates `<session_dir>/kernel.gpr`. Records nothing
-  // until Track(). On failure returns nullptr and fills *error with one line naming what failed;
-  // *permission_denied is set when the cause is missing privileges (EPERM/EACCES without
-  // CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN), so the caller can say "needs root or
-  // CAP_BPF+CAP_PERFMON" and go on without kernel recording. A kernel without BTF fails here.
-  static std::unique_ptr<KernelRecorder> Start(const std::string& session_dir,
-                                               const KernelRecorderOptions& options,
-                                               std::string* error, bool* permission_denied);
+  // until Track(). On failure the error names what failed in one line. Its code is
+  // kPermissionDenied only when the cause is missing privileges (EPERM/EACCES without
+  // CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN), so the caller can say which would do and go on without
+  // kernel recording; kUnsupported for a kernel without BTF, or one that would not take the
+  // programs; kInvalid for options they cannot run with; kIo when kernel.gpr cannot be made;
+  // kOutOfMemory.
+  static Expected<std::unique_ptr<KernelRecorder>> Start(const std::string& session_dir,
+                                                         const KernelRecorderOptions& options);
 
   // Adds a process: its threads, and the processes it forks from now on, are recorded. Children
   // it forked before the call are not (gprof-run tracks its child before releasing it).
-  bool Track(int pid, std::string* error);
+  // kInvalid for this process, or once the recorder is finished.
+  Status Track(int pid);
 
   // Records only intervals that start in [start_ns, end_ns) on CLOCK_MONOTONIC (end 0: no end;
   // inject/recording_limits.h). Before the target runs; the caller Finishes at the end.
@@ -127,9 +146,14 @@ class KernelRecorder {
 
   // The first error that cost records after Start (a failed chunk write), empty when none.
   const std::string& last_error() const;
-  // When kernel.gpr stopped taking records (CLOCK_MONOTONIC ns; a write failed, or the session's
-  // disk reserve was freed by another writer): what came after is only counted. 0: it did not.
+  // When kernel.gpr stopped taking records (CLOCK_MONOTONIC ns; a write failed, or the next
+  // chunk would have passed the disk margin, disk_room.h): what came after is only counted. 0: it
+  // did not. The cause as session.json words it: "write_failed", "disk_room", "file_lost".
   uint64_t writes_stopped_ns() const;
+  const char* writes_stopped_cause() const;
+  // The processes of the tree that had not ended when the recorder finished: no exit seen, and
+  // /proc still names the same process. After Finish.
+  std::vector<uint32_t> RunningProcesses() const;
 
   ~KernelRecorder();
   KernelRecorder(const KernelRecorder&) = delete;
@@ -139,9 +163,8 @@ class KernelRecorder {
 
  private:
   explicit KernelRecorder(std::unique_ptr<State> state);
-  static std::unique_ptr<KernelRecorder> StartOrThrow(const std::string& session_dir,
-                                                      const KernelRecorderOptions& options,
-                                                      std::string* error, bool* permission_denied);
+  static Expected<std::unique_ptr<KernelRecorder>> StartOrThrow(
+      const std::string& session_dir, const KernelRecorderOptions& options);
   void FinishRecording();
   std::unique_ptr<State> state_;
 };

@@ -1,4 +1,4 @@
-#include "inject_library.h"
+#include "cli/inject_library.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -83,23 +83,30 @@ class ElfFile {
 
 }  // namespace
 
-std::string InjectLibraryProblem(const std::string& path) {
+Status CheckInjectLibrary(const std::string& path) {
   ElfFile file(path.c_str());
-  if (file.error() == EINVAL) return "is not a file";
-  if (file.error() != 0) return std::string("cannot be read: ") + strerror(file.error());
-  if (file.elf() == nullptr || file.header().e_type != ET_DYN)
-    return "is not an ELF shared object (not gprof-run's libgprof_inject.so)";
+  if (file.error() == EINVAL) return Status::Error(StatusCode::kInvalid, "is not a file");
+  if (file.error() != 0) {
+    return Status::FromErrno(file.error(),
+                             std::string("cannot be read: ") + strerror(file.error()));
+  }
+  if (file.elf() == nullptr || file.header().e_type != ET_DYN) {
+    return Status::Error(StatusCode::kInvalid,
+                         "is not an ELF shared object (not gprof-run's libgprof_inject.so)");
+  }
   // The loader would refuse one of another class or machine with a warning in the command's
   // stderr; gprof-run's own executable says which this machine runs.
   ElfFile self("/proc/self/exe");
   if (self.elf() != nullptr &&
       (file.header().e_machine != self.header().e_machine ||
        file.header().e_ident[EI_CLASS] != self.header().e_ident[EI_CLASS])) {
-    return "is a shared object for another machine";
+    return Status::Error(StatusCode::kUnsupported, "is a shared object for another machine");
   }
-  if (!file.Exports(kEntryPoint))
-    return "is a shared object but not gprof-run's injected library (it has no " +
-           std::string(kEntryPoint) + ")";
+  if (!file.Exports(kEntryPoint)) {
+    return Status::Error(StatusCode::kInvalid,
+                         "is a shared object but not gprof-run's injected library (it has no " +
+                             std::string(kEntryPoint) + ")");
+  }
   return {};
 }
 

@@ -4,11 +4,13 @@
 
 #include <string>
 
+#include "inject/status.h"
+
 namespace gprof::cli {
 
-// Empty when `path` is an ELF shared object for this machine that exports InitializeInjection
-// (the entry point the CUDA driver calls in libgprof_inject.so); otherwise what it is not, as a
-// few words that follow the path ("is not an ELF shared object").
-std::string InjectLibraryProblem(const std::string& path);
+// OK when `path` is an ELF shared object for this machine that exports InitializeInjection (the
+// entry point the CUDA driver calls in libgprof_inject.so); otherwise the error says what it is
+// not, in a few words that follow the path ("is not an ELF shared object").
+Status CheckInjectLibrary(const std::string& path);
 
 }  // namespace gprof::cli

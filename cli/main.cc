@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "exit_codes.h"
-#include "inject_library.h"
-#include "model.h"
-#include "run_command.h"
+#include "cli/exit_codes.h"
+#include "cli/inject_library.h"
+#include "cli/run_command.h"
+#include "collector/model/model.h"
 
 namespace {
 
@@ -177,11 +177,44 @@ int main(int argc, char** argv) {
         return prefix.size() <= 15 ? std::string()
                                    : Quoted(prefix) + " is longer than 15 characters";
       });
+  std::string python_stacks = "on";
+  app.add_option("--python-stacks", python_stacks,
+                 "Python stacks (CPython 3.9 to 3.13) at every explained wait, its release, slow "
+                 "CUDA calls and on-CPU samples: on (default) or off (native stacks only, to "
+                 "compare the cost)")
+      ->type_name("on|off")
+      ->check([](const std::string& value) {
+        return value == "on" || value == "off" ? std::string()
+                                               : Quoted(value) + " is not one of on, off";
+      });
+  app.add_option("--python-sample-hz", run.python_sample_hz,
+                 "Rate per CPU at which on-CPU Python stacks are sampled, to name what a thread "
+                 "that held others up was running (default 99; 0: no sampling; at most 1000)")
+      ->type_name("HZ")
+      ->check([](const std::string& text) {
+        bool digits = !text.empty() && text.size() <= 4 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+        return digits && std::stoi(text) <= 1000
+                   ? std::string()
+                   : Quoted(text) + " is not a whole number from 0 to 1000";
+      });
+  app.add_option("--count-under", run.count_under_us,
+                 "Off-CPU intervals and futex calls shorter than US microseconds are counted per "
+                 "thread and reason, not recorded one by one (default 20, as short as no report "
+                 "explains; 0: record every one; at most 1000000)")
+      ->type_name("US")
+      ->check([](const std::string& text) {
+        bool digits = !text.empty() && text.size() <= 7 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+        return digits && std::stoul(text) <= 1'000'000
+                   ? std::string()
+                   : Quoted(text) + " is not a whole number of microseconds from 0 to 1000000";
+      });
   app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
       ->type_name("FILE")
       ->check([](const std::string& path) {
-        std::string problem = gprof::cli::InjectLibraryProblem(path);
-        return problem.empty() ? problem : Quoted(path) + " " + problem;
+        gprof::Status checked = gprof::cli::CheckInjectLibrary(path);
+        return checked.ok() ? std::string() : Quoted(path) + " " + checked.message();
       });
   app.add_option("--delay", run.delay_s,
                  "Start recording SEC seconds after the command starts (it runs unrecorded "
@@ -271,6 +304,7 @@ int main(int argc, char** argv) {
   if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);
   if (!collector_memory.empty()) run.collector_memory_bytes = *ParseSize(collector_memory);
   run.kernel_recording = !no_kernel;
+  run.python_stacks = python_stacks == "on";
   run.print_report = !quiet;
   return gprof::cli::RunCommand(run);
 }

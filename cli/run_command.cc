@@ -1,4 +1,4 @@
-#include "run_command.h"
+#include "cli/run_command.h"
 
 #include <pwd.h>
 #include <sys/auxv.h>
@@ -16,15 +16,18 @@
 #include <memory>
 #include <sstream>
 
-#include "collect.h"
-#include "exit_codes.h"
-#include "file_owner.h"
-#include "kernel_recorder.h"
-#include "profiler_watch.h"
-#include "recording_limits.h"
-#include "session_directory.h"
-#include "session_files.h"
-#include "target_process.h"
+#include "bpf/kernel_recorder.h"
+#include "cli/exit_codes.h"
+#include "cli/session_closing.h"
+#include "cli/session_directory.h"
+#include "cli/target_process.h"
+#include "collector/collect.h"
+#include "collector/session/session_files.h"
+#include "inject/disk_room.h"
+#include "inject/file_owner.h"
+#include "inject/held_directory.h"
+#include "inject/profiler_watch.h"
+#include "inject/recording_limits.h"
 
 extern char** environ;
 
@@ -49,7 +52,7 @@ unsigned long long ClockNs(clockid_t clock) {
 
 // libgprof_inject.so: given, or where the install (and the build tree, which mirrors it) puts it
 // relative to this executable: <prefix>/bin/gprof-run, <prefix>/lib/gprof-run/libgprof_inject.so.
-std::optional<std::string> FindInjectLibrary(const std::string& requested, std::string* error) {
+Expected<std::string> FindInjectLibrary(const std::string& requested) {
   std::error_code ec;
   std::string candidate = requested;
   if (candidate.empty()) {
@@ -62,15 +65,15 @@ std::optional<std::string> FindInjectLibrary(const std::string& requested, std::
   }
   fs::path path = fs::absolute(candidate, ec).lexically_normal();
   if (!fs::is_regular_file(path, ec)) {
-    *error = "cannot find the injected library " + path.string() + " (give it with --inject-lib)";
-    return std::nullopt;
+    return Status::Error(StatusCode::kNotFound, "cannot find the injected library " +
+                                                    path.string() + " (give it with --inject-lib)");
   }
   // LD_PRELOAD splits on spaces and colons.
   if (path.string().find_first_of(" :") != std::string::npos) {
-    *error = "the injected library's path " + path.string() +
-             " contains a space or colon, which "
-             "LD_PRELOAD cannot hold; install gprof-run elsewhere";
-    return std::nullopt;
+    return Status::Error(StatusCode::kInvalid,
+                         "the injected library's path " + path.string() +
+                             " contains a space or colon, which "
+                             "LD_PRELOAD cannot hold; install gprof-run elsewhere");
   }
   return path.string();
 }
@@ -79,7 +82,9 @@ std::optional<std::string> FindInjectLibrary(const std::string& requested, std::
 struct RecordingLimits {
   uint64_t window_start_ns = 0;
   uint64_t window_end_ns = 0;  // 0: no end
-  std::string budget_path;     // empty: no --max-size
+  std::string budget;          // the size budget's handle; empty: no --max-size
+  std::string control;         // the session's control's handle (session_control.h)
+  std::string session_dir_id;  // the session directory's identity (held_directory.h)
 };
 
 // --delay and --duration as absolute times, counted from `start_ns` (the command's start).
@@ -164,11 +169,14 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
       }
       continue;
     }
-    if (variable.starts_with("GPROF_SESSION_DIR=") || variable.starts_with("GPROF_CUDA_MODE=") ||
+    if (variable.starts_with("GPROF_SESSION_DIR=") ||
+        variable.starts_with(std::string(kSessionDirIdEnv) + "=") ||
+        variable.starts_with("GPROF_CUDA_MODE=") ||
         variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
         variable.starts_with(std::string(kWindowStartEnv) + "=") ||
         variable.starts_with(std::string(kWindowEndEnv) + "=") ||
         variable.starts_with(std::string(kSizeBudgetEnv) + "=") ||
+        variable.starts_with(std::string(kSessionControlEnv) + "=") ||
         variable.starts_with(std::string(inject::kProfilerPidEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
@@ -179,6 +187,7 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   environment.push_back("LD_PRELOAD=" + preload);
   if (use_cupti && !injection.empty()) environment.push_back("CUDA_INJECTION64_PATH=" + injection);
   environment.push_back("GPROF_SESSION_DIR=" + session_dir);
+  environment.push_back(std::string(kSessionDirIdEnv) + "=" + limits.session_dir_id);
   environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
   environment.push_back("GPROF_STACK_THRESHOLD_NS=" +
                         std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
@@ -194,19 +203,20 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   if (limits.window_end_ns != 0) {
     environment.push_back(std::string(kWindowEndEnv) + "=" + std::to_string(limits.window_end_ns));
   }
-  if (!limits.budget_path.empty()) {
-    environment.push_back(std::string(kSizeBudgetEnv) + "=" + limits.budget_path);
+  if (!limits.budget.empty()) {
+    environment.push_back(std::string(kSizeBudgetEnv) + "=" + limits.budget);
   }
+  environment.push_back(std::string(kSessionControlEnv) + "=" + limits.control);
   return environment;
 }
 
 // Under sudo, the command runs as the user who asked, as it would have without gprof-run.
 // SUDO_UID and SUDO_GID name them; one that is not an id is refused rather than read as root.
 // The groups are those of the user with that uid (SUDO_USER could name another user's).
-bool ApplySudoUser(const RunOptions& options, LaunchSettings* launch, std::string* error) {
-  if (options.run_as_root || getuid() != 0) return true;
+Status ApplySudoUser(const RunOptions& options, LaunchSettings* launch) {
+  if (options.run_as_root || getuid() != 0) return {};
   const char* uid_text = getenv("SUDO_UID");
-  if (uid_text == nullptr) return true;
+  if (uid_text == nullptr) return {};
   const char* gid_text = getenv("SUDO_GID");
   auto parse = [](const char* text, unsigned long* id) {
     if (text == nullptr || *text < '0' || *text > '9') return false;
@@ -217,17 +227,18 @@ bool ApplySudoUser(const RunOptions& options, LaunchSettings* launch, std::strin
   };
   unsigned long uid = 0, gid = 0;
   if (!parse(uid_text, &uid) || !parse(gid_text, &gid)) {
-    *error = "SUDO_UID=" + collector::PrintableName(uid_text) +
-             " SUDO_GID=" + collector::PrintableName(gid_text != nullptr ? gid_text : "") +
-             " do not name a user and group (--run-as-root keeps the command root's)";
-    return false;
+    return Status::Error(
+        StatusCode::kInvalid,
+        "SUDO_UID=" + collector::PrintableName(uid_text) +
+            " SUDO_GID=" + collector::PrintableName(gid_text != nullptr ? gid_text : "") +
+            " do not name a user and group (--run-as-root keeps the command root's)");
   }
-  if (uid == 0) return true;
+  if (uid == 0) return {};
   launch->run_as_uid = static_cast<uid_t>(uid);
   launch->run_as_gid = static_cast<gid_t>(gid);
   if (const passwd* user = getpwuid(launch->run_as_uid.value()))
     launch->run_as_user = user->pw_name;
-  return true;
+  return {};
 }
 
 void PrintCollectorOutput(const collector::CollectResult& result, FILE* out) {
@@ -271,54 +282,50 @@ void FinishKernelRecording(bpf::KernelRecorder* recorder, RunDescription* run) {
   if (!recorder->last_error().empty()) Say("warning: kernel recording: " + recorder->last_error());
   run->kernel_writes_stopped_ns = recorder->writes_stopped_ns();
   run->kernel_writes_stopped_reason = recorder->last_error();
+  run->kernel_writes_stopped_cause = recorder->writes_stopped_cause();
 }
 
-// The size budget's final counters into the session's description, and its file out of the way.
-void RecordSizeBudget(const std::string& path, RunDescription* run) {
-  SizeBudget budget;
-  if (budget.Attach(path.c_str()) != 0) return;
+// The size budget's final counters into the session's description.
+void RecordSizeBudget(const SizeBudget& budget, RunDescription* run) {
   SizeBudget::Counts counts = budget.Read();
   run->size_used_bytes = counts.used_bytes;
   run->size_stopped_at_ns = counts.stopped_at_ns;
   run->size_refused_records = counts.refused_records;
   run->size_refused_bytes = counts.refused_bytes;
-  unlink(path.c_str());
 }
 
 // `report` run as root on a directory that is not root's runs as the directory's owner, for good:
 // whatever the session's files name or link to is then read with the owner's rights, and the
 // reports are theirs. A directory of root's that others can change is refused: they could plant
 // what root would read.
-bool ReportAsOwner(int dir_fd, const std::string& directory, std::string* error) {
+Status ReportAsOwner(int dir_fd, const std::string& directory) {
   const std::string shown = collector::PrintableName(directory);
   struct stat info {};
-  if (fstat(dir_fd, &info) != 0) {
-    *error = shown + ": " + strerror(errno);
-    return false;
-  }
+  if (fstat(dir_fd, &info) != 0) return Status::FromErrno(errno, shown + ": " + strerror(errno));
   if (info.st_uid == 0) {
-    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return true;
-    *error = shown +
-             " is writable by others: as root, gprof-run reports only on a directory no one "
-             "else can change";
-    return false;
+    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return {};
+    return Status::Error(
+        StatusCode::kInvalid,
+        shown +
+            " is writable by others: as root, gprof-run reports only on a directory no one "
+            "else can change");
   }
   passwd* owner = getpwuid(info.st_uid);
   if (owner == nullptr) {
-    *error = shown + " belongs to uid " + std::to_string(info.st_uid) +
-             ", who is no user here: as root, gprof-run reports on a directory only as its owner";
-    return false;
+    return Status::Error(
+        StatusCode::kInvalid,
+        shown + " belongs to uid " + std::to_string(info.st_uid) +
+            ", who is no user here: as root, gprof-run reports on a directory only as its owner");
   }
   LaunchSettings as;
   as.run_as_uid = info.st_uid;
   as.run_as_gid = owner->pw_gid;
   as.run_as_user = owner->pw_name;
   if (!DropPrivileges(as)) {
-    *error = "cannot switch to " + collector::PrintableName(owner->pw_name) + ", who owns " +
-             shown + ": " + strerror(errno);
-    return false;
+    return Status::FromErrno(errno, "cannot switch to " + collector::PrintableName(owner->pw_name) +
+                                        ", who owns " + shown + ": " + strerror(errno));
   }
-  return true;
+  return {};
 }
 
 // "exited with 3", "was killed by SIGTERM": how the command ended, for a line on stderr.
@@ -334,65 +341,91 @@ std::string CommandEndText(int wait_status) {
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
-  std::string error;
-  auto inject_library = FindInjectLibrary(options.inject_library, &error);
-  if (!inject_library) {
-    Say(error);
+  auto inject_library = FindInjectLibrary(options.inject_library);
+  if (!inject_library.ok()) {
+    Say(inject_library.status().message());
     return kExitToolFailure;
   }
   // Under sudo the session is the invoking user's: made by them, every file theirs from its first
   // moment, and named only through the directory's descriptor while this runs as root.
   LaunchSettings launch;
-  if (!ApplySudoUser(options, &launch, &error)) {
-    Say(error);
+  if (Status sudo = ApplySudoUser(options, &launch); !sudo.ok()) {
+    Say(sudo.message());
     return kExitToolFailure;
   }
-  auto session_dir =
-      CreateSessionDirectory(options.output_dir, options.command.front(), launch, &error);
-  if (!session_dir) {
-    Say(error);
+  auto session_dir = CreateSessionDirectory(options.output_dir, options.command.front(), launch);
+  if (!session_dir.ok()) {
+    Say(session_dir.status().message());
     return kExitToolFailure;
   }
-  // The command's processes open the budget by its path; root, through the descriptor.
-  std::string budget_path;
-  if (options.max_size_bytes > 0) {
-    budget_path = session_dir->path + "/" + kSizeBudgetFile;
-    FileOwner as = SessionFileOwner(launch);
-    FileOwnerScope owner(as.uid, as.gid);
-    int rc = owner.ok() ? SizeBudget::Create(session_dir->FilePath(kSizeBudgetFile).c_str(),
-                                             options.max_size_bytes)
-                        : EPERM;
-    if (rc != 0) {
-      Say("cannot create " + budget_path + ": " + strerror(rc));
+  RunDescription run;
+  // A filesystem with less than the disk margin free (disk_room.h) has no room to record in
+  // without taking what the program may need: the command then runs as it would without
+  // gprof-run, nothing is written into the session until it has ended, and the report says why
+  // nothing was recorded.
+  DiskRoom room = DiskRoomOf(session_dir->fd.get());
+  bool no_room = !room.Allows(0, RoomUse::kData);
+  if (no_room) {
+    char why[200];
+    snprintf(why, sizeof(why),
+             "the session's filesystem had %.1f MiB free, less than the %.0f MiB that gprof-run "
+             "leaves free (disk margin); -o can name a directory with more room",
+             room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
+    run.other_stops.push_back({"all recording", 0, "disk_room", why});
+    run.kernel_recording_note = "no room on the session's filesystem";
+  }
+  // The budget and the control are shared memory (inject/shared_segment.h), the session owner's:
+  // no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
+  // stores into a mapping of it.
+  FileOwner owner = SessionFileOwner(launch);
+  SizeBudget budget;
+  if (options.max_size_bytes > 0 && !no_room) {
+    if (int rc = budget.Create(options.max_size_bytes, owner.uid, owner.gid); rc != 0) {
+      Say(std::string("cannot create the size budget (shared memory): ") + strerror(rc));
       DiscardSession(*session_dir, launch);
       return kExitToolFailure;
     }
   }
-  CreateDiskReserve(*session_dir, launch);  // before any recorder opens its file
+  // Every run that injects has one: without it a process that outlives the command would write
+  // into the session after the report (session_control.h).
+  SessionControl control;
+  RunOptions launch_options = options;
+  if (no_room) launch_options.cuda_mode = "off";
+  if (launch_options.cuda_mode != "off") {
+    if (int rc = control.Create(owner.uid, owner.gid); rc != 0) {
+      Say(std::string("cannot create the session's control (shared memory): ") + strerror(rc));
+      DiscardSession(*session_dir, launch);
+      return kExitToolFailure;
+    }
+  }
 
   // The kernel recorder first: loading it takes a while, and --delay counts from the command's
   // start, which the window (in every recorder's settings) must know.
-  RunDescription run;
   std::unique_ptr<bpf::KernelRecorder> recorder;
-  if (options.kernel_recording) {
-    bool permission_denied = false;
+  if (no_room) {
+    // said in the session's stops
+  } else if (options.kernel_recording) {
     bpf::KernelRecorderOptions kernel_options;
     kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
     kernel_options.device_prefix = options.device_prefix;
+    kernel_options.python_stacks = options.python_stacks;
+    kernel_options.python_sample_hz = options.python_sample_hz;
+    kernel_options.python_marker_library = *inject_library;
+    kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
     // The directory through its descriptor, and kernel.gpr born the session owner's.
-    if (!budget_path.empty()) {
-      kernel_options.size_budget_path = session_dir->FilePath(kSizeBudgetFile);
-    }
+    kernel_options.size_budget = budget.handle();
     kernel_options.file_uid = SessionFileOwner(launch).uid;
     kernel_options.file_gid = SessionFileOwner(launch).gid;
-    recorder = bpf::KernelRecorder::Start(session_dir->FilePath(), kernel_options, &error,
-                                          &permission_denied);
-    if (recorder) run.kernel_stack_min_ns = kernel_options.stack_min_ns;
-    if (!recorder) {
-      KernelRecordingOff(error,
-                         permission_denied ? "run as root or give gprof-run CAP_BPF and "
-                                             "CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep)"
-                                           : "see above",
+    auto started = bpf::KernelRecorder::Start(session_dir->FilePath(), kernel_options);
+    if (started.ok()) {
+      recorder = std::move(*started);
+      run.kernel_stack_min_ns = kernel_options.stack_min_ns;
+    } else {
+      KernelRecordingOff(started.status().message(),
+                         started.status().code() == StatusCode::kPermissionDenied
+                             ? "run as root or give gprof-run CAP_BPF and CAP_PERFMON (setcap "
+                               "cap_bpf,cap_perfmon+ep)"
+                             : "see above",
                          &run);
     }
   } else {
@@ -400,10 +433,17 @@ int RunCommand(const RunOptions& options) {
   }
 
   run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  if (no_room) run.other_stops.front().time_ns = run.start_monotonic_ns;
   run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
   run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
   RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
-  limits.budget_path = budget_path;
+  limits.budget = budget.handle();
+  limits.control = control.handle();
+  // The command's processes find the directory by its path, which a user who can rename one of
+  // its components can make name another: they record only into the one that has this identity.
+  if (struct stat made {}; fstat(session_dir->fd.get(), &made) == 0) {
+    limits.session_dir_id = std::to_string(made.st_dev) + ":" + std::to_string(made.st_ino);
+  }
   run.delay_s = options.delay_s;
   run.duration_s = options.duration_s;
   run.window_start_ns = limits.window_start_ns;
@@ -412,7 +452,7 @@ int RunCommand(const RunOptions& options) {
   if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
 
   launch.argv = options.command;
-  launch.environment = TargetEnvironment(options, *inject_library, session_dir->path, limits);
+  launch.environment = TargetEnvironment(launch_options, *inject_library, session_dir->path, limits);
 
   // session.json is UTF-8: bytes of the command line that are not are kept as the report shows
   // them ("\xff"), not replaced.
@@ -421,25 +461,28 @@ int RunCommand(const RunOptions& options) {
   run.inject_library = *inject_library;
   run.cuda_mode = options.cuda_mode;
 
-  auto target = TargetProcess::Spawn(launch, &error);
-  if (!target) {
-    Say("cannot start " + options.command.front() + ": " + error);
+  auto target = TargetProcess::Spawn(launch);
+  if (!target.ok()) {
+    Say("cannot start " + options.command.front() + ": " + target.status().message());
     if (recorder) recorder->Finish();
-    ReleaseDiskReserve(*session_dir);
     return kExitToolFailure;
   }
   run.root_pid = target->pid();
-  if (recorder && !recorder->Track(target->pid(), &error)) {
-    recorder.reset();
-    KernelRecordingOff(error, nullptr, &run);
+  if (recorder) {
+    if (Status tracked = recorder->Track(target->pid()); !tracked.ok()) {
+      recorder.reset();
+      KernelRecordingOff(tracked.message(), nullptr, &run);
+    }
   }
   run.kernel_recording = recorder != nullptr;
 
-  if (!WriteSessionMeta(*session_dir, launch, run, &error)) {
-    Say(error);
-    target->Abandon();
-    ReleaseDiskReserve(*session_dir);
-    return kExitToolFailure;
+  // (Not on a disk without room: then the session is written only once the command has ended.)
+  if (!no_room) {
+    if (Status written = WriteSessionMeta(*session_dir, launch, run); !written.ok()) {
+      Say(written.message());
+      target->Abandon();
+      return kExitToolFailure;
+    }
   }
 
   target->ForwardSignals(/*witnessed=*/recorder != nullptr && recorder->records_signals());
@@ -473,9 +516,16 @@ int RunCommand(const RunOptions& options) {
     if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
     recorder->Poll(static_cast<int>(wait_ms));
   }
-  if (kernel_running) FinishKernelRecording(recorder.get(), &run);
-
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  std::vector<OpenWriter> open_at_close;
+  if (control.attached()) {
+    open_at_close = CloseSession(&control, kernel_running ? recorder.get() : nullptr);
+  }
+  if (kernel_running) FinishKernelRecording(recorder.get(), &run);
+  if (recorder) {
+    for (uint32_t pid : recorder->RunningProcesses()) run.running_at_end.push_back({int(pid)});
+  }
+
   if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
   run.finished = true;
@@ -488,10 +538,18 @@ int RunCommand(const RunOptions& options) {
         "; build it with 'gprof-run report " + collector::PrintableName(session_dir->path) + "'");
     return ExitStatusOf(wait_status);
   }
-  if (!budget_path.empty()) RecordSizeBudget(session_dir->FilePath(kSizeBudgetFile), &run);
-  // Room for session.json and the reports when the disk filled up (freed as the user, as above).
-  ReleaseDiskReserve(*session_dir);
-  if (!WriteSessionMeta(*session_dir, launch, run, &error)) Say("warning: " + error);
+  if (budget.attached()) RecordSizeBudget(budget, &run);
+  // (A process that starts recording from now on finds the session closed.)
+  if (control.attached()) RecordSessionControl(control, open_at_close, session_dir->fd.get(), &run);
+  collector::CollectOptions collect_options =
+      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
+  collect_options.directory_fd = session_dir->fd.get();
+  if (Status written = WriteSessionMeta(*session_dir, launch, run); !written.ok()) {
+    Say("warning: " + written.message());
+    if (no_room) Say("nothing was recorded: " + run.other_stops.front().reason);
+    // The report still says how the run went, and what stopped.
+    collect_options.session_meta_text = SessionMetaText(run);
+  }
   // Ctrl-C or SIGTERM from here on (or since the command ended) stops gprof-run by that signal:
   // what is left is the report, which the session rebuilds.
   const std::string shown_dir = collector::PrintableName(session_dir->path);
@@ -499,10 +557,6 @@ int RunCommand(const RunOptions& options) {
                           CommandEndText(wait_status) +
                           "); the session is kept: 'gprof-run report " + shown_dir +
                           "' builds it\n");
-
-  collector::CollectOptions collect_options =
-      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
-  collect_options.directory_fd = session_dir->fd.get();
   auto result = collector::Collect(session_dir->path, collect_options);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
@@ -521,10 +575,11 @@ int ReportCommand(const std::string& directory, double threshold_ms,
     Say(collector::PrintableName(directory) + ": no such session directory");
     return kExitToolFailure;
   }
-  std::string error;
-  if (geteuid() == 0 && !ReportAsOwner(dir->get(), directory, &error)) {
-    Say(error);
-    return kExitToolFailure;
+  if (geteuid() == 0) {
+    if (Status owned = ReportAsOwner(dir->get(), directory); !owned.ok()) {
+      Say(owned.message());
+      return kExitToolFailure;
+    }
   }
   collector::CollectOptions options = CollectOptionsFor(threshold_ms, collector_memory_bytes);
   options.directory_fd = dir->get();

@@ -19,10 +19,13 @@ struct RunOptions {
   std::string cupti_library;       // empty: found in the target (inject/cupti_library.h)
   uint32_t ring_buffer_mb = 0;     // kernel recorder's ring buffer; 0: 2 MiB per CPU, >= 16 MiB
   std::string device_prefix = "nvidia";  // device files whose system calls are device waits
+  uint32_t count_under_us = 20;          // --count-under: shorter waits only counted; 0: none
   double delay_s = 0;                    // --delay: recording starts this long after the start
   double duration_s = 0;                 // --duration: and lasts this long; 0: to the end
   uint64_t max_size_bytes = 0;           // --max-size: cap on the recording files; 0: none
   uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
+  bool python_stacks = true;             // --python-stacks=on|off
+  uint32_t python_sample_hz = 99;        // --python-sample-hz; 0: no on-CPU samples
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.

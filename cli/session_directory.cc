@@ -1,4 +1,4 @@
-#include "session_directory.h"
+#include "cli/session_directory.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,10 +16,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "file_owner.h"
-#include "model.h"
-#include "session_format.h"
-#include "session_reader.h"
+#include "collector/model/model.h"
+#include "collector/session/session_reader.h"
+#include "inject/file_owner.h"
 
 namespace gprof::cli {
 namespace {
@@ -75,7 +74,7 @@ std::string PathOf(int fd, const std::string& fallback) {
 
 // Opens `name`, made or found in `parent_fd`, never through a link, and checks that it may hold a
 // session: a directory of this process's user (for root, writable by no one else), empty.
-bool OpenAndCheck(SessionDirectory* dir, const std::string& shown, std::string* error) {
+Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
   dir->fd = collector::FileDescriptor(openat(dir->parent_fd.get(), dir->name.c_str(),
                                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat info {};
@@ -85,37 +84,39 @@ bool OpenAndCheck(SessionDirectory* dir, const std::string& shown, std::string* 
       bool link =
           fstatat(dir->parent_fd.get(), dir->name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
           S_ISLNK(info.st_mode);
-      *error = link ? shown +
-                          " is a symbolic link: give the directory itself (gprof-run follows no "
-                          "link to its session directory)"
-                    : shown + " exists and is not a directory";
-    } else {
-      *error = "cannot open session directory " + shown + ": " + strerror(open_errno);
+      return Status::Error(StatusCode::kInvalid,
+                           link ? shown +
+                                      " is a symbolic link: give the directory itself (gprof-run "
+                                      "follows no link to its session directory)"
+                                : shown + " exists and is not a directory");
     }
-    return false;
+    return Status::FromErrno(
+        open_errno, "cannot open session directory " + shown + ": " + strerror(open_errno));
   }
   if (fstat(dir->fd.get(), &info) != 0) {
-    *error = "cannot open session directory " + shown + ": " + strerror(errno);
-    return false;
+    return Status::FromErrno(errno,
+                             "cannot open session directory " + shown + ": " + strerror(errno));
   }
   if (info.st_uid != geteuid()) {
-    *error = shown + " belongs to " + UserText(info.st_uid) + ", not to " + UserText(geteuid()) +
-             ", whom the command runs as: gprof-run writes a session only into that user's own "
-             "directory";
-    return false;
+    return Status::Error(StatusCode::kInvalid,
+                         shown + " belongs to " + UserText(info.st_uid) + ", not to " +
+                             UserText(geteuid()) +
+                             ", whom the command runs as: gprof-run writes a session only into "
+                             "that user's own directory");
   }
   if (geteuid() == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    *error = shown +
-             " is writable by others: as root, gprof-run writes a session only into a "
-             "directory no one else can change";
-    return false;
+    return Status::Error(StatusCode::kInvalid,
+                         shown +
+                             " is writable by others: as root, gprof-run writes a session only "
+                             "into a directory no one else can change");
   }
   int listing_fd = openat(dir->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* listing = listing_fd >= 0 ? fdopendir(listing_fd) : nullptr;
   if (listing == nullptr) {
+    int list_errno = errno;
     if (listing_fd >= 0) close(listing_fd);
-    *error = "cannot list session directory " + shown + ": " + strerror(errno);
-    return false;
+    return Status::FromErrno(
+        list_errno, "cannot list session directory " + shown + ": " + strerror(list_errno));
   }
   bool empty = true;
   while (const dirent* entry = readdir(listing)) {
@@ -123,19 +124,18 @@ bool OpenAndCheck(SessionDirectory* dir, const std::string& shown, std::string* 
   }
   closedir(listing);
   if (!empty) {
-    *error = shown +
-             " already exists and is not empty: gprof-run never overwrites a session; choose "
-             "another -o or remove it";
-    return false;
+    return Status::Error(StatusCode::kInvalid,
+                         shown +
+                             " already exists and is not empty: gprof-run never overwrites a "
+                             "session; choose another -o or remove it");
   }
   dir->path = PathOf(dir->fd.get(), shown);
-  return true;
+  return {};
 }
 
 // The work of CreateSessionDirectory, as whoever this process is.
-std::optional<SessionDirectory> MakeSessionDirectory(const std::string& requested,
-                                                     const std::string& command,
-                                                     std::string* error) {
+Expected<SessionDirectory> MakeSessionDirectory(const std::string& requested,
+                                                const std::string& command) {
   SessionDirectory dir;
   if (!requested.empty()) {
     const std::string shown = collector::PrintableName(requested);
@@ -151,17 +151,17 @@ std::optional<SessionDirectory> MakeSessionDirectory(const std::string& requeste
     dir.parent_fd =
         collector::FileDescriptor(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir.parent_fd.valid()) {
-      *error = "cannot create session directory " + shown + ": " + strerror(errno);
-      return std::nullopt;
+      return Status::FromErrno(errno,
+                               "cannot create session directory " + shown + ": " + strerror(errno));
     }
     if (dir.name != "." &&
         mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {
       dir.created = true;
     } else if (dir.name != "." && errno != EEXIST) {
-      *error = "cannot create session directory " + shown + ": " + strerror(errno);
-      return std::nullopt;
+      return Status::FromErrno(errno,
+                               "cannot create session directory " + shown + ": " + strerror(errno));
     }
-    if (!OpenAndCheck(&dir, shown, error)) return std::nullopt;
+    if (Status checked = OpenAndCheck(&dir, shown); !checked.ok()) return checked;
     return dir;
   }
   dir.parent_fd = collector::FileDescriptor(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -170,32 +170,33 @@ std::optional<SessionDirectory> MakeSessionDirectory(const std::string& requeste
     dir.name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
     if (mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {
       dir.created = true;
-      if (!OpenAndCheck(&dir, collector::PrintableName(dir.name), error)) return std::nullopt;
+      Status checked = OpenAndCheck(&dir, collector::PrintableName(dir.name));
+      if (!checked.ok()) return checked;
       return dir;
     }
     if (errno != EEXIST) break;
   }
   if (!dir.parent_fd.valid() || errno != EEXIST) {
-    *error = "cannot create session directory " + collector::PrintableName(dir.name) +
-             " in the current directory: " + strerror(errno) + " (use -o DIR)";
-    return std::nullopt;
+    return Status::FromErrno(
+        errno, "cannot create session directory " + collector::PrintableName(dir.name) +
+                   " in the current directory: " + strerror(errno) + " (use -o DIR)");
   }
-  *error = "cannot find a free session directory name " + base + "-N";
-  return std::nullopt;
+  return Status::Error(StatusCode::kIo, "cannot find a free session directory name " + base + "-N");
 }
 
 // The child's answer: one message, with the directory and its parent as descriptors when made.
 struct MadeMessage {
-  char ok;
+  char code;  // StatusCode: kOk when made
   char created;
-  char text[4094];  // ok: name, NUL, path; else the error line
+  char text[4094];  // made: name, NUL, path; else the error line
 };
 
-bool SendMade(int socket, const std::optional<SessionDirectory>& dir, const std::string& error) {
+bool SendMade(int socket, const Expected<SessionDirectory>& made) {
   MadeMessage message{};
-  message.ok = dir.has_value();
-  message.created = dir && dir->created;
-  std::string text = dir ? dir->name + std::string(1, '\0') + dir->path : error;
+  const SessionDirectory* dir = made.ok() ? &made.value() : nullptr;
+  message.code = static_cast<char>(made.ok() ? StatusCode::kOk : made.status().code());
+  message.created = dir != nullptr && dir->created;
+  std::string text = dir ? dir->name + std::string(1, '\0') + dir->path : made.status().message();
   if (text.size() >= sizeof(message.text)) text.resize(sizeof(message.text) - 1);
   memcpy(message.text, text.data(), text.size());
   iovec data{&message, offsetof(MadeMessage, text) + text.size() + 1};
@@ -216,7 +217,7 @@ bool SendMade(int socket, const std::optional<SessionDirectory>& dir, const std:
   return sendmsg(socket, &header, MSG_NOSIGNAL) >= 0;
 }
 
-std::optional<SessionDirectory> ReceiveMade(int socket, std::string* error) {
+Expected<SessionDirectory> ReceiveMade(int socket) {
   MadeMessage message{};
   iovec data{&message, sizeof(message) - 1};
   msghdr header{};
@@ -238,18 +239,16 @@ std::optional<SessionDirectory> ReceiveMade(int socket, std::string* error) {
     dir.parent_fd = collector::FileDescriptor(fds[1]);
   }
   if (n < static_cast<ssize_t>(offsetof(MadeMessage, text))) {
-    *error =
-        "cannot create the session directory: the process making it as the invoking user "
-        "failed";
-    return std::nullopt;
+    return Status::Error(StatusCode::kIo,
+                         "cannot create the session directory: the process making it as the "
+                         "invoking user failed");
   }
-  if (!message.ok) {
-    *error = message.text;
-    return std::nullopt;
+  if (static_cast<StatusCode>(message.code) != StatusCode::kOk) {
+    return Status::Error(static_cast<StatusCode>(message.code), message.text);
   }
   if (!dir.fd.valid() || !dir.parent_fd.valid()) {
-    *error = "cannot create the session directory: no descriptor came back";
-    return std::nullopt;
+    return Status::Error(StatusCode::kIo,
+                         "cannot create the session directory: no descriptor came back");
   }
   dir.created = message.created != 0;
   dir.name = message.text;
@@ -269,42 +268,39 @@ FileOwner SessionFileOwner(const LaunchSettings& as) {
   return {static_cast<int>(*as.run_as_uid), static_cast<int>(*as.run_as_gid)};
 }
 
-std::optional<SessionDirectory> CreateSessionDirectory(const std::string& requested,
-                                                       const std::string& command,
-                                                       const LaunchSettings& as,
-                                                       std::string* error) {
-  if (SessionFileOwner(as).uid < 0) return MakeSessionDirectory(requested, command, error);
+Expected<SessionDirectory> CreateSessionDirectory(const std::string& requested,
+                                                  const std::string& command,
+                                                  const LaunchSettings& as) {
+  if (SessionFileOwner(as).uid < 0) return MakeSessionDirectory(requested, command);
   // Under sudo: the path is resolved, and the directory made and opened, by a child with the
   // user's credentials (groups included). What comes back is only ever a directory the user
   // could have made or opened themselves; root does the rest through the descriptor.
   int sockets[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
-    *error = std::string("cannot create the session directory: socketpair: ") + strerror(errno);
-    return std::nullopt;
+    return Status::FromErrno(
+        errno, std::string("cannot create the session directory: socketpair: ") + strerror(errno));
   }
   pid_t child = fork();
   if (child < 0) {
-    *error = std::string("cannot create the session directory: fork: ") + strerror(errno);
+    Status failed = Status::FromErrno(
+        errno, std::string("cannot create the session directory: fork: ") + strerror(errno));
     close(sockets[0]);
     close(sockets[1]);
-    return std::nullopt;
+    return failed;
   }
   if (child == 0) {
     close(sockets[0]);
-    std::string child_error;
-    std::optional<SessionDirectory> made;
-    if (!DropPrivileges(as)) {
-      child_error = std::string(
-                        "cannot switch to the invoking user to create the session "
-                        "directory: ") +
-                    strerror(errno);
-    } else {
-      made = MakeSessionDirectory(requested, command, &child_error);
-    }
-    _exit(SendMade(sockets[1], made, child_error) ? 0 : 1);
+    Expected<SessionDirectory> made =
+        DropPrivileges(as)
+            ? MakeSessionDirectory(requested, command)
+            : Status::FromErrno(errno,
+                                std::string("cannot switch to the invoking user to create the "
+                                            "session directory: ") +
+                                    strerror(errno));
+    _exit(SendMade(sockets[1], made) ? 0 : 1);
   }
   close(sockets[1]);
-  auto dir = ReceiveMade(sockets[0], error);
+  auto dir = ReceiveMade(sockets[0]);
   close(sockets[0]);
   int status;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
@@ -312,8 +308,7 @@ std::optional<SessionDirectory> CreateSessionDirectory(const std::string& reques
   return dir;
 }
 
-bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
-                      const RunDescription& run, std::string* error) {
+std::string SessionMetaText(const RunDescription& run) {
   nlohmann::json exit = nlohmann::json::object();
   if (run.exit_code) exit["code"] = *run.exit_code;
   if (run.exit_signal) exit["signal"] = *run.exit_signal;
@@ -353,31 +348,49 @@ bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& a
                         {"refused_bytes", run.size_refused_bytes}};
   }
   if (run.kernel_writes_stopped_ns != 0) {
-    bool failed = run.kernel_writes_stopped_reason.starts_with("cannot write");
     meta["recording_stopped"].push_back({{"file", collector::kKernelFile},
                                          {"time_ns", run.kernel_writes_stopped_ns},
-                                         {"cause", failed ? "write_failed" : "session_full"},
+                                         {"cause", run.kernel_writes_stopped_cause},
                                          {"reason", run.kernel_writes_stopped_reason}});
   }
+  for (const RunDescription::Stop& stop : run.other_stops) {
+    meta["recording_stopped"].push_back({{"file", stop.file},
+                                         {"time_ns", stop.time_ns},
+                                         {"cause", stop.cause},
+                                         {"reason", stop.reason}});
+  }
+  if (!run.running_at_end.empty()) {
+    nlohmann::json running = nlohmann::json::array();
+    for (const RunDescription::Running& process : run.running_at_end) {
+      running.push_back({{"pid", process.pid}, {"still_writing", process.still_writing}});
+    }
+    meta["running_at_end"] = std::move(running);
+  }
+  // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
+  return meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Status WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
+                        const RunDescription& run) {
   const std::string final_name = collector::kSessionMetaFile;
   const std::string temporary = final_name + ".tmp";
   auto shown = [&](const std::string& name) {
     return collector::PrintableName(directory.path + "/" + name);
   };
-  // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
-  std::string text = meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::string text = SessionMetaText(run);
   // In the directory through its descriptor, never through a link or into a file someone else
   // made, and as the session's owner (the directory may be the user's while this runs as root).
   // The mode does not depend on the umask.
   FileOwnerScope owner(SessionFileOwner(as).uid, SessionFileOwner(as).gid);
   if (!owner.ok()) {
-    *error = "cannot write " + shown(temporary) + ": cannot take the invoking user's identity";
-    return false;
+    return Status::Error(
+        StatusCode::kPermissionDenied,
+        "cannot write " + shown(temporary) + ": cannot take the invoking user's identity");
   }
   auto fd = collector::CreateSessionFile(directory.fd.get(), temporary, 0644);
   if (!fd.ok()) {
-    *error = "cannot write " + shown(temporary) + ": " + fd.status().message();
-    return false;
+    return Status::Error(fd.status().code(),
+                         "cannot write " + shown(temporary) + ": " + fd.status().message());
   }
   bool written = WriteFully(fd->get(), text);
   int write_errno = errno;
@@ -386,31 +399,15 @@ bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& a
     write_errno = errno;
   }
   if (!written) {
-    *error = "cannot write " + shown(temporary) + ": " + strerror(write_errno);
     unlinkat(directory.fd.get(), temporary.c_str(), 0);
-    return false;
+    return Status::FromErrno(write_errno,
+                             "cannot write " + shown(temporary) + ": " + strerror(write_errno));
   }
   if (renameat(directory.fd.get(), temporary.c_str(), directory.fd.get(), final_name.c_str()) !=
       0) {
-    *error = "cannot write " + shown(final_name) + ": " + strerror(errno);
-    return false;
+    return Status::FromErrno(errno, "cannot write " + shown(final_name) + ": " + strerror(errno));
   }
-  return true;
-}
-
-void CreateDiskReserve(const SessionDirectory& directory, const LaunchSettings& as) {
-  FileOwnerScope owner(SessionFileOwner(as).uid, SessionFileOwner(as).gid);
-  if (!owner.ok()) return;
-  int fd = openat(directory.fd.get(), format::kReserveFile,
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  bool reserved = fallocate(fd, 0, 0, static_cast<off_t>(format::kReserveBytes)) == 0;
-  close(fd);
-  if (!reserved) unlinkat(directory.fd.get(), format::kReserveFile, 0);
-}
-
-void ReleaseDiskReserve(const SessionDirectory& directory) {
-  unlinkat(directory.fd.get(), format::kReserveFile, 0);
+  return {};
 }
 
 void DiscardSession(const SessionDirectory& directory, const LaunchSettings& as) {

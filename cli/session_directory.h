@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "session_files.h"
-#include "target_process.h"
+#include "cli/target_process.h"
+#include "collector/session/session_files.h"
+#include "inject/status.h"
 
 namespace gprof::cli {
 
@@ -40,13 +41,12 @@ FileOwner SessionFileOwner(const LaunchSettings& as);
 // link to one; its mode stays. Under sudo (`as` has run_as_uid) the path is resolved and the
 // directory made by a child process with the invoking user's credentials, so that root never
 // makes or opens anything there the user could not, and the directory is the user's from its
-// first moment. Returns it open, or an error line in *error.
-std::optional<SessionDirectory> CreateSessionDirectory(const std::string& requested,
-                                                       const std::string& command,
-                                                       const LaunchSettings& as,
-                                                       std::string* error);
+// first moment. Returns it open, or the error.
+Expected<SessionDirectory> CreateSessionDirectory(const std::string& requested,
+                                                  const std::string& command,
+                                                  const LaunchSettings& as);
 
-// What session.json says about the run (read back by collector/session_reader.cc).
+// What session.json says about the run (read back by collector/session/session_reader.cc).
 struct RunDescription {
   std::vector<std::string> command;
   int root_pid = 0;
@@ -77,22 +77,35 @@ struct RunDescription {
   unsigned long long size_stopped_at_ns = 0;  // when recording stopped at the cap; 0: it did not
   unsigned long long size_refused_records = 0;
   unsigned long long size_refused_bytes = 0;
-  // When kernel.gpr stopped taking records (disk full), and why; 0: it did not.
+  // When kernel.gpr stopped taking records (disk full, the disk margin), and why; 0: it did not.
   unsigned long long kernel_writes_stopped_ns = 0;
+  std::string kernel_writes_stopped_cause;  // "write_failed", "disk_room", ...
   std::string kernel_writes_stopped_reason;
+  // Stops that no recording file holds (a writer had no room even for its stop record, or no
+  // file at all), from the session's control file; and the whole session's, when the disk had no
+  // room at the start. Each goes into "recording_stopped" as it is.
+  struct Stop {
+    std::string file;
+    unsigned long long time_ns = 0;
+    std::string cause;
+    std::string reason;
+  };
+  std::vector<Stop> other_stops;
+  // Processes of the tree still running when gprof-run ended the recording (the command's own
+  // process had ended); `still_writing`: its injected library had not closed its file yet, so the
+  // file may change after the report.
+  struct Running {
+    int pid = 0;
+    bool still_writing = false;
+  };
+  std::vector<Running> running_at_end;
 };
 
+// session.json's contents for `run`.
+std::string SessionMetaText(const RunDescription& run);
 // Writes session.json atomically (a temporary file renamed over it), as `as`'s user under sudo.
-// Returns false with *error.
-bool WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
-                      const RunDescription& run, std::string* error);
-
-// Sets aside disk space in the session directory (format::kReserveFile) while the command runs:
-// the first writer that finds the disk full frees it, so that every writer can still say where it
-// stopped. Best effort: a file system without fallocate gets no reserve.
-void CreateDiskReserve(const SessionDirectory& directory, const LaunchSettings& as);
-// Frees it (idempotent): before session.json and the reports are written.
-void ReleaseDiskReserve(const SessionDirectory& directory);
+Status WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
+                        const RunDescription& run);
 
 // Removes what a session that never ran left in the directory (its files, not what is in a
 // subdirectory), and the directory itself when gprof-run created it and it is still there under

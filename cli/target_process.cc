@@ -1,4 +1,4 @@
-#include "target_process.h"
+#include "cli/target_process.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "exit_codes.h"
+#include "cli/exit_codes.h"
 
 namespace gprof::cli {
 namespace {
@@ -230,27 +230,25 @@ bool DropPrivileges(const LaunchSettings& settings) {
   return setgid(*settings.run_as_gid) == 0 && setuid(*settings.run_as_uid) == 0;
 }
 
-std::optional<TargetProcess> TargetProcess::Spawn(const LaunchSettings& settings,
-                                                  std::string* error) {
+Expected<TargetProcess> TargetProcess::Spawn(const LaunchSettings& settings) {
   int release_pipe[2], status_pipe[2];
   if (pipe2(release_pipe, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + strerror(errno);
-    return std::nullopt;
+    return Status::FromErrno(errno, std::string("pipe: ") + strerror(errno));
   }
   if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + strerror(errno);
+    Status failed = Status::FromErrno(errno, std::string("pipe: ") + strerror(errno));
     close(release_pipe[0]);
     close(release_pipe[1]);
-    return std::nullopt;
+    return failed;
   }
   // Built before fork: the child only reads, writes a pipe and execs.
   std::vector<char*> argv = CStrings(settings.argv);
   std::vector<char*> envp = CStrings(settings.environment);
   pid_t pid = fork();
   if (pid < 0) {
-    *error = std::string("fork: ") + strerror(errno);
+    Status failed = Status::FromErrno(errno, std::string("fork: ") + strerror(errno));
     for (int fd : {release_pipe[0], release_pipe[1], status_pipe[0], status_pipe[1]}) close(fd);
-    return std::nullopt;
+    return failed;
   }
   if (pid == 0) {
     close(release_pipe[1]);

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel_recorder.h"
+#include "bpf/kernel_recorder.h"
+#include "inject/status.h"
 
 namespace gprof::cli {
 
@@ -42,7 +43,7 @@ class TargetProcess {
 
   // Forks the child and leaves it waiting. The caller's signal dispositions and mask at this point
   // are the ones the command starts with.
-  static std::optional<TargetProcess> Spawn(const LaunchSettings& settings, std::string* error);
+  static Expected<TargetProcess> Spawn(const LaunchSettings& settings);
 
   pid_t pid() const { return pid_; }
   // Lets the child exec the command. Returns a failure when it could not (then it has exited).

@@ -1,4 +1,4 @@
-#include "collect.h"
+#include "collector/collect.h"
 
 #include <unistd.h>
 
@@ -6,11 +6,12 @@
 #include <filesystem>
 #include <memory>
 
-#include "output_file.h"
-#include "perfetto_writer.h"
-#include "report.h"
-#include "session_files.h"
-#include "session_reader.h"
+#include "collector/session/session_files.h"
+#include "collector/session/session_reader.h"
+#include "collector/writers/output_file.h"
+#include "collector/writers/perfetto/perfetto_writer.h"
+#include "collector/writers/report.h"
+#include "collector/writers/report_html.h"
 
 namespace gprof::collector {
 namespace {
@@ -18,56 +19,29 @@ namespace {
 Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
                      const std::string& text) {
   auto file = CreateOutputFile(dir_fd, name, path);
-  if (!file.ok()) return Status::Error("cannot write " + file.status().message());
+  if (!file.ok())
+    return Status::Error(file.status().code(), "cannot write " + file.status().message());
   bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
-  if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
+  if (std::fclose(file->release()) != 0 || !written)
+    return Status::Error(StatusCode::kIo, path + ": cannot write");
   return {};
 }
 
-// Writes into a FILE, for report.json's serializer: the text of a large report, as large as the
-// tree it comes from, is never held whole, as json::dump() would hold it in one string. What
-// comes a few bytes at a time is gathered here and written in blocks, cheaper than a locked
-// stdio call each.
-class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
- public:
-  explicit FileOutput(FILE* file) : file_(file) { pending_.reserve(kBlockBytes); }
-  void write_character(char c) override {
-    pending_.push_back(c);
-    if (pending_.size() >= kBlockBytes) Flush();
-  }
-  void write_characters(const char* text, size_t length) override {
-    // A large block (report.json's printer hands over blocks of up to 64 KiB) goes as it is.
-    if (pending_.empty() && length >= kBlockBytes / 2) {
-      written_ &= std::fwrite(text, 1, length, file_) == length;
-      return;
-    }
-    pending_.append(text, length);
-    if (pending_.size() >= kBlockBytes) Flush();
-  }
-  // Writes what is gathered; false once any write failed.
-  bool Flush() {
-    written_ &= std::fwrite(pending_.data(), 1, pending_.size(), file_) == pending_.size();
-    pending_.clear();
-    return written_;
-  }
-
- private:
-  static constexpr size_t kBlockBytes = size_t{64} << 10;
-  FILE* file_;
-  std::string pending_;
-  bool written_ = true;
-};
-
 // report.json, and a newline.
 Status WriteJsonFile(int dir_fd, const std::string& name, const std::string& path,
-                     const Session& session, const Analysis& analysis, const Diagnosis& diagnosis) {
+                     const Session& session, const Analysis& analysis) {
   auto file = CreateOutputFile(dir_fd, name, path);
-  if (!file.ok()) return Status::Error("cannot write " + file.status().message());
-  auto output = std::make_shared<FileOutput>(file->get());
-  WriteJsonReport(session, analysis, &diagnosis, output);
-  output->write_character('\n');
-  bool written = output->Flush();
-  if (std::fclose(file->release()) != 0 || !written) return Status::Error(path + ": cannot write");
+  if (!file.ok())
+    return Status::Error(file.status().code(), "cannot write " + file.status().message());
+  // The printer hands over whole blocks: one stdio call each.
+  FILE* out = file->get();
+  bool written = true;
+  WriteJsonReport(session, analysis, [&](std::string_view block) {
+    written &= std::fwrite(block.data(), 1, block.size(), out) == block.size();
+  });
+  written &= std::fputc('\n', out) != EOF;
+  if (std::fclose(file->release()) != 0 || !written)
+    return Status::Error(StatusCode::kIo, path + ": cannot write");
   return {};
 }
 
@@ -89,29 +63,30 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
   int dir_fd = options.directory_fd;
   if (dir_fd < 0) {
     auto dir = OpenSessionDirectory(directory);
-    if (!dir.ok()) return Status::Error(PrintableName(directory) + ": no such session directory");
+    if (!dir.ok())
+      return Status::Error(StatusCode::kNotFound,
+                           PrintableName(directory) + ": no such session directory");
     opened = std::move(*dir);
     dir_fd = opened.get();
   }
   RecordSpill spill(dir_fd, directory, options.memory_budget_bytes);
   auto session = [&] {
     ReadProgress progress(options.progress_fd);  // its line erased before anything else is said
-    return ReadSession(dir_fd, directory, &progress);
+    return ReadSession(dir_fd, directory, &progress,
+                       options.session_meta_text.empty() ? nullptr : &options.session_meta_text);
   }();
   if (!session.ok()) return session.status();
   *step = "analysing it";
   Analysis analysis;
-  Diagnosis diagnosis;
   {
     WaitReader waits(*session);  // its index is large: gone before the reports are built
     analysis = Analyze(*session, options.analysis, waits);
-    DiagnosisOptions diagnosis_options = options.diagnosis;
-    diagnosis_options.wait_threshold_ns = options.analysis.threshold_ns;
-    diagnosis = Diagnose(*session, diagnosis_options, waits);
   }
 
   CollectResult result;
-  result.text_report = RenderTextReport(*session, analysis, {}, &diagnosis);
+  session->trace_detail_under_ns =
+      TraceDetailFor(*session, kTraceMaxBytes, &session->trace_full_bytes);
+  result.text_report = RenderTextReport(*session, analysis);
   // The records are all read by now: where they are held is known.
   result.storage = RecordStorage::Stats();
   if (!result.storage.spill_error.empty()) {
@@ -145,11 +120,15 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
   });
   write(kJsonReportFile, [&] {
     return WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(), *session,
-                         analysis, diagnosis);
+                         analysis);
+  });
+  write(kHtmlReportFile, [&] {
+    return WriteTextFile(dir_fd, kHtmlReportFile, (dir / kHtmlReportFile).string(),
+                         RenderHtmlReport(*session, analysis, result.text_report));
   });
   write(kTraceFile, [&] {
     return WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
-                              PerfettoOptions{&diagnosis});
+                              PerfettoOptions{&analysis});
   });
   return result;
 }
@@ -163,12 +142,13 @@ Expected<CollectResult> Collect(const std::string& directory, const CollectOptio
   try {
     return CollectSession(directory, options, &step);
   } catch (const std::bad_alloc&) {
-    return Status::Error(PrintableName(directory) + ": out of memory " + step);
+    return Status::Error(StatusCode::kOutOfMemory,
+                         PrintableName(directory) + ": out of memory " + step);
   } catch (const std::exception& error) {
-    return Status::Error(PrintableName(directory) + ": failed " + step + ": " +
-                         PrintableName(error.what()));
+    return Status::Error(StatusCode::kIo, PrintableName(directory) + ": failed " + step + ": " +
+                                              PrintableName(error.what()));
   } catch (...) {
-    return Status::Error(PrintableName(directory) + ": failed " + step);
+    return Status::Error(StatusCode::kIo, PrintableName(directory) + ": failed " + step);
   }
 }
 

@@ -4,10 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis.h"
-#include "diagnosis.h"
-#include "record_storage.h"
-#include "status.h"
+#include "collector/analysis/analysis.h"
+#include "collector/model/record_storage.h"
+#include "inject/status.h"
 
 namespace gprof::collector {
 
@@ -17,8 +16,7 @@ inline constexpr char kJsonReportFile[] = "report.json";
 
 struct CollectOptions {
   AnalysisOptions analysis;
-  DiagnosisOptions diagnosis;  // its wait threshold is the analysis's
-  bool write_files = true;     // trace and reports into the session directory
+  bool write_files = true;  // trace and reports into the session directory
   // Memory for the records (record_storage.h); past it they are held in files in the session
   // directory. 0: DefaultMemoryBudget().
   uint64_t memory_budget_bytes = 0;
@@ -28,6 +26,9 @@ struct CollectOptions {
   // Where a line shows how far a long read of the session is (read_progress.h), when it is a
   // terminal; -1: nowhere.
   int progress_fd = 2;
+  // session.json's contents, read instead of the file: gprof-run could not write it (a disk quota
+  // left no room), and the report must still say how the run went. Empty: the file is read.
+  std::string session_meta_text;
 };
 
 struct CollectResult {
@@ -37,7 +38,8 @@ struct CollectResult {
   RecordStorageStats storage;         // where the records were held
 };
 
-// Reads `directory`, explains it, writes trace.perfetto-trace, report.txt and report.json there.
+// Reads `directory`, explains it, writes trace.perfetto-trace, report.txt, report.json and
+// report.html there.
 // Fails only when nothing could be read; damage is reported in the result's warnings. Every file
 // is opened relative to one descriptor of the directory (session_files.h).
 Expected<CollectResult> Collect(const std::string& directory, const CollectOptions& options);

@@ -1,6 +1,7 @@
-#include "chunk_file_writer.h"
+#include "inject/chunk_file_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "inject/disk_room.h"
 
 namespace gprof {
 namespace {
@@ -34,14 +37,43 @@ ChunkFileWriter::~ChunkFileWriter() {
 
 int ChunkFileWriter::Create(const char* path, format::Source source, uint32_t pid) {
   if (fd_ >= 0) return EBUSY;
-  if (!budget_.Charge(sizeof(format::FileHeader), 0, 0, closing_)) return EDQUOT;
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const char* slash = strrchr(path, '/');
+  std::string directory =
+      slash == nullptr ? "." : std::string(path, slash == path ? 1 : slash - path);
+  // The directory as the caller names it (gprof-run's kernel recorder: /proc/self/fd/N).
+  if (int error = own_directory_.Open(directory.c_str(), /*follow_last=*/true, nullptr);
+      error != 0) {
+    return error;
+  }
+  return Create(&own_directory_, slash == nullptr ? path : slash + 1, source, pid);
+}
+
+int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::Source source,
+                            uint32_t pid) {
+  if (fd_ >= 0) return EBUSY;
+  refused_for_room_ = false;
+  directory_ = directory;
+  name_ = name;
+  int dir_fd = directory->Get();
+  if (dir_fd < 0) return EBADF;
+  if (!DiskRoomOf(dir_fd).Allows(sizeof(format::FileHeader),
+                                 closing_ ? RoomUse::kClosing : RoomUse::kData)) {
+    refused_for_room_ = true;
+    return ENOSPC;
+  }
+  if (!budget_.Charge(sizeof(format::FileHeader), 0, 0, closing_)) return kSizeBudgetRefused;
+  int fd =
+      openat(dir_fd, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     int error = errno;
     budget_.Refund(sizeof(format::FileHeader));
     return error;
   }
-  fd_ = fd;
+  fd_ = HoldHigh(fd);
+  struct stat st {};
+  fstat(fd_, &st);
+  id_ = {st.st_dev, st.st_ino};
+  lost_ = "";
   sequence_ = 0;
   bytes_written_ = 0;
 
@@ -67,19 +99,23 @@ int ChunkFileWriter::Create(const char* path, format::Source source, uint32_t pi
   if (error != 0) {  // no room even for the header: leave no half file behind
     close(fd_);
     fd_ = -1;
-    unlink(path);
+    if (int dir = directory_->Get(); dir >= 0) unlinkat(dir, name_.c_str(), 0);
   }
   return error;
 }
 
 int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_count) {
+  refused_for_room_ = false;
   if (fd_ < 0) return EBADF;
   if (size == 0) return 0;
   if (size > format::kMaxChunkRawSize) return EMSGSIZE;
   // Recording stopped at the size cap: no need to compress what will not be written.
   if (!closing_ && budget_.stopped()) {
     budget_.Charge(0, size, record_count, false);
-    return EDQUOT;
+    return kSizeBudgetRefused;
+  }
+  if (!StillOurs()) {
+    if (int error = Reopen(); error != 0) return error;
   }
 
   format::ChunkHeader chunk{};
@@ -111,7 +147,14 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   }
   chunk.stored_size = static_cast<uint32_t>(payload_size);
   chunk.payload_checksum = format::Fnv1a32(payload, payload_size);
-  if (!budget_.Charge(sizeof(chunk) + payload_size, size, record_count, closing_)) return EDQUOT;
+  if (!DiskRoomOf(fd_).Allows(sizeof(chunk) + payload_size,
+                              closing_ ? RoomUse::kClosing : RoomUse::kData)) {
+    refused_for_room_ = true;
+    return ENOSPC;
+  }
+  if (!budget_.Charge(sizeof(chunk) + payload_size, size, record_count, closing_)) {
+    return kSizeBudgetRefused;
+  }
 
   uint64_t whole_size = bytes_written_;
   int error = WriteAll(&chunk, sizeof(chunk), payload, payload_size);
@@ -121,8 +164,7 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
     // Part of the chunk got out (the disk filled up mid-write): cut it off, so the file stays a
     // run of whole chunks and a later chunk (a stop record, once there is room) follows the last
     // whole one.
-    if (ftruncate(fd_, static_cast<off_t>(whole_size)) == 0 &&
-        lseek(fd_, static_cast<off_t>(whole_size), SEEK_SET) >= 0) {
+    if (StillOurs() && ftruncate(fd_, static_cast<off_t>(whole_size)) == 0) {
       bytes_written_ = whole_size;
     }
   }
@@ -131,30 +173,93 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
 
 void ChunkFileWriter::Close() {
   if (fd_ < 0) return;
-  close(fd_);
+  if (StillOurs()) close(fd_);  // else the number is the program's now: not ours to close
   fd_ = -1;
+  own_directory_.Close();
 }
 
-void ChunkFileWriter::Abandon() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-  // The compression context and buffer are the parent's heap copies; dropping them without freeing
-  // keeps the child away from allocator state that another parent thread may have left locked.
-  cctx_ = nullptr;
-  compressed_ = nullptr;
-  compressed_capacity_ = 0;
+DiskRoom ChunkFileWriter::Room() const {
+  int dir_fd = directory_ != nullptr ? directory_->Get() : -1;
+  return dir_fd >= 0 ? DiskRoomOf(dir_fd) : DiskRoom{};
 }
 
+bool ChunkFileWriter::StillOurs() const {
+  if (!SameFile(fd_, id_, /*directory=*/false)) return false;
+  int flags = fcntl(fd_, F_GETFL);
+  return flags >= 0 && (flags & O_ACCMODE) == O_WRONLY;
+}
+
+int ChunkFileWriter::Reopen() {
+  int fd = -1;
+  lost_ = "";
+  // Again while another thread of the program closes what was just opened (close_range): the
+  // directory's number between Get and openat (EBADF), or the file's before it is checked.
+  for (int attempt = 0; fd < 0 && attempt < kReopenAttempts; ++attempt) {
+    // The directory's own descriptor, checked (and opened again, checked, if it was taken too).
+    int dir_fd = directory_ != nullptr ? directory_->Get() : -1;
+    if (dir_fd < 0) {
+      lost_ = "its directory is gone or was replaced";
+      break;
+    }
+    fd = openat(dir_fd, name_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EBADF) continue;
+      lost_ = "the file is gone or was replaced";
+      break;
+    }
+    int held = HoldHigh(fd);
+    fd = -1;
+    HeldState state = StateOf(held, id_, /*directory=*/false);
+    if (state == HeldState::kSame) {
+      fd = held;
+    } else if (state == HeldState::kOther) {
+      lost_ = "the file is gone or was replaced";
+      close(held);
+      break;
+    }  // kClosed: closed under us, not ours to close
+  }
+  if (fd < 0 && lost_[0] == '\0') lost_ = "the program closed it each time it was opened again";
+  if (fd < 0) {
+    fd_ = -1;  // the old number is not ours to close
+    return EBADF;
+  }
+  fd_ = fd;
+  ++reopens_;
+  // Only this writer writes the file, and only whole chunks stay in it: anything past the last
+  // one is not a whole chunk.
+  struct stat st {};
+  if (fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) != bytes_written_ &&
+      ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0) {
+    return errno;
+  }
+  return 0;
+}
+
+// At the file's end as this writer knows it, never through the open file's offset (which a
+// descriptor shared with the program would move).
 int ChunkFileWriter::WriteAll(const void* first, size_t first_size, const void* second,
                               size_t second_size) {
   iovec parts[2] = {{const_cast<void*>(first), first_size},
                     {const_cast<void*>(second), second_size}};
   int count = second_size > 0 ? 2 : 1;
   iovec* next = parts;
+  // Checked again right before the write (compressing the chunk since Write's check takes a while),
+  // and once more when the write finds the number closed: another thread of the program can close
+  // it (close_range) at any moment.
+  bool reopened = false;
+  if (!StillOurs()) {
+    if (int error = Reopen(); error != 0) return error;
+    reopened = true;
+  }
   while (count > 0) {
-    ssize_t n = writev(fd_, next, count);
+    ssize_t n = pwritev(fd_, next, count, static_cast<off_t>(bytes_written_));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EBADF && !reopened && !StillOurs()) {
+        if (int error = Reopen(); error != 0) return error;
+        reopened = true;
+        continue;
+      }
       return errno;
     }
     bytes_written_ += static_cast<uint64_t>(n);

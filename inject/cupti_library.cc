@@ -1,4 +1,4 @@
-#include "cupti_library.h"
+#include "inject/cupti_library.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -10,6 +10,9 @@
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "inject/cupti_threads.h"
+#include "inject/own_descriptors.h"
 
 namespace gprof::inject {
 namespace {
@@ -110,7 +113,7 @@ bool LoadCuptiLibrary(CuptiLibrary* library, char* reason, size_t reason_size) {
   } else {
     for (const std::string& candidate : Candidates()) {
       if (access(candidate.c_str(), R_OK) != 0) continue;
-      handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+      handle = DlopenOutsideTheProgramsTable(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle == nullptr) continue;
       snprintf(library->path, sizeof(library->path), "%.*s",
                static_cast<int>(sizeof(library->path) - 1), candidate.c_str());
@@ -128,6 +131,7 @@ bool LoadCuptiLibrary(CuptiLibrary* library, char* reason, size_t reason_size) {
     return false;
   }
   if (library->GetVersion(&library->version) != CUPTI_SUCCESS) library->version = 0;
+  NoteCuptiCode(reinterpret_cast<const void*>(library->GetVersion));
   return true;
 }
 

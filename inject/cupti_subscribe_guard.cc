@@ -7,9 +7,9 @@
 
 #include <atomic>
 
-#include "cupti_tracer.h"
-#include "real_symbol.h"
-#include "recorder.h"
+#include "inject/cupti_tracer.h"
+#include "inject/real_symbol.h"
+#include "inject/recorder.h"
 
 namespace gprof::inject {
 namespace {

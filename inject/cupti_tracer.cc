@@ -1,8 +1,9 @@
-#include "cupti_tracer.h"
+#include "inject/cupti_tracer.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,16 +14,18 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "bounded_queue.h"
-#include "clock.h"
-#include "recorder.h"
+#include "inject/bounded_queue.h"
+#include "inject/clock.h"
+#include "inject/real_symbol.h"
+#include "inject/recorder.h"
 
 namespace gprof::inject {
 namespace {
 
-// Activity buffers: a few allocated up front, so that CUPTI's requests (which can come from the
-// thread that launches a kernel) are served without malloc; more on demand, up to a bound, past
-// which CUPTI drops records and counts them.
+// Activity buffers: a few mapped up front, so that CUPTI's requests (which can come from the
+// thread that launches a kernel) are served at once; more on demand, up to a bound, past which
+// CUPTI drops records and counts them. Handed around through lock-free queues: a thread of the
+// program that asks for a buffer never waits for a lock that the writer or CUPTI's thread holds.
 constexpr size_t kActivityBufferBytes = 4u << 20;
 constexpr size_t kPreallocatedBuffers = 4;
 constexpr size_t kMaxBuffers = 64;
@@ -34,26 +37,23 @@ constexpr long kSignalFlushWaitMs = 1500;
 constexpr uint32_t kMaxContexts = 64;
 
 struct CaptureState {
-  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;  // the status, set a few times per process
   CaptureStatus status{format::CaptureMode::kInterposition, 0,
                        "CUPTI not started: the CUDA driver has not loaded the injection (yet)"};
-  bool status_changed = true;
+  std::atomic<bool> status_changed{true};  // the writer takes the lock only when it is set
 
   CuptiLibrary cupti{};
   std::atomic<bool> cupti_active{false};
   CUpti_SubscriberHandle subscriber = nullptr;
   pid_t started_in = 0;
 
-  pthread_mutex_t buffers_lock = PTHREAD_MUTEX_INITIALIZER;
-  uint8_t* free_buffers[kMaxBuffers] = {};
-  size_t free_count = 0;
-  size_t allocated = 0;
-  BoundedQueue<ActivityBuffer, kMaxBuffers> completed;  // never full: buffers come from the pool
+  BoundedQueue<uint8_t*, kMaxBuffers> free_buffers;  // never full: buffers come from the pool
+  std::atomic<size_t> allocated{0};
+  BoundedQueue<ActivityBuffer, kMaxBuffers> completed;  // the same
   std::atomic<uint64_t> dropped{0};
   std::atomic<uint64_t> last_buffer_ns{0};
 
-  std::atomic<CUcontext> contexts[kMaxContexts] = {};
-  std::atomic<uint32_t> context_count{0};
+  std::atomic<CUcontext> contexts[kMaxContexts] = {};  // the first null one ends the list
 
   std::atomic<int> signal_flush{0};
   std::atomic<uint32_t> signal_flush_done{0};
@@ -72,23 +72,52 @@ __thread ApiCallState t_api_call __attribute__((tls_model("initial-exec")));
 __thread CUcontext t_last_context __attribute__((tls_model("initial-exec")));
 
 // The contexts API calls ran in: CUPTI counts dropped GPU records per context, and a context whose
-// records found no buffer at all never completes one, so the writer asks each of them.
+// records found no buffer at all never completes one, so the writer asks each of them. Lock-free:
+// a program thread's call never waits for the writer reading the list.
 void NoteContext(CUcontext context) {
   if (context == nullptr || context == t_last_context) return;
   t_last_context = context;
-  uint32_t count = g.context_count.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < count; ++i) {
-    if (g.contexts[i].load(std::memory_order_relaxed) == context) return;
+  for (std::atomic<CUcontext>& slot : g.contexts) {
+    CUcontext seen = slot.load(std::memory_order_acquire);
+    if (seen == nullptr && slot.compare_exchange_strong(seen, context, std::memory_order_acq_rel)) {
+      return;
+    }
+    if (seen == context) return;  // known (or just stored by another thread)
   }
-  pthread_mutex_lock(&g.lock);
-  count = g.context_count.load(std::memory_order_relaxed);
-  bool known = false;
-  for (uint32_t i = 0; i < count; ++i) known |= g.contexts[i].load() == context;
-  if (!known && count < kMaxContexts) {
-    g.contexts[count].store(context, std::memory_order_relaxed);
-    g.context_count.store(count + 1, std::memory_order_release);
+}
+
+// A thread that hands over completed buffers outside any CUDA call of its own, and is neither the
+// writer nor a thread of the program's (none with a ring of calls, not the main thread), is one of
+// CUPTI's: its worker. Buffer requests say nothing: CUPTI makes its first on the thread that
+// initialises CUDA (the program's main thread, in cuInit). At exit the flush runs on whichever
+// thread exits: not counted then.
+void NoteCuptiThread() {
+  if (IsProfilerThread() || t_api_call.depth != 0 || t_thread_state.depth != 0 ||
+      t_thread_state.ring != nullptr || RecordingShuttingDown() ||
+      syscall(SYS_gettid) == getpid()) {
+    return;
   }
-  pthread_mutex_unlock(&g.lock);
+  NoteProfilerThread(format::ProfilerThreadRole::kCupti);
+}
+
+// From malloc, though the allocator's lock is the program's (a 4 MiB block is mmap'ed by glibc,
+// briefly under it): a program that registers activity callbacks of its own after ours (Kineto)
+// is handed the buffers CUPTI got from us when they complete, and frees them.
+uint8_t* MapActivityBuffer() {
+  return static_cast<uint8_t*>(aligned_alloc(8, kActivityBufferBytes));
+}
+
+// A buffer of the pool, or a new one while the pool is below its bound; nullptr past it.
+uint8_t* GetActivityBuffer() {
+  uint8_t* data = nullptr;
+  if (g.free_buffers.Take(&data, 1) == 1) return data;
+  if (g.allocated.fetch_add(1, std::memory_order_relaxed) >= kMaxBuffers) {
+    g.allocated.fetch_sub(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  data = MapActivityBuffer();
+  if (data == nullptr) g.allocated.fetch_sub(1, std::memory_order_relaxed);
+  return data;
 }
 
 void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
@@ -96,7 +125,7 @@ void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
   g.status.mode = mode;
   g.status.cupti_version = version;
   snprintf(g.status.text, sizeof(g.status.text), "%s", text);
-  g.status_changed = true;
+  g.status_changed.store(true, std::memory_order_release);
   pthread_mutex_unlock(&g.lock);
   NotifyWriter();
 }
@@ -136,15 +165,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
 }
 
 void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  uint8_t* data = nullptr;
-  pthread_mutex_lock(&g.buffers_lock);
-  if (g.free_count > 0) {
-    data = g.free_buffers[--g.free_count];
-  } else if (g.allocated < kMaxBuffers) {
-    data = static_cast<uint8_t*>(aligned_alloc(8, kActivityBufferBytes));
-    if (data != nullptr) ++g.allocated;
-  }
-  pthread_mutex_unlock(&g.buffers_lock);
+  uint8_t* data = GetActivityBuffer();
   *buffer = data;
   *size = data != nullptr ? kActivityBufferBytes : 0;  // none: CUPTI drops and counts
   *max_records = 0;
@@ -161,6 +182,7 @@ void CountDropped(CUcontext context, uint32_t stream_id) {
 
 void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
                                 size_t valid_size) {
+  NoteCuptiThread();
   CountDropped(context, stream_id);  // where CUPTI documents to ask
   if (buffer == nullptr) return;
   if (valid_size == 0) {
@@ -222,14 +244,12 @@ void FlushOnFatalSignals() {
 }
 
 void PreallocateBuffers() {
-  pthread_mutex_lock(&g.buffers_lock);
-  while (g.allocated < kPreallocatedBuffers) {
-    auto* data = static_cast<uint8_t*>(aligned_alloc(8, kActivityBufferBytes));
+  while (g.allocated.load(std::memory_order_relaxed) < kPreallocatedBuffers) {
+    uint8_t* data = MapActivityBuffer();
     if (data == nullptr) break;
-    g.free_buffers[g.free_count++] = data;
-    ++g.allocated;
+    g.allocated.fetch_add(1, std::memory_order_relaxed);
+    g.free_buffers.Push(data);
   }
-  pthread_mutex_unlock(&g.buffers_lock);
 }
 
 enum class ApiSource {
@@ -333,21 +353,20 @@ bool EnableRecording(ApiSource source, char* note, size_t note_size, char* reaso
 // uses CUDA), and a lock the parent's CUPTI thread held must not stay held in it.
 void ForgetCaptureAfterFork() {
   pthread_mutex_init(&g.lock, nullptr);
-  pthread_mutex_init(&g.buffers_lock, nullptr);
   g.cupti_active.store(false, std::memory_order_relaxed);
   g.subscriber = nullptr;
-  g.free_count = 0;  // the parent's buffers stay the parent's
-  g.allocated = 0;
+  g.free_buffers.ResetAfterFork();  // the parent's buffers stay the parent's
+  g.allocated.store(0, std::memory_order_relaxed);
   g.completed.ResetAfterFork();
   g.dropped.store(0, std::memory_order_relaxed);
   g.last_buffer_ns.store(0, std::memory_order_relaxed);
-  g.context_count.store(0, std::memory_order_relaxed);
+  for (std::atomic<CUcontext>& slot : g.contexts) slot.store(nullptr, std::memory_order_relaxed);
   g.signal_flush.store(0, std::memory_order_relaxed);
   g.signal_flush_done.store(0, std::memory_order_relaxed);
   g.status = CaptureStatus{format::CaptureMode::kInterposition, 0,
                            "CUPTI not started in this process: the CUDA driver has not loaded the "
                            "injection here"};
-  g.status_changed = true;
+  g.status_changed.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -356,6 +375,9 @@ void StartCudaCapture() {
   pid_t pid = getpid();
   if (g.started_in == pid || !RecordingActive() || !EnsureWriterRunning()) return;
   g.started_in = pid;
+  // Inside cuInit, which loads libraries itself: the real runtime functions are looked up here
+  // once, not by the program's calls later.
+  ResolveRuntimeFunctions();
 
   const char* mode = getenv(kCudaModeEnv);
   bool required = mode != nullptr && strcmp(mode, "cupti") == 0;
@@ -399,20 +421,18 @@ void StartCudaCapture() {
 }
 
 bool TakeCaptureStatus(CaptureStatus* out) {
+  if (!g.status_changed.load(std::memory_order_acquire)) return false;
   pthread_mutex_lock(&g.lock);
-  bool changed = g.status_changed;
-  if (changed) *out = g.status;
-  g.status_changed = false;
+  *out = g.status;
+  g.status_changed.store(false, std::memory_order_relaxed);
   pthread_mutex_unlock(&g.lock);
-  return changed;
+  return true;
 }
 
 bool TakeCompletedActivityBuffer(ActivityBuffer* out) { return g.completed.Take(out, 1) == 1; }
 
 void ReturnActivityBuffer(uint8_t* data) {
-  pthread_mutex_lock(&g.buffers_lock);
-  g.free_buffers[g.free_count++] = data;  // every buffer came from this pool: never overflows
-  pthread_mutex_unlock(&g.buffers_lock);
+  g.free_buffers.Push(data);  // every buffer came from this pool: never full
 }
 
 uint64_t LastActivityBufferNs() { return g.last_buffer_ns.load(std::memory_order_relaxed); }
@@ -420,8 +440,11 @@ uint64_t LastActivityBufferNs() { return g.last_buffer_ns.load(std::memory_order
 uint64_t TakeDroppedActivityRecords() {
   if (ActiveCupti() != nullptr) {
     CountDropped(nullptr, 0);  // the global queue: API records
-    uint32_t count = g.context_count.load(std::memory_order_acquire);
-    for (uint32_t i = 0; i < count; ++i) CountDropped(g.contexts[i].load(), 0);
+    for (std::atomic<CUcontext>& slot : g.contexts) {
+      CUcontext context = slot.load(std::memory_order_acquire);
+      if (context == nullptr) break;
+      CountDropped(context, 0);
+    }
   }
   return g.dropped.exchange(0, std::memory_order_relaxed);
 }

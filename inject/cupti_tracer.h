@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cupti_library.h"
-#include "session_format.h"
+#include "inject/cupti_library.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::inject {
 

@@ -10,8 +10,8 @@
 
 #include <cerrno>
 
-#include "real_symbol.h"
-#include "recorder.h"
+#include "inject/real_symbol.h"
+#include "inject/recorder.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
-#include "gpu_record_encoder.h"
+#include "inject/gpu_record_encoder.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "cupti_tracer.h"
-#include "session_format.h"
+#include "inject/cupti_tracer.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::inject {
 namespace {

@@ -1,4 +1,4 @@
-// Turns CUPTI activity buffers into session-file records (inject/session_format.h): kernels,
+// Turns CUPTI activity buffers into session-file records (inject/format/session_format.h): kernels,
 // copies, memsets, synchronizations, the driver's module loading, the GPUs' UUIDs, and API calls
 // when CUPTI records those itself. Runs on the writer thread.
 #pragma once
@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "cupti_library.h"
-#include "record_sink.h"
-#include "recording_limits.h"
+#include "inject/cupti_library.h"
+#include "inject/record_sink.h"
+#include "inject/recording_limits.h"
 
 namespace gprof::inject {
 

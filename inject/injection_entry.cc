@@ -1,7 +1,7 @@
 // CUDA_INJECTION64_PATH names this library too: the CUDA driver dlopens it (the same object that
 // LD_PRELOAD loaded) at cuInit and calls InitializeInjection, which starts CUPTI capture
 // (cupti_tracer.h). Returning success in every case lets the target run as it would without us.
-#include "cupti_tracer.h"
+#include "inject/cupti_tracer.h"
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   gprof::inject::StartCudaCapture();

@@ -1,10 +1,11 @@
-#include "profiler_watch.h"
+#include "inject/profiler_watch.h"
+
+#include "inject/held_directory.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,25 +14,37 @@ namespace gprof::inject {
 
 namespace {
 
-// /proc/<pid>/stat's state (field 3) and start time (field 22); false when there is none.
-bool ReadStat(int pid, char* state, unsigned long long* start_ticks) {
+enum class Stat { kRead, kNone, kUnknown };
+
+// /proc/<pid>/stat's state (field 3) and start time (field 22). kNone: no such process; kUnknown:
+// another thread of the program closed the descriptor each time before it was read (close_range),
+// so nothing can be said.
+Stat ReadStat(int pid, char* state, unsigned long long* start_ticks) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char text[1024];
-  ssize_t n = read(fd, text, sizeof(text) - 1);
-  close(fd);
-  if (n <= 0) return false;
+  ssize_t n = -1;
+  for (int attempt = 0; n < 0 && attempt < kReopenAttempts; ++attempt) {
+    FileIdentity id;
+    int fd = OpenHigh(path, O_RDONLY, &id);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ESRCH) return Stat::kNone;
+      continue;  // closed under us (close_range from another thread): again
+    }
+    n = read(fd, text, sizeof(text) - 1);
+    CloseHeld(fd, id);
+  }
+  if (n < 0) return Stat::kUnknown;
+  if (n == 0) return Stat::kNone;  // a process that is ending
   text[n] = '\0';
   // The name (field 2) may hold spaces and parentheses: count fields from its last ')'.
   const char* field = strrchr(text, ')');
-  if (field == nullptr || field[1] != ' ') return false;
+  if (field == nullptr || field[1] != ' ') return Stat::kNone;
   *state = field[2];
   for (int number = 2; field != nullptr && number < 22; ++number) field = strchr(field + 1, ' ');
-  if (field == nullptr) return false;
+  if (field == nullptr) return Stat::kNone;
   *start_ticks = strtoull(field + 1, nullptr, 10);
-  return true;
+  return Stat::kRead;
 }
 
 }  // namespace
@@ -39,11 +52,21 @@ bool ReadStat(int pid, char* state, unsigned long long* start_ticks) {
 unsigned long long ProcessStartTicks(int pid) {
   char state = 0;
   unsigned long long start_ticks = 0;
-  return ReadStat(pid, &state, &start_ticks) ? start_ticks : 0;
+  return ReadStat(pid, &state, &start_ticks) == Stat::kRead ? start_ticks : 0;
 }
 
-ProfilerWatch::~ProfilerWatch() {
-  if (pidfd_ >= 0) close(pidfd_);
+bool ProcessRunning(int pid, unsigned long long start_ticks) {
+  char state = 0;
+  unsigned long long ticks = 0;
+  switch (ReadStat(pid, &state, &ticks)) {
+    case Stat::kRead:
+      return ticks == start_ticks && state != 'Z' && state != 'X';
+    case Stat::kNone:
+      return false;
+    case Stat::kUnknown:  // not known to be gone
+      return true;
+  }
+  return true;
 }
 
 void ProfilerWatch::Start() {
@@ -54,28 +77,12 @@ void ProfilerWatch::Start() {
   if (pid <= 0 || end == nullptr || *end != ':') return;
   pid_ = static_cast<int>(pid);
   start_ticks_ = strtoull(end + 1, nullptr, 10);
-  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-  // Opened after the pid was reused by another process: that one is not gprof-run.
-  if (pidfd_ >= 0 && ProcessStartTicks(pid_) != start_ticks_) {
-    close(pidfd_);
-    pidfd_ = -1;
-    start_ticks_ = ~0ull;  // never matches: gone
-  }
 }
 
 bool ProfilerWatch::Gone(int* pid) const {
   if (pid_ == 0) return false;
   *pid = pid_;
-  if (pidfd_ >= 0) {
-    pollfd ready{pidfd_, POLLIN, 0};
-    if (poll(&ready, 1, 0) == 0) return false;  // the common case: one system call
-  }
-  // The pidfd says it exited (or the program closed our descriptor): /proc decides. A zombie
-  // (killed, not yet reaped) is gone too.
-  char state = 0;
-  unsigned long long start_ticks = 0;
-  return !ReadStat(pid_, &state, &start_ticks) || start_ticks != start_ticks_ || state == 'Z' ||
-         state == 'X';
+  return !ProcessRunning(pid_, start_ticks_);
 }
 
 }  // namespace gprof::inject

@@ -12,26 +12,22 @@ inline constexpr char kProfilerPidEnv[] = "GPROF_RUN_PID";
 
 class ProfilerWatch {
  public:
-  ProfilerWatch() = default;
-  ~ProfilerWatch();
-  ProfilerWatch(const ProfilerWatch&) = delete;
-  ProfilerWatch& operator=(const ProfilerWatch&) = delete;
-
   // Starts watching the process kProfilerPidEnv names; without it (the library used without
   // gprof-run) there is nothing to watch and Gone() stays false.
   void Start();
-  // True once the watched process has ended. `pid` gets its pid.
+  // True once the watched process has ended. `pid` gets its pid. Reads /proc/<pid>/stat: no
+  // descriptor is kept (a pidfd would be one more that the program can close or reuse).
   bool Gone(int* pid) const;
 
  private:
   int pid_ = 0;
   unsigned long long start_ticks_ = 0;
-  // Readable once the process has exited; -1 where pidfd_open is missing (then /proc is read on
-  // every check).
-  int pidfd_ = -1;
 };
 
 // The start time of `pid` in clock ticks since boot (/proc/<pid>/stat, field 22); 0 if it has none.
 unsigned long long ProcessStartTicks(int pid);
+// True while `pid` names the process that started at `start_ticks` and it has not ended (a zombie,
+// killed but not yet reaped, has ended).
+bool ProcessRunning(int pid, unsigned long long start_ticks);
 
 }  // namespace gprof::inject

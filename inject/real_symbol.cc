@@ -1,4 +1,4 @@
-#include "real_symbol.h"
+#include "inject/real_symbol.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -35,11 +35,12 @@ int SearchLoadedObject(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-void* FindRealSymbol(const char* name, const char* library_hint) {
+void* FindRealSymbol(const char* name, const char* library_hint, bool anywhere) {
   if (void* symbol = dlsym(RTLD_NEXT, name)) return symbol;
   Dl_info self;
   if (dladdr(reinterpret_cast<void*>(&FindRealSymbol), &self) == 0) return nullptr;
   for (const char* hint : {library_hint, static_cast<const char*>(nullptr)}) {
+    if (hint == nullptr && !anywhere) break;
     SearchState search{name, hint, self.dli_fbase, nullptr};
     dl_iterate_phdr(SearchLoadedObject, &search);
     if (search.found != nullptr) return search.found;

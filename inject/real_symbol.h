@@ -5,7 +5,12 @@ namespace gprof::inject {
 
 // RTLD_NEXT finds it when its library is in the global scope; one loaded RTLD_LOCAL, as the
 // dependency of a dlopen'ed module (PyTorch's extensions load libcudart and libcupti so), is not
-// there, and the loaded objects are searched: those whose name contains `library_hint` first.
-void* FindRealSymbol(const char* name, const char* library_hint);
+// there, and the loaded objects are searched: those whose name contains `library_hint` first,
+// then (`anywhere`) all the others. Takes the dynamic loader's lock: not for a call's path.
+void* FindRealSymbol(const char* name, const char* library_hint, bool anywhere = true);
+
+// Finds the real CUDA runtime functions not found yet (a libcudart loaded after this library):
+// when CUDA starts (InitializeInjection), so that no call of the program looks one up.
+void ResolveRuntimeFunctions();
 
 }  // namespace gprof::inject

@@ -1,4 +1,4 @@
-#include "recorder.h"
+#include "inject/recorder.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -15,10 +15,11 @@
 #include <cstring>
 #include <new>
 
-#include "bounded_queue.h"
-#include "native_stack.h"
-#include "ring_registry.h"
-#include "session_writer.h"
+#include "inject/bounded_queue.h"
+#include "inject/native_stack.h"
+#include "inject/python_marker.h"
+#include "inject/ring_registry.h"
+#include "inject/session_writer.h"
 
 namespace gprof::inject {
 
@@ -26,7 +27,9 @@ __thread ThreadState t_thread_state __attribute__((tls_model("initial-exec")));
 
 namespace {
 
-constexpr uint32_t kMaxRings = 4096;
+__thread uint32_t t_profiler_role __attribute__((tls_model("initial-exec")));
+
+constexpr uint32_t kMaxProfilerThreads = 16;
 // How long exit waits for the writer's last flush before giving up on it.
 constexpr int kShutdownWaitMs = 2000;
 
@@ -58,10 +61,18 @@ struct Globals {
   std::atomic<bool> cupti_records_api_calls{false};
   std::atomic<void (*)()> before_shutdown{nullptr};
 
+  // tid | role << 32 of gprof-run's own threads; 0 while being stored.
+  std::atomic<uint64_t> profiler_threads[kMaxProfilerThreads] = {};
+  std::atomic<uint32_t> profiler_thread_count{0};
+
   BoundedQueue<PostedMessage, 16> messages;
   uint64_t stack_threshold_ns = UINT64_MAX;  // from GPROF_STACK_THRESHOLD_NS
   RecordingWindow window;                    // from GPROF_WINDOW_START_NS, GPROF_WINDOW_END_NS
-  char budget_path[PATH_MAX] = {};           // from GPROF_SIZE_BUDGET; empty: no cap
+  char budget_handle[64] = {};               // from GPROF_SIZE_BUDGET; empty: no cap
+  char control_handle[64] = {};              // from GPROF_SESSION_CONTROL; empty: none
+  bool control_unusable = false;             // set, but too long to keep
+  FileIdentity session_dir_id;               // from GPROF_SESSION_DIR_ID
+  bool has_session_dir_id = false;
 };
 constinit Globals g;
 
@@ -100,6 +111,10 @@ void ChildAfterFork() {
   // InitializeInjection) again if the child uses it, and a flush of the parent's state could hang.
   g.cupti_records_api_calls.store(false, std::memory_order_relaxed);
   g.before_shutdown.store(nullptr, std::memory_order_relaxed);
+  // The parent's writer and CUPTI threads are not the child's.
+  for (auto& entry : g.profiler_threads) entry.store(0, std::memory_order_relaxed);
+  g.profiler_thread_count.store(0, std::memory_order_relaxed);
+  t_profiler_role = 0;
   ResetStacksAfterFork();
   g.messages.ResetAfterFork();
   pthread_setspecific(g.ring_key, nullptr);
@@ -111,15 +126,28 @@ void InitializeOnce() {
   const char* dir = getenv(kSessionDirEnv);
   if (dir == nullptr || dir[0] == '\0' || strlen(dir) >= sizeof(g.session_dir)) return;
   if (pthread_key_create(&g.ring_key, OnThreadExit) != 0) return;
+  // An identity that does not read is no identity to check against: nothing is recorded.
+  if (const char* id = getenv(kSessionDirIdEnv)) {
+    if (!ParseFileIdentity(id, &g.session_dir_id)) return;
+    g.has_session_dir_id = true;
+  }
   if (pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork) != 0) return;
   strcpy(g.session_dir, dir);
   if (const char* threshold = getenv(kStackThresholdEnv)) {
     g.stack_threshold_ns = strtoull(threshold, nullptr, 10);
   }
+  ConfigureStackCopies(getenv(kStackCopyBytesEnv));
   g.window = RecordingWindow::FromEnvironment();
   if (const char* budget = getenv(kSizeBudgetEnv);
-      budget != nullptr && strlen(budget) < sizeof(g.budget_path)) {
-    strcpy(g.budget_path, budget);
+      budget != nullptr && strlen(budget) < sizeof(g.budget_handle)) {
+    strcpy(g.budget_handle, budget);
+  }
+  if (const char* control = getenv(kSessionControlEnv)) {
+    if (strlen(control) < sizeof(g.control_handle)) {
+      strcpy(g.control_handle, control);
+    } else {
+      g.control_unusable = true;
+    }
   }
   g.active.store(true, std::memory_order_release);
 }
@@ -192,9 +220,18 @@ void SetCuptiRecordsApiCalls(bool enabled) {
 
 const char* SessionDirectory() { return RecordingActive() ? g.session_dir : nullptr; }
 
+const FileIdentity* SessionDirectoryId() {
+  return g.has_session_dir_id ? &g.session_dir_id : nullptr;
+}
+
 const RecordingWindow& Window() { return g.window; }
 
-const char* SizeBudgetPath() { return g.budget_path[0] != '\0' ? g.budget_path : nullptr; }
+const char* SizeBudgetHandle() { return g.budget_handle[0] != '\0' ? g.budget_handle : nullptr; }
+
+const char* SessionControlHandle() {
+  if (g.control_unusable) return "";
+  return g.control_handle[0] != '\0' ? g.control_handle : nullptr;
+}
 
 bool EnsureWriterRunning() {
   if (!RecordingActive()) return false;
@@ -222,9 +259,23 @@ void SubmitCall(format::ApiCallRecord record) {
   record.tid = ring->tid;
   if (ring->Push(record)) NotifyWriter();
   if (record.exit_ns - record.enter_ns >= g.stack_threshold_ns) {
-    CaptureSlowCallStack(record.tid, record.enter_ns);
+    CaptureSlowCallStack(record.tid, record.enter_ns, record.exit_ns);
+    gprof_python_stack_point(record.tid, record.enter_ns);
   }
 }
+
+void NoteProfilerThread(format::ProfilerThreadRole role) {
+  if (t_profiler_role != 0) return;
+  t_profiler_role = static_cast<uint32_t>(role);
+  uint32_t index = g.profiler_thread_count.fetch_add(1, std::memory_order_relaxed);
+  if (index >= kMaxProfilerThreads) return;
+  uint64_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  g.profiler_threads[index].store(tid | uint64_t{t_profiler_role} << 32, std::memory_order_release);
+}
+
+bool IsProfilerThread() { return t_profiler_role != 0; }
+
+bool RecordingShuttingDown() { return g.shutting_down.load(std::memory_order_relaxed); }
 
 void NotifyWriter() {
   g.wake_word.fetch_add(1, std::memory_order_release);
@@ -296,6 +347,19 @@ uint64_t TakeUnregisteredDrops() {
 }
 
 bool WriterStopRequested() { return g.stop_requested.load(std::memory_order_acquire); }
+
+uint32_t ProfilerThreadCount() {
+  uint32_t count = g.profiler_thread_count.load(std::memory_order_relaxed);
+  return count < kMaxProfilerThreads ? count : kMaxProfilerThreads;
+}
+
+bool ProfilerThreadAt(uint32_t index, uint32_t* tid, uint32_t* role) {
+  uint64_t entry = g.profiler_threads[index].load(std::memory_order_acquire);
+  if (entry == 0) return false;
+  *tid = static_cast<uint32_t>(entry);
+  *role = static_cast<uint32_t>(entry >> 32);
+  return true;
+}
 
 void RunBeforeShutdown() {
   if (auto before_flush = g.before_shutdown.load(std::memory_order_acquire)) before_flush();

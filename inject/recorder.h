@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "clock.h"
-#include "recording_limits.h"
-#include "runtime_api_table.h"
-#include "thread_ring.h"
+#include "inject/clock.h"
+#include "inject/held_directory.h"
+#include "inject/recording_limits.h"
+#include "inject/runtime_api_table.h"
+#include "inject/session_control.h"
+#include "inject/thread_ring.h"
 
 namespace gprof::inject {
 
@@ -54,11 +56,16 @@ bool EnsureWriterRunning();
 
 // The session directory, when recording is active.
 const char* SessionDirectory();
+// Its identity from kSessionDirIdEnv (held_directory.h), or nullptr where none was given.
+const FileIdentity* SessionDirectoryId();
 
 // The recording window (recording_limits.h), valid once RecordingActive() returned true.
 const RecordingWindow& Window();
-// The --max-size budget file, or nullptr when the session has no cap.
-const char* SizeBudgetPath();
+// The --max-size budget's handle (recording_limits.h), or nullptr when the session has no cap.
+const char* SizeBudgetHandle();
+// The session's control's handle (session_control.h), or nullptr when the library runs without
+// gprof-run; "" when one was named that cannot be used (then nothing is recorded).
+const char* SessionControlHandle();
 
 // Stops the writer after a final flush; called at exit and before _exit. Waits a bounded time.
 // `before_flush`, when set, runs first (CUPTI hands over its last buffers there).
@@ -67,6 +74,15 @@ void SetBeforeShutdown(void (*before_flush)());
 // An exec that returned (it failed) leaves the program running: recording goes on, with a new
 // writer and a new file, after the ShutdownRecording that preceded the exec.
 void ResumeRecordingAfterFailedExec();
+
+// Marks the calling thread as one of gprof-run's own in this process (the writer, a thread of
+// CUPTI's), once: the session file says so, and the diagnosis never blames it. Lock-free.
+void NoteProfilerThread(format::ProfilerThreadRole role);
+// Whether the calling thread was marked so.
+bool IsProfilerThread();
+// True once the process's recording is being shut down (exit): threads that run the library's
+// code from then on (the exit's own flush) are not told apart from the program's.
+bool RecordingShuttingDown();
 
 // Wakes the writer thread: there is something to write now.
 void NotifyWriter();

@@ -1,15 +1,11 @@
-#include "recording_limits.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include "inject/recording_limits.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "clock.h"
+#include "inject/clock.h"
 
 namespace gprof {
 namespace {
@@ -38,37 +34,27 @@ RecordingWindow RecordingWindow::FromEnvironment() {
   return Between(EnvNs(kWindowStartEnv, 0), EnvNs(kWindowEndEnv, 0));
 }
 
-SizeBudget::~SizeBudget() {
-  if (state_ != nullptr) munmap(state_, sizeof(SizeBudgetState));
-}
+SizeBudget::~SizeBudget() { DetachSharedSegment(state_); }
 
-int SizeBudget::Create(const char* path, uint64_t limit_bytes) {
-  SizeBudgetState initial{};
-  memcpy(initial.magic, kSizeBudgetMagic, sizeof(initial.magic));
-  initial.limit_bytes = limit_bytes;
-  initial.data_limit_bytes = limit_bytes - std::min(limit_bytes / 8, kMaxClosingRoom);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return errno;
-  ssize_t written = write(fd, &initial, sizeof(initial));
-  int error = written == static_cast<ssize_t>(sizeof(initial)) ? 0 : (written < 0 ? errno : EIO);
-  close(fd);
-  return error;
-}
-
-int SizeBudget::Attach(const char* path) {
+int SizeBudget::Create(uint64_t limit_bytes, int uid, int gid) {
   if (state_ != nullptr) return EBUSY;
-  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);  // never through a planted link
-  if (fd < 0) return errno;
-  void* memory = mmap(nullptr, sizeof(SizeBudgetState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int error = memory == MAP_FAILED ? errno : 0;
-  close(fd);
+  void* memory = nullptr;
+  int error = CreateSharedSegment(sizeof(SizeBudgetState), kSizeBudgetMagic, uid, gid, &memory,
+                                  &handle_);
   if (error != 0) return error;
-  auto* state = static_cast<SizeBudgetState*>(memory);
-  if (memcmp(state->magic, kSizeBudgetMagic, sizeof(state->magic)) != 0) {
-    munmap(memory, sizeof(SizeBudgetState));
-    return EINVAL;
-  }
-  state_ = state;
+  state_ = static_cast<SizeBudgetState*>(memory);
+  state_->limit_bytes = limit_bytes;
+  state_->data_limit_bytes = limit_bytes - std::min(limit_bytes / 8, kMaxClosingRoom);
+  return 0;
+}
+
+int SizeBudget::Attach(const char* handle) {
+  if (state_ != nullptr) return EBUSY;
+  void* memory = nullptr;
+  int error = AttachSharedSegment(handle, sizeof(SizeBudgetState), kSizeBudgetMagic, &memory);
+  if (error != 0) return error;
+  state_ = static_cast<SizeBudgetState*>(memory);
+  handle_ = handle;
   return 0;
 }
 

@@ -6,24 +6,27 @@
 // it: it is then kept whole, even when it ends after the window. Nothing that starts outside costs
 // more than one compare, and what is kept is never cut.
 //
-// The size budget is one small file in the session directory that every writer maps and charges
-// each chunk to before writing it, so that all the session's recording files together stay within
-// --max-size however many processes write. Once a chunk is refused, recording stops for good (no
-// later chunk is written, even one that would fit): what is missing is everything after one time.
+// The size budget is one small segment of shared memory (shared_segment.h) that every writer
+// attaches and charges each chunk to before writing it, so that all the session's recording files
+// together stay within --max-size however many processes write. Once a chunk is refused,
+// recording stops for good (no later chunk is written, even one that would fit): what is missing
+// is everything after one time.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+
+#include "inject/shared_segment.h"
 
 namespace gprof {
 
 // Environment of the target: the window, in CLOCK_MONOTONIC ns ([start, end)); unset: unbounded.
 inline constexpr char kWindowStartEnv[] = "GPROF_WINDOW_START_NS";
 inline constexpr char kWindowEndEnv[] = "GPROF_WINDOW_END_NS";
-// Environment of the target: the size budget file to charge; unset: no --max-size.
+// Environment of the target: the size budget to charge (its segment's handle); unset: no
+// --max-size.
 inline constexpr char kSizeBudgetEnv[] = "GPROF_SIZE_BUDGET";
-// Its name in the session directory (gprof-run removes it once the run is over).
-inline constexpr char kSizeBudgetFile[] = "size-budget";
 
 // A window as one subtraction and one unsigned compare: `ns - start < length`.
 struct RecordingWindow {
@@ -36,9 +39,9 @@ struct RecordingWindow {
   static RecordingWindow Between(uint64_t start_ns, uint64_t end_ns);  // end 0: no end
 };
 
-// The budget file's contents, shared by every writer of the session (MAP_SHARED).
+// The budget, shared by every writer of the session.
 struct SizeBudgetState {
-  char magic[8];              // kSizeBudgetMagic
+  SharedSegmentHeader header;  // kSizeBudgetMagic
   uint64_t limit_bytes;       // --max-size: what the recording files may take together
   uint64_t data_limit_bytes;  // chunks stop here; the rest is left to closing records
   std::atomic<uint64_t> used_bytes;
@@ -47,11 +50,11 @@ struct SizeBudgetState {
   std::atomic<uint64_t> refused_records;
   std::atomic<uint64_t> refused_bytes;  // their records' bytes, uncompressed
 };
-static_assert(sizeof(SizeBudgetState) == 64);
+static_assert(sizeof(SizeBudgetState) == 72);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
-inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '1'};
+inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '2'};
 
-// One writer's (or gprof-run's) mapping of the budget file. Not copyable; no exceptions.
+// One writer's (or gprof-run's) attachment of the budget. Not copyable; no exceptions.
 class SizeBudget {
  public:
   SizeBudget() = default;
@@ -59,10 +62,14 @@ class SizeBudget {
   SizeBudget(const SizeBudget&) = delete;
   SizeBudget& operator=(const SizeBudget&) = delete;
 
-  // gprof-run: creates the file for a cap of `limit_bytes`. Returns 0 or an errno.
-  static int Create(const char* path, uint64_t limit_bytes);
-  // Maps an existing budget file. Returns 0 or an errno (then every charge succeeds: no cap).
-  int Attach(const char* path);
+  // gprof-run: makes the budget for a cap of `limit_bytes`, owned by `uid`:`gid` (-1: this
+  // process's), and attaches it; handle() names it for the others. It lasts while one process
+  // holds it. Returns 0 or an errno.
+  int Create(uint64_t limit_bytes, int uid = -1, int gid = -1);
+  const std::string& handle() const { return handle_; }
+  // Attaches the budget `handle` names. Returns 0 or an errno (then every charge succeeds: no
+  // cap).
+  int Attach(const char* handle);
   bool attached() const { return state_ != nullptr; }
 
   // Charges a chunk of `bytes` on disk holding `records` records of `raw_bytes`. False: refused,
@@ -82,6 +89,7 @@ class SizeBudget {
 
  private:
   SizeBudgetState* state_ = nullptr;
+  std::string handle_;
 };
 
 }  // namespace gprof

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "thread_ring.h"
+#include "inject/thread_ring.h"
 
 namespace gprof::inject {
+
+inline constexpr uint32_t kMaxRings = 4096;  // threads recording at once
 
 // Rings are only ever appended to the registry (a ring freed by an exited thread is reused by the
 // next new thread), so RingAt(i) for i < RingCount() is always a valid ring.
@@ -19,6 +21,11 @@ void ReleaseRing(ThreadRing* ring);
 uint64_t TakeUnregisteredDrops();
 
 bool WriterStopRequested();
+
+// gprof-run's own threads noted so far (NoteProfilerThread): how many, and each one, false while
+// its thread is still storing it.
+uint32_t ProfilerThreadCount();
+bool ProfilerThreadAt(uint32_t index, uint32_t* tid, uint32_t* role);
 
 struct PostedMessage {
   uint32_t level;  // format::MessageLevel

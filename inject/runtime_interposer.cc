@@ -1,9 +1,12 @@
 // The CUDA runtime functions, interposed by LD_PRELOAD: each forwards to the real libcudart and
 // records the call (inject/recorder.h). The list and order live in runtime_api_table.h.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
-#include "real_symbol.h"
-#include "recorder.h"
+#include <atomic>
+
+#include "inject/real_symbol.h"
+#include "inject/recorder.h"
 
 // Variants that cuda_runtime_api.h declares only under per-thread-default-stream macros, and the
 // launch entry point that nvcc 13 generates for <<<...>>> (crt/device_functions.h).
@@ -30,9 +33,29 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
 namespace gprof::inject {
 namespace {
 
+constexpr size_t kApiCount = static_cast<size_t>(RuntimeApi::kCount);
+std::atomic<void*> g_real_functions[kApiCount] = {};
+
+// The real functions of a libcudart the program links, found when this library loads (nothing
+// else runs yet): a call then never looks its function up, which takes the dynamic loader's lock.
+__attribute__((constructor)) void FindLinkedRuntime() {
+  for (size_t i = 0; i < kApiCount; ++i) {
+    if (void* real = dlsym(RTLD_NEXT, kRuntimeApiNames[i]))
+      g_real_functions[i].store(real, std::memory_order_release);
+  }
+}
+
+// Found at its first call: the function of a libcudart loaded after this library and before
+// CUDA started (ResolveRuntimeFunctions looks those up then), or in no libcudart at all.
 template <typename Fn>
-Fn RealFunction(const char* name) {
-  return reinterpret_cast<Fn>(FindRealSymbol(name, "libcudart"));
+Fn RealFunction(RuntimeApi api) {
+  std::atomic<void*>& slot = g_real_functions[static_cast<size_t>(api)];
+  void* real = slot.load(std::memory_order_acquire);
+  if (real == nullptr) {
+    real = FindRealSymbol(kRuntimeApiNames[static_cast<size_t>(api)], "libcudart");
+    slot.store(real, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(real);
 }
 
 CallStream OnStream(cudaStream_t stream) {
@@ -41,17 +64,27 @@ CallStream OnStream(cudaStream_t stream) {
 constexpr CallStream kNoStream{};
 
 }  // namespace
+
+void ResolveRuntimeFunctions() {
+  for (size_t i = 0; i < kApiCount; ++i) {
+    if (g_real_functions[i].load(std::memory_order_acquire) != nullptr) continue;
+    // Only in the libcudart objects: a function this runtime lacks is not looked for in every
+    // other library (hundreds in a PyTorch process).
+    if (void* real = FindRealSymbol(kRuntimeApiNames[i], "libcudart", /*anywhere=*/false))
+      g_real_functions[i].store(real, std::memory_order_release);
+  }
+}
+
 }  // namespace gprof::inject
 
 using gprof::inject::kNoStream;
 using gprof::inject::OnStream;
 using gprof::inject::RuntimeApi;
 
-// Resolves the real function once (at the first call, when its library is surely loaded), then
-// forwards through RecordCall.
-#define GPROF_FORWARD(name, stream, ...)                                        \
-  static const auto real = gprof::inject::RealFunction<decltype(&name)>(#name); \
-  if (real == nullptr) return cudaErrorSharedObjectSymbolNotFound;              \
+// Forwards to the real function through RecordCall.
+#define GPROF_FORWARD(name, stream, ...)                                            \
+  const auto real = gprof::inject::RealFunction<decltype(&name)>(RuntimeApi::name); \
+  if (real == nullptr) return cudaErrorSharedObjectSymbolNotFound;                  \
   return gprof::inject::RecordCall(RuntimeApi::name, stream, [&] { return real(__VA_ARGS__); })
 
 #pragma GCC visibility push(default)

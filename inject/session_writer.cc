@@ -1,22 +1,27 @@
-#include "session_writer.h"
+#include "inject/session_writer.h"
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
-#include "clock.h"
-#include "cupti_tracer.h"
-#include "native_stack.h"
-#include "profiler_watch.h"
-#include "recorder.h"
-#include "ring_registry.h"
-#include "runtime_api_table.h"
+#include "inject/clock.h"
+#include "inject/cupti_tracer.h"
+#include "inject/disk_room.h"
+#include "inject/native_stack.h"
+#include "inject/own_descriptors.h"
+#include "inject/profiler_watch.h"
+#include "inject/recorder.h"
+#include "inject/ring_registry.h"
+#include "inject/runtime_api_table.h"
 
 namespace gprof::inject {
 namespace {
@@ -31,48 +36,141 @@ constexpr uint64_t kNameRefreshIntervalNs = 500'000'000;
 // rings to fill meanwhile, and its buffers come anyway.)
 constexpr uint64_t kCuptiFlushIntervalNs = 500'000'000;
 
-// Reads a small /proc file whole; returns its contents or an empty string.
-std::string ReadProcFile(const char* path) {
-  std::string text;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buffer[65536];
+// The writer's own memory for /proc files of any size (the maps of a large process, the command
+// line): mapped and grown with mremap, never taken from the program's heap, whose allocator's
+// locks the program's threads take. Writer thread only; reused by every read.
+struct ProcBuffer {
+  char* data = nullptr;
+  size_t capacity = 0;
+};
+constinit ProcBuffer g_proc_buffer;
+
+bool GrowProcBuffer(size_t at_least) {
+  size_t capacity = g_proc_buffer.capacity == 0 ? size_t{256} << 10 : g_proc_buffer.capacity * 2;
+  while (capacity < at_least) capacity *= 2;
+  void* grown =
+      g_proc_buffer.data == nullptr
+          ? mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+          : mremap(g_proc_buffer.data, g_proc_buffer.capacity, capacity, MREMAP_MAYMOVE);
+  if (grown == MAP_FAILED) return false;
+  g_proc_buffer.data = static_cast<char*>(grown);
+  g_proc_buffer.capacity = capacity;
+  return true;
+}
+
+// Reads a /proc file whole into the writer's buffer, after `reserve` bytes left free at its start
+// (for the record header that goes before it). Returns the file's bytes (empty where it cannot be
+// read), valid until the next read. The descriptor is held high and closed only while it is this
+// file: the program may close descriptors (close_range) from another thread and open its own.
+std::string_view ReadProcFile(const char* path, size_t reserve = 0) {
+  FileIdentity id;
+  int fd = OpenHigh(path, O_RDONLY, &id);
+  if (fd < 0) return {};
+  size_t size = 0;
   for (;;) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (reserve + size + 4096 > g_proc_buffer.capacity && !GrowProcBuffer(reserve + size + 4096))
+      break;
+    ssize_t n =
+        read(fd, g_proc_buffer.data + reserve + size, g_proc_buffer.capacity - reserve - size);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    text.append(buffer, static_cast<size_t>(n));
+    size += static_cast<size_t>(n);
   }
-  close(fd);
-  return text;
+  CloseHeld(fd, id);
+  return size == 0 ? std::string_view() : std::string_view(g_proc_buffer.data + reserve, size);
+}
+
+// A small /proc file (a thread's comm) into `out`; returns its length.
+size_t ReadSmallProcFile(const char* path, char* out, size_t capacity) {
+  FileIdentity id;
+  int fd = OpenHigh(path, O_RDONLY, &id);
+  if (fd < 0) return 0;
+  ssize_t n;
+  do {
+    n = read(fd, out, capacity);
+  } while (n < 0 && errno == EINTR);
+  CloseHeld(fd, id);
+  return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
 }  // namespace
 
-SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {}
+SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {
+  // Never grown while the program runs: a new thread's view must not allocate.
+  ring_views_.reserve(kMaxRings);
+}
+
 
 int SessionWriter::Open(const char* session_dir) {
   pid_t pid = getpid();
-  // Without its budget file a capped session would grow unbounded: better not record this process.
-  if (const char* budget = SizeBudgetPath()) {
-    if (int error = file_.AttachBudget(budget); error != 0) return error;
+  // Opened once, its last component never through a link, and under gprof-run only when it is
+  // the directory gprof-run made (held_directory.h): root's processes must not make a file where
+  // a user who renamed a component of the path put a directory of their own. A mismatch records
+  // nothing, silently: the program's output is its own.
+  if (int error = directory_.Open(session_dir, /*follow_last=*/false, SessionDirectoryId());
+      error != 0) {
+    // gprof-run hears of it through the control (memory, not a file there), for the report.
+    if (const char* control = SessionControlHandle(); control != nullptr && *control != '\0' &&
+                                                      control_.Attach(control) == 0) {
+      char name[64];
+      snprintf(name, sizeof(name), "inject-%d.gpr", pid);
+      control_.Note(static_cast<uint32_t>(pid), name, format::StopCause::kDirectoryLost, error,
+                    MonotonicNs(), 0);
+    }
+    return error;
+  }
+  // Without its budget a capped session would grow unbounded, and without its control nothing
+  // would keep this process from writing into the session after gprof-run has collected it: such
+  // a process records nothing. Neither can be attached from another IPC namespace (`unshare -i`,
+  // a sandbox): then, while gprof-run runs, a file holding only that stop says so, or the report
+  // would say this process lost nothing.
+  int unreachable = 0;
+  if (const char* budget = SizeBudgetHandle()) unreachable = file_.AttachBudget(budget);
+  if (const char* control = SessionControlHandle(); control != nullptr && unreachable == 0) {
+    if (*control == '\0') return ENAMETOOLONG;
+    unreachable = control_.Attach(control);
+    if (unreachable == 0) {
+      control_slot_ = control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid));
+      if (control_slot_ == SessionControl::kClosed) return ECANCELED;
+    }
+  }
+  if (unreachable != 0) {
+    ProfilerWatch profiler;
+    profiler.Start();
+    if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) return unreachable;
   }
   int error = EEXIST;
   // The same pid comes back when a process execs: each image gets its own file.
   for (int generation = 0; generation < 1000 && error == EEXIST; ++generation) {
-    char path[PATH_MAX];
+    char name[64];
     if (generation == 0) {
-      snprintf(path, sizeof(path), "%s/inject-%d.gpr", session_dir, pid);
+      snprintf(name, sizeof(name), "inject-%d.gpr", pid);
     } else {
-      snprintf(path, sizeof(path), "%s/inject-%d.%d.gpr", session_dir, pid, generation);
+      snprintf(name, sizeof(name), "inject-%d.%d.gpr", pid, generation);
     }
-    error = file_.Create(path, format::Source::kInject, static_cast<uint32_t>(pid));
-    if (error == 0) path_ = path;
+    name_ = name;
+    error = file_.Create(&directory_, name, format::Source::kInject, static_cast<uint32_t>(pid));
   }
-  if (error != 0) return error;
-  std::string reserve = std::string(session_dir) + "/" + format::kReserveFile;
-  if (access(reserve.c_str(), F_OK) == 0) reserve_path_ = reserve;
+  path_ = std::string(session_dir) + "/" + name_;
+  if (error != 0) {
+    // No file to say it in: the session's control file tells gprof-run, for the report.
+    if (file_.refused_for_room()) {
+      control_.Note(static_cast<uint32_t>(pid), name_.c_str(), format::StopCause::kDiskRoom, 0,
+                    MonotonicNs(), 0);
+    }
+    control_.Unregister(control_slot_);
+    control_slot_ = SessionControl::kClosed;
+    return error;
+  }
   WriteProcessInfo();
+  if (unreachable != 0) {
+    Flush();
+    Stop(format::StopCause::kSharedStateUnreachable, unreachable,
+         "nothing recorded: the session's shared memory could not be attached (a process in "
+         "another IPC namespace, as under `unshare -i`?)");
+    file_.Close();
+    return unreachable;
+  }
   WriteApiNames();
   WriteMaps();
   Flush();
@@ -80,12 +178,11 @@ int SessionWriter::Open(const char* session_dir) {
 }
 
 void SessionWriter::Cycle(bool force_flush) {
-  // Another writer found the disk full and freed the reserve for the stop records: stop too, or
-  // this process would eat that room. (After gprof-run's death the reserve goes for that reason.)
-  int profiler_pid = 0;
-  if (!stopped_ && !reserve_path_.empty() && access(reserve_path_.c_str(), F_OK) != 0 &&
-      (profiler_ == nullptr || !profiler_->Gone(&profiler_pid))) {
-    Stop(format::StopCause::kSessionFull, 0, "the session's disk is full");
+  if (file_.reopens() != reopens_noted_) {
+    reopens_noted_ = file_.reopens();
+    PostMessage(format::MessageLevel::kWarning,
+                "the program closed or replaced the descriptor of this process's session file; "
+                "the file was opened again and recording went on");
   }
   DrainAll();
   uint64_t now = MonotonicNs();
@@ -107,10 +204,12 @@ void SessionWriter::Finish() {
   Flush();                          // after a stop: only counts
   if (stopped_) WriteStopRecord();  // the first, or one with what was lost since
   file_.Close();
-}
-
-void SessionWriter::ReleaseDiskReserve() {
-  if (!reserve_path_.empty()) unlink(reserve_path_.c_str());
+  if (stopped_ && !stop_written_) {  // the file could not say it: the control file does
+    control_.Note(static_cast<uint32_t>(getpid()), name_.c_str(), stop_cause_, stop_error_,
+                  stopped_ns_, records_lost_after_stop_ - records_lost_reported_);
+  }
+  control_.Unregister(control_slot_);
+  control_slot_ = SessionControl::kClosed;
 }
 
 void SessionWriter::Stop(format::StopCause cause, int error, const char* reason) {
@@ -121,15 +220,30 @@ void SessionWriter::Stop(format::StopCause cause, int error, const char* reason)
   stop_cause_ = cause;
   stop_error_ = error;
   stop_reason_ = reason;
-  // The disk is full: free the reserve, room for every writer's last word (they stop on seeing it
-  // gone).
-  if (cause == format::StopCause::kWriteFailed && !reserve_path_.empty()) {
-    unlink(reserve_path_.c_str());
-  }
   records_lost_after_stop_ += staged_records_;
   staged_bytes_ = 0;
   staged_records_ = 0;
+  file_.SetClosing();  // the stop record may use the room kept back for last words
   WriteStopRecord();
+}
+
+void SessionWriter::StopAfterFailedWrite(int error) {
+  if (file_.refused_for_room()) {
+    DiskRoom room = file_.Room();
+    char reason[200];
+    snprintf(reason, sizeof(reason),
+             "the session's filesystem was down to %.1f MiB free, and gprof-run leaves %.0f MiB "
+             "free (disk margin)",
+             room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
+    Stop(format::StopCause::kDiskRoom, 0, reason);
+  } else if (*file_.descriptor_lost() != '\0') {
+    Stop(format::StopCause::kFileLost, 0,
+         ("the program closed or replaced the descriptor of " + path_ + ", and " +
+          file_.descriptor_lost())
+             .c_str());
+  } else {
+    Stop(format::StopCause::kWriteFailed, error, ("cannot write " + path_).c_str());
+  }
 }
 
 void SessionWriter::WriteStopRecord() {
@@ -157,6 +271,7 @@ void SessionWriter::DrainAll() {
   WriteClockOffset();  // before the GPU records it applies to
   DrainActivityBuffers();
   WriteSlowCallStacks();
+  WriteProfilerThreads();
   if (uint64_t lost = TakeUnregisteredDrops(); lost > 0) WriteDrops(0, lost);
 }
 
@@ -227,34 +342,31 @@ void SessionWriter::DrainActivityBuffers() {
   }
 }
 
+// The copies go out as they are: naming their frames is the collector's work (native_stack.h).
 void SessionWriter::WriteSlowCallStacks() {
-  static SlowCallStack stacks[16];  // writer thread only; 6 KiB off its stack
-  size_t count;
-  while ((count = TakeSlowCallStacks(stacks, 16)) > 0) {
-    for (size_t i = 0; i < count; ++i) {
-      const SlowCallStack& stack = stacks[i];
-      std::string text;
-      for (uint32_t frame = 0; frame < stack.frame_count; ++frame) {
-        char symbol[256];
-        size_t length = SymbolizeReturnAddress(stack.frames[frame], symbol, sizeof(symbol));
-        text.append(symbol, length);
-        text.push_back('\n');
-      }
-      auto record = format::MakeRecord<format::CallStackRecord>(
-          format::kCallStack, stack.frame_count * sizeof(uint64_t) + text.size());
-      record.enter_ns = stack.enter_ns;
-      record.tid = stack.tid;
-      record.frame_count = stack.frame_count;
-      record.text_len = static_cast<uint32_t>(text.size());
-      std::string tail(reinterpret_cast<const char*>(stack.frames),
-                       stack.frame_count * sizeof(uint64_t));
-      tail += text;
-      Append(&record, sizeof(record), tail.data(), tail.size());
-    }
-  }
+  DrainStackCopies(
+      [](void* writer, const format::StackCopyRecord& record, const uint8_t* bytes) {
+        static_cast<SessionWriter*>(writer)->Append(&record, sizeof(record), bytes,
+                                                    record.copied_bytes);
+      },
+      this);
   if (uint64_t dropped = TakeDroppedStacks(); dropped > 0) {
     PostMessage(format::MessageLevel::kWarning,
                 "native stacks of some slow calls were not kept (too many at once)");
+  }
+}
+
+void SessionWriter::WriteProfilerThreads() {
+  uint32_t tid = 0, role = 0;
+  for (uint32_t count = ProfilerThreadCount();
+       profiler_threads_written_ < count &&
+       ProfilerThreadAt(profiler_threads_written_, &tid, &role);
+       ++profiler_threads_written_) {
+    auto record = format::MakeRecord<format::ProfilerThreadRecord>(format::kProfilerThread);
+    record.time_ns = MonotonicNs();
+    record.tid = tid;
+    record.role = role;
+    Append(&record, sizeof(record));
   }
 }
 
@@ -302,11 +414,14 @@ void SessionWriter::RefreshThreadNames() {
     RingView& view = ring_views_[i];
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/task/%u/comm", view.tid);
-    std::string name = ReadProcFile(path);
-    while (!name.empty() && name.back() == '\n') name.pop_back();
-    if (name.empty() || strncmp(name.c_str(), view.name, sizeof(view.name)) == 0) continue;
+    char name[64];
+    size_t length = ReadSmallProcFile(path, name, sizeof(name));
+    while (length > 0 && name[length - 1] == '\n') --length;
+    if (length >= sizeof(view.name)) length = sizeof(view.name) - 1;
+    if (length == 0 || (strncmp(name, view.name, length) == 0 && view.name[length] == '\0'))
+      continue;
     memset(view.name, 0, sizeof(view.name));
-    memcpy(view.name, name.data(), std::min(name.size(), sizeof(view.name) - 1));
+    memcpy(view.name, name, length);
     WriteThreadName(view.tid, view.name);
   }
 }
@@ -323,7 +438,7 @@ void SessionWriter::WriteProcessInfo() {
   char exe[PATH_MAX] = {};
   ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (exe_len < 0) exe_len = 0;
-  std::string cmdline = ReadProcFile("/proc/self/cmdline");
+  std::string_view cmdline = ReadProcFile("/proc/self/cmdline");
   auto record = format::MakeRecord<format::ProcessInfoRecord>(
       format::kProcessInfo, static_cast<size_t>(exe_len) + cmdline.size());
   record.pid = static_cast<uint32_t>(getpid());
@@ -331,9 +446,10 @@ void SessionWriter::WriteProcessInfo() {
   record.time_ns = MonotonicNs();
   record.exe_len = static_cast<uint32_t>(exe_len);
   record.cmdline_len = static_cast<uint32_t>(cmdline.size());
-  std::string tail(exe, static_cast<size_t>(exe_len));
-  tail += cmdline;
-  Append(&record, sizeof(record), tail.data(), tail.size());
+  char head[sizeof(record) + sizeof(exe)];
+  memcpy(head, &record, sizeof(record));
+  memcpy(head + sizeof(record), exe, static_cast<size_t>(exe_len));
+  Append(head, sizeof(record) + static_cast<size_t>(exe_len), cmdline.data(), cmdline.size());
 }
 
 void SessionWriter::WriteApiNames() {
@@ -349,11 +465,16 @@ void SessionWriter::WriteApiNames() {
 }
 
 void SessionWriter::WriteMaps() {
-  std::string maps = ReadProcFile("/proc/self/maps");
+  // Read behind room for the header: a snapshot larger than the staging buffer is then written
+  // from where it lies, as one record.
+  constexpr size_t kHead = sizeof(format::MapsSnapshotRecord);
+  std::string_view maps = ReadProcFile("/proc/self/maps", kHead);
+  if (maps.empty() && g_proc_buffer.capacity < kHead) return;
   auto record = format::MakeRecord<format::MapsSnapshotRecord>(format::kMapsSnapshot, maps.size());
   record.time_ns = MonotonicNs();
   record.text_len = static_cast<uint32_t>(maps.size());
-  Append(&record, sizeof(record), maps.data(), maps.size());
+  memcpy(g_proc_buffer.data, &record, kHead);
+  Append(g_proc_buffer.data, kHead + maps.size());
 }
 
 void SessionWriter::WriteDrops(uint32_t tid, uint64_t count) {
@@ -368,15 +489,19 @@ void SessionWriter::Append(const void* head, size_t head_size, const void* tail,
   size_t size = head_size + tail_size;
   if (staged_bytes_ + size > kStagingBytes) Flush();
   if (size > kStagingBytes) {
-    // Larger than the staging buffer (a huge maps file): a chunk of its own.
-    std::string whole(static_cast<const char*>(head), head_size);
-    whole.append(static_cast<const char*>(tail), tail_size);
+    // Larger than the staging buffer (a huge maps file, which comes whole): a chunk of its own.
+    std::string whole;
+    if (tail_size > 0) {
+      whole.assign(static_cast<const char*>(head), head_size);
+      whole.append(static_cast<const char*>(tail), tail_size);
+    }
+    const void* data = tail_size > 0 ? whole.data() : head;
     if (stopped_) {
       ++records_lost_after_stop_;
-    } else if (int error = file_.Write(whole.data(), whole.size(), 1);
-               error != 0 && error != EDQUOT) {  // the size budget counts what it refused
+    } else if (int error = file_.Write(data, size, 1);
+               error != 0 && error != ChunkFileWriter::kSizeBudgetRefused) {  // it counts them
       ++records_lost_after_stop_;
-      Stop(format::StopCause::kWriteFailed, error, ("cannot write " + path_).c_str());
+      StopAfterFailedWrite(error);
     }
     return;
   }
@@ -396,22 +521,49 @@ void SessionWriter::Flush() {
     return;
   }
   if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_); error != 0) {
-    if (error == EDQUOT) {  // --max-size: the size budget counts what it refused
+    if (error == ChunkFileWriter::kSizeBudgetRefused) {  // --max-size: the budget counts them
       staged_bytes_ = 0;
       staged_records_ = 0;
       return;
     }
-    // Disk full or an I/O error: the target must run on unharmed. Recording stops here, and the
-    // file says when and what it lost (Write left the file whole).
-    Stop(format::StopCause::kWriteFailed, error, ("cannot write " + path_).c_str());
+    // No room left above the disk margin, a lost file, or an I/O error: the target must run on
+    // unharmed. Recording stops here, and the file says when and what it lost (Write left the
+    // file whole).
+    StopAfterFailedWrite(error);
     return;
   }
   staged_bytes_ = 0;
   staged_records_ = 0;
 }
 
+namespace {
+
+// The program's standard error as it is now, taken from its table into this thread's when this
+// thread's own table has none.
+void WriteToProgramStderr(const char* text, bool own_table) {
+  if (!own_table) {
+    if (write(STDERR_FILENO, text, strlen(text)) < 0) {
+    }
+    return;
+  }
+  int process = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+  if (process < 0) return;
+  int fd = static_cast<int>(syscall(SYS_pidfd_getfd, process, STDERR_FILENO, 0));
+  close(process);
+  if (fd < 0) return;
+  if (write(fd, text, strlen(text)) < 0) {
+  }
+  close(fd);
+}
+
+}  // namespace
+
 void* WriterThreadMain(void* session_dir) {
   prctl(PR_SET_NAME, format::kWriterThreadName);
+  // Before its first file: on a kernel before 5.9 it shares the program's table, and
+  // chunk_file_writer.cc checks each descriptor before it uses one.
+  const bool own_table = UseOwnDescriptorTable();
+  NoteProfilerThread(format::ProfilerThreadRole::kWriter);
   SessionWriter writer;
   if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
     StopRecording();
@@ -419,7 +571,6 @@ void* WriterThreadMain(void* session_dir) {
   }
   ProfilerWatch profiler;
   profiler.Start();
-  writer.WatchProfiler(&profiler);
   bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
@@ -432,23 +583,34 @@ void* WriterThreadMain(void* session_dir) {
       continue;
     }
     writer.Cycle(/*force_flush=*/false);
-    if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) {
+    // The command has ended and gprof-run collects the session (or gprof-run is gone): this
+    // process runs on, and its record ends here.
+    bool closed = writer.SessionClosed();
+    int profiler_pid = 0;
+    if (closed || profiler.Gone(&profiler_pid)) {
       char text[200];
-      snprintf(text, sizeof(text), "gprof-run (pid %d) ended before this process did",
-               profiler_pid);
+      if (closed) {
+        snprintf(text, sizeof(text),
+                 "the command ended and gprof-run closed the session while this process ran on");
+      } else {
+        snprintf(text, sizeof(text), "gprof-run (pid %d) ended before this process did",
+                 profiler_pid);
+      }
       // Everything recorded until now goes out first; only then does the record stop.
       StopRecording();
       writer.Cycle(/*force_flush=*/true);
-      writer.Stop(format::StopCause::kProfilerEnded, 0, text);
+      writer.Stop(closed ? format::StopCause::kSessionClosed : format::StopCause::kProfilerEnded, 0,
+                  text);
       writer.Finish();
-      // gprof-run would have deleted it at the end; no one else will.
-      writer.ReleaseDiskReserve();
-      // The one line the user sees: their job runs on, no longer profiled.
-      snprintf(text, sizeof(text),
-               "gprof-run: profiler (pid %d) ended; pid %d runs on unprofiled, its record in %s "
-               "stops here\n",
-               profiler_pid, static_cast<int>(getpid()), static_cast<const char*>(session_dir));
-      if (write(STDERR_FILENO, text, strlen(text)) < 0) {
+      // The one line the user sees when gprof-run was killed: their job runs on, no longer
+      // profiled. Never after a normal end (gprof-run closes the session first): the program's
+      // output is then its own.
+      if (!closed && !writer.SessionClosed()) {
+        snprintf(text, sizeof(text),
+                 "gprof-run: profiler (pid %d) ended; pid %d runs on unprofiled, its record in %s "
+                 "stops here\n",
+                 profiler_pid, static_cast<int>(getpid()), static_cast<const char*>(session_dir));
+        WriteToProgramStderr(text, own_table);
       }
       return nullptr;
     }

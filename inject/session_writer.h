@@ -8,19 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "chunk_file_writer.h"
-#include "gpu_record_encoder.h"
-#include "record_sink.h"
+#include "inject/chunk_file_writer.h"
+#include "inject/gpu_record_encoder.h"
+#include "inject/record_sink.h"
+#include "inject/session_control.h"
 
 namespace gprof::inject {
-
-class ProfilerWatch;
 
 class SessionWriter : public RecordSink {
  public:
   SessionWriter();
   // Creates inject-<pid>.gpr (inject-<pid>.<n>.gpr after an exec kept the pid) in `session_dir`
-  // and writes the process's description. Returns 0 or an errno.
+  // and writes the process's description. Returns 0 or an errno (ECANCELED: gprof-run has closed
+  // the session, and nothing is created).
   int Open(const char* session_dir);
   // One pass: every ring's new records, new thread names, drop counts; a chunk when enough is
   // buffered or `force_flush`.
@@ -32,11 +32,8 @@ class SessionWriter : public RecordSink {
   // RecordingStoppedRecord that says when and why (retried each pass while the disk is full).
   void Stop(format::StopCause cause, int error, const char* reason);
 
-  // The gprof-run that owns the session: once it is gone, a missing disk reserve means another
-  // process released it (ReleaseDiskReserve), not that the disk is full.
-  void WatchProfiler(const ProfilerWatch* profiler) { profiler_ = profiler; }
-  // Deletes the session's disk reserve: after gprof-run, which deletes it at the end, has died.
-  void ReleaseDiskReserve();
+  // True once gprof-run has closed the session (session_control.h): the command has ended.
+  bool SessionClosed() const { return control_.closing(); }
 
   // Appends one record to the staging buffer, flushing first when it would not fit.
   void Append(const void* head, size_t head_size, const void* tail = nullptr,
@@ -57,6 +54,7 @@ class SessionWriter : public RecordSink {
   void WriteCaptureStatus();
   void WriteClockOffset();
   void WriteSlowCallStacks();
+  void WriteProfilerThreads();
   void WritePostedMessages();
   void RefreshThreadNames();
   void WriteThreadName(uint32_t tid, const char* name);
@@ -65,8 +63,11 @@ class SessionWriter : public RecordSink {
   void WriteMaps();
   void WriteDrops(uint32_t tid, uint64_t count);
   void Flush();
+  // Stops for what made the last write of file_ fail: the disk margin, a lost descriptor, an error.
+  void StopAfterFailedWrite(int error);
   void WriteStopRecord();
 
+  HeldDirectory directory_;  // the session directory (before file_, which uses it)
   ChunkFileWriter file_;
   std::unique_ptr<uint8_t[]> staging_;
   size_t staged_bytes_ = 0;
@@ -76,11 +77,14 @@ class SessionWriter : public RecordSink {
   GpuRecordEncoder gpu_{this};
   uint64_t last_cupti_flush_ns_ = 0;
   bool clock_offset_written_ = false;
+  uint32_t profiler_threads_written_ = 0;
   int64_t clock_offset_ns_ = 0;
 
-  std::string path_;          // the session file
-  std::string reserve_path_;  // the session's disk reserve; empty when there was none at Open
-  const ProfilerWatch* profiler_ = nullptr;
+  std::string path_;  // the session file
+  std::string name_;  // its name in the directory
+  SessionControl control_;
+  int control_slot_ = SessionControl::kClosed;  // none held
+  uint64_t reopens_noted_ = 0;
   bool stopped_ = false;
   bool stop_written_ = false;
   uint64_t stopped_ns_ = 0;

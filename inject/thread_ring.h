@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "session_format.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::inject {
 

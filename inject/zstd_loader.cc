@@ -1,41 +1,35 @@
-#include "zstd_loader.h"
+#include "inject/zstd_loader.h"
 
-#include <dlfcn.h>
+#include <zstd.h>
 
-#include <mutex>
+// libzstd calls these tracing hooks when someone defines them (it declares them weak): a program
+// that does must not see the injected library's compression. Defined here, hidden, they say "no
+// tracing".
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned long long ZSTD_trace_compress_begin(const void*) {
+  return 0;
+}
+__attribute__((visibility("hidden"))) void ZSTD_trace_compress_end(unsigned long long,
+                                                                   const void*) {}
+}
 
 namespace gprof {
-namespace {
-
-template <typename Fn>
-bool Resolve(void* library, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(library, name));
-  return *out != nullptr;
-}
-
-const ZstdApi* LoadOnce() {
-  void* library = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return nullptr;
-  static ZstdApi api;
-  if (!Resolve(library, "ZSTD_createCCtx", &api.create_cctx) ||
-      !Resolve(library, "ZSTD_freeCCtx", &api.free_cctx) ||
-      !Resolve(library, "ZSTD_CCtx_setParameter", &api.cctx_set_parameter) ||
-      !Resolve(library, "ZSTD_compress2", &api.compress2) ||
-      !Resolve(library, "ZSTD_compressBound", &api.compress_bound) ||
-      !Resolve(library, "ZSTD_isError", &api.is_error)) {
-    dlclose(library);
-    return nullptr;
-  }
-  return &api;
-}
-
-}  // namespace
 
 const ZstdApi* LoadZstd() {
-  static std::once_flag once;
-  static const ZstdApi* api = nullptr;
-  std::call_once(once, [] { api = LoadOnce(); });
-  return api;
+  static constexpr ZstdApi kApi = {
+      []() -> void* { return ZSTD_createCCtx(); },
+      [](void* cctx) { return ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx)); },
+      [](void* cctx, int param, int value) {
+        return ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(cctx),
+                                      static_cast<ZSTD_cParameter>(param), value);
+      },
+      [](void* cctx, void* dst, size_t dst_capacity, const void* src, size_t src_size) {
+        return ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx), dst, dst_capacity, src, src_size);
+      },
+      [](size_t src_size) { return ZSTD_compressBound(src_size); },
+      [](size_t code) { return ZSTD_isError(code); },
+  };
+  return &kApi;
 }
 
 }  // namespace gprof

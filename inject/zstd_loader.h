@@ -1,7 +1,8 @@
-// zstd, loaded at run time. The injected library lives inside other people's processes: a hard
-// dependency on libzstd.so.1 would make LD_PRELOAD fail (and print to the target's stderr) on a
-// machine without it, and the static libzstd.a of Debian is not built for shared objects. Without
-// libzstd the writers store chunks uncompressed, which every reader accepts.
+// zstd, as the session file writers use it. Linked statically (Debian's libzstd.a is built
+// position-independent), also into the injected library: loading libzstd.so.1 at run time, as
+// the writer thread once did on its first chunk, takes the dynamic loader's lock while the program
+// runs, and a hard dependency on libzstd.so.1 would make LD_PRELOAD fail (and print to the
+// target's stderr) on a machine without it. Chunks stay readable uncompressed as well.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +18,7 @@ struct ZstdApi {
   unsigned (*is_error)(size_t code);
 };
 
-// The API of libzstd.so.1, or nullptr when it cannot be loaded. Loads once; safe from any thread.
+// zstd's API; never nullptr. Safe from any thread.
 const ZstdApi* LoadZstd();
 
 }  // namespace gprof

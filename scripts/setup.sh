@@ -8,12 +8,17 @@ packages=(
   build-essential cmake pkg-config       # the C++20 toolchain
   clang llvm bpftool                     # BPF programs: clang -target bpf, skeletons, vmlinux.h
   libbpf-dev libelf-dev zlib1g-dev libzstd-dev  # the kernel recorder's loader (linked statically)
+  libdw-dev libbz2-dev liblzma-dev       # the collector's unwinder and source lines, libdw (static)
   libcli11-dev nlohmann-json3-dev libprotozero-dev  # command line, JSON report, Perfetto encoder
   libgtest-dev protobuf-compiler         # tests; protoc checks the trace against Perfetto's schema
   libclang-rt-14-dev                     # scripts/fuzz.sh: libFuzzer and the sanitizers for clang
   python3                                # tests: the GIL convoy (tests/apps/gil_convoy.py)
+  python3-torch                          # tests: Python stacks of DataLoader workers (py_frames.py)
+  libpython3-dev                         # tests: CPython's internal headers, to check our offsets
   passwd libcap2-bin util-linux          # security tests: throwaway users, setcap, setpriv
   libc6-dbg                              # tests: libc's local symbols (stdout's lock), by build-id
+  btrfs-progs                            # tests: a disk quota (a btrfs qgroup on a loop device)
+  chromium                               # tests: report.html in a headless browser
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -6,7 +6,7 @@
 // CI machines are small and shared, so the assertions avoid wall-clock upper bounds: whether a call
 // blocked is judged by the time its thread spent asleep, which a loaded machine does not inflate,
 // and lower bounds come from the GPU's virtual clock, which it cannot shorten.
-#include "fake_cuda.h"
+#include "tests/fake_cuda/fake_cuda.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

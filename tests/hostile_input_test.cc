@@ -14,17 +14,17 @@
 #include <nlohmann/json.hpp>
 #include <zstd.h>
 
-#include "clean_utf8.h"
-#include "chunk_reader.h"
-#include "collect.h"
-#include "elf_symbols.h"
-#include "read_progress.h"
-#include "report_format.h"
-#include "session_builder.h"
-#include "session_meta.h"
-#include "session_reader.h"
-#include "test_support.h"
-#include "trace_decoder.h"
+#include "collector/collect.h"
+#include "collector/model/elf_symbols.h"
+#include "collector/session/chunk_reader.h"
+#include "collector/session/read_progress.h"
+#include "collector/session/session_meta.h"
+#include "collector/session/session_reader.h"
+#include "collector/writers/report_format.h"
+#include "tests/clean_utf8.h"
+#include "tests/session_builder.h"
+#include "tests/test_support.h"
+#include "tests/trace_decoder.h"
 
 namespace gprof::test {
 namespace {
@@ -183,6 +183,9 @@ TEST(HostileNames, ReachEveryOutputEscapedAndTheOutputsStayValid) {
       trace_strings.push_back(key);
       trace_strings.push_back(value);
     }
+    trace_strings.insert(trace_strings.end(), event.callstack.begin(), event.callstack.end());
+    trace_strings.insert(trace_strings.end(), event.callstack_where.begin(),
+                         event.callstack_where.end());
   }
   for (const std::string& text : trace_strings) EXPECT_TRUE(IsCleanUtf8(text, "\n")) << text;
   for (const std::string& name :

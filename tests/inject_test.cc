@@ -12,12 +12,14 @@
 #include <sstream>
 #include <variant>
 
-#include "analysis.h"
-#include "gpu_timeline.h"
-#include "recording_limits.h"
-#include "session_format.h"
-#include "session_reader.h"
-#include "test_support.h"
+#include "collector/analysis/analysis.h"
+#include "collector/analysis/gpu_timeline.h"
+#include "collector/session/session_reader.h"
+#include "collector/writers/report_format.h"
+#include "inject/format/session_format.h"
+#include "inject/recording_limits.h"
+#include "inject/session_control.h"
+#include "tests/test_support.h"
 
 namespace gprof::test {
 namespace {
@@ -470,15 +472,80 @@ TEST(InjectCupti, SlowCallsCarryTheirNativeStack) {
     ASSERT_NE(stack, nullptr) << session.ApiName(call) << " at " << call.enter_ns;
     ASSERT_GE(stack->ips.size(), 3u);
     std::string frames;
-    for (const auto& symbol : stack->symbols) frames += symbol + "\n";
+    for (const auto& frame : collector::NativeStackFrames(session, *stack)) frames += frame + "\n";
     EXPECT_EQ(frames.find("mock_cupti"), std::string::npos) << "CUPTI's own frames:\n" << frames;
+    EXPECT_EQ(frames.find("libgprof_inject"), std::string::npos) << frames;
+    EXPECT_EQ(frames.find("gprof::inject"), std::string::npos) << frames;
     // Seen through CUPTI, the stack starts in the runtime's function; an interposed call's starts
-    // in its caller (the interposer's frame is left out).
+    // in its caller (the interposer's frame is left out). Below it, the program's own frames, to
+    // its thread's start.
     if (call.correlation_id != 0) {
       EXPECT_NE(frames.find(session.ApiName(call)), std::string::npos) << frames;
     }
+    EXPECT_TRUE(frames.find("RunLauncher(") != std::string::npos ||
+                frames.find("main::{lambda") != std::string::npos)
+        << frames;
+    EXPECT_NE(frames.find("start_thread"), std::string::npos) << frames;
+    EXPECT_TRUE(stack->cut_short.empty()) << stack->cut_short << "\n" << frames;
   }
   EXPECT_GE(slow, 4);  // the holder's sync and the launches it blocked
+}
+
+// Issue 18: a slow call's stack is taken without the dynamic loader. While a thread of the
+// program holds the loader's lock (a plugin's constructor under dlopen, a dl_iterate_phdr walk),
+// another thread's slow CUDA calls take as long as they take without gprof-run: taking their
+// stacks (dladdr, libunwind's dl_iterate_phdr) once made them wait for the lock. The stacks are
+// unwound after the run, and name the program's own frames.
+TEST(InjectCupti, ASlowCallsStackIsTakenWithoutTheLoadersLock) {
+  for (const char* hold : {"dlopen", "iterate"}) {
+    for (bool cupti : {true, false}) {
+      SCOPED_TRACE(std::string(hold) + (cupti ? ", CUPTI" : ", interposed"));
+      TempDir session_dir;
+      std::vector<std::string> argv = {
+          AppPath("loader_lock_app"), "--hold", hold, "--hold-ms", "1500", "--calls", "4"};
+      ProcessSpec spec = cupti ? Injected(argv, session_dir, {"GPROF_STACK_THRESHOLD_NS=1000000"})
+                               : Preloaded(argv, session_dir);
+      if (!cupti) spec.set_env.push_back("GPROF_STACK_THRESHOLD_NS=1000000");
+      ProcessResult run = RunProcess(spec);
+      ASSERT_EQ(run.exit_code(), 0) << run.err;
+      std::map<std::string, double> figures;
+      std::istringstream lines(run.out);
+      for (std::string name; lines >> name;) lines >> figures[name];
+      ASSERT_GE(figures["held_ms"], 1400) << run.out;
+      ASSERT_EQ(figures["calls_in_hold"], 4) << "every call while the lock was held\n" << run.out;
+      // 20 ms kernels: a call that waited for the lock would take most of the 1.5 s.
+      EXPECT_LT(figures["longest_sync_ms"], 500) << run.out;
+
+      Session session = ReadOrFail(session_dir.path());
+      int stacks = 0;
+      for (const auto& call : session.api_calls) {
+        if (session.ApiName(call) != "cudaStreamSynchronize" || call.duration() < 1000000) continue;
+        const collector::NativeStack* stack = session.CallStackOf(call);
+        ASSERT_NE(stack, nullptr);
+        ++stacks;
+        std::vector<std::string> frames = collector::NativeStackFrames(session, *stack);
+        std::string text;
+        for (const std::string& frame : frames) text += frame + "\n";
+        ASSERT_GE(frames.size(), 2u) << text;
+        // Innermost first: the runtime's own frames (CUPTI's callbacks come from inside it), or
+        // straight the program's (interposed: the interposer's frame is left out).
+        size_t own = 0;
+        while (own < frames.size() &&
+               frames[own].find("SyncWhileTheLoaderIsHeld") == std::string::npos)
+          ++own;
+        ASSERT_LT(own, frames.size()) << text;
+        if (cupti) {
+          ASSERT_GT(own, 0u) << text;
+          EXPECT_NE(frames[own - 1].find("cudaStreamSynchronize"), std::string::npos) << text;
+        } else {
+          EXPECT_EQ(own, 0u) << text;
+        }
+        EXPECT_NE(text.find("start_thread"), std::string::npos) << "to the thread's start\n"
+                                                                << text;
+      }
+      EXPECT_EQ(stacks, 4);
+    }
+  }
 }
 
 TEST(InjectCupti, AFatalSignalStillHandsOverTheLastRecords) {
@@ -554,12 +621,11 @@ TEST(Inject, RecordsOnlyCallsThatStartInsideTheWindow) {
 }
 
 TEST(SizeBudget, StopsAtTheDataLimitAndKeepsRoomForClosingChunks) {
-  TempDir dir;
-  std::string path = dir.Sub(kSizeBudgetFile);
-  ASSERT_EQ(SizeBudget::Create(path.c_str(), 80000), 0);
+  SizeBudget made;
+  ASSERT_EQ(made.Create(80000), 0);
   SizeBudget first, second;  // two writers of one session
-  ASSERT_EQ(first.Attach(path.c_str()), 0);
-  ASSERT_EQ(second.Attach(path.c_str()), 0);
+  ASSERT_EQ(first.Attach(made.handle().c_str()), 0);
+  ASSERT_EQ(second.Attach(made.handle().c_str()), 0);
   // Data may use 7/8 of the cap: 70000 bytes.
   EXPECT_TRUE(first.Charge(40000, 100000, 10, false));
   EXPECT_TRUE(second.Charge(30000, 90000, 9, false));
@@ -581,20 +647,44 @@ TEST(SizeBudget, StopsAtTheDataLimitAndKeepsRoomForClosingChunks) {
   EXPECT_EQ(counts.refused_bytes, 5u + 4000u);
 
   // Shared across processes: a forked child's charge is the parent's too.
-  ASSERT_EQ(SizeBudget::Create(dir.Sub("other").c_str(), 1 << 20), 0);
   SizeBudget parent;
-  ASSERT_EQ(parent.Attach(dir.Sub("other").c_str()), 0);
+  ASSERT_EQ(parent.Create(1 << 20), 0);
+  std::string handle = parent.handle();
   pid_t child = fork();
   if (child == 0) {
     SizeBudget mine;
-    _exit(mine.Attach(dir.Sub("other").c_str()) == 0 && mine.Charge(4096, 1, 1, false) ? 0 : 1);
+    _exit(mine.Attach(handle.c_str()) == 0 && mine.Charge(4096, 1, 1, false) ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(parent.Read().used_bytes, 4096u);
 
-  EXPECT_NE(SizeBudget().Attach(dir.Sub("missing").c_str()), 0);
+  // A handle with another token (a segment made later with the same id), or none that reads, is
+  // not attached.
+  std::string other_token = handle.substr(0, handle.find(':') + 1) + "12345";
+  EXPECT_EQ(SizeBudget().Attach(other_token.c_str()), EINVAL);
+  EXPECT_NE(SizeBudget().Attach("not a handle"), 0);
+}
+
+// The budget and the session's control are shared memory, not files (shared_segment.h): they go
+// when the last process holding them does, killed or not, and leave nothing behind.
+TEST(SharedSegment, IsGoneOnceNoProcessHoldsIt) {
+  std::string handle;
+  {
+    SessionControl control;
+    ASSERT_EQ(control.Create(), 0);
+    handle = control.handle();
+    SessionControl writer;
+    ASSERT_EQ(writer.Attach(handle.c_str()), 0);
+    int slot = writer.Register(1234, 5678);
+    EXPECT_GE(slot, 0);
+    int seen = 0;
+    control.ForEachWriter(
+        [&](uint32_t pid, uint64_t ticks) { seen += pid == 1234 && ticks == 5678; });
+    EXPECT_EQ(seen, 1);
+  }
+  EXPECT_NE(SessionControl().Attach(handle.c_str()), 0) << "still there after every detach";
 }
 
 }  // namespace

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "test_support.h"
+#include "tests/test_support.h"
 
 namespace gprof::test {
 namespace {

@@ -1,9 +1,9 @@
 // Owners of mmap_lock waits the kernel left unnamed, found from the memory map calls around them.
-#include "lock_owners.h"
+#include "collector/session/lock_owners.h"
 
 #include <gtest/gtest.h>
 
-#include "kernel_events.h"
+#include "inject/format/kernel_events.h"
 
 namespace gprof::collector {
 namespace {

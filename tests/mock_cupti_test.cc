@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "fake_cuda.h"
-#include "test_support.h"
+#include "tests/fake_cuda/fake_cuda.h"
+#include "tests/test_support.h"
 
 namespace {
 

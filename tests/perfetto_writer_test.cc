@@ -1,7 +1,7 @@
 // The Perfetto writer, checked by decoding its output: with protozero against field numbers looked
 // up in perfetto_trace.proto independently of the writer, and with protoc against the schema
 // itself.
-#include "perfetto_writer.h"
+#include "collector/writers/perfetto/perfetto_writer.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "kernel_events.h"
-#include "proto_encoder.h"
-#include "test_support.h"
-#include "trace_decoder.h"
+#include "collector/writers/perfetto/proto_encoder.h"
+#include "inject/format/kernel_events.h"
+#include "tests/test_support.h"
+#include "tests/trace_decoder.h"
 
 namespace gprof::collector {
 namespace {
@@ -353,7 +353,7 @@ TEST_F(PerfettoWriterTest, SplitsAnOffCpuIntervalAtItsWakeup) {
   EXPECT_EQ(slices[0].begin_ns, At(5000));
   EXPECT_EQ(slices[0].end_ns, At(5800));
   EXPECT_EQ(slices[0].begin->annotations.at("state"), "S (sleeping, prev_state 0x1)");
-  EXPECT_EQ(slices[0].begin->annotations.at("kernel_stack"),
+  EXPECT_EQ(CallstackText(*slices[0].begin, true),
             "__schedule+0x2f0 <- schedule+0x5e <- futex_wait_queue+0x60 <- futex_wait+0x177 <- "
             "do_futex+0x106");
   EXPECT_EQ(slices[1].name, "runnable (woken by pt_data_pin (101))");
@@ -361,7 +361,7 @@ TEST_F(PerfettoWriterTest, SplitsAnOffCpuIntervalAtItsWakeup) {
   EXPECT_EQ(slices[1].end_ns, At(6000));
   EXPECT_EQ(slices[1].depth, 0u);
   EXPECT_EQ(slices[1].begin->annotations.at("waker"), "pt_data_pin (101)");
-  EXPECT_EQ(slices[1].begin->annotations.at("waker_kernel_stack"),
+  EXPECT_EQ(CallstackText(*slices[1].begin, true),
             "try_to_wake_up+0x1f0 <- wake_up_q+0x4a <- futex_wake+0x15c");
 }
 
@@ -377,7 +377,7 @@ TEST_F(PerfettoWriterTest, NamesTheWaitAfterTheFirstFrameThatIsNotTheScheduler) 
   std::vector<Slice> no_stack = Slices(ChildTrack(kPinThread, "off-CPU"));
   ASSERT_EQ(no_stack.size(), 2u);
   EXPECT_EQ(no_stack[0].name, "S sleeping");
-  EXPECT_EQ(no_stack[0].begin->annotations.count("kernel_stack"), 0u);
+  EXPECT_TRUE(no_stack[0].begin->callstack.empty());
 }
 
 TEST_F(PerfettoWriterTest, MarksAnIntervalStillOpenWhenRecordingStopped) {
@@ -996,6 +996,12 @@ Session MakeKernelSession() {
   sleep.user_stack_id = kSleepUserStack;
   sleep.waker_user_stack_id = kWakerUserStack;
   session.off_cpu.push_back(sleep);
+  // The native stack of the pin thread's cudaDeviceSynchronize, named by the injected library
+  // but for its outermost frame.
+  session.call_stacks[{kPinThread, At(1500)}] =
+      NativeStack{kMain,
+                  {kLibfoo + 0x7000, kLibfoo + 0x7100, kLibfoo + 0x6060},
+                  {"cudaDeviceSynchronize+0x10", "Step(int)+0x1c", ""}};
   std::sort(session.off_cpu.begin(), session.off_cpu.end(),
             [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   session.signals = {SignalSent{At(35000), kMain, kMain, SIGTERM, 0, 4242,
@@ -1034,11 +1040,10 @@ TEST_F(PerfettoKernelTest, NestsALockWaitInThePageFaultItBlocked) {
             (std::map<std::string, std::string>{
                 {"lock", "0xffff888100a0c1e8"},
                 {"lock_kind", "rwsem"},
-                {"owner", "python (100)"},
-                {"kernel_stack",
-                 "__schedule+0x2f0 <- schedule+0x5e <- io_schedule+0x46 <- "
-                 "folio_wait_bit_common+0x13d"},
-                {"user_stack", "libfoo.so+0x1010 <- libfoo.so+0x2020"}}));
+                {"owner", "python (100)"}}));
+  EXPECT_EQ(CallstackText(*slices[1].begin, true),
+            "__schedule+0x2f0 <- schedule+0x5e <- io_schedule+0x46 <- folio_wait_bit_common+0x13d");
+  EXPECT_EQ(CallstackText(*slices[1].begin, false), "libfoo.so+0x1010 <- libfoo.so+0x2020");
 }
 
 TEST_F(PerfettoKernelTest, WritesDeviceAndMemoryMapCallsInOrder) {
@@ -1093,13 +1098,103 @@ TEST_F(PerfettoKernelTest, OffCpuSlicesCarryTheUserStacksOfTheSleepAndTheWaker) 
   ASSERT_NE(sleep, nullptr);
   ASSERT_NE(runnable, nullptr);
   EXPECT_EQ(sleep->name, "D folio_wait_bit_common");
-  EXPECT_EQ(sleep->begin->annotations.at("user_stack"), "libfoo.so+0x1010 <- libfoo.so+0x2020");
+  EXPECT_EQ(CallstackText(*sleep->begin, false), "libfoo.so+0x1010 <- libfoo.so+0x2020");
   EXPECT_EQ(runnable->name, "runnable (woken by python (100))");
-  EXPECT_EQ(runnable->begin->annotations.at("waker_user_stack"),
+  EXPECT_EQ(CallstackText(*runnable->begin, false),
             "libfoo.so+0x4040 <- libfoo.so+0x5050 <- ... (truncated)");
   // Intervals without a user stack say nothing of one.
   for (const Slice& slice : Slices(ChildTrack(kMain, "off-CPU")))
-    EXPECT_EQ(slice.begin->annotations.count("user_stack"), 0u) << slice.name;
+    EXPECT_EQ(CallstackText(*slice.begin, false), "") << slice.name;
+}
+
+// Stacks are interned Perfetto callstacks, not text, so that the UI shows and aggregates them: a
+// sleep's user frames then its kernel frames, outermost first, each kernel frame in the kernel's
+// mapping at its offset into its function; the waker's on the runnable slice, its walk's
+// truncation a frame; a slow call's native stack on its slice. (The decoder checks that each
+// frame, name and callstack is carried once per sequence, before its first use.)
+TEST_F(PerfettoKernelTest, StacksAreInternedCallstacks) {
+  const std::vector<std::string> sleep_stack = {
+      "libfoo.so+0x2020", "libfoo.so+0x1010", "[k] folio_wait_bit_common",
+      "[k] io_schedule",  "[k] schedule",     "[k] __schedule"};
+  const Slice* sleep = nullptr;
+  const Slice* runnable = nullptr;
+  for (const Slice& slice : Slices(ChildTrack(kPinThread, "off-CPU"))) {
+    if (slice.begin_ns == At(21200)) sleep = &slice;
+    if (slice.begin_ns == At(28700)) runnable = &slice;
+  }
+  ASSERT_NE(sleep, nullptr);
+  ASSERT_NE(runnable, nullptr);
+  EXPECT_EQ(sleep->begin->callstack, sleep_stack);
+  // Each user frame in its file (libfoo.so is mapped from its start, at offset 0); the kernel's
+  // in none.
+  EXPECT_EQ(sleep->begin->callstack_where,
+            (std::vector<std::string>{"libfoo.so+0x2020", "libfoo.so+0x1010",
+                                      "[kernel.kallsyms]+0x13d", "[kernel.kallsyms]+0x46",
+                                      "[kernel.kallsyms]+0x5e", "[kernel.kallsyms]+0x2f0"}));
+  EXPECT_EQ(runnable->begin->callstack,
+            (std::vector<std::string>{"... (truncated)", "libfoo.so+0x5050", "libfoo.so+0x4040"}))
+      << "the waker's user stack, its walk cut short; it has no kernel stack";
+  EXPECT_EQ(runnable->begin->callstack_where,
+            (std::vector<std::string>{"", "libfoo.so+0x5050", "libfoo.so+0x4040"}));
+  // The mmap_lock wait: the same user and kernel stacks.
+  bool found_lock = false;
+  for (const Slice& slice : Slices(ChildTrack(kPinThread, "kernel"))) {
+    if (slice.begin_ns != At(21100)) continue;
+    found_lock = true;
+    EXPECT_EQ(slice.begin->callstack, sleep_stack);
+  }
+  EXPECT_TRUE(found_lock);
+  bool found_call = false;
+  for (const Slice& slice : Slices(ThreadTrack(kPinThread))) {
+    if (slice.name != "cudaDeviceSynchronize") continue;
+    found_call = true;
+    ASSERT_EQ(slice.begin->callstack.size(), 3u);
+    EXPECT_EQ(slice.begin->callstack[0].rfind("libfoo.so+0x", 0), 0u) << slice.begin->callstack[0];
+    EXPECT_EQ(slice.begin->callstack[1], "Step(int)") << "a function, not one call site of it";
+    EXPECT_EQ(slice.begin->callstack[2], "cudaDeviceSynchronize");
+    EXPECT_EQ(slice.begin->callstack_where,
+              (std::vector<std::string>{"libfoo.so+0x6060", "libfoo.so+0x7100",
+                                        "libfoo.so+0x7000"}));
+  }
+  EXPECT_TRUE(found_call);
+  // No native or kernel stack is carried a second time as text.
+  for (const DecodedEvent& event : trace_.events) {
+    for (const auto& [name, value] : event.annotations)
+      EXPECT_FALSE(name.ends_with("kernel_stack") || name.ends_with("user_stack"))
+          << event.name << ": " << name << "=" << value;
+  }
+}
+
+// A recursion's frame is carried once, then a frame that says how many more times it came, as the
+// text report folds it (a walk caught in a loop would carry its depth limit's frames each wait).
+class PerfettoRecursionTest : public PerfettoWriterTest {
+ protected:
+  Session BuildSession() const override {
+    Session session = MakeKernelSession();
+    session.user_stacks[kSleepUserStack] = {
+        {kLibfoo + 0x1010, kLibfoo + 0x3030, kLibfoo + 0x3030, kLibfoo + 0x3030, kLibfoo + 0x3030,
+         kLibfoo + 0x2020},
+        true};
+    return session;
+  }
+};
+
+TEST_F(PerfettoRecursionTest, FoldsARepeatedFrameIntoOneThatCountsTheRest) {
+  EXPECT_TRUE(trace_.errors.empty()) << testing::PrintToString(trace_.errors);
+  bool found = false;
+  for (const Slice& slice : Slices(ChildTrack(kPinThread, "off-CPU"))) {
+    if (slice.begin_ns != At(21200)) continue;
+    found = true;
+    EXPECT_EQ(slice.begin->callstack,
+              (std::vector<std::string>{"... (truncated)", "libfoo.so+0x2020",
+                                        "... libfoo.so+0x3030 repeated 3 more times",
+                                        "libfoo.so+0x3030", "libfoo.so+0x1010",
+                                        "[k] folio_wait_bit_common", "[k] io_schedule",
+                                        "[k] schedule", "[k] __schedule"}));
+    EXPECT_EQ(slice.begin->callstack_where[3], "libfoo.so+0x3030");
+    EXPECT_EQ(slice.begin->callstack_where[2], "") << "the count is in no file";
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(PerfettoKernelTest, KeepsEveryTrackInOrderWithKernelFacts) {
@@ -1122,7 +1217,8 @@ TEST_F(PerfettoKernelTest, DecodesWithTheRealSchemaWithKernelFacts) {
       path_, {"name: \"kernel\"", "name: \"munmap 77.0 MiB\"",
               "name: \"mmap_lock (held by python (100))\"", "name: \"page fault in libfoo.so\"",
               "name: \"ioctl nvidiactl 0xc020462a\"", "name: \"futex_waitv 0x7f1234 (+1)\"",
-              "name: \"user_stack\"", "name: \"waker_user_stack\"", "name: \"signals\"",
+              "callstack_iid: ", "rel_pc: 317", "str: \"[kernel.kallsyms]\"",
+              "str: \"... (truncated)\"", "name: \"signals\"",
               "name: \"SIGTERM from timeout (4242)\"", "name: \"outcome\""});
 }
 
@@ -1148,6 +1244,49 @@ std::string Encoded(size_t text_size) {
     outer.AddInt32(OuterField::kNegative, -4);
   }
   return std::string(buffer.data(), buffer.size());
+}
+
+// Issue 22's long-run guard: a session whose trace would pass the limit is written with its
+// shortest off-CPU intervals only counted, on the counter tracks; the long ones stay slices.
+TEST(PerfettoLongRunGuardTest, ATraceTooLargeLeavesItsShortestWaitsToTheCounters) {
+  Session session = MakeSession();
+  session.off_cpu.clear();
+  session.futex_calls.clear();
+  constexpr uint32_t kTid = 4242;
+  session.threads[kTid] = Thread{kMain, kTid, "busy"};
+  for (uint64_t i = 0; i < 1000; ++i)  // 5 us each, preempted
+    session.off_cpu.push_back(OffCpu(kMain, kTid, 100'000 * i, 100'000 * i + 5'000, 0, -1));
+  session.off_cpu.push_back(OffCpu(kMain, kTid, 200'000'000, 202'000'000, 0, -1));  // 2 ms
+  session.off_cpu.push_back(OffCpu(kMain, kTid, 300'000'000, 302'000'000, 0, -1));
+  const uint64_t others = session.api_calls.size() + session.gpu_activities.size();
+
+  uint64_t full = 0;
+  EXPECT_EQ(TraceDetailFor(session, (1002 + others) * kTraceBytesPerRecord, &full), 0u)
+      << "it fits: full detail";
+  EXPECT_EQ(full, (1002 + others) * kTraceBytesPerRecord);
+  // Room for the long ones and the others: the 5-us ones go, under the next power of two.
+  session.trace_detail_under_ns =
+      TraceDetailFor(session, (2 + others) * kTraceBytesPerRecord, &full);
+  EXPECT_EQ(session.trace_detail_under_ns, 8000u);
+
+  std::string path = TracePath("long_run_guard");
+  ASSERT_TRUE(WritePerfettoTrace(session, path).ok());
+  DecodedTrace trace = TraceDecoder().Decode(ReadFile(path));
+  std::filesystem::remove(path);
+  ASSERT_TRUE(trace.errors.empty()) << testing::PrintToString(trace.errors);
+  size_t waits = 0;
+  int64_t counted = -1;
+  for (const DecodedTrack& track : trace.tracks) {
+    if (track.name == "off-CPU" || track.name == "off-CPU < 8.0 us (count)") {
+      for (const DecodedEvent& event : trace.events) {
+        if (event.track_uuid != track.uuid) continue;
+        if (event.type == kSliceBegin) ++waits;
+        if (event.type == kCounter) counted = *event.counter_value;
+      }
+    }
+  }
+  EXPECT_EQ(waits, 2u) << "the two long waits, only";
+  EXPECT_EQ(counted, 1000) << "the short ones counted";
 }
 
 TEST(ProtoEncoderTest, EncodesNestedMessagesOfEveryLengthSize) {

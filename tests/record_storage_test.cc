@@ -1,6 +1,6 @@
 // The collector's memory bound: records past the budget held in files of the spill directory,
 // the same outputs either way, a failed spill kept in memory and said, the cgroup's limit found.
-#include "record_storage.h"
+#include "collector/model/record_storage.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "collect.h"
-#include "test_support.h"
+#include "collector/collect.h"
+#include "tests/test_support.h"
 
 namespace gprof::collector {
 namespace {

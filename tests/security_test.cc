@@ -14,14 +14,15 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "chunk_reader.h"
-#include "collect.h"
-#include "session_reader.h"
-#include "test_support.h"
+#include "collector/collect.h"
+#include "collector/session/chunk_reader.h"
+#include "collector/session/session_reader.h"
+#include "tests/test_support.h"
 
 extern char** environ;
 
@@ -212,8 +213,9 @@ TEST(Security, UnderSudoTheCommandRunsAsTheInvokingUserWhoOwnsTheSession) {
   // The environment is sudo's, untouched, plus what the injected library needs.
   std::map<std::string, std::string> given = EnvironmentFor(spec);
   const std::set<std::string> added = {
-      "LD_PRELOAD",      "CUDA_INJECTION64_PATH",    "GPROF_SESSION_DIR",
-      "GPROF_CUDA_MODE", "GPROF_STACK_THRESHOLD_NS", "GPROF_RUN_PID"};
+      "LD_PRELOAD",           "CUDA_INJECTION64_PATH",    "GPROF_SESSION_DIR",
+      "GPROF_CUDA_MODE",      "GPROF_STACK_THRESHOLD_NS", "GPROF_RUN_PID",
+      "GPROF_SESSION_CONTROL", "GPROF_SESSION_DIR_ID"};
   for (const auto& [name, value] : given) {
     if (name.starts_with("GPROF_") && added.contains(name)) continue;
     auto found = identity.environment.find(name);
@@ -486,6 +488,94 @@ TEST(Security, UnderSudoTheNewSessionDirectoryCannotBeSwappedForALink) {
                           fs::exists(entry.path() / "report.txt");
   }
   EXPECT_GT(moved_with_reports, 0) << succeeded << " runs recorded";
+}
+
+// The user, racing root's command once: as soon as `watch` is a directory, waits `delay_ms`, then
+// renames `target` away (to <target>.moved) and puts a symbolic link to `link_to` in its place.
+pid_t SwapOnce(const ThrowawayUser& user, const std::string& watch, const std::string& target,
+               const std::string& link_to, int delay_ms) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (setgroups(0, nullptr) != 0 || setgid(user.gid()) != 0 || setuid(user.uid()) != 0) _exit(1);
+  for (struct stat st {}; lstat(watch.c_str(), &st) != 0 || !S_ISDIR(st.st_mode);) usleep(200);
+  usleep(delay_ms * 1000);
+  if (rename(target.c_str(), (target + ".moved").c_str()) != 0) _exit(2);
+  _exit(symlink(link_to.c_str(), target.c_str()) == 0 ? 0 : 3);
+}
+
+// Root's session in a directory another user can change (root's own gprof-run, or the command
+// kept root's with --run-as-root): once gprof-run has made and opened the session directory, the
+// user swaps it, or the directory it is in, for a link to a directory of their own, before the
+// command's first CUDA call. Root's injected library then finds the path naming the user's
+// directory: it must record nothing there, nor anywhere but in the session gprof-run made.
+TEST(Security, AsRootASessionSwappedForALinkGetsNoFileOfRootsOutsideIt) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok()) << "cannot create a throwaway user (useradd, groupadd)";
+  TempDir dir;
+  std::string home = MakeHome(dir, user);
+  struct Case {
+    std::string what;
+    std::string swapped;  // what the user swaps for a link to `own`: the session directory or the
+                          // one it is in
+    bool run_as_root;
+  };
+  const std::string own = home + "/own", work = home + "/work", session = work + "/s";
+  const std::vector<Case> cases = {
+      {"the session directory, under root's gprof-run", session, false},
+      {"the directory it is in, under root's gprof-run", work, false},
+      {"the session directory, under sudo --run-as-root", session, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    // The user's directory that the links name (with a directory named like the session in it).
+    fs::remove_all(own);
+    mkdir(own.c_str(), 0755);
+    mkdir((own + "/s").c_str(), 0755);
+    ASSERT_EQ(chown(own.c_str(), user.uid(), user.gid()), 0);
+    ASSERT_EQ(chown((own + "/s").c_str(), user.uid(), user.gid()), 0);
+    fs::remove_all(work);
+    fs::remove_all(work + ".moved");
+    fs::remove_all(session + ".moved");
+    mkdir(work.c_str(), 0755);
+    ASSERT_EQ(chown(work.c_str(), user.uid(), user.gid()), 0);
+    // The first CUDA call comes 400 ms after the start; the swap about 100 ms after the session
+    // directory was made (and opened: gprof-run opens it at once).
+    std::vector<std::string> arguments = {
+        "-q", "--no-kernel", "-o", session, "--", "/bin/sh", "-c",
+        "sleep 0.4; exec " + AppPath("exit_app") + " busy 100"};
+    ProcessSpec spec = Command({});
+    if (c.run_as_root) {
+      arguments.insert(arguments.begin(), "--run-as-root");
+      spec = SudoGprofRun(user, arguments);
+    } else {
+      arguments.insert(arguments.begin(), GprofRunPath());
+      spec = Command(arguments);
+      spec.unset_env = {"SUDO_UID", "SUDO_GID", "SUDO_USER", "LD_PRELOAD",
+                        "CUDA_INJECTION64_PATH"};
+    }
+    pid_t racer = SwapOnce(user, session, c.swapped, own, 100);
+    ProcessResult run = RunProcess(spec);
+    int racer_status = 0;
+    waitpid(racer, &racer_status, 0);
+    ASSERT_TRUE(WIFEXITED(racer_status) && WEXITSTATUS(racer_status) == 0)
+        << "the swap did not happen";
+    EXPECT_EQ(run.exit_code(), 0) << run.err;
+    EXPECT_EQ(run.err, "") << "nothing on the program's stderr";
+    EXPECT_EQ(Lines(RootOwnedUnder(own)), "") << "root's files in the user's directory";
+    // The session is where the swap moved it, whole but for the command's record.
+    std::string moved = c.swapped == session ? session + ".moved" : work + ".moved/s";
+    EXPECT_TRUE(fs::exists(moved + "/report.txt")) << run.err;
+    // And it says why the command's record is missing.
+    EXPECT_TRUE(std::regex_search(
+        ReadFile(moved + "/report.txt"),
+        std::regex(R"(STOPPED   inject-\d+\.gpr at [^\n]*nothing recorded: the session directory )"
+                   R"(was not at its path as gprof-run made it)")))
+        << ReadFile(moved + "/report.txt");
+    for (const std::string& root_owned : RootOwnedUnder(home)) {
+      EXPECT_TRUE(root_owned.starts_with(moved + "/")) << root_owned << " is outside the session";
+    }
+  }
 }
 
 // A session that never ran is removed through its descriptor: a swap for a link to root's
@@ -793,8 +883,12 @@ TEST(Security, NothingOfProcessesOutsideTheTreeIsRecorded) {
   std::thread waker_thread(RunBystander, &waker, 2500, fifo);
   ProcessSpec spec;
   // exit_app's `env NAME` prints nothing for an unset name: the note only marks its command line.
+  // --threshold 0: every CUDA call's stack is copied, from the main thread, whose environment lies
+  // just above its first frame (CI found the secret in a copy taken past it).
   spec.argv = {GprofRunPath(),
                "-q",
+               "--threshold",
+               "0",
                "-o",
                session,
                "--",

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "chunk_file_writer.h"
-#include "kernel_events.h"
-#include "session_format.h"
+#include "inject/chunk_file_writer.h"
+#include "inject/format/kernel_events.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::test {
 

@@ -1,6 +1,6 @@
 // The collector's readers: every record type read back as written, and damaged input salvaged as
 // far as it is valid, with a message that names the file and the offset.
-#include "session_reader.h"
+#include "collector/session/session_reader.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -12,12 +12,14 @@
 #include <map>
 #include <random>
 
-#include "analysis.h"
-#include "chunk_reader.h"
-#include "demangle.h"
-#include "report.h"
-#include "session_builder.h"
-#include "test_support.h"
+#include "collector/analysis/analysis.h"
+#include "collector/session/chunk_reader.h"
+#include "collector/symbols/demangle.h"
+#include "collector/writers/perfetto/perfetto_writer.h"
+#include "collector/writers/report.h"
+#include "tests/session_builder.h"
+#include "tests/test_support.h"
+#include "tests/trace_decoder.h"
 
 namespace gprof::test {
 namespace {
@@ -192,6 +194,33 @@ TEST(SessionReader, ReadsEveryRecordAsWritten) {
 // The records of a file come in whatever order its writer had them; the model holds them by time,
 // records of equal times in the order they were written. Orders a recorder writes (nearly sorted,
 // a thread's buffer at a time) and ones it never would (reversed, shuffled) alike.
+// Real CUPTI asks for its first activity buffers on the thread that initialises CUDA, the
+// program's main thread: a record that names a process's main thread as gprof-run's is not
+// believed (an older library wrote such records), or the whole program would be taken for ours.
+TEST(SessionReader, AProcessesMainThreadIsNeverTakenForGprofRuns) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), MetaJson());
+  {
+    ChunkFileWriter file;
+    ASSERT_EQ(file.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, kPid), 0);
+    RecordBatch batch;
+    for (uint32_t tid : {uint32_t{kPid}, kPid + 5u}) {
+      format::ProfilerThreadRecord thread{};
+      thread.time_ns = 1000;
+      thread.tid = tid;
+      thread.role = static_cast<uint32_t>(format::ProfilerThreadRole::kCupti);
+      batch.Add(thread, format::kProfilerThread);
+    }
+    AddThreadName(&batch, kPid, "python3");
+    AddThreadName(&batch, kPid + 5, "cupti-worker");
+    batch.WriteTo(&file);
+  }
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_FALSE(session->IsProfilerThread(kPid));
+  EXPECT_TRUE(session->IsProfilerThread(kPid + 5));
+}
+
 TEST(SessionReader, SortsRecordsByTimeKeepingTiesInWrittenOrder) {
   std::mt19937_64 random(6);
   auto nearly_sorted = [&](size_t count) {
@@ -1030,6 +1059,92 @@ TEST(SessionReader, CountedEventsReachTheReports) {
     EXPECT_EQ(thread["quick_page_fault_ns"], 4'000'000);
   }
   EXPECT_TRUE(listed);
+}
+
+gprof_wait_count WaitCount(uint32_t kind, uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                           uint64_t count, uint64_t total_ns) {
+  gprof_wait_count event{};
+  event.kind = kind;
+  event.how = kind == GPROF_WAIT_COUNT_OFFCPU ? 1 : 128;  // asleep; FUTEX_WAIT_PRIVATE
+  event.pid = kPid;
+  event.tid = tid;
+  event.syscall_nr = 202;
+  event.object = 0x7f0000001000;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.count = count;
+  event.total_ns = total_ns;
+  event.runnable_ns = kind == GPROF_WAIT_COUNT_OFFCPU ? total_ns / 4 : 0;
+  event.woken = kind == GPROF_WAIT_COUNT_OFFCPU ? count : 0;
+  event.limit_ns = 20'000;
+  return event;
+}
+
+// Issue 22: short waits counted in the kernel reach the model, both reports' headers, and the
+// trace as running totals on counter tracks of their thread.
+TEST(SessionReader, ShortWaitCountsReachTheReportsAndTheTrace) {
+  TempDir dir;
+  WriteKernelFile(dir, [](RecordBatch& batch) {
+    batch.Add(WaitCount(GPROF_WAIT_COUNT_OFFCPU, 102, 1'000'000, 2'000'000, 1000, 5'000'000),
+              GPROF_REC_WAIT_COUNT);
+    batch.Add(WaitCount(GPROF_WAIT_COUNT_OFFCPU, 102, 2'000'000, 3'000'000, 500, 2'000'000),
+              GPROF_REC_WAIT_COUNT);
+    batch.Add(WaitCount(GPROF_WAIT_COUNT_FUTEX, 102, 1'000'000, 3'000'000, 3000, 6'000'000),
+              GPROF_REC_WAIT_COUNT);
+    batch.Add(WaitCount(99, 102, 1, 2, 3, 4), GPROF_REC_WAIT_COUNT);  // a newer recorder's kind
+    // Malformed: no thread; a period that ends before it starts.
+    batch.Add(WaitCount(GPROF_WAIT_COUNT_OFFCPU, 0, 1, 2, 3, 4), GPROF_REC_WAIT_COUNT);
+    batch.Add(WaitCount(GPROF_WAIT_COUNT_OFFCPU, 102, 5, 2, 3, 4), GPROF_REC_WAIT_COUNT);
+  });
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_EQ(MalformedCount(*session), 2u) << AllDiagnostics(*session);
+  ASSERT_EQ(session->counted_waits.size(), 3u);
+  EXPECT_EQ(session->counted_waits_limit_ns, 20'000u);
+  ASSERT_EQ(session->threads.count(102), 1u);
+
+  collector::Analysis analysis = collector::Analyze(*session, {});
+  std::string text = collector::RenderTextReport(*session, analysis);
+  EXPECT_NE(text.find("  counted   1,500 off-CPU intervals (7.0 ms in all) and 3,000 futex calls "
+                      "(6.0 ms) under 20.0 us: per thread and reason, not recorded one by one"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = collector::RenderJsonReport(*session, analysis);
+  EXPECT_EQ(json["session"]["counts"]["short_off_cpu_intervals"], 1500);
+  EXPECT_EQ(json["session"]["counts"]["short_futex_calls"], 3000);
+  EXPECT_EQ(json["session"]["counted"]["short_off_cpu_intervals"]["total_ns"], 7'000'000);
+  EXPECT_EQ(json["session"]["counted"]["short_futex_calls"]["under_ns"], 20'000);
+  for (const nlohmann::json& thread : json["session"]["threads"]) {
+    if (thread["tid"] == 102) {
+      EXPECT_EQ(thread["short_off_cpu_intervals"], 1500);
+    }
+  }
+
+  const std::string trace_path = dir.Sub("trace.perfetto-trace");
+  ASSERT_TRUE(collector::WritePerfettoTrace(*session, trace_path).ok());
+  DecodedTrace trace = DecodeTraceFile(trace_path);
+  ASSERT_TRUE(trace.errors.empty()) << trace.errors.front();
+  std::map<std::string, std::vector<std::pair<uint64_t, int64_t>>> counters;  // by track name
+  for (const DecodedTrack& track : trace.tracks) {
+    if (!track.is_counter) continue;
+    bool under_thread = false;
+    for (const DecodedTrack& parent : trace.tracks)
+      under_thread |= parent.uuid == track.parent_uuid && parent.is_thread && parent.tid == 102;
+    EXPECT_TRUE(under_thread) << track.name;
+    for (const DecodedEvent& event : trace.events) {
+      if (event.track_uuid == track.uuid) {
+        EXPECT_EQ(event.type, kCounter);
+        counters[track.name].emplace_back(event.timestamp_ns, *event.counter_value);
+      }
+    }
+  }
+  using Steps = std::vector<std::pair<uint64_t, int64_t>>;
+  EXPECT_EQ(counters["off-CPU < 20.0 us (count)"],
+            (Steps{{1'000'000, 0}, {2'000'000, 1000}, {3'000'000, 1500}}));
+  EXPECT_EQ(counters["off-CPU < 20.0 us (us)"],
+            (Steps{{1'000'000, 0}, {2'000'000, 5000}, {3'000'000, 7000}}));
+  EXPECT_EQ(counters["futex < 20.0 us (count)"], (Steps{{1'000'000, 0}, {3'000'000, 3000}}));
+  EXPECT_EQ(counters.size(), 3u);
 }
 
 TEST(SessionReader, OffCpuIntervalsCarryTheirUserStacks) {

@@ -1,4 +1,4 @@
-#include "test_support.h"
+#include "tests/test_support.h"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -179,6 +180,64 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+void ExpectReadableReport(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  size_t number = 0, summary_lines = 0;
+  bool in_summary = false;
+  while (std::getline(lines, line)) {
+    ++number;
+    size_t columns = 0;
+    for (char c : line) columns += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(columns, 160u) << "line " << number << ": " << line;
+    if (line == "SUMMARY") {
+      in_summary = true;
+    } else if (in_summary && (line.empty() || line[0] != ' ')) {
+      in_summary = false;
+    } else if (in_summary) {
+      ++summary_lines;
+    }
+  }
+  EXPECT_LE(summary_lines, 15u) << text;
+  // Each citation: "cause 3", "freeze 2", "freezes 1, 2 and 4".
+  for (const char* kind : {"cause", "freeze"}) {
+    const std::string one = std::string(kind) + " ";
+    const std::string heading = kind == std::string("cause") ? "\n  cause " : "\nfreeze ";
+    for (size_t at = text.find(one); at != std::string::npos; at = text.find(one, at + 1)) {
+      if (at > 0 && std::isalnum(static_cast<unsigned char>(text[at - 1]))) continue;
+      size_t digits = at + one.size();
+      if (digits >= text.size() || !std::isdigit(static_cast<unsigned char>(text[digits])))
+        continue;
+      const std::string n = std::to_string(std::stoul(text.substr(digits)));
+      const std::string told = heading + n + (kind == std::string("cause") ? " [" : " at ");
+      EXPECT_NE(text.find(told), std::string::npos)
+          << kind << " " << n << " is cited but not told\n"
+          << text;
+    }
+    // The plural lists: "freezes 1, 2 and 4".
+    const std::string many = std::string(kind) + (kind == std::string("cause") ? "s " : "s ");
+    for (size_t at = text.find(many); at != std::string::npos; at = text.find(many, at + 1)) {
+      size_t i = at + many.size();
+      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+        size_t end = i;
+        while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+        const std::string n = text.substr(i, end - i);
+        EXPECT_NE(text.find(heading + n + (kind == std::string("cause") ? " [" : " at ")),
+                  std::string::npos)
+            << kind << " " << n << " is cited but not told\n"
+            << text;
+        if (text.compare(end, 2, ", ") == 0) {
+          i = end + 2;
+        } else if (text.compare(end, 5, " and ") == 0) {
+          i = end + 5;
+        } else {
+          break;
+        }
+      }
+    }
+  }
 }
 
 bool BpfRequired() { return EnvOr("GPROF_REQUIRE_BPF", "0") == "1"; }

@@ -71,6 +71,11 @@ inline ProcessSpec Command(std::vector<std::string> argv) {
 
 std::string ReadFile(const std::string& path);
 
+// What report.txt promises its reader (issue 21), checked with gtest expectations: every line at
+// most 160 columns (UTF-8 characters), a SUMMARY of at most 15 lines, and every "cause N" and
+// "freeze N" it cites told under its own heading ("  cause N [", "freeze N at ").
+void ExpectReadableReport(const std::string& text);
+
 // Tests that need the kernel recorder skip with a reason where BPF cannot run, except under
 // GPROF_REQUIRE_BPF=1 (CI), where that is a failure.
 bool BpfRequired();

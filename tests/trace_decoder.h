@@ -10,6 +10,7 @@
 #include <protozero/pbf_reader.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gprof::test {
@@ -20,8 +21,16 @@ namespace gprof::test {
 constexpr uint32_t kClockMonotonic = 3;
 constexpr uint32_t kClockBoottime = 6;
 constexpr uint32_t kFirstSequenceClock = 64, kEndSequenceClocks = 128;  // sequence-scoped ids
-constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
-enum InternTable { kEventNames, kCategories, kAnnotationNames, kAnnotationStrings, kTableCount };
+constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
+enum InternTable {
+  kEventNames,
+  kCategories,
+  kAnnotationNames,
+  kAnnotationStrings,
+  kFunctionNames,
+  kMappingPaths,
+  kTableCount
+};
 
 struct DecodedTrack {
   uint64_t uuid = 0;
@@ -34,6 +43,8 @@ struct DecodedTrack {
   std::optional<std::string> thread_name;
   std::string process_name;
   std::vector<std::string> cmdline;
+  bool is_counter = false;
+  std::string counter_unit;  // CounterDescriptor's unit_name
 };
 
 struct DecodedEvent {
@@ -47,6 +58,14 @@ struct DecodedEvent {
   std::vector<uint64_t> flow_ids;
   std::vector<uint64_t> terminating_flow_ids;
   std::map<std::string, std::string> annotations;
+  // Its callstack (callstack_iid resolved through the sequence's callstacks, frames and function
+  // names), outermost frame first; a kernel frame (Frame.kind KIND_KERNEL) as "[k] name", an
+  // interpreted one (KIND_INTERPRETED: Python) as "[py] name".
+  std::vector<std::string> callstack;
+  // Where each of its frames is: "libfoo.so+0x1c40" (the mapping's path and the frame's rel_pc),
+  // empty for a frame without a mapping.
+  std::vector<std::string> callstack_where;
+  std::optional<int64_t> counter_value;  // kCounter events
 };
 
 struct DecodedTrace {
@@ -73,6 +92,15 @@ struct SequenceState {
   uint32_t default_clock_id = 0;
   uint64_t default_track_uuid = 0;
   std::array<std::map<uint64_t, std::string>, kTableCount> interned;
+  struct Frame {
+    uint64_t function_iid = 0;
+    uint64_t kind = 0;
+    uint64_t mapping_iid = 0;
+    std::optional<uint64_t> rel_pc;
+  };
+  std::map<uint64_t, Frame> frames;                     // by iid
+  std::map<uint64_t, uint64_t> mappings;                // by iid: its path's string iid
+  std::map<uint64_t, std::vector<uint64_t>> callstacks;  // by iid: frame iids
   std::map<uint32_t, SequenceClock> clocks;  // by sequence-scoped clock id
 };
 
@@ -202,9 +230,18 @@ class TraceDecoder {
 
   void DecodeInterned(SequenceState& sequence, protozero::data_view bytes) {
     static const std::map<uint32_t, InternTable> kTables = {
-        {2, kEventNames}, {1, kCategories}, {3, kAnnotationNames}, {29, kAnnotationStrings}};
+        {2, kEventNames},
+        {1, kCategories},
+        {3, kAnnotationNames},
+        {29, kAnnotationStrings},
+        {5, kFunctionNames},
+        {17, kMappingPaths}};
     protozero::pbf_reader interned(bytes);
     while (interned.next()) {
+      if (interned.tag() == 6 || interned.tag() == 7 || interned.tag() == 19) {
+        DecodeFrameOrCallstack(sequence, interned.tag(), interned.get_view());
+        continue;
+      }
       auto table = kTables.find(interned.tag());
       if (table == kTables.end()) {
         Error("unexpected interned field " + std::to_string(interned.tag()));
@@ -229,6 +266,85 @@ class TraceDecoder {
     }
   }
 
+  // InternedData.frames (6: iid 1, function_name_id 2, mapping_id 3, rel_pc 4, kind 7),
+  // callstacks (7: iid 1, frame_ids 2) and mappings (19: iid 1, path_string_ids 7).
+  void DecodeFrameOrCallstack(SequenceState& sequence, uint32_t field, protozero::data_view bytes) {
+    protozero::pbf_reader entry(bytes);
+    uint64_t iid = 0;
+    SequenceState::Frame frame;
+    std::vector<uint64_t> frame_ids;
+    std::vector<uint64_t> paths;
+    while (entry.next()) {
+      if (entry.tag() == 1) {
+        iid = entry.get_uint64();
+      } else if (field == 19 && entry.tag() == 7) {
+        paths.push_back(entry.get_uint64());
+      } else if (field == 6 && entry.tag() == 2) {
+        frame.function_iid = entry.get_uint64();
+      } else if (field == 6 && entry.tag() == 3) {
+        frame.mapping_iid = entry.get_uint64();
+      } else if (field == 6 && entry.tag() == 4) {
+        frame.rel_pc = entry.get_uint64();
+      } else if (field == 6 && entry.tag() == 7) {
+        frame.kind = entry.get_uint64();
+      } else if (field == 7 && entry.tag() == 2) {
+        frame_ids.push_back(entry.get_uint64());
+      } else {
+        Error("unexpected field " + std::to_string(entry.tag()) + " in interned field " +
+              std::to_string(field));
+        entry.skip();
+      }
+    }
+    if (iid == 0) Error("interned frame or callstack without iid");
+    if (field == 19) {
+      if (paths.size() != 1 || !sequence.interned[kMappingPaths].contains(paths[0]))
+        Error("mapping " + std::to_string(iid) + " without its one path before it");
+      if (!sequence.mappings.emplace(iid, paths.empty() ? 0 : paths[0]).second)
+        Error("mapping " + std::to_string(iid) + " interned twice on one sequence");
+      return;
+    }
+    if (field == 6) {
+      if (frame.mapping_iid != 0 &&
+          (!sequence.mappings.contains(frame.mapping_iid) || !frame.rel_pc))
+        Error("frame " + std::to_string(iid) + " without its mapping before it, or its rel_pc");
+      if (!sequence.interned[kFunctionNames].contains(frame.function_iid))
+        Error("frame " + std::to_string(iid) + " before its function name");
+      if (!sequence.frames.emplace(iid, frame).second)
+        Error("frame " + std::to_string(iid) + " interned twice on one sequence");
+      return;
+    }
+    for (uint64_t id : frame_ids) {
+      if (!sequence.frames.contains(id))
+        Error("callstack " + std::to_string(iid) + " before its frame " + std::to_string(id));
+    }
+    if (frame_ids.empty()) Error("callstack without frames");
+    if (!sequence.callstacks.emplace(iid, frame_ids).second)
+      Error("callstack " + std::to_string(iid) + " interned twice on one sequence");
+  }
+
+  std::vector<std::string> ResolveCallstack(const SequenceState& sequence, uint64_t iid) {
+    std::vector<std::string> frames;
+    auto callstack = sequence.callstacks.find(iid);
+    if (callstack == sequence.callstacks.end()) {
+      Error("unresolved callstack " + std::to_string(iid));
+      return frames;
+    }
+    for (uint64_t id : callstack->second) {
+      auto frame = sequence.frames.find(id);
+      if (frame == sequence.frames.end()) continue;  // said when the callstack came
+      std::string name = Resolve(sequence, kFunctionNames, frame->second.function_iid);
+      uint64_t kind = frame->second.kind;
+      frames.push_back(kind == 2 ? "[k] " + name : kind == 3 ? "[py] " + name : name);
+      std::string where;
+      if (auto mapping = sequence.mappings.find(frame->second.mapping_iid);
+          mapping != sequence.mappings.end())
+        where = Resolve(sequence, kMappingPaths, mapping->second) + "+" +
+                Hex(frame->second.rel_pc.value_or(0));
+      where_.push_back(where);
+    }
+    return frames;
+  }
+
   void DecodeDescriptor(protozero::data_view bytes) {
     DecodedTrack track;
     protozero::pbf_reader descriptor(bytes);
@@ -249,6 +365,19 @@ class TraceDecoder {
         case 4:
           DecodeThread(track, descriptor.get_view());
           break;
+        case 8: {  // counter: only unit_name is written
+          track.is_counter = true;
+          protozero::pbf_reader counter(descriptor.get_view());
+          while (counter.next()) {
+            if (counter.tag() == 6) {
+              track.counter_unit = counter.get_string();
+            } else {
+              Error("unexpected counter descriptor field");
+              counter.skip();
+            }
+          }
+          break;
+        }
         default:
           Error("unexpected descriptor field");
           descriptor.skip();
@@ -372,12 +501,22 @@ class TraceDecoder {
         case 4:
           DecodeAnnotation(sequence, event, track_event.get_view());
           break;
+        case 56:  // callstack_iid
+          where_.clear();
+          event.callstack = ResolveCallstack(sequence, track_event.get_uint64());
+          event.callstack_where = where_;
+          break;
+        case 30:
+          event.counter_value = track_event.get_int64();
+          break;
         default:
           Error("unexpected track event field " + std::to_string(track_event.tag()));
           track_event.skip();
       }
     }
     if (event.track_uuid == 0) Error("track event without a track");
+    if ((event.type == kCounter) != event.counter_value.has_value())
+      Error("a counter value without a counter event, or the reverse");
     result_.events.push_back(event);
   }
 
@@ -420,6 +559,7 @@ class TraceDecoder {
   }
 
   DecodedTrace result_;
+  std::vector<std::string> where_;  // ResolveCallstack's frames' places
   std::map<uint32_t, SequenceState> sequences_;
   size_t packet_index_ = 0;
 };
@@ -458,6 +598,29 @@ inline std::vector<Slice> SlicesOf(const DecodedTrace& trace, uint64_t track_uui
   }
   if (!open.empty()) errors->push_back("unclosed slice on track " + std::to_string(track_uuid));
   return slices;
+}
+
+// An event's callstack read as a stack's text, innermost frame first, joined by " <- ": its kernel
+// frames, each with its offset into its function ("futex_wait+0xf2": the frame's rel_pc in the
+// kernel's mapping, "[kernel.kallsyms]"), or its other frames, by name ("libfoo.so+0x1c40",
+// "... (truncated)"); empty when it has none of them.
+inline std::string CallstackText(const DecodedEvent& event, bool kernel) {
+  constexpr std::string_view kKernelFrame = "[k] ", kKernelMapping = "[kernel.kallsyms]+";
+  std::string text;
+  for (size_t i = event.callstack.size(); i-- > 0;) {
+    const std::string& frame = event.callstack[i];
+    if (frame.starts_with(kKernelFrame) != kernel) continue;
+    if (!text.empty()) text += " <- ";
+    if (!kernel) {
+      text += frame;
+      continue;
+    }
+    text += frame.substr(kKernelFrame.size());
+    const std::string where = i < event.callstack_where.size() ? event.callstack_where[i] : "";
+    text += where.starts_with(kKernelMapping) ? where.substr(kKernelMapping.size() - 1)
+                                              : " (not in the kernel's mapping: '" + where + "')";
+  }
+  return text;
 }
 
 // The trace in `path`, decoded; a file that cannot be read gives a trace with that error.

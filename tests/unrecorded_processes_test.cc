@@ -7,11 +7,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "collect.h"
-#include "session_builder.h"
-#include "session_reader.h"
-#include "test_support.h"
-#include "unrecorded_processes.h"
+#include "collector/collect.h"
+#include "collector/session/session_reader.h"
+#include "collector/session/unrecorded_processes.h"
+#include "tests/session_builder.h"
+#include "tests/test_support.h"
 
 namespace gprof::test {
 namespace {

@@ -2,7 +2,7 @@
 // have known names and addresses; and the fallbacks when the mapped file is missing, changed, or
 // not an ELF file at all. Separate debug files, the call before a return address, and a lock
 // named by the code that waited on it; repeated frames shown once.
-#include "user_symbols.h"
+#include "collector/symbols/user_symbols.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>
@@ -17,11 +17,11 @@
 #include <iterator>
 #include <string>
 
-#include "analysis.h"
-#include "elf_symbols.h"
-#include "process_maps.h"
-#include "report_format.h"
-#include "test_support.h"
+#include "collector/analysis/analysis.h"
+#include "collector/model/elf_symbols.h"
+#include "collector/session/process_maps.h"
+#include "collector/writers/report_format.h"
+#include "tests/test_support.h"
 
 namespace gprof::test {
 
@@ -41,6 +41,17 @@ __attribute__((noinline)) uint64_t CalledFunction() {
 }
 __attribute__((noinline)) uint64_t CallingFunction() {
   uint64_t back = CalledFunction();
+  g_symbolized_sink = g_symbolized_sink + 1;  // not a tail call
+  return back;
+}
+
+// Where LineCaller calls LineCalled: the source line its return address must be named by.
+__attribute__((noinline)) uint64_t LineCalled() {
+  return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+constexpr int kLineOfTheCall = __LINE__ + 2;
+__attribute__((noinline)) uint64_t LineCaller() {
+  uint64_t back = LineCalled();
   g_symbolized_sink = g_symbolized_sink + 1;  // not a tail call
   return back;
 }
@@ -345,6 +356,62 @@ TEST(ElfSymbols, ADebugFileIsFoundByBuildIdOrDebugLinkAndMustBeThatBuilds) {
   EXPECT_TRUE(debug_file.empty()) << debug_file;
 }
 
+TEST(ElfSymbols, FramesAreNamedWithTheirSourceLineFromDwarf) {
+  // This binary is built with -g (tests/CMakeLists.txt): the call's own line.
+  Session session = SessionOfThisProcess();
+  collector::UserLocation call = LocateUserAddress(session, kSelf, LineCaller(), collector::kLatest,
+                                                   AddressUse::kReturnAddress);
+  EXPECT_EQ(call.source, "user_symbols_test.cc:" + std::to_string(kLineOfTheCall));
+  EXPECT_EQ(call.symbol, "gprof::test::LineCaller()");
+
+  // A library's lines: from itself, from its debug file found by build-id or by debug link, and
+  // none when it is stripped with no debug file to be found.
+  const std::string library = AppPath("libheaplock.so");
+  auto whole = collector::ElfSymbolFile::Read(library);
+  ASSERT_TRUE(whole.ok());
+  uint64_t function = 0;
+  std::string line;
+  for (const collector::ElfLoadSegment& segment : whole.value().segments()) {
+    if ((segment.flags & PF_X) == 0) continue;
+    for (uint64_t address = segment.address; address < segment.address + segment.file_size;
+         address += 4) {
+      const collector::ElfSymbol* symbol = whole.value().FunctionAt(address);
+      if (symbol == nullptr || symbol->name.find("heaplock") == std::string::npos) continue;
+      line = whole.value().SourceLine(address);
+      if (!line.empty()) {
+        function = address;
+        break;
+      }
+    }
+    if (function != 0) break;
+  }
+  ASSERT_NE(function, 0u) << "no line of libheaplock.so's own code";
+  EXPECT_TRUE(line.starts_with("heaplock.cc:")) << line;
+  auto line_in = [&](const std::string& path, const std::string& root) {
+    auto file = collector::ElfSymbolFile::Read(path, root);
+    return file.ok() ? file.value().SourceLine(function) : "unreadable";
+  };
+  TempDir dir;
+  const std::string stripped = dir.Sub("libheaplock.so");
+  ASSERT_TRUE(RunTool({"/usr/bin/objcopy", "--strip-all", library, stripped}));
+  EXPECT_EQ(line_in(stripped, dir.Sub("root")), "") << "stripped, nothing beside it";
+  const std::string id = BuildIdOf(library);
+  ASSERT_GT(id.size(), 2u);
+  const std::string by_id = dir.Sub("root/.build-id/" + id.substr(0, 2));
+  std::filesystem::create_directories(by_id);
+  ASSERT_TRUE(RunTool(
+      {"/usr/bin/objcopy", "--only-keep-debug", library, by_id + "/" + id.substr(2) + ".debug"}));
+  EXPECT_EQ(line_in(stripped, dir.Sub("root")), line);
+  std::filesystem::create_directories(dir.Sub("linked/.debug"));
+  const std::string linked = dir.Sub("linked/libheaplock.so");
+  ASSERT_TRUE(RunTool(
+      {"/usr/bin/objcopy", "--only-keep-debug", library, dir.Sub("linked/.debug/heaplock.dbg")}));
+  ASSERT_TRUE(
+      RunTool({"/usr/bin/objcopy", "--strip-all",
+               "--add-gnu-debuglink=" + dir.Sub("linked/.debug/heaplock.dbg"), library, linked}));
+  EXPECT_EQ(line_in(linked, dir.Sub("no-root")), line);
+}
+
 TEST(ElfSymbols, TheCallBeforeAReturnAddressNamesTheFunctionCalled) {
   uint64_t back = CallingFunction();
   LoadedSegment segment = SegmentOfMainProgram(back);
@@ -456,6 +523,40 @@ TEST(UserSymbols, ALockOnTheHeapIsNamedByTheCodeThatWaitedOnIt) {
   ASSERT_NE(heap, 0u) << "this process has a [heap] mapping";
   wait.user_stack_id = 1;
   wait.object.address = heap;
+  EXPECT_EQ(collector::DescribeLockByItsUser(own, wait, &call),
+            "a lock inside " + ExecutableName() + " (futex " + collector::FormatHex(heap) +
+                " on the heap), waited for in gprof::test::SymbolizedFunction(int)");
+}
+
+// libc keeps no frame pointers: a walk through its lock skips the caller of pthread_mutex_lock.
+// Where the call before the next return address cannot be read (an indirect call, as the CUDA
+// driver's on the H200), the lock is still that frame's library's, not left unnamed.
+TEST(UserSymbols, ALockCalledForThroughAnUnreadableCallIsNamedByTheNextLibrary) {
+  Session own = SessionOfThisProcess();
+  const Mapping* libc = nullptr;
+  for (const Mapping& mapping : own.processes[kSelf].maps[0].mappings) {
+    if (mapping.path.ends_with("/libc.so.6") && mapping.perms == "r-xp") libc = &mapping;
+  }
+  ASSERT_NE(libc, nullptr);
+  auto libc_symbols = collector::ElfSymbolFile::Read(libc->path);
+  ASSERT_TRUE(libc_symbols.ok());
+  ASSERT_FALSE(libc_symbols.value().KeepsFramePointers()) << "the case needs a libc without them";
+  uint64_t function = AddressOf(reinterpret_cast<const void*>(&SymbolizedFunction));
+  // In libc's code, then a return address whose bytes before it are no call instruction.
+  own.user_stacks[1] = {{libc->start + 0x100, function + 1}, false};
+  uint64_t heap = 0;
+  for (const Mapping& mapping : own.processes[kSelf].maps[0].mappings) {
+    if (mapping.path == "[heap]") heap = mapping.start + 16;
+  }
+  ASSERT_NE(heap, 0u) << "this process has a [heap] mapping";
+  collector::Wait wait;
+  wait.pid = kSelf;
+  wait.user_stack_id = 1;
+  wait.object.kind = collector::WaitKind::kFutex;
+  wait.object.pid = kSelf;
+  wait.object.address = heap;
+  own.api_names = {"cuLaunchKernel"};
+  collector::ApiCall call;
   EXPECT_EQ(collector::DescribeLockByItsUser(own, wait, &call),
             "a lock inside " + ExecutableName() + " (futex " + collector::FormatHex(heap) +
                 " on the heap), waited for in gprof::test::SymbolizedFunction(int)");

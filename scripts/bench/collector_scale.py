@@ -69,8 +69,9 @@ POLL_S = 0.1
 # The collector's phases (collector/collect.cc: Collect), as perf names their functions.
 PHASES = (
     ("read session (decode, sort, index)", r"gprof::collector::ReadSession\b"),
-    ("analysis (slow calls)", r"gprof::collector::Analyze\b"),
-    ("diagnosis", r"gprof::collector::Diagnose\b"),
+    ("analysis (the whole pipeline)", r"gprof::collector::Analyze\b"),
+    ("analysis: the waits (stalls, causes, GPU gaps)", r"gprof::collector::DiagnoseWaits\b"),
+    ("analysis: the slow calls", r"gprof::collector::ExplainSlowCalls\b"),
     ("text report", r"gprof::collector::RenderTextReport\b"),
     ("Perfetto trace", r"gprof::collector::WritePerfettoTrace\b"),
     # WriteJsonReport makes the report's pieces and writes them (its text included);

@@ -16,6 +16,8 @@ Configurations:
   gprof_preload   gprof-run --no-kernel --cuda preload: runtime calls by interposition only, no
                   CUPTI (no GPU timeline): what CUPTI's callbacks cost, by difference
   gprof_full      gprof-run: the same plus the kernel recorder (needs root)
+  gprof_full_nopy the same without Python stacks (--python-stacks=off): what they cost, by
+                  difference
   gprof_cuda@SOURCE, gprof_full@SOURCE
                   the same, with API calls taken from SOURCE (GPROF_CUPTI_API_RECORDS: callbacks,
                   activity, runtime-callbacks, interposed, interposed-correlated, gpu-only; see
@@ -62,6 +64,8 @@ def command(config, args, scratch, run_index):
         cmd = [args.gprof, "-q", "--no-kernel", "--cuda", "preload", "-o", session, "--"] + workload
     elif config == "gprof_full":
         cmd = [args.gprof, "-q", "-o", session, "--"] + workload
+    elif config == "gprof_full_nopy":
+        cmd = [args.gprof, "-q", "--python-stacks=off", "-o", session, "--"] + workload
     elif config == "torch_profiler":
         cmd = workload + ["--torch-profiler"]
     elif config == "nsys":

@@ -42,10 +42,10 @@
 #include <string_view>
 #include <vector>
 
-#include "chunk_file_writer.h"
-#include "kernel_events.h"
-#include "session_format.h"
-#include "session_reader.h"
+#include "collector/session/session_reader.h"
+#include "inject/chunk_file_writer.h"
+#include "inject/format/kernel_events.h"
+#include "inject/format/session_format.h"
 
 namespace {
 

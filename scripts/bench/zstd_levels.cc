@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "chunk_reader.h"
+#include "collector/session/chunk_reader.h"
 
 namespace {
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks gprof-run's report.json against what a freeze program measured itself (--calls-out):
 each holding call is one freeze, released by the holder inside that call, with every launcher the
-program saw blocked during it, and durations within 10%. Prints what it found; exits 1 on a miss.
+program saw blocked during it, and durations within 10%; the lock the freezes share, a futex on the
+heap inside the CUDA driver, is named by that library (issue 18.5). Prints what it found; exits 1 on a miss.
 
 Usage: check_freeze_report.py REPORT_JSON CALLS_TXT HOLDER_API"""
 import json
@@ -57,6 +58,15 @@ def main(report_path, calls_path, holder_api):
                   f"{program_ms:.2f} ms measured by the program")
             if abs(reported_ms - program_ms) > 0.1 * program_ms:
                 failures.append(f"round {number}: {c['thread']} {reported_ms} vs {program_ms} ms")
+    # The driver's lock is on the heap: its cause is named by the library that waited on it.
+    driver = [c for c in report["diagnosis"]["causes"]
+              if c.get("class") == "user lock" and "heap" in c["identity"]]
+    for cause in driver:
+        print(f"heap lock cause: {cause['identity']}")
+        if not cause["identity"].startswith("a lock inside libcuda"):
+            failures.append(f"a heap lock not named by its library: {cause['identity']}")
+    if not driver:
+        failures.append("no cause on a heap lock (the driver's)")
     for failure in failures:
         print("FAIL:", failure)
     print("check:", "FAILED" if failures else "passed")

@@ -4,14 +4,15 @@
 # CUDA with PyTorch. Runs each mode of scripts/gpu/gpu_idle_programs.py under gprof-run (kernel
 # recorder on, CUPTI capture), checks its report.json with check_gpu_idle_report.py, and keeps the
 # reports in $OUT. lazy-matmul runs twice: lazy loading (the default), then
-# CUDA_MODULE_LOADING=EAGER, where no module-loading cause may appear. Exits 1 if any check missed.
+# CUDA_MODULE_LOADING=EAGER, where the first GEMM loads every cuBLAS module (seconds, on the H200
+# on 2026-12-02: 3.04 s in cuLibraryLoadData), named as loading too. Exits 1 if any check missed.
 #
 # What the reports should say, if the collector is right:
 #   decode-streams  "gpu idle  GPU 0 ran nothing X (N%) of the Y ..." with X < the run's length,
 #                   and the causes' GPU idle adding up to at most X.
-#   lazy-matmul     a cause "python3 (PID) loading a CUDA module in cudaLaunchKernel (lazy
-#                   loading: ...)" with ~100 ms of GPU idle; its gap's line ends "; the driver
-#                   spent ~100 ms of the wait loading a CUDA module". None under EAGER.
+#   lazy-matmul     a cause "python3 (PID) loading a CUDA module before cudaLaunchKernel (the
+#                   driver loads ...)" with ~100 ms of GPU idle; its gap's line ends "; the driver
+#                   spent ~N ms of the wait loading a CUDA module". Seconds of it under EAGER.
 #   cpu-between     "the GPU waited for python3 (PID) on CPU 2.0 s (2.0 s outside CUDA calls, then
 #                   N us in cudaMemcpyAsync)".
 #   graphs          "gpu  ...; K kernel launches captured into CUDA graphs; 20 graph launches ran

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <ctime>
 #include <string>
 
-#include "fake_cuda.h"
+#include "tests/fake_cuda/fake_cuda.h"
 
 namespace apps {
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 namespace {
 

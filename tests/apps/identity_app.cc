@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 extern char** environ;
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include <cstring>
 #include <string>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 namespace {
 

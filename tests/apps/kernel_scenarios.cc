@@ -115,7 +115,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock_libs.h"
+#include "tests/apps/lock_libs/lock_libs.h"
 
 namespace {
 

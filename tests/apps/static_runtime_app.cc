@@ -6,7 +6,7 @@
 // libcudart.so beside it, an injected library finds libcupti through GPROF_CUPTI_LIB.
 #include <cstdio>
 
-#include "app_common.h"
+#include "tests/apps/app_common.h"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "fake_cuda.h"
-#include "fake_driver.h"
-#include "fake_gpu.h"
+#include "tests/fake_cuda/fake_cuda.h"
+#include "tests/fake_cuda/fake_driver.h"
+#include "tests/fake_cuda/fake_gpu.h"
 
 namespace fake_cuda {
 

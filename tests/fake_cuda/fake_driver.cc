@@ -1,4 +1,4 @@
-#include "fake_driver.h"
+#include "tests/fake_cuda/fake_driver.h"
 
 #include <dlfcn.h>
 #include <link.h>

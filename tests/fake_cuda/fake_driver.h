@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "mock_cupti.h"
+#include "tests/mock_cupti/mock_cupti.h"
 
 namespace fake_cuda {
 

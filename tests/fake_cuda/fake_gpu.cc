@@ -1,4 +1,4 @@
-#include "fake_gpu.h"
+#include "tests/fake_cuda/fake_gpu.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -3,8 +3,8 @@
 // checks the reads) and every diagnostic must name the file and an offset inside it.
 #include <vector>
 
-#include "chunk_reader.h"
-#include "fuzz_session.h"
+#include "collector/session/chunk_reader.h"
+#include "tests/fuzz/fuzz_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gprof;

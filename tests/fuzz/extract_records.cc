@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "chunk_reader.h"
+#include "collector/session/chunk_reader.h"
 
 int main(int argc, char** argv) {
   using namespace gprof::collector;

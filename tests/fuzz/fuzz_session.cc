@@ -1,4 +1,4 @@
-#include "fuzz_session.h"
+#include "tests/fuzz/fuzz_session.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,10 +12,10 @@
 #include <sstream>
 #include <string_view>
 
-#include "chunk_file_writer.h"
-#include "clean_utf8.h"
-#include "collect.h"
-#include "trace_decoder.h"
+#include "collector/collect.h"
+#include "inject/chunk_file_writer.h"
+#include "tests/clean_utf8.h"
+#include "tests/trace_decoder.h"
 
 namespace gprof::fuzz {
 

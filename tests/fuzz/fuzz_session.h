@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "session_format.h"
+#include "inject/format/session_format.h"
 
 namespace gprof::fuzz {
 

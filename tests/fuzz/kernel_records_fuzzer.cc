@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "fuzz_session.h"
+#include "tests/fuzz/fuzz_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gprof;

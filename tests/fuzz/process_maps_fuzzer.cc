@@ -2,8 +2,8 @@
 // mapping it keeps must be well formed and the list sorted.
 #include <string_view>
 
-#include "fuzz_session.h"
-#include "process_maps.h"
+#include "collector/session/process_maps.h"
+#include "tests/fuzz/fuzz_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gprof;

@@ -1,4 +1,4 @@
-#include "activity_buffers.h"
+#include "tests/mock_cupti/activity_buffers.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 // The mock libcupti: CUPTI's callback and activity APIs and the hooks the fake driver feeds them
 // through. Rules in mock_cupti.h. Built with CUPTI_LIB, so the real headers export the CUPTI
 // functions and everything else stays hidden.
-#include "mock_cupti.h"
+#include "tests/mock_cupti/mock_cupti.h"
 
 #include <cupti.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "activity_buffers.h"
+#include "tests/mock_cupti/activity_buffers.h"
 
 struct NamedId {
   uint32_t id;
@@ -27,13 +27,13 @@ struct NamedId {
 
 // Generated from the real headers by CMakeLists.txt.
 constexpr NamedId kRuntimeCallbackNames[] = {
-#include "runtime_cbid_names.inc"
+#include "tests/mock_cupti/runtime_cbid_names.inc"
 };
 constexpr NamedId kDriverCallbackNames[] = {
-#include "driver_cbid_names.inc"
+#include "tests/mock_cupti/driver_cbid_names.inc"
 };
 constexpr NamedId kResultNames[] = {
-#include "result_names.inc"
+#include "tests/mock_cupti/result_names.inc"
 };
 
 // The subscriber behind a CUpti_SubscriberHandle. Read by callbacks on any thread, so every field

@@ -3,7 +3,7 @@
 #include <mutex>
 #include <new>
 
-#include "lock_libs.h"
+#include "tests/apps/lock_libs/lock_libs.h"
 
 namespace cxxlock_impl {
 

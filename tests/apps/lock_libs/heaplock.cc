@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "lock_libs.h"
+#include "tests/apps/lock_libs/lock_libs.h"
 
 struct heaplock {
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;

@@ -1,4 +1,4 @@
-#include "lock_libs.h"
+#include "tests/apps/lock_libs/lock_libs.h"
 
 extern "C" void heapwrap_hold(heaplock* lock, uint64_t hold_ns) {
   heaplock_hold(lock, hold_ns);

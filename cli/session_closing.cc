@@ -1,0 +1,116 @@
+#include "cli/session_closing.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "inject/disk_room.h"
+#include "inject/profiler_watch.h"
+
+namespace gprof::cli {
+namespace {
+
+// How long gprof-run waits, once the command has ended, for the writers of processes that run on
+// to close their files (each sees the closed session within its flush interval, 200 ms).
+constexpr int kCloseWaitMs = 2000;
+
+unsigned long long ClockNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<unsigned long long>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// The processes of the tree whose writers hold a slot in the control file and are still running.
+std::vector<OpenWriter> OpenWriters(const SessionControl& control) {
+  std::vector<OpenWriter> open;
+  control.ForEachWriter([&](uint32_t pid, uint64_t start_ticks) {
+    // A slot without its start time yet is a writer still registering: running.
+    if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) {
+      open.emplace_back(pid, start_ticks);
+    }
+  });
+  return open;
+}
+
+}  // namespace
+
+std::vector<OpenWriter> CloseSession(SessionControl* control, bpf::KernelRecorder* kernel) {
+  control->Close(ClockNs(CLOCK_MONOTONIC));
+  auto open_at_close = OpenWriters(*control);
+  uint64_t deadline = ClockNs(CLOCK_MONOTONIC) + uint64_t{kCloseWaitMs} * 1'000'000;
+  while ((!OpenWriters(*control).empty() || control->unslotted_writers() > 0) &&
+         ClockNs(CLOCK_MONOTONIC) < deadline) {
+    if (kernel != nullptr) {
+      kernel->Poll(20);
+    } else {
+      usleep(20'000);
+    }
+  }
+  return open_at_close;
+}
+
+void RecordSessionControl(const SessionControl& control,
+                          const std::vector<OpenWriter>& open_at_close,
+                          int session_dir_fd, RunDescription* run) {
+  uint64_t margin_mib = DiskRoomOf(session_dir_fd).margin_bytes >> 20;
+  uint64_t dropped = control.ForEachNote([&](const SessionControlState::Note& note) {
+    RunDescription::Stop stop;
+    stop.file = std::string(note.file, strnlen(note.file, sizeof(note.file)));
+    stop.time_ns = note.time_ns;
+    stop.cause = format::StopCauseWord(static_cast<format::StopCause>(note.cause));
+    switch (static_cast<format::StopCause>(note.cause)) {
+      case format::StopCause::kDiskRoom:
+        stop.reason = "no room above the disk margin (gprof-run leaves " +
+                      std::to_string(margin_mib) + " MiB of the session's filesystem free)";
+        break;
+      case format::StopCause::kFileLost:
+        stop.reason =
+            "the program closed or replaced the descriptor of the file, and the file "
+            "could not be opened again";
+        break;
+      case format::StopCause::kDirectoryLost:
+        stop.reason = std::string(
+                          "nothing recorded: the session directory was not at its path as "
+                          "gprof-run made it (moved, removed or replaced by a link)") +
+                      (note.error > 0 ? std::string(": ") + strerror(note.error) : "");
+        break;
+      default:
+        stop.reason = std::string("its stop record could not be written") +
+                      (note.error > 0 ? std::string(": ") + strerror(note.error) : "");
+    }
+    stop.reason += " (pid " + std::to_string(note.pid) + ")";
+    if (note.records_lost > 0) {
+      stop.reason += "; " + std::to_string(note.records_lost) + " records lost";
+    }
+    run->other_stops.push_back(std::move(stop));
+  });
+  if (dropped > 0) {
+    run->other_stops.push_back(
+        {"inject-*.gpr", run->end_monotonic_ns, "write_failed",
+         std::to_string(dropped) + " more processes stopped recording without room to say why"});
+  }
+  auto add = [&](uint32_t pid, bool still_writing) {
+    for (auto& running : run->running_at_end) {
+      if (running.pid == static_cast<int>(pid)) {
+        running.still_writing |= still_writing;
+        return;
+      }
+    }
+    run->running_at_end.push_back({static_cast<int>(pid), still_writing});
+  };
+  for (const auto& [pid, start_ticks] : open_at_close) {
+    if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) {
+      add(pid, false);
+    }
+  }
+  for (const auto& [pid, start_ticks] : OpenWriters(control)) add(pid, true);
+  if (uint64_t unslotted = control.unslotted_writers(); unslotted > 0) {
+    run->other_stops.push_back({"inject-*.gpr", run->end_monotonic_ns, "session_closed",
+                                std::to_string(unslotted) +
+                                    " more processes had their files open when the report was "
+                                    "made: those files may change after it"});
+  }
+}
+
+}  // namespace gprof::cli

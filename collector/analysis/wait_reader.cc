@@ -1,0 +1,185 @@
+#include "collector/analysis/wait_reader.h"
+
+#include <algorithm>
+
+#include "collector/analysis/wait_class.h"
+#include "collector/symbols/kernel_stack.h"
+
+namespace gprof::collector {
+
+struct WaitReader::Index : ThreadIndex {
+  using ThreadIndex::ThreadIndex;
+};
+
+WaitReader::WaitReader(const Session& session)
+    : session_(session), index_(std::make_unique<Index>(session)) {}
+WaitReader::~WaitReader() = default;
+
+const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->calls.At(tid, time_ns);
+}
+
+CallTime WaitReader::CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                                    const ApiCall* except) const {
+  CallTime time;
+  uint64_t covered_ns = start_ns;  // the calls so far, in start order, cover up to here
+  auto add = [&](const ApiCall& call) {
+    const uint64_t from = std::max(call.enter_ns, start_ns);
+    const uint64_t to = std::min(call.exit_ns, end_ns);
+    if (to <= from) return;
+    if (to > covered_ns) {
+      time.in_calls_ns += to - std::max(from, covered_ns);
+      covered_ns = to;
+    }
+    const bool inside_except =
+        except != nullptr && call.enter_ns >= except->enter_ns && call.exit_ns <= except->exit_ns;
+    if (inside_except) return;
+    ++time.other_calls;
+    if (to - from > time.longest_other_ns) {
+      time.longest_other = &call;
+      time.longest_other_ns = to - from;
+    }
+  };
+  for (const ApiCall* call : CallsDuring(tid, start_ns, end_ns)) add(*call);
+  return time;
+}
+
+std::vector<const ApiCall*> WaitReader::CallsDuring(uint32_t tid, uint64_t start_ns,
+                                                    uint64_t end_ns) const {
+  std::vector<const ApiCall*> calls;
+  const ApiCall* at_start = CallAt(tid, start_ns);
+  if (at_start != nullptr) calls.push_back(at_start);
+  for (const ApiCall* call : index_->calls.StartingIn(tid, start_ns, end_ns)) {
+    if (call != at_start) calls.push_back(call);
+  }
+  return calls;
+}
+
+ThreadRecords<OffCpuInterval> WaitReader::OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                                       uint64_t end_ns) const {
+  return index_->off_cpu.During(tid, start_ns, end_ns);
+}
+
+const FutexCall* WaitReader::FutexAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->futex.At(tid, time_ns);
+}
+
+ThreadRecords<FutexCall> WaitReader::FutexDuring(uint32_t tid, uint64_t start_ns,
+                                                 uint64_t end_ns) const {
+  return index_->futex.During(tid, start_ns, end_ns);
+}
+
+const MemoryMapCall* WaitReader::MemoryCallAt(uint32_t tid, uint64_t time_ns) const {
+  return index_->memory_map_calls.At(tid, time_ns);
+}
+
+// What a sleep that began at `interval.start_ns` was on: the innermost thing the kernel recorded
+// the thread in, a kernel lock (taken in a page fault, taken in a system call) before the page
+// fault before a device call before a futex wait; else the kernel function it slept in.
+WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait) const {
+  WaitObject object;
+  object.pid = interval.pid;
+  object.seen_ns = interval.start_ns;
+  object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
+  if (const LockWait* lock = wait.kernel_lock) {
+    object.kind = WaitKind::kKernelLock;
+    object.address = lock->lock_address;
+    object.lock_flags = lock->flags;
+    object.taken_in = LockTaker(session_.KernelStack(lock->kstack_id));
+    if (!lock->is_mmap_lock()) object.pid = 0;  // a kernel lock is the same in every process
+  } else if (const PageFault* fault = wait.page_fault) {
+    object.kind = WaitKind::kPageFault;
+    object.address = fault->address;
+  } else if (const DeviceWait* device = wait.device_wait) {
+    object.kind = WaitKind::kDevice;
+    object.device_call = device->call;
+    object.device = device->device;
+  } else if (IsFileLockFunction(object.kernel_function)) {
+    object.pid = 0;  // a file's lock is the same in every process
+  } else if (const FutexCall* futex = index_->futex.At(interval.tid, interval.start_ns);
+             futex != nullptr && futex->is_wait()) {
+    object.kind = WaitKind::kFutex;
+    object.address = futex->uaddr;
+  } else if (const FutexWaitvCall* waitv = index_->futex_waitv.At(interval.tid, interval.start_ns);
+             waitv != nullptr && !waitv->addresses.empty()) {
+    // Of the words it waited on, the one whose wake ended the call stands for them all.
+    object.kind = WaitKind::kFutex;
+    object.address = waitv->woken_address().value_or(waitv->addresses.front());
+  }
+  return object;
+}
+
+Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+  Wait wait;
+  wait.start_ns = start;
+  wait.end_ns = end;
+  wait.pid = interval.pid;
+  wait.state = interval.state();
+  wait.kstack_id = interval.kstack_id;
+  wait.user_stack_id = interval.user_stack_id;
+  if (!session_.python.empty())
+    wait.python_stack = session_.python.Waiter(interval.tid, interval.start_ns);
+  if (wait.state == OffCpuState::kRunnable) {
+    wait.object.pid = interval.pid;
+    wait.object.seen_ns = interval.start_ns;
+    wait.object.kernel_function = BlockingKernelFunction(session_, interval.kstack_id);
+    if (wait.object.kernel_function.empty()) wait.object.kernel_function = "preempted";
+    wait.wait_class = WaitClass::kCpu;
+    return wait;
+  }
+  wait.kernel_lock = index_->lock_waits.At(interval.tid, interval.start_ns);
+  wait.page_fault = index_->page_faults.At(interval.tid, interval.start_ns);
+  wait.device_wait = index_->device_waits.At(interval.tid, interval.start_ns);
+  wait.object = ObjectOf(interval, wait);
+  if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+    wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
+    wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
+  }
+  // Woken before `start` (the interval clipped to a window it began before): runnable from the
+  // window's start, not asleep in it.
+  if (interval.wake_ns != 0 && interval.wake_ns <= end) {
+    wait.wake_ns = std::max(interval.wake_ns, start);
+    wait.waker_pid = interval.waker_pid;
+    wait.waker_tid = interval.waker_tid;
+    wait.waker_comm = session_.WakerComm(interval);
+    wait.waker_user_stack_id = interval.waker_user_stack_id;
+    if (!session_.python.empty())
+      wait.waker_python_stack =
+          session_.python.Waker(interval.tid, interval.start_ns, interval.wake_ns);
+    if (interval.waker_tid != 0)
+      wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
+  }
+  wait.wait_class = WaitClassifier(session_, *index_).Classify(interval.tid, wait);
+  return wait;
+}
+
+TimeSplit WaitReader::Split(uint32_t tid, uint64_t start, uint64_t end) const {
+  TimeSplit split;
+  // Before the thread was created, and after it exited, it did nothing at all.
+  if (auto thread = session_.threads.find(tid); thread != session_.threads.end()) {
+    if (thread->second.start_ns > start) start = std::min(thread->second.start_ns, end);
+    if (thread->second.exit_ns != 0 && thread->second.exit_ns < end)
+      end = std::max(thread->second.exit_ns, start);
+  }
+  for (const OffCpuInterval* interval : index_->off_cpu.During(tid, start, end)) {
+    uint64_t clipped_start = std::max(interval->start_ns, start);
+    uint64_t clipped_end = std::min(interval->end_ns, end);
+    Wait wait = MakeWait(*interval, clipped_start, clipped_end);
+    if (wait.state == OffCpuState::kRunnable) {
+      split.runnable_ns += clipped_end - clipped_start;
+    } else {
+      split.asleep_ns += wait.asleep_ns();
+      if (wait.wake_ns != 0) split.runnable_ns += clipped_end - wait.wake_ns;
+    }
+    split.waits.push_back(std::move(wait));
+  }
+  uint64_t off_cpu = split.asleep_ns + split.runnable_ns;
+  split.on_cpu_ns = end - start > off_cpu ? end - start - off_cpu : 0;
+  return split;
+}
+
+std::string BlockingKernelFunction(const Session& session, int32_t stack_id) {
+  return BlockingFunction(session.KernelStack(stack_id));
+}
+
+}  // namespace gprof::collector

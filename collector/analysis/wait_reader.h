@@ -1,0 +1,76 @@
+// Reads what a thread did from the kernel's record: each off-CPU interval as a Wait, how a thread
+// spent an interval, and its CUDA, futex and memory map calls at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collector/analysis/thread_index.h"
+#include "collector/analysis/waits.h"
+#include "collector/model/model.h"
+
+namespace gprof::collector {
+
+// How a thread spent [start, end): asleep, runnable, on CPU; and the waits inside. Time before
+// the thread was created or after it exited is none of them.
+struct TimeSplit {
+  uint64_t on_cpu_ns = 0;
+  uint64_t runnable_ns = 0;
+  uint64_t asleep_ns = 0;
+  std::vector<Wait> waits;
+};
+
+// How much of an interval a thread spent inside CUDA calls.
+struct CallTime {
+  uint64_t in_calls_ns = 0;  // inside any of its calls (nested ones counted once)
+  // Of its calls other than the one asked about (and those nested in it): how many overlap the
+  // interval, and the one that covers most of it.
+  uint32_t other_calls = 0;
+  const ApiCall* longest_other = nullptr;
+  uint64_t longest_other_ns = 0;
+};
+
+// Reads what a thread did from the kernel's record: each off-CPU interval as a Wait (on what, woken
+// by whom, the owner of the lock), and how it spent an interval.
+class WaitReader {
+ public:
+  explicit WaitReader(const Session& session);
+  ~WaitReader();
+  WaitReader(const WaitReader&) = delete;
+  WaitReader& operator=(const WaitReader&) = delete;
+
+  // `interval` as a wait, clipped to [start, end).
+  Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
+  TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
+  // The CUDA call of `tid` in progress at `time_ns` (the innermost), or nullptr.
+  const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
+  // The time `tid` spent inside CUDA calls during [start_ns, end_ns); `except` is the call asked
+  // about, kept out of CallTime's other calls. (A call in progress at start_ns whose nested call
+  // ended before it is missed, as CallAt misses it: only activity records nest calls.)
+  CallTime CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns,
+                          const ApiCall* except) const;
+  // The CUDA calls of `tid` that overlap [start_ns, end_ns): the one in progress at start_ns (the
+  // innermost), then those that start in it.
+  std::vector<const ApiCall*> CallsDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  // The futex call of `tid` in progress at `time_ns`, or nullptr.
+  const FutexCall* FutexAt(uint32_t tid, uint64_t time_ns) const;
+  ThreadRecords<FutexCall> FutexDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  // The memory map call (mmap, munmap, ...) of `tid` in progress at `time_ns`, or nullptr.
+  const MemoryMapCall* MemoryCallAt(uint32_t tid, uint64_t time_ns) const;
+  ThreadRecords<OffCpuInterval> OffCpuDuring(uint32_t tid, uint64_t start_ns,
+                                             uint64_t end_ns) const;
+
+ private:
+  struct Index;
+  WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
+  const Session& session_;
+  std::unique_ptr<Index> index_;
+};
+
+// The kernel function a thread slept in: the innermost frame of its switch-out stack that is not
+// the scheduler itself ("futex_wait_queue", "do_nanosleep", ...); empty without a stack.
+std::string BlockingKernelFunction(const Session& session, int32_t stack_id);
+
+}  // namespace gprof::collector

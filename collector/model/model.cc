@@ -1,0 +1,231 @@
+#include "collector/model/model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "inject/format/kernel_events.h"
+#include "inject/format/session_format.h"
+
+namespace gprof::collector {
+
+OffCpuState OffCpuInterval::state() const {
+  // Only the low bits say why a task slept; TASK_IDLE and friends add flags above them.
+  if (raw_state == 0) return OffCpuState::kRunnable;
+  if (raw_state & 0x1) return OffCpuState::kSleeping;
+  if (raw_state & 0x2) return OffCpuState::kDiskSleep;
+  return OffCpuState::kOther;
+}
+
+const char* StateName(OffCpuState state) {
+  switch (state) {
+    case OffCpuState::kRunnable:
+      return "runnable";
+    case OffCpuState::kSleeping:
+      return "sleeping";
+    case OffCpuState::kDiskSleep:
+      return "uninterruptible";
+    case OffCpuState::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+bool FutexCall::is_wait() const {
+  switch (command()) {
+    case 0:   // FUTEX_WAIT
+    case 9:   // FUTEX_WAIT_BITSET
+    case 6:   // FUTEX_LOCK_PI
+    case 13:  // FUTEX_LOCK_PI2
+    case 11:  // FUTEX_WAIT_REQUEUE_PI
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool FutexCall::is_wake() const {
+  switch (command()) {
+    case 1:   // FUTEX_WAKE
+    case 10:  // FUTEX_WAKE_BITSET
+    case 5:   // FUTEX_WAKE_OP
+    case 7:   // FUTEX_UNLOCK_PI
+    case 3:   // FUTEX_REQUEUE
+    case 4:   // FUTEX_CMP_REQUEUE
+    case 12:  // FUTEX_CMP_REQUEUE_PI
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::optional<uint64_t> FutexWaitvCall::woken_address() const {
+  if (ret < 0 || static_cast<uint64_t>(ret) >= addresses.size()) return std::nullopt;
+  return addresses[static_cast<size_t>(ret)];
+}
+
+bool LockWait::is_mmap_lock() const { return (flags & GPROF_LOCK_MMAP_LOCK) != 0; }
+
+const Mapping* MapsSnapshot::Find(uint64_t address) const {
+  auto after = std::upper_bound(mappings.begin(), mappings.end(), address,
+                                [](uint64_t a, const Mapping& m) { return a < m.start; });
+  if (after == mappings.begin() || address >= (after - 1)->end) return nullptr;
+  return &*(after - 1);
+}
+
+std::pair<int64_t, size_t> Process::MapsEpoch(uint64_t time_ns) const {
+  auto taken = std::upper_bound(maps.begin(), maps.end(), time_ns,
+                                [](uint64_t t, const MapsSnapshot& s) { return t < s.time_ns; });
+  auto execs = std::upper_bound(exec_ns.begin(), exec_ns.end(), time_ns);
+  return {(taken - maps.begin()) - 1, static_cast<size_t>(execs - exec_ns.begin())};
+}
+
+const MapsSnapshot* Process::MapsHolding(uint64_t address, uint64_t time_ns) const {
+  auto [in_effect, image] = MapsEpoch(time_ns);
+  // The program image of `time_ns` runs from the exec before it to the exec after it.
+  uint64_t image_start = image == 0 ? 0 : exec_ns[image - 1];
+  uint64_t image_end = image == exec_ns.size() ? kLatest : exec_ns[image];
+  auto holds = [&](int64_t i) {
+    const MapsSnapshot& snapshot = maps[static_cast<size_t>(i)];
+    return snapshot.time_ns >= image_start && snapshot.time_ns < image_end &&
+           snapshot.Find(address) != nullptr;
+  };
+  // The one in effect, then the later ones, then the earlier ones, nearest first.
+  for (int64_t i = std::max<int64_t>(in_effect, 0); i < static_cast<int64_t>(maps.size()); ++i) {
+    if (holds(i)) return &maps[static_cast<size_t>(i)];
+  }
+  for (int64_t i = in_effect - 1; i >= 0; --i) {
+    if (holds(i)) return &maps[static_cast<size_t>(i)];
+  }
+  return nullptr;
+}
+
+std::string PrintableName(std::string_view raw) {
+  std::string text;
+  text.reserve(raw.size());
+  auto escape = [&](unsigned char byte) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    text += "\\x";
+    text += kHex[byte >> 4];
+    text += kHex[byte & 0xf];
+  };
+  for (size_t i = 0; i < raw.size();) {
+    const auto byte = static_cast<unsigned char>(raw[i]);
+    if (byte < 0x20 || byte == 0x7f) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    if (byte < 0x80) {
+      text += static_cast<char>(byte);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation bytes. The second byte's
+    // range rules out overlong forms, surrogates and code points past U+10FFFF (Unicode's table
+    // 3-7), which JSON parsers and the Perfetto UI reject, and the C1 controls U+0080-U+009F (a
+    // terminal may read U+009B as the start of an escape sequence).
+    size_t length = byte >= 0xf0 && byte < 0xf5 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc2 ? 2 : 0;
+    if (byte >= 0xf5) length = 0;
+    bool valid = length != 0 && i + length <= raw.size();
+    for (size_t k = 1; valid && k < length; ++k)
+      valid = (static_cast<unsigned char>(raw[i + k]) & 0xc0) == 0x80;
+    if (valid) {
+      const auto second = static_cast<unsigned char>(raw[i + 1]);
+      valid = !(byte == 0xc2 && second < 0xa0) && !(byte == 0xe0 && second < 0xa0) &&
+              !(byte == 0xed && second > 0x9f) && !(byte == 0xf0 && second < 0x90) &&
+              !(byte == 0xf4 && second > 0x8f);
+    }
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    text.append(raw.substr(i, length));
+    i += length;
+  }
+  return text;
+}
+
+uint32_t Session::CommIndex(std::string_view name) {
+  if (name.empty()) return 0;
+  auto found = std::find(comms.begin(), comms.end(), name);
+  if (found != comms.end()) return static_cast<uint32_t>(found - comms.begin());
+  comms.emplace_back(name);
+  return static_cast<uint32_t>(comms.size() - 1);
+}
+
+namespace {
+
+// Whether a kernel thread name is just the interpreter's: what exec gave the thread of a
+// "python3.11" or "python" executable, which every thread the program starts inherits.
+bool IsInterpreterName(const std::string& name, const Session& session, uint32_t pid) {
+  if (name.rfind("python", 0) == 0 && name.find_first_not_of("0123456789.", 6) == std::string::npos)
+    return true;
+  auto process = session.python.processes.find(pid);
+  if (process == session.python.processes.end()) return false;
+  const std::string& path = process->second.path;
+  std::string base = path.substr(path.rfind('/') + 1);  // npos + 1 == 0
+  return !base.empty() && base.substr(0, 15) == name;
+}
+
+}  // namespace
+
+std::string Session::ThreadName(uint32_t tid) const {
+  auto it = threads.find(tid);
+  std::string name = it == threads.end() ? std::string() : it->second.name;
+  auto python_name = python.thread_names.find(tid);
+  if (python_name != python.thread_names.end() &&
+      (name.empty() || IsInterpreterName(name, *this, it == threads.end() ? 0 : it->second.pid)))
+    return python_name->second;
+  return name;
+}
+
+std::string Session::ThreadLabel(uint32_t tid) const {
+  std::string name = ThreadName(tid);
+  if (name.empty()) return std::to_string(tid);
+  return name + " (" + std::to_string(tid) + ")";
+}
+
+std::vector<std::string> Session::KernelStack(int32_t stack_id) const {
+  std::vector<std::string> frames;
+  auto it = kernel_stacks.find(stack_id);
+  if (it == kernel_stacks.end()) return frames;
+  for (uint64_t ip : it->second) {
+    auto symbol = kernel_symbols.find(ip);
+    if (symbol != kernel_symbols.end()) {
+      frames.push_back(symbol->second);
+    } else {
+      char text[32];
+      snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(ip));
+      frames.emplace_back(text);
+    }
+  }
+  return frames;
+}
+
+bool Session::IsProfilerThread(uint32_t tid) const {
+  if (profiler_threads.contains(tid)) return true;
+  auto thread = threads.find(tid);
+  return thread != threads.end() && thread->second.name == format::kWriterThreadName;
+}
+
+const NativeStack* Session::CallStackOf(const ApiCall& call) const {
+  auto it = call_stacks.find({call.tid, call.enter_ns});
+  return it == call_stacks.end() ? nullptr : &it->second;
+}
+
+const Mapping* Session::FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns) const {
+  auto process = processes.find(pid);
+  if (process == processes.end()) return nullptr;
+  const MapsSnapshot* snapshot = process->second.MapsHolding(address, time_ns);
+  return snapshot == nullptr ? nullptr : snapshot->Find(address);
+}
+
+std::string Session::SharedWordKey(uint32_t pid, uint64_t address, uint64_t time_ns) const {
+  const Mapping* mapping = FindMapping(pid, address, time_ns);
+  if (mapping == nullptr || mapping->perms.size() < 4 || mapping->perms[3] != 's') return {};
+  return mapping->path + "|" + std::to_string(mapping->inode) + "|" +
+         std::to_string(address - mapping->start + mapping->file_offset);
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,579 @@
+// The merged model of one session: what the injected library and the kernel recorder saw, on one
+// clock (CLOCK_MONOTONIC, nanoseconds). Readers fill it, the analysis and the writers read it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "collector/model/elf_symbols.h"
+#include "collector/model/python_model.h"
+#include "collector/model/record_storage.h"
+
+namespace gprof::collector {
+
+// A name from the recorded program or its session files as the outputs can carry it: valid UTF-8
+// kept, control characters and bytes that are not UTF-8 written as "\xNN". A thread may name
+// itself anything, and so may a kernel, a file or an argument; the report, report.json and the
+// trace must stay readable and valid. The readers pass every name and path they keep through it.
+std::string PrintableName(std::string_view raw);
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t file_offset = 0;
+  std::string perms;   // "rw-p"
+  std::string path;    // empty for anonymous memory
+  uint64_t inode = 0;  // of the mapped file, to tell whether the file here is still that one
+};
+
+// One reading of /proc/PID/maps.
+struct MapsSnapshot {
+  uint64_t time_ns = 0;
+  std::vector<Mapping> mappings;  // sorted by start
+  // The mapping that holds `address`, or nullptr.
+  const Mapping* Find(uint64_t address) const;
+};
+
+inline constexpr uint64_t kLatest = UINT64_MAX;  // a time after every snapshot
+
+// How the injected library saw a process's CUDA calls.
+enum class CaptureMode : uint8_t {
+  kUnknown,        // no capture record: a library from before CUPTI capture, or none loaded
+  kInterposition,  // CUDA runtime functions interposed: calls only, no GPU timeline
+  kCupti,          // CUPTI callbacks and activity records: calls and the GPU timeline
+};
+
+struct Capture {
+  CaptureMode mode = CaptureMode::kUnknown;
+  uint32_t cupti_version = 0;  // cuptiGetVersion(), 0 without CUPTI
+  std::string note;            // the libcupti in use, or why CUPTI is not
+};
+
+// CUPTI's activity clock minus CLOCK_MONOTONIC, measured at `time_ns` (CLOCK_MONOTONIC).
+struct ClockOffset {
+  uint64_t time_ns = 0;
+  int64_t offset_ns = 0;
+  uint64_t uncertainty_ns = 0;
+};
+
+// A file mapped executable into a process, as the kernel recorder saw the mmap: a library the
+// dynamic loader or dlopen loaded. The file's name only, no directory, cut at 31 bytes.
+struct LoadedFile {
+  uint64_t time_ns = 0;
+  std::string name;
+};
+
+struct Process {
+  uint32_t pid = 0;
+  uint32_t ppid = 0;
+  std::string exe;
+  std::vector<std::string> cmdline;
+  // Every /proc/PID/maps snapshot (the injected library's and the kernel recorder's), sorted by
+  // time: a process execs and loads libraries, so an address is named by the snapshots of its time.
+  std::vector<MapsSnapshot> maps;
+  std::vector<uint64_t> exec_ns;           // when it exec'ed a new program, sorted
+  std::vector<LoadedFile> loaded_files;    // sorted by time
+  uint64_t dropped_records = 0;            // CUDA call records the injected library could not keep
+  Capture capture;                         // the latest the process wrote
+  std::vector<ClockOffset> clock_offsets;  // sorted by time_ns; applied to its GPU activities
+  uint64_t gpu_dropped_records = 0;        // GPU activity records CUPTI could not keep
+  // Its CUDA device ordinals as CUPTI named the GPUs behind them: "GPU-<uuid>", the same in every
+  // process that uses the GPU (an ordinal is per process: CUDA_VISIBLE_DEVICES renumbers).
+  std::map<uint32_t, std::string> device_uuids;
+
+  // The snapshot that names `address` as it was at `time_ns` (kLatest: at the end): of the
+  // snapshots of the program that ran then (none across an exec), the latest taken at or before
+  // `time_ns` if it holds `address`, else the next later one that does (a library loaded after
+  // that snapshot), else the latest earlier one that does; nullptr when none does.
+  const MapsSnapshot* MapsHolding(uint64_t address, uint64_t time_ns) const;
+  // What MapsHolding's answers depend on besides the address: the snapshot taken last at or before
+  // `time_ns` (none: -1) and the program image (execs at or before it).
+  std::pair<int64_t, size_t> MapsEpoch(uint64_t time_ns) const;
+};
+
+struct Thread {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  std::string name;
+  uint64_t exit_ns = 0;   // 0: not seen exiting
+  uint64_t start_ns = 0;  // created (its first wakeup); 0: not seen starting, it was there before
+  // Page faults quicker than Session::quick_page_fault_limit_ns: the kernel recorder counts them
+  // per thread instead of recording each.
+  uint64_t quick_page_faults = 0;
+  uint64_t quick_page_fault_ns = 0;  // their summed duration
+};
+
+// Short waits of one thread for one reason over a period (about a second): counted by the
+// kernel recorder instead of recorded (gprof-run --count-under; a GPROF_REC_WAIT_COUNT record).
+struct CountedWaits {
+  enum class Kind : uint32_t { kOffCpu = 1, kFutex = 2 };  // gprof_wait_count_kind
+  Kind kind = Kind::kOffCpu;
+  uint32_t how = 0;  // kOffCpu: the state at switch-out (0: preempted); kFutex: the op
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t syscall_nr = 0;  // the system call it slept in (~0u: none), or the futex call's
+  uint32_t waker_pid = 0;   // kOffCpu: the thread that woke it; 0: none seen, or an interrupt
+  uint32_t waker_tid = 0;
+  uint64_t object = 0;  // the futex word (kOffCpu: when it slept in a futex call); else 0
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  uint64_t runnable_ns = 0;  // kOffCpu: time runnable, after a wakeup or preempted
+  uint64_t woken = 0;        // kOffCpu: waits that ended after a wakeup and time runnable
+};
+
+// CountedWaits summed, by kind (all threads, or one).
+struct CountedWaitTotals {
+  uint64_t off_cpu = 0, off_cpu_ns = 0;
+  uint64_t futex = 0, futex_ns = 0;
+  void Add(const CountedWaits& counted) {
+    if (counted.kind == CountedWaits::Kind::kOffCpu) {
+      off_cpu += counted.count, off_cpu_ns += counted.total_ns;
+    } else {
+      futex += counted.count, futex_ns += counted.total_ns;
+    }
+  }
+};
+
+struct ApiCall {
+  uint64_t enter_ns = 0;
+  uint64_t exit_ns = 0;
+  uint64_t stream = 0;
+  uint64_t correlation_id = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t name_index = 0;  // into Session::api_names
+  int32_t return_code = 0;
+  uint32_t flags = 0;  // format::ApiCallFlags
+  uint64_t duration() const { return exit_ns - enter_ns; }
+};
+
+// What one GPU activity was. CUPTI's enum values are kept as CUPTI numbers them
+// (gpu_vocabulary.h names them).
+struct GpuKernel {
+  uint32_t name_index = 0;  // into Session::kernel_names
+  std::array<int32_t, 3> grid{};
+  std::array<int32_t, 3> block{};
+  uint32_t shared_memory_bytes = 0;  // static + dynamic
+  uint32_t registers_per_thread = 0;
+};
+
+struct GpuMemcpy {
+  uint64_t bytes = 0;
+  uint8_t copy_kind = 0;  // CUpti_ActivityMemcpyKind
+  uint8_t src_kind = 0;   // CUpti_ActivityMemoryKind
+  uint8_t dst_kind = 0;
+  bool async = false;
+};
+
+struct GpuMemset {
+  uint64_t bytes = 0;
+  uint32_t value = 0;
+  uint8_t memory_kind = 0;  // CUpti_ActivityMemoryKind
+  bool async = false;
+};
+
+// The host waited for the GPU (it does not occupy the GPU itself).
+struct GpuSync {
+  uint32_t type = 0;  // CUpti_ActivitySynchronizationType
+  uint32_t event_id = 0;
+};
+
+inline constexpr uint32_t kNoStream = 0xffffffff;  // GpuSync: not a stream synchronization
+
+// One record of the GPU timeline, on CLOCK_MONOTONIC (CUPTI's clock offsets already applied).
+struct GpuActivity {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // = ApiCall::correlation_id of the call that caused it
+  uint64_t graph_node_id = 0;   // 0: not launched from a CUDA graph
+  uint32_t pid = 0;
+  uint32_t device_id = 0;  // 0 for a GpuSync, which names no device
+  uint32_t context_id = 0;
+  uint32_t stream_id = 0;  // CUPTI's stream id; kNoStream for a sync that is not on a stream
+  uint32_t graph_id = 0;   // 0: not launched from a CUDA graph
+  std::variant<GpuKernel, GpuMemcpy, GpuMemset, GpuSync> detail;
+
+  // Kernels, copies and memsets keep the GPU busy; a synchronization is the host waiting.
+  bool occupies_gpu() const { return !std::holds_alternative<GpuSync>(detail); }
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// Host time the CUDA driver spent inside a call loading a module on the first launch of one of its
+// kernels (CUDA's lazy loading), as CUPTI reported it; on CLOCK_MONOTONIC.
+struct ModuleLoad {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t correlation_id = 0;  // the call it happened in (0: not named)
+  uint32_t pid = 0;
+  uint32_t tid = 0;            // 0: CUPTI named no thread
+  uint32_t overhead_kind = 0;  // CUpti_ActivityOverheadKind
+};
+
+// The native stack of a thread at the exit of a slow CUDA call, innermost frame first: where the
+// thread was, then return addresses.
+struct NativeStack {
+  uint32_t pid = 0;
+  std::vector<uint64_t> ips;
+  // One per ip as older injected libraries named them: demangled "symbol+0xoffset", empty where
+  // the symbol was unknown. Empty for a stack unwound here: named from the maps.
+  std::vector<std::string> symbols;
+  uint64_t time_ns = kLatest;  // when it was taken: its addresses are named by the maps of then
+  // Why the stack ends before the thread's first frame, when it does: "truncated: ...".
+  std::string cut_short;
+};
+
+// What one of gprof-run's own threads in a process is (format::ProfilerThreadRole).
+enum class ProfilerRole : uint8_t { kWriter, kCupti, kOther };
+
+// Thread state at switch-out, from the kernel's prev_state.
+enum class OffCpuState : uint8_t { kRunnable, kSleeping, kDiskSleep, kOther };
+// "runnable", "sleeping", "uninterruptible", "other".
+const char* StateName(OffCpuState state);
+
+struct OffCpuInterval {
+  uint64_t start_ns = 0;  // switched out
+  uint64_t end_ns = 0;    // switched in
+  uint64_t wake_ns = 0;   // made runnable; 0 when preempted
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t waker_pid = 0;
+  uint32_t waker_tid = 0;
+  int32_t kstack_id = -1;
+  int32_t waker_kstack_id = -1;
+  int32_t user_stack_id = -1;        // the thread's user stack at the switch-out; < 0: none
+  int32_t waker_user_stack_id = -1;  // the waker's at the wakeup (process waker_pid); < 0: none
+  uint32_t raw_state = 0;            // prev_state as the kernel gave it
+  uint32_t cpu = 0;
+  uint32_t flags = 0;  // gprof_offcpu_flags
+  // The kernel's name of the waker: into Session::comms (0: none). An index, not the text:
+  // sessions hold millions of intervals and a few names.
+  uint32_t waker_comm = 0;
+  OffCpuState state() const;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// The 32-bit fields together, so that the struct has no padding: sessions hold millions.
+struct FutexCall {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t uaddr = 0;
+  uint64_t uaddr2 = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t op = 0;  // with FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
+  uint32_t val = 0;
+  uint32_t val3 = 0;
+  uint32_t flags = 0;  // gprof_futex_flags: GPROF_FUTEX_UNFINISHED when still waiting at the end
+  int64_t timeout_ns = -1;  // -1: none; -2: set, but the recorder could not read it
+  int32_t ret = 0;          // futex(2) returns an int: a count, or -errno
+  // A wait on a contended glibc mutex or rwlock: the tid its holder field (__owner,
+  // __cur_writer) named at the call (unchecked: the word may be another lock's); 0: not such a
+  // wait, or unread.
+  uint32_t owner_tid = 0;
+  uint32_t command() const { return op & 0x7f; }  // FUTEX_CMD_MASK
+  bool is_wait() const;
+  bool is_wake() const;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+static_assert(sizeof(FutexCall) == 72, "FutexCall grew: sessions hold millions");
+
+// A futex_waitv(2) call: a wait on several futex words at once.
+struct FutexWaitvCall {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t count = 0;  // futexes in the call; only the first `addresses` were recorded
+  std::vector<uint64_t> addresses;
+  int64_t timeout_ns = -1;  // absolute; -1: none
+  int64_t ret = 0;          // the index of the futex that woke it, or -errno
+  // The word whose wake ended the call, when the recorded ones say.
+  std::optional<uint64_t> woken_address() const;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A wait for a contended kernel lock (lock:contention_begin to contention_end).
+struct LockWait {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t lock_address = 0;  // a kernel address
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t flags = 0;      // gprof_lock_flags
+  int32_t ret = 0;         // 0, or -EINTR
+  uint32_t owner_pid = 0;  // the holder, where the kernel records one; 0: unknown
+  uint32_t owner_tid = 0;
+  std::string owner_comm;
+  bool owner_inferred = false;  // the kernel named none: found from the record (lock_owners.h)
+  int32_t kstack_id = -1;
+  int32_t user_stack_id = -1;
+  bool is_mmap_lock() const;  // the waiting process's mm->mmap_lock
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+enum class DeviceCall : uint8_t { kUnknown, kIoctl, kPoll, kEpoll, kMmap };
+
+// A system call on a GPU device file (/dev/nvidia*), or an epoll wait.
+struct DeviceWait {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  DeviceCall call = DeviceCall::kUnknown;
+  int32_t fd = -1;
+  uint64_t request = 0;  // ioctl: the request; poll: number of fds; epoll: maxevents; mmap: length
+  int64_t ret = 0;
+  std::string device;  // "nvidiactl", "nvidia0", "nvidia-uvm"
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A page fault that took at least the recorder's threshold.
+struct PageFault {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t address = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t flags = 0;                             // FAULT_FLAG_*
+  uint32_t result = 0;                            // vm_fault_t
+  bool is_write() const { return flags & 0x1; }   // FAULT_FLAG_WRITE
+  bool is_major() const { return result & 0x4; }  // VM_FAULT_MAJOR
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A signal the kernel generated for a thread of the tree (gprof_signal of
+// inject/format/kernel_events.h).
+struct SignalSent {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;  // for a signal to the process, the thread its sender named
+  int32_t signal = 0;
+  int32_t code = 0;          // si_code
+  uint32_t sender_pid = 0;   // 0: generated in an interrupt
+  uint32_t sender_comm = 0;  // Session::comms index
+  uint32_t flags = 0;        // gprof_signal_flags
+  uint32_t result = 0;       // gprof_signal_result
+};
+
+enum class MemorySyscall : uint8_t { kUnknown, kMmap, kMprotect, kMunmap, kMremap, kMadvise };
+
+// mmap, munmap, mprotect, mremap or madvise.
+struct MemoryMapCall {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  MemorySyscall syscall = MemorySyscall::kUnknown;
+  uint32_t prot = 0;  // mmap, mprotect: PROT_*; madvise: the advice
+  uint64_t address = 0;
+  uint64_t length = 0;
+  uint64_t flags = 0;  // mmap: MAP_*; mremap: the new length
+  int64_t ret = 0;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// A user stack by id: return addresses in the address space of the process that names the id.
+struct UserStack {
+  std::vector<uint64_t> ips;  // innermost first
+  bool truncated = false;     // the walk hit its depth limit
+};
+
+struct TaskStart {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t parent_pid = 0;
+  uint32_t parent_tid = 0;
+  int32_t parent_kstack_id = -1;
+  bool is_thread = false;
+};
+
+// Something a reader had to say about the input: a damaged chunk, a truncated file.
+struct Diagnostic {
+  std::string file;
+  uint64_t offset = 0;
+  std::string message;
+};
+
+inline constexpr uint32_t kAllCpus = UINT32_MAX;  // counted for no CPU in particular
+
+struct LostEvents {
+  std::string what;  // "kernel ring buffer: off-CPU", "CUDA calls (pid 123)"
+  uint64_t count = 0;
+  std::map<uint32_t, uint64_t> by_cpu;  // where the kernel recorder counted per CPU (kAllCpus: not)
+};
+
+// A recording file that stopped taking records before the run ended: what came after in that
+// stream (one process's CUDA calls, or the kernel's events) is missing from the session.
+struct RecordingStop {
+  std::string file;  // its name in the session directory: "inject-123.gpr", "kernel.gpr"
+  uint32_t pid = 0;  // the process it recorded; 0 for kernel.gpr
+  uint64_t time_ns = 0;
+  // "write_failed", "session_full", "profiler_ended", "disk_room", "file_lost", "session_closed",
+  // "directory_lost", "shared_memory_unreachable"
+  std::string cause;
+  std::string description;
+  uint64_t records_lost = 0;  // ready to be written when it stopped (the rest were never made)
+};
+
+// A process of the tree that loaded a CUDA library without gprof-run's injected one: its CUDA
+// calls, if it made any, are not in the session (unrecorded_processes.h).
+struct UnrecordedProcess {
+  uint32_t pid = 0;
+  std::string name;          // the kernel's name of it; empty: unknown
+  std::string cuda_library;  // "libcudart.so.13"
+  uint64_t seen_ns = 0;      // when the record shows it loaded (or holding) that library
+  uint32_t forked_from = 0;  // the process it inherited the library from by fork; 0: its own
+  std::string evidence;      // "memory_map" (the kernel saw the mmap), "maps_snapshot"
+  std::string reason;        // in words, for the report
+};
+
+// What gprof-run wrote in session.json about the run itself.
+// Outside SessionMeta: Clang cannot default-construct a nested struct with member initializers
+// inside std::optional before the enclosing class is complete.
+struct RecordingWindow {
+  double delay_s = 0;
+  double duration_s = 0;  // 0: to the end of the run
+  uint64_t start_monotonic_ns = 0;
+  uint64_t end_monotonic_ns = 0;
+};
+struct RecordingSizeCap {
+  uint64_t limit_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t stopped_at_monotonic_ns = 0;  // 0: the cap was not reached
+  uint64_t refused_records = 0;
+  uint64_t refused_bytes = 0;  // uncompressed
+};
+
+struct SessionMeta {
+  std::string tool_version;
+  std::vector<std::string> command;
+  uint32_t root_pid = 0;
+  std::string inject_library;  // the path gprof-run preloaded; empty: unknown
+  std::string cuda_mode;       // --cuda: "auto", "cupti", "preload", "off"; empty: unknown
+  uint64_t start_monotonic_ns = 0;
+  uint64_t end_monotonic_ns = 0;
+  uint64_t start_realtime_ns = 0;
+  uint64_t start_boottime_ns = 0;
+  std::optional<int> exit_code;    // CMD exited normally with this status
+  std::optional<int> exit_signal;  // CMD died of this signal
+  bool kernel_recording = false;
+  std::string kernel_recording_note;  // why it is off, when it is
+  // Off-CPU intervals shorter than this have no stacks, nor have the wakeups that end them
+  // (0: every interval has them, or a session from before the threshold).
+  uint64_t kernel_stack_min_ns = 0;
+
+  // --delay / --duration: every recorder kept only what started in [start, end) (end 0: none).
+  using Window = RecordingWindow;
+  std::optional<Window> window;
+  // --max-size: the cap on the recording files, and what it cut.
+  using MaxSize = RecordingSizeCap;
+  std::optional<MaxSize> max_size;
+  // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
+  // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).
+  // Empty: the command ran to its end, or there is no session.json to say.
+  std::string cut_short;
+  std::string cut_short_text;  // the same in words, for the report
+  // Processes of the tree still running when gprof-run ended the recording, after the command's
+  // own process had ended: what they did after is not in the session. `still_writing`: the
+  // injected library had its file open then, so the file may change after the report.
+  struct Running {
+    uint32_t pid = 0;
+    bool still_writing = false;
+  };
+  std::vector<Running> running_at_end;
+};
+
+struct Session {
+  std::string directory;
+  SessionMeta meta;
+  std::map<uint32_t, Process> processes;  // by pid
+  std::map<uint32_t, Thread> threads;     // by tid
+  std::vector<std::string> api_names;
+  RecordVector<ApiCall> api_calls;                 // sorted by enter_ns
+  RecordVector<OffCpuInterval> off_cpu;            // sorted by start_ns
+  RecordVector<FutexCall> futex_calls;             // sorted by start_ns
+  RecordVector<FutexWaitvCall> futex_waitv_calls;  // sorted by start_ns
+  RecordVector<LockWait> lock_waits;               // sorted by start_ns
+  RecordVector<DeviceWait> device_waits;           // sorted by start_ns
+  RecordVector<PageFault> page_faults;             // sorted by start_ns
+  RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
+  RecordVector<TaskStart> task_starts;             // sorted by time_ns
+  std::vector<SignalSent> signals;                 // as recorded: by time on each CPU
+  std::vector<std::string> kernel_names;     // demangled; as recorded when they do not demangle
+  RecordVector<GpuActivity> gpu_activities;  // sorted by start_ns
+  std::vector<ModuleLoad> module_loads;      // few; in no particular order
+  std::map<std::pair<uint32_t, uint64_t>, NativeStack> call_stacks;  // by (tid, call's enter_ns)
+  // gprof-run's own threads in the processes, as the injected library named them (by tid).
+  std::map<uint32_t, ProfilerRole> profiler_threads;
+  std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;  // innermost frame first
+  std::unordered_map<uint64_t, std::string> kernel_symbols;          // address -> "function+0x1a"
+  std::unordered_map<int32_t, UserStack> user_stacks;                // by stack id
+  std::vector<LostEvents> lost;
+  // What the kernel recorder counted rather than recorded: page faults under this threshold
+  // (per thread: Thread::quick_page_faults; 0: none counted), and contended spinning locks of the
+  // tree, by CPU.
+  uint64_t quick_page_fault_limit_ns = 0;
+  std::map<uint32_t, uint64_t> spin_contention_by_cpu;
+  // Off-CPU intervals and futex calls under counted_waits_limit_ns (0: none counted), by thread,
+  // reason and period, as the recorder wrote them.
+  std::vector<CountedWaits> counted_waits;
+  uint64_t counted_waits_limit_ns = 0;
+  // The trace's long-run guard (perfetto_writer.h, TraceDetailFor): recorded off-CPU intervals and
+  // futex calls under this are only counted in the trace, which at full detail would have taken
+  // trace_full_bytes (an estimate). 0: full detail.
+  uint64_t trace_detail_under_ns = 0;
+  uint64_t trace_full_bytes = 0;
+  std::vector<RecordingStop> recording_stops;           // sorted by time_ns
+  std::vector<UnrecordedProcess> unrecorded_processes;  // by pid
+  uint64_t memory_map_calls_lost = 0;  // the kernel recorder's, counted in `lost` too
+  std::vector<Diagnostic> diagnostics;
+  std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
+  PythonRecord python;                // Python stacks, their code objects, Python thread names
+  // Names the kernel gave tasks (OffCpuInterval::waker_comm), printable; [0] is "".
+  std::vector<std::string> comms{std::string()};
+  // The symbols of the files the processes mapped, read from this machine on first use.
+  mutable ElfSymbolCache elf_symbols;
+
+  const std::string& ApiName(const ApiCall& call) const { return api_names[call.name_index]; }
+  const std::string& KernelName(const GpuKernel& kernel) const {
+    return kernel_names[kernel.name_index];
+  }
+  // The native stack recorded at the exit of `call`, or nullptr.
+  const NativeStack* CallStackOf(const ApiCall& call) const;
+  const std::string& WakerComm(const OffCpuInterval& interval) const {
+    return interval.waker_comm < comms.size() ? comms[interval.waker_comm] : comms.front();
+  }
+  // The index of `name` (printable) in comms, added when it is not there.
+  uint32_t CommIndex(std::string_view name);
+  // "name (tid)" or "tid" when the thread has no known name. The name is the kernel's, or the
+  // one Python's threading module gives the thread where the kernel's is just the interpreter's
+  // ("python3.11").
+  std::string ThreadLabel(uint32_t tid) const;
+  // The thread's name as ThreadLabel shows it (empty when none is known).
+  std::string ThreadName(uint32_t tid) const;
+  // Whether `tid` is one of gprof-run's own threads (the injected library's writer, CUPTI's
+  // threads under it), not the program's: as the injected library recorded it, or (sessions of
+  // older libraries) by the writer's name.
+  bool IsProfilerThread(uint32_t tid) const;
+  // Kernel stack as symbols, innermost first; "0x..." where no symbol is known.
+  std::vector<std::string> KernelStack(int32_t stack_id) const;
+  // The mapping that holds `address` in process `pid` at `time_ns`, if its maps were recorded.
+  const Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns = kLatest) const;
+  // A word in memory that processes share (a MAP_SHARED mapping: a file, POSIX shared memory, or
+  // anonymous memory shared over fork) is one futex in each process that maps it, at whatever
+  // address: named by its file and offset ("path|inode|offset"). Empty for a process's own memory.
+  std::string SharedWordKey(uint32_t pid, uint64_t address, uint64_t time_ns) const;
+};
+
+}  // namespace gprof::collector

@@ -1,0 +1,176 @@
+#include "collector/writers/diagnosis_words.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "collector/writers/gpu_vocabulary.h"
+#include "collector/writers/kernel_vocabulary.h"
+#include "collector/writers/report_format.h"
+#include "collector/writers/report_words.h"
+
+namespace gprof::collector {
+
+std::string DescribeDeadlock(const Session& session, const Stall& stall) {
+  if (stall.deadlock_tid == 0 || stall.chain.empty()) return {};
+  // The waiter, each link, and the thread the chain came back to; the cycle starts where that
+  // thread first appears (the waiter itself, or a link it waited behind).
+  std::vector<uint32_t> tids = {stall.tid};
+  for (const ChainLink& link : stall.chain) tids.push_back(link.tid);
+  tids.push_back(stall.deadlock_tid);
+  size_t first = std::find(tids.begin(), tids.end(), stall.deadlock_tid) - tids.begin();
+  std::string text;
+  if (first > 0) text = QuotedThread(session, stall.tid) + " waited behind a deadlock: ";
+  for (size_t i = first; i + 1 < tids.size(); ++i) {
+    text += (i == first ? QuotedThread(session, tids[i]) + " waited for "
+                        : ", " + QuotedThread(session, tids[i]) + " for ") +
+            QuotedThread(session, tids[i + 1]);
+  }
+  return text + ": a cycle of waits";
+}
+
+std::string DescribeProfilerCost(const Session& session, const Analysis& diagnosis) {
+  const ProfilerCost& cost = diagnosis.profiler_cost;
+  if (cost.stalls.empty()) return {};
+  auto times = [](size_t count, const char* one) {
+    return std::to_string(count) + " " + one + (count == 1 ? "" : "s");
+  };
+  const Stall& longest = diagnosis.stalls[cost.longest];
+  std::string text = "gprof-run's own threads delayed the program's threads " +
+                     times(cost.stalls.size(), "time") + ", " + FormatDuration(cost.total_ns) +
+                     " in all, longest " + FormatDuration(longest.asleep_ns()) + " (" +
+                     session.ThreadLabel(longest.tid) + " " +
+                     WhereAsleep(session, longest.wait.object) + ", held up by " +
+                     session.ThreadLabel(longest.profiler_tid) + ")";
+  if (cost.gaps > 0)
+    text += "; GPU idle " + FormatDuration(cost.gpu_idle_ns) + " in " + times(cost.gaps, "gap");
+  return text + ": gprof-run's cost, counted in no cause";
+}
+
+namespace {
+
+// " in cudaFree" when the whole window was inside the call; else where its time went, as CUDA calls
+// go: " (8.2 s outside CUDA calls, then 12.0 us in cudaMemcpyAsync)". A call that only ended the
+// window (the launch that came late) did not take the window's time.
+std::string CallsText(const Session& session, const ChainLink& link) {
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.call != nullptr && link.call_ns >= window_ns)
+    return " in " + session.ApiName(*link.call);
+  const uint64_t in_calls_ns = link.call_ns + link.other_calls_ns;
+  if (in_calls_ns == 0) return "";
+  std::vector<std::string> parts;
+  if (window_ns > in_calls_ns)
+    parts.push_back(FormatDuration(window_ns - in_calls_ns) + " outside CUDA calls");
+  if (link.other_calls > 0 && link.longest_other_call != nullptr) {
+    const std::string longest = session.ApiName(*link.longest_other_call);
+    parts.push_back(FormatDuration(link.other_calls_ns) + " in " +
+                    (link.other_calls == 1 ? longest
+                                           : WithThousands(link.other_calls) +
+                                                 " other CUDA calls (longest " + longest + ")"));
+  }
+  if (link.call != nullptr && link.call_ns > 0) {
+    parts.push_back(std::string(parts.empty() ? "" : "then ") + FormatDuration(link.call_ns) +
+                    " in " + session.ApiName(*link.call));
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
+  return " (" + text + ")";
+}
+
+}  // namespace
+
+std::string DescribeLink(const Session& session, const ChainLink& link, const LockUsers* users) {
+  std::string text = QuotedThread(session, link.tid);
+  if (link.created_ns != 0) text += ", created at " + FormatOffset(session, link.created_ns) + ",";
+  switch (link.state) {
+    case ChainLink::State::kExited:
+      return text + " (had exited)";
+    case ChainLink::State::kOnCpu:
+      text += " on CPU " + FormatDuration(link.on_cpu_ns);
+      break;
+    case ChainLink::State::kRunnable:
+      text += " waiting for a CPU " + FormatDuration(link.runnable_ns);
+      break;
+    case ChainLink::State::kAsleep:
+      text += " " + (link.wait ? SleptWords(session, link.wait->object, link.wait_class,
+                                            link.asleep_ns, users) +
+                                     " [" + WaitClassName(link.wait_class) + "]"
+                               : "asleep " + FormatDuration(link.asleep_ns));
+      break;
+    case ChainLink::State::kGpu:
+      text += " waiting for the GPU";
+      if (link.gpu_activity != nullptr)
+        text += ", which ran " + ShortCppName(GpuActivityName(session, *link.gpu_activity));
+      break;
+  }
+  if (link.memory_call != nullptr) {
+    text += " in " + std::string(MemorySyscallName(link.memory_call->syscall)) + " of " +
+            MemoryMapSize(*link.memory_call);
+  } else {
+    text += CallsText(session, link);
+  }
+  // Time without a CPU is said wherever it took a tenth of the window or more.
+  const uint64_t window_ns = link.end_ns - link.start_ns;
+  if (link.state != ChainLink::State::kRunnable && link.runnable_ns > 0 &&
+      link.runnable_ns * 10 >= window_ns)
+    text += ", waiting for a CPU " + FormatDuration(link.runnable_ns);
+  if (link.released)
+    text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
+  return text;
+}
+
+std::string UserNamedLockWords(const UserNamedLock& lock) {
+  std::string memory;
+  switch (lock.memory) {
+    case UserNamedLock::Memory::kHeap:
+      memory = "on the heap";
+      break;
+    case UserNamedLock::Memory::kMainStack:
+      memory = "on the main thread's stack";
+      break;
+    case UserNamedLock::Memory::kAnonymous:
+      memory = "in anonymous memory";
+      break;
+    case UserNamedLock::Memory::kMapping:
+      memory = "in " + lock.mapping;
+      break;
+  }
+  std::string text =
+      "a lock inside " + lock.library + " (futex " + FormatHex(lock.address) + " " + memory + ")";
+  if (!lock.waited_in.empty()) text += ", waited for in " + lock.waited_in;
+  return text;
+}
+
+std::string LateThreadWords(const Session& session, const Cause& cause) {
+  switch (cause.kind) {
+    case CauseKind::kModuleLoad:
+      return std::string(" loading a CUDA module ") + (cause.loaded_in_launch ? "in " : "before ") +
+             session.ApiName(*cause.launch) +
+             " (the driver loads a module's code at its first use)";
+    case CauseKind::kLateHost:
+      return " late to launch the next GPU work (the GPU waited for the host)";
+    default:
+      return {};
+  }
+}
+
+std::string CauseIdentity(const Session& session, const Cause& cause) {
+  switch (cause.kind) {
+    case CauseKind::kCpu:
+      return "too few CPUs for the threads ready to run";
+    case CauseKind::kGpuSide:
+      return "the GPU side (work queued in time started late, with the GPU idle)";
+    case CauseKind::kModuleLoad:
+    case CauseKind::kLateHost:
+      return session.ThreadLabel(cause.thread_tid) + LateThreadWords(session, cause);
+    case CauseKind::kObject:
+      break;
+  }
+  if (cause.user_named) return UserNamedLockWords(*cause.user_named);
+  if (!cause.symbol.empty()) {
+    return (cause.wait_class == WaitClass::kPythonGil ? "the GIL: " : "") + cause.symbol + " in " +
+           cause.symbol_module + " (futex " + FormatHex(cause.object.address) + ")";
+  }
+  return DescribeWaitObject(session, cause.object);
+}
+
+}  // namespace gprof::collector

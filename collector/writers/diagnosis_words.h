@@ -1,0 +1,42 @@
+// The diagnosis's results in words, for every writer (the text, report.html, report.json's
+// "text" fields, the trace's diagnosis tracks): a chain's links, a lock cycle, a cause, gprof-run's
+// own cost. The diagnosis decides the facts; nothing here does.
+#pragma once
+
+#include <string>
+
+#include "collector/analysis/analysis.h"
+#include "collector/analysis/diagnosis.h"
+#include "collector/analysis/user_lock.h"
+#include "collector/model/model.h"
+
+namespace gprof::collector {
+
+// "mutex-holder (812) on CPU in cudaFree", "the GPU running gemm_kernel", as the report says it.
+std::string DescribeLink(const Session& session, const ChainLink& link,
+                         const LockUsers* users = nullptr);
+
+// A stall's lock cycle (deadlock_tid set): "a (1) waited for b (2), b (2) for a (1): a cycle of
+// waits", led by "c (3) waited behind a deadlock: " when the waiter is not in the cycle itself.
+std::string DescribeDeadlock(const Session& session, const Stall& stall);
+
+// "gprof-run's own threads delayed the program's threads 3 times, 12.1 ms in all, longest 5.4 ms
+// (python3 (12) on futex 0x7f... (ld-linux-x86-64.so.2: _rtld_global+0xa08) in futex_do_wait,
+// held up by gprof-writer (15))...": the report's one line on gprof-run's own cost; empty when
+// none.
+std::string DescribeProfilerCost(const Session& session, const Analysis& diagnosis);
+
+// A cause in words: the object the threads waited on ("futex 0x... (python3.11: _PyRuntime)",
+// "the GIL: _PyRuntime in python3.11 (futex 0x...)", "a lock inside libcuda.so.1 (futex 0x... on
+// the heap), waited for in cuLaunchKernel"), or what it was ("too few CPUs for the threads ready
+// to run", "loader (12) loading a CUDA module in cudaLaunchKernel (...)").
+std::string CauseIdentity(const Session& session, const Cause& cause);
+// What a late thread's cause (kModuleLoad, kLateHost) says after the thread's name: " late to
+// launch the next GPU work (the GPU waited for the host)"; empty for other causes.
+std::string LateThreadWords(const Session& session, const Cause& cause);
+
+// A lock named by the code that waited on it: "a lock inside libcuda.so.580.159.04 (futex
+// 0x55dcd2112db8 on the heap), waited for in cuLaunchKernel".
+std::string UserNamedLockWords(const UserNamedLock& lock);
+
+}  // namespace gprof::collector

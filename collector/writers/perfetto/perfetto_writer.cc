@@ -1,0 +1,98 @@
+// WritePerfettoTrace: the trace file (trace_file.h) gets the packets the packet writer
+// (packet_writer.h) encodes, on the tracks of the track registry (track_registry.h) and with the
+// strings and stacks of the interners (interners.h): first the processes and threads, then the
+// "gprof-run" track (gprof_run_track.h), the session's records in time order (timeline_writer.h),
+// signals (signal_track.h), the counters of short waits (short_wait_counters.h) and the diagnosis
+// (diagnosis_tracks.h). TraceDetailFor, the long-run guard, is here too.
+#include "collector/writers/perfetto/perfetto_writer.h"
+
+#include <fcntl.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+#include "collector/writers/perfetto/diagnosis_tracks.h"
+#include "collector/writers/perfetto/gprof_run_track.h"
+#include "collector/writers/perfetto/interners.h"
+#include "collector/writers/perfetto/packet_sequence.h"
+#include "collector/writers/perfetto/packet_writer.h"
+#include "collector/writers/perfetto/short_wait_counters.h"
+#include "collector/writers/perfetto/signal_track.h"
+#include "collector/writers/perfetto/timeline_writer.h"
+#include "collector/writers/perfetto/trace_file.h"
+#include "collector/writers/perfetto/track_registry.h"
+#include "collector/writers/perfetto/vocabulary.h"
+
+namespace gprof::collector {
+namespace perfetto {
+namespace {
+
+Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions& options) {
+  StringInterner interner;
+  CallstackInterner callstacks(interner);
+  Vocabulary vocabulary(interner);
+  PacketWriter packets(file, interner, callstacks);
+  Sequence metadata(1);
+  packets.WriteClockSnapshot(metadata, session.meta);
+  TrackRegistry tracks(session, packets, metadata);
+  tracks.DescribeModel();
+  WriteGprofRunEvents(session, tracks, packets, interner, vocabulary);
+  WriteTimeline(session, tracks, packets, interner, callstacks, vocabulary);
+  WriteSignals(session, tracks, packets, interner, vocabulary);
+  WriteCountedWaits(session, tracks, packets);
+  if (options.diagnosis != nullptr)
+    WriteDiagnosisTracks(session, *options.diagnosis, tracks, packets, interner, vocabulary);
+  return file.Close();
+}
+
+}  // namespace
+}  // namespace perfetto
+
+uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* full_bytes) {
+  // Durations by power of two of microseconds: bucket k holds [2^(k-1), 2^k) us (0: under 1 us).
+  constexpr size_t kBuckets = 11;  // up to 1024 us
+  std::array<uint64_t, kBuckets> shorter{};
+  auto note = [&](uint64_t duration_ns) {
+    uint64_t us = duration_ns / 1000;
+    size_t bucket = 0;
+    while (us != 0 && bucket < kBuckets) us >>= 1, ++bucket;
+    if (bucket < kBuckets) ++shorter[bucket];
+  };
+  for (const OffCpuInterval& interval : session.off_cpu) note(interval.duration());
+  for (const FutexCall& call : session.futex_calls) note(call.duration());
+  const uint64_t records = session.off_cpu.size() + session.futex_calls.size() +
+                           session.api_calls.size() + session.gpu_activities.size() +
+                           session.lock_waits.size() + session.device_waits.size() +
+                           session.page_faults.size() + session.memory_map_calls.size();
+  *full_bytes = records * kTraceBytesPerRecord;
+  if (*full_bytes <= max_bytes) return 0;
+  uint64_t left = records;
+  for (size_t bucket = 0; bucket < kBuckets; ++bucket) {
+    left -= shorter[bucket];  // those under 2^bucket us
+    if (left * kTraceBytesPerRecord <= max_bytes || bucket + 1 == kBuckets)
+      return (uint64_t{1} << bucket) * 1000;
+  }
+  return 0;
+}
+
+Status WritePerfettoTrace(const Session& session, const std::string& path,
+                          const PerfettoOptions& options) {
+  return WritePerfettoTrace(session, AT_FDCWD, path, path, options);
+}
+
+Status WritePerfettoTrace(const Session& session, int dir_fd, const std::string& name,
+                          const std::string& path, const PerfettoOptions& options) {
+  perfetto::TraceFile file(dir_fd, name, path);
+  if (Status opened = file.Open(); !opened.ok()) return opened;
+  // Exceptions stop at the module boundary; the only one expected here is running out of memory.
+  try {
+    return perfetto::WriteTrace(session, file, options);
+  } catch (const std::exception& error) {
+    return Status::Error(StatusCode::kOutOfMemory,
+                         "cannot write Perfetto trace " + path + ": " + error.what());
+  }
+}
+
+}  // namespace gprof::collector

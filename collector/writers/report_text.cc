@@ -1,0 +1,1269 @@
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "collector/analysis/wait_class.h"
+#include "collector/symbols/python_frames.h"
+#include "collector/symbols/user_symbols.h"
+#include "collector/writers/diagnosis_words.h"
+#include "collector/writers/gpu_vocabulary.h"
+#include "collector/writers/report.h"
+#include "collector/writers/report_format.h"
+#include "collector/writers/report_tables.h"
+#include "collector/writers/report_words.h"
+#include "inject/format/kernel_events.h"
+
+namespace gprof::collector {
+namespace {
+
+std::string JoinCommand(const std::vector<std::string>& command) {
+  std::string text;
+  for (const auto& arg : command) {
+    if (!text.empty()) text += ' ';
+    text += arg.find(' ') == std::string::npos ? arg : "'" + arg + "'";
+  }
+  return text;
+}
+
+// "CUPTI 13.0 (API version 130001), /usr/.../libcupti.so.13", "interposition, no GPU timeline
+// (CUPTI subscriber taken by another tool)".
+std::string CaptureText(const Capture& capture) {
+  switch (capture.mode) {
+    case CaptureMode::kCupti:
+      return CuptiVersionText(capture.cupti_version) +
+             (capture.note.empty() ? std::string() : ", " + capture.note);
+    case CaptureMode::kInterposition:
+      return "interposition, no GPU timeline" +
+             (capture.note.empty() ? std::string() : " (" + capture.note + ")");
+    case CaptureMode::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+uint64_t Magnitude(int64_t value) {
+  return value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+}
+
+// Offsets up to this (or up to their measurement's uncertainty) mean the clocks agreed, as the
+// injected library asks CUPTI for: applied, but not worth a line.
+constexpr uint64_t kClocksAgreeNs = 1000;
+
+// "pid 429: CUPTI's clock was 1.2 ms ahead of CLOCK_MONOTONIC (+-1.0 us); GPU times corrected",
+// or nothing when the clocks agreed.
+std::string ClockOffsetText(const Process& process) {
+  const ClockOffset* largest = nullptr;
+  size_t corrections = 0;
+  for (const ClockOffset& offset : process.clock_offsets) {
+    if (Magnitude(offset.offset_ns) <= std::max(offset.uncertainty_ns, kClocksAgreeNs)) continue;
+    ++corrections;
+    if (largest == nullptr || Magnitude(offset.offset_ns) > Magnitude(largest->offset_ns))
+      largest = &offset;
+  }
+  if (largest == nullptr) return {};
+  std::string text = "pid " + std::to_string(process.pid) + ": CUPTI's clock was ";
+  std::string size = FormatDuration(Magnitude(largest->offset_ns));
+  if (corrections == 1) {
+    text += size + (largest->offset_ns > 0 ? " ahead of" : " behind") + " CLOCK_MONOTONIC (+-" +
+            FormatDuration(largest->uncertainty_ns) + ")";
+  } else {
+    text += "off CLOCK_MONOTONIC by up to " + size + " (" + std::to_string(corrections) +
+            " measurements)";
+  }
+  return text + "; GPU times corrected";
+}
+
+// How many causes, freezes, gaps and slow calls the text tells of; report.json has them all.
+constexpr size_t kCausesShown = 10;
+constexpr size_t kGapsShown = 5;
+constexpr size_t kHandoffsShown = 5;
+constexpr size_t kTableRows = 10;
+constexpr size_t kStackLinesShown = 8;
+constexpr size_t kPythonFramesShown = 6;
+// The summary answers in at most this many lines.
+constexpr size_t kSummaryLines = 15;
+
+// `text` cut to one line of the text's width, "..." where it was cut.
+std::string OneLine(const std::string& text) {
+  if (text.size() <= kTextWidth) return text;
+  return Shortened(text, kTextWidth - 3) + "...";
+}
+
+// "freeze 1", "freezes 1, 2 and 4", of those numbered (0: not shown in the text).
+std::string NumberList(const char* one, const char* many, std::vector<size_t> numbers) {
+  std::sort(numbers.begin(), numbers.end());
+  numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+  std::string text = numbers.size() == 1 ? one : many;
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    text += (i == 0 ? " " : i + 1 == numbers.size() ? " and " : ", ") + std::to_string(numbers[i]);
+  }
+  return text;
+}
+
+class TextReport {
+ public:
+  TextReport(const Session& session, const Analysis& analysis, const ReportOptions& options)
+      : session_(session), analysis_(analysis), options_(options) {}
+
+  std::string Render() {
+    NumberEvents();
+    Header();
+    Summary();
+    Causes();
+    Freezes();
+    Gaps();
+    Handoffs();
+    OtherSlowCalls();
+    Tables();
+    Legend();
+    return FitLines(out_.str());
+  }
+
+ private:
+  std::string Thread(uint32_t tid) const { return QuotedThread(session_, tid); }
+  std::string Threads(const std::vector<uint32_t>& tids, size_t shown = 4) const {
+    std::string text;
+    for (size_t i = 0; i < std::min(shown, tids.size()); ++i)
+      text += (i == 0 ? "" : ", ") + Thread(tids[i]);
+    if (tids.size() > shown) text += " and " + std::to_string(tids.size() - shown) + " more";
+    return text;
+  }
+  std::string Call(const ApiCall& call) const {
+    return session_.ApiName(call) + " (" + FormatOffset(session_, call.enter_ns) + ", " +
+           FormatDuration(call.duration()) + ")";
+  }
+  // "woken by "holder" (1236), inside cudaDeviceSynchronize (+0.208 s, 40.1 ms)"
+  std::string Waker(uint32_t tid, const std::string& comm, const ApiCall* call) const {
+    if (tid == 0) return comm.empty() ? "woken by an interrupt" : "woken by " + comm;
+    std::string text =
+        "woken by " + (session_.threads.contains(tid) ? Thread(tid)
+                                                      : "\"" + comm + "\" (" + std::to_string(tid) +
+                                                            ", outside the traced tree)");
+    if (session_.IsProfilerThread(tid)) text += ", gprof-run's own thread";
+    if (call != nullptr) text += ", inside " + Call(*call);
+    return text;
+  }
+  bool AnyGpu() const { return !analysis_.gpu.devices.empty(); }
+  // A cause's class as the text and its legend say it.
+  std::string ClassOf(const Cause& cause) const {
+    std::string name = cause.wait_class == WaitClass::kCpu ? "CPU"
+                       : cause.wait_class == WaitClass::kOther && !cause.gaps.empty()
+                           ? "host late"
+                           : WaitClassName(cause.wait_class);
+    return name;
+  }
+  // What a cause is: the lock or object in the text's one notation, the late thread, the CPUs.
+  std::string CauseWhat(const Cause& cause) const;
+  // "cause 3", or "a cause listed in report.json" past those the text shows.
+  std::string CauseRef(int cause) const {
+    if (cause < 0) return {};
+    if (static_cast<size_t>(cause) < causes_shown_) return "cause " + std::to_string(cause + 1);
+    return "a cause listed in report.json";
+  }
+  std::string FreezeRefs(const std::vector<int>& freezes) const;
+  std::string CpuWaits(bool delayed) const;
+  // `first`: the wait the chain explains, whose waker (or owner) is its first link.
+  void Chain(const std::vector<ChainLink>& chain, const char* indent, uint32_t deadlock_tid,
+             const Wait* first);
+  // `lines` one a line, the first after `first` ("at ", "waited at "), the others under it.
+  void LabeledLines(const std::vector<std::string>& lines, const std::string& indent,
+                    const std::string& first);
+  void StackLines(const std::vector<StackFrame>& frames, const std::string& indent,
+                  const char* first, bool truncated = false);
+  // A Python stack, where the kernel recorder read one, one frame a line after `label`.
+  void PythonStackAt(const PythonStack* stack, const std::string& indent, const std::string& label);
+  // Where a wait waited, in Python: not again where its cause said it.
+  void WaitedAt(const Wait& wait, const std::string& indent);
+  // What a chain's root was running: its stack as it slept, or the one sampled most on CPU.
+  void RootStack(const ChainLink& root, const std::string& indent);
+  void StackLine(const ApiCall& call, const std::string& indent);
+  void UserStackLine(const Wait& wait, const std::string& indent);
+
+  void NumberEvents();
+  void Header();
+  void CountedLine();
+  void GpuLines();
+  void CaptureLines();
+  void UnrecordedLines();
+  void StillRunningLines();
+  void PythonLines();
+  void Summary();
+  void Causes();
+  void Freezes();
+  void FreezeLines(const Freeze& freeze);
+  void FreezeDetail(const Freeze& freeze, bool with_heading);
+  void FreezeHolder(const Freeze& freeze);
+  void HolderMeantime(const HolderActivity& holder);
+  void Gaps();
+  void Handoffs();
+  void OtherSlowCalls();
+  void Tables();
+  void Legend();
+  std::string Breakdown(const BlockedCall& blocked) const;
+
+  const Session& session_;
+  const Analysis& analysis_;
+  const ReportOptions& options_;
+  // The libraries the diagnosis named heap locks by, for the one name the text gives each lock.
+  const LockUsers* LockNames() const { return &analysis_.lock_users; }
+  std::ostringstream out_;
+  size_t causes_shown_ = 0;
+  // Freezes are numbered once, longest first, for every mention: the stalls' (every wait of the
+  // program) and the slow calls', one number where both saw the same freeze (Freeze::same).
+  struct NumberedFreeze {
+    const Freeze* of_stalls = nullptr;  // in Analysis::freezes
+    const Freeze* of_calls = nullptr;   // in Analysis::call_freezes
+  };
+  std::vector<NumberedFreeze> freezes_;  // [number - 1]
+  std::map<const Freeze*, size_t> stall_freeze_number_;
+  std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
+  size_t freezes_shown_ = 0;
+  // The waits whose Python stacks a cause told (where it waited, where it was released): a freeze
+  // or gap that explains the same wait does not tell them again.
+  std::set<const Wait*> waited_told_, released_told_;
+};
+
+void TextReport::NumberEvents() {
+  causes_shown_ = std::min(analysis_.causes.size(), kCausesShown);
+  auto length = [](const auto* f) { return f->end_ns - f->start_ns; };
+  // One number where both the stalls and the slow calls saw the freeze.
+  for (const Freeze& freeze : analysis_.freezes) {
+    freezes_.push_back(
+        {&freeze, freeze.same >= 0 ? &analysis_.call_freezes[freeze.same] : nullptr});
+  }
+  for (const Freeze& freeze : analysis_.call_freezes) {
+    if (freeze.same < 0) freezes_.push_back({nullptr, &freeze});
+  }
+  std::stable_sort(freezes_.begin(), freezes_.end(), [&](const auto& a, const auto& b) {
+    uint64_t la = a.of_stalls ? length(a.of_stalls) : length(a.of_calls);
+    uint64_t lb = b.of_stalls ? length(b.of_stalls) : length(b.of_calls);
+    return la > lb;
+  });
+  freezes_shown_ = std::min(freezes_.size(), options_.max_listed);
+  for (size_t i = 0; i < freezes_.size(); ++i) {
+    if (freezes_[i].of_stalls) stall_freeze_number_[freezes_[i].of_stalls] = i + 1;
+    if (freezes_[i].of_calls) {
+      const Freeze& freeze = *freezes_[i].of_calls;
+      if (i < freezes_shown_ && freeze.holder && freeze.holder->call != nullptr)
+        held_by_[freeze.holder->call] = i + 1;
+    }
+  }
+}
+
+std::string TextReport::FreezeRefs(const std::vector<int>& freezes) const {
+  std::vector<size_t> shown;
+  size_t elsewhere = 0;
+  for (int index : freezes) {
+    size_t number = stall_freeze_number_.at(&analysis_.freezes[index]);
+    if (number <= freezes_shown_) {
+      shown.push_back(number);
+    } else {
+      ++elsewhere;
+    }
+  }
+  std::string text = shown.empty() ? "" : NumberList("freeze", "freezes", shown);
+  if (elsewhere > 0) {
+    text += (text.empty() ? "" : ", ") + std::to_string(elsewhere) +
+            (elsewhere == 1 ? " freeze" : " freezes") + " listed in report.json";
+  }
+  return text;
+}
+
+std::string TextReport::CauseWhat(const Cause& cause) const {
+  if (cause.wait_class == WaitClass::kCpu) return "too few CPUs for the threads ready to run";
+  if (cause.wait_class == WaitClass::kOther && !cause.gaps.empty()) {
+    // A late thread: its name quoted as everywhere in the text.
+    const GpuGap& gap = analysis_.gaps[cause.gaps.front()];
+    if (gap.late_thread &&
+        (cause.kind == CauseKind::kModuleLoad || cause.kind == CauseKind::kLateHost))
+      return Thread(cause.thread_tid) + LateThreadWords(session_, cause);
+    return CauseIdentity(session_, cause);
+  }
+  if (cause.object.kind == WaitKind::kKernelFunction && cause.object.kernel_function.empty())
+    return CauseIdentity(session_, cause);
+  return ObjectWords(session_, cause.object, LockNames());
+}
+
+// The frames, one a line: the first after `first` ("at ", "slept at "), the others under it.
+void TextReport::StackLines(const std::vector<StackFrame>& frames, const std::string& indent,
+                            const char* first, bool truncated) {
+  std::vector<std::string> lines = FoldedFrameLines(frames);
+  if (lines.empty()) return;
+  if (lines.size() > kStackLinesShown) {
+    const size_t more = lines.size() - kStackLinesShown;
+    lines.resize(kStackLinesShown);
+    lines.push_back("... " + std::to_string(more) + " more (report.json has every frame)");
+  } else if (truncated) {
+    lines.emplace_back("... (truncated)");
+  }
+  LabeledLines(lines, indent, first);
+}
+
+void TextReport::LabeledLines(const std::vector<std::string>& lines, const std::string& indent,
+                              const std::string& first) {
+  const std::string under(first.size(), ' ');
+  for (size_t i = 0; i < lines.size(); ++i)
+    out_ << indent << (i == 0 ? first : under) << lines[i] << "\n";
+}
+
+void TextReport::PythonStackAt(const PythonStack* stack, const std::string& indent,
+                               const std::string& label) {
+  if (stack == nullptr) return;
+  LabeledLines(PythonStackLines(ResolvePythonStack(session_, *stack), kPythonFramesShown), indent,
+               label);
+}
+
+void TextReport::WaitedAt(const Wait& wait, const std::string& indent) {
+  if (!waited_told_.contains(&wait)) PythonStackAt(wait.python_stack, indent, "waited at ");
+}
+
+void TextReport::RootStack(const ChainLink& root, const std::string& indent) {
+  if (root.state == ChainLink::State::kAsleep) {
+    if (root.wait) PythonStackAt(root.wait->python_stack, indent, "asleep at ");
+    return;
+  }
+  std::vector<const PythonStack*> samples =
+      session_.python.Samples(root.tid, root.start_ns, root.end_ns);
+  if (samples.empty()) return;
+  const PythonStack* most = nullptr;
+  size_t most_count = 0;
+  for (const PythonStack* sample : samples) {
+    size_t count = std::count_if(samples.begin(), samples.end(), [&](const auto* other) {
+      return other->frames == sample->frames;
+    });
+    if (count > most_count) {
+      most = sample;
+      most_count = count;
+    }
+  }
+  PythonStackAt(most, indent,
+                "running (" + std::to_string(most_count) + " of " + std::to_string(samples.size()) +
+                    (samples.size() == 1 ? " sample) " : " samples) "));
+}
+
+// The call's native stack, when it was recorded, and its Python stack.
+void TextReport::StackLine(const ApiCall& call, const std::string& indent) {
+  const NativeStack* stack = session_.CallStackOf(call);
+  if (stack != nullptr && !stack->ips.empty()) {
+    StackLines(ResolveStack(session_, stack->pid, stack->ips, &stack->symbols, kLatest), indent,
+               "at ");
+  }
+  PythonStackAt(session_.python.CudaCall(call.tid, call.enter_ns), indent, "python ");
+}
+
+// Where in user code the thread went to sleep, when the kernel recorder took its user stack, and
+// where in Python.
+void TextReport::UserStackLine(const Wait& wait, const std::string& indent) {
+  auto stack = session_.user_stacks.find(wait.user_stack_id);
+  if (wait.user_stack_id >= 0 && stack != session_.user_stacks.end()) {
+    std::vector<StackFrame> frames =
+        ResolveStack(session_, wait.pid, stack->second.ips, nullptr, wait.start_ns);
+    StackLines(frames, indent, "slept at ", stack->second.truncated);
+  }
+  PythonStackAt(wait.python_stack, indent, "waited at ");
+}
+
+// Which CPython each process runs and whether its frames are read: readable interpreters on one
+// line each, every process that runs one gprof-run cannot read on a line of its own.
+void TextReport::PythonLines() {
+  std::map<std::pair<uint32_t, std::string>, std::vector<uint32_t>> readable;
+  for (const auto& [pid, python] : session_.python.processes) {
+    if (python.status == GPROF_PY_READABLE) {
+      readable[{python.version_hex, python.path}].push_back(pid);
+      continue;
+    }
+    out_ << "  python    pid " << pid << " runs Python " << PythonVersionName(python.version_hex)
+         << " (" << python.path << "), whose frames gprof-run cannot read"
+         << (python.why.empty() ? "" : " (" + python.why + ")") << ": native stacks only\n";
+  }
+  for (const auto& [interpreter, pids] : readable) {
+    out_ << "  python    CPython " << PythonVersionName(interpreter.first) << " ("
+         << interpreter.second << "): pid" << (pids.size() == 1 ? " " : "s ");
+    for (size_t i = 0; i < std::min<size_t>(pids.size(), 8); ++i)
+      out_ << (i == 0 ? "" : ", ") << pids[i];
+    if (pids.size() > 8) out_ << " and " << pids.size() - 8 << " more";
+    out_ << "; Python stacks read\n";
+  }
+  std::map<int, size_t> not_read;
+  for (const auto& [key, code] : session_.python.codes) {
+    if (code.error != 0) ++not_read[code.error];
+  }
+  for (const auto& [error, count] : not_read) {
+    out_ << "  python    " << count << " code object" << (count == 1 ? "" : "s") << " not read ("
+         << (error == ESRCH    ? "the process had exited"
+             : error == EFAULT ? "their memory was gone"
+             : error == EINVAL ? "freed before gprof-run read them"
+                               : strerror(error))
+         << "): their frames are shown by address\n";
+  }
+}
+void TextReport::GpuLines() {
+  const GpuSummary& gpu = analysis_.gpu;
+  if (gpu.kernels + gpu.copies + gpu.memsets == 0) return;
+  out_ << "  gpu       " << WithThousands(gpu.kernels) << " kernels, " << WithThousands(gpu.copies)
+       << " copies, " << WithThousands(gpu.memsets) << " memsets";
+  const uint64_t missing =
+      gpu.launch_calls - gpu.launch_calls_with_kernel - gpu.launch_calls_captured;
+  if (missing > 0) {
+    out_ << "; " << WithThousands(missing) << " of " << WithThousands(gpu.launch_calls)
+         << " kernel launches have no kernel recorded";
+  }
+  if (gpu.launch_calls_captured > 0) {
+    out_ << "; " << WithThousands(gpu.launch_calls_captured) << " kernel launch"
+         << (gpu.launch_calls_captured == 1 ? "" : "es") << " captured into CUDA graphs";
+  }
+  if (gpu.graph_launches > 0) {
+    out_ << "; " << WithThousands(gpu.graph_launches) << " graph launch"
+         << (gpu.graph_launches == 1 ? "" : "es") << " ran " << WithThousands(gpu.graph_kernels)
+         << " kernels";
+  }
+  out_ << "\n";
+}
+
+// What the kernel recorder counted instead of recording one by one, when it counted any.
+void TextReport::CountedLine() {
+  uint64_t faults = 0, fault_ns = 0, spins = 0;
+  for (const auto& [tid, thread] : session_.threads) {
+    faults += thread.quick_page_faults;
+    fault_ns += thread.quick_page_fault_ns;
+  }
+  for (const auto& [cpu, count] : session_.spin_contention_by_cpu) spins += count;
+  CountedWaitTotals waits;
+  for (const CountedWaits& counted : session_.counted_waits) waits.Add(counted);
+  if (waits.off_cpu > 0 || waits.futex > 0) {
+    out_ << "  counted   " << WithThousands(waits.off_cpu) << " off-CPU intervals ("
+         << FormatDuration(waits.off_cpu_ns) << " in all) and " << WithThousands(waits.futex)
+         << " futex calls (" << FormatDuration(waits.futex_ns) << ") under "
+         << FormatDuration(session_.counted_waits_limit_ns)
+         << ": per thread and reason, not recorded one by one (--count-under)\n";
+  }
+  if (session_.trace_detail_under_ns != 0) {
+    out_ << "  trace     less detail: off-CPU intervals and futex calls under "
+         << FormatDuration(session_.trace_detail_under_ns)
+         << " only counted (counter tracks); at full detail it would take about "
+         << session_.trace_full_bytes / 1'000'000 << " MB, more than the Perfetto UI opens well\n";
+  }
+  if (faults == 0 && spins == 0) return;
+  out_ << "  counted   ";
+  if (faults > 0) {
+    out_ << WithThousands(faults) << " page faults under "
+         << FormatDuration(session_.quick_page_fault_limit_ns) << " (" << FormatDuration(fault_ns)
+         << " in all)" << (spins > 0 ? ", " : "");
+  }
+  if (spins > 0) out_ << WithThousands(spins) << " contended spinning locks";
+  out_ << ": not recorded one by one\n";
+}
+
+void TextReport::Header() {
+  const SessionMeta& meta = session_.meta;
+  out_ << "gprof-run report: " << session_.directory << "\n";
+  if (!meta.command.empty()) {
+    out_ << "  command   " << JoinCommand(meta.command);
+    if (meta.root_pid != 0) out_ << "  (pid " << meta.root_pid << ")";
+    out_ << "\n";
+  }
+  if (meta.exit_code || meta.exit_signal) {
+    out_ << "  exit      "
+         << (meta.exit_code ? "status " + std::to_string(*meta.exit_code)
+                            : "killed by signal " + std::to_string(*meta.exit_signal));
+    if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0) {
+      out_ << " after " << FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
+    }
+    out_ << "\n";
+  }
+  if (!meta.cut_short.empty()) out_ << "  CUT SHORT " << meta.cut_short_text << "\n";
+  size_t processes = std::count_if(session_.processes.begin(), session_.processes.end(),
+                                   [](const auto& p) { return p.first != 0; });
+  out_ << "  recorded  " << processes << (processes == 1 ? " process, " : " processes, ")
+       << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
+       << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "
+       << WithThousands(session_.futex_calls.size()) << " futex calls";
+  // What only a kernel recorder that sees them records: said when there are some.
+  const std::pair<size_t, const char*> kernel_facts[] = {
+      {session_.futex_waitv_calls.size(), " futex_waitv calls"},
+      {session_.lock_waits.size(), " kernel lock waits"},
+      {session_.device_waits.size(), " device waits"},
+      {session_.page_faults.size(), " slow page faults"},
+      {session_.memory_map_calls.size(), " memory map calls"}};
+  for (const auto& [count, what] : kernel_facts) {
+    if (count > 0) out_ << ", " << WithThousands(count) << what;
+  }
+  if (!session_.gpu_activities.empty())
+    out_ << ", " << WithThousands(session_.gpu_activities.size()) << " GPU activities";
+  out_ << "\n";
+  CountedLine();
+  GpuLines();
+  CaptureLines();
+  if (std::string window = WindowText(session_); !window.empty())
+    out_ << "  window    " << window << "\n";
+  if (std::string cap = MaxSizeText(session_); !cap.empty()) {
+    out_ << (session_.meta.max_size->stopped_at_monotonic_ns != 0 ? "  STOPPED   " : "  size      ")
+         << cap << "\n";
+  }
+  if (meta.kernel_recording && meta.kernel_stack_min_ns > 0) {
+    out_ << "  stacks    only for off-CPU intervals of " << FormatDuration(meta.kernel_stack_min_ns)
+         << " or longer, a waker's only after a wait that long\n";
+  }
+  if (!meta.kernel_recording) {
+    out_ << "  kernel    NOT recorded"
+         << (meta.kernel_recording_note.empty() ? "" : ": " + meta.kernel_recording_note)
+         << "\n            (calls below are timed, but not explained, and have no Python "
+            "stacks: those are read by the kernel recorder too)\n";
+  }
+  PythonLines();
+  uint64_t lost_total = 0;
+  for (const auto& lost : session_.lost) lost_total += lost.count;
+  for (const auto& stop : session_.recording_stops) {
+    out_ << "  STOPPED   " << stop.file;
+    if (stop.pid != 0) out_ << " (pid " << stop.pid << ")";
+    if (meta.start_monotonic_ns != 0 && stop.time_ns >= meta.start_monotonic_ns) {
+      out_ << " at +" << FormatDuration(stop.time_ns - meta.start_monotonic_ns);
+    }
+    out_ << ": " << stop.description << "; nothing after that is recorded in it";
+    if (stop.records_lost > 0) out_ << " (" << WithThousands(stop.records_lost) << " records lost)";
+    out_ << "\n";
+  }
+  UnrecordedLines();
+  StillRunningLines();
+  if (lost_total == 0 && session_.recording_stops.empty() &&
+      session_.unrecorded_processes.empty() && meta.running_at_end.empty()) {
+    out_ << "  lost      nothing\n";
+  } else {
+    for (const auto& lost : session_.lost) {
+      if (lost.count == 0) continue;
+      out_ << "  LOST      " << WithThousands(lost.count) << " " << lost.what;
+      // Where the kernel recorder counted per CPU: which CPUs overflowed.
+      std::string by_cpu;
+      for (const auto& [cpu, count] : lost.by_cpu) {
+        if (cpu == kAllCpus || count == 0) continue;
+        by_cpu += (by_cpu.empty() ? "" : ", ") + std::string("cpu ") + std::to_string(cpu) + ": " +
+                  WithThousands(count);
+      }
+      if (!by_cpu.empty()) out_ << " (" << by_cpu << ")";
+      out_ << "\n";
+    }
+  }
+  for (const auto& diagnostic : session_.diagnostics) {
+    out_ << "  damaged   " << diagnostic.file << " at offset " << diagnostic.offset << ": "
+         << diagnostic.message << "\n";
+  }
+  for (const auto& message : session_.messages) out_ << "  note      " << message << "\n";
+}
+
+// The processes that loaded CUDA without the injected library: their calls are missing from
+// everything below. A few lines at most; report.json lists them all.
+void TextReport::UnrecordedLines() {
+  constexpr size_t kListed = 8;
+  const auto& processes = session_.unrecorded_processes;
+  for (size_t i = 0; i < std::min(processes.size(), kListed); ++i) {
+    const UnrecordedProcess& process = processes[i];
+    out_ << "  UNRECORDED pid " << process.pid;
+    if (!process.name.empty()) out_ << " (" << process.name << ")";
+    out_ << " " << process.reason << "\n";
+  }
+  if (processes.size() > kListed) {
+    out_ << "  UNRECORDED " << processes.size() - kListed
+         << " more processes the same way (report.json lists them)\n";
+  }
+}
+
+// The processes of the tree that outlived the command (its own process ended first): gprof-run
+// stopped recording them then, and a file still open when the report was made may yet change.
+void TextReport::StillRunningLines() {
+  const SessionMeta& meta = session_.meta;
+  for (const SessionMeta::Running& process : meta.running_at_end) {
+    out_ << "  RUNNING   pid " << process.pid;
+    if (auto thread = session_.threads.find(process.pid);
+        thread != session_.threads.end() && !thread->second.name.empty()) {
+      out_ << " (" << thread->second.name << ")";
+    }
+    out_ << " outlived the command: not recorded after";
+    if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0) {
+      out_ << " its end at +" << FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
+    } else {
+      out_ << " its end";
+    }
+    if (process.still_writing) {
+      out_ << "; its file inject-" << process.pid
+           << "*.gpr was still open when this report was made and may change after it";
+    }
+    out_ << "\n";
+  }
+}
+
+// How each process's CUDA calls were captured, processes captured alike on one line, and the
+// clock offsets that moved their GPU times.
+void TextReport::CaptureLines() {
+  std::map<std::string, std::vector<uint32_t>> pids_by_capture;
+  for (const auto& [pid, process] : session_.processes) {
+    if (process.capture.mode != CaptureMode::kUnknown)
+      pids_by_capture[CaptureText(process.capture)].push_back(pid);
+  }
+  for (const auto& [capture, pids] : pids_by_capture) {
+    out_ << "  capture   " << capture << ": pid";
+    if (pids.size() > 1) out_ << "s";
+    const char* separator = " ";
+    for (uint32_t pid : pids) {
+      out_ << separator << pid;
+      separator = ", ";
+    }
+    out_ << "\n";
+  }
+  for (const auto& [pid, process] : session_.processes) {
+    std::string offset = ClockOffsetText(process);
+    if (!offset.empty()) out_ << "  clock     " << offset << "\n";
+  }
+}
+
+// At most kSummaryLines lines: why the GPU went idle and why threads froze, cause by cause.
+void TextReport::Summary() {
+  std::vector<std::string> lines;
+  const GpuSummary& gpu = analysis_.gpu;
+  for (const GpuDevice& device : gpu.devices) {
+    const uint64_t span_ns = device.last_ns - device.first_ns;
+    std::string line = GpuDeviceName(device, gpu.devices) + " ran nothing " +
+                       FormatDuration(device.idle_ns()) + " (" +
+                       FormatShare(device.idle_ns(), span_ns) + ") of the " +
+                       FormatDuration(span_ns) + " from its first work to its last";
+    uint64_t gaps_ns = 0;
+    size_t gaps = 0;
+    for (const GpuGap& gap : analysis_.gaps) {
+      const GpuDevice& on = analysis_.devices[gap.device];
+      if (on.ordinal == device.ordinal && on.uuid == device.uuid) {
+        gaps_ns += gap.duration();
+        ++gaps;
+      }
+    }
+    if (gaps > 0) {
+      line += "; " + FormatDuration(gaps_ns) + " of it in " + std::to_string(gaps) + " gap" +
+              (gaps == 1 ? "" : "s") + " of " + FormatDuration(analysis_.options.gap_threshold_ns) +
+              " or more (GPU GAPS)";
+    }
+    lines.push_back(line);
+    if (lines.size() >= 3) break;
+  }
+  if (!freezes_.empty()) {
+    uint64_t longest = 0;
+    size_t threads = 0;
+    const NumberedFreeze& first = freezes_.front();
+    if (first.of_stalls) {
+      longest = first.of_stalls->end_ns - first.of_stalls->start_ns;
+      threads = first.of_stalls->tids.size();
+    } else {
+      longest = first.of_calls->end_ns - first.of_calls->start_ns;
+      threads = first.of_calls->thread_count();
+    }
+    lines.push_back("Threads froze together " + std::to_string(freezes_.size()) +
+                    (freezes_.size() == 1 ? " time" : " times") +
+                    " (blocked at once on one object); the longest, freeze 1, " +
+                    FormatDuration(longest) + " with " + std::to_string(threads) + " threads");
+  }
+  if (!session_.api_calls.empty()) {
+    size_t in_freezes =
+        std::count_if(analysis_.blocked_calls.begin(), analysis_.blocked_calls.end(),
+                      [](const BlockedCall& b) { return b.freeze >= 0; });
+    std::string line = WithThousands(analysis_.blocked_calls.size()) + " CUDA call" +
+                       (analysis_.blocked_calls.size() == 1 ? "" : "s") + " took " +
+                       FormatDuration(analysis_.options.threshold_ns) + " or longer";
+    if (in_freezes > 0) line += ", " + WithThousands(in_freezes) + " of them in freezes";
+    lines.push_back(line);
+  }
+  if (!analysis_.causes.empty()) {
+    lines.push_back(std::string("Causes, ranked by ") +
+                    (AnyGpu() ? "the GPU idle time they explain, then by " : "") +
+                    "the thread time they blocked (CAUSES below):");
+    const size_t room =
+        kSummaryLines - 1 - lines.size() - (causes_shown_ < analysis_.causes.size());
+    size_t listed = std::min(causes_shown_, room);
+    for (size_t i = 0; i < listed; ++i) {
+      const Cause& cause = analysis_.causes[i];
+      std::string line =
+          "  " + std::to_string(i + 1) + ". [" + ClassOf(cause) + "] " + CauseWhat(cause) + ":";
+      std::vector<std::string> facts;
+      if (cause.gpu_idle_ns > 0) facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns));
+      if (cause.wait_count > 0) {
+        facts.push_back(std::to_string(cause.tids.size()) +
+                        (cause.tids.size() == 1 ? " thread " : " threads ") +
+                        (cause.wait_class == WaitClass::kCpu ? "runnable " : "blocked ") +
+                        FormatDuration(cause.blocked_ns));
+      }
+      if (!cause.freezes.empty()) facts.push_back(FreezeRefs(cause.freezes));
+      if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
+        facts.push_back("held by " + Thread(cause.holder_tid));
+      if (cause.root) {
+        switch (cause.root->state) {
+          case ChainLink::State::kRunnable:
+            facts.push_back("root waiting for a CPU");
+            break;
+          case ChainLink::State::kGpu:
+            facts.push_back("root waiting for the GPU");
+            break;
+          case ChainLink::State::kAsleep:
+            if (cause.root->wait)
+              facts.push_back("root " + WaitWords(session_, cause.root->wait->object,
+                                                  cause.root->wait_class, LockNames()));
+            break;
+          case ChainLink::State::kOnCpu:
+            facts.push_back("root on CPU");
+            break;
+          case ChainLink::State::kExited:
+            break;
+        }
+      }
+      for (size_t f = 0; f < facts.size(); ++f) line += (f == 0 ? " " : "; ") + facts[f];
+      lines.push_back(line);
+    }
+    if (listed < analysis_.causes.size()) {
+      lines.push_back("  ... " + std::to_string(analysis_.causes.size() - listed) + " more: " +
+                      (listed < causes_shown_ ? "CAUSES below, " : "") + "all in report.json");
+    }
+  } else if (analysis_.kernel_recorded) {
+    lines.push_back("No contention explains a wait: see CAUSES.");
+  }
+  if (lines.empty()) return;
+  out_ << "\nSUMMARY\n";
+  for (const std::string& line : lines) out_ << OneLine("  " + line) << "\n";
+}
+
+std::string TextReport::CpuWaits(bool delayed) const {
+  constexpr size_t kShown = 4;
+  std::vector<const CpuWait*> listed;
+  for (const CpuWait& wait : analysis_.cpu_waits) {
+    if (delayed ? wait.latency_sensitive : wait.short_of_cpu) listed.push_back(&wait);
+  }
+  if (delayed) {
+    std::stable_sort(listed.begin(), listed.end(), [](const CpuWait* a, const CpuWait* b) {
+      return a->delayed_ns() > b->delayed_ns();
+    });
+  }
+  std::string text;
+  for (size_t i = 0; i < std::min(kShown, listed.size()); ++i) {
+    const CpuWait& wait = *listed[i];
+    // Delayed: one thread a line, each line under the heading.
+    const char* separator = delayed ? "\n       " : i == 0 ? "" : ", ";
+    text += separator + Thread(wait.tid) + " " +
+            FormatDuration(delayed ? wait.delayed_ns() : wait.runnable_ns);
+    if (!delayed) continue;
+    std::vector<std::string> how;
+    if (wait.after_wakeup_ns > 0) {
+      how.push_back("woken, it waited for a CPU " + FormatDuration(wait.after_wakeup_ns) + " (" +
+                    std::to_string(wait.wakeups) + " wakeup" + (wait.wakeups == 1 ? "" : "s") +
+                    ", longest " + FormatDuration(wait.longest_after_wakeup_ns) + ")");
+    }
+    if (wait.held_up_ns > 0) {
+      std::string by =
+          "those it waited for were runnable " + FormatDuration(wait.held_up_ns) + " (";
+      for (size_t b = 0; b < std::min<size_t>(3, wait.held_up_by.size()); ++b)
+        by += (b == 0 ? "" : ", ") + Thread(wait.held_up_by[b].first);
+      if (wait.held_up_by.size() > 3)
+        by += " and " + std::to_string(wait.held_up_by.size() - 3) + " more";
+      how.push_back(by + ")");
+    }
+    text += ": ";
+    for (size_t h = 0; h < how.size(); ++h) text += (h == 0 ? "" : ", ") + how[h];
+  }
+  if (listed.size() > kShown)
+    text += std::string(delayed ? "\n       and " : " and ") +
+            std::to_string(listed.size() - kShown) + " more";
+  return text;
+}
+
+// "ended by X asleep 3 ms, waiting for lock L" and each next link on its own line, the root marked;
+// each link with the Python stack it had when it ended the wait before it, the root with what it
+// was running.
+void TextReport::Chain(const std::vector<ChainLink>& chain, const char* indent,
+                       uint32_t deadlock_tid, const Wait* first) {
+  const std::string under = std::string(indent) + "    ";
+  const Wait* previous = first;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const char* step = chain[i].creator ? "  created by "
+                       : i == 0         ? (chain[i].owner ? "held by " : "ended by ")
+                                        : "  who waited for ";
+    out_ << indent << step << DescribeLink(session_, chain[i], LockNames());
+    if (i + 1 == chain.size()) out_ << (deadlock_tid != 0 ? "" : "  <- root");
+    out_ << "\n";
+    // A waker's stack at the wakeup is where it released the previous link.
+    if (previous != nullptr && !chain[i].creator && previous->waker_tid == chain[i].tid &&
+        !released_told_.contains(previous))
+      PythonStackAt(previous->waker_python_stack, under, "released at ");
+    if (i + 1 == chain.size() && deadlock_tid == 0) RootStack(chain[i], under);
+    previous = chain[i].wait ? &*chain[i].wait : nullptr;
+  }
+  if (deadlock_tid != 0) {
+    out_ << indent << "  who waited for a lock held by " << Thread(deadlock_tid)
+         << "  <- DEADLOCK: the waits form a cycle\n";
+  }
+}
+
+// Each cause the summary ranked, with what it explains; the freezes and gaps it caused are
+// referred to by number.
+void TextReport::Causes() {
+  out_ << "\nCAUSES\n";
+  if (!analysis_.kernel_recorded) {
+    out_ << "  the kernel was not recorded: waits cannot be explained (run as root, or give "
+            "gprof-run CAP_BPF and CAP_PERFMON)\n";
+  }
+  if (std::string cost = DescribeProfilerCost(session_, analysis_); !cost.empty())
+    out_ << "  " << cost << "\n";
+  for (size_t i = 0; i < causes_shown_; ++i) {
+    const Cause& cause = analysis_.causes[i];
+    out_ << "  cause " << i + 1 << " [" << ClassOf(cause) << "] " << CauseWhat(cause) << "\n";
+    std::vector<std::string> facts;
+    if (cause.gpu_idle_ns > 0) {
+      facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
+                      std::to_string(cause.gaps.size()) + " gap" +
+                      (cause.gaps.size() == 1 ? "" : "s"));
+    }
+    if (cause.wait_count > 0) {
+      std::string blocked = std::to_string(cause.tids.size()) + " thread" +
+                            (cause.tids.size() == 1 ? "" : "s") + " " +
+                            (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") + " " +
+                            FormatDuration(cause.blocked_ns);
+      if (cause.wait_class != WaitClass::kCpu) {
+        blocked += " in " + std::to_string(cause.wait_count) + " wait" +
+                   (cause.wait_count == 1 ? "" : "s") + " (longest " +
+                   FormatDuration(cause.longest_ns) + ")";
+      }
+      facts.push_back(
+          blocked + ": " +
+          (cause.wait_class == WaitClass::kCpu ? CpuWaits(false) : Threads(cause.tids)));
+    }
+    for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
+    if (!facts.empty()) out_ << "\n";
+    if (cause.wait_class == WaitClass::kCpu) {
+      if (std::string delayed = CpuWaits(true); !delayed.empty())
+        out_ << "     waits held up for want of a CPU:" << delayed << "\n";
+    }
+    if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
+      out_ << "     held by " << Thread(cause.holder_tid) << "\n";
+    // Where its longest wait waited, and where the holder released the longest it ended (a
+    // waiter that passed the lock on released it too, but the holder is the one to read).
+    const Stall* longest = nullptr;
+    const Stall* released = nullptr;
+    for (int s : cause.stalls) {
+      const Stall& stall = analysis_.stalls[s];
+      if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
+      if (stall.wait.waker_python_stack != nullptr && stall.wait.waker_tid == cause.holder_tid &&
+          (released == nullptr || stall.asleep_ns() > released->asleep_ns()))
+        released = &stall;
+    }
+    if (longest != nullptr) {
+      if (longest->wait.python_stack != nullptr) waited_told_.insert(&longest->wait);
+      PythonStackAt(longest->wait.python_stack, "     ", "waited at   ");
+      if (released == nullptr) released = longest;
+      if (released->wait.waker_python_stack != nullptr) released_told_.insert(&released->wait);
+      PythonStackAt(released->wait.waker_python_stack, "     ",
+                    released->wait.waker_tid == cause.holder_tid
+                        ? "released at "
+                        : "woken at    ");  // by another waiter passing it on
+    }
+    for (int s : cause.stalls) {
+      const Stall& stall = analysis_.stalls[s];
+      if (!InDeadlock(stall)) continue;
+      out_ << "     DEADLOCK: " << DescribeDeadlock(session_, stall) << "\n";
+      break;
+    }
+    if (cause.root) {
+      out_ << "     root: " << DescribeLink(session_, *cause.root, LockNames()) << "\n";
+      RootStack(*cause.root, "           ");
+    }
+    if (!cause.freezes.empty()) out_ << "     froze: " << FreezeRefs(cause.freezes) << "\n";
+  }
+  if (analysis_.causes.empty() && analysis_.kernel_recorded) {
+    out_ << "  no contention: no thread waited " << FormatDuration(analysis_.options.threshold_ns)
+         << " or more on a lock, the GIL, the kernel or the GPU driver, ";
+    if (analysis_.cpu_waits.empty()) {
+      out_ << "no thread lacked a CPU";
+    } else {
+      // Threads that waited for a CPU, but held no wait up by it.
+      out_ << "or on a thread that lacked a CPU\n  waiting for a CPU in all: ";
+      for (size_t i = 0; i < std::min<size_t>(4, analysis_.cpu_waits.size()); ++i) {
+        const CpuWait& wait = analysis_.cpu_waits[i];
+        out_ << (i == 0 ? "" : ", ") << Thread(wait.tid) << " " << FormatDuration(wait.runnable_ns);
+        if (wait.life_ns > 0)
+          out_ << ", " << wait.runnable_ns * 100 / wait.life_ns << "% of its time";
+      }
+      if (analysis_.cpu_waits.size() > 4)
+        out_ << " and " << analysis_.cpu_waits.size() - 4 << " more";
+    }
+    if (analysis_.gaps.empty() && AnyGpu()) out_ << ", and no GPU was idle between its work";
+    out_ << "\n";
+  }
+  if (analysis_.causes.size() > causes_shown_)
+    out_ << "  ... " << analysis_.causes.size() - causes_shown_ << " more in report.json\n";
+}
+
+// Every freeze once, numbered: the threads, the cause, the chain of its longest wait, and for the
+// slow CUDA calls among its waits who held the lock and what it and they were doing.
+void TextReport::Freezes() {
+  if (freezes_.empty()) return;
+  out_ << "\nFREEZES: threads blocked at once on one object, longest first\n";
+  for (size_t i = 0; i < freezes_shown_; ++i) {
+    const NumberedFreeze& numbered = freezes_[i];
+    if (numbered.of_stalls) {
+      const Freeze& freeze = *numbered.of_stalls;
+      out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
+           << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << Threads(freeze.tids, 6)
+           << "\n";
+      FreezeLines(freeze);
+      if (numbered.of_calls) FreezeDetail(*numbered.of_calls, false);
+    } else {
+      const Freeze& freeze = *numbered.of_calls;
+      out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
+           << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << freeze.thread_count()
+           << " threads blocked on "
+           << (freeze.object.kind == WaitKind::kFutex || freeze.object.kind == WaitKind::kKernelLock
+                   ? "one lock"
+                   : "one wait")
+           << "\n";
+      FreezeDetail(freeze, true);
+    }
+  }
+  if (freezes_shown_ < freezes_.size()) {
+    out_ << "\n(" << freezes_.size() - freezes_shown_ << " more freezes in report.json)\n";
+  }
+}
+
+void TextReport::FreezeLines(const Freeze& freeze) {
+  if (freeze.cause >= 0) {
+    const Cause& cause = analysis_.causes[freeze.cause];
+    out_ << "     all waited on " << CauseWhat(cause) << " [" << ClassOf(cause) << "], "
+         << CauseRef(freeze.cause) << "\n";
+  }
+  // The longest wait of the freeze, with its chain.
+  const Stall* longest = nullptr;
+  for (int s : freeze.stalls) {
+    const Stall& stall = analysis_.stalls[s];
+    if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
+  }
+  if (longest != nullptr) {
+    out_ << "     longest: " << Thread(longest->tid) << " asleep "
+         << FormatDuration(longest->asleep_ns());
+    if (longest->call != nullptr) out_ << " in " << session_.ApiName(*longest->call);
+    out_ << "\n";
+    WaitedAt(longest->wait, "       ");
+    Chain(longest->chain, "       ", longest->deadlock_tid, &longest->wait);
+  }
+}
+
+void TextReport::FreezeDetail(const Freeze& freeze, bool with_heading) {
+  if (with_heading) {
+    out_ << "  on       " << ObjectWords(session_, freeze.object, LockNames());
+    if (freeze.object.kind != WaitKind::kKernelLock) out_ << ", pid " << freeze.object.pid;
+    out_ << "\n";
+  }
+  FreezeHolder(freeze);
+  const char* label = "  blocked  ";
+  for (const FreezeMember& member : freeze.members) {
+    const BlockedCall& blocked = analysis_.blocked_calls[member.blocked_call];
+    out_ << label << Thread(blocked.call->tid) << " in " << Call(*blocked.call);
+    if (member.woken_by_tid != 0) {
+      out_ << ", released by " << Thread(member.woken_by_tid);
+      if (member.passed_on) out_ << ", who waited on it too and passed it on";
+    }
+    out_ << "\n             " << Breakdown(blocked) << "\n";
+    StackLine(*blocked.call, "             ");
+    label = "           ";
+  }
+}
+
+void TextReport::FreezeHolder(const Freeze& freeze) {
+  if (!freeze.holder) {
+    out_ << "  holder   unknown: no recorded thread released the waiters\n";
+    return;
+  }
+  const HolderActivity& holder = *freeze.holder;
+  out_ << "  holder   " << Thread(holder.tid) << " held it "
+       << FormatDuration(holder.release_ns - holder.hold_start_ns) << " and released it at "
+       << FormatOffset(session_, holder.release_ns);
+  if (holder.call != nullptr) {
+    out_ << ", inside " << Call(*holder.call) << "\n";
+    StackLine(*holder.call, "             ");
+  } else {
+    out_ << ", outside any CUDA call\n";
+  }
+  HolderMeantime(holder);
+  if (holder.gpu) {
+    out_ << "  gpu      "
+         << DescribeGpuDuring(session_, *holder.gpu, HolderGpuWindow(session_, holder), true)
+         << "\n";
+  }
+}
+
+void TextReport::HolderMeantime(const HolderActivity& holder) {
+  uint64_t span = holder.on_cpu_ns + holder.asleep_ns + holder.runnable_ns;
+  if (span == 0) return;
+  out_ << "  meantime ";
+  if (holder.own_wait && holder.asleep_ns >= holder.on_cpu_ns) {
+    out_ << "the holder was "
+         << SleptWords(session_, *holder.own_wait, WaitClass::kOther, holder.asleep_ns,
+                       LockNames());
+    if (holder.own_waker_tid != 0 || !holder.own_waker_comm.empty()) {
+      out_ << ", " << Waker(holder.own_waker_tid, holder.own_waker_comm, nullptr);
+    }
+    out_ << "; on CPU " << FormatDuration(holder.on_cpu_ns) << "\n";
+  } else {
+    out_ << "the holder was on CPU " << FormatDuration(holder.on_cpu_ns)
+         << " (working or spinning while holding it)";
+    if (holder.asleep_ns > 0) out_ << ", asleep " << FormatDuration(holder.asleep_ns);
+    if (holder.runnable_ns > 0)
+      out_ << ", waiting for a CPU " << FormatDuration(holder.runnable_ns);
+    out_ << "\n";
+  }
+}
+
+std::string TextReport::Breakdown(const BlockedCall& blocked) const {
+  std::ostringstream text;
+  if (blocked.main_object) {
+    const Wait* longest = LongestWaitOn(blocked.waits, *blocked.main_object);
+    text << SleptWords(session_, *blocked.main_object,
+                       longest != nullptr ? longest->wait_class : WaitClass::kOther,
+                       blocked.main_object_ns, LockNames());
+    if (longest != nullptr) text << " [" << WaitClassName(longest->wait_class) << "]";
+    // The longest sleep on it decided the call: its lock's owner is the one to name.
+    if (longest != nullptr) {
+      std::string owner = LockOwnerText(session_, *longest);
+      if (!owner.empty()) text << ", " << owner;
+    }
+    if (blocked.asleep_ns > blocked.main_object_ns) {
+      text << " (+" << FormatDuration(blocked.asleep_ns - blocked.main_object_ns) << " elsewhere)";
+    }
+    text << ", ";
+  }
+  text << "on CPU " << FormatDuration(blocked.on_cpu_ns);
+  if (blocked.runnable_ns > 0)
+    text << ", waiting for a CPU " << FormatDuration(blocked.runnable_ns);
+  return text.str();
+}
+
+void TextReport::Gaps() {
+  if (analysis_.gaps.empty()) return;
+  uint64_t total = 0;
+  std::vector<uint64_t> device_total(analysis_.devices.size());
+  std::vector<size_t> device_gaps(analysis_.devices.size());
+  for (const GpuGap& gap : analysis_.gaps) {
+    total += gap.duration();
+    device_total[gap.device] += gap.duration();
+    ++device_gaps[gap.device];
+  }
+  std::vector<const GpuGap*> order;
+  for (const GpuGap& gap : analysis_.gaps) order.push_back(&gap);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* a, const auto* b) { return a->duration() > b->duration(); });
+  out_ << "\nGPU GAPS: " << analysis_.gaps.size() << " intervals of "
+       << FormatDuration(analysis_.options.gap_threshold_ns)
+       << " or more in which a GPU ran nothing, " << FormatDuration(total) << " in all";
+  if (analysis_.devices.size() > 1) {
+    for (size_t d = 0; d < analysis_.devices.size(); ++d) {
+      if (device_gaps[d] == 0) continue;
+      out_ << "; " << GpuDeviceName(analysis_.devices[d], analysis_.devices) << ": "
+           << FormatDuration(device_total[d]) << " in " << device_gaps[d];
+    }
+  }
+  out_ << "; the longest:\n";
+  for (size_t i = 0; i < std::min(order.size(), kGapsShown); ++i) {
+    const GpuGap& gap = *order[i];
+    out_ << "  at " << FormatOffset(session_, gap.start_ns) << ", "
+         << FormatDuration(gap.duration()) << ", "
+         << GpuDeviceName(analysis_.devices[gap.device], analysis_.devices) << ": after "
+         << ShortCppName(GpuActivityName(session_, *gap.before)) << " on stream "
+         << gap.before->stream_id << ", before "
+         << ShortCppName(GpuActivityName(session_, *gap.after)) << " on stream " << gap.stream_id;
+    if (gap.after_call != nullptr)
+      out_ << " (" << session_.ApiName(*gap.after_call) << " at "
+           << FormatOffset(session_, gap.after_call->enter_ns) << ")";
+    out_ << "\n";
+    std::string cause = gap.cause >= 0 ? "; " + CauseRef(gap.cause) : "";
+    if (gap.gpu_side) {
+      out_ << "     queued in time: the GPU side held it" << cause << "\n";
+    } else if (gap.late_thread) {
+      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread, LockNames());
+      if (gap.module_load_ns > 0)
+        out_ << "; the driver spent " << FormatDuration(gap.module_load_ns)
+             << " of the wait loading a CUDA module";
+      out_ << cause << "\n";
+      if (gap.stall >= 0) {
+        const Stall& stall = analysis_.stalls[gap.stall];
+        // Told with its freeze where it froze with others.
+        if (stall.freeze >= 0 &&
+            stall_freeze_number_.at(&analysis_.freezes[stall.freeze]) <= freezes_shown_) {
+          out_ << "       in freeze " << stall_freeze_number_.at(&analysis_.freezes[stall.freeze])
+               << "\n";
+        } else {
+          WaitedAt(stall.wait, "       ");
+          Chain(stall.chain, "       ", stall.deadlock_tid, &stall.wait);
+        }
+      }
+    } else {
+      out_ << "     the call that launched the next work was not recorded" << cause << "\n";
+    }
+  }
+}
+
+// Long waits that were no contention: a handoff (a condition variable, a join, a pipe or socket
+// read, a child's exit) ended by another thread of the program, or the driver's event thread
+// polling its device. Not ranked as causes (threads idle this way by design), listed so that "who
+// made it wait" is answered for them too. Those no thread of the program ended (sleeps, timeouts,
+// I/O from outside) are counted by class, with the longest of each.
+void TextReport::Handoffs() {
+  std::vector<const Stall*> handoffs;
+  std::map<WaitClass, std::vector<const Stall*>> unended;
+  for (const Stall& stall : analysis_.stalls) {
+    if (stall.cause >= 0 || stall.profiler_tid != 0) continue;  // gprof-run's: said once above
+    if (!stall.chain.empty()) {
+      handoffs.push_back(&stall);
+    } else if (!IsIdleWait(stall)) {
+      unended[stall.wait_class].push_back(&stall);
+    }
+  }
+  if (handoffs.empty() && unended.empty()) return;
+  auto longer = [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); };
+  auto where = [&](const Stall& stall) {
+    std::string text =
+        Thread(stall.tid) + " at " + FormatOffset(session_, stall.wait.start_ns) + " " +
+        SleptWords(session_, stall.wait.object, stall.wait_class, stall.asleep_ns(), LockNames()) +
+        " [" + WaitClassName(stall.wait_class) + "]";
+    if (stall.call != nullptr) text += " in " + session_.ApiName(*stall.call);
+    return text;
+  };
+  std::stable_sort(handoffs.begin(), handoffs.end(), longer);
+  out_ << "\nOTHER LONG WAITS: " << handoffs.size()
+       << " handoffs (a thread waiting for another's signal, not contention)";
+  out_ << (handoffs.empty() ? "\n" : "; the longest:\n");
+  for (size_t i = 0; i < std::min(kHandoffsShown, handoffs.size()); ++i) {
+    out_ << "  " << where(*handoffs[i]) << "\n";
+    WaitedAt(handoffs[i]->wait, "     ");
+    Chain(handoffs[i]->chain, "     ", handoffs[i]->deadlock_tid, &handoffs[i]->wait);
+  }
+  for (auto& [wait_class, stalls] : unended) {
+    uint64_t total_ns = 0;
+    for (const Stall* stall : stalls) total_ns += stall->asleep_ns();
+    const Stall& longest = **std::min_element(stalls.begin(), stalls.end(), longer);
+    out_ << "  " << stalls.size() << " [" << WaitClassName(wait_class) << "] wait"
+         << (stalls.size() == 1 ? "" : "s") << " no thread of the program ended, "
+         << FormatDuration(total_ns) << " in all; the longest: " << where(longest) << "\n";
+  }
+}
+
+void TextReport::OtherSlowCalls() {
+  // Sorted by a copy of each duration: the calls are far apart in a session's records, which may
+  // be in spill files (record_storage.h), and a sort reads its keys many times over.
+  std::vector<std::pair<uint64_t, const BlockedCall*>> by_duration;
+  for (const BlockedCall& blocked : analysis_.blocked_calls) {
+    if (blocked.freeze < 0) by_duration.emplace_back(blocked.call->duration(), &blocked);
+  }
+  if (by_duration.empty()) return;
+  std::stable_sort(by_duration.begin(), by_duration.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  size_t shown = std::min(by_duration.size(), options_.max_listed);
+  out_ << "\nSLOW CUDA CALLS not blocked in a freeze, longest first";
+  if (shown < by_duration.size())
+    out_ << " (" << shown << " of " << by_duration.size() << "; all in report.json)";
+  out_ << "\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const BlockedCall& blocked = *by_duration[i].second;
+    out_ << "  " << Thread(blocked.call->tid) << " in " << Call(*blocked.call) << "\n      "
+         << Breakdown(blocked) << "\n";
+    // A freeze's holder: its stack and GPU are told with the freeze.
+    if (auto held = held_by_.find(blocked.call); held != held_by_.end()) {
+      out_ << "      it held the lock of freeze " << held->second
+           << " meanwhile (its stack and the GPU are there)\n";
+      continue;
+    }
+    // The wait that decided the call: the longest sleep on its main object.
+    const Wait* longest =
+        blocked.main_object ? LongestWaitOn(blocked.waits, *blocked.main_object) : nullptr;
+    if (longest != nullptr && (longest->waker_tid != 0 || !longest->waker_comm.empty())) {
+      out_ << "      " << Waker(longest->waker_tid, longest->waker_comm, longest->waker_call)
+           << "\n";
+    }
+    if (longest != nullptr) {
+      UserStackLine(*longest, "      ");
+      PythonStackAt(longest->waker_python_stack, "      ", "released at ");
+    }
+    if (blocked.gpu)
+      out_ << "      " << DescribeGpuDuring(session_, *blocked.gpu, "the call", true) << "\n";
+    StackLine(*blocked.call, "      ");
+  }
+}
+
+// The tables of `nsys stats`: the first kTableRows rows by total time, report.json has them all.
+void TextReport::Tables() {
+  auto row = [](const std::vector<std::string>& cells) {
+    static constexpr size_t kWidths[] = {10, 9, 10, 10, 10};
+    std::string text = "  ";
+    for (size_t i = 0; i + 1 < cells.size(); ++i) {
+      size_t width = i < std::size(kWidths) ? kWidths[i] : 10;
+      text +=
+          std::string(width > cells[i].size() ? width - cells[i].size() : 0, ' ') + cells[i] + " ";
+    }
+    return OneLine(text + " " + cells.back());
+  };
+  std::vector<ApiCallRow> calls = ApiCallTable(session_);
+  if (!calls.empty()) {
+    out_ << "\nCUDA API CALLS by total time";
+    if (calls.size() > kTableRows)
+      out_ << " (" << kTableRows << " of " << calls.size() << "; all in report.json)";
+    out_ << "\n" << row({"total", "count", "median", "max", "blocked", "name"}) << "\n";
+    for (size_t i = 0; i < std::min(kTableRows, calls.size()); ++i) {
+      const ApiCallRow& call = calls[i];
+      out_ << row({FormatDuration(call.total_ns), WithThousands(call.count),
+                   FormatDuration(call.median_ns), FormatDuration(call.max_ns),
+                   FormatDuration(call.blocked_ns), call.name})
+           << "\n";
+    }
+  }
+  std::vector<KernelRow> kernels = KernelTable(session_);
+  if (!kernels.empty()) {
+    out_ << "\nGPU KERNELS by total time";
+    if (kernels.size() > kTableRows)
+      out_ << " (" << kTableRows << " of " << kernels.size() << "; all in report.json)";
+    out_ << "\n" << row({"total", "count", "median", "max", "name"}) << "\n";
+    for (size_t i = 0; i < std::min(kTableRows, kernels.size()); ++i) {
+      const KernelRow& kernel = kernels[i];
+      out_ << row({FormatDuration(kernel.total_ns), WithThousands(kernel.count),
+                   FormatDuration(kernel.median_ns), FormatDuration(kernel.max_ns),
+                   ShortCppName(kernel.name)})
+           << "\n";
+    }
+  }
+}
+
+// What the classes in brackets mean, those the text used.
+void TextReport::Legend() {
+  static constexpr std::pair<const char*, const char*> kMeanings[] = {
+      {"host late", "the GPU ran out of work because the thread that launches it was late"},
+      {"CPU", "threads ready to run waited for a CPU: too few CPUs for them"},
+      {"user lock", "a lock of the program or a library (a pthread mutex, std::mutex, a futex)"},
+      {"condition variable", "waiting for another thread's signal: a condition, join or event"},
+      {"Python GIL", "waiting for CPython's global interpreter lock"},
+      {"kernel lock", "a lock inside the kernel (a process's mmap_lock, a kernel mutex)"},
+      {"GPU driver", "a system call on a GPU device file (ioctl, poll on nvidia*)"},
+      {"page fault", "a slow page fault"},
+      {"I/O", "disk, pipes, sockets, poll"},
+      {"sleep", "asked to sleep, or a timed wait that nobody ended"},
+      {"other", "none of those"},
+  };
+  const std::string text = out_.str();
+  std::vector<std::string> used;
+  for (const auto& [name, meaning] : kMeanings) {
+    if (text.find("[" + std::string(name) + "]") != std::string::npos)
+      used.push_back(std::string("  [") + name + "] " + meaning + "\n");
+  }
+  if (used.empty()) return;
+  out_ << "\nLEGEND of the [classes]\n";
+  for (const std::string& line : used) out_ << line;
+}
+
+}  // namespace
+
+std::string RenderTextReport(const Session& session, const Analysis& analysis,
+                             const ReportOptions& options) {
+  return TextReport(session, analysis, options).Render();
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,96 @@
+#include "inject/session_control.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace gprof {
+
+SessionControl::~SessionControl() { DetachSharedSegment(state_); }
+
+int SessionControl::Create(int uid, int gid) {
+  if (state_ != nullptr) return EBUSY;
+  void* memory = nullptr;
+  // Zeroed, then the header: every atomic's initial state is all-zero bytes.
+  int error = CreateSharedSegment(sizeof(SessionControlState), kSessionControlMagic, uid, gid,
+                                  &memory, &handle_);
+  if (error != 0) return error;
+  state_ = static_cast<SessionControlState*>(memory);
+  return 0;
+}
+
+int SessionControl::Attach(const char* handle) {
+  if (state_ != nullptr) return EBUSY;
+  void* memory = nullptr;
+  int error =
+      AttachSharedSegment(handle, sizeof(SessionControlState), kSessionControlMagic, &memory);
+  if (error != 0) return error;
+  state_ = static_cast<SessionControlState*>(memory);
+  handle_ = handle;
+  return 0;
+}
+
+int SessionControl::Register(uint32_t pid, uint64_t start_ticks) {
+  if (state_ == nullptr) return kUnslotted;
+  int slot = kUnslotted;
+  for (uint32_t i = 0; i < SessionControlState::kWriters; ++i) {
+    uint32_t free = 0;
+    if (state_->writers[i].pid.compare_exchange_strong(free, pid, std::memory_order_seq_cst)) {
+      state_->writers[i].start_ticks.store(start_ticks, std::memory_order_release);
+      slot = static_cast<int>(i);
+      break;
+    }
+  }
+  if (slot == kUnslotted) state_->unslotted_writers.fetch_add(1, std::memory_order_seq_cst);
+  // After the slot is taken: gprof-run sets the flag before it reads the slots.
+  if (state_->closing_at_ns.load(std::memory_order_seq_cst) != 0) {
+    Unregister(slot);
+    return kClosed;
+  }
+  return slot;
+}
+
+void SessionControl::Unregister(int slot) {
+  if (state_ == nullptr || slot == kClosed) return;
+  if (slot == kUnslotted) {
+    state_->unslotted_writers.fetch_sub(1, std::memory_order_seq_cst);
+    return;
+  }
+  state_->writers[slot].start_ticks.store(0, std::memory_order_relaxed);
+  state_->writers[slot].pid.store(0, std::memory_order_seq_cst);
+}
+
+bool SessionControl::closing() const {
+  return state_ != nullptr && state_->closing_at_ns.load(std::memory_order_seq_cst) != 0;
+}
+
+void SessionControl::Note(uint32_t pid, const char* file, format::StopCause cause, int error,
+                          uint64_t time_ns, uint64_t records_lost) {
+  if (state_ == nullptr) return;
+  uint64_t index = state_->notes_taken.fetch_add(1, std::memory_order_acq_rel);
+  if (index >= SessionControlState::kNotes) return;
+  SessionControlState::Note& note = state_->notes[index];
+  note.pid = pid;
+  note.time_ns = time_ns;
+  note.cause = static_cast<uint32_t>(cause);
+  note.error = error;
+  note.records_lost = records_lost;
+  memset(note.file, 0, sizeof(note.file));
+  strncpy(note.file, file, sizeof(note.file) - 1);
+  note.ready.store(1, std::memory_order_release);
+}
+
+void SessionControl::Close(uint64_t now_ns) {
+  if (state_ == nullptr) return;
+  uint64_t open = 0;
+  state_->closing_at_ns.compare_exchange_strong(open, now_ns, std::memory_order_seq_cst);
+}
+
+uint64_t SessionControl::closing_at_ns() const {
+  return state_ != nullptr ? state_->closing_at_ns.load(std::memory_order_seq_cst) : 0;
+}
+
+uint64_t SessionControl::unslotted_writers() const {
+  return state_ != nullptr ? state_->unslotted_writers.load(std::memory_order_seq_cst) : 0;
+}
+
+}  // namespace gprof

@@ -1,0 +1,122 @@
+// The session's control: one small segment of shared memory (shared_segment.h) that gprof-run
+// makes for every run and that each writer of the injected library attaches, like the size budget
+// in recording_limits.h. Through it:
+//
+// - gprof-run closes the session once the command's own process has ended. A writer sees that on
+//   its next pass (at most its flush interval later), writes what it holds and a
+//   RecordingStoppedRecord (StopCause::kSessionClosed), and closes its file; a process that starts
+//   recording later sees it before it creates a file and records nothing. So nothing is written
+//   into the session after gprof-run has collected it, and no line reaches the program's stderr
+//   when gprof-run ended normally (only a gprof-run that is gone without closing is reported so).
+// - gprof-run knows which writers still have their file open: each holds a slot (its pid and start
+//   time) from before it creates its file until after it has closed it. The slot is taken before
+//   the closing flag is read and the flag is set before the slots are read, so either gprof-run
+//   sees the writer or the writer sees the flag.
+// - a writer leaves a note where its own file cannot hold why it stopped (no room even for the
+//   stop record, or the file could not be created or reopened); gprof-run puts those in
+//   session.json.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "inject/format/session_format.h"
+#include "inject/shared_segment.h"
+
+namespace gprof {
+
+// Environment of the target: the control's segment handle; unset: the library runs without
+// gprof-run.
+inline constexpr char kSessionControlEnv[] = "GPROF_SESSION_CONTROL";
+inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '2'};
+
+struct SessionControlState {
+  struct Writer {
+    std::atomic<uint32_t> pid;  // 0: free
+    uint32_t reserved;
+    std::atomic<uint64_t> start_ticks;  // /proc/<pid>/stat's start time; 0: not written yet
+  };
+  struct Note {
+    std::atomic<uint32_t> ready;  // 1 once the fields below are written
+    uint32_t pid;
+    uint64_t time_ns;
+    uint32_t cause;  // format::StopCause
+    int32_t error;   // errno, or 0
+    uint64_t records_lost;
+    char file[32];  // the session file's name, NUL-terminated
+  };
+  static constexpr uint32_t kWriters = 512;
+  static constexpr uint32_t kNotes = 64;
+
+  SharedSegmentHeader header;               // kSessionControlMagic
+  std::atomic<uint64_t> closing_at_ns;      // CLOCK_MONOTONIC when gprof-run closed it; 0: open
+  std::atomic<uint64_t> unslotted_writers;  // open writers that found every slot taken
+  std::atomic<uint64_t> notes_taken;        // may pass kNotes: the rest are counted only
+  Writer writers[kWriters];
+  Note notes[kNotes];
+};
+static_assert(sizeof(SessionControlState::Writer) == 16);
+static_assert(sizeof(SessionControlState::Note) == 64);
+static_assert(sizeof(SessionControlState) == 40 + 512 * 16 + 64 * 64);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
+
+// One mapping of the control file. Not copyable; no exceptions, no allocation.
+class SessionControl {
+ public:
+  SessionControl() = default;
+  ~SessionControl();
+  SessionControl(const SessionControl&) = delete;
+  SessionControl& operator=(const SessionControl&) = delete;
+
+  // gprof-run: makes the control, owned by `uid`:`gid` (-1: this process's), and attaches it;
+  // handle() names it for the writers. It lasts while one process holds it. Returns 0 or an
+  // errno.
+  int Create(int uid = -1, int gid = -1);
+  const std::string& handle() const { return handle_; }
+  // A writer: attaches the control `handle` names. Returns 0 or an errno.
+  int Attach(const char* handle);
+  bool attached() const { return state_ != nullptr; }
+
+  // --- a writer ---
+  static constexpr int kClosed = -2;  // Register: the session is closed; nothing was taken
+  static constexpr int kUnslotted = -1;
+  // Before the file is created: a slot index, kUnslotted (counted), or kClosed.
+  int Register(uint32_t pid, uint64_t start_ticks);
+  // After the file is closed (or was never created).
+  void Unregister(int slot);
+  bool closing() const;
+  // A stop that the writer's own file does not hold.
+  void Note(uint32_t pid, const char* file, format::StopCause cause, int error, uint64_t time_ns,
+            uint64_t records_lost);
+
+  // --- gprof-run ---
+  void Close(uint64_t now_ns);
+  uint64_t closing_at_ns() const;
+  // Calls `f(pid, start_ticks)` for each slot taken now.
+  template <typename F>
+  void ForEachWriter(F f) const {
+    if (state_ == nullptr) return;
+    for (auto& writer : state_->writers) {
+      uint32_t pid = writer.pid.load(std::memory_order_seq_cst);
+      if (pid != 0) f(pid, writer.start_ticks.load(std::memory_order_acquire));
+    }
+  }
+  uint64_t unslotted_writers() const;
+  // Calls `f(note)` for each note written; returns how many more were taken than kept.
+  template <typename F>
+  uint64_t ForEachNote(F f) const {
+    if (state_ == nullptr) return 0;
+    uint64_t taken = state_->notes_taken.load(std::memory_order_acquire);
+    for (uint64_t i = 0; i < taken && i < SessionControlState::kNotes; ++i) {
+      if (state_->notes[i].ready.load(std::memory_order_acquire) == 1) f(state_->notes[i]);
+    }
+    return taken > SessionControlState::kNotes ? taken - SessionControlState::kNotes : 0;
+  }
+
+ private:
+  SessionControlState* state_ = nullptr;
+  std::string handle_;
+};
+
+}  // namespace gprof

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One device call on the GPU machine, from the repository root, with .gpu/ from scripts/gpu/bundle.sh
+# carried (BUILD=build-lead scripts/gpu/bundle.sh here first). Each part is capped with timeout so
+# that the call stays under the device's 10 minutes; the results come back as one archive,
+# $OUT/results.tar.gz, and $OUT/summary.txt (the device returns at most 8 files).
+#   scripts/gpu/run_all.sh validate   never blaming itself, GPU idle per device, the driver lock's
+#                                     freeze, Python stacks on real CUDA (about 9 minutes)
+#   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
+#                                     Python stacks' cost, the H200 freeze's report.html
+#   scripts/gpu/run_all.sh PART...    the parts named (self_blame gpu_idle freeze python_stacks
+#                                     short_waits python_cost kernel_cost)
+set -u
+out=${OUT:-/tmp/gprof-gpu}
+results=$out/results
+mkdir -p "$results"
+work=$(mktemp -d)
+[ -e build-lead ] || ln -s .gpu/build build-lead
+summary=$out/summary.txt
+: > "$summary"
+
+part() {  # part NAME SECONDS COMMAND...: runs COMMAND capped, its output in results/NAME.log
+  local name=$1 seconds=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$seconds" "$@" > "$results/$name.log" 2>&1
+  echo "$name: status $? after $((SECONDS - start)) s" | tee -a "$summary"
+}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,uuid --format=csv,noheader
+  uname -r
+} >> "$summary" 2>&1
+
+run() {
+  case $1 in
+    self_blame) part self_blame 170 env OUT="$results" scripts/gpu/validate_self_blame.sh ;;
+    gpu_idle) part gpu_idle 170 env OUT="$results" scripts/gpu/validate_gpu_idle.sh ;;
+    freeze)
+      # The driver's lock: cudaFree waits for the GPU while other threads launch; the lock is
+      # named in libcuda and its holder is the thread in cudaFree. report.html comes back too.
+      part freeze 60 sh -c ".gpu/build/bin/gprof-run -o $work/freeze -- .gpu/cuda_free_freeze \
+        --rounds 8 --calls-out $work/calls.txt > $results/freeze_report.txt 2>&1; \
+        python3 scripts/gpu/check_freeze_report.py $work/freeze/report.json $work/calls.txt cudaFree"
+      cp "$work/freeze/report.json" "$results/freeze.report.json" 2>/dev/null
+      cp "$work/freeze/report.html" "$results/freeze.report.html" 2>/dev/null
+      ;;
+    python_stacks) part python_stacks 150 env OUT="$results" ROUNDS=0 scripts/gpu/validate_python_stacks.sh ;;
+    short_waits)
+      part short_waits 330 env OUT="$work/short" scripts/gpu/bench_short_waits.sh 1 60
+      cp "$work/short"/short_waits.* "$work/short"/gpu.txt "$results/" 2>/dev/null
+      for f in "$work/short"/resnet50-*/report.txt; do
+        [ -f "$f" ] && cp "$f" "$results/$(basename "$(dirname "$f")").report.txt"
+      done
+      ;;
+    python_cost)
+      part python_cost 200 python3 scripts/bench/gpu_overhead.py --rounds 2 \
+        --configs plain,gprof_full,gprof_full_nopy --gprof "$PWD/.gpu/build/bin/gprof-run" \
+        --workload-args "--ops 20000 --steps 10" --timeout 90 --json "$results/python_overhead.json"
+      ;;
+    kernel_cost)
+      # The kernel recorder's cost on hand-overs on a host with many idle CPUs: as it comes
+      # (idle CPUs sleep), then with idle CPUs polling (/dev/cpu_dma_latency 0). bpftool is the
+      # bundle's (the host has none), for the BPF run time per program.
+      for latency in default 0; do
+        local extra=()
+        [ "$latency" = 0 ] && extra=(--cpu-latency-us 0)
+        part "kernel_cost_latency_$latency" 270 env PATH="$PWD/.gpu/tools:$PATH" \
+          python3 scripts/bench/kernel_cost.py .gpu/build "${extra[@]}" --runs 11 --rounds 30000 \
+          --kinds futex,pipe --count-under 0,20 \
+          --stats-windows 3 --long-seconds 0 --json "$results/kernel_cost_latency_$latency.json"
+      done
+      { nproc; lscpu | grep -i 'model name'; cat /sys/devices/system/cpu/cpuidle/current_driver
+        grep . /sys/devices/system/cpu/cpu0/cpuidle/state*/name; } > "$results/host.txt" 2>&1
+      ;;
+    *) echo "run_all.sh: no part $1" | tee -a "$summary" ;;
+  esac
+}
+parts=("$@")
+case ${1:-validate} in
+  validate) parts=(self_blame gpu_idle freeze python_stacks) ;;
+  bench) parts=(short_waits python_cost freeze) ;;
+esac
+for name in "${parts[@]}"; do run "$name"; done
+tar czf "$out/results.tar.gz" -C "$out" results
+rm -rf "$results" "$work"
+ls -la "$out"

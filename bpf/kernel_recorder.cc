@@ -825,13 +825,19 @@ struct KernelRecorder::State {
         gprof_task_new record;
         memcpy(&record, data, sizeof(record));
         NoteStack(record.parent_kstack_id);
-        if (!(record.flags & GPROF_TASK_NEW_THREAD)) NoteProcess(record.pid);
+        if (!(record.flags & GPROF_TASK_NEW_THREAD)) {
+          NoteProcess(record.pid);
+          if (python) python->OnFork(record.pid, record.parent_pid);
+        }
         break;
       }
       case GPROF_REC_TASK_RENAME: {
         gprof_task_rename record;
         memcpy(&record, data, sizeof(record));
-        if (record.is_exec) NoteProcess(record.pid);
+        if (record.is_exec) {
+          NoteProcess(record.pid);
+          if (python) python->OnExec(record.pid);
+        }
         break;
       }
       case GPROF_REC_TASK_EXIT: {

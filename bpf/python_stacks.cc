@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <iterator>
 
@@ -113,12 +114,11 @@ void PythonStacks::OnStack(const gprof_python_stack& stack, const gprof_python_f
   auto found = processes_.find(stack.pid);
   if (found == processes_.end() || found->second.interpreter.status != GPROF_PY_READABLE) return;
   Process& process = found->second;
-  ProcessMemory memory(stack.pid);
   for (uint32_t i = 0; i < stack.depth; ++i) {
     const gprof_python_frame& frame = frames[i];
     if (!process.named.emplace(frame.code, frame.firstlineno, frame.tag).second) continue;
     PythonCode code =
-        ReadPythonCode(memory, process.interpreter, {frame.code, frame.firstlineno, frame.tag});
+        ReadCode(stack.pid, process.interpreter, {frame.code, frame.firstlineno, frame.tag});
     gprof_python_code record{};
     record.hdr.type = GPROF_REC_PYTHON_CODE;
     record.pid = stack.pid;
@@ -150,6 +150,24 @@ void PythonStacks::OnStack(const gprof_python_stack& stack, const gprof_python_f
     append_(buffer_.data(), buffer_.size());
   }
   if (process.thread_names.count(stack.tid) == 0) process.names_due = true;
+}
+
+PythonCode PythonStacks::ReadCode(uint32_t pid, const PythonInterpreter& interpreter,
+                                  const PythonCodeKey& key) {
+  PythonCode code = ReadPythonCode(ProcessMemory(pid), interpreter, key);
+  if (code.error != ESRCH && code.error != EFAULT) return code;
+  uint32_t child = pid;
+  for (int depth = 0; depth < 16; ++depth) {
+    auto parent = fork_parents_.find(child);
+    if (parent == fork_parents_.end() || parent->second == pid) break;
+    child = parent->second;
+    auto ancestor = processes_.find(child);
+    if (ancestor == processes_.end() || !SameInterpreter(ancestor->second.interpreter, interpreter))
+      continue;
+    PythonCode inherited = ReadPythonCode(ProcessMemory(child), interpreter, key);
+    if (inherited.error == 0) return inherited;
+  }
+  return code;
 }
 
 void PythonStacks::ReadThreadNames(uint32_t pid, Process& process, uint64_t now_ns) {

@@ -29,6 +29,11 @@ class PythonStacks {
   // A gprof_python_stack record of the ring buffer (size checked by the caller): names the code
   // objects its frames name that are not named yet.
   void OnStack(const gprof_python_stack& stack, const gprof_python_frame* frames);
+  // Process `pid` was forked by `parent_pid`: until it execs, it runs the parent's code objects
+  // at the same addresses.
+  void OnFork(uint32_t pid, uint32_t parent_pid) { fork_parents_[pid] = parent_pid; }
+  // Process `pid` exec'd: its code objects are its own from now on.
+  void OnExec(uint32_t pid) { fork_parents_.erase(pid); }
   // A process of the tree is gone.
   void OnExit(uint32_t pid);
   // Called from the recorder's poll loop: reads thread names where stacks of unnamed threads came,
@@ -54,6 +59,11 @@ class PythonStacks {
   void DeclarePending(uint32_t pid);
   void ReadThreadNames(uint32_t pid, Process& process, uint64_t now_ns);
   void EmitProcess(uint32_t pid, const PythonInterpreter& interpreter);
+  // Code object `key` of process `pid`, read from the process or, where it is gone by the time its
+  // stack is read (a DataLoader worker that ended), from a live fork ancestor that runs the same
+  // interpreter: ReadPythonCode's checks (type, firstlineno, tag) refuse an object that is not
+  // the one the frame saw, as one created after the fork would be.
+  PythonCode ReadCode(uint32_t pid, const PythonInterpreter& interpreter, const PythonCodeKey& key);
 
   int targets_fd_;
   std::function<void(const void*, size_t)> append_;
@@ -65,6 +75,7 @@ class PythonStacks {
     PythonInterpreter named;  // a Python by its file's name only (status GPROF_PY_UNSUPPORTED)
   };
   std::map<uint32_t, Pending> pending_;
+  std::map<uint32_t, uint32_t> fork_parents_;  // process -> the process that forked it (no exec since)
   std::vector<uint8_t> buffer_;
 };
 

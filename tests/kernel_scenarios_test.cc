@@ -998,13 +998,15 @@ TEST_F(Diagnosis, MmapLockBehindAMunmap) {
   EXPECT_TRUE(Tids(cause["threads"]).contains(truth.Tid("mapper")));
   // The threads froze while the munmap held the lock: measured against the recorded call, not the
   // program's span of it, which also holds any time the unmapper was preempted before or after
-  // the call (milliseconds when the woken mapper and faulter take both CPUs).
+  // the call (milliseconds when the woken mapper and faulter take both CPUs). The freeze may run
+  // on past the call while the faulter waits for the mapper's turn, which on a busy machine
+  // includes the mapper's wait for a CPU.
   const collector::MemoryMapCall* munmap = RecordedMunmap();
   ASSERT_NE(munmap, nullptr) << "the munmap is not recorded";
   json freeze = LongestFreezeOf(index);
   ASSERT_FALSE(freeze.is_null());
   EXPECT_GE(freeze["start_ns"].get<uint64_t>(), munmap->start_ns);
-  EXPECT_LE(freeze["end_ns"].get<uint64_t>(), munmap->end_ns + 1'000'000);  // the mapper's turn after it
+  EXPECT_LE(freeze["end_ns"].get<uint64_t>(), munmap->end_ns + munmap->duration() / 10);
   EXPECT_WITHIN_10_PERCENT(Duration(freeze), munmap->duration());
 }
 

@@ -8,7 +8,8 @@
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
 #   scripts/gpu/run_all.sh PART...    the parts named (self_blame gpu_idle freeze python_stacks
-#                                     short_waits python_cost kernel_cost)
+#                                     short_waits python_cost kernel_cost kernel_long_futex
+#                                     kernel_long_pipe)
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 results=$out/results
@@ -72,6 +73,16 @@ run() {
       done
       { nproc; lscpu | grep -i 'model name'; cat /sys/devices/system/cpu/cpuidle/current_driver
         grep . /sys/devices/system/cpu/cpu0/cpuidle/state*/name; } > "$results/host.txt" 2>&1
+      ;;
+    kernel_long_futex | kernel_long_pipe)
+      # Issue 22's records and trace bytes a second of a 60-s ping-pong, every wait recorded
+      # (--count-under 0) and short waits counted (20 us), idle CPUs polling. One kind a call:
+      # the recorded-all run's collection takes about as long as the run.
+      local kind=${1#kernel_long_}
+      part "$1" 560 env PATH="$PWD/.gpu/tools:$PATH" \
+        python3 scripts/bench/kernel_cost.py .gpu/build --cpu-latency-us 0 --runs 1 --rounds 30000 \
+        --kinds "$kind" --count-under 0,20 --stats-windows 0 --long-seconds 60 \
+        --long-kinds "$kind" --json "$results/$1.json"
       ;;
     *) echo "run_all.sh: no part $1" | tee -a "$summary" ;;
   esac

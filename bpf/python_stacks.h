@@ -75,7 +75,8 @@ class PythonStacks {
     PythonInterpreter named;  // a Python by its file's name only (status GPROF_PY_UNSUPPORTED)
   };
   std::map<uint32_t, Pending> pending_;
-  std::map<uint32_t, uint32_t> fork_parents_;  // process -> the process that forked it (no exec since)
+  // Process -> the process that forked it, while it has not exec'd since.
+  std::map<uint32_t, uint32_t> fork_parents_;
   std::vector<uint8_t> buffer_;
 };
 

@@ -37,7 +37,7 @@ before and after, side by side in one run. The pingpong of BUILD_DIR is the one 
 3. A long run (--long-seconds S, default 60; 0 skips it): for each --long-kinds program and each
    --count-under, one recorded pingpong of about S seconds (rounds from part 1's recorded speed).
    Printed: records written to kernel.gpr per second of the run, kernel.gpr and trace bytes per
-   second, and the trace's size; with the collector's wall time.
+   second, and the trace's size; with gprof-run's wall time and peak RSS (its collector).
 
 Everything also goes to --json FILE (default: kernel_cost.json in the current directory).
 """
@@ -210,6 +210,27 @@ def kernel_records(session_dir):
     return records
 
 
+def run_with_peak(argv, timeout_s):
+    """Runs argv to its end (killed past timeout_s): its CompletedProcess, with the peak RSS in KiB
+    of it and the descendants it waited for (its own rusage from os.wait4: gprof-run, which
+    collects in its own process once the command has ended)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                break
+            if time.monotonic() > deadline:
+                os.kill(proc.pid, signal.SIGKILL)
+            time.sleep(0.1)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (subprocess.CompletedProcess(argv, proc.returncode, out.read().decode(errors="replace"),
+                                            err.read().decode(errors="replace")), usage.ru_maxrss)
+
+
 def measure_long(args, gprof_run, pingpong, scratch, slowdown):
     results = {}
     for kind in args.long_kinds:
@@ -220,9 +241,9 @@ def measure_long(args, gprof_run, pingpong, scratch, slowdown):
             rounds = int(args.long_seconds * 1e9 / speed)
             session_dir = os.path.join(scratch, f"long-{kind}-{us}")
             started = time.monotonic()
-            done = subprocess.run(recorded_argv(gprof_run, session_dir, us) +
-                                  [pingpong, kind, str(rounds)],
-                                  capture_output=True, text=True, timeout=args.long_seconds * 20)
+            done, peak_kib = run_with_peak(recorded_argv(gprof_run, session_dir, us) +
+                                           [pingpong, kind, str(rounds)],
+                                           timeout_s=args.long_seconds * 20)
             wall_s = time.monotonic() - started
             match = LINE.search(done.stdout)
             if done.returncode != 0 or not match:
@@ -237,11 +258,12 @@ def measure_long(args, gprof_run, pingpong, scratch, slowdown):
                 "kernel_records": records, "kernel_records_per_s": records / run_s,
                 "kernel_gpr_bytes": kernel_bytes, "kernel_gpr_bytes_per_s": kernel_bytes / run_s,
                 "trace_bytes": trace_bytes, "trace_bytes_per_s": trace_bytes / run_s,
-                "events_seen": seen, "lost_events": lost,
+                "events_seen": seen, "lost_events": lost, "gprof_run_peak_rss_kib": peak_kib,
             }
             print(f"  long {kind} --count-under={us}: {run_s:.1f} s, {records / run_s:,.0f}"
                   f" records/s, trace {trace_bytes / run_s / 1e6:.2f} MB/s"
-                  f" ({trace_bytes / 1e6:.1f} MB), gprof-run {wall_s:.0f} s in all", flush=True)
+                  f" ({trace_bytes / 1e6:.1f} MB), gprof-run {wall_s:.0f} s in all, peak RSS"
+                  f" {peak_kib / 1024:.0f} MiB", flush=True)
             shutil.rmtree(session_dir)
     return results
 
@@ -371,7 +393,8 @@ def print_results(slowdown, bpf, long_runs):
                       f" {r['kernel_records_per_s']:10,.0f} records/s,"
                       f" kernel.gpr {r['kernel_gpr_bytes_per_s'] / 1e3:9.1f} kB/s,"
                       f" trace {r['trace_bytes_per_s'] / 1e3:9.1f} kB/s"
-                      f" ({r['trace_bytes'] / 1e6:.1f} MB; gprof-run {r['gprof_run_wall_s']:.0f} s)")
+                      f" ({r['trace_bytes'] / 1e6:.1f} MB; gprof-run {r['gprof_run_wall_s']:.0f} s,"
+                      f" peak RSS {r['gprof_run_peak_rss_kib'] / 1024:.0f} MiB)")
     print("\nBPF run time (kernel.bpf_stats_enabled=1, during a recorded pingpong; ns/run: median"
           " [min-max] over the windows)")
     for label, by_kind in bpf.items():

@@ -9,7 +9,7 @@
 #                                     Python stacks' cost, the H200 freeze's report.html
 #   scripts/gpu/run_all.sh PART...    the parts named (self_blame gpu_idle freeze python_stacks
 #                                     short_waits python_cost kernel_cost kernel_long_futex
-#                                     kernel_long_pipe)
+#                                     kernel_long_pipe kernel_5min_pipe)
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 results=$out/results
@@ -62,10 +62,12 @@ run() {
     kernel_cost)
       # The kernel recorder's cost on hand-overs on a host with many idle CPUs: as it comes
       # (idle CPUs sleep), then with idle CPUs polling (/dev/cpu_dma_latency 0). bpftool is the
-      # bundle's (the host has none), for the BPF run time per program.
+      # bundle's (the host has none), for the BPF run time per program. With .gpu/baseline
+      # (bundle.sh BASELINE=DIR), that build runs in the same rounds: a change's before and after.
       for latency in default 0; do
         local extra=()
         [ "$latency" = 0 ] && extra=(--cpu-latency-us 0)
+        [ -x .gpu/baseline/bin/gprof-run ] && extra+=(--baseline .gpu/baseline)
         part "kernel_cost_latency_$latency" 270 env PATH="$PWD/.gpu/tools:$PATH" \
           python3 scripts/bench/kernel_cost.py .gpu/build "${extra[@]}" --runs 11 --rounds 30000 \
           --kinds futex,pipe --count-under 0,20 \
@@ -83,6 +85,14 @@ run() {
         python3 scripts/bench/kernel_cost.py .gpu/build --cpu-latency-us 0 --runs 1 --rounds 30000 \
         --kinds "$kind" --count-under 0,20 --stats-windows 0 --long-seconds 60 \
         --long-kinds "$kind" --json "$results/$1.json"
+      ;;
+    kernel_5min_pipe)
+      # Issue 22's long run: a 5-minute pipe ping-pong recorded as it comes (short waits counted):
+      # the trace's size (the Perfetto UI opens up to about 2 GB) and gprof-run's peak RSS.
+      part "$1" 560 env PATH="$PWD/.gpu/tools:$PATH" \
+        python3 scripts/bench/kernel_cost.py .gpu/build --runs 1 --rounds 30000 --kinds pipe \
+        --count-under 20 --stats-windows 0 --long-seconds 300 --long-kinds pipe \
+        --json "$results/$1.json"
       ;;
     *) echo "run_all.sh: no part $1" | tee -a "$summary" ;;
   esac

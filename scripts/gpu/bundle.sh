@@ -12,13 +12,13 @@ cp "$build"/bin/gprof-run .gpu/build/bin/
 cp "$build"/lib/gprof-run/libgprof_inject.so .gpu/build/lib/gprof-run/
 cp "$build"/tests/e2e_test "$build"/tests/kernel_recorder_test "$build"/tests/inject_test \
   "$build"/tests/kernel_scenarios_test .gpu/build/tests/
-# Every test program, and the mock CUPTI beside the fake runtime: without it the tests' injected
-# library finds the machine's real libcupti, which never hears of the fake runtime's calls.
 if [ -n "$baseline" ]; then
   mkdir -p .gpu/baseline/bin .gpu/baseline/lib/gprof-run
   cp "$baseline"/bin/gprof-run .gpu/baseline/bin/
   cp "$baseline"/lib/gprof-run/libgprof_inject.so .gpu/baseline/lib/gprof-run/
 fi
+# Every test program, and the mock CUPTI beside the fake runtime: without it the tests' injected
+# library finds the machine's real libcupti, which never hears of the fake runtime's calls.
 find "$build"/tests/apps -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu/build/tests/apps/ \;
 cp -P "$build"/tests/fake_cuda/libcudart.so.13* "$build"/tests/fake_cuda/libcupti.so* \
   .gpu/build/tests/fake_cuda/

@@ -78,8 +78,9 @@ run() {
       ;;
     kernel_long_futex | kernel_long_pipe)
       # Issue 22's records and trace bytes a second of a 60-s ping-pong, every wait recorded
-      # (--count-under 0) and short waits counted (20 us), idle CPUs polling. One kind a call:
-      # the recorded-all run's collection takes about as long as the run.
+      # (--count-under 0) and short waits counted (20 us), idle CPUs polling; part 1's one round
+      # only sizes the long runs. One kind a call: both take over two minutes, near the device's
+      # limit with the machine's start.
       local kind=${1#kernel_long_}
       part "$1" 560 env PATH="$PWD/.gpu/tools:$PATH" \
         python3 scripts/bench/kernel_cost.py .gpu/build --cpu-latency-us 0 --runs 1 --rounds 30000 \
@@ -87,8 +88,9 @@ run() {
         --long-kinds "$kind" --json "$results/$1.json"
       ;;
     kernel_5min_pipe)
-      # Issue 22's long run: a 5-minute pipe ping-pong recorded as it comes (short waits counted):
-      # the trace's size (the Perfetto UI opens up to about 2 GB) and gprof-run's peak RSS.
+      # Issue 22's long run: a pipe ping-pong of about 5 minutes (its rounds sized from part 1's
+      # one round) recorded as it comes, short waits counted: the trace's size (the Perfetto UI
+      # opens up to about 2 GB) and gprof-run's peak RSS.
       part "$1" 560 env PATH="$PWD/.gpu/tools:$PATH" \
         python3 scripts/bench/kernel_cost.py .gpu/build --runs 1 --rounds 30000 --kinds pipe \
         --count-under 20 --stats-windows 0 --long-seconds 300 --long-kinds pipe \

@@ -109,12 +109,19 @@ struct StackThresholdReport {
   uint64_t long_read_ns;
 };
 
-// Two threads hand a byte back and forth through pipes (short sleeps), then one of them blocks in
-// a pipe read until the main thread writes 20 ms later (a long sleep in a system call); two
-// threads spin on CPU 0 (long waits for the CPU, preempted in user mode).
+// Two threads hand a byte back and forth through pipes on CPU 0 (short sleeps: on two CPUs, one
+// whose idle CPU the hypervisor wakes late can make every sleep of a run long), then one of them
+// blocks in a pipe read until the main thread writes 20 ms later (a long sleep in a system call);
+// two threads spin on CPU 0 (long waits for the CPU, preempted in user mode).
 StackThresholdReport RunStackThresholdScenario() {
   constexpr int kRounds = 2000;
   StackThresholdReport r{};
+  auto on_cpu_0 = [&r] {
+    cpu_set_t one_cpu;
+    CPU_ZERO(&one_cpu);
+    CPU_SET(0, &one_cpu);
+    if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
+  };
   int to_pong[2], to_ping[2], wake[2];
   if (pipe(to_pong) != 0 || pipe(to_ping) != 0 || pipe(wake) != 0) {
     r.status.Fail("pipe");
@@ -122,6 +129,7 @@ StackThresholdReport RunStackThresholdScenario() {
   }
   std::atomic<pid_t> ping{0}, pong{0}, spinners[2] = {};
   std::thread pong_thread([&] {
+    on_cpu_0();
     pong = gettid();
     char byte = 0;
     for (int i = 0; i < kRounds; ++i) {
@@ -132,6 +140,7 @@ StackThresholdReport RunStackThresholdScenario() {
     }
   });
   std::thread ping_thread([&] {
+    on_cpu_0();
     ping = gettid();
     char byte = 'x';
     for (int i = 0; i < kRounds; ++i) {
@@ -154,10 +163,7 @@ StackThresholdReport RunStackThresholdScenario() {
   std::vector<std::thread> spinning;
   for (int i = 0; i < 2; ++i) {
     spinning.emplace_back([&, i] {
-      cpu_set_t one_cpu;
-      CPU_ZERO(&one_cpu);
-      CPU_SET(0, &one_cpu);
-      if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
+      on_cpu_0();
       spinners[i] = gettid();
       SpinUntil(deadline);
     });

@@ -555,13 +555,15 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
     __u64 pid_tgid = bpf_get_current_pid_tgid();
     entry->waker_pid = pid_tgid >> 32;
     entry->waker_tid = (__u32)pid_tgid;
-    bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
     /* A waker outside the tree is named (pid, tid, comm), but its user code is its own business:
-     * no user stack. One of the wakee's own process is in the tree without a lookup. */
+     * no user stack. One in the tree is named by the collector from its threads' start and rename
+     * records (no name here: a hand-over's wakeup is on the critical path). One of the wakee's own
+     * process is in the tree without a lookup. */
     note_long_wakeup(entry);
-    if (in_kernel_thread() || (entry->waker_pid != entry->pid && !is_tracked(entry->waker_pid)))
+    if (in_kernel_thread() || (entry->waker_pid != entry->pid && !is_tracked(entry->waker_pid))) {
+      bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
       entry->waker_user_stack_id = -ENOENT;
-    else if (short_wait(entry))
+    } else if (short_wait(entry))
       entry->waker_user_stack_id = -ENODATA;
     else {
       entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);

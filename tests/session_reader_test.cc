@@ -338,6 +338,59 @@ TEST(SessionReader, WakerNamesEndAtTheirFirstNul) {
   EXPECT_EQ(session->comms.size(), index_of.size() + (index_of.count("") ? 0 : 1));
 }
 
+// The kernel recorder leaves a waker in the tree unnamed: it is named by what its start, rename
+// and exec records called it by the wakeup, whatever order the records came in. One outside the
+// tree keeps its own name; one the records never name stays unnamed.
+TEST(SessionReader, WakersInTheTreeAreNamedAsTheyWereAtTheWakeup) {
+  TempDir dir;
+  ChunkFileWriter kernel;
+  ASSERT_EQ(kernel.Create(dir.Sub("kernel.gpr").c_str(), format::Source::kKernel, 1), 0);
+  RecordBatch events;
+  auto woken_by = [&](uint32_t waker, uint64_t wake_ns, const char* comm) {
+    gprof_offcpu event = OffCpu(kPid, 101, wake_ns - 100, wake_ns + 100, wake_ns, waker, -1);
+    memcpy(event.waker_comm, comm, strlen(comm));
+    events.Add(event, GPROF_REC_OFFCPU);
+  };
+  auto renamed = [&](uint32_t tid, uint64_t time_ns, const char* comm, uint32_t is_exec) {
+    gprof_task_rename rename{};
+    rename.pid = kPid;
+    rename.tid = tid;
+    rename.time_ns = time_ns;
+    rename.is_exec = is_exec;
+    memcpy(rename.comm, comm, strlen(comm));
+    events.Add(rename, GPROF_REC_TASK_RENAME);
+  };
+  woken_by(103, 5000, "");  // before its rename below, after its start
+  woken_by(103, 9000, "");  // after the rename
+  renamed(103, 7000, "loader-2", 0);
+  gprof_task_new start{};
+  start.pid = kPid;
+  start.tid = 103;
+  start.parent_pid = kPid;
+  start.parent_tid = 102;
+  start.time_ns = 1000;
+  start.flags = GPROF_TASK_NEW_THREAD;
+  memcpy(start.comm, "python3", 7);
+  events.Add(start, GPROF_REC_TASK_NEW);
+  renamed(102, 3000, "train", 1);  // the main thread: named first by its exec
+  woken_by(102, 2000, "");         // before it: the first name it is known by
+  woken_by(102, 4000, "");
+  woken_by(104, 4000, "");      // never named
+  woken_by(900, 4000, "bash");  // outside the tree
+  events.WriteTo(&kernel);
+  kernel.Close();
+
+  auto session = ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names;
+  for (const auto& interval : session->off_cpu)
+    names[{interval.waker_tid, interval.wake_ns}] = session->WakerComm(interval);
+  const std::map<std::pair<uint32_t, uint64_t>, std::string> expected = {
+      {{103, 5000}, "python3"}, {{103, 9000}, "loader-2"}, {{102, 2000}, "train"},
+      {{102, 4000}, "train"},   {{104, 4000}, ""},         {{900, 4000}, "bash"}};
+  EXPECT_EQ(names, expected);
+}
+
 TEST(SessionReader, TruncatedFileKeepsEveryCompleteChunk) {
   TempDir dir;
   std::string path = WriteInjectFile(dir, 3, 10);

@@ -367,7 +367,7 @@ void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
   bool is_thread = (event.flags & GPROF_TASK_NEW_THREAD) != 0;
   session_->task_starts.push_back(TaskStart{event.time_ns, event.pid, event.tid, event.parent_pid,
                                             event.parent_tid, event.parent_kstack_id, is_thread});
-  threads_->SeeName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
+  threads_->SeeKernelName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
   threads_->SeeStart(event.tid, event.pid);
   // A tid the kernel gives again after an exit is another thread: its start is the latest.
   Thread& thread = session_->threads[event.tid];
@@ -384,7 +384,7 @@ void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
 void KernelRecordDecoder::DecodeTaskRename(const RecordView& record) {
   gprof_task_rename event;
   if (!ReadRecord(record.bytes, &event)) return Malformed(record, "thread rename");
-  threads_->SeeName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
+  threads_->SeeKernelName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
   threads_->SeeThread(event.tid, event.pid);
   // A new program: the maps snapshots from before name none of its addresses.
   if (event.is_exec) session_->processes[event.pid].exec_ns.push_back(event.time_ns);

@@ -302,6 +302,7 @@ void SessionBuilder::Finish() {
         [](const LoadedFile& a, const LoadedFile& b) { return a.time_ns < b.time_ns; });
   }
   threads_.ApplyTo(session_);
+  threads_.NameWakersInTree(session_);
   session_->python.Finish();
   InferMmapLockOwners(*session_);
   for (const auto& [pid, process] : session_->processes) {

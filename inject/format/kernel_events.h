@@ -82,7 +82,8 @@ struct gprof_offcpu {
   __u32 flags;           /* enum gprof_offcpu_flags */
   __s32 user_stack_id;   /* user stack at switch-out (frame pointers); < 0: -errno, none (as
                             kstack_id) */
-  char waker_comm[GPROF_COMM_LEN];
+  char waker_comm[GPROF_COMM_LEN]; /* a waker outside the tree, or "[irq]"; all NUL for one in
+                                      the tree: its start and rename records name it */
   __s32 waker_user_stack_id; /* the waker's user stack at the wakeup; < 0: none (a kernel thread,
                                 an interrupt, a waker outside the tree: -ENOENT) */
   __u32 reserved;

@@ -2,6 +2,7 @@
 """What gprof-run's kernel recorder costs a program that switches threads all the time (issue 4).
 
 usage: scripts/bench/kernel_cost.py BUILD_DIR [--baseline OTHER_BUILD] [--runs N] [--rounds N]
+                                    [--pin-cpus A,B] [--cpu-latency-us US]
                                     [--stats-seconds S] [--kinds futex,pipe,convoy,faults]
                                     [--count-under 0,20] [--long-seconds S]
                                     [--long-kinds futex,pipe] [--json FILE]
@@ -75,6 +76,9 @@ def parse_args():
                         help="hold this CPU wake-up latency limit (/dev/cpu_dma_latency) while"
                              " measuring: 0 keeps idle CPUs polling instead of halting, so a"
                              " hand-over's wakeup does not wait for the hypervisor")
+    parser.add_argument("--pin-cpus", metavar="A,B",
+                        help="run pingpong's two threads on CPUs A and B (PINGPONG_CPUS), plain"
+                             " and recorded alike: every hand-over crosses the same two CPUs")
     parser.add_argument("--runs", type=int, default=15, help="pairs per program (default 15)")
     parser.add_argument("--rounds", type=int, default=50_000, help="per run (default 50000)")
     parser.add_argument("--stats-seconds", type=float, default=2.0,
@@ -433,6 +437,8 @@ def main():
     if os.geteuid() != 0 or shutil.which("bpftool") is None:
         sys.exit("kernel_cost: run as root, with bpftool installed")
 
+    if args.pin_cpus:  # inherited by pingpong, and through gprof-run by the recorded one
+        os.environ["PINGPONG_CPUS"] = args.pin_cpus
     load_before = os.getloadavg()
     latency_request = None  # the limit holds while the file is open
     if args.cpu_latency_us is not None:
@@ -476,6 +482,7 @@ def main():
         "rounds": args.rounds,
         "count_under_us": args.count_under,
         "cpu_latency_us": args.cpu_latency_us,
+        "pin_cpus": args.pin_cpus,
         "slowdown": slowdown,
         "bpf": bpf,
         "long_runs": long_runs,

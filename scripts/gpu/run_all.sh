@@ -8,8 +8,8 @@
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
 #   scripts/gpu/run_all.sh PART...    the parts named (self_blame gpu_idle freeze python_stacks
-#                                     short_waits python_cost kernel_cost kernel_long_futex
-#                                     kernel_long_pipe kernel_5min_pipe)
+#                                     short_waits python_cost kernel_cost kernel_cost_pinned
+#                                     kernel_long_futex kernel_long_pipe kernel_5min_pipe)
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 results=$out/results
@@ -59,21 +59,27 @@ run() {
         --configs plain,gprof_full,gprof_full_nopy --gprof "$PWD/.gpu/build/bin/gprof-run" \
         --workload-args "--ops 20000 --steps 10" --timeout 90 --json "$results/python_overhead.json"
       ;;
-    kernel_cost)
+    kernel_cost | kernel_cost_pinned)
       # The kernel recorder's cost on hand-overs on a host with many idle CPUs: as it comes
       # (idle CPUs sleep), then with idle CPUs polling (/dev/cpu_dma_latency 0). bpftool is the
       # bundle's (the host has none), for the BPF run time per program. With .gpu/baseline
       # (bundle.sh BASELINE=DIR), that build runs in the same rounds: a change's before and after.
+      # kernel_cost_pinned: ping and pong on CPUs 2 and 3 (PIN_CPUS), plain and recorded alike, so
+      # that every hand-over crosses the same two CPUs; the default --count-under only.
+      local name=$1 pin=() under=0,20
+      [ "$name" = kernel_cost_pinned ] && pin=(--pin-cpus "${PIN_CPUS:-2,3}") && under=20
       for latency in default 0; do
-        local extra=()
-        [ "$latency" = 0 ] && extra=(--cpu-latency-us 0)
+        local extra=("${pin[@]}")
+        [ "$latency" = 0 ] && extra+=(--cpu-latency-us 0)
         [ -x .gpu/baseline/bin/gprof-run ] && extra+=(--baseline .gpu/baseline)
-        part "kernel_cost_latency_$latency" 270 env PATH="$PWD/.gpu/tools:$PATH" \
+        part "${name}_latency_$latency" 270 env PATH="$PWD/.gpu/tools:$PATH" \
           python3 scripts/bench/kernel_cost.py .gpu/build "${extra[@]}" --runs 11 --rounds 30000 \
-          --kinds futex,pipe --count-under 0,20 \
-          --stats-windows 3 --long-seconds 0 --json "$results/kernel_cost_latency_$latency.json"
+          --kinds futex,pipe --count-under "$under" \
+          --stats-windows 3 --long-seconds 0 --json "$results/${name}_latency_$latency.json"
       done
-      { nproc; lscpu | grep -i 'model name'; cat /sys/devices/system/cpu/cpuidle/current_driver
+      { nproc; lscpu | grep -i "model name"; lscpu -e
+        cat /sys/devices/system/clocksource/clocksource0/current_clocksource
+        cat /sys/devices/system/cpu/cpuidle/current_driver
         grep . /sys/devices/system/cpu/cpu0/cpuidle/state*/name; } > "$results/host.txt" 2>&1
       ;;
     kernel_long_futex | kernel_long_pipe)

@@ -14,9 +14,12 @@
 // mmap and munmap calls) and prints one line on stdout:
 //   pingpong kind=<futex|pipe|convoy|faults> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
 //   rounds_per_s=<x>
+// With PINGPONG_CPUS=A,B in the environment, ping runs on CPU A and pong on CPU B (futex and pipe):
+// every hand-over crosses the same two CPUs, not whichever the scheduler picked that round.
 // Exits 0; 2 with usage for bad arguments; 1 when a system call fails.
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -85,11 +88,40 @@ void PipeReceive(int fd) {
   }
 }
 
+// PINGPONG_CPUS's two CPUs, or {-1, -1}.
+struct PinnedCpus {
+  int ping = -1;
+  int pong = -1;
+};
+
+PinnedCpus ReadPinnedCpus() {
+  const char* text = std::getenv("PINGPONG_CPUS");
+  PinnedCpus cpus;
+  if (text == nullptr || *text == '\0') return cpus;
+  if (std::sscanf(text, "%d,%d", &cpus.ping, &cpus.pong) != 2 || cpus.ping < 0 || cpus.pong < 0 ||
+      cpus.ping >= CPU_SETSIZE || cpus.pong >= CPU_SETSIZE) {
+    std::fprintf(stderr, "pingpong: PINGPONG_CPUS must be two CPU numbers, A,B (not %s)\n", text);
+    std::exit(2);
+  }
+  return cpus;
+}
+
+void PinTo(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) == -1) Fail("sched_setaffinity");
+}
+
 // Runs `ping` for each round on this thread and `pong` for each round on another; returns the
 // elapsed time of this thread's rounds.
 template <typename Ping, typename Pong>
 uint64_t PlayRounds(long rounds, Ping ping, Pong pong) {
+  const PinnedCpus cpus = ReadPinnedCpus();
+  PinTo(cpus.ping);
   std::thread other([&] {
+    PinTo(cpus.pong);
     pthread_setname_np(pthread_self(), "pong");
     for (long i = 0; i < rounds; ++i) pong();
   });

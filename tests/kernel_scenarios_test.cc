@@ -980,10 +980,18 @@ TEST_F(Diagnosis, PythonGilConvoy) {
   // asleep on the GIL, or runnable when the machine is busy (then counted as waiting for a CPU).
   EXPECT_LE(cause["blocked_ns"].get<uint64_t>(), 3 * (end - start) * 11 / 10);
   EXPECT_GE(cause["blocked_ns"].get<uint64_t>(), 3 * (end - start) * 6 / 10);
+  // One freeze of the four for the second. A moment when every worker was on a CPU or waiting for
+  // one, not for the GIL (2.8 ms once, on two CPUs), ends a freeze: then the GIL's freezes still
+  // cover the second, and the longest is most of it.
   json freeze = LongestFreezeOf(index);
   ASSERT_FALSE(freeze.is_null());
   EXPECT_EQ(Tids(freeze["threads"]), workers);
-  EXPECT_WITHIN_10_PERCENT(Duration(freeze), end - start);
+  uint64_t frozen_ns = 0;
+  for (const json& each : diagnosis_["freezes"]) {
+    if (each["cause"] == index) frozen_ns += Duration(each);
+  }
+  EXPECT_WITHIN_10_PERCENT(frozen_ns, end - start);
+  EXPECT_GE(Duration(freeze), (end - start) / 2);
 }
 
 TEST_F(Diagnosis, MmapLockBehindAMunmap) {

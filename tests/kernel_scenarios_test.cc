@@ -974,7 +974,15 @@ TEST_F(Diagnosis, PythonGilConvoy) {
     start = std::min(start, work.Number("start_ns"));
     end = std::max(end, work.Number("end_ns"));
   }
-  EXPECT_EQ(Tids(cause["threads"]), workers);
+  // The main thread may wait for the GIL too (seen once in about 15 runs): a join that returns
+  // while other workers still run needs the GIL back.
+  const uint32_t main_thread = truth.Tid("gil-main");
+  auto workers_of = [&](const json& threads) {
+    std::set<uint32_t> tids = Tids(threads);
+    tids.erase(main_thread);
+    return tids;
+  };
+  EXPECT_EQ(workers_of(cause["threads"]), workers);
   EXPECT_TRUE(workers.contains(cause["holder"]["tid"].get<uint32_t>()));
   // Four threads share one GIL for the second: together they are held up about three seconds,
   // asleep on the GIL, or runnable when the machine is busy (then counted as waiting for a CPU).
@@ -985,7 +993,7 @@ TEST_F(Diagnosis, PythonGilConvoy) {
   // cover the second, and the longest is most of it.
   json freeze = LongestFreezeOf(index);
   ASSERT_FALSE(freeze.is_null());
-  EXPECT_EQ(Tids(freeze["threads"]), workers);
+  EXPECT_EQ(workers_of(freeze["threads"]), workers);
   uint64_t frozen_ns = 0;
   for (const json& each : diagnosis_["freezes"]) {
     if (each["cause"] == index) frozen_ns += Duration(each);

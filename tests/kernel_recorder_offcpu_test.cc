@@ -27,6 +27,14 @@
 namespace gprof::bpf::recorder_test {
 namespace {
 
+// Keeps the calling thread on CPU 0 (a scenario's failure otherwise).
+void StayOnCpu0(ScenarioStatus* status) {
+  cpu_set_t one_cpu;
+  CPU_ZERO(&one_cpu);
+  CPU_SET(0, &one_cpu);
+  if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) status->Fail("affinity");
+}
+
 // More runnable threads than CPUs: three threads spin on one CPU. Each is preempted again and
 // again: runnable intervals (state 0), with no waker, whose total is its time waiting for the CPU,
 // and whose user stack is in the spinning function.
@@ -43,10 +51,7 @@ TEST_F(KernelRecorderTest, RunnableThreadsWaitForTheCpu) {
       recorder_.get(),
       [] {
         Report r{};
-        cpu_set_t one_cpu;
-        CPU_ZERO(&one_cpu);
-        CPU_SET(0, &one_cpu);
-        if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
+        StayOnCpu0(&r.status);
         std::atomic<pid_t> tids[3] = {};
         uint64_t deadline = NowNs() + kSpin;
         std::vector<std::thread> spinners;
@@ -116,12 +121,7 @@ struct StackThresholdReport {
 StackThresholdReport RunStackThresholdScenario() {
   constexpr int kRounds = 2000;
   StackThresholdReport r{};
-  auto on_cpu_0 = [&r] {
-    cpu_set_t one_cpu;
-    CPU_ZERO(&one_cpu);
-    CPU_SET(0, &one_cpu);
-    if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) != 0) r.status.Fail("affinity");
-  };
+  auto on_cpu_0 = [&r] { StayOnCpu0(&r.status); };
   int to_pong[2], to_ping[2], wake[2];
   if (pipe(to_pong) != 0 || pipe(to_ping) != 0 || pipe(wake) != 0) {
     r.status.Fail("pipe");

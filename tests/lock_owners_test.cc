@@ -36,8 +36,22 @@ LockWait Wait(uint32_t tid, uint64_t start, uint64_t end, uint32_t owner_tid = 0
   return wait;
 }
 
-Session Make(RecordVector<MemoryMapCall> calls, RecordVector<LockWait> waits) {
+OffCpuInterval Sleep(uint32_t tid, uint64_t start, uint64_t wake, uint64_t end, uint32_t waker) {
+  OffCpuInterval sleep;
+  sleep.pid = kPid;
+  sleep.tid = tid;
+  sleep.start_ns = start;
+  sleep.wake_ns = wake;
+  sleep.end_ns = end;
+  sleep.waker_pid = kPid;
+  sleep.waker_tid = waker;
+  return sleep;
+}
+
+Session Make(RecordVector<MemoryMapCall> calls, RecordVector<LockWait> waits,
+             RecordVector<OffCpuInterval> sleeps = {}) {
   Session session;
+  session.off_cpu = std::move(sleeps);
   session.threads[kUnmapper] = Thread{kPid, kUnmapper, "unmapper", 0};
   session.threads[kMapper] = Thread{kPid, kMapper, "mapper", 0};
   session.memory_map_calls = std::move(calls);
@@ -60,6 +74,21 @@ TEST(LockOwners, TheThreadInTheSpanningCallThatIsNotWaiting) {
     EXPECT_EQ(wait.owner_comm, "unmapper");
     EXPECT_TRUE(wait.owner_inferred);
   }
+}
+
+// Woken by the munmap's release, the waiters ran again only milliseconds after it returned (no
+// CPU was free): what counts is when the lock was released to them, not when their wait ended.
+TEST(LockOwners, TheReleaseIsTheWakeupNotTheEndOfTheWait) {
+  Session session =
+      Make({Call(kUnmapper, MemorySyscall::kMunmap, 100 * kMs, 180 * kMs)},
+           {Wait(kMapper, 102 * kMs, 183 * kMs), Wait(kFaulter, 104 * kMs, 186 * kMs)},
+           {Sleep(kMapper, 102 * kMs, 180 * kMs - 10'000, 183 * kMs, kUnmapper),
+            // released 2 ms after the munmap: another holder came between
+            Sleep(kFaulter, 104 * kMs, 182 * kMs, 186 * kMs, kMapper)});
+  EXPECT_EQ(session.lock_waits[0].owner_tid, kUnmapper);
+  EXPECT_TRUE(session.lock_waits[0].owner_inferred);
+  EXPECT_EQ(session.lock_waits[1].owner_tid, 0u);
+  EXPECT_FALSE(session.lock_waits[1].owner_inferred);
 }
 
 TEST(LockOwners, NeverOverridesTheKernelOrGuessesWithoutASpanningCall) {

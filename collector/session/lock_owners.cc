@@ -7,8 +7,8 @@
 namespace gprof::collector {
 namespace {
 
-// The holder releases the lock a little before its system call returns, and the waiter's wait
-// ends a little after the release: a call that ends this much before the wait still spans it.
+// The holder releases the lock a little before its system call returns: a call that ends this
+// much before the release still spans the wait.
 constexpr uint64_t kReleaseSlackNs = 200'000;
 
 // One process's memory map calls by start, with the latest end among each prefix: a backward
@@ -27,9 +27,31 @@ bool WaitsOnTheLock(const Session& session, uint32_t tid, uint64_t lock, uint64_
   return false;
 }
 
+// When the lock was released to the wait: the wakeup that ended the waiter's last sleep in it.
+// The wait itself ends only when the woken waiter runs again, which on a busy machine is
+// milliseconds after the release, past the end of the holder's call.
+uint64_t ReleasedAt(const LockWait& wait, const std::vector<const OffCpuInterval*>& sleeps) {
+  uint64_t released_ns = wait.end_ns;
+  for (const OffCpuInterval* sleep : sleeps) {
+    if (sleep->start_ns < wait.start_ns) continue;
+    if (sleep->start_ns >= wait.end_ns) break;
+    if (sleep->wake_ns != 0 && sleep->wake_ns <= wait.end_ns) released_ns = sleep->wake_ns;
+  }
+  return released_ns;
+}
+
 }  // namespace
 
 void InferMmapLockOwners(Session& session) {
+  std::unordered_map<uint32_t, std::vector<const OffCpuInterval*>> sleeps_of;  // by start
+  for (const LockWait& wait : session.lock_waits) {
+    if (wait.owner_tid == 0 && wait.is_mmap_lock()) sleeps_of[wait.tid];
+  }
+  if (sleeps_of.empty()) return;
+  for (const OffCpuInterval& interval : session.off_cpu) {
+    auto sleeps = sleeps_of.find(interval.tid);
+    if (sleeps != sleeps_of.end()) sleeps->second.push_back(&interval);
+  }
   std::unordered_map<uint32_t, ProcessCalls> by_pid;
   for (const MemoryMapCall& call : session.memory_map_calls) {
     ProcessCalls& process = by_pid[call.pid];
@@ -42,8 +64,9 @@ void InferMmapLockOwners(Session& session) {
     auto process = by_pid.find(wait.pid);
     if (process == by_pid.end()) continue;
     const auto& calls = process->second.calls;
+    const uint64_t released_ns = ReleasedAt(wait, sleeps_of[wait.tid]);
     const uint64_t must_end_after =
-        wait.end_ns > kReleaseSlackNs ? wait.end_ns - kReleaseSlackNs : 0;
+        released_ns > kReleaseSlackNs ? released_ns - kReleaseSlackNs : 0;
     auto after = std::upper_bound(
         calls.begin(), calls.end(), wait.start_ns,
         [](uint64_t time_ns, const MemoryMapCall* call) { return time_ns < call->start_ns; });

@@ -410,6 +410,35 @@ static __always_inline void submit_offcpu(const struct gprof_offcpu* record) {
   submit(rec);
 }
 
+/* Ends the off-CPU interval of `thread` (`tid`) at `now`, as it runs again on this CPU: counts it
+ * when short (false), else fills `rec`, stacks still to take (true). */
+static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 tid, __u64 now,
+                                       struct gprof_offcpu* rec) {
+  struct gprof_offcpu_pending* entry = &thread->offcpu;
+  if (count_short_offcpu(thread, tid, now)) {
+    entry->start_ns = 0;
+    return false;
+  }
+  rec->hdr.size = sizeof(*rec);
+  rec->hdr.type = GPROF_REC_OFFCPU;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->wake_ns = entry->wake_ns;
+  rec->waker_pid = entry->waker_pid;
+  rec->waker_tid = entry->waker_tid;
+  rec->kstack_id = entry->kstack_id;
+  rec->waker_kstack_id = entry->waker_kstack_id;
+  rec->state = entry->state;
+  rec->cpu = bpf_get_smp_processor_id();
+  rec->user_stack_id = entry->user_stack_id;
+  __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
+  rec->waker_user_stack_id = entry->waker_user_stack_id;
+  entry->start_ns = 0;
+  return true;
+}
+
 static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state);
    * prev is still current here. */
@@ -468,34 +497,13 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   /* Switch-in: an interval started at the thread's switch-out ends, even if its process left the
    * tree meanwhile (nothing leaks). */
   __u32 next_tid = btf ? next->pid : BPF_CORE_READ(next, pid);
+  if (slot) slot->switched_in_tid = next_tid;
   if (next_tid == 0) return 0;
   struct gprof_thread_state* next_thread = bpf_map_lookup_elem(&threads, &next_tid);
   if (!next_thread || next_thread->offcpu.start_ns == 0) return 0;
   if (!now) now = bpf_ktime_get_ns();
-  struct gprof_offcpu_pending* entry = &next_thread->offcpu;
-  if (count_short_offcpu(next_thread, next_tid, now)) {
-    entry->start_ns = 0;
-    return 0;
-  }
   struct gprof_offcpu rec = {};
-  rec.hdr.size = sizeof(rec);
-  rec.hdr.type = GPROF_REC_OFFCPU;
-  rec.pid = entry->pid;
-  rec.tid = next_tid;
-  rec.start_ns = entry->start_ns;
-  rec.end_ns = now;
-  rec.wake_ns = entry->wake_ns;
-  rec.waker_pid = entry->waker_pid;
-  rec.waker_tid = entry->waker_tid;
-  rec.kstack_id = entry->kstack_id;
-  rec.waker_kstack_id = entry->waker_kstack_id;
-  rec.state = entry->state;
-  rec.cpu = bpf_get_smp_processor_id();
-  rec.user_stack_id = entry->user_stack_id;
-  __builtin_memcpy(rec.waker_comm, entry->waker_comm, GPROF_COMM_LEN);
-  rec.waker_user_stack_id = entry->waker_user_stack_id;
-  entry->start_ns = 0;
-
+  if (!end_offcpu(next_thread, next_tid, now, &rec)) return 0;
   if (now - rec.start_ns < stack_min_ns) {
     rec.kstack_id = -ENODATA;
     rec.user_stack_id = -ENODATA;
@@ -510,20 +518,51 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
 }
 TYPED_TRACEPOINT(sched_switch, on_sched_switch)
 
+/* The stacks of an off-CPU interval that just ended, in its thread's context at the end of
+ * __schedule: its kernel stack below __schedule and its user registers are still those it
+ * switched out with. */
+static __always_inline void take_switch_in_stacks(void* ctx, struct gprof_offcpu* rec) {
+  rec->kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
+  rec->user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
+  python_stack(PY_SLOT_SCHED, GPROF_PY_STACK_WAITER, rec->tid, rec->start_ns);
+}
+
 /* The end of __schedule, in the context of the thread that now runs (stacks_at_switch_in): one
  * whose interval on this CPU just ended with its stacks due takes them here. Runs after every
  * __schedule of the machine: one per-CPU lookup for all others. Only after a switch: a slot
  * still waiting after a __schedule that picked the running thread again is from an earlier
- * switch, never this thread's stack now. */
+ * switch, never this thread's stack now.
+ *
+ * Some switches reach no sched_switch program: on this project's VMs, a switch away from a thread
+ * of the VM's agent (pid 1) fires no sched_switch tracepoint, for ftrace either. The
+ * thread switched in then finds another thread named in the slot, and its interval, had it one,
+ * would never end: it ends here, as sched_switch would have ended it, this being the same moment
+ * in the same thread. Never nested with sched_switch on one CPU (this runs with preemption off,
+ * sched_switch with interrupts off), so the short-wait slots it may take need no lock. */
 static __always_inline int on_sched_exit(u64* ctx) {
   /* (bool is_switch); 6.16 passes the caller's address after it */
   if (!(bool)ctx[0]) return 0;
   __u32 zero = 0;
   struct gprof_switched_in* slot = bpf_map_lookup_elem(&switched_in, &zero);
-  if (!slot || slot->tid == 0 || slot->tid != (__u32)bpf_get_current_pid_tgid()) return 0;
-  slot->record.kstack_id = kernel_stack(ctx, GPROF_REC_OFFCPU);
-  slot->record.user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
-  python_stack(PY_SLOT_SCHED, GPROF_PY_STACK_WAITER, slot->tid, slot->record.start_ns);
+  if (!slot) return 0;
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  if (slot->switched_in_tid != tid) {
+    struct gprof_thread_state* thread = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+    if (!thread || thread->offcpu.start_ns == 0) return 0;
+    __u64 now = bpf_ktime_get_ns();
+    struct gprof_offcpu rec = {};
+    if (!end_offcpu(thread, tid, now, &rec)) return 0;
+    if (now - rec.start_ns < stack_min_ns) {
+      rec.kstack_id = -ENODATA;
+      rec.user_stack_id = -ENODATA;
+    } else if (capture_stacks || capture_user_stacks) {
+      take_switch_in_stacks(ctx, &rec);
+    }
+    submit_offcpu(&rec);
+    return 0;
+  }
+  if (slot->tid == 0 || slot->tid != tid) return 0;
+  take_switch_in_stacks(ctx, &slot->record);
   submit_offcpu(&slot->record);
   slot->tid = 0;
   return 0;

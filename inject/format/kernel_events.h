@@ -633,7 +633,9 @@ struct gprof_offcpu_pending {
  * without stacks. */
 struct gprof_switched_in {
   __u32 tid;
-  __u32 reserved;
+  /* The thread the last sched_switch on this CPU switched in, whichever it was: a thread that
+   * finds another at its sched_exit_tp was switched in without a sched_switch the programs saw. */
+  __u32 switched_in_tid;
   struct gprof_offcpu record;
 };
 

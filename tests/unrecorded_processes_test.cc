@@ -10,6 +10,7 @@
 #include "collector/collect.h"
 #include "collector/session/session_reader.h"
 #include "collector/session/unrecorded_processes.h"
+#include "tests/clean_utf8.h"
 #include "tests/session_builder.h"
 #include "tests/test_support.h"
 
@@ -253,6 +254,26 @@ TEST(UnrecordedProcesses, AMapsSnapshotShowsItWithoutTheStart) {
   EXPECT_EQ(session->unrecorded_processes[0].cuda_library, "libcudart.so.12.4.127");
   EXPECT_NE(session->unrecorded_processes[0].reason.find("had libcudart.so.12.4.127 mapped"),
             std::string::npos);
+}
+
+// A library's file name is the file system's bytes (found by the fuzzer): the report names it
+// in valid UTF-8, a byte that is not written as \xNN.
+TEST(UnrecordedProcesses, ALibraryNameThatIsNotUtf8IsNamedPrintably) {
+  TempDir dir;
+  WriteText(dir.Sub("session.json"), kMeta);
+  KernelRecord kernel;
+  kernel.Maps(701, 5 * kMs,
+              "7f0000000000-7f0000100000 r-xp 00000000 08:01 42 /usr/lib/libcudart.so\xa8"
+              "13\n");
+  kernel.Write(dir.Sub("kernel.gpr"));
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok());
+  ASSERT_EQ(Pids(*session), std::vector<uint32_t>{701});
+  const collector::UnrecordedProcess& process = session->unrecorded_processes[0];
+  EXPECT_EQ(process.cuda_library, "libcudart.so\\xa813");
+  EXPECT_TRUE(IsCleanUtf8(process.reason)) << process.reason;
+  EXPECT_NE(process.reason.find("had libcudart.so\\xa813 mapped"), std::string::npos)
+      << process.reason;
 }
 
 TEST(UnrecordedProcesses, LostMemoryMapRecordsAreSaid) {

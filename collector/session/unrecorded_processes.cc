@@ -153,7 +153,7 @@ std::vector<Candidate> ImagesWithoutInjection(const std::vector<Event>& events) 
         Image& image = images[event.pid];
         image.injected |= event.inject;
         if (!event.cuda.empty() && image.cuda.empty()) {
-          image.cuda = event.cuda;
+          image.cuda = PrintableName(event.cuda);  // a mapping's path is kept as the file has it
           image.cuda_ns = event.time_ns;
           image.evidence = event.kind == Kind::kLoad ? "memory_map" : "maps_snapshot";
           image.inherited = false;

@@ -37,15 +37,13 @@ LockWait Wait(uint32_t tid, uint64_t start, uint64_t end, uint32_t owner_tid = 0
 }
 
 OffCpuInterval Sleep(uint32_t tid, uint64_t start, uint64_t wake, uint64_t end, uint32_t waker) {
-  OffCpuInterval sleep;
-  sleep.pid = kPid;
-  sleep.tid = tid;
-  sleep.start_ns = start;
-  sleep.wake_ns = wake;
-  sleep.end_ns = end;
-  sleep.waker_pid = kPid;
-  sleep.waker_tid = waker;
-  return sleep;
+  return {.start_ns = start,
+          .end_ns = end,
+          .wake_ns = wake,
+          .pid = kPid,
+          .tid = tid,
+          .waker_pid = kPid,
+          .waker_tid = waker};
 }
 
 Session Make(RecordVector<MemoryMapCall> calls, RecordVector<LockWait> waits,

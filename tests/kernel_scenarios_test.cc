@@ -1028,7 +1028,8 @@ TEST_F(Diagnosis, MmapLockBehindAMunmap) {
   ASSERT_FALSE(freeze.is_null());
   EXPECT_GE(freeze["start_ns"].get<uint64_t>(), munmap->start_ns);
   EXPECT_GE(freeze["end_ns"].get<uint64_t>(), munmap->end_ns - munmap->duration() / 10);
-  EXPECT_WITHIN_10_PERCENT(Duration(freeze), frozen_until - std::max(frozen_from, munmap->start_ns));
+  const uint64_t frozen_ns = frozen_until - std::max(frozen_from, munmap->start_ns);
+  EXPECT_WITHIN_10_PERCENT(Duration(freeze), frozen_ns);
 }
 
 TEST_F(Diagnosis, CpuOversubscription) {
@@ -1165,6 +1166,12 @@ TEST_F(Diagnosis, LocksAreNamedByTheCodeThatWaitsOnThem) {
        "(anonymous namespace)::g_heaplock_static_mutex in libheaplock.so (futex %s)"},
       {"stdout", stdout_lock == "_IO_stdfile_1_lock" ? "_IO_stdfile_1_lock in libc.so.6 (futex %s)"
                                                      : "futex %s (libc.so.6: .bss+0x"}};
+  // Where the walk also has the frame that called into libc (with the GPU host's libc), the name
+  // is that function's.
+  const std::map<std::string, std::string> with_libc_frames = {
+      {"cxx-mutex",
+       "a lock inside libcxxlock.so (futex %s on the heap), waited for in "
+       "cxxlock_impl::Counter::Add(unsigned long)"}};
   const std::vector<Fact> locks = truth.All("object", "kind", "lock");
   ASSERT_EQ(locks.size(), expected.size());
   const std::string text = ReadFile(dir_.Sub("session/report.txt"));
@@ -1176,9 +1183,14 @@ TEST_F(Diagnosis, LocksAreNamedByTheCodeThatWaitsOnThem) {
         cause = &candidate;
     }
     ASSERT_NE(cause, nullptr) << diagnosis_["causes"].dump(1).substr(0, 4000);
+    const std::string identity = (*cause)["identity"].get<std::string>();
     std::string want = expected.at(lock["phase"]);
     want.replace(want.find("%s"), 2, lock["addr"]);
-    const std::string identity = (*cause)["identity"].get<std::string>();
+    if (auto other = with_libc_frames.find(lock["phase"]); other != with_libc_frames.end()) {
+      std::string other_want = other->second;
+      other_want.replace(other_want.find("%s"), 2, lock["addr"]);
+      if (identity == other_want) want = other_want;
+    }
     if (lock["phase"] == "stdout" && stdout_lock != "_IO_stdfile_1_lock") {
       EXPECT_TRUE(identity.starts_with(want)) << identity;
     } else {
@@ -1226,9 +1238,14 @@ TEST_F(Diagnosis, ARepeatedFrameIsShownOnceWithItsCount) {
   const json& repeats = (*wait)["user_stack_repeats"];
   ASSERT_EQ(repeats.size(), 1u) << repeats.dump();
   EXPECT_EQ(repeats[0]["frames"], 1);
-  EXPECT_EQ(repeats[0]["times"], recursive);
   const std::string repeated = frames[repeats[0]["first"].get<size_t>()].get<std::string>();
   EXPECT_NE(repeated.find("Recurse("), std::string::npos) << repeated;
+  // The block is every frame of the recursive calls. Where the walk also has the frame that
+  // called into libc (with the GPU host's libc), the innermost Recurse, which returns from its
+  // lock call elsewhere, stands outside it.
+  const size_t times = repeats[0]["times"].get<size_t>();
+  EXPECT_EQ(times, static_cast<size_t>(std::count(frames.begin(), frames.end(), repeated)));
+  EXPECT_GE(times + 1, recursive);
   // The trace names a frame by its function, without report.json's offset into it.
   const std::string function = repeated.substr(0, repeated.rfind("+0x"));
 
@@ -1240,15 +1257,15 @@ TEST_F(Diagnosis, ARepeatedFrameIsShownOnceWithItsCount) {
         Overlaps(slice.begin_ns, slice.end_ns, lock.Number("start_ns"), lock.Number("end_ns")))
       shown = stack;
   }
-  EXPECT_NE(shown.find(function + " <- ... " + function + " repeated " +
-                       std::to_string(recursive - 1) + " more times"),
+  EXPECT_NE(shown.find(function + " <- ... " + function + " repeated " + std::to_string(times - 1) +
+                       " more times"),
             std::string::npos)
       << shown;
   size_t copies = 0;
   for (size_t at = shown.find("Recurse("); at != std::string::npos;
        at = shown.find("Recurse(", at + 1))
     ++copies;
-  EXPECT_EQ(copies, 2u) << shown;
+  EXPECT_EQ(copies, 2 + recursive - times) << shown;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1538,10 +1555,17 @@ TEST_F(Diagnosis, OversubscriptionListsEachThreadsOwnDelay) {
     EXPECT_WITHIN_1_PERCENT(wait["runnable_ns"].get<uint64_t>(), RecordedRunnable(session, tid));
     listed.emplace_back(wait["runnable_ns"].get<uint64_t>(), tid);
   }
-  for (const Fact& hog : truth.All("thread", "role", "hog")) {
-    EXPECT_TRUE(Tids(cause["threads"]).contains(static_cast<uint32_t>(hog.Number("tid"))))
-        << hog["name"];
+  // Every hog that the kernel's schedstat shows waiting for a CPU a tenth of its spin is listed:
+  // on two CPUs all of them; on many (the GPU host's 16) the balancer leaves some a CPU each.
+  std::set<uint32_t> short_hogs;
+  for (const Fact& spin : truth.All("span", "what", "spin")) {
+    const uint64_t spin_ns = spin.Number("end_ns") - spin.Number("start_ns");
+    if (spin.Number("runq_wait_ns") < spin_ns / 10) continue;
+    const uint32_t tid = static_cast<uint32_t>(spin.Number("tid"));
+    short_hogs.insert(tid);
+    EXPECT_TRUE(Tids(cause["threads"]).contains(tid)) << "tid " << tid;
   }
+  EXPECT_GE(short_hogs.size(), 4u) << "four hogs more than CPUs";
   ASSERT_GE(listed.size(), 5u);
   for (size_t i = 1; i < listed.size(); ++i)
     EXPECT_GE(listed[i - 1].first, listed[i].first) << "longest first";
@@ -1550,10 +1574,12 @@ TEST_F(Diagnosis, OversubscriptionListsEachThreadsOwnDelay) {
   EXPECT_WITHIN_1_PERCENT(ticks["after_wakeup_ns"].get<uint64_t>(),
                           RecordedRunnable(session, ticker, 0, UINT64_MAX, true));
   EXPECT_TRUE(ticks["latency_sensitive"].get<bool>()) << ticks.dump(1);
-  for (const Fact& hog : truth.All("thread", "role", "hog")) {
-    EXPECT_FALSE(
-        CpuWaitOf(static_cast<uint32_t>(hog.Number("tid")))["latency_sensitive"].get<bool>())
-        << hog["name"] << " only ran slower";
+  // Those hogs were preempted far longer than any wakeup of theirs waited (a hog that had a CPU
+  // of its own may have waited most at its start's wakeup).
+  for (uint32_t hog : short_hogs) {
+    const json hog_wait = CpuWaitOf(hog);
+    ASSERT_FALSE(hog_wait.is_null()) << hog;
+    EXPECT_FALSE(hog_wait["latency_sensitive"].get<bool>()) << "tid " << hog << " only ran slower";
   }
   // The text: the first four by their own time, then the ticker with its wakeups.
   const std::string text = ReadFile(dir_.Sub("session/report.txt"));
@@ -1629,10 +1655,11 @@ TEST_F(Diagnosis, CountingShortWaitsLeavesTheDiagnosisAsItWas) {
        {"mutex-convoy", "condvar", "deadlock", "munmap-fault", "mutex-chain", "late-waker"}) {
     SCOPED_TRACE(scenario);
     // Two runs of one program, not one record read twice: a chain's threads can meet in another
-    // order from run to run (mutex-chain, about 1 in 6 here). A difference that counting makes
-    // shows in every pair; one that the program's timing makes, rarely twice in three.
+    // order from run to run (mutex-chain, about 1 in 6 here, three pairs in a row once on the GPU
+    // host's 16 CPUs). A difference that counting makes shows in every pair; one that the
+    // program's timing makes, rarely in five.
     std::set<std::string> with_every, with_counts;
-    for (int attempt = 0; attempt < 3 && (attempt == 0 || with_every != with_counts); ++attempt) {
+    for (int attempt = 0; attempt < 5 && (attempt == 0 || with_every != with_counts); ++attempt) {
       TempDir every, counted;
       ASSERT_TRUE(DiagnoseIn(every, {"--count-under=0"}, {AppPath("kernel_scenarios"), scenario}));
       with_every = causes(diagnosis_);

@@ -7,9 +7,10 @@
 #                                     freeze, Python stacks on real CUDA (about 9 minutes)
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
-#   scripts/gpu/run_all.sh PART...    the parts named (self_blame gpu_idle freeze python_stacks
-#                                     short_waits python_cost kernel_cost kernel_cost_pinned
-#                                     kernel_long_futex kernel_long_pipe kernel_5min_pipe)
+#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests self_blame gpu_idle freeze
+#                                     python_stacks short_waits python_cost kernel_cost
+#                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
+#                                     kernel_5min_pipe)
 set -u
 out=${OUT:-/tmp/gprof-gpu}
 results=$out/results
@@ -35,6 +36,15 @@ part() {  # part NAME SECONDS COMMAND...: runs COMMAND capped, its output in res
 
 run() {
   case $1 in
+    bpf_tests)
+      # The tests that need BPF, on this host's kernel (their programs run on the fake runtime):
+      # the kernel scenarios three times, as their waits and switches differ from run to run.
+      part "$1" 300 env LD_LIBRARY_PATH=.gpu/build/tests/fake_cuda \
+        GPROF_BUILD_DIR="$PWD/.gpu/build" GPROF_SOURCE_DIR="$PWD" GPROF_REQUIRE_BPF=1 \
+        sh -c 'for test in kernel_scenarios_test kernel_scenarios_test kernel_scenarios_test \
+        kernel_recorder_test; do \
+        .gpu/build/tests/$test --gtest_brief=1 || echo "$test failed"; done'
+      ;;
     self_blame) part self_blame 170 env OUT="$results" scripts/gpu/validate_self_blame.sh ;;
     gpu_idle) part gpu_idle 170 env OUT="$results" scripts/gpu/validate_gpu_idle.sh ;;
     freeze)

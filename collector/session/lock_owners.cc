@@ -32,10 +32,13 @@ bool WaitsOnTheLock(const Session& session, uint32_t tid, uint64_t lock, uint64_
 // milliseconds after the release, past the end of the holder's call.
 uint64_t ReleasedAt(const LockWait& wait, const std::vector<const OffCpuInterval*>& sleeps) {
   uint64_t released_ns = wait.end_ns;
-  for (const OffCpuInterval* sleep : sleeps) {
-    if (sleep->start_ns < wait.start_ns) continue;
-    if (sleep->start_ns >= wait.end_ns) break;
-    if (sleep->wake_ns != 0 && sleep->wake_ns <= wait.end_ns) released_ns = sleep->wake_ns;
+  auto sleep = std::lower_bound(sleeps.begin(), sleeps.end(), wait.start_ns,
+                                [](const OffCpuInterval* interval, uint64_t time_ns) {
+                                  return interval->start_ns < time_ns;
+                                });
+  for (; sleep != sleeps.end() && (*sleep)->start_ns < wait.end_ns; ++sleep) {
+    const uint64_t wake_ns = (*sleep)->wake_ns;
+    if (wake_ns != 0 && wake_ns <= wait.end_ns) released_ns = wake_ns;
   }
   return released_ns;
 }

@@ -485,7 +485,8 @@ SchedStat ReadSchedStat() {
 }
 
 // Spans: one "spin" per thread (the common 300 ms) with the kernel's schedstat over it: cpu_ns on
-// CPU, runq_wait_ns runnable without a CPU, timeslices. Result: threads, cpus.
+// CPU, runq_wait_ns runnable without a CPU, timeslices; and woke_ns, when its sleep until the
+// start returned. Result: threads, cpus.
 void Overcommit(Scenario& scenario) {
   constexpr uint64_t kSpinNs = 300 * kMs;
   const cpu_set_t allowed = AllowedCpus();
@@ -496,13 +497,15 @@ void Overcommit(Scenario& scenario) {
     scenario.Add("spinner", "spin-" + std::to_string(i)).Start([=](Actor& self) {
       const SchedStat before = ReadSchedStat();
       SleepUntil(start_ns);
+      const uint64_t woke_ns = NowNs();
       SpinUntil(start_ns + kSpinNs);
       const uint64_t end_ns = NowNs();
       const SchedStat after = ReadSchedStat();
       self.Record("spin", start_ns, end_ns,
-                  " cpu_ns=%" PRIu64 " runq_wait_ns=%" PRIu64 " timeslices=%" PRIu64,
+                  " cpu_ns=%" PRIu64 " runq_wait_ns=%" PRIu64 " timeslices=%" PRIu64
+                  " woke_ns=%" PRIu64,
                   after.on_cpu_ns - before.on_cpu_ns, after.runqueue_ns - before.runqueue_ns,
-                  after.timeslices - before.timeslices);
+                  after.timeslices - before.timeslices, woke_ns);
     });
   }
   scenario.JoinAll();

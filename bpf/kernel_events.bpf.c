@@ -411,7 +411,8 @@ static __always_inline void submit_offcpu(const struct gprof_offcpu* record) {
 }
 
 /* Ends the off-CPU interval of `thread` (`tid`) at `now`, as it runs again on this CPU: counts it
- * when short (false), else fills `rec`, stacks still to take (true). */
+ * when short (false), else fills `rec` (true), its stacks still to take when it lasted
+ * stack_min_ns, none otherwise. */
 static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 tid, __u64 now,
                                        struct gprof_offcpu* rec) {
   struct gprof_offcpu_pending* entry = &thread->offcpu;
@@ -436,6 +437,10 @@ static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 
   __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
   rec->waker_user_stack_id = entry->waker_user_stack_id;
   entry->start_ns = 0;
+  if (now - rec->start_ns < stack_min_ns) {
+    rec->kstack_id = -ENODATA;
+    rec->user_stack_id = -ENODATA;
+  }
   return true;
 }
 
@@ -504,10 +509,7 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   if (!now) now = bpf_ktime_get_ns();
   struct gprof_offcpu rec = {};
   if (!end_offcpu(next_thread, next_tid, now, &rec)) return 0;
-  if (now - rec.start_ns < stack_min_ns) {
-    rec.kstack_id = -ENODATA;
-    rec.user_stack_id = -ENODATA;
-  } else if (slot && (capture_stacks || capture_user_stacks)) {
+  if (now - rec.start_ns >= stack_min_ns && slot && (capture_stacks || capture_user_stacks)) {
     /* Its stacks come at its sched_exit_tp, next on this CPU. */
     __builtin_memcpy(&slot->record, &rec, sizeof(rec));
     slot->tid = next_tid;
@@ -552,12 +554,8 @@ static __always_inline int on_sched_exit(u64* ctx) {
     __u64 now = bpf_ktime_get_ns();
     struct gprof_offcpu rec = {};
     if (!end_offcpu(thread, tid, now, &rec)) return 0;
-    if (now - rec.start_ns < stack_min_ns) {
-      rec.kstack_id = -ENODATA;
-      rec.user_stack_id = -ENODATA;
-    } else if (capture_stacks || capture_user_stacks) {
+    if (now - rec.start_ns >= stack_min_ns && (capture_stacks || capture_user_stacks))
       take_switch_in_stacks(ctx, &rec);
-    }
     submit_offcpu(&rec);
     return 0;
   }

@@ -161,7 +161,7 @@ struct {
 } user_stacks SEC(".maps");
 
 /* Every thread of the tree, by tid (struct gprof_thread_state): whether it is off-CPU now
- * (offcpu.start_ns 0: on a CPU), and the system call in progress that is recorded at its return
+ * (offcpu.open), and the system call in progress that is recorded at its return
  * (syscall.start_ns 0: none; a thread is in one system call at a time). Made at the thread's
  * start (sched_process_fork, or the loader's Track for threads it finds running), so the hot
  * programs never insert: rewriting an entry in place costs a lookup, where inserting and deleting
@@ -355,6 +355,12 @@ static __always_inline bool in_kernel_thread(void) {
   SEC("raw_tp/" #name)                                       \
   int handler##_raw(u64* ctx) { return handler(ctx, false); }
 
+/* Whether the waker's fields of a thread's interval are this interval's: a waker writes wake_ns
+ * last, and nothing resets them at the switch-out (gprof_offcpu_pending). */
+static __always_inline bool was_woken(const struct gprof_offcpu_pending* entry) {
+  return entry->wake_ns >= entry->start_ns;
+}
+
 #include "bpf/short_waits.bpf.h"
 
 /* Per-thread state --------------------------------------------------------------------------- */
@@ -416,27 +422,29 @@ static __always_inline void submit_offcpu(const struct gprof_offcpu* record) {
 static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 tid, __u64 now,
                                        struct gprof_offcpu* rec) {
   struct gprof_offcpu_pending* entry = &thread->offcpu;
-  if (count_short_offcpu(thread, tid, now)) {
-    entry->start_ns = 0;
-    return false;
-  }
+  entry->open = 0;
+  if (count_short_offcpu(thread, tid, now)) return false;
   rec->hdr.size = sizeof(*rec);
   rec->hdr.type = GPROF_REC_OFFCPU;
   rec->pid = entry->pid;
   rec->tid = tid;
   rec->start_ns = entry->start_ns;
   rec->end_ns = now;
-  rec->wake_ns = entry->wake_ns;
-  rec->waker_pid = entry->waker_pid;
-  rec->waker_tid = entry->waker_tid;
   rec->kstack_id = entry->kstack_id;
-  rec->waker_kstack_id = entry->waker_kstack_id;
   rec->state = entry->state;
   rec->cpu = bpf_get_smp_processor_id();
   rec->user_stack_id = entry->user_stack_id;
-  __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
-  rec->waker_user_stack_id = entry->waker_user_stack_id;
-  entry->start_ns = 0;
+  if (was_woken(entry)) {
+    rec->wake_ns = entry->wake_ns;
+    rec->waker_pid = entry->waker_pid;
+    rec->waker_tid = entry->waker_tid;
+    rec->waker_kstack_id = entry->waker_kstack_id;
+    __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
+    rec->waker_user_stack_id = entry->waker_user_stack_id;
+  } else {
+    rec->waker_kstack_id = -1;
+    rec->waker_user_stack_id = -1;
+  }
   if (now - rec->start_ns < stack_min_ns) {
     rec->kstack_id = -ENODATA;
     rec->user_stack_id = -ENODATA;
@@ -475,27 +483,24 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   if (prev_tid != 0 && !(prev_state & TASK_DEAD)) prev = bpf_map_lookup_elem(&threads, &prev_tid);
   if (prev) {
     now = bpf_ktime_get_ns();
+    struct gprof_offcpu_pending* entry = &prev->offcpu;
     if (in_window(now)) {
-      struct gprof_offcpu_pending* entry = &prev->offcpu;
-      entry->wake_ns = 0;
       entry->pid = prev_pid_tgid >> 32;
       /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
       entry->state = preempt ? 0 : prev_state;
       entry->kstack_id = stacks_at_switch_in ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
       entry->user_stack_id = stacks_at_switch_in ? -ENODATA : user_stack(ctx, GPROF_REC_OFFCPU);
-      entry->waker_kstack_id = -1;
-      entry->waker_user_stack_id = -1;
-      entry->waker_pid = 0;
-      entry->waker_tid = 0;
-      __builtin_memset(entry->waker_comm, 0, GPROF_COMM_LEN);
       entry->cpu = bpf_get_smp_processor_id();
       entry->syscall_nr = ~0u;
       entry->object = 0;
       if (entry->state) note_blocking_call(entry);
+      entry->open = 1;
       /* Last: a wakeup on another CPU that sees the interval started sees it whole (x86 keeps
        * stores in order; the barrier keeps the compiler from moving them). */
       asm volatile("" ::: "memory");
       entry->start_ns = now;
+    } else if (entry->start_ns) {
+      entry->start_ns = 0; /* no wakeup outside the window takes this thread's last interval */
     }
   }
 
@@ -505,7 +510,7 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   if (slot) slot->switched_in_tid = next_tid;
   if (next_tid == 0) return 0;
   struct gprof_thread_state* next_thread = bpf_map_lookup_elem(&threads, &next_tid);
-  if (!next_thread || next_thread->offcpu.start_ns == 0) return 0;
+  if (!next_thread || !next_thread->offcpu.open) return 0;
   if (!now) now = bpf_ktime_get_ns();
   struct gprof_offcpu rec = {};
   if (!end_offcpu(next_thread, next_tid, now, &rec)) return 0;
@@ -550,7 +555,7 @@ static __always_inline int on_sched_exit(u64* ctx) {
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   if (slot->switched_in_tid != tid) {
     struct gprof_thread_state* thread = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
-    if (!thread || thread->offcpu.start_ns == 0) return 0;
+    if (!thread || !thread->offcpu.open) return 0;
     __u64 now = bpf_ktime_get_ns();
     struct gprof_offcpu rec = {};
     if (!end_offcpu(thread, tid, now, &rec)) return 0;
@@ -567,11 +572,6 @@ static __always_inline int on_sched_exit(u64* ctx) {
 }
 TRACEPOINT(sched_exit_tp, on_sched_exit)
 
-/* Whether a wakee had slept less than stack_min_ns when woken (its wake_ns is set). */
-static __always_inline bool short_wait(const struct gprof_offcpu_pending* entry) {
-  return entry->wake_ns - entry->start_ns < stack_min_ns;
-}
-
 /* Runs in the waker's context (sched_wakeup often runs from an IPI on the wakee's CPU, where
  * current is the idle task). The last waking before the switch-in wins. */
 static __always_inline int on_sched_waking(u64* ctx, bool btf) {
@@ -581,7 +581,13 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
   struct gprof_thread_state* wakee = bpf_map_lookup_elem(&threads, &tid);
   if (!wakee || wakee->offcpu.start_ns == 0) return 0;
   struct gprof_offcpu_pending* entry = &wakee->offcpu;
-  entry->wake_ns = bpf_ktime_get_ns();
+  __u64 now = bpf_ktime_get_ns();
+  /* A wakee still on its CPU has not slept long: it has not gone to sleep yet, or is switching
+   * out, and start_ns may still be its last interval's (was_woken tells at the switch-in). The
+   * kernel reads on_cpu next, so this costs no cache miss of its own. */
+  bool on_cpu = btf ? p->on_cpu : BPF_CORE_READ(p, on_cpu);
+  __u64 slept_ns = on_cpu ? 0 : now - entry->start_ns;
+  bool short_wait = slept_ns < stack_min_ns;
   char comm[GPROF_COMM_LEN] = {};
   if (in_interrupt(ctx)) {
     entry->waker_pid = 0;
@@ -596,11 +602,11 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
      * no user stack. One in the tree is named by the collector from its threads' start and rename
      * records (no name here: a hand-over's wakeup is on the critical path). One of the wakee's own
      * process is in the tree without a lookup. */
-    note_long_wakeup(entry);
+    note_long_wakeup(slept_ns);
     if (in_kernel_thread() || (entry->waker_pid != entry->pid && !is_tracked(entry->waker_pid))) {
       bpf_get_current_comm(comm, sizeof(comm)); /* NUL-padded by the helper */
       entry->waker_user_stack_id = -ENOENT;
-    } else if (short_wait(entry))
+    } else if (short_wait)
       entry->waker_user_stack_id = -ENODATA;
     else {
       entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
@@ -608,7 +614,9 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
     }
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
-  entry->waker_kstack_id = short_wait(entry) ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
+  entry->waker_kstack_id = short_wait ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
+  asm volatile("" ::: "memory"); /* wake_ns last: it makes the fields above valid */
+  entry->wake_ns = now;
   return 0;
 }
 TYPED_TRACEPOINT(sched_waking, on_sched_waking)

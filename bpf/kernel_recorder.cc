@@ -966,7 +966,7 @@ struct KernelRecorder::State {
   }
 
   void EmitUnfinishedOffCpu(uint32_t tid, const gprof_offcpu_pending& entry, uint64_t now) {
-    if (entry.start_ns == 0) return;
+    if (!entry.open) return;
     gprof_offcpu record{};
     record.hdr.size = sizeof(record);
     record.hdr.type = GPROF_REC_OFFCPU;
@@ -974,11 +974,7 @@ struct KernelRecorder::State {
     record.tid = tid;
     record.start_ns = entry.start_ns;
     record.end_ns = std::max<uint64_t>(now, entry.start_ns);
-    record.wake_ns = entry.wake_ns;
-    record.waker_pid = entry.waker_pid;
-    record.waker_tid = entry.waker_tid;
     record.kstack_id = entry.kstack_id;
-    record.waker_kstack_id = entry.waker_kstack_id;
     record.state = entry.state;
     record.cpu = entry.cpu;
     record.flags = GPROF_OFFCPU_UNFINISHED;
@@ -988,8 +984,15 @@ struct KernelRecorder::State {
     } else if (stacks_wanted && skel->rodata->stacks_at_switch_in) {
       ++lost_stacks;  // due when it runs again, which it did not while recording
     }
-    memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
-    record.waker_user_stack_id = entry.waker_user_stack_id;
+    record.waker_kstack_id = record.waker_user_stack_id = -1;
+    if (entry.wake_ns >= entry.start_ns) {  // its waker's fields are this interval's
+      record.wake_ns = entry.wake_ns;
+      record.waker_pid = entry.waker_pid;
+      record.waker_tid = entry.waker_tid;
+      record.waker_kstack_id = entry.waker_kstack_id;
+      memcpy(record.waker_comm, entry.waker_comm, sizeof(record.waker_comm));
+      record.waker_user_stack_id = entry.waker_user_stack_id;
+    }
     NoteStack(record.kstack_id);
     NoteStack(record.waker_kstack_id);
     NoteUserStack(record.user_stack_id);

@@ -118,7 +118,7 @@ static __always_inline bool count_short_offcpu(struct gprof_thread_state* thread
   key.how = entry->state;
   key.syscall_nr = entry->state ? entry->syscall_nr : ~0u;
   key.object = entry->state ? entry->object : 0;
-  bool woke = entry->state && entry->wake_ns != 0 && entry->wake_ns <= now;
+  bool woke = entry->state && was_woken(entry) && entry->wake_ns <= now;
   if (woke) {
     key.waker_pid = entry->waker_pid;
     key.waker_tid = entry->waker_tid;
@@ -161,10 +161,11 @@ static __always_inline bool count_short_futex(struct gprof_thread_state* thread,
   return true;
 }
 
-/* At a wakeup in the waker's context, when the wakee had slept at least count_under_ns: the
- * waker's futex call, if it is in one, is recorded (it may release a lock the diagnosis names). */
-static __always_inline void note_long_wakeup(const struct gprof_offcpu_pending* wakee) {
-  if (!count_under_ns || wakee->wake_ns - wakee->start_ns < count_under_ns) return;
+/* At a wakeup in the waker's context, when the wakee had slept (`slept_ns`) at least
+ * count_under_ns: the waker's futex call, if it is in one, is recorded (it may release a lock the
+ * diagnosis names). */
+static __always_inline void note_long_wakeup(__u64 slept_ns) {
+  if (!count_under_ns || slept_ns < count_under_ns) return;
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct gprof_thread_state* waker = bpf_map_lookup_elem(&threads, &tid);
   if (!waker) return;

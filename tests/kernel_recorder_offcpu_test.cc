@@ -96,6 +96,87 @@ TEST_F(KernelRecorderTest, RunnableThreadsWaitForTheCpu) {
   }
 }
 
+// A thread woken from a pipe read by the main thread, then preempted again and again on a CPU it
+// shares with a spinning thread, three times over: its sleeps name their waker, the intervals
+// preempted after them none (nothing clears a waker's fields at a switch-out: they count for the
+// interval they were written in only).
+TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
+  StartRecorder();
+  if (recorder_ == nullptr) return;
+  constexpr int kRounds = 3;
+  constexpr uint64_t kSpin = 60 * kMs;
+  struct Report {
+    ScenarioStatus status;
+    uint32_t sleeper, waker;
+  };
+  Report report{};
+  ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
+      recorder_.get(),
+      [] {
+        Report r{};
+        int wake[2];
+        if (pipe(wake) != 0) {
+          r.status.Fail("pipe");
+          return r;
+        }
+        std::atomic<pid_t> sleeper{0};
+        std::atomic<int> reads{0};
+        std::atomic<bool> done{false};
+        std::thread hog([&] {
+          StayOnCpu0(&r.status);
+          while (!done) {
+          }
+        });
+        std::thread sleeping([&] {
+          StayOnCpu0(&r.status);
+          sleeper = gettid();
+          for (int i = 0; i < kRounds; ++i) {
+            char byte = 0;
+            ++reads;
+            if (PipeReadFrame(wake[0], &byte, 1) != 1) r.status.Fail("read");
+            SpinUntil(NowNs() + kSpin);
+          }
+        });
+        for (int i = 0; i < kRounds; ++i) {
+          while (reads < i + 1) sched_yield();
+          if (!WaitUntilState(sleeper, "S")) r.status.Fail("the sleeper never blocked");
+          SleepNs(5 * kMs);
+          if (PipeWriteFrame(wake[1], "x", 1) != 1) r.status.Fail("write");
+        }
+        sleeping.join();
+        done = true;
+        hog.join();
+        r.sleeper = static_cast<uint32_t>(sleeper);
+        r.waker = static_cast<uint32_t>(gettid());
+        return r;
+      },
+      &report));
+  std::string error;
+  RawRecords raw = ReadRaw(dir_ + "/kernel.gpr", &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  int sleeps = 0, preempted = 0;
+  for (const auto& o : raw.offcpu) {
+    if (o.tid != report.sleeper) continue;
+    if (o.state == GPROF_TASK_RUNNING) {
+      ++preempted;
+      EXPECT_EQ(o.wake_ns, 0u) << "preempted at " << o.start_ns;
+      EXPECT_EQ(o.waker_tid, 0u) << "preempted at " << o.start_ns;
+      EXPECT_EQ(o.waker_pid, 0u);
+      EXPECT_EQ(Comm(o.waker_comm), "");
+      EXPECT_EQ(o.waker_kstack_id, -1);
+      EXPECT_EQ(o.waker_user_stack_id, -1);
+    } else if (o.end_ns - o.start_ns >= 4 * kMs) {
+      ++sleeps;
+      EXPECT_EQ(o.waker_tid, report.waker) << "slept from " << o.start_ns;
+      EXPECT_GE(o.wake_ns, o.start_ns);
+      EXPECT_LE(o.wake_ns, o.end_ns);
+    }
+  }
+  EXPECT_EQ(sleeps, kRounds);
+  EXPECT_GE(preempted, kRounds) << "preempted by the spinning thread after each sleep";
+}
+
 // The return addresses of kernel stack `id` below the scheduler's __schedule: where the thread
 // slept, whichever side of the switch the stack was taken on.
 std::vector<uint64_t> FramesBelowSchedule(const RawRecords& raw, int32_t id) {

@@ -608,10 +608,15 @@ struct gprof_short_wait_counts {
 #define GPROF_LOST_SLOT(kind, type) ((kind)*GPROF_LOST_TYPE_SLOTS + ((type)-GPROF_REC_OFFCPU))
 #define GPROF_LOST_SLOTS (GPROF_LOST_BPF_KINDS * GPROF_LOST_TYPE_SLOTS)
 
-/* Value of the `offcpu_pending` map (key: tid): a thread of the tree, off-CPU now or not. The
- * loader reads what is left at the end to emit GPROF_OFFCPU_UNFINISHED intervals. */
+/* A thread's off-CPU interval, in its `threads` entry. The first 64 bytes, one cache line of the
+ * entry, are what the thread writes at its switch-out and its waker reads and writes in another
+ * CPU's context; the rest is the thread's own. The waker's fields are valid when wake_ns >=
+ * start_ns (a waker writes wake_ns last): nothing resets them, and the switch-in that ends the
+ * interval writes only `open`, in the next line, so that no hand-over makes a CPU pull back a
+ * line it has just given away. The loader reads what is left at the end to emit
+ * GPROF_OFFCPU_UNFINISHED intervals. */
 struct gprof_offcpu_pending {
-  __u64 start_ns; /* switched out; 0: the thread is on a CPU (the map keeps its entry) */
+  __u64 start_ns; /* last switched out; 0: never, or outside the recording window */
   __u64 wake_ns;
   __u32 pid; /* tgid */
   __u32 state;
@@ -620,11 +625,13 @@ struct gprof_offcpu_pending {
   __u32 waker_pid;
   __u32 waker_tid;
   __u32 cpu; /* switched out on */
-  __s32 user_stack_id;
-  char waker_comm[GPROF_COMM_LEN];
   __s32 waker_user_stack_id;
+  char waker_comm[GPROF_COMM_LEN];
+  __s32 user_stack_id;
   __u32 syscall_nr; /* the system call it slept in (orig_ax; ~0: none, or preempted) */
   __u64 object;     /* in a futex call: its word (the call's first argument); else 0 */
+  __u32 open;       /* 1 from its switch-out to the switch-in that ends it */
+  __u32 reserved;
 };
 
 /* Value of the per-CPU `switched_in` array (one entry): an off-CPU interval that lasted at least
@@ -700,12 +707,18 @@ struct gprof_short_wait_slot {
  * an entry exists is what says a thread is tracked on the scheduler and system call paths: one
  * lookup finds both that and the thread's state. The loader reads what is left at the end. */
 struct gprof_thread_state {
-  struct gprof_offcpu_pending offcpu;
+  /* Unchanged after the entry is made: with the map's key, it fills the element's first cache
+   * line (a hash element's header is 48 bytes on Linux 6.x, its 4-byte key takes 8), which every
+   * lookup reads, the waker's in another CPU's context included. */
+  __u64 reserved;
+  struct gprof_offcpu_pending offcpu; /* its shared 64 bytes: the element's second line */
   struct gprof_syscall_pending syscall;
   /* Where the totals of the thread's last two reasons of short off-CPU intervals ([0], [1]) and
    * of short futex calls ([2], [3]) are, most recent first: a hand-over's wait counts without a
    * lookup in short_waits (a hash of a 40-byte key). */
   struct gprof_short_wait_slot counted[4];
+  /* To 64n + 8 bytes: with its 56 bytes of header and key, every element fills whole lines. */
+  __u8 padding[48];
 };
 
 /* ---- Python stacks: what the walker needs to know of one process's interpreter ---- */
@@ -780,14 +793,16 @@ _Static_assert(sizeof(struct gprof_python_target) == 64, "gprof_python_target la
 
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
-static_assert(sizeof(struct gprof_offcpu_pending) == 80, "");
+static_assert(sizeof(struct gprof_offcpu_pending) == 88, "");
 static_assert(sizeof(struct gprof_short_wait_key) == 40, "");
 static_assert(sizeof(struct gprof_short_wait_counts) == 48, "");
 static_assert(sizeof(struct gprof_wait_count) == 104, "");
 static_assert(sizeof(struct gprof_switched_in) == 104, "");
 static_assert(sizeof(struct gprof_syscall_pending) == 120, "");
 static_assert(sizeof(struct gprof_short_wait_slot) == 48, "");
-static_assert(sizeof(struct gprof_thread_state) == 392, "");
+static_assert(sizeof(struct gprof_thread_state) == 456, "");
+static_assert(__builtin_offsetof(struct gprof_thread_state, offcpu) == 8, "its own line");
+static_assert(__builtin_offsetof(struct gprof_offcpu_pending, user_stack_id) == 64, "the shared line");
 static_assert(sizeof(struct gprof_event_count) == 48, "");
 static_assert(sizeof(struct gprof_fault_state) == 40, "");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
@@ -819,14 +834,17 @@ _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_signal) == 64, "gprof_signal layout");
-_Static_assert(sizeof(struct gprof_offcpu_pending) == 80, "gprof_offcpu_pending layout");
+_Static_assert(sizeof(struct gprof_offcpu_pending) == 88, "gprof_offcpu_pending layout");
 _Static_assert(sizeof(struct gprof_short_wait_key) == 40, "gprof_short_wait_key layout");
 _Static_assert(sizeof(struct gprof_short_wait_counts) == 48, "gprof_short_wait_counts layout");
 _Static_assert(sizeof(struct gprof_wait_count) == 104, "gprof_wait_count layout");
 _Static_assert(sizeof(struct gprof_switched_in) == 104, "gprof_switched_in layout");
 _Static_assert(sizeof(struct gprof_syscall_pending) == 120, "gprof_syscall_pending layout");
 _Static_assert(sizeof(struct gprof_short_wait_slot) == 48, "gprof_short_wait_slot layout");
-_Static_assert(sizeof(struct gprof_thread_state) == 392, "gprof_thread_state layout");
+_Static_assert(sizeof(struct gprof_thread_state) == 456, "gprof_thread_state layout");
+_Static_assert(__builtin_offsetof(struct gprof_thread_state, offcpu) == 8, "its own line");
+_Static_assert(__builtin_offsetof(struct gprof_offcpu_pending, user_stack_id) == 64,
+               "the shared line");
 #endif
 
 #endif /* GPROF_KERNEL_EVENTS_H */

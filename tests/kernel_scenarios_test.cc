@@ -349,9 +349,16 @@ TEST_F(KernelScenario, RunnableThreadsWaitForACpu) {
       return to > from ? to - from : 0;
     };
     uint64_t runnable_ns = 0, slept_ns = 0;
+    std::string intervals;  // what the record says, for a failure's message
     for (const OffCpuInterval& interval : session.off_cpu) {
       if (interval.tid != tid || !Overlaps(interval.start_ns, interval.end_ns, start, end))
         continue;
+      intervals += "\n  from " + std::to_string(int64_t(interval.start_ns - start)) + " to " +
+                   std::to_string(int64_t(interval.end_ns - start)) + " ns, state " +
+                   std::to_string(interval.raw_state) + ", woken at " +
+                   (interval.wake_ns ? std::to_string(int64_t(interval.wake_ns - start)) : "-") +
+                   ", cpu " + std::to_string(interval.cpu) + ", flags " +
+                   std::to_string(interval.flags);
       if (interval.state() == OffCpuState::kRunnable) {
         runnable_ns += clipped(interval.start_ns, interval.end_ns);
         EXPECT_EQ(interval.waker_tid, 0u) << "a preempted thread has no waker";
@@ -365,11 +372,13 @@ TEST_F(KernelScenario, RunnableThreadsWaitForACpu) {
     // long it waited, which the record must match.
     const uint64_t measured = spin.Number("runq_wait_ns");
     EXPECT_NEAR(static_cast<double>(runnable_ns), static_cast<double>(measured),
-                measured * 0.25 + 2.0 * kMs);
+                measured * 0.25 + 2.0 * kMs)
+        << "relative to the spin's start; it saw its sleep return at "
+        << spin.Number("woke_ns") - start << " ns:" << intervals;
     // Its only sleep is the one until the spin's start, whose timer ends a little after it
     // (3.5 ms late once on the GPU host): never past the moment the program saw it return.
     EXPECT_LE(slept_ns, spin.Number("woke_ns") - start + kMs / 2)
-        << "spinning threads do not sleep";
+        << "spinning threads do not sleep:" << intervals;
     if (measured < 2 * kMs) continue;
     ++preempted;
     EXPECT_TRUE(TraceShows(recorded_.trace, tid, "preempted", spin.Number("start_ns"),

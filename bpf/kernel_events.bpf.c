@@ -285,6 +285,8 @@ static __always_inline __u64 wakeup_flags(void) {
 
 static __always_inline void submit(void* record) { bpf_ringbuf_submit(record, wakeup_flags()); }
 
+#define USER_DS 0x2b /* __USER_DS: the stack segment of every user-mode entry frame */
+
 /* Whether the program runs in interrupt context (hardirq, softirq run at irq exit, NMI), where
  * `current` is whatever task the interrupt hit and must not be named as the waker.
  *
@@ -293,23 +295,41 @@ static __always_inline void submit(void* record) { bpf_ringbuf_submit(record, wa
  * resolve those. So, x86_64 specifics instead:
  *  - an interrupt that hits kernel mode runs on the per-CPU irq stack (NMIs on their own IST
  *    stack): the tracepoint's arguments (ctx), which the kernel puts on the stack it runs on, are
- *    outside the current task's stack, which runs from task->stack up to its user entry frame
- *    (task_pt_regs). Not the address of one of the program's own locals: since 6.13 the JIT gives
- *    a tracing program of 64 bytes of stack or more a private per-CPU stack, which is never the
- *    task's;
- *  - an interrupt that hits user mode runs on the task stack, whose entry frame is then the
- *    interrupt's: a user CS, and orig_ax -1, where a syscall stores its number and an exception
- *    its error code (kernel threads have a zeroed frame).
- * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named.
- * The frame is where the kernel's own task_pt_regs says (bpf_task_pt_regs: FRED's padding and
- * KASAN's stack size included), and read with plain loads, no probe read: this runs at every
- * wakeup of the tree's threads, in the waker's critical path. */
+ *    outside the current task's stack. Not the address of one of the program's own locals: since
+ *    6.13 the JIT gives a tracing program of 64 bytes of stack or more a private per-CPU stack,
+ *    which is never the task's;
+ *  - an interrupt that hits user mode runs on the task stack, which then holds just the entry
+ *    frame at its top, and interrupt entries store orig_ax = -1 where a syscall stores its number
+ *    and an exception its error code (kernel threads have a zeroed frame).
+ * Softirqs run by ksoftirqd and threaded irq handlers are task context: their thread is named. */
 static __always_inline bool in_interrupt(void* ctx) {
+  /* The task's fields are read directly (a trusted pointer: plain loads), not through probe
+   * reads: this runs at every wakeup of the tree's threads, in the waker's critical path. */
   struct task_struct* task = bpf_get_current_task_btf();
-  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  __u64 base = (__u64)task->stack;
+  __u64 size = 16384; /* THREAD_SIZE without KASAN */
+  if (bpf_core_field_exists(task->stack_vm_area)) {
+    struct vm_struct* area = task->stack_vm_area;
+    if (area) {
+      __u32 pages = area->nr_pages; /* VMAP_STACK: the exact size, KASAN or not */
+      if (pages) size = (__u64)pages * 4096;
+    }
+  }
   __u64 here = (__u64)ctx;
-  if (here < (__u64)task->stack || here >= (__u64)regs) return true;
-  return (regs->cs & 3) == 3 && (long)regs->orig_ax == -1;
+  if (here < base || here >= base + size) return true;
+
+  /* The user entry frame sits at the top of the stack, or 16 bytes lower on FRED kernels. Only the
+   * right position shows a user CS and SS: read 16 bytes off, the SS slot holds RFLAGS, which
+   * always has IF (0x200) set in user mode. The frame's last six words are x86_64's entry frame
+   * (orig_ax, then what the CPU pushes: ip, cs, flags, sp, ss), taken in one read. cs and ss are
+   * 16 bits (FRED keeps more in the words above them). */
+  for (int padding = 0; padding <= 16; padding += 16) {
+    __u64 frame[6];
+    if (bpf_probe_read_kernel(frame, sizeof(frame), (void*)(base + size - padding - sizeof(frame))))
+      continue;
+    if ((frame[2] & 3) == 3 && (__u16)frame[5] == USER_DS) return (long)frame[0] == -1;
+  }
+  return false;
 }
 
 #include "bpf/python_stacks.bpf.h"

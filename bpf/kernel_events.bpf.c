@@ -500,7 +500,10 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
       asm volatile("" ::: "memory");
       entry->start_ns = now;
     } else if (entry->start_ns) {
-      entry->start_ns = 0; /* no wakeup outside the window takes this thread's last interval */
+      /* No interval: none for a wakeup outside the window to take, none for a switch-in to end
+       * (one whose own switch-in went unseen ends here, unrecorded). */
+      entry->open = 0;
+      entry->start_ns = 0;
     }
   }
 

@@ -108,6 +108,7 @@ TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
   struct Report {
     ScenarioStatus status;
     uint32_t sleeper, waker;
+    uint64_t reads_from_ns;  // on CPU 0 by then: the move there is a sleep of its own
   };
   Report report{};
   ASSERT_NO_FATAL_FAILURE(RunRecordedChild<Report>(
@@ -120,6 +121,7 @@ TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
           return r;
         }
         std::atomic<pid_t> sleeper{0};
+        std::atomic<uint64_t> reads_from_ns{0};
         std::atomic<int> reads{0};
         std::atomic<bool> done{false};
         std::thread hog([&] {
@@ -130,6 +132,7 @@ TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
         std::thread sleeping([&] {
           StayOnCpu0(&r.status);
           sleeper = gettid();
+          reads_from_ns = NowNs();
           for (int i = 0; i < kRounds; ++i) {
             char byte = 0;
             ++reads;
@@ -148,6 +151,7 @@ TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
         hog.join();
         r.sleeper = static_cast<uint32_t>(sleeper);
         r.waker = static_cast<uint32_t>(gettid());
+        r.reads_from_ns = reads_from_ns;
         return r;
       },
       &report));
@@ -157,7 +161,7 @@ TEST_F(KernelRecorderTest, AWakerIsNamedOnTheSleepItEndedOnly) {
 
   int sleeps = 0, preempted = 0;
   for (const auto& o : raw.offcpu) {
-    if (o.tid != report.sleeper) continue;
+    if (o.tid != report.sleeper || o.start_ns < report.reads_from_ns) continue;
     if (o.state == GPROF_TASK_RUNNING) {
       ++preempted;
       EXPECT_EQ(o.wake_ns, 0u) << "preempted at " << o.start_ns;

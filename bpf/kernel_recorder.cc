@@ -560,6 +560,7 @@ struct KernelRecorder::State {
   // forwarding of signals reads them until the command ends.
   bpf_link* signal_link = nullptr;
   std::vector<SignalRecord> signals;  // drained, not yet taken (TakeSignals)
+  uint64_t signals_drained_ns = 0;
   bool recording_done = false;        // Finish closed kernel.gpr: only signals are drained now
   uint64_t lost_to_writes = 0;
   // Writing stopped at this time (a write failed, or another writer found the disk full); what
@@ -1504,7 +1505,9 @@ int KernelRecorder::Poll(int timeout_ms) try {
   if (rc < 0 && rc != -EINTR) return rc;
   if (rc > 0) drained += rc;
   // Whatever epoll did not report: records below the wakeup threshold, or left by an EINTR.
+  uint64_t drained_ns = MonotonicNs();
   rc = ring_buffer__consume(s.ring);
+  if (rc >= 0) s.signals_drained_ns = drained_ns;
   if (rc < 0) return rc;
   drained += rc;
   if (s.finished) return drained;  // signals only, taken by the caller
@@ -1600,6 +1603,8 @@ KernelRecorderStats KernelRecorder::stats() const {
 const std::vector<std::string>& KernelRecorder::notes() const { return state_->notes; }
 
 bool KernelRecorder::records_signals() const { return state_->signal_link != nullptr; }
+
+uint64_t KernelRecorder::signals_drained_ns() const { return state_->signals_drained_ns; }
 
 std::vector<SignalRecord> KernelRecorder::TakeSignals() {
   std::vector<SignalRecord> taken;

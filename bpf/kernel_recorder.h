@@ -138,6 +138,9 @@ class KernelRecorder {
   // recorder is destroyed: Poll then drains only them, and kernel.gpr is closed.
   bool records_signals() const;
   std::vector<SignalRecord> TakeSignals();
+  // When Poll last drained the ring buffer (CLOCK_MONOTONIC): every signal generated before then
+  // (less the few ms between a program's clock and its record) is in what TakeSignals returned.
+  uint64_t signals_drained_ns() const;
 
   // How the programs were attached, and what the kernel could not record (tracepoints attached
   // as raw_tp and why, page faults through kprobes, a feature left out): one line each, for the

@@ -512,7 +512,8 @@ int RunCommand(const RunOptions& options) {
       wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
     }
     // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
-    int until_forward_ms = target->SettleForwards(recorder->TakeSignals());
+    int until_forward_ms =
+        target->SettleForwards(recorder->TakeSignals(), recorder->signals_drained_ns());
     if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
     recorder->Poll(static_cast<int>(wait_ms));
   }

@@ -61,8 +61,8 @@ volatile sig_atomic_t g_interrupted = 0;
 // How a forward waits for the kernel's record of a signal its sender also sent to the command:
 // sent that long before or after the one to gprof-run, it was the same signal's (timeout sends to
 // its child, then to its group, microseconds apart; a supervisor signals each process of a job in
-// turn). The wait ends that long after the signal to gprof-run, and at the latest
-// kLongestWaitNs after the handler noted it, whatever the ring buffer holds.
+// turn). The wait ends once the records of up to that long after the signal to gprof-run are
+// drained, and at the latest kLongestWaitNs after the handler noted it, whatever was drained.
 constexpr uint64_t kAlsoSentWithinNs = 50'000'000;
 constexpr uint64_t kLongestWaitNs = 250'000'000;
 // How late a record may reach the ring buffer after its time: the program reads the time, then
@@ -465,7 +465,8 @@ void TargetProcess::Ended() {
   }
 }
 
-int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
+int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
+                                  uint64_t drained_ns) {
   uint64_t now = MonotonicNow();
   pid_t self = getpid();
   for (const bpf::SignalRecord& record : seen) {
@@ -482,13 +483,14 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
     uint32_t tail = queue.tail.load();
     for (; tail != queue.head.load(); ++tail) {
       const Note& note = queue.notes[tail % kNotes];
-      uint64_t noted = note.noted_ns.load(), due = 0;
-      Decision decision = Decide(slot, note.sender.load(), noted, now, &due);
+      uint64_t noted = note.noted_ns.load(), due = 0, first_sent = noted;
+      Decision decision =
+          Decide(slot, note.sender.load(), noted, drained_ns, now, &due, &first_sent);
       if (decision == Decision::kWait) {  // and those noted after it, in their turn
         next_due = std::min(next_due, due);
         break;
       }
-      decided_until_ns_[slot] = noted;
+      decided_until_ns_[slot] = first_sent;
       if (decision == Decision::kForward) forwards.emplace_back(noted, kForwarded[slot]);
     }
     queue.tail.store(tail);
@@ -499,14 +501,17 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen) {
     if (g_forward_to > 0) kill(pid_, signal);
   }
   if (next_due == UINT64_MAX) return -1;
+  if (next_due <= now) return 0;  // due, but its records are not drained yet
   return static_cast<int>((next_due - now + 999'999) / 1'000'000);
 }
 
 // Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
-// `noted_ns` (after the one noted at decided_until_ns_[slot]), reached the command already, by
-// the signals the kernel recorder saw.
+// `noted_ns` (sent after decided_until_ns_[slot]), reached the command already, by the signals the
+// kernel recorder saw, all of those generated before `drained_ns`. `first_sent_ns`: when the
+// first of the sender's signals that the note stands for was sent (noted_ns when none was seen).
 TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
-                                              uint64_t now_ns, uint64_t* due_ns) {
+                                              uint64_t drained_ns, uint64_t now_ns,
+                                              uint64_t* due_ns, uint64_t* first_sent_ns) {
   const int signal = kForwarded[slot];
   const pid_t self = getpid();
   // The sender's signals to gprof-run that the note stands for (the kernel merges those that
@@ -520,6 +525,7 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
       continue;
     }
     from_sender = true;
+    *first_sent_ns = std::min(*first_sent_ns, record.time_ns);
     if (!record.to_many) {
       only_to_many = false;
       sent_ns = std::min(sent_ns, record.time_ns);
@@ -541,7 +547,10 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
     return Decision::kLeave;
   }
   *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
-  return now_ns >= *due_ns ? Decision::kForward : Decision::kWait;
+  // Due once the records up to then are drained (gprof-run may drain late, on a busy machine); at
+  // the latest kLongestWaitNs after it came, whatever was drained.
+  bool due = drained_ns >= *due_ns || now_ns >= noted_ns + kLongestWaitNs;
+  return due ? Decision::kForward : Decision::kWait;
 }
 
 void TargetProcess::StopOnInterrupt(const std::string& line) {

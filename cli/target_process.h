@@ -67,9 +67,11 @@ class TargetProcess {
   // its process group; systemd and Slurm signal every process of the job). The child then gets
   // it once, as it would without gprof-run.
   void ForwardSignals(bool witnessed);
-  // Decides the forwards that wait, by the signals the kernel recorder saw since the last call.
-  // Returns the milliseconds until the next one is due (call again by then), -1 when none waits.
-  int SettleForwards(const std::vector<bpf::SignalRecord>& seen);
+  // Decides the forwards that wait, by the signals the kernel recorder saw since the last call,
+  // every one generated before `drained_ns` among them: a forward is due only once the records
+  // of its wait are all in, however late gprof-run drained them. Returns the milliseconds until
+  // the next one is due (call again by then, after a drain), -1 when none waits.
+  int SettleForwards(const std::vector<bpf::SignalRecord>& seen, uint64_t drained_ns);
 
   // After the command ended: SIGINT, SIGTERM, SIGHUP and SIGQUIT (those gprof-run did not start
   // with ignored) end gprof-run at once by that signal, as they end any program, after `line` on
@@ -84,7 +86,8 @@ class TargetProcess {
   void StartWaker();
   void Ended();
   enum class Decision { kWait, kForward, kLeave };
-  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t now_ns, uint64_t* due_ns);
+  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t drained_ns,
+                  uint64_t now_ns, uint64_t* due_ns, uint64_t* first_sent_ns);
 
   static constexpr std::array<int, 4> kJobSignals = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   pid_t pid_;
@@ -104,7 +107,10 @@ class TargetProcess {
     bool used = false;
   };
   std::vector<Seen> seen_;
-  // By slot: when the last forward decided was noted; signals to gprof-run up to then were its.
+  // By slot: when the first signal that the last forward decided stood for was sent; those sent to
+  // gprof-run after it may be the next handler run's. (Not when the handler ran: the kernel takes a
+  // signal from the pending set before the handler reads the clock, and on a busy machine a second
+  // signal, timeout's to its group, comes in between and runs the handler again.)
   std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
 };
 

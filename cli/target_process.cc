@@ -483,14 +483,15 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
     uint32_t tail = queue.tail.load();
     for (; tail != queue.head.load(); ++tail) {
       const Note& note = queue.notes[tail % kNotes];
-      uint64_t noted = note.noted_ns.load(), due = 0, first_sent = noted;
+      uint64_t noted = note.noted_ns.load(), due = 0, first_sent = 0;
       Decision decision =
           Decide(slot, note.sender.load(), noted, drained_ns, now, &due, &first_sent);
       if (decision == Decision::kWait) {  // and those noted after it, in their turn
         next_due = std::min(next_due, due);
         break;
       }
-      decided_until_ns_[slot] = first_sent;
+      decided_until_ns_[slot] = noted;
+      decided_first_ns_[slot] = first_sent;
       if (decision == Decision::kForward) forwards.emplace_back(noted, kForwarded[slot]);
     }
     queue.tail.store(tail);
@@ -506,9 +507,10 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
 }
 
 // Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
-// `noted_ns` (sent after decided_until_ns_[slot]), reached the command already, by the signals the
-// kernel recorder saw, all of those generated before `drained_ns`. `first_sent_ns`: when the
-// first of the sender's signals that the note stands for was sent (noted_ns when none was seen).
+// `noted_ns` (after the one noted at decided_until_ns_[slot]), reached the command already, by
+// the signals the kernel recorder saw, all of those generated before `drained_ns`.
+// `first_sent_ns`: when the first of the sender's signals that the note stands for was sent (0:
+// none seen).
 TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
                                               uint64_t drained_ns, uint64_t now_ns,
                                               uint64_t* due_ns, uint64_t* first_sent_ns) {
@@ -518,18 +520,33 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
   // come while one is pending), and when the first sent to gprof-run alone was made.
   bool from_sender = false, only_to_many = true;
   uint64_t sent_ns = noted_ns;
-  for (const Seen& seen : seen_) {
-    const bpf::SignalRecord& record = seen.record;
-    if (record.target_pid != self || record.signal != signal || record.sender_pid != sender ||
-        record.time_ns <= decided_until_ns_[slot] || record.time_ns > noted_ns) {
-      continue;
+  auto take_sent = [&](uint64_t after_ns, uint64_t until_ns) {
+    for (const Seen& seen : seen_) {
+      const bpf::SignalRecord& record = seen.record;
+      if (record.target_pid != self || record.signal != signal || record.sender_pid != sender ||
+          record.time_ns <= after_ns || record.time_ns > until_ns) {
+        continue;
+      }
+      from_sender = true;
+      if (*first_sent_ns == 0 || record.time_ns < *first_sent_ns) *first_sent_ns = record.time_ns;
+      if (!record.to_many) {
+        only_to_many = false;
+        sent_ns = std::min(sent_ns, record.time_ns);
+      }
     }
-    from_sender = true;
-    *first_sent_ns = std::min(*first_sent_ns, record.time_ns);
-    if (!record.to_many) {
-      only_to_many = false;
-      sent_ns = std::min(sent_ns, record.time_ns);
+  };
+  take_sent(decided_until_ns_[slot], noted_ns);
+  // The handler ran again at once with nothing sent since the last run read the clock: the kernel
+  // had taken the last run's signal from the pending set before that, and this one came in between
+  // (timeout's to its group, microseconds after its own to gprof-run). This run stands for the
+  // last one's later signals, once all sent before it are drained.
+  if (!from_sender && decided_first_ns_[slot] != 0 &&
+      noted_ns < decided_until_ns_[slot] + kAlsoSentWithinNs) {
+    if (drained_ns < noted_ns + kRecordLagNs && now_ns < noted_ns + kLongestWaitNs) {
+      *due_ns = noted_ns + kRecordLagNs;
+      return Decision::kWait;
     }
+    take_sent(decided_first_ns_[slot], decided_until_ns_[slot]);
   }
   // A kill() of the whole process group (kill %1, killpg, a shell's SIGHUP at its exit) reached
   // the command with the same call, as it would without gprof-run; and without gprof-run a command

@@ -107,11 +107,13 @@ class TargetProcess {
     bool used = false;
   };
   std::vector<Seen> seen_;
-  // By slot: when the first signal that the last forward decided stood for was sent; those sent to
-  // gprof-run after it may be the next handler run's. (Not when the handler ran: the kernel takes a
-  // signal from the pending set before the handler reads the clock, and on a busy machine a second
-  // signal, timeout's to its group, comes in between and runs the handler again.)
+  // By slot: when the last forward decided was noted (signals to gprof-run up to then were its),
+  // and when the first of those was sent (0: none seen). The kernel takes a signal from the
+  // pending set before the handler reads the clock: on a busy machine a second one, timeout's to
+  // its group, can come in between and run the handler again, for a signal sent before the first
+  // run's clock (Decide).
   std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
+  std::array<uint64_t, kForwarded.size()> decided_first_ns_ = {};
 };
 
 // The status gprof-run exits with for a command that ended with `wait_status`: its exit code, or

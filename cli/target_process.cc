@@ -132,6 +132,9 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   pid_t command = static_cast<pid_t>(g_forward_to);
   if (command <= 0) return;
   int saved_errno = errno;
+  // First: Decide matches the signals the kernel recorded by this time, and the walk of the
+  // sender's ancestry below reads /proc, long enough for timeout's second signal to come.
+  uint64_t noted_ns = MonotonicNow();
   // Only what a process outside the command sent to gprof-run is the command's to get again. The
   // terminal (Ctrl-C, Ctrl-\, Ctrl-Z, hangup: si_code SI_KERNEL) signals the whole foreground
   // process group, which holds the command; what the command's own processes sent to their group
@@ -145,7 +148,7 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
       if (head - queue.tail.load() < kNotes) {
         Note& note = queue.notes[head % kNotes];
         note.sender.store(info->si_pid);
-        note.noted_ns.store(MonotonicNow());
+        note.noted_ns.store(noted_ns);
         queue.head.store(head + 1);
       }
     } else {

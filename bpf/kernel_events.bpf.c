@@ -951,23 +951,26 @@ static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
 #define DEVICE_SCAN_FDS 16
 #define SELECT_SCAN_WORDS 16 /* fd_set words: fds below 1024, FD_SETSIZE */
 
-/* The state of a scan of a poll or select call's fds, run with bpf_loop so that the verifier
- * checks one step instead of every iteration. */
+/* The state of a scan of a poll or select call's fds. Plain numbers only (the call's arguments as
+ * it passed them, user addresses read with probe reads): a global function sees its memory as
+ * numbers. */
 struct fd_scan {
-  const __u64* args; /* the call's arguments */
-  __u32 checked;     /* fds looked up so far, at most DEVICE_SCAN_FDS */
-  __s32 found_fd;    /* the first fd on a device of interest, or -1 */
+  __u64 count;   /* poll: nfds; select: nfds (fds below it) */
+  __u64 sets[3]; /* poll: the pollfd array in sets[0]; select: readfds, writefds, exceptfds */
+  __u32 checked; /* fds looked up so far, at most DEVICE_SCAN_FDS */
+  __s32 found_fd; /* the first fd on a device of interest, or -1 */
   char name[GPROF_COMM_LEN];
 };
 
-/* One struct pollfd of poll(fds, nfds, timeout) or ppoll(fds, nfds, tmo_p, sigmask, size). */
+/* One struct pollfd of poll(fds, nfds, timeout) or ppoll(fds, nfds, tmo_p, sigmask, size): a
+ * bpf_loop step, so that the verifier checks one step instead of every iteration. */
 static long scan_pollfd(__u32 index, void* context) {
   struct fd_scan* scan = context;
   const struct {
     __s32 fd;
     __s16 events;
     __s16 revents;
-  }* fds = (const void*)scan->args[0];
+  }* fds = (const void*)scan->sets[0];
   __s32 fd = -1;
   if (bpf_probe_read_user(&fd, sizeof(fd), &fds[index].fd) != 0) return 1;
   if (!device_fd(fd, scan->name)) return 0;
@@ -988,17 +991,20 @@ static __always_inline __u32 bit_index(__u64 bit) {
 }
 
 /* One word of the fd sets of select(nfds, readfds, writefds, exceptfds, timeout) or pselect6 (the
- * same, and a sigmask): the fds set in any of the three. */
-static long scan_fdset_word(__u32 word, void* context) {
-  struct fd_scan* scan = context;
-  __u64 nfds = scan->args[0];
+ * same, and a sigmask): the fds set in any of the three; 1 to end the scan. A global function,
+ * verified once on its own: inlined in a bpf_loop step, its loop over the word's fds made the
+ * verifier follow every count of fds checked through every step, past its million instructions
+ * on Linux 6.18 builds of December 2026. */
+__noinline int scan_select_word(struct fd_scan* scan, __u32 word) {
+  if (!scan || word >= SELECT_SCAN_WORDS) return 1;
   __u64 bits = 0;
-  for (__u32 set = 1; set <= 3; set++) {
-    const __u64* fds = (const __u64*)scan->args[set];
+  for (__u32 set = 0; set < 3; set++) {
+    const __u64* fds = (const __u64*)scan->sets[set];
     __u64 part = 0;
     if (fds && bpf_probe_read_user(&part, sizeof(part), &fds[word]) == 0) bits |= part;
   }
-  if (nfds - word * 64 < 64) bits &= (1ull << (nfds - word * 64)) - 1;
+  __u64 below = scan->count - word * 64;
+  if (below < 64) bits &= (1ull << below) - 1;
   for (__u32 i = 0; i < DEVICE_SCAN_FDS; i++) {
     if (!bits) return 0;
     if (scan->checked >= DEVICE_SCAN_FDS) return 1;
@@ -1014,17 +1020,25 @@ static long scan_fdset_word(__u32 word, void* context) {
   return 0;
 }
 
+static long scan_fdset_word(__u32 word, void* context) {
+  return scan_select_word(context, word) ? 1 : 0; /* a step returns 0 or 1, as the verifier checks */
+}
+
 /* Whether a poll or select call waits on a device of interest: fills the device part. */
 static __always_inline bool device_in_fds(struct gprof_syscall_pending* entry, bool select) {
   struct fd_scan scan = {};
-  scan.args = entry->args;
   scan.found_fd = -1;
-  __u64 nfds = entry->args[select ? 0 : 1];
   if (select) {
-    __u64 words = (nfds + 63) / 64;
+    scan.count = entry->args[0];
+    scan.sets[0] = entry->args[1];
+    scan.sets[1] = entry->args[2];
+    scan.sets[2] = entry->args[3];
+    __u64 words = (scan.count + 63) / 64;
     bpf_loop(words < SELECT_SCAN_WORDS ? words : SELECT_SCAN_WORDS, scan_fdset_word, &scan, 0);
   } else {
-    bpf_loop(nfds < DEVICE_SCAN_FDS ? nfds : DEVICE_SCAN_FDS, scan_pollfd, &scan, 0);
+    scan.count = entry->args[1];
+    scan.sets[0] = entry->args[0];
+    bpf_loop(scan.count < DEVICE_SCAN_FDS ? scan.count : DEVICE_SCAN_FDS, scan_pollfd, &scan, 0);
   }
   if (scan.found_fd < 0) return false;
   entry->device.fd = scan.found_fd;

@@ -381,7 +381,8 @@ bool Wanted(const AttachPlan& plan, const bpf_program* program) {
 
 // Replaces `program`, which failed to load or attach for `reason`, by its fallback, or leaves its
 // feature out; false when it has neither (a raw_tp program of a required tracepoint).
-bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& reason) {
+bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& reason,
+              bool too_complex = false) {
   ProgramKind kind = KindOf(program);
   std::string* feature_off = nullptr;
   if (kind.attach == ProgramKind::kPerfEvent || IsFaultTracepoint(kind.tracepoint)) {
@@ -393,11 +394,15 @@ bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& r
   } else if (IsSwitchInStackTracepoint(kind.tracepoint)) {
     feature_off = &plan->switch_in_stacks_off_reason;
   }
-  if (kind.attach == ProgramKind::kTpBtf) {
+  // A program too complex for the verifier (E2BIG) is as complex as raw_tp: the same code. Not
+  // tried again that way, each failed load costs libbpf's retry with the verifier's log, seconds
+  // for a program that reached the verifier's limit.
+  if (kind.attach == ProgramKind::kTpBtf && !too_complex) {
     return plan->raw_tracepoints.emplace(kind.tracepoint, reason).second;
   }
   if (feature_off == nullptr || !feature_off->empty()) return false;
   std::string where = kind.attach == ProgramKind::kPerfEvent ? bpf_program__name(program)
+                      : kind.attach == ProgramKind::kTpBtf   ? "tp_btf/" + kind.tracepoint
                                                              : "raw_tp/" + kind.tracepoint;
   *feature_off = where + " " + reason;
   return true;
@@ -1271,7 +1276,8 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
             std::string(bpf_program__name(failed)) + " failed to load: " + ErrnoText(-rc);
         continue;
       }
-      if (failed == nullptr || !FallBack(&plan, failed, "failed to load: " + ErrnoText(-rc))) {
+      if (failed == nullptr ||
+          !FallBack(&plan, failed, "failed to load: " + ErrnoText(-rc), rc == -E2BIG)) {
         return LibbpfFailure("load BPF programs", rc);
       }
       continue;

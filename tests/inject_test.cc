@@ -470,7 +470,7 @@ TEST(InjectCupti, SlowCallsCarryTheirNativeStack) {
     ++slow;
     const collector::NativeStack* stack = session.CallStackOf(call);
     ASSERT_NE(stack, nullptr) << session.ApiName(call) << " at " << call.enter_ns;
-    ASSERT_GE(stack->ips.size(), 3u);
+    ASSERT_GE(stack->ips.size(), 3u) << session.ApiName(call) << ": " << stack->cut_short;
     std::string frames;
     for (const auto& frame : collector::NativeStackFrames(session, *stack)) frames += frame + "\n";
     EXPECT_EQ(frames.find("mock_cupti"), std::string::npos) << "CUPTI's own frames:\n" << frames;

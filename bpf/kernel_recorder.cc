@@ -1257,9 +1257,13 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
     }
     if (Status set = SetProgramConstants(skel, options, plan, ring_bytes); !set.ok()) return set;
 
+    // The verifier's statistics and errors only (BPF_LOG_STATS), unless GPROF_DEBUG_BPF=1: with no
+    // log level, libbpf loads a program that fails again with the full log to print it, which
+    // takes seconds for one that reached the verifier's limit (10 s here).
     bpf_program* program = nullptr;
     bpf_object__for_each_program(program, skel->obj) {
       bpf_program__set_autoload(program, Wanted(plan, program));
+      bpf_program__set_log_level(program, g_print_debug ? 1 : 4);
     }
     int rc = kernel_events_bpf__load(skel);
     if (rc != 0) {

@@ -41,9 +41,10 @@ run() {
       # the kernel scenarios three times, as their waits and switches differ from run to run.
       part "$1" 300 env LD_LIBRARY_PATH=.gpu/build/tests/fake_cuda \
         GPROF_BUILD_DIR="$PWD/.gpu/build" GPROF_SOURCE_DIR="$PWD" GPROF_REQUIRE_BPF=1 \
-        sh -c 'for test in kernel_scenarios_test kernel_scenarios_test kernel_scenarios_test \
-        kernel_recorder_test; do \
-        .gpu/build/tests/$test --gtest_brief=1 || echo "$test failed"; done'
+        sh -c 'status=0; for test in kernel_scenarios_test kernel_scenarios_test \
+        kernel_scenarios_test kernel_recorder_test; do \
+        .gpu/build/tests/$test --gtest_brief=1 || { echo "$test failed"; status=1; }; done; \
+        exit $status'
       ;;
     self_blame) part self_blame 170 env OUT="$results" scripts/gpu/validate_self_blame.sh ;;
     gpu_idle) part gpu_idle 170 env OUT="$results" scripts/gpu/validate_gpu_idle.sh ;;

@@ -395,8 +395,7 @@ bool FallBack(AttachPlan* plan, const bpf_program* program, const std::string& r
     feature_off = &plan->switch_in_stacks_off_reason;
   }
   // A program too complex for the verifier (E2BIG) is as complex as raw_tp: the same code. Not
-  // tried again that way, each failed load costs libbpf's retry with the verifier's log, seconds
-  // for a program that reached the verifier's limit.
+  // tried again that way: a load that runs the verifier to its limit takes seconds (3 s here).
   if (kind.attach == ProgramKind::kTpBtf && !too_complex) {
     return plan->raw_tracepoints.emplace(kind.tracepoint, reason).second;
   }

@@ -143,7 +143,9 @@ TEST_F(KernelRecorderTest, ShortWaitsAreCountedNotRecorded) {
         EXPECT_EQ(c.syscall_nr, static_cast<uint32_t>(SYS_futex));
         turn_sleeps_woken_by_other[c.tid] += c.count;
       }
-      if (c.how == 0) EXPECT_EQ(c.runnable_ns, c.total_ns) << "preempted: runnable throughout";
+      if (c.how == 0) {
+        EXPECT_EQ(c.runnable_ns, c.total_ns) << "preempted: runnable throughout";
+      }
     }
   }
   EXPECT_EQ(futex_recorded + futex_counted, report.calls)

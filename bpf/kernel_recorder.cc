@@ -865,7 +865,9 @@ struct KernelRecorder::State {
         }
         signals.push_back(SignalRecord{record.time_ns, record.signal, static_cast<int>(record.pid),
                                        static_cast<int>(record.sender_pid),
-                                       (record.flags & GPROF_SIGNAL_TO_MANY) != 0});
+                                       (record.flags & GPROF_SIGNAL_TO_MANY) != 0,
+                                       record.result == GPROF_SIGNAL_DELIVERED,
+                                       record.result == GPROF_SIGNAL_ALREADY_PENDING});
         if (recording_done) return;  // kernel.gpr is closed
         break;
       }

@@ -81,6 +81,10 @@ struct SignalRecord {
   int target_pid = 0;    // the process it was for
   int sender_pid = 0;    // the process that sent it; 0: generated in an interrupt
   bool to_many = false;  // one of several one call made: kill() of a process group, killpg
+  // What the kernel did with it: made it pending (the target's handler runs once for it and for
+  // those merged into it), or merged it into the same signal still pending (no run of its own).
+  bool made_pending = false;
+  bool merged = false;
 };
 
 struct KernelRecorderStats {

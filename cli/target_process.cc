@@ -34,13 +34,15 @@ volatile sig_atomic_t g_forward_to = 0;
 volatile sig_atomic_t g_continued = 0;
 
 // Forwards that wait for TargetProcess::SettleForwards (g_decide_later): for each forwarded
-// signal, what the handler noted of each arrival, oldest first. The handler only appends, the
-// wait loop only takes from the front (gprof-run has one thread while the command runs). An
-// arrival that finds the queue full is dropped, as the kernel merges a signal into the same one
-// still pending.
+// signal, what the handler noted of each of its runs, oldest first. The handler only appends, the
+// wait loop only takes from the front (gprof-run has one thread while the command runs). A run
+// that finds the queue full is not noted, but counted: the run number lets SettleForwards pair
+// the notes after it with the kernel's records all the same.
 struct Note {
   std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler ran
   std::atomic<pid_t> sender{0};
+  std::atomic<uint32_t> run{0};           // the handler's runs for this signal up to this one
+  std::atomic<bool> for_command{false};  // sent by a process outside the command, not the terminal
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal handler
 constexpr uint32_t kNotes = 64;                             // a second's storm at most, decided
@@ -48,6 +50,7 @@ struct WaitingForwards {
   Note notes[kNotes];
   std::atomic<uint32_t> head{0};  // the next note the handler writes
   std::atomic<uint32_t> tail{0};  // the next one SettleForwards decides
+  std::atomic<uint32_t> runs{0};  // the handler's runs, noted or not
 };
 WaitingForwards g_waiting[TargetProcess::kForwarded.size()];
 volatile sig_atomic_t g_decide_later = 0;
@@ -132,28 +135,33 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   pid_t command = static_cast<pid_t>(g_forward_to);
   if (command <= 0) return;
   int saved_errno = errno;
-  // First: Decide matches the signals the kernel recorded by this time, and the walk of the
-  // sender's ancestry below reads /proc, long enough for timeout's second signal to come.
+  // First: what this run stands for was sent by this time (Decide looks no later), and the walk
+  // of the sender's ancestry below reads /proc, long enough for timeout's second signal to come.
   uint64_t noted_ns = MonotonicNow();
   // Only what a process outside the command sent to gprof-run is the command's to get again. The
   // terminal (Ctrl-C, Ctrl-\, Ctrl-Z, hangup: si_code SI_KERNEL) signals the whole foreground
   // process group, which holds the command; what the command's own processes sent to their group
   // (kill(0, ...): a script's `kill 0`, an editor suspending itself) reached them already, and
   // what they sent to their parent was not meant for them.
-  if (info->si_code <= 0 && !InCommandTree(info->si_pid, command)) {
-    size_t slot = SlotOf(signal);
-    if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
-      WaitingForwards& queue = g_waiting[slot];
-      uint32_t head = queue.head.load();
-      if (head - queue.tail.load() < kNotes) {
-        Note& note = queue.notes[head % kNotes];
-        note.sender.store(info->si_pid);
-        note.noted_ns.store(noted_ns);
-        queue.head.store(head + 1);
-      }
-    } else {
-      kill(command, signal);
+  bool for_command = info->si_code <= 0 && !InCommandTree(info->si_pid, command);
+  size_t slot = SlotOf(signal);
+  if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
+    // Every run is noted, forwarded or not: the k-th run of the handler is the k-th time the
+    // kernel made the signal pending (SettleForwards pairs them).
+    WaitingForwards& queue = g_waiting[slot];
+    uint32_t run = queue.runs.load() + 1;
+    queue.runs.store(run);
+    uint32_t head = queue.head.load();
+    if (head - queue.tail.load() < kNotes) {
+      Note& note = queue.notes[head % kNotes];
+      note.sender.store(info->si_pid);
+      note.noted_ns.store(noted_ns);
+      note.run.store(run);
+      note.for_command.store(for_command);
+      queue.head.store(head + 1);
     }
+  } else if (for_command) {
+    kill(command, signal);
   }
   errno = saved_errno;
 }
@@ -322,6 +330,8 @@ void TargetProcess::Abandon() {
 void TargetProcess::ForwardSignals(bool witnessed) {
   g_decide_later = witnessed ? 1 : 0;
   g_forward_to = pid_;
+  decided_until_ns_.fill(MonotonicNow());  // what came before ran no handler of ours
+  for (size_t i = 0; i < kForwarded.size(); ++i) paired_runs_[i] = g_waiting[i].runs.load();
   struct sigaction forward {};
   forward.sa_sigaction = ForwardSignal;
   forward.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -486,16 +496,15 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
     uint32_t tail = queue.tail.load();
     for (; tail != queue.head.load(); ++tail) {
       const Note& note = queue.notes[tail % kNotes];
-      uint64_t noted = note.noted_ns.load(), due = 0, first_sent = 0;
-      Decision decision =
-          Decide(slot, note.sender.load(), noted, drained_ns, now, &due, &first_sent);
+      HandlerRun run{note.sender.load(), note.noted_ns.load(), note.run.load(),
+                     note.for_command.load()};
+      uint64_t due = 0;
+      Decision decision = Decide(slot, run, drained_ns, now, &due);
       if (decision == Decision::kWait) {  // and those noted after it, in their turn
         next_due = std::min(next_due, due);
         break;
       }
-      decided_until_ns_[slot] = noted;
-      decided_first_ns_[slot] = first_sent;
-      if (decision == Decision::kForward) forwards.emplace_back(noted, kForwarded[slot]);
+      if (decision == Decision::kForward) forwards.emplace_back(run.noted_ns, kForwarded[slot]);
     }
     queue.tail.store(tail);
   }
@@ -509,47 +518,87 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
   return static_cast<int>((next_due - now + 999'999) / 1'000'000);
 }
 
-// Whether the signal in `slot` that `sender` sent to gprof-run, which its handler noted at
-// `noted_ns` (after the one noted at decided_until_ns_[slot]), reached the command already, by
-// the signals the kernel recorder saw, all of those generated before `drained_ns`.
-// `first_sent_ns`: when the first of the sender's signals that the note stands for was sent (0:
-// none seen).
-TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_t noted_ns,
+// Whether the signal of `slot` that `run` of the handler stands for reached the command already,
+// by the signals the kernel recorder saw, all of those generated before `drained_ns`.
+//
+// The kernel keeps one of each signal pending: one that comes while the same is still pending is
+// merged into it, and the handler runs once for both; one that comes after the kernel took the
+// last from the pending set is pending anew and runs the handler again, even when it comes before
+// that last run has read its clock (timeout's second signal, microseconds after its first). So
+// the k-th run of the handler is for the k-th signal the kernel made pending for gprof-run, and
+// for the signals merged into it. Where that record is missing (the ring buffer lost it), the run
+// stands for what its sender sent since the last decided run, by the clock.
+TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run,
                                               uint64_t drained_ns, uint64_t now_ns,
-                                              uint64_t* due_ns, uint64_t* first_sent_ns) {
+                                              uint64_t* due_ns) {
   const int signal = kForwarded[slot];
   const pid_t self = getpid();
-  // The sender's signals to gprof-run that the note stands for (the kernel merges those that
-  // come while one is pending), and when the first sent to gprof-run alone was made.
-  bool from_sender = false, only_to_many = true;
-  uint64_t sent_ns = noted_ns;
-  auto take_sent = [&](uint64_t after_ns, uint64_t until_ns) {
-    for (const Seen& seen : seen_) {
-      const bpf::SignalRecord& record = seen.record;
-      if (record.target_pid != self || record.signal != signal || record.sender_pid != sender ||
-          record.time_ns <= after_ns || record.time_ns > until_ns) {
-        continue;
-      }
-      from_sender = true;
-      if (*first_sent_ns == 0 || record.time_ns < *first_sent_ns) *first_sent_ns = record.time_ns;
-      if (!record.to_many) {
-        only_to_many = false;
-        sent_ns = std::min(sent_ns, record.time_ns);
-      }
-    }
+  // First, every record up to the run's clock.
+  if (drained_ns < run.noted_ns + kRecordLagNs && now_ns < run.noted_ns + kLongestWaitNs) {
+    *due_ns = run.noted_ns + kRecordLagNs;
+    return Decision::kWait;
+  }
+  auto to_self = [&](const bpf::SignalRecord& record, uint64_t after_ns, uint64_t until_ns) {
+    return record.target_pid == self && record.signal == signal && record.time_ns > after_ns &&
+           record.time_ns <= until_ns;
   };
-  take_sent(decided_until_ns_[slot], noted_ns);
-  // The handler ran again at once with nothing sent since the last run read the clock: the kernel
-  // had taken the last run's signal from the pending set before that, and this one came in between
-  // (timeout's to its group, microseconds after its own to gprof-run). This run stands for the
-  // last one's later signals, once all sent before it are drained.
-  if (!from_sender && decided_first_ns_[slot] != 0 &&
-      noted_ns < decided_until_ns_[slot] + kAlsoSentWithinNs) {
-    if (drained_ns < noted_ns + kRecordLagNs && now_ns < noted_ns + kLongestWaitNs) {
-      *due_ns = noted_ns + kRecordLagNs;
-      return Decision::kWait;
+  // This run's record: past those of earlier runs (skipping those of runs the queue had no room
+  // to note), and the next one made pending after it, which ends what merged into it.
+  const bpf::SignalRecord* own = nullptr;
+  uint64_t own_until_ns = run.noted_ns;
+  uint32_t skip = run.run > paired_runs_[slot] ? run.run - paired_runs_[slot] - 1 : 0;
+  for (const Seen& seen : seen_) {
+    if (!seen.record.made_pending || !to_self(seen.record, decided_until_ns_[slot], run.noted_ns)) {
+      continue;
     }
-    take_sent(decided_first_ns_[slot], decided_until_ns_[slot]);
+    if (own != nullptr) {
+      own_until_ns = seen.record.time_ns - 1;
+      break;
+    }
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    own = &seen.record;
+  }
+  if (own != nullptr && own->sender_pid != run.sender) own = nullptr;  // records were lost
+  uint64_t after_ns = decided_until_ns_[slot];
+  uint64_t until_ns = own != nullptr ? own_until_ns : run.noted_ns;
+  Decision decision = DecideFor(slot, run, own, after_ns, until_ns, drained_ns, now_ns, due_ns);
+  if (decision != Decision::kWait) {  // the next run's records come after these
+    decided_until_ns_[slot] = until_ns;
+    paired_runs_[slot] = run.run;
+  }
+  return decision;
+}
+
+// Decide's second half: `own` is the run's record (nullptr: not found), (after_ns, until_ns] what
+// the records the run stands for may be in.
+TargetProcess::Decision TargetProcess::DecideFor(size_t slot, const HandlerRun& run,
+                                                 const bpf::SignalRecord* own, uint64_t after_ns,
+                                                 uint64_t until_ns, uint64_t drained_ns,
+                                                 uint64_t now_ns, uint64_t* due_ns) {
+  if (!run.for_command) return Decision::kLeave;
+  const int signal = kForwarded[slot];
+  const pid_t self = getpid();
+
+  // The sender's signals to gprof-run that the run stands for, and when the first sent to
+  // gprof-run alone was made.
+  bool from_sender = false, only_to_many = true;
+  uint64_t sent_ns = run.noted_ns;
+  for (const Seen& seen : seen_) {
+    const bpf::SignalRecord& record = seen.record;
+    if (record.target_pid != self || record.signal != signal || record.time_ns <= after_ns ||
+        record.time_ns > until_ns || record.sender_pid != run.sender) {
+      continue;
+    }
+    if (own != nullptr && record.time_ns < own->time_ns) continue;
+    if (own != nullptr && &record != own && !record.merged) continue;
+    from_sender = true;
+    if (!record.to_many) {
+      only_to_many = false;
+      sent_ns = std::min(sent_ns, record.time_ns);
+    }
   }
   // A kill() of the whole process group (kill %1, killpg, a shell's SIGHUP at its exit) reached
   // the command with the same call, as it would without gprof-run; and without gprof-run a command
@@ -559,17 +608,17 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, pid_t sender, uint64_
   for (Seen& seen : seen_) {
     const bpf::SignalRecord& record = seen.record;
     if (seen.used || record.target_pid != pid_ || record.signal != signal ||
-        record.sender_pid != sender || record.time_ns + kAlsoSentWithinNs < sent_ns ||
+        record.sender_pid != run.sender || record.time_ns + kAlsoSentWithinNs < sent_ns ||
         record.time_ns > sent_ns + kAlsoSentWithinNs) {
       continue;
     }
     seen.used = true;
     return Decision::kLeave;
   }
-  *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, noted_ns + kLongestWaitNs);
   // Due once the records up to then are drained (gprof-run may drain late, on a busy machine); at
   // the latest kLongestWaitNs after it came, whatever was drained.
-  bool due = drained_ns >= *due_ns || now_ns >= noted_ns + kLongestWaitNs;
+  *due_ns = std::min(sent_ns + kAlsoSentWithinNs + kRecordLagNs, run.noted_ns + kLongestWaitNs);
+  bool due = drained_ns >= *due_ns || now_ns >= run.noted_ns + kLongestWaitNs;
   return due ? Decision::kForward : Decision::kWait;
 }
 

@@ -86,8 +86,18 @@ class TargetProcess {
   void StartWaker();
   void Ended();
   enum class Decision { kWait, kForward, kLeave };
-  Decision Decide(size_t slot, pid_t sender, uint64_t noted_ns, uint64_t drained_ns,
-                  uint64_t now_ns, uint64_t* due_ns, uint64_t* first_sent_ns);
+  // What the handler noted of one of its runs.
+  struct HandlerRun {
+    pid_t sender;
+    uint64_t noted_ns;
+    uint32_t run;  // the handler's runs for this signal up to this one
+    bool for_command;
+  };
+  Decision Decide(size_t slot, const HandlerRun& run, uint64_t drained_ns, uint64_t now_ns,
+                  uint64_t* due_ns);
+  Decision DecideFor(size_t slot, const HandlerRun& run, const bpf::SignalRecord* own,
+                     uint64_t after_ns, uint64_t until_ns, uint64_t drained_ns, uint64_t now_ns,
+                     uint64_t* due_ns);
 
   static constexpr std::array<int, 4> kJobSignals = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   pid_t pid_;
@@ -107,13 +117,10 @@ class TargetProcess {
     bool used = false;
   };
   std::vector<Seen> seen_;
-  // By slot: when the last forward decided was noted (signals to gprof-run up to then were its),
-  // and when the first of those was sent (0: none seen). The kernel takes a signal from the
-  // pending set before the handler reads the clock: on a busy machine a second one, timeout's to
-  // its group, can come in between and run the handler again, for a signal sent before the first
-  // run's clock (Decide).
+  // By slot: the signals to gprof-run recorded up to this time are those of runs decided (from
+  // when ForwardSignals set the handler), and how many runs that was.
   std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
-  std::array<uint64_t, kForwarded.size()> decided_first_ns_ = {};
+  std::array<uint32_t, kForwarded.size()> paired_runs_ = {};
 };
 
 // The status gprof-run exits with for a command that ended with `wait_status`: its exit code, or

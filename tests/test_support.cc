@@ -77,8 +77,10 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // GPROF_KEEP_TEST_DIRS=1 keeps them, to look into a failure's session afterwards.
+  if (path_ == "/tmp" || EnvOr("GPROF_KEEP_TEST_DIRS", "")[0] != '\0') return;
   std::error_code ec;
-  if (path_ != "/tmp") std::filesystem::remove_all(path_, ec);
+  std::filesystem::remove_all(path_, ec);
 }
 
 int ProcessResult::exit_code() const {

@@ -482,6 +482,64 @@ TEST(UserSymbols, ALockIsNamedByTheFirstFrameOutsideTheSystemLibraries) {
   EXPECT_EQ(user({0x7f0000200030}), "libfoo.so|") << "its own futex call";
 }
 
+// The code of `path`, mapped at `base` as its executable segment says.
+Mapping CodeOf(const std::string& path, uint64_t base) {
+  auto file = collector::ElfSymbolFile::Read(path);
+  if (!file.ok()) {
+    ADD_FAILURE() << path << ": " << file.status().message();
+    return {};
+  }
+  for (const collector::ElfLoadSegment& segment : file.value().segments()) {
+    if ((segment.flags & PF_X) == 0) continue;
+    uint64_t start = base + (segment.address & ~0xfffull);
+    return Mapping{start, base + segment.address + segment.memory_size,
+                   segment.file_offset & ~0xfffull, "r-xp", path, 0};
+  }
+  ADD_FAILURE() << path << " has no code";
+  return {};
+}
+
+// glibc keeps no frame pointer: the walk goes from its lock wait to the caller of the library
+// function that called it, and the call before that return address names the function skipped,
+// an import of another library. A wait at a program's start can fall in the maps snapshot read
+// before its libraries were mapped (the next one comes 20 ms on, later on a loaded machine): the
+// next snapshot of the same program says which library defines the import.
+TEST(UserSymbols, ASkippedImportIsNamedByTheLibraryTheNextSnapshotShows) {
+  const std::string wrap = AppPath("libheapwrap.so");
+  auto wrap_file = collector::ElfSymbolFile::Read(wrap);
+  ASSERT_TRUE(wrap_file.ok());
+  // The return address of heapwrap_hold's call to heaplock_hold (an import: through the PLT).
+  const collector::ElfSymbol* caller = wrap_file.value().FunctionNamed("heapwrap_hold");
+  ASSERT_NE(caller, nullptr);
+  uint64_t back = 0;
+  for (uint64_t at = caller->address + 1; at <= caller->address + caller->size && !back; ++at) {
+    if (wrap_file.value().CallBefore(at).import == "heaplock_hold") back = at;
+  }
+  ASSERT_NE(back, 0u);
+  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  auto libc_file = collector::ElfSymbolFile::Read(libc);
+  ASSERT_TRUE(libc_file.ok());
+  ASSERT_FALSE(libc_file.value().KeepsFramePointers()) << "the case this test is about";
+
+  Session session;
+  collector::Process& process = session.processes[kSelf];
+  process.pid = kSelf;
+  const Mapping system = CodeOf(libc, 0x7f0000000000);
+  const Mapping wrapper = CodeOf(wrap, 0x7f1000000000);
+  const Mapping definer = CodeOf(AppPath("libheaplock.so"), 0x7f2000000000);
+  process.maps = {{100, {system, wrapper}}, {200, {system, wrapper, definer}}};
+  session.user_stacks[1] = {{system.start + 0x10, 0x7f1000000000 + back}, false};
+  auto user = [&] {
+    auto found = collector::FindLockUser(session, kSelf, 1, 150);
+    return found ? found->module + "|" + found->function : "none";
+  };
+  EXPECT_EQ(user(), "libheaplock.so|heaplock_hold");
+  // Another program's snapshot (after an exec) says nothing of this one's libraries: the lock is
+  // the caller's, the function that the return address is in.
+  process.exec_ns = {180};
+  EXPECT_EQ(user(), "libheapwrap.so|heapwrap_hold");
+}
+
 TEST(UserSymbols, ALockOnTheHeapIsNamedByTheCodeThatWaitedOnIt) {
   Session session = SessionWithLibraries();
   session.user_stacks[1] = {{0x7f0000000010, 0x7f0000200030, 0x7f0000300040}, false};

@@ -234,6 +234,23 @@ std::optional<LockUser> DefinerOf(const Session& session, const MapsSnapshot& ma
   return std::nullopt;
 }
 
+// DefinerOf for code that called `name` while `maps` was in effect: in `maps`, else in the next
+// snapshots of the same program that define it. A snapshot is read some time after what it shows
+// was mapped (at the start or exec, then 20, 100 and 500 ms on, later on a loaded machine): a
+// wait at the start can fall in the one read before the program's libraries were mapped, yet the
+// library it called into was there.
+std::optional<LockUser> DefinerAt(const Session& session, const Process& process,
+                                  const MapsSnapshot& maps, const std::string& name) {
+  if (std::optional<LockUser> definer = DefinerOf(session, maps, name)) return definer;
+  auto execs = std::upper_bound(process.exec_ns.begin(), process.exec_ns.end(), maps.time_ns);
+  uint64_t image_end = execs == process.exec_ns.end() ? kLatest : *execs;
+  for (const MapsSnapshot& later : process.maps) {
+    if (later.time_ns <= maps.time_ns || later.time_ns >= image_end) continue;
+    if (std::optional<LockUser> definer = DefinerOf(session, later, name)) return definer;
+  }
+  return std::nullopt;
+}
+
 // The frame that a frame-pointer walk skipped right below return address `address`, the first
 // frame past code that keeps no frame pointer (glibc's, on most distributions): the walk goes
 // from that code straight to the caller of the function that called it, whose frame is missing.
@@ -241,8 +258,9 @@ std::optional<LockUser> DefinerOf(const Session& session, const MapsSnapshot& ma
 // import of another library. nullopt when the call cannot be told (through a pointer: a virtual
 // call, a std::function) or went to the system library itself (then the stack is not what the
 // walk's rules say, and is not trusted).
-std::optional<LockUser> SkippedFrame(const Session& session, const MapsSnapshot& maps,
-                                     const Mapping& mapping, uint64_t address) {
+std::optional<LockUser> SkippedFrame(const Session& session, const Process& process,
+                                     const MapsSnapshot& maps, const Mapping& mapping,
+                                     uint64_t address) {
   const ElfSymbolFile* file = session.elf_symbols.Find(mapping.path, mapping.inode);
   std::optional<uint64_t> file_address =
       file != nullptr ? FileAddress(*file, mapping, address) : std::nullopt;
@@ -254,7 +272,7 @@ std::optional<LockUser> SkippedFrame(const Session& session, const MapsSnapshot&
                     function != nullptr ? PrintableName(Demangle(function->name)) : ""};
   }
   if (target.import.empty()) return std::nullopt;
-  std::optional<LockUser> definer = DefinerOf(session, maps, target.import);
+  std::optional<LockUser> definer = DefinerAt(session, process, maps, target.import);
   if (!definer || IsSystemLibrary(definer->module)) return std::nullopt;
   return definer;
 }
@@ -295,7 +313,8 @@ std::optional<LockUser> FindLockUser(const Session& session, uint32_t pid, int32
       // which it was where it can be read. Where it cannot (an indirect call, a stripped
       // library's), the lock is this library's: its code called into the system code.
       if (system_frame != nullptr && !KeepsFramePointers(session, *system_frame)) {
-        if (std::optional<LockUser> skipped = SkippedFrame(session, *maps, *mapping, ips[i]))
+        if (std::optional<LockUser> skipped =
+                SkippedFrame(session, process->second, *maps, *mapping, ips[i]))
           return skipped;
       }
       user = LockUser{location.module, {}};

@@ -68,6 +68,8 @@ volatile sig_atomic_t g_interrupted = 0;
 // drained, and at the latest kLongestWaitNs after the handler noted it, whatever was drained.
 constexpr uint64_t kAlsoSentWithinNs = 50'000'000;
 constexpr uint64_t kLongestWaitNs = 250'000'000;
+// How far apart one kill() of a process group signals its processes (one after the other).
+constexpr uint64_t kSameCallNs = 1'000'000;
 // How late a record may reach the ring buffer after its time: the program reads the time, then
 // submits the record.
 constexpr uint64_t kRecordLagNs = 2'000'000;
@@ -585,7 +587,7 @@ TargetProcess::Decision TargetProcess::DecideFor(size_t slot, const HandlerRun& 
   // The sender's signals to gprof-run that the run stands for, and when the first sent to
   // gprof-run alone was made.
   bool from_sender = false, only_to_many = true;
-  uint64_t sent_ns = run.noted_ns;
+  uint64_t sent_ns = run.noted_ns, first_ns = UINT64_MAX, last_ns = 0;
   for (const Seen& seen : seen_) {
     const bpf::SignalRecord& record = seen.record;
     if (record.target_pid != self || record.signal != signal || record.time_ns <= after_ns ||
@@ -595,6 +597,8 @@ TargetProcess::Decision TargetProcess::DecideFor(size_t slot, const HandlerRun& 
     if (own != nullptr && record.time_ns < own->time_ns) continue;
     if (own != nullptr && &record != own && !record.merged) continue;
     from_sender = true;
+    first_ns = std::min(first_ns, record.time_ns);
+    last_ns = std::max(last_ns, record.time_ns);
     if (!record.to_many) {
       only_to_many = false;
       sent_ns = std::min(sent_ns, record.time_ns);
@@ -602,8 +606,19 @@ TargetProcess::Decision TargetProcess::DecideFor(size_t slot, const HandlerRun& 
   }
   // A kill() of the whole process group (kill %1, killpg, a shell's SIGHUP at its exit) reached
   // the command with the same call, as it would without gprof-run; and without gprof-run a command
-  // that left the group would not get it at all.
-  if (from_sender && only_to_many) return Decision::kLeave;
+  // that left the group would not get it at all. That call's signal to the command is this run's:
+  // never the "also to the command" of a later one (below).
+  if (from_sender && only_to_many) {
+    for (Seen& seen : seen_) {
+      const bpf::SignalRecord& record = seen.record;
+      if (record.target_pid == pid_ && record.signal == signal && record.sender_pid == run.sender &&
+          record.to_many && record.time_ns + kSameCallNs >= first_ns &&
+          record.time_ns <= last_ns + kSameCallNs) {
+        seen.used = true;
+      }
+    }
+    return Decision::kLeave;
+  }
   // The sender sent it to the command itself too (timeout: to its child, then to its group).
   for (Seen& seen : seen_) {
     const bpf::SignalRecord& record = seen.record;

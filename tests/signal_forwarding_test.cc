@@ -149,6 +149,17 @@ TEST_F(SignalForwarding, TimeoutsTwoSignalsMergedReachTheCommandOnce) {
   EXPECT_EQ(Received(), 0);
 }
 
+// A group kill, then a kill of gprof-run alone 25 ms later: the group kill's signal to the command
+// was that call's, not the second sender's "also to the command".
+TEST_F(SignalForwarding, AGroupKillThenAKillOfGprofRunAloneSoonAfterIsForwarded) {
+  uint64_t group = SignalGprofRun();
+  usleep(25'000);
+  uint64_t alone = SignalGprofRun();
+  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true),
+          Record(alone, self(), false, true)});
+  EXPECT_EQ(Received(), 1);
+}
+
 // Two kills of gprof-run's pid alone, one after the other is handled: two signals for the
 // command, decided one at a time.
 TEST_F(SignalForwarding, EachSeparateKillOfGprofRunIsForwarded) {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -1497,7 +1498,12 @@ bool KernelRecorder::size_budget_stopped() const { return state_->writer.budget_
 
 int KernelRecorder::Poll(int timeout_ms) try {
   State& s = *state_;
-  if (s.finished && s.signal_link == nullptr) return 0;
+  if (s.finished && s.signal_link == nullptr) {
+    // Nothing left to drain (Finish ran out of memory and freed it all): the wait still waits,
+    // or the caller's loop, which waits here while the command runs, would spin on a CPU.
+    poll(nullptr, 0, timeout_ms < 0 ? kPollSliceMs : std::min(timeout_ms, kPollSliceMs));
+    return 0;
+  }
   // One wait, never longer than a slice: the programs wake us only once a batch is waiting
   // (wakeup_bytes), so a quiet target's records are drained by this timeout, not by a wakeup.
   // Waiting in several slices would lose signals: one that lands between two waits is consumed by

@@ -1,5 +1,6 @@
 #include "cli/run_command.h"
 
+#include <poll.h>
 #include <pwd.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
@@ -515,7 +516,8 @@ int RunCommand(const RunOptions& options) {
     int until_forward_ms =
         target->SettleForwards(recorder->TakeSignals(), recorder->signals_drained_ns());
     if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
-    recorder->Poll(static_cast<int>(wait_ms));
+    // A failed drain (out of memory) returns at once: the loop still waits, never spins.
+    if (recorder->Poll(static_cast<int>(wait_ms)) < 0) poll(nullptr, 0, static_cast<int>(wait_ms));
   }
   run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   std::vector<OpenWriter> open_at_close;

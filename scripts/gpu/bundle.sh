@@ -11,7 +11,8 @@ rm -rf .gpu && mkdir -p .gpu/build/bin .gpu/build/lib/gprof-run .gpu/build/tests
 cp "$build"/bin/gprof-run .gpu/build/bin/
 cp "$build"/lib/gprof-run/libgprof_inject.so .gpu/build/lib/gprof-run/
 cp "$build"/tests/e2e_test "$build"/tests/kernel_recorder_test "$build"/tests/inject_test \
-  "$build"/tests/kernel_scenarios_test .gpu/build/tests/
+  "$build"/tests/kernel_scenarios_test "$build"/tests/job_control_test \
+  "$build"/tests/signal_forwarding_test .gpu/build/tests/
 if [ -n "$baseline" ]; then
   mkdir -p .gpu/baseline/bin .gpu/baseline/lib/gprof-run
   cp "$baseline"/bin/gprof-run .gpu/baseline/bin/

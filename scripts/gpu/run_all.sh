@@ -7,7 +7,7 @@
 #                                     freeze, Python stacks on real CUDA (about 9 minutes)
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
-#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests self_blame gpu_idle freeze
+#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze
 #                                     python_stacks short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
@@ -43,6 +43,14 @@ run() {
         GPROF_BUILD_DIR="$PWD/.gpu/build" GPROF_SOURCE_DIR="$PWD" GPROF_REQUIRE_BPF=1 \
         sh -c 'status=0; for test in kernel_scenarios_test kernel_scenarios_test \
         kernel_scenarios_test kernel_recorder_test; do \
+        .gpu/build/tests/$test --gtest_brief=1 || { echo "$test failed"; status=1; }; done; \
+        exit $status'
+      ;;
+    signals)
+      # Signal forwarding and job control, with the kernel recorder's records of signals.
+      part "$1" 180 env LD_LIBRARY_PATH=.gpu/build/tests/fake_cuda \
+        GPROF_BUILD_DIR="$PWD/.gpu/build" GPROF_SOURCE_DIR="$PWD" GPROF_REQUIRE_BPF=1 \
+        sh -c 'status=0; for test in signal_forwarding_test job_control_test; do \
         .gpu/build/tests/$test --gtest_brief=1 || { echo "$test failed"; status=1; }; done; \
         exit $status'
       ;;

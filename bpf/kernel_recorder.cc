@@ -864,11 +864,13 @@ struct KernelRecorder::State {
         if (signals.size() >= kMaxUntakenSignals) {
           signals.erase(signals.begin(), signals.begin() + kMaxUntakenSignals / 2);
         }
-        signals.push_back(SignalRecord{record.time_ns, record.signal, static_cast<int>(record.pid),
-                                       static_cast<int>(record.sender_pid),
-                                       (record.flags & GPROF_SIGNAL_TO_MANY) != 0,
-                                       record.result == GPROF_SIGNAL_DELIVERED,
-                                       record.result == GPROF_SIGNAL_ALREADY_PENDING});
+        signals.push_back(SignalRecord{
+            record.time_ns, record.signal, static_cast<int>(record.pid),
+            static_cast<int>(record.sender_pid), (record.flags & GPROF_SIGNAL_TO_MANY) != 0,
+            // pending also where the kernel had no room for its info
+            record.result == GPROF_SIGNAL_DELIVERED || record.result == GPROF_SIGNAL_LOSE_INFO,
+            record.result == GPROF_SIGNAL_ALREADY_PENDING,
+            (record.flags & GPROF_SIGNAL_TO_THREAD) != 0});
         if (recording_done) return;  // kernel.gpr is closed
         break;
       }

@@ -85,6 +85,7 @@ struct SignalRecord {
   // those merged into it), or merged it into the same signal still pending (no run of its own).
   bool made_pending = false;
   bool merged = false;
+  bool to_thread = false;  // for one thread (tgkill), pending in its own set, taken first
 };
 
 struct KernelRecorderStats {

@@ -41,7 +41,7 @@ volatile sig_atomic_t g_continued = 0;
 struct Note {
   std::atomic<uint64_t> noted_ns{0};  // CLOCK_MONOTONIC when the handler ran
   std::atomic<pid_t> sender{0};
-  std::atomic<uint32_t> run{0};           // the handler's runs for this signal up to this one
+  std::atomic<uint32_t> run{0};          // the handler's runs for this signal up to this one
   std::atomic<bool> for_command{false};  // sent by a process outside the command, not the terminal
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);  // set in a signal handler
@@ -148,11 +148,15 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
   bool for_command = info->si_code <= 0 && !InCommandTree(info->si_pid, command);
   size_t slot = SlotOf(signal);
   if (g_decide_later && slot < TargetProcess::kForwarded.size()) {
-    // Every run is noted, forwarded or not: the k-th run of the handler is the k-th time the
-    // kernel made the signal pending (SettleForwards pairs them).
+    // Every run is noted, forwarded or not: the k-th run of the handler is for the k-th time the
+    // kernel made the signal pending for the process (SettleForwards pairs them).
     WaitingForwards& queue = g_waiting[slot];
-    uint32_t run = queue.runs.load() + 1;
-    queue.runs.store(run);
+    // One sent to gprof-run's thread (tgkill) was pending in the thread's own set: not numbered.
+    uint32_t run = 0;
+    if (info->si_code != SI_TKILL) {
+      run = queue.runs.load() + 1;
+      queue.runs.store(run);
+    }
     uint32_t head = queue.head.load();
     if (head - queue.tail.load() < kNotes) {
       Note& note = queue.notes[head % kNotes];
@@ -382,6 +386,7 @@ void TargetProcess::StopWithCommand(int signal) {
   }, ours{};
   stop.sa_handler = SIG_DFL;
   sigemptyset(&stop.sa_mask);
+  const uint64_t default_from_ns = MonotonicNow();
   sigaction(signal, &stop, &ours);
   sigset_t only, mask;
   sigemptyset(&only);
@@ -390,6 +395,10 @@ void TargetProcess::StopWithCommand(int signal) {
   raise(signal);  // returns once continued (its SIGCONT noted); at once where the kernel refused
   pthread_sigmask(SIG_SETMASK, &mask, nullptr);
   sigaction(signal, &ours, nullptr);
+  if (signal == SIGTSTP) {  // what came meanwhile stopped gprof-run, or merged into what did
+    if (stopped_by_default_.size() >= 64) stopped_by_default_.erase(stopped_by_default_.begin());
+    stopped_by_default_.emplace_back(default_from_ns, MonotonicNow());
+  }
   char continued = 'C';
   if (waker_fd_ >= 0) WriteFully(waker_fd_, &continued, 1);
   // A SIGCONT to the job's process group reached the command too: it never gets a second one.
@@ -485,12 +494,20 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
   uint64_t now = MonotonicNow();
   pid_t self = getpid();
   for (const bpf::SignalRecord& record : seen) {
+    // SIGCONT to gprof-run too: it flushes a pending SIGTSTP, which then runs no handler.
     if ((record.target_pid == self || record.target_pid == pid_) &&
-        SlotOf(record.signal) < kForwarded.size()) {
+        (SlotOf(record.signal) < kForwarded.size() || record.signal == SIGCONT)) {
       seen_.push_back(Seen{record});
     }
   }
-  std::erase_if(seen_, [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < now; });
+  // Kept past any run still waiting, however long gprof-run was stopped before it decided it.
+  uint64_t keep_from = now;
+  for (const WaitingForwards& queue : g_waiting) {
+    if (queue.tail.load() != queue.head.load())
+      keep_from = std::min(keep_from, queue.notes[queue.tail.load() % kNotes].noted_ns.load());
+  }
+  std::erase_if(seen_,
+                [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < keep_from; });
   uint64_t next_due = UINT64_MAX;
   std::vector<std::pair<uint64_t, int>> forwards;  // when noted, which signal
   for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
@@ -540,9 +557,24 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run
     *due_ns = run.noted_ns + kRecordLagNs;
     return Decision::kWait;
   }
-  auto to_self = [&](const bpf::SignalRecord& record, uint64_t after_ns, uint64_t until_ns) {
-    return record.target_pid == self && record.signal == signal && record.time_ns > after_ns &&
-           record.time_ns <= until_ns;
+  // A signal to gprof-run's thread alone was meant for gprof-run: nobody sends one to the
+  // command's process group too.
+  if (run.run == 0) return run.for_command ? Decision::kForward : Decision::kLeave;
+  // A record of this signal made pending for gprof-run that ran the handler (or will): not one
+  // for its thread alone, not a SIGTSTP while gprof-run stopped itself by its default action
+  // (StopWithCommand), not a SIGTSTP that a SIGCONT flushed from the pending set before this run.
+  auto ran_handler = [&](const bpf::SignalRecord& record) {
+    if (!record.made_pending || record.to_thread) return false;
+    if (signal != SIGTSTP) return true;
+    for (const auto& [from, until] : stopped_by_default_)
+      if (record.time_ns >= from && record.time_ns <= until) return false;
+    for (const Seen& other : seen_) {
+      if (other.record.signal == SIGCONT && other.record.target_pid == self &&
+          other.record.time_ns > record.time_ns && other.record.time_ns <= run.noted_ns) {
+        return false;
+      }
+    }
+    return true;
   };
   // This run's record: past those of earlier runs (skipping those of runs the queue had no room
   // to note), and the next one made pending after it, which ends what merged into it.
@@ -550,7 +582,10 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run
   uint64_t own_until_ns = run.noted_ns;
   uint32_t skip = run.run > paired_runs_[slot] ? run.run - paired_runs_[slot] - 1 : 0;
   for (const Seen& seen : seen_) {
-    if (!seen.record.made_pending || !to_self(seen.record, decided_until_ns_[slot], run.noted_ns)) {
+    const bpf::SignalRecord& record = seen.record;
+    if (record.target_pid != self || record.signal != signal ||
+        record.time_ns <= decided_until_ns_[slot] || record.time_ns > run.noted_ns ||
+        !ran_handler(record)) {
       continue;
     }
     if (own != nullptr) {

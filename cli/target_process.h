@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bpf/kernel_recorder.h"
@@ -90,7 +91,7 @@ class TargetProcess {
   struct HandlerRun {
     pid_t sender;
     uint64_t noted_ns;
-    uint32_t run;  // the handler's runs for this signal up to this one
+    uint32_t run;  // the handler's runs for this signal up to this one; 0: one for its thread
     bool for_command;
   };
   Decision Decide(size_t slot, const HandlerRun& run, uint64_t drained_ns, uint64_t now_ns,
@@ -121,6 +122,8 @@ class TargetProcess {
   // when ForwardSignals set the handler), and how many runs that was.
   std::array<uint64_t, kForwarded.size()> decided_until_ns_ = {};
   std::array<uint32_t, kForwarded.size()> paired_runs_ = {};
+  // When SIGTSTP had its default action, gprof-run stopping itself with the command (the last).
+  std::vector<std::pair<uint64_t, uint64_t>> stopped_by_default_;
 };
 
 // The status gprof-run exits with for a command that ended with `wait_status`: its exit code, or

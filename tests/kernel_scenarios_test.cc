@@ -1072,8 +1072,8 @@ TEST_F(Diagnosis, CpuOversubscription) {
       const json& account = cpu_waits[tid];
       ASSERT_TRUE(account.is_object()) << tid << " is in the cause without a CPU account";
       EXPECT_GE(account["awaited_ns"].get<uint64_t>(), kMs)
-          << tid << " waited only " << waited << " ns, and nobody waited for it: "
-          << account.dump();
+          << tid << " waited only " << waited
+          << " ns, and nobody waited for it: " << account.dump();
     }
     if (found.contains(tid)) runq_ns += waited;
   }

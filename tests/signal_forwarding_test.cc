@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,8 +26,6 @@ namespace {
 using bpf::SignalRecord;
 using cli::TargetProcess;
 
-constexpr int kSignal = SIGUSR1;
-
 uint64_t MonotonicNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,6 +34,8 @@ uint64_t MonotonicNs() {
 
 class SignalForwarding : public testing::Test {
  protected:
+  explicit SignalForwarding(int signal = SIGUSR1) : signal_(signal) {}
+
   void SetUp() override {
     // The command's output to a file: it inherits this process's stdout at the fork.
     int saved = dup(STDOUT_FILENO);
@@ -42,7 +43,7 @@ class SignalForwarding : public testing::Test {
     ASSERT_GE(fd, 0);
     dup2(fd, STDOUT_FILENO);
     cli::LaunchSettings settings;
-    settings.argv = {AppPath("job_app"), "count-exits", std::to_string(kSignal), "300"};
+    settings.argv = {AppPath("job_app"), "count-exits", std::to_string(signal_), "300"};
     auto spawned = TargetProcess::Spawn(settings);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -70,14 +71,14 @@ class SignalForwarding : public testing::Test {
   // before the signal was sent (the kernel's record of it is made up at or after it).
   uint64_t SignalGprofRun() {
     uint64_t before = MonotonicNs();
-    kill(getpid(), kSignal);  // the handler has run when kill returns
+    kill(getpid(), signal_);  // the handler has run when kill returns
     return before;
   }
 
   SignalRecord Record(uint64_t time_ns, pid_t target, bool to_many, bool made_pending) {
     SignalRecord record;
     record.time_ns = time_ns;
-    record.signal = kSignal;
+    record.signal = signal_;
     record.target_pid = target;
     record.sender_pid = getpid();
     record.to_many = to_many;
@@ -98,7 +99,7 @@ class SignalForwarding : public testing::Test {
 
   // How many signals reached the command: what was forwarded, and the test's own last one.
   int Received() {
-    kill(command(), kSignal);
+    kill(command(), signal_);
     int status = 0;
     target_->Reap(/*block=*/true, &status);
     reaped_ = true;
@@ -111,6 +112,7 @@ class SignalForwarding : public testing::Test {
     return atoi(out.c_str() + at + 12) - 1;
   }
 
+  const int signal_;
   TempDir dir_;
   std::optional<TargetProcess> target_;
   bool reaped_ = false;
@@ -192,6 +194,54 @@ TEST_F(SignalForwarding, RunsTheQueueHadNoRoomForDoNotShiftThePairing) {
   Settle(records);
   uint64_t last = SignalGprofRun();  // a kill of gprof-run alone
   Settle({Record(last, self(), false, true)});
+  EXPECT_EQ(Received(), 1);
+}
+
+// gprof-run stopped for longer than it keeps what it saw (kill -TSTP %1 stops the command, and
+// gprof-run with it, before it decided; `fg` seconds later): the run is decided by its records.
+TEST_F(SignalForwarding, ARunDecidedLongAfterItCameKeepsItsRecords) {
+  uint64_t group = SignalGprofRun();
+  usleep(2'100'000);
+  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true)});
+  EXPECT_EQ(Received(), 0);
+}
+
+// tgkill of gprof-run's thread: pending in the thread's own set, taken before a kill() of the
+// process pending at the same time. Not paired: forwarded, and the process's run keeps its own
+// record (here a group kill, which reached the command).
+TEST_F(SignalForwarding, ASignalToGprofRunsThreadIsForwardedAndLeavesThePairingAlone) {
+  sigset_t only, before;
+  sigemptyset(&only);
+  sigaddset(&only, signal_);
+  sigprocmask(SIG_BLOCK, &only, &before);
+  uint64_t group = MonotonicNs();
+  kill(getpid(), signal_);
+  uint64_t thread = MonotonicNs();
+  syscall(SYS_tgkill, getpid(), gettid(), signal_);
+  sigprocmask(SIG_SETMASK, &before, nullptr);  // both runs, the thread's first
+  SignalRecord to_thread = Record(thread, self(), false, true);
+  to_thread.to_thread = true;
+  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true), to_thread});
+  EXPECT_EQ(Received(), 1);
+}
+
+class StopSignalForwarding : public SignalForwarding {
+ protected:
+  StopSignalForwarding() : SignalForwarding(SIGTSTP) {}
+};
+
+// A SIGTSTP pending for gprof-run that a SIGCONT flushed ran no handler: the next run is paired
+// with its own record. Here a kill of gprof-run alone, then later a group kill: one forward.
+TEST_F(StopSignalForwarding, ASigtstpThatASigcontFlushedIsNobodysRun) {
+  uint64_t flushed = MonotonicNs();
+  SignalRecord continued = Record(flushed + 1, self(), false, true);
+  continued.signal = SIGCONT;
+  usleep(100'000);
+  uint64_t alone = SignalGprofRun();
+  Settle({Record(flushed, self(), false, true), continued, Record(alone, self(), false, true)});
+  usleep(100'000);
+  uint64_t group = SignalGprofRun();
+  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true)});
   EXPECT_EQ(Received(), 1);
 }
 

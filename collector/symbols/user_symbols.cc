@@ -234,21 +234,24 @@ std::optional<LockUser> DefinerOf(const Session& session, const MapsSnapshot& ma
   return std::nullopt;
 }
 
-// DefinerOf for code that called `name` while `maps` was in effect: in `maps`, else in the next
-// snapshots of the same program that define it. A snapshot is read some time after what it shows
-// was mapped (at the start or exec, then 20, 100 and 500 ms on, later on a loaded machine): a
-// wait at the start can fall in the one read before the program's libraries were mapped, yet the
-// library it called into was there.
+// DefinerOf for code that called `name` at `time_ns`, `maps` holding that code: in `maps`, else
+// in the first snapshot of the same program read after `time_ns`. A snapshot is read some time
+// after what it shows was mapped (at the start or exec, then 20, 100 and 500 ms on, later on a
+// loaded machine): a wait at the start can fall in the one read before the program's libraries
+// were mapped, yet the library it called into was there. Only the next one: a later one may show
+// a plugin loaded since that defines the same name.
 std::optional<LockUser> DefinerAt(const Session& session, const Process& process,
-                                  const MapsSnapshot& maps, const std::string& name) {
+                                  const MapsSnapshot& maps, const std::string& name,
+                                  uint64_t time_ns) {
   if (std::optional<LockUser> definer = DefinerOf(session, maps, name)) return definer;
-  auto execs = std::upper_bound(process.exec_ns.begin(), process.exec_ns.end(), maps.time_ns);
-  uint64_t image_end = execs == process.exec_ns.end() ? kLatest : *execs;
-  for (const MapsSnapshot& later : process.maps) {
-    if (later.time_ns <= maps.time_ns || later.time_ns >= image_end) continue;
-    if (std::optional<LockUser> definer = DefinerOf(session, later, name)) return definer;
+  auto [in_effect, image] = process.MapsEpoch(time_ns);
+  const size_t next = static_cast<size_t>(in_effect + 1);
+  const uint64_t image_end = image < process.exec_ns.size() ? process.exec_ns[image] : kLatest;
+  if (next >= process.maps.size() || process.maps[next].time_ns >= image_end ||
+      &process.maps[next] == &maps) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  return DefinerOf(session, process.maps[next], name);
 }
 
 // The frame that a frame-pointer walk skipped right below return address `address`, the first
@@ -260,7 +263,7 @@ std::optional<LockUser> DefinerAt(const Session& session, const Process& process
 // walk's rules say, and is not trusted).
 std::optional<LockUser> SkippedFrame(const Session& session, const Process& process,
                                      const MapsSnapshot& maps, const Mapping& mapping,
-                                     uint64_t address) {
+                                     uint64_t address, uint64_t time_ns) {
   const ElfSymbolFile* file = session.elf_symbols.Find(mapping.path, mapping.inode);
   std::optional<uint64_t> file_address =
       file != nullptr ? FileAddress(*file, mapping, address) : std::nullopt;
@@ -272,7 +275,7 @@ std::optional<LockUser> SkippedFrame(const Session& session, const Process& proc
                     function != nullptr ? PrintableName(Demangle(function->name)) : ""};
   }
   if (target.import.empty()) return std::nullopt;
-  std::optional<LockUser> definer = DefinerAt(session, process, maps, target.import);
+  std::optional<LockUser> definer = DefinerAt(session, process, maps, target.import, time_ns);
   if (!definer || IsSystemLibrary(definer->module)) return std::nullopt;
   return definer;
 }
@@ -314,7 +317,7 @@ std::optional<LockUser> FindLockUser(const Session& session, uint32_t pid, int32
       // library's), the lock is this library's: its code called into the system code.
       if (system_frame != nullptr && !KeepsFramePointers(session, *system_frame)) {
         if (std::optional<LockUser> skipped =
-                SkippedFrame(session, process->second, *maps, *mapping, ips[i]))
+                SkippedFrame(session, process->second, *maps, *mapping, ips[i], time_ns))
           return skipped;
       }
       user = LockUser{location.module, {}};

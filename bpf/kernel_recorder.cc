@@ -870,7 +870,7 @@ struct KernelRecorder::State {
             // pending also where the kernel had no room for its info
             record.result == GPROF_SIGNAL_DELIVERED || record.result == GPROF_SIGNAL_LOSE_INFO,
             record.result == GPROF_SIGNAL_ALREADY_PENDING,
-            (record.flags & GPROF_SIGNAL_TO_THREAD) != 0});
+            (record.flags & GPROF_SIGNAL_TO_THREAD) != 0, record.code});
         if (recording_done) return;  // kernel.gpr is closed
         break;
       }

@@ -86,6 +86,7 @@ struct SignalRecord {
   bool made_pending = false;
   bool merged = false;
   bool to_thread = false;  // for one thread (tgkill), pending in its own set, taken first
+  int code = 0;            // si_code: SI_USER (kill), SI_KERNEL, SI_TKILL, SI_QUEUE ...
 };
 
 struct KernelRecorderStats {

@@ -73,8 +73,14 @@ constexpr uint64_t kSameCallNs = 1'000'000;
 // How late a record may reach the ring buffer after its time: the program reads the time, then
 // submits the record.
 constexpr uint64_t kRecordLagNs = 2'000'000;
-// How long seen signals are kept: past any forward's wait.
+// How long seen signals are kept: past any forward's wait; and at most how many.
 constexpr uint64_t kKeepSeenNs = 2'000'000'000;
+constexpr size_t kMaxSeen = 4096;
+
+// The signals whose handler runs are numbered and paired with their records: kill() (SI_USER)
+// and the kernel's (SI_KERNEL, > 0), which are always for the whole process when forwarded. The
+// codes a process sets itself (< 0: tgkill's SI_TKILL, sigqueue's SI_QUEUE) may be for one thread.
+bool Paired(int si_code) { return si_code >= 0; }
 
 uint64_t MonotonicNow() {
   timespec ts{};
@@ -151,9 +157,11 @@ void ForwardSignal(int signal, siginfo_t* info, void*) {
     // Every run is noted, forwarded or not: the k-th run of the handler is for the k-th time the
     // kernel made the signal pending for the process (SettleForwards pairs them).
     WaitingForwards& queue = g_waiting[slot];
-    // One sent to gprof-run's thread (tgkill) was pending in the thread's own set: not numbered.
+    // Only kill() and the kernel's own are numbered (Paired): one sent to gprof-run's thread
+    // (tgkill, pthread_sigqueue) was pending in the thread's own set, taken before the
+    // process's, and a sigqueue() may have been either.
     uint32_t run = 0;
-    if (info->si_code != SI_TKILL) {
+    if (Paired(info->si_code)) {
       run = queue.runs.load() + 1;
       queue.runs.store(run);
     }
@@ -500,14 +508,26 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
       seen_.push_back(Seen{record});
     }
   }
-  // Kept past any run still waiting, however long gprof-run was stopped before it decided it.
+  // Kept past any run still waiting, and past any signal made pending for gprof-run that no run
+  // has taken yet (gprof-run stopped with the command: its handler runs at `fg`, however long
+  // after), within a bound.
   uint64_t keep_from = now;
-  for (const WaitingForwards& queue : g_waiting) {
+  for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
+    const WaitingForwards& queue = g_waiting[slot];
     if (queue.tail.load() != queue.head.load())
       keep_from = std::min(keep_from, queue.notes[queue.tail.load() % kNotes].noted_ns.load());
   }
+  for (const Seen& old : seen_) {
+    const bpf::SignalRecord& record = old.record;
+    size_t slot = SlotOf(record.signal);
+    if (record.target_pid == self && record.made_pending && slot < kForwarded.size() &&
+        record.time_ns > decided_until_ns_[slot]) {
+      keep_from = std::min(keep_from, record.time_ns);
+    }
+  }
   std::erase_if(seen_,
                 [&](const Seen& old) { return old.record.time_ns + kKeepSeenNs < keep_from; });
+  if (seen_.size() > kMaxSeen) seen_.erase(seen_.begin(), seen_.end() - kMaxSeen);
   uint64_t next_due = UINT64_MAX;
   std::vector<std::pair<uint64_t, int>> forwards;  // when noted, which signal
   for (size_t slot = 0; slot < kForwarded.size(); ++slot) {
@@ -557,20 +577,34 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run
     *due_ns = run.noted_ns + kRecordLagNs;
     return Decision::kWait;
   }
-  // A signal to gprof-run's thread alone was meant for gprof-run: nobody sends one to the
-  // command's process group too.
-  if (run.run == 0) return run.for_command ? Decision::kForward : Decision::kLeave;
+  // Not numbered: what its sender sent since the last decided run, by the clock; the pairing
+  // of the numbered runs is left as it is.
+  if (run.run == 0) {
+    return DecideFor(slot, run, nullptr, decided_until_ns_[slot], run.noted_ns, drained_ns, now_ns,
+                     due_ns);
+  }
   // A record of this signal made pending for gprof-run that ran the handler (or will): not one
   // for its thread alone, not a SIGTSTP while gprof-run stopped itself by its default action
   // (StopWithCommand), not a SIGTSTP that a SIGCONT flushed from the pending set before this run.
+  auto pending_for_process = [&](const bpf::SignalRecord& record) {
+    return record.target_pid == self && record.signal == signal && record.made_pending &&
+           !record.to_thread && Paired(record.code);
+  };
   auto ran_handler = [&](const bpf::SignalRecord& record) {
-    if (!record.made_pending || record.to_thread) return false;
+    if (!pending_for_process(record)) return false;
     if (signal != SIGTSTP) return true;
     for (const auto& [from, until] : stopped_by_default_)
       if (record.time_ns >= from && record.time_ns <= until) return false;
+    // A SIGCONT while it was pending: before the next SIGTSTP made pending (none could be while
+    // this one was), and before this run read its clock.
+    uint64_t pending_until_ns = run.noted_ns;
+    for (const Seen& other : seen_) {
+      if (pending_for_process(other.record) && other.record.time_ns > record.time_ns)
+        pending_until_ns = std::min(pending_until_ns, other.record.time_ns);
+    }
     for (const Seen& other : seen_) {
       if (other.record.signal == SIGCONT && other.record.target_pid == self &&
-          other.record.time_ns > record.time_ns && other.record.time_ns <= run.noted_ns) {
+          other.record.time_ns > record.time_ns && other.record.time_ns <= pending_until_ns) {
         return false;
       }
     }
@@ -583,8 +617,7 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run
   uint32_t skip = run.run > paired_runs_[slot] ? run.run - paired_runs_[slot] - 1 : 0;
   for (const Seen& seen : seen_) {
     const bpf::SignalRecord& record = seen.record;
-    if (record.target_pid != self || record.signal != signal ||
-        record.time_ns <= decided_until_ns_[slot] || record.time_ns > run.noted_ns ||
+    if (record.time_ns <= decided_until_ns_[slot] || record.time_ns > run.noted_ns ||
         !ran_handler(record)) {
       continue;
     }

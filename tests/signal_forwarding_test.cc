@@ -206,22 +206,37 @@ TEST_F(SignalForwarding, ARunDecidedLongAfterItCameKeepsItsRecords) {
   EXPECT_EQ(Received(), 0);
 }
 
-// tgkill of gprof-run's thread: pending in the thread's own set, taken before a kill() of the
-// process pending at the same time. Not paired: forwarded, and the process's run keeps its own
-// record (here a group kill, which reached the command).
-TEST_F(SignalForwarding, ASignalToGprofRunsThreadIsForwardedAndLeavesThePairingAlone) {
+// A group kill that stayed pending for gprof-run for seconds (gprof-run stopped with the command,
+// `fg` later): its handler runs long after its record, which is kept for it.
+TEST_F(SignalForwarding, ASignalPendingForSecondsKeepsItsRecord) {
   sigset_t only, before;
   sigemptyset(&only);
   sigaddset(&only, signal_);
   sigprocmask(SIG_BLOCK, &only, &before);
   uint64_t group = MonotonicNs();
   kill(getpid(), signal_);
+  const std::vector<SignalRecord> records = {Record(group, command(), true, true),
+                                             Record(group + 1, self(), true, true)};
+  usleep(100'000);
+  EXPECT_EQ(target_->SettleForwards(records, MonotonicNs()), -1) << "no run yet";
+  usleep(2'100'000);
+  sigprocmask(SIG_SETMASK, &before, nullptr);  // the run, 2.2 s after the signal
+  Settle({});
+  EXPECT_EQ(Received(), 0);
+}
+
+// tgkill of gprof-run's thread: pending in the thread's own set, taken before one of the process
+// pending with it, so not numbered with those: decided by what its sender sent, by the clock.
+// Alone, it is forwarded; a group kill after it is paired with its own record.
+TEST_F(SignalForwarding, ASignalToGprofRunsThreadIsForwardedAndLeavesThePairingAlone) {
   uint64_t thread = MonotonicNs();
   syscall(SYS_tgkill, getpid(), gettid(), signal_);
-  sigprocmask(SIG_SETMASK, &before, nullptr);  // both runs, the thread's first
   SignalRecord to_thread = Record(thread, self(), false, true);
   to_thread.to_thread = true;
-  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true), to_thread});
+  to_thread.code = SI_TKILL;
+  Settle({to_thread});
+  uint64_t group = SignalGprofRun();
+  Settle({Record(group, command(), true, true), Record(group + 1, self(), true, true)});
   EXPECT_EQ(Received(), 1);
 }
 

@@ -234,24 +234,25 @@ std::optional<LockUser> DefinerOf(const Session& session, const MapsSnapshot& ma
   return std::nullopt;
 }
 
-// DefinerOf for code that called `name` at `time_ns`, `maps` holding that code: in `maps`, else
-// in the first snapshot of the same program read after `time_ns`. A snapshot is read some time
-// after what it shows was mapped (at the start or exec, then 20, 100 and 500 ms on, later on a
-// loaded machine): a wait at the start can fall in the one read before the program's libraries
-// were mapped, yet the library it called into was there. Only the next one: a later one may show
-// a plugin loaded since that defines the same name.
+// DefinerOf for code that called `name` at `time_ns`: in the maps snapshot in effect then, else
+// in the first one of the same program read after it, else in `maps` (the one that holds that
+// code). A snapshot is read some time after what it shows was mapped (at the start or exec, then
+// 20, 100 and 500 ms on, later on a loaded machine): a wait at the start can fall in the one read
+// before the program's libraries were mapped, yet the library it called into was there. Later
+// snapshots come last: they may show a plugin loaded since, that defines the same name.
 std::optional<LockUser> DefinerAt(const Session& session, const Process& process,
                                   const MapsSnapshot& maps, const std::string& name,
                                   uint64_t time_ns) {
-  if (std::optional<LockUser> definer = DefinerOf(session, maps, name)) return definer;
   auto [in_effect, image] = process.MapsEpoch(time_ns);
-  const size_t next = static_cast<size_t>(in_effect + 1);
+  const uint64_t image_start = image == 0 ? 0 : process.exec_ns[image - 1];
   const uint64_t image_end = image < process.exec_ns.size() ? process.exec_ns[image] : kLatest;
-  if (next >= process.maps.size() || process.maps[next].time_ns >= image_end ||
-      &process.maps[next] == &maps) {
-    return std::nullopt;
+  for (int64_t i : {in_effect, in_effect + 1}) {
+    if (i < 0 || i >= static_cast<int64_t>(process.maps.size())) continue;
+    const MapsSnapshot& snapshot = process.maps[static_cast<size_t>(i)];
+    if (snapshot.time_ns < image_start || snapshot.time_ns >= image_end) continue;
+    if (std::optional<LockUser> definer = DefinerOf(session, snapshot, name)) return definer;
   }
-  return DefinerOf(session, process.maps[next], name);
+  return DefinerOf(session, maps, name);
 }
 
 // The frame that a frame-pointer walk skipped right below return address `address`, the first

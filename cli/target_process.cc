@@ -520,7 +520,8 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
   for (const Seen& old : seen_) {
     const bpf::SignalRecord& record = old.record;
     size_t slot = SlotOf(record.signal);
-    if (record.target_pid == self && record.made_pending && slot < kForwarded.size() &&
+    if (record.target_pid == self && record.made_pending && !record.to_thread &&
+        Paired(record.code) && slot < kForwarded.size() &&
         record.time_ns > decided_until_ns_[slot]) {
       keep_from = std::min(keep_from, record.time_ns);
     }

@@ -82,6 +82,11 @@ constexpr size_t kMaxSeen = 4096;
 // codes a process sets itself (< 0: tgkill's SI_TKILL, sigqueue's SI_QUEUE) may be for one thread.
 bool Paired(int si_code) { return si_code >= 0; }
 
+// A record of a signal the kernel made pending for the whole process, with a numbered run.
+bool PendingForAPairedRun(const bpf::SignalRecord& record) {
+  return record.made_pending && !record.to_thread && Paired(record.code);
+}
+
 uint64_t MonotonicNow() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
@@ -520,8 +525,7 @@ int TargetProcess::SettleForwards(const std::vector<bpf::SignalRecord>& seen,
   for (const Seen& old : seen_) {
     const bpf::SignalRecord& record = old.record;
     size_t slot = SlotOf(record.signal);
-    if (record.target_pid == self && record.made_pending && !record.to_thread &&
-        Paired(record.code) && slot < kForwarded.size() &&
+    if (record.target_pid == self && PendingForAPairedRun(record) && slot < kForwarded.size() &&
         record.time_ns > decided_until_ns_[slot]) {
       keep_from = std::min(keep_from, record.time_ns);
     }
@@ -588,8 +592,7 @@ TargetProcess::Decision TargetProcess::Decide(size_t slot, const HandlerRun& run
   // for its thread alone, not a SIGTSTP while gprof-run stopped itself by its default action
   // (StopWithCommand), not a SIGTSTP that a SIGCONT flushed from the pending set before this run.
   auto pending_for_process = [&](const bpf::SignalRecord& record) {
-    return record.target_pid == self && record.signal == signal && record.made_pending &&
-           !record.to_thread && Paired(record.code);
+    return record.target_pid == self && record.signal == signal && PendingForAPairedRun(record);
   };
   auto ran_handler = [&](const bpf::SignalRecord& record) {
     if (!pending_for_process(record)) return false;

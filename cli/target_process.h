@@ -91,7 +91,7 @@ class TargetProcess {
   struct HandlerRun {
     pid_t sender;
     uint64_t noted_ns;
-    uint32_t run;  // the handler's runs for this signal up to this one; 0: one for its thread
+    uint32_t run;  // the handler's numbered runs for this signal up to this one; 0: not numbered
     bool for_command;
   };
   Decision Decide(size_t slot, const HandlerRun& run, uint64_t drained_ns, uint64_t now_ns,

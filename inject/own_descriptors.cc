@@ -2,9 +2,10 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "inject/own_thread.h"
 
 #ifndef CLOSE_RANGE_UNSHARE
 #define CLOSE_RANGE_UNSHARE (1U << 1)
@@ -34,13 +35,8 @@ bool UseOwnDescriptorTable() {
 
 void* DlopenOutsideTheProgramsTable(const char* path, int flags) {
   DlopenRequest request{path, flags, nullptr};
-  // The thread gets no signals: the program's handlers run on the program's threads.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
   pthread_t thread;
-  int error = pthread_create(&thread, nullptr, DlopenThreadMain, &request);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  int error = StartOwnThread(&thread, DlopenThreadMain, &request);
   void* opened = nullptr;
   if (error != 0 || pthread_join(thread, &opened) != 0 || opened == nullptr) {
     return request.handle != nullptr ? request.handle : dlopen(path, flags);

@@ -3,7 +3,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -17,6 +16,7 @@
 
 #include "inject/bounded_queue.h"
 #include "inject/native_stack.h"
+#include "inject/own_thread.h"
 #include "inject/python_marker.h"
 #include "inject/ring_registry.h"
 #include "inject/session_writer.h"
@@ -152,14 +152,8 @@ void InitializeOnce() {
   g.active.store(true, std::memory_order_release);
 }
 
-// The writer gets no signals: the target's handlers must run on the target's own threads.
 bool StartWriterLocked() {
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  int error = pthread_create(&g.writer_thread, nullptr, WriterThreadMain, g.session_dir);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (error != 0) return false;
+  if (StartOwnThread(&g.writer_thread, WriterThreadMain, g.session_dir) != 0) return false;
   g.writer_pid = getpid();
   g.writer_state.store(WriterState::kRunning, std::memory_order_release);
   return true;

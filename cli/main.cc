@@ -16,6 +16,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
+#include "cli/own_settings.h"
 #include "cli/run_command.h"
 #include "collector/model/model.h"
 
@@ -102,9 +103,8 @@ constexpr char kUsage[] =
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
-}  // namespace
 
-int main(int argc, char** argv) {
+int GprofRunMain(int argc, char** argv) {
   CLI::App app{
       "gprof-run: records every CUDA call of a program and what the kernel did with its threads, "
       "then explains each blocked call: the lock behind it, the thread that held it, and what "
@@ -308,3 +308,7 @@ int main(int argc, char** argv) {
   run.print_report = !quiet;
   return gprof::cli::RunCommand(run);
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return gprof::cli::RunOnOwnStack(GprofRunMain, argc, argv); }

@@ -19,6 +19,7 @@
 
 #include "bpf/kernel_recorder.h"
 #include "cli/exit_codes.h"
+#include "cli/own_settings.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
@@ -469,6 +470,7 @@ int RunCommand(const RunOptions& options) {
     return kExitToolFailure;
   }
   run.root_pid = target->pid();
+  TakeOwnSettingsAfterFork();
   if (recorder) {
     if (Status tracked = recorder->Track(target->pid()); !tracked.ok()) {
       recorder.reset();

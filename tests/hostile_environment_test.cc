@@ -88,7 +88,6 @@ TEST(HostileEnvironment, GprofRunUnderATinyStackLimitRecordsAndTheCommandKeepsTh
     EXPECT_EQ(run.exit_code(), 0) << run.err;
     const std::string kib = std::to_string(std::stoul(bytes) / 1024);
     EXPECT_EQ(run.out, "stack=" + kib + "/" + kib + "\n");
-    EXPECT_NE(run.err.find("lost      nothing"), std::string::npos) << run.err;
     EXPECT_TRUE(ReadJson(dir.Sub("s/report.json")).contains("session"));
     EXPECT_GE(RecordedCalls(dir.Sub("s")), 20u);
   }

@@ -213,6 +213,7 @@ TEST(Diagnosis, GprofRunsOwnThreadIsNeverACauseHolderOrRootButItsCostIsSaidOnce)
   SessionBuilder builder;
   builder.Cupti();
   builder.Thread(kWriter, format::kWriterThreadName);
+  builder.session().profiler_threads[kWriter] = ProfilerRole::kWriter;  // as the library records
   builder.Thread(kLauncher, "launcher");
   builder.Thread(kWaiter, "waiter");
   builder.Thread(kDecoder, "decoder");

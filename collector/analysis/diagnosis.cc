@@ -67,9 +67,6 @@ class Diagnoser {
     analysis_.kernel_recorded = session.meta.kernel_recording;
     for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
     // gprof-run's own threads, and any they created (task_starts are in time order).
-    for (const auto& [tid, thread] : session.threads) {
-      if (session.IsProfilerThread(tid)) ours_.insert(tid);
-    }
     for (const auto& [tid, role] : session.profiler_threads) ours_.insert(tid);
     for (const TaskStart& start : session.task_starts) {
       if (ours_.contains(start.parent_tid)) ours_.insert(start.tid);

@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "inject/format/kernel_events.h"
-#include "inject/format/session_format.h"
 
 namespace gprof::collector {
 
@@ -203,11 +202,7 @@ std::vector<std::string> Session::KernelStack(int32_t stack_id) const {
   return frames;
 }
 
-bool Session::IsProfilerThread(uint32_t tid) const {
-  if (profiler_threads.contains(tid)) return true;
-  auto thread = threads.find(tid);
-  return thread != threads.end() && thread->second.name == format::kWriterThreadName;
-}
+bool Session::IsProfilerThread(uint32_t tid) const { return profiler_threads.contains(tid); }
 
 const NativeStack* Session::CallStackOf(const ApiCall& call) const {
   auto it = call_stacks.find({call.tid, call.enter_ns});

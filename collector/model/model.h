@@ -563,8 +563,8 @@ struct Session {
   // The thread's name as ThreadLabel shows it (empty when none is known).
   std::string ThreadName(uint32_t tid) const;
   // Whether `tid` is one of gprof-run's own threads (the injected library's writer, CUPTI's
-  // threads under it), not the program's: as the injected library recorded it, or (sessions of
-  // older libraries) by the writer's name.
+  // threads under it), not the program's: by the tids the injected library recorded, never by a
+  // name (a program's thread may call itself "gprof-writer").
   bool IsProfilerThread(uint32_t tid) const;
   // Kernel stack as symbols, innermost first; "0x..." where no symbol is known.
   std::vector<std::string> KernelStack(int32_t stack_id) const;

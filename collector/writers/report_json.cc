@@ -327,6 +327,8 @@ json WaitFieldsJson(const Session& session, const Wait& wait) {
        {"kernel_lock", KernelLockJson(session, wait)},
        {"device_wait", DeviceWaitJson(wait.device_wait)},
        {"page_fault", PageFaultJson(session, wait.page_fault)},
+       {"ended_by_exit", wait.ended_by_exit},
+       {"exit_tid", wait.ended_by_exit ? json(wait.exit_tid) : json(nullptr)},
        {"waker_tid", wait.waker_tid},
        {"waker_comm", wait.waker_comm},
        {"waker_call", CallJson(session, wait.waker_call)},
@@ -845,10 +847,9 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
   const ProfilerCost& cost = diagnosis.profiler_cost;
   json profiler_threads = json::array();
   for (uint32_t tid : cost.tids) {
-    // As the injected library said; else the writer by its name (an older library's session),
-    // or a thread one of them created.
+    // As the injected library said, or a thread one of them created.
     auto known = session.profiler_threads.find(tid);
-    const char* role = session.IsProfilerThread(tid) ? "writer" : "created_by_profiler";
+    const char* role = "created_by_profiler";
     if (known != session.profiler_threads.end())
       role = known->second == ProfilerRole::kWriter  ? "writer"
              : known->second == ProfilerRole::kCupti ? "cupti"

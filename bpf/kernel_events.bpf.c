@@ -66,6 +66,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define S_IFCHR 0020000
 
 #define TASK_DEAD 0x80        /* include/linux/sched.h */
+#define SIGKILL 9             /* include/uapi/asm-generic/signal.h */
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 /* Flags of lock:contention_begin (include/trace/events/lock.h), the same bits as gprof_lock_flags.
@@ -441,6 +442,7 @@ static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 
     rec->waker_kstack_id = entry->waker_kstack_id;
     __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
     rec->waker_user_stack_id = entry->waker_user_stack_id;
+    if (entry->woken_to_die) rec->flags |= GPROF_OFFCPU_WOKEN_TO_DIE;
   } else {
     rec->waker_kstack_id = -1;
     rec->waker_user_stack_id = -1;
@@ -493,6 +495,7 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
       entry->cpu = bpf_get_smp_processor_id();
       entry->syscall_nr = ~0u;
       entry->object = 0;
+      entry->woken_to_die = 0;
       if (entry->state) note_blocking_call(entry);
       entry->open = 1;
       /* Last: a wakeup on another CPU that sees the interval started sees it whole (x86 keeps
@@ -618,6 +621,12 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);
   entry->waker_kstack_id = short_wait ? -ENODATA : kernel_stack(ctx, GPROF_REC_OFFCPU);
+  /* SIGKILL pending: the process is ending (zap_other_threads at exit_group or exec, a fatal
+   * signal's complete_signal, a core dump's zap_process set it, then wake the thread), and the
+   * thread will die without returning from its wait: its waker released nothing. No
+   * signal_generate fires for those. */
+  __u64 pending = btf ? p->pending.signal.sig[0] : BPF_CORE_READ(p, pending.signal.sig[0]);
+  if (pending & (1ull << (SIGKILL - 1))) entry->woken_to_die = 1;
   asm volatile("" ::: "memory"); /* wake_ns last: it makes the fields above valid */
   entry->wake_ns = now;
   return 0;

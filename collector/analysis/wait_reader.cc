@@ -4,6 +4,7 @@
 
 #include "collector/analysis/wait_class.h"
 #include "collector/symbols/kernel_stack.h"
+#include "inject/format/kernel_events.h"
 
 namespace gprof::collector {
 
@@ -137,7 +138,14 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
   }
   // Woken before `start` (the interval clipped to a window it began before): runnable from the
   // window's start, not asleep in it.
-  if (interval.wake_ns != 0 && interval.wake_ns <= end) {
+  if (interval.wake_ns != 0 && interval.wake_ns <= end &&
+      (interval.flags & GPROF_OFFCPU_WOKEN_TO_DIE) != 0) {
+    // The process's exit woke it to end it: its waker released nothing it waited for.
+    wait.wake_ns = std::max(interval.wake_ns, start);
+    wait.ended_by_exit = true;
+    wait.exit_tid = interval.waker_tid;
+    wait.exit_comm = session_.WakerComm(interval);
+  } else if (interval.wake_ns != 0 && interval.wake_ns <= end) {
     wait.wake_ns = std::max(interval.wake_ns, start);
     wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;

@@ -78,6 +78,13 @@ struct Wait {
   uint32_t waker_tid = 0;  // 0: no waker (preempted) or an interrupt
   std::string waker_comm;  // the kernel's name for the waker, also when it is outside the tree
   const ApiCall* waker_call = nullptr;  // the waker's CUDA call in progress when it woke us
+  // Woken only to die with its process (an exit_group, a fatal signal, an exec: the kernel recorder
+  // found SIGKILL pending for it at the wakeup): ended by the process's exit, not by a release.
+  // The waker fields stay empty, as for a wait nobody ended; the thread whose exit woke it is
+  // exit_tid (0: an interrupt), exit_comm its kernel name.
+  bool ended_by_exit = false;
+  uint32_t exit_tid = 0;
+  std::string exit_comm;
   int32_t kstack_id = -1;
   int32_t user_stack_id = -1;        // the thread's user stack at the switch-out
   int32_t waker_user_stack_id = -1;  // the waker's at the wakeup (process waker_pid)

@@ -147,6 +147,15 @@ class TextReport {
     if (call != nullptr) text += ", inside " + Call(*call);
     return text;
   }
+  // "ended by the process's exit (begun by "main" (1234)), not by a release"
+  std::string EndedByExit(const Wait& wait) const {
+    std::string by = wait.exit_tid == 0 ? std::string()
+                     : session_.threads.contains(wait.exit_tid)
+                         ? " (begun by " + Thread(wait.exit_tid) + ")"
+                         : " (begun by \"" + wait.exit_comm + "\" (" +
+                               std::to_string(wait.exit_tid) + "), outside the traced tree)";
+    return "ended by the process's exit" + by + ", not by a release";
+  }
   bool AnyGpu() const { return !analysis_.gpu.devices.empty(); }
   // A cause's class as the text and its legend say it.
   std::string ClassOf(const Cause& cause) const {
@@ -1177,7 +1186,9 @@ void TextReport::OtherSlowCalls() {
     // The wait that decided the call: the longest sleep on its main object.
     const Wait* longest =
         blocked.main_object ? LongestWaitOn(blocked.waits, *blocked.main_object) : nullptr;
-    if (longest != nullptr && (longest->waker_tid != 0 || !longest->waker_comm.empty())) {
+    if (longest != nullptr && longest->ended_by_exit) {
+      out_ << "      " << EndedByExit(*longest) << "\n";
+    } else if (longest != nullptr && (longest->waker_tid != 0 || !longest->waker_comm.empty())) {
       out_ << "      " << Waker(longest->waker_tid, longest->waker_comm, longest->waker_call)
            << "\n";
     }

@@ -57,6 +57,9 @@ enum gprof_kernel_record {
 
 enum gprof_offcpu_flags {
   GPROF_OFFCPU_UNFINISHED = 1u << 0, /* still off-CPU when recording stopped: end_ns is that time */
+  GPROF_OFFCPU_WOKEN_TO_DIE = 1u << 1, /* its wakeup found SIGKILL pending for it: the kernel woke it
+                                          only to end it with its process (exit_group, a fatal
+                                          signal, an exec, a core dump), not for what it waited on */
 };
 
 /* Records added after the first version extend their struct at the end: a reader takes the part
@@ -631,7 +634,8 @@ struct gprof_offcpu_pending {
   __u32 syscall_nr; /* the system call it slept in (orig_ax; ~0: none, or preempted) */
   __u64 object;     /* in a futex call: its word (the call's first argument); else 0 */
   __u32 open;       /* 1 from its switch-out to the switch-in that ends it */
-  __u32 reserved;
+  __u32 woken_to_die; /* 1: a wakeup found SIGKILL pending for it (GPROF_OFFCPU_WOKEN_TO_DIE);
+                         reset at its switch-out, written by a waker only then: rare */
 };
 
 /* Value of the per-CPU `switched_in` array (one entry): an off-CPU interval that lasted at least

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 namespace gprof::bpf {
@@ -465,6 +466,24 @@ uint64_t DictGet(const ProcessMemory& memory, const PythonInterpreter& python, u
   return 0;
 }
 
+// The objects the weak references in a set refer to (a WeakSet's `data`), appended to `objects`;
+// dead references (to None) and the set's dummy entries are read as objects that have no
+// attributes. PySetObject is the same from 3.9 to 3.13: fill, used, mask, table after the header,
+// each entry a key and its hash; a weakref's object is the word after its header.
+void ReadWeakSetTargets(const ProcessMemory& memory, uint64_t set, std::vector<uint64_t>* objects) {
+  uint64_t header[6];  // refcnt, type, fill, used, mask, table
+  if (set == 0 || memory.Read(set, header, sizeof(header)) != 0) return;
+  const uint64_t mask = header[4], table = header[5];
+  if (mask + 1 > kMaxDictEntries || ((mask + 1) & mask) != 0 || table == 0) return;
+  std::vector<uint64_t> entries(2 * (mask + 1));
+  if (memory.Read(table, entries.data(), entries.size() * 8) != 0) return;
+  for (size_t i = 0; i < entries.size(); i += 2) {
+    uint64_t reference[3];  // refcnt, type, wr_object
+    if (entries[i] == 0 || memory.Read(entries[i], reference, sizeof(reference)) != 0) continue;
+    if (reference[2] != 0) objects->push_back(reference[2]);
+  }
+}
+
 // An attribute in the instance dict of an object of a Python class (threading.Thread): a real
 // dict, or (3.11 on) values kept with the object, keyed by its type's shared keys.
 uint64_t InstanceAttribute(const ProcessMemory& memory, const PythonInterpreter& python,
@@ -614,17 +633,26 @@ std::vector<std::pair<uint32_t, std::string>> ReadPythonThreadNames(
   uint64_t threading = DictGet(memory, python, modules, "threading");
   uint8_t module[32];
   if (!ReadObject(memory, threading, python.module_type, l.module_dict + 8, module)) return names;
-  uint64_t active = DictGet(memory, python, At<uint64_t>(module, l.module_dict), "_active");
-  std::vector<DictItem> threads;
-  if (!ReadDict(memory, python, active, &threads)) return names;
-  for (const DictItem& thread : threads) {
+  const uint64_t module_dict = At<uint64_t>(module, l.module_dict);
+  // The threads running now (_active), and every Thread object still alive (_dangling, a WeakSet
+  // the module adds each Thread to): a thread that already ended keeps its name and native id
+  // there while the program holds its Thread object, as one it joined does.
+  std::vector<uint64_t> objects;
+  std::vector<DictItem> active;
+  if (ReadDict(memory, python, DictGet(memory, python, module_dict, "_active"), &active)) {
+    for (const DictItem& thread : active) objects.push_back(thread.value);
+  }
+  uint64_t dangling = DictGet(memory, python, module_dict, "_dangling");
+  if (dangling != 0) ReadWeakSetTargets(memory, InstanceAttribute(memory, python, dangling, "data"),
+                                        &objects);
+  std::set<uint32_t> named;
+  for (uint64_t thread : objects) {
     std::string name;
     uint64_t tid = 0;
-    if (!ReadPythonString(memory, python, InstanceAttribute(memory, python, thread.value, "_name"),
-                          256, &name) ||
-        !ReadLong(memory, python, InstanceAttribute(memory, python, thread.value, "_native_id"),
-                  &tid) ||
-        tid == 0 || tid > UINT32_MAX) {
+    if (!ReadPythonString(memory, python, InstanceAttribute(memory, python, thread, "_name"), 256,
+                          &name) ||
+        !ReadLong(memory, python, InstanceAttribute(memory, python, thread, "_native_id"), &tid) ||
+        tid == 0 || tid > UINT32_MAX || !named.insert(static_cast<uint32_t>(tid)).second) {
       continue;
     }
     names.emplace_back(static_cast<uint32_t>(tid), std::move(name));

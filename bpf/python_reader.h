@@ -74,7 +74,8 @@ struct PythonCode {
 PythonCode ReadPythonCode(const ProcessMemory& memory, const PythonInterpreter& interpreter,
                           const PythonCodeKey& key);
 
-// The threads of the process that Python's threading module knows (threading._active), as
+// The threads of the process that Python's threading module knows (threading._active, and the
+// Thread objects still alive in threading._dangling: ended threads the program kept), as
 // (native thread id, name); empty when there is no threading module or it cannot be read.
 std::vector<std::pair<uint32_t, std::string>> ReadPythonThreadNames(
     const ProcessMemory& memory, const PythonInterpreter& interpreter);

@@ -179,10 +179,17 @@ std::string Session::ThreadName(uint32_t tid) const {
   return name;
 }
 
+std::string Session::NativeNameBeside(uint32_t tid) const {
+  auto it = threads.find(tid);
+  if (it == threads.end() || it->second.name.empty()) return {};
+  return ThreadName(tid) == it->second.name ? std::string() : it->second.name;
+}
+
 std::string Session::ThreadLabel(uint32_t tid) const {
   std::string name = ThreadName(tid);
   if (name.empty()) return std::to_string(tid);
-  return name + " (" + std::to_string(tid) + ")";
+  std::string native = NativeNameBeside(tid);
+  return name + " (" + (native.empty() ? "" : native + ", ") + std::to_string(tid) + ")";
 }
 
 std::vector<std::string> Session::KernelStack(int32_t stack_id) const {

@@ -558,10 +558,12 @@ struct Session {
   uint32_t CommIndex(std::string_view name);
   // "name (tid)" or "tid" when the thread has no known name. The name is the kernel's, or the
   // one Python's threading module gives the thread where the kernel's is just the interpreter's
-  // ("python3.11").
+  // ("python3.11"), the kernel's then beside it: "qprod (python3, 12345)".
   std::string ThreadLabel(uint32_t tid) const;
   // The thread's name as ThreadLabel shows it (empty when none is known).
   std::string ThreadName(uint32_t tid) const;
+  // The kernel's name of the thread where ThreadName shows another (Python's), else empty.
+  std::string NativeNameBeside(uint32_t tid) const;
   // Whether `tid` is one of gprof-run's own threads (the injected library's writer, CUPTI's
   // threads under it), not the program's: by the tids the injected library recorded, never by a
   // name (a program's thread may call itself "gprof-writer").

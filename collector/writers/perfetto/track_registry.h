@@ -89,8 +89,12 @@ class TrackRegistry {
   // The processes and threads of the model, each thread with its track.
   void DescribeModel() {
     for (const auto& [pid, process] : session_.processes) DescribeProcess(pid);
-    for (const auto& [tid, thread] : session_.threads)
-      AddThread(thread.pid, tid, thread.name).in_model = true;
+    // Python's name for a thread where the kernel's is the interpreter's, the kernel's beside it.
+    for (const auto& [tid, thread] : session_.threads) {
+      std::string native = session_.NativeNameBeside(tid);
+      std::string name = session_.ThreadName(tid) + (native.empty() ? "" : " (" + native + ")");
+      AddThread(thread.pid, tid, name).in_model = true;
+    }
   }
 
   // A thread's tracks; a tid the model's thread list lacks gets tracks on first use, so no event is

@@ -28,6 +28,7 @@
 #include "inject/disk_room.h"
 #include "inject/file_owner.h"
 #include "inject/held_directory.h"
+#include "inject/namespaces.h"
 #include "inject/profiler_watch.h"
 #include "inject/recording_limits.h"
 
@@ -195,7 +196,8 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
                         std::to_string(static_cast<uint64_t>(options.threshold_ms * 1e6)));
   // So that the command's processes notice when gprof-run is gone (killed) and stop recording.
   environment.push_back(std::string(inject::kProfilerPidEnv) + "=" + std::to_string(getpid()) +
-                        ":" + std::to_string(inject::ProcessStartTicks(getpid())));
+                        ":" + std::to_string(inject::ProcessStartTicks(getpid())) + ":" +
+                        std::to_string(OwnPidNamespace()));
   if (!options.cupti_library.empty())
     environment.push_back("GPROF_CUPTI_LIB=" + options.cupti_library);
   if (limits.window_start_ns != 0) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "inject/disk_room.h"
+#include "inject/namespaces.h"
 #include "inject/profiler_watch.h"
 
 namespace gprof::cli {
@@ -24,7 +25,11 @@ unsigned long long ClockNs(clockid_t clock) {
 // The processes of the tree whose writers hold a slot in the control file and are still running.
 std::vector<OpenWriter> OpenWriters(const SessionControl& control) {
   std::vector<OpenWriter> open;
-  control.ForEachWriter([&](uint32_t pid, uint64_t start_ticks) {
+  static const uint32_t own_namespace = OwnPidNamespace();
+  control.ForEachWriter([&](uint32_t pid, uint64_t start_ticks, uint32_t pid_namespace) {
+    // A writer in another PID namespace (a container the command started) has a pid that names
+    // another process here, or none: it counts as running until it gives its slot back.
+    if (pid_namespace != own_namespace) start_ticks = 0;
     // A slot without its start time yet is a writer still registering: running.
     if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) {
       open.emplace_back(pid, start_ticks);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/clock.h"
 #include "inject/disk_room.h"
 
 namespace gprof {
@@ -93,7 +94,7 @@ int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::
   header.source = static_cast<uint32_t>(source);
   header.clock_id = format::kClockMonotonic;
   header.pid = pid;
-  header.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  header.start_monotonic_ns = MonotonicNs();  // the host's, in a time namespace too
   header.start_realtime_ns = ClockNs(CLOCK_REALTIME);
   int error = WriteAll(&header, sizeof(header), nullptr, 0);
   if (error != 0) {  // no room even for the header: leave no half file behind

@@ -1,6 +1,9 @@
 #include "inject/profiler_watch.h"
 
+#include "inject/clock.h"
 #include "inject/held_directory.h"
+#include "inject/namespaces.h"
+#include "inject/session_control.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -69,20 +72,40 @@ bool ProcessRunning(int pid, unsigned long long start_ticks) {
   return true;
 }
 
-void ProfilerWatch::Start() {
+uint32_t ProfilerPidNamespace() {
   const char* value = getenv(kProfilerPidEnv);
-  if (value == nullptr) return;
+  if (value == nullptr || (value = strchr(value, ':')) == nullptr ||
+      (value = strchr(value + 1, ':')) == nullptr) {
+    return 0;
+  }
+  unsigned long long inode = strtoull(value + 1, nullptr, 10);
+  return inode <= UINT32_MAX ? static_cast<uint32_t>(inode) : 0;
+}
+
+void ProfilerWatch::Start(const SessionControl* control) {
+  const char* value = getenv(kProfilerPidEnv);
   char* end = nullptr;
-  long pid = strtol(value, &end, 10);
+  long pid = value != nullptr ? strtol(value, &end, 10) : 0;
+  if (control != nullptr && control->attached()) {
+    control_ = control;
+    if (pid > 0) pid_ = static_cast<int>(pid);
+    return;
+  }
   if (pid <= 0 || end == nullptr || *end != ':') return;
+  unsigned long long start_ticks = strtoull(end + 1, nullptr, 10);
+  uint32_t pid_namespace = ProfilerPidNamespace();
+  // Another PID namespace names another process (or none) with that pid, and another time
+  // namespace shows another start time: unknown there.
+  if (pid_namespace == 0 || pid_namespace != OwnPidNamespace() || g_time_namespace_offset_ns != 0)
+    return;
   pid_ = static_cast<int>(pid);
-  start_ticks_ = strtoull(end + 1, nullptr, 10);
+  start_ticks_ = start_ticks;
 }
 
 bool ProfilerWatch::Gone(int* pid) const {
-  if (pid_ == 0) return false;
   *pid = pid_;
-  return !ProcessRunning(pid_, start_ticks_);
+  if (control_ != nullptr) return control_->profiler_ended();
+  return pid_ != 0 && !ProcessRunning(pid_, start_ticks_);
 }
 
 }  // namespace gprof::inject

@@ -15,6 +15,7 @@
 #include <new>
 
 #include "inject/bounded_queue.h"
+#include "inject/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_thread.h"
 #include "inject/python_marker.h"
@@ -120,6 +121,9 @@ void ChildAfterFork() {
   pthread_setspecific(g.ring_key, nullptr);
   t_thread_state.ring = nullptr;
   t_thread_state.registration_failed = 0;
+  // A parent that called unshare(CLONE_NEWTIME) (`unshare -T -f`) has its children in the new
+  // namespace, with its clock.
+  g_time_namespace_offset_ns = ReadTimeNamespaceOffset();
 }
 
 void InitializeOnce() {
@@ -132,6 +136,7 @@ void InitializeOnce() {
     g.has_session_dir_id = true;
   }
   if (pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork) != 0) return;
+  g_time_namespace_offset_ns = ReadTimeNamespaceOffset();  // before the first timestamp
   strcpy(g.session_dir, dir);
   if (const char* threshold = getenv(kStackThresholdEnv)) {
     g.stack_threshold_ns = strtoull(threshold, nullptr, 10);

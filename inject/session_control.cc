@@ -1,11 +1,25 @@
 #include "inject/session_control.h"
 
+#include <linux/futex.h>
+
 #include <cerrno>
 #include <cstring>
 
 namespace gprof {
 
-SessionControl::~SessionControl() { DetachSharedSegment(state_); }
+SessionControl::~SessionControl() {
+  if (holds_profiler_alive_) {
+    // Let go before the mapping goes, or the kernel would walk this thread's robust list into
+    // memory no longer there. gprof-run going away without closing the session is its end to
+    // the writers: the mark the kernel would have made.
+    pthread_mutex_unlock(&state_->profiler_alive);
+    if (!closing()) {
+      __atomic_store_n(reinterpret_cast<unsigned*>(&state_->profiler_alive.__data.__lock),
+                       FUTEX_OWNER_DIED, __ATOMIC_RELEASE);
+    }
+  }
+  DetachSharedSegment(state_);
+}
 
 int SessionControl::Create(int uid, int gid) {
   if (state_ != nullptr) return EBUSY;
@@ -15,6 +29,19 @@ int SessionControl::Create(int uid, int gid) {
                                   &memory, &handle_);
   if (error != 0) return error;
   state_ = static_cast<SessionControlState*>(memory);
+  pthread_mutexattr_t attributes;
+  pthread_mutexattr_init(&attributes);
+  pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+  error = pthread_mutex_init(&state_->profiler_alive, &attributes);
+  pthread_mutexattr_destroy(&attributes);
+  if (error == 0) error = pthread_mutex_lock(&state_->profiler_alive);
+  if (error != 0) {
+    DetachSharedSegment(state_);
+    state_ = nullptr;
+    return error;
+  }
+  holds_profiler_alive_ = true;
   return 0;
 }
 
@@ -29,12 +56,13 @@ int SessionControl::Attach(const char* handle) {
   return 0;
 }
 
-int SessionControl::Register(uint32_t pid, uint64_t start_ticks) {
+int SessionControl::Register(uint32_t pid, uint64_t start_ticks, uint32_t pid_namespace) {
   if (state_ == nullptr) return kUnslotted;
   int slot = kUnslotted;
   for (uint32_t i = 0; i < SessionControlState::kWriters; ++i) {
     uint32_t free = 0;
     if (state_->writers[i].pid.compare_exchange_strong(free, pid, std::memory_order_seq_cst)) {
+      state_->writers[i].pid_namespace = pid_namespace;
       state_->writers[i].start_ticks.store(start_ticks, std::memory_order_release);
       slot = static_cast<int>(i);
       break;
@@ -57,6 +85,16 @@ void SessionControl::Unregister(int slot) {
   }
   state_->writers[slot].start_ticks.store(0, std::memory_order_relaxed);
   state_->writers[slot].pid.store(0, std::memory_order_seq_cst);
+}
+
+bool SessionControl::profiler_ended() const {
+  if (state_ == nullptr) return false;
+  // glibc's mutex word (the first field of __data): the owner's tid, FUTEX_OWNER_DIED once the
+  // kernel found its owner gone. Read, never locked: a writer that took the lock would become
+  // its owner, and the next writer would see a live one.
+  unsigned word = __atomic_load_n(
+      reinterpret_cast<const unsigned*>(&state_->profiler_alive.__data.__lock), __ATOMIC_ACQUIRE);
+  return (word & FUTEX_OWNER_DIED) != 0;
 }
 
 bool SessionControl::closing() const {

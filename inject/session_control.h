@@ -12,10 +12,19 @@
 //   time) from before it creates its file until after it has closed it. The slot is taken before
 //   the closing flag is read and the flag is set before the slots are read, so either gprof-run
 //   sees the writer or the writer sees the flag.
+// - a writer knows whether gprof-run is still there: gprof-run's main thread holds a robust,
+//   process-shared mutex in the segment from Create on and never lets go of it while the session
+//   is open. When gprof-run ends by any means (SIGKILL, a crash), the kernel walks that thread's
+//   robust list and sets FUTEX_OWNER_DIED in the mutex's word, which a writer reads with a plain
+//   load: no pid (which another PID namespace does not see, or names another process), no
+//   descriptor (which the program could close), no /proc. fork() gives the child none of it
+//   (glibc empties the child's robust list, the kernel gives it none), and exec drops the mapping.
 // - a writer leaves a note where its own file cannot hold why it stopped (no room even for the
 //   stop record, or the file could not be created or reopened); gprof-run puts those in
 //   session.json.
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdint>
@@ -29,12 +38,12 @@ namespace gprof {
 // Environment of the target: the control's segment handle; unset: the library runs without
 // gprof-run.
 inline constexpr char kSessionControlEnv[] = "GPROF_SESSION_CONTROL";
-inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '2'};
+inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '3'};
 
 struct SessionControlState {
   struct Writer {
-    std::atomic<uint32_t> pid;  // 0: free
-    uint32_t reserved;
+    std::atomic<uint32_t> pid;  // 0: free; in the writer's PID namespace
+    uint32_t pid_namespace;     // its inode (namespaces.h); 0: unknown
     std::atomic<uint64_t> start_ticks;  // /proc/<pid>/stat's start time; 0: not written yet
   };
   struct Note {
@@ -50,6 +59,7 @@ struct SessionControlState {
   static constexpr uint32_t kNotes = 64;
 
   SharedSegmentHeader header;               // kSessionControlMagic
+  pthread_mutex_t profiler_alive;           // held by gprof-run's main thread (above)
   std::atomic<uint64_t> closing_at_ns;      // CLOCK_MONOTONIC when gprof-run closed it; 0: open
   std::atomic<uint64_t> unslotted_writers;  // open writers that found every slot taken
   std::atomic<uint64_t> notes_taken;        // may pass kNotes: the rest are counted only
@@ -58,7 +68,8 @@ struct SessionControlState {
 };
 static_assert(sizeof(SessionControlState::Writer) == 16);
 static_assert(sizeof(SessionControlState::Note) == 64);
-static_assert(sizeof(SessionControlState) == 40 + 512 * 16 + 64 * 64);
+static_assert(sizeof(pthread_mutex_t) == 40, "glibc's x86-64 layout");
+static_assert(sizeof(SessionControlState) == 40 + 40 + 512 * 16 + 64 * 64);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
 
 // One mapping of the control file. Not copyable; no exceptions, no allocation.
@@ -69,9 +80,10 @@ class SessionControl {
   SessionControl(const SessionControl&) = delete;
   SessionControl& operator=(const SessionControl&) = delete;
 
-  // gprof-run: makes the control, owned by `uid`:`gid` (-1: this process's), and attaches it;
-  // handle() names it for the writers. It lasts while one process holds it. Returns 0 or an
-  // errno.
+  // gprof-run: makes the control, owned by `uid`:`gid` (-1: this process's), attaches it and
+  // takes profiler_alive on the calling thread, which must live as long as gprof-run does (the
+  // main thread); handle() names it for the writers. It lasts while one process holds it.
+  // Returns 0 or an errno.
   int Create(int uid = -1, int gid = -1);
   const std::string& handle() const { return handle_; }
   // A writer: attaches the control `handle` names. Returns 0 or an errno.
@@ -82,10 +94,12 @@ class SessionControl {
   static constexpr int kClosed = -2;  // Register: the session is closed; nothing was taken
   static constexpr int kUnslotted = -1;
   // Before the file is created: a slot index, kUnslotted (counted), or kClosed.
-  int Register(uint32_t pid, uint64_t start_ticks);
+  int Register(uint32_t pid, uint64_t start_ticks, uint32_t pid_namespace);
   // After the file is closed (or was never created).
   void Unregister(int slot);
   bool closing() const;
+  // True once the process that made the control has ended (FUTEX_OWNER_DIED, above).
+  bool profiler_ended() const;
   // A stop that the writer's own file does not hold.
   void Note(uint32_t pid, const char* file, format::StopCause cause, int error, uint64_t time_ns,
             uint64_t records_lost);
@@ -93,13 +107,15 @@ class SessionControl {
   // --- gprof-run ---
   void Close(uint64_t now_ns);
   uint64_t closing_at_ns() const;
-  // Calls `f(pid, start_ticks)` for each slot taken now.
+  // Calls `f(pid, start_ticks, pid_namespace)` for each slot taken now.
   template <typename F>
   void ForEachWriter(F f) const {
     if (state_ == nullptr) return;
     for (auto& writer : state_->writers) {
       uint32_t pid = writer.pid.load(std::memory_order_seq_cst);
-      if (pid != 0) f(pid, writer.start_ticks.load(std::memory_order_acquire));
+      if (pid != 0) {
+        f(pid, writer.start_ticks.load(std::memory_order_acquire), writer.pid_namespace);
+      }
     }
   }
   uint64_t unslotted_writers() const;
@@ -117,6 +133,7 @@ class SessionControl {
  private:
   SessionControlState* state_ = nullptr;
   std::string handle_;
+  bool holds_profiler_alive_ = false;
 };
 
 }  // namespace gprof

@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +15,7 @@
 #include "inject/clock.h"
 #include "inject/cupti_tracer.h"
 #include "inject/disk_room.h"
+#include "inject/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_descriptors.h"
 #include "inject/profiler_watch.h"
@@ -120,33 +120,45 @@ int SessionWriter::Open(const char* session_dir) {
     return error;
   }
   // Without its budget a capped session would grow unbounded, and without its control nothing
-  // would keep this process from writing into the session after gprof-run has collected it: such
-  // a process records nothing. Neither can be attached from another IPC namespace (`unshare -i`,
-  // a sandbox): then, while gprof-run runs, a file holding only that stop says so, or the report
-  // would say this process lost nothing.
-  int unreachable = 0;
-  if (const char* budget = SizeBudgetHandle()) unreachable = file_.AttachBudget(budget);
-  if (const char* control = SessionControlHandle(); control != nullptr && unreachable == 0) {
+  // would keep this process from writing into the session after gprof-run has collected it.
+  // Neither can be attached from another IPC namespace (`unshare -i`, a container's): such a
+  // process still records, as asked, and its file says what could not be enforced
+  // (NamespacesRecord's flags), for the report. It learns that gprof-run is gone only where it can
+  // look gprof-run up by pid (profiler_watch.h): one that starts after then records nothing.
+  uint32_t unreachable = 0;
+  if (const char* budget = SizeBudgetHandle(); budget != nullptr && file_.AttachBudget(budget) != 0)
+    unreachable |= format::kSizeBudgetUnreachable;
+  const uint32_t pid_namespace = OwnPidNamespace();
+  if (const char* control = SessionControlHandle(); control != nullptr) {
     if (*control == '\0') return ENAMETOOLONG;
-    unreachable = control_.Attach(control);
-    if (unreachable == 0) {
-      control_slot_ = control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid));
+    if (control_.Attach(control) == 0) {
+      control_slot_ =
+          control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid), pid_namespace);
       if (control_slot_ == SessionControl::kClosed) return ECANCELED;
+    } else {
+      unreachable |= format::kSessionControlUnreachable;
+      ProfilerWatch profiler;
+      profiler.Start(nullptr);
+      if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) return ESRCH;
     }
-  }
-  if (unreachable != 0) {
-    ProfilerWatch profiler;
-    profiler.Start();
-    if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) return unreachable;
   }
   int error = EEXIST;
   // The same pid comes back when a process execs: each image gets its own file.
+  // A process in a PID namespace of its own (a container's) names its namespace too: two
+  // containers' "pid 1" are two processes.
+  const uint32_t profiler_namespace = ProfilerPidNamespace();
+  char prefix[48];
+  if (pid_namespace != 0 && profiler_namespace != 0 && pid_namespace != profiler_namespace) {
+    snprintf(prefix, sizeof(prefix), "inject-pidns%u-%d", pid_namespace, pid);
+  } else {
+    snprintf(prefix, sizeof(prefix), "inject-%d", pid);
+  }
   for (int generation = 0; generation < 1000 && error == EEXIST; ++generation) {
     char name[64];
     if (generation == 0) {
-      snprintf(name, sizeof(name), "inject-%d.gpr", pid);
+      snprintf(name, sizeof(name), "%s.gpr", prefix);
     } else {
-      snprintf(name, sizeof(name), "inject-%d.%d.gpr", pid, generation);
+      snprintf(name, sizeof(name), "%s.%d.gpr", prefix, generation);
     }
     name_ = name;
     error = file_.Create(&directory_, name, format::Source::kInject, static_cast<uint32_t>(pid));
@@ -162,14 +174,16 @@ int SessionWriter::Open(const char* session_dir) {
     control_slot_ = SessionControl::kClosed;
     return error;
   }
+  WriteNamespaces(pid_namespace, profiler_namespace, unreachable);
   WriteProcessInfo();
   if (unreachable != 0) {
-    Flush();
-    Stop(format::StopCause::kSharedStateUnreachable, unreachable,
-         "nothing recorded: the session's shared memory could not be attached (a process in "
-         "another IPC namespace, as under `unshare -i`?)");
-    file_.Close();
-    return unreachable;
+    PostMessage(format::MessageLevel::kWarning,
+                (unreachable & format::kSizeBudgetUnreachable) != 0
+                    ? "recorded without the session's shared memory (another IPC namespace): "
+                      "--max-size was not enforced on this process's file, and it may have "
+                      "written after the command ended"
+                    : "recorded without the session's shared memory (another IPC namespace): it "
+                      "may have written after the command ended");
   }
   WriteApiNames();
   WriteMaps();
@@ -434,6 +448,18 @@ void SessionWriter::WriteThreadName(uint32_t tid, const char* name) {
   Append(&record, sizeof(record));
 }
 
+void SessionWriter::WriteNamespaces(uint32_t pid_namespace, uint32_t profiler_pid_namespace,
+                                    uint32_t flags) {
+  auto record = format::MakeRecord<format::NamespacesRecord>(format::kNamespaces);
+  record.time_ns = MonotonicNs();
+  record.pid_namespace = pid_namespace;
+  record.profiler_pid_namespace = profiler_pid_namespace;
+  record.pid = static_cast<uint32_t>(getpid());
+  record.flags = flags;
+  record.time_offset_ns = g_time_namespace_offset_ns;
+  Append(&record, sizeof(record));
+}
+
 void SessionWriter::WriteProcessInfo() {
   char exe[PATH_MAX] = {};
   ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -536,33 +562,11 @@ void SessionWriter::Flush() {
   staged_records_ = 0;
 }
 
-namespace {
-
-// The program's standard error as it is now, taken from its table into this thread's when this
-// thread's own table has none.
-void WriteToProgramStderr(const char* text, bool own_table) {
-  if (!own_table) {
-    if (write(STDERR_FILENO, text, strlen(text)) < 0) {
-    }
-    return;
-  }
-  int process = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
-  if (process < 0) return;
-  int fd = static_cast<int>(syscall(SYS_pidfd_getfd, process, STDERR_FILENO, 0));
-  close(process);
-  if (fd < 0) return;
-  if (write(fd, text, strlen(text)) < 0) {
-  }
-  close(fd);
-}
-
-}  // namespace
-
 void* WriterThreadMain(void* session_dir) {
   prctl(PR_SET_NAME, format::kWriterThreadName);
   // Before its first file: on a kernel before 5.9 it shares the program's table, and
   // chunk_file_writer.cc checks each descriptor before it uses one.
-  const bool own_table = UseOwnDescriptorTable();
+  UseOwnDescriptorTable();
   NoteProfilerThread(format::ProfilerThreadRole::kWriter);
   SessionWriter writer;
   if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
@@ -570,7 +574,7 @@ void* WriterThreadMain(void* session_dir) {
     return nullptr;
   }
   ProfilerWatch profiler;
-  profiler.Start();
+  profiler.Start(&writer.control());
   bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
@@ -601,17 +605,9 @@ void* WriterThreadMain(void* session_dir) {
       writer.Cycle(/*force_flush=*/true);
       writer.Stop(closed ? format::StopCause::kSessionClosed : format::StopCause::kProfilerEnded, 0,
                   text);
+      // Nothing on the program's stdout or stderr, which are the program's own: the file's stop
+      // record says it, in the report that `gprof-run report` builds from the session.
       writer.Finish();
-      // The one line the user sees when gprof-run was killed: their job runs on, no longer
-      // profiled. Never after a normal end (gprof-run closes the session first): the program's
-      // output is then its own.
-      if (!closed && !writer.SessionClosed()) {
-        snprintf(text, sizeof(text),
-                 "gprof-run: profiler (pid %d) ended; pid %d runs on unprofiled, its record in %s "
-                 "stops here\n",
-                 profiler_pid, static_cast<int>(getpid()), static_cast<const char*>(session_dir));
-        WriteToProgramStderr(text, own_table);
-      }
       return nullptr;
     }
   }

@@ -34,6 +34,8 @@ class SessionWriter : public RecordSink {
 
   // True once gprof-run has closed the session (session_control.h): the command has ended.
   bool SessionClosed() const { return control_.closing(); }
+  // The session's control; not attached where it could not be (another IPC namespace).
+  const SessionControl& control() const { return control_; }
 
   // Appends one record to the staging buffer, flushing first when it would not fit.
   void Append(const void* head, size_t head_size, const void* tail = nullptr,
@@ -58,6 +60,7 @@ class SessionWriter : public RecordSink {
   void WritePostedMessages();
   void RefreshThreadNames();
   void WriteThreadName(uint32_t tid, const char* name);
+  void WriteNamespaces(uint32_t pid_namespace, uint32_t profiler_pid_namespace, uint32_t flags);
   void WriteProcessInfo();
   void WriteApiNames();
   void WriteMaps();

@@ -677,11 +677,12 @@ TEST(SharedSegment, IsGoneOnceNoProcessHoldsIt) {
     handle = control.handle();
     SessionControl writer;
     ASSERT_EQ(writer.Attach(handle.c_str()), 0);
-    int slot = writer.Register(1234, 5678);
+    int slot = writer.Register(1234, 5678, 4026531836);
     EXPECT_GE(slot, 0);
     int seen = 0;
-    control.ForEachWriter(
-        [&](uint32_t pid, uint64_t ticks) { seen += pid == 1234 && ticks == 5678; });
+    control.ForEachWriter([&](uint32_t pid, uint64_t ticks, uint32_t pid_namespace) {
+      seen += pid == 1234 && ticks == 5678 && pid_namespace == 4026531836;
+    });
     EXPECT_EQ(seen, 1);
   }
   EXPECT_NE(SessionControl().Attach(handle.c_str()), 0) << "still there after every detach";

@@ -90,6 +90,7 @@ enum RecordType : uint16_t {
   kGpuDevice = 19,
   kStackCopy = 20,
   kProfilerThread = 21,
+  kNamespaces = 22,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -103,6 +104,31 @@ struct ProcessInfoRecord {
   uint32_t cmdline_len;
 };
 static_assert(sizeof(ProcessInfoRecord) == 32);
+
+enum NamespaceFlags : uint32_t {
+  // The session's shared memory could not be attached (another IPC namespace, `unshare -i`): this
+  // process recorded without the --max-size budget, and without the session's control, so it did
+  // not see the command end and may have written after the report.
+  kSizeBudgetUnreachable = 1u << 0,
+  kSessionControlUnreachable = 1u << 1,
+};
+
+// Where the writing process runs, where that changes what its records mean; the file's first
+// record (before ProcessInfoRecord) from the version that writes it. Every pid and tid in the file
+// (the FileHeader's too) is the process's own, in `pid_namespace`: where that is not gprof-run's,
+// a reader translates them with the kernel recorder's view of that namespace (gprof_task_new in
+// kernel_events.h). Every time in the file is on the host's CLOCK_MONOTONIC already: the writer
+// took its time namespace's offset off.
+struct NamespacesRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  uint32_t pid_namespace;           // inode of /proc/self/ns/pid; 0: unknown
+  uint32_t profiler_pid_namespace;  // gprof-run's (from its environment); 0: unknown
+  uint32_t pid;                     // getpid(), in pid_namespace
+  uint32_t flags;                   // NamespaceFlags
+  int64_t time_offset_ns;           // CLOCK_MONOTONIC here minus the host's, already taken off
+};
+static_assert(sizeof(NamespacesRecord) == 40);
 
 enum class ApiDomain : uint32_t { kRuntime = 1, kDriver = 2 };
 
@@ -376,7 +402,7 @@ enum class StopCause : uint32_t {
   kFileLost = 5,       // the program took the file's descriptor and the file could not be reopened
   kSessionClosed = 6,  // the command ended: gprof-run closed the session while this process ran on
   kDirectoryLost = 7,  // the session directory was not at its path as gprof-run made it: no file
-  kSharedStateUnreachable = 8,  // the session's shared memory could not be attached: no records
+  kSharedStateUnreachable = 8,  // (sessions of earlier versions) no shared memory: no records
 };
 
 // The cause as session.json and report.json word it.

@@ -661,6 +661,22 @@ static __always_inline int on_sched_process_fork(u64* ctx) {
 }
 TRACEPOINT(sched_process_fork, on_sched_process_fork)
 
+/* `task`'s id in its own PID namespace, the innermost (task->thread_pid->numbers[level]), and
+ * that namespace's inode. */
+static __always_inline __u32 namespace_id(struct task_struct* task, __u32* pid_namespace) {
+  struct pid* pid = BPF_CORE_READ(task, thread_pid);
+  if (!pid) return 0;
+  unsigned int level = BPF_CORE_READ(pid, level);
+  struct upid innermost = {};
+  const char* numbers = (const char*)pid + bpf_core_field_offset(struct pid, numbers);
+  if (bpf_probe_read_kernel(&innermost, sizeof(innermost),
+                            numbers + (__u64)(level & 63) * sizeof(struct upid)) != 0) {
+    return 0;
+  }
+  *pid_namespace = BPF_CORE_READ(innermost.ns, ns.inum);
+  return (__u32)innermost.nr;
+}
+
 /* First wakeup of a new task: fires in the forking thread, after sched_process_fork. */
 static __always_inline int on_sched_wakeup_new(u64* ctx) {
   /* (struct task_struct *p) */
@@ -678,6 +694,11 @@ static __always_inline int on_sched_wakeup_new(u64* ctx) {
   rec->parent_kstack_id = kernel_stack(ctx, GPROF_REC_TASK_NEW);
   rec->flags = rec->parent_pid == tgid ? GPROF_TASK_NEW_THREAD : 0;
   BPF_CORE_READ_STR_INTO(&rec->comm, p, comm);
+  rec->pid_namespace = 0;
+  rec->ns_tid = namespace_id(p, &rec->pid_namespace);
+  __u32 leader_namespace = 0;
+  rec->ns_pid = namespace_id(BPF_CORE_READ(p, group_leader), &leader_namespace);
+  rec->reserved = 0;
   submit(rec);
   return 0;
 }

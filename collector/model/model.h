@@ -396,6 +396,11 @@ struct TaskStart {
   uint32_t parent_tid = 0;
   int32_t parent_kstack_id = -1;
   bool is_thread = false;
+  // Its ids in its own PID namespace and that namespace's inode (0: not recorded, as by recorders
+  // before they were): pid_namespaces.h joins an injected library's records from inside it.
+  uint32_t ns_pid = 0;
+  uint32_t ns_tid = 0;
+  uint32_t pid_namespace = 0;
 };
 
 // Something a reader had to say about the input: a damaged chunk, a truncated file.

@@ -362,11 +362,13 @@ void KernelRecordDecoder::DecodeMemoryMap(const RecordView& record) {
 }
 
 void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
-  gprof_task_new event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "thread start");
+  gprof_task_new event{};
+  if (!ReadGrownRecord(record.bytes, offsetof(gprof_task_new, ns_pid), &event))
+    return Malformed(record, "thread start");
   bool is_thread = (event.flags & GPROF_TASK_NEW_THREAD) != 0;
   session_->task_starts.push_back(TaskStart{event.time_ns, event.pid, event.tid, event.parent_pid,
-                                            event.parent_tid, event.parent_kstack_id, is_thread});
+                                            event.parent_tid, event.parent_kstack_id, is_thread,
+                                            event.ns_pid, event.ns_tid, event.pid_namespace});
   threads_->SeeKernelName(event.tid, event.time_ns, FixedString(event.comm, sizeof(event.comm)));
   threads_->SeeStart(event.tid, event.pid);
   // A tid the kernel gives again after an exit is another thread: its start is the latest.

@@ -17,6 +17,7 @@
 #include "collector/session/chunk_reader.h"
 #include "collector/session/kernel_events_records.h"
 #include "collector/session/lock_owners.h"
+#include "collector/session/pid_namespaces.h"
 #include "collector/session/process_maps.h"
 #include "collector/session/session_files.h"
 #include "collector/session/session_meta.h"
@@ -67,7 +68,22 @@ class SessionBuilder {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
     bool reserved = false;
-    auto visit = [&](const RecordView& record) {
+    // A process in a PID namespace of its own names it first: its ids become the kernel's.
+    std::optional<NamespaceTranslation> translation;
+    std::vector<uint8_t> scratch;
+    auto visit = [&](const RecordView& given) {
+      if (given.type == format::kNamespaces) {
+        bool unmatched = false;
+        translation = NamespaceTranslation::For(given.bytes, session_->task_starts, &unmatched);
+        if (unmatched) {
+          session_->messages.push_back(
+              PrintableName(name) +
+              ": a process in another PID namespace that the kernel recorder did not see start "
+              "(kernel recording off?): its ids are its namespace's, not joined with the kernel's");
+        }
+        return;
+      }
+      RecordView record = translation ? translation->Translate(given, &scratch) : given;
       if (!reserved) {
         // Nearly all of a file's records are CUDA calls.
         ReserveLarge(session_->api_calls, session_->api_calls.size() + record.file_records);

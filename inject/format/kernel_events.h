@@ -148,6 +148,14 @@ struct gprof_task_new {
   __s32 parent_kstack_id;
   __u32 flags; /* enum gprof_task_new_flags */
   char comm[GPROF_COMM_LEN];
+  /* Added later (a record without them: the initial namespace's). The task's pid and tid in its
+   * own PID namespace, the innermost, where getpid() and gettid() answer them, and that
+   * namespace's inode: how the records of an injected library inside a container (whose ids are
+   * those) join the kernel's. Equal to pid and tid in the initial namespace. */
+  __u32 ns_pid;
+  __u32 ns_tid;
+  __u32 pid_namespace;
+  __u32 reserved;
 };
 
 /* A thread's name changed (exec, prctl(PR_SET_NAME), pthread_setname_np). */
@@ -818,7 +826,7 @@ static_assert(sizeof(struct gprof_futex_waitv) == 88, "");
 static_assert(sizeof(struct gprof_user_stack) == 24, "");
 static_assert(sizeof(struct gprof_process_maps) == 24, "");
 static_assert(sizeof(struct gprof_futex) == 88, "");
-static_assert(sizeof(struct gprof_task_new) == 56, "");
+static_assert(sizeof(struct gprof_task_new) == 72, "");
 static_assert(sizeof(struct gprof_task_rename) == 48, "");
 static_assert(sizeof(struct gprof_task_exit) == 32, "");
 static_assert(sizeof(struct gprof_kernel_stack) == 16, "");
@@ -833,7 +841,7 @@ _Static_assert(sizeof(struct gprof_page_fault) == 48, "gprof_page_fault layout")
 _Static_assert(sizeof(struct gprof_memory_map) == 104, "gprof_memory_map layout");
 _Static_assert(sizeof(struct gprof_futex_waitv) == 88, "gprof_futex_waitv layout");
 _Static_assert(sizeof(struct gprof_futex) == 88, "gprof_futex layout");
-_Static_assert(sizeof(struct gprof_task_new) == 56, "gprof_task_new layout");
+_Static_assert(sizeof(struct gprof_task_new) == 72, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");

@@ -78,8 +78,8 @@ class SessionBuilder {
         if (unmatched) {
           session_->messages.push_back(
               PrintableName(name) +
-              ": a process in another PID namespace that the kernel recorder did not see start "
-              "(kernel recording off?): its ids are its namespace's, not joined with the kernel's");
+              ": in another PID namespace, its start not in the kernel's record: its ids are that "
+              "namespace's");
         }
         return;
       }

@@ -182,9 +182,6 @@ TEST(HostileEnvironment, SeccompFiltersThatFailTheLibrarysCallsLeaveTheProgramAl
 // A program that chroots into an empty directory after its first CUDA calls (a sandbox): /proc is
 // gone from its view, gprof-run is not.
 TEST(HostileEnvironment, AProgramThatChrootsAwayFromProcIsRecordedToItsEnd) {
-  GTEST_SKIP() << "owned by: namespaces/containers (worktree a): the library's liveness watch "
-                  "reads /proc/<gprof-run's pid>/stat, gone after chroot, decides gprof-run "
-                  "ended, writes into the program's stderr and stops recording";
   GPROF_NEED_BPF();
   TempDir dir;
   const std::string root = dir.Sub("empty-root");

@@ -1,5 +1,6 @@
 #include "cli/session_closing.h"
 
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +80,22 @@ void RecordSessionControl(const SessionControl& control,
                           "nothing recorded: the session directory was not at its path as "
                           "gprof-run made it (moved, removed or replaced by a link)") +
                       (note.error > 0 ? std::string(": ") + strerror(note.error) : "");
+        break;
+      case format::StopCause::kMemoryLimit:
+        stop.reason = std::string("nothing recorded: the process ran under ") +
+                      (note.error == RLIMIT_DATA ? "a data size limit (RLIMIT_DATA)"
+                                                 : "an address-space limit (ulimit -v)") +
+                      ", where the memory recording takes could make the program's own "
+                      "allocations fail";
+        break;
+      case format::StopCause::kThreadLimit:
+        stop.reason =
+            note.error == 0
+                ? std::string("nothing recorded: the process ran under a small process limit "
+                              "(ulimit -u), where its writer thread could take a thread the "
+                              "program needs")
+                : std::string("nothing recorded: its writer thread could not be started (") +
+                      strerror(note.error) + "; the process limit, ulimit -u, reached?)";
         break;
       default:
         stop.reason = std::string("its stop record could not be written") +

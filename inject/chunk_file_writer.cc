@@ -1,6 +1,7 @@
 #include "inject/chunk_file_writer.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -27,6 +28,19 @@ uint64_t ClockNs(clockid_t clock) {
 // ping-pong's kernel.gpr, a CUDA loop's inject file) level -1 took 0.83x and 0.88x the CPU of
 // level 1 and wrote 0.86x and 1.01x its bytes (scripts/bench/zstd_levels.cc).
 constexpr int kCompressionLevel = -1;
+
+// Left under a file size limit for what closes a recording (its stop record).
+constexpr uint64_t kLastWordsBytes = 4096;
+
+// Whether a file `end` bytes long would pass RLIMIT_FSIZE as it is now (the program may change
+// it): the write would raise SIGXFSZ, which kills the program (or gprof-run) by default.
+bool PastFileSizeLimit(uint64_t end, bool closing) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return false;
+  uint64_t allowed = limit.rlim_cur;
+  if (!closing) allowed = allowed > kLastWordsBytes ? allowed - kLastWordsBytes : 0;
+  return end > allowed;
+}
 
 }  // namespace
 
@@ -62,6 +76,7 @@ int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::
     refused_for_room_ = true;
     return ENOSPC;
   }
+  if (PastFileSizeLimit(sizeof(format::FileHeader), closing_)) return EFBIG;
   if (!budget_.Charge(sizeof(format::FileHeader), 0, 0, closing_)) return kSizeBudgetRefused;
   int fd =
       openat(dir_fd, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -148,6 +163,7 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   }
   chunk.stored_size = static_cast<uint32_t>(payload_size);
   chunk.payload_checksum = format::Fnv1a32(payload, payload_size);
+  if (PastFileSizeLimit(bytes_written_ + sizeof(chunk) + payload_size, closing_)) return EFBIG;
   if (!DiskRoomOf(fd_).Allows(sizeof(chunk) + payload_size,
                               closing_ ? RoomUse::kClosing : RoomUse::kData)) {
     refused_for_room_ = true;

@@ -62,8 +62,10 @@ class ChunkFileWriter {
   // available. Returns 0, kSizeBudgetRefused (the size budget refused it and counts it), or an
   // errno (ENOSPC, EDQUOT, EIO, ...; ENOSPC with refused_for_room() when the disk margin would be
   // passed; EBADF with descriptor_lost() when the program took the descriptor and the file could
-  // not be opened again); on failure nothing of the chunk stays in the file (what got out is
-  // truncated away) and nothing of it counts.
+  // not be opened again; EFBIG, unwritten, when the file would pass the writing process's file
+  // size limit, RLIMIT_FSIZE, less 4 KiB kept for closing records: passing it would raise
+  // SIGXFSZ); on failure nothing of the chunk stays in the file (what got out is truncated away)
+  // and nothing of it counts.
   int Write(const void* records, size_t size, uint32_t record_count);
   // Closes the file; a writer that was never created or is already closed ignores the call.
   void Close();

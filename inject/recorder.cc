@@ -18,6 +18,7 @@
 #include "inject/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_thread.h"
+#include "inject/process_limits.h"
 #include "inject/python_marker.h"
 #include "inject/ring_registry.h"
 #include "inject/session_writer.h"
@@ -58,6 +59,7 @@ struct Globals {
   uint32_t writer_seen_wake = 0;  // the writer thread's own
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
+  std::atomic<bool> writer_failure_noted{false};
 
   std::atomic<bool> cupti_records_api_calls{false};
   std::atomic<void (*)()> before_shutdown{nullptr};
@@ -106,6 +108,7 @@ void ChildAfterFork() {
   g.writer_state.store(WriterState::kNotStarted, std::memory_order_relaxed);
   g.stop_requested.store(false, std::memory_order_relaxed);
   g.shutting_down.store(false, std::memory_order_relaxed);
+  g.writer_failure_noted.store(false, std::memory_order_relaxed);
   g.wake_word.store(0, std::memory_order_relaxed);
   g.writer_seen_wake = 0;
   // The parent's CUPTI session is not the child's: the driver initialises CUDA (and calls
@@ -126,9 +129,32 @@ void ChildAfterFork() {
   g_time_namespace_offset_ns = ReadTimeNamespaceOffset();
 }
 
+// A process that records nothing for a limit tells gprof-run so through the session's control
+// (memory, detached again at once), for the report.
+void NoteNotRecorded(format::StopCause cause, int error) {
+  const char* handle = getenv(kSessionControlEnv);
+  SessionControl control;
+  if (handle == nullptr || control.Attach(handle) != 0) return;
+  char name[64];
+  snprintf(name, sizeof(name), "inject-%d.gpr", static_cast<int>(getpid()));
+  control.Note(static_cast<uint32_t>(getpid()), name, cause, error, MonotonicNs(), 0);
+}
+
 void InitializeOnce() {
+  // Before any GPROF_* variable is read: a privileged program's environment is its caller's.
+  if (SecureExecution()) return;
   const char* dir = getenv(kSessionDirEnv);
   if (dir == nullptr || dir[0] == '\0' || strlen(dir) >= sizeof(g.session_dir)) return;
+  // Before anything is allocated or mapped (process_limits.h).
+  uint64_t limit = 0;
+  if (int resource = MemoryLimitInForce(&limit); resource >= 0) {
+    NoteNotRecorded(format::StopCause::kMemoryLimit, resource);
+    return;
+  }
+  if (SmallThreadLimit()) {
+    NoteNotRecorded(format::StopCause::kThreadLimit, 0);
+    return;
+  }
   if (pthread_key_create(&g.ring_key, OnThreadExit) != 0) return;
   // An identity that does not read is no identity to check against: nothing is recorded.
   if (const char* id = getenv(kSessionDirIdEnv)) {
@@ -158,7 +184,14 @@ void InitializeOnce() {
 }
 
 bool StartWriterLocked() {
-  if (StartOwnThread(&g.writer_thread, WriterThreadMain, g.session_dir) != 0) return false;
+  int error = StartOwnThread(&g.writer_thread, WriterThreadMain, g.session_dir);
+  if (error != 0) {
+    // RLIMIT_NPROC, most likely: nothing is recorded, and the report says so, once.
+    if (!g.writer_failure_noted.exchange(true)) {
+      NoteNotRecorded(format::StopCause::kThreadLimit, error);
+    }
+    return false;
+  }
   g.writer_pid = getpid();
   g.writer_state.store(WriterState::kRunning, std::memory_order_release);
   return true;

@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -250,6 +252,16 @@ void SessionWriter::StopAfterFailedWrite(int error) {
              "free (disk margin)",
              room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
     Stop(format::StopCause::kDiskRoom, 0, reason);
+  } else if (error == EFBIG) {
+    // RLIMIT_FSIZE, the program's own (ulimit -f): passing it would have sent it SIGXFSZ.
+    rlimit limit{};
+    getrlimit(RLIMIT_FSIZE, &limit);
+    char reason[200];
+    snprintf(reason, sizeof(reason),
+             "the file size limit (ulimit -f %llu) of the process was reached: the file stops "
+             "below it, as a write past it would end the program with SIGXFSZ",
+             static_cast<unsigned long long>(limit.rlim_cur / 1024));
+    Stop(format::StopCause::kFileSizeLimit, 0, reason);
   } else if (*file_.descriptor_lost() != '\0') {
     Stop(format::StopCause::kFileLost, 0,
          ("the program closed or replaced the descriptor of " + path_ + ", and " +

@@ -403,6 +403,9 @@ enum class StopCause : uint32_t {
   kSessionClosed = 6,  // the command ended: gprof-run closed the session while this process ran on
   kDirectoryLost = 7,  // the session directory was not at its path as gprof-run made it: no file
   kSharedStateUnreachable = 8,  // (sessions of earlier versions) no shared memory: no records
+  kFileSizeLimit = 9,  // the next chunk would have passed the process's RLIMIT_FSIZE (ulimit -f)
+  kMemoryLimit = 10,   // a finite RLIMIT_AS or RLIMIT_DATA (error: which): nothing recorded
+  kThreadLimit = 11,   // the writer thread could not be started (RLIMIT_NPROC): nothing recorded
 };
 
 // The cause as session.json and report.json word it.
@@ -424,6 +427,12 @@ inline const char* StopCauseWord(StopCause cause) {
       return "directory_lost";
     case StopCause::kSharedStateUnreachable:
       return "shared_memory_unreachable";
+    case StopCause::kFileSizeLimit:
+      return "file_size_limit";
+    case StopCause::kMemoryLimit:
+      return "memory_limit";
+    case StopCause::kThreadLimit:
+      return "thread_limit";
   }
   return "unknown";
 }

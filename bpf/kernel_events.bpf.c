@@ -117,6 +117,9 @@ const volatile __u64 stack_min_ns = 20000;
  * length is known. 0 (no such tracepoint): at every switch-out, before the length is known, and
  * dropped at the switch-in for a short interval. */
 const volatile __u32 stacks_at_switch_in = 1;
+/* 1 when the session's owner is not root: a secure-execution process (set-user-ID, set-group-ID,
+ * file capabilities) is then kept in the tree as existing only (GPROF_EXEC_HIDDEN). */
+const volatile __u32 hide_secure_exec = 0;
 
 /* The recording window (gprof-run --delay, --duration; inject/recording_limits.h): an interval is
  * recorded when it starts in [window_start_ns, window_start_ns + window_length_ns), and kept whole.
@@ -136,7 +139,10 @@ struct {
   __uint(max_entries, 16 << 20); /* the loader sets the real size */
 } events SEC(".maps");
 
-/* The target's process tree, by tgid. Entries leave when the last thread of the process exits. */
+/* The target's process tree, by tgid: TREE_RECORDED, or TREE_HIDDEN for a secure-execution
+ * process recorded only as existing. Entries leave when the last thread of the process exits. */
+#define TREE_RECORDED 1
+#define TREE_HIDDEN 2
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 16384);
@@ -240,8 +246,16 @@ static __always_inline void count_lost(__u32 kind, __u32 type) {
   count_in(&lost, GPROF_LOST_SLOT(kind, type));
 }
 
+/* Recorded in full: everything but starts, execs, exits and signals asks this. */
 static __always_inline bool is_tracked(__u32 tgid) {
-  return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+  __u8* value = bpf_map_lookup_elem(&tracked, &tgid);
+  return value != NULL && *value == TREE_RECORDED;
+}
+
+/* In the tree, recorded in full or as existing only. */
+static __always_inline __u8 tree_state(__u32 tgid) {
+  __u8* value = bpf_map_lookup_elem(&tracked, &tgid);
+  return value != NULL ? *value : 0;
 }
 
 /* The current task's kernel stack id, or -errno (counted as lost: a bucket collision, -EEXIST,
@@ -396,13 +410,20 @@ static __always_inline void forget_thread(__u32 tid) {
 
 /* A thread of the tree starts (or takes a new tid): a fresh entry in the threads map, which is
  * what makes it tracked on the scheduler and system call paths. */
+/* A fresh entry, from read-only data: the 456 bytes are not taken from a program's stack. */
+static const struct gprof_thread_state fresh_thread = {};
+
 static __always_inline void start_thread(__u32 tid, __u32 tgid) {
   forget_thread(tid);
-  struct gprof_thread_state fresh = {};
-  fresh.offcpu.pid = tgid;
-  fresh.syscall.pid = tgid;
-  if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY) != 0)
+  if (bpf_map_update_elem(&threads, &tid, &fresh_thread, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_PENDING, GPROF_REC_OFFCPU);
+    return;
+  }
+  /* The thread is not running yet (fork), or is the one running this (exec). */
+  struct gprof_thread_state* entry = bpf_map_lookup_elem(&threads, &tid);
+  if (!entry) return;
+  entry->offcpu.pid = tgid;
+  entry->syscall.pid = tgid;
 }
 
 /* Scheduler ------------------------------------------------------------------------------------ */
@@ -641,20 +662,22 @@ static __always_inline int on_sched_process_fork(u64* ctx) {
   struct task_struct* parent = (struct task_struct*)ctx[0];
   struct task_struct* child = (struct task_struct*)ctx[1];
   __u32 parent_tgid = BPF_CORE_READ(parent, tgid);
-  if (!is_tracked(parent_tgid)) return 0;
+  __u8 state = tree_state(parent_tgid);
+  if (state == 0) return 0;
   __u32 child_tid = BPF_CORE_READ(child, pid);
   __u32 child_tgid = BPF_CORE_READ(child, tgid);
   if (child_tgid == parent_tgid) {
-    start_thread(child_tid, child_tgid);
+    if (state == TREE_RECORDED) start_thread(child_tid, child_tgid);
     return 0;
   }
   forget_thread(child_tid);
   if (child_tgid == self_tgid) return 0;
-  __u8 one = 1;
-  if (bpf_map_update_elem(&tracked, &child_tgid, &one, BPF_ANY) != 0) {
+  /* A hidden process's child has its privileges: hidden too, until an exec drops them. */
+  if (bpf_map_update_elem(&tracked, &child_tgid, &state, BPF_ANY) != 0) {
     count_lost(GPROF_LOST_TRACKED, GPROF_REC_TASK_NEW);
     return 0;
   }
+  if (state != TREE_RECORDED) return 0; /* no threads entry: nothing of it is recorded */
   start_thread(child_tid, child_tgid);
   python_fork(parent_tgid, child_tgid);
   return 0;
@@ -682,7 +705,8 @@ static __always_inline int on_sched_wakeup_new(u64* ctx) {
   /* (struct task_struct *p) */
   struct task_struct* p = (struct task_struct*)ctx[0];
   __u32 tgid = BPF_CORE_READ(p, tgid);
-  if (!is_tracked(tgid)) return 0;
+  __u8 state = tree_state(tgid);
+  if (state == 0) return 0;
   struct gprof_task_new* rec = reserve(sizeof(*rec), GPROF_REC_TASK_NEW);
   if (!rec) return 0;
   __u64 parent = bpf_get_current_pid_tgid();
@@ -691,8 +715,10 @@ static __always_inline int on_sched_wakeup_new(u64* ctx) {
   rec->parent_pid = parent >> 32;
   rec->parent_tid = (__u32)parent;
   rec->time_ns = bpf_ktime_get_ns();
-  rec->parent_kstack_id = kernel_stack(ctx, GPROF_REC_TASK_NEW);
-  rec->flags = rec->parent_pid == tgid ? GPROF_TASK_NEW_THREAD : 0;
+  rec->parent_kstack_id =
+      state == TREE_HIDDEN ? -ENODATA : kernel_stack(ctx, GPROF_REC_TASK_NEW);
+  rec->flags = (rec->parent_pid == tgid ? GPROF_TASK_NEW_THREAD : 0) |
+               (state == TREE_HIDDEN ? GPROF_TASK_NEW_SECURE : 0);
   BPF_CORE_READ_STR_INTO(&rec->comm, p, comm);
   rec->pid_namespace = 0;
   rec->ns_tid = namespace_id(p, &rec->pid_namespace);
@@ -742,14 +768,33 @@ static __always_inline int on_task_rename(u64* ctx) {
 }
 TRACEPOINT(task_rename, on_task_rename)
 
+/* The tracked map's values, for updates (the exec program has no stack to spare for them). */
+static const __u8 tree_recorded = TREE_RECORDED;
+static const __u8 tree_hidden = TREE_HIDDEN;
+
+/* An exec's gprof_exec_flags: a set-user-ID (or -group-ID, or file-capability) program is a
+ * secure execution, AT_SECURE in its auxv. Not inlined: a small frame of its own. */
+static __noinline __u32 exec_flags(struct linux_binprm* bprm) {
+  __u32 flags = GPROF_EXEC_PROGRAM;
+  if (bprm && BPF_CORE_READ_BITFIELD_PROBED(bprm, secureexec))
+    flags |= GPROF_EXEC_SECURE | (hide_secure_exec ? GPROF_EXEC_HIDDEN : 0);
+  return flags;
+}
+
 static __always_inline int on_sched_process_exec(u64* ctx) {
   /* (struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
   struct task_struct* p = (struct task_struct*)ctx[0];
   __u32 old_tid = (__u32)ctx[1];
+  struct linux_binprm* bprm = (struct linux_binprm*)ctx[2];
   __u32 tgid = BPF_CORE_READ(p, tgid);
-  if (!is_tracked(tgid)) return 0;
+  __u8 was = tree_state(tgid);
+  if (was == 0) return 0;
   __u32 tid = BPF_CORE_READ(p, pid);
-  emit_rename(tgid, tid, p->comm, 1, old_tid);
+  __u32 flags = exec_flags(bprm);
+  __u8 state = (flags & GPROF_EXEC_HIDDEN) ? TREE_HIDDEN : TREE_RECORDED;
+  bpf_map_update_elem(&tracked, &tgid, state == TREE_HIDDEN ? &tree_hidden : &tree_recorded,
+                      BPF_ANY);
+  emit_rename(tgid, tid, p->comm, flags, old_tid);
   /* Another program: the loader looks for its interpreter anew. */
   bpf_map_delete_elem(&python_targets, &tgid);
   bpf_map_delete_elem(&python_tstates, &tid);
@@ -758,8 +803,12 @@ static __always_inline int on_sched_process_exec(u64* ctx) {
   if (old_tid != tid) {
     flush_quick_faults(old_tid);
     forget_thread(old_tid);
-    start_thread(tid, tgid); /* the leader's entry went with the leader's exit */
   }
+  /* The leader's entry went with the leader's exit; a hidden process has none. */
+  if (old_tid != tid || was != state) start_thread(tid, tgid);
+  /* Its threads entry is what the scheduler and system call paths record by: none from now (the
+   * page faults it only counted since its last record go with it). */
+  if (state == TREE_HIDDEN) bpf_map_delete_elem(&threads, &tid);
   return 0;
 }
 TRACEPOINT(sched_process_exec, on_sched_process_exec)
@@ -771,7 +820,7 @@ static __always_inline int on_sched_process_exit(u64* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
   __u32 tid = (__u32)pid_tgid;
-  if (!is_tracked(tgid)) return 0;
+  if (tree_state(tgid) == 0) return 0;
   struct gprof_task_exit* rec = reserve(sizeof(*rec), GPROF_REC_TASK_EXIT);
   if (rec) {
     rec->pid = tgid;
@@ -1541,7 +1590,7 @@ static __always_inline int on_signal_generate(u64* ctx) {
   /* (int sig, struct kernel_siginfo *info, struct task_struct *task, int group, int result) */
   struct task_struct* task = (struct task_struct*)ctx[2];
   __u32 tgid = BPF_CORE_READ(task, tgid);
-  if (tgid != self_tgid && !is_tracked(tgid)) return 0;
+  if (tgid != self_tgid && tree_state(tgid) == 0) return 0;
   struct gprof_signal* rec = reserve(sizeof(*rec), GPROF_REC_SIGNAL);
   if (!rec) return 0;
   rec->pid = tgid;

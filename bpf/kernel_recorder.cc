@@ -547,6 +547,9 @@ struct KernelRecorder::State {
     uint64_t start_time = 0;
     bool alive = true;
     uint64_t maps_hash = 0;  // of the last snapshot written (WriteMaps)
+    // A secure-execution process of a session whose owner is not root (GPROF_EXEC_HIDDEN): its
+    // memory is a privileged program's, so neither its maps nor its Python frames are read.
+    bool hidden = false;
   };
   std::map<uint32_t, TreeProcess> processes;
   std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
@@ -627,6 +630,10 @@ struct KernelRecorder::State {
         } else if (*writer.descriptor_lost() != '\0') {
           snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", writer.descriptor_lost());
           StopWriting("file_lost", why);
+        } else if (error == EFBIG) {  // a hard limit gprof-run could not lift (inherited_limits.h)
+          snprintf(why, sizeof(why),
+                   "the file size limit (ulimit -f) that gprof-run was started under was reached");
+          StopWriting("file_size_limit", why);
         } else {
           snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", strerror(error));
           StopWriting("write_failed", why);
@@ -695,7 +702,7 @@ struct KernelRecorder::State {
   }
 
   void NoteProcess(uint32_t pid) {
-    if (processes[pid].alive) maps_due.insert(pid);
+    if (processes[pid].alive && !processes[pid].hidden) maps_due.insert(pid);
   }
 
   // An entry in the threads map for each thread process `pid` has now (the programs record only
@@ -767,7 +774,7 @@ struct KernelRecorder::State {
   // when the process is gone or its pid names another.
   bool WriteMaps(uint32_t pid, std::string* text, bool if_changed) {
     TreeProcess& process = processes[pid];
-    if (!process.alive) return false;
+    if (!process.alive || process.hidden) return false;
     uint64_t start_time = ProcessStartTime(pid);
     if (start_time == 0) return false;
     if (process.start_time == 0) process.start_time = start_time;
@@ -832,8 +839,10 @@ struct KernelRecorder::State {
         memcpy(&record, data, sizeof(record));
         NoteStack(record.parent_kstack_id);
         if (!(record.flags & GPROF_TASK_NEW_THREAD)) {
+          processes[record.pid].hidden = (record.flags & GPROF_TASK_NEW_SECURE) != 0;
           NoteProcess(record.pid);
-          if (python) python->OnFork(record.pid, record.parent_pid);
+          if (python && !processes[record.pid].hidden)
+            python->OnFork(record.pid, record.parent_pid);
         }
         break;
       }
@@ -841,8 +850,9 @@ struct KernelRecorder::State {
         gprof_task_rename record;
         memcpy(&record, data, sizeof(record));
         if (record.is_exec) {
+          processes[record.pid].hidden = (record.is_exec & GPROF_EXEC_HIDDEN) != 0;
           NoteProcess(record.pid);
-          if (python) python->OnExec(record.pid);
+          if (python) python->OnExec(record.pid);  // forgets what it knew of the old program
         }
         break;
       }
@@ -1220,6 +1230,9 @@ Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions&
   skel->rodata->count_under_ns = options.count_under_ns;
   skel->rodata->stacks_at_switch_in = plan.switch_in_stacks_off_reason.empty() ? 1 : 0;
   skel->rodata->capture_python = plan.python_on() ? 1 : 0;
+  // A secure-execution process is a privileged one: only root's sessions look inside it.
+  skel->rodata->hide_secure_exec =
+      (options.file_uid >= 0 ? static_cast<uid_t>(options.file_uid) : geteuid()) != 0 ? 1 : 0;
   int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
   if (rc != 0) return LibbpfFailure("size the kernel ring buffer", rc);
   // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.

@@ -80,6 +80,12 @@ struct Process {
   // time: a process execs and loads libraries, so an address is named by the snapshots of its time.
   std::vector<MapsSnapshot> maps;
   std::vector<uint64_t> exec_ns;           // when it exec'ed a new program, sorted
+  // Its first secure execution (a set-user-ID, set-group-ID or file-capability program), or its
+  // fork from a process recorded only as existing: the injected library records nothing in such
+  // a program. 0: none.
+  uint64_t secure_ns = 0;
+  uint32_t secure_forked_from = 0;  // the fork's parent, where that is how it became one
+  bool secure_hidden = false;  // the kernel recorder kept only its existence (session not root's)
   std::vector<LoadedFile> loaded_files;    // sorted by time
   uint64_t dropped_records = 0;            // CUDA call records the injected library could not keep
   Capture capture;                         // the latest the process wrote
@@ -439,7 +445,8 @@ struct UnrecordedProcess {
   std::string cuda_library;  // "libcudart.so.13"
   uint64_t seen_ns = 0;      // when the record shows it loaded (or holding) that library
   uint32_t forked_from = 0;  // the process it inherited the library from by fork; 0: its own
-  std::string evidence;      // "memory_map" (the kernel saw the mmap), "maps_snapshot"
+  std::string evidence;      // "memory_map" (the kernel saw the mmap), "maps_snapshot",
+                             // "secure_exec" (a secure execution: nothing of it is recorded)
   std::string reason;        // in words, for the report
 };
 

@@ -380,6 +380,11 @@ void KernelRecordDecoder::DecodeTaskNew(const RecordView& record) {
     Process& process = session_->processes[event.pid];
     process.pid = event.pid;
     if (process.ppid == 0) process.ppid = event.parent_pid;
+    if ((event.flags & GPROF_TASK_NEW_SECURE) && process.secure_ns == 0) {
+      process.secure_ns = event.time_ns;
+      process.secure_forked_from = event.parent_pid;
+      process.secure_hidden = true;
+    }
   }
 }
 
@@ -390,6 +395,12 @@ void KernelRecordDecoder::DecodeTaskRename(const RecordView& record) {
   threads_->SeeThread(event.tid, event.pid);
   // A new program: the maps snapshots from before name none of its addresses.
   if (event.is_exec) session_->processes[event.pid].exec_ns.push_back(event.time_ns);
+  if ((event.is_exec & GPROF_EXEC_SECURE) && session_->processes[event.pid].secure_ns == 0) {
+    Process& process = session_->processes[event.pid];
+    process.pid = event.pid;
+    process.secure_ns = event.time_ns;
+    process.secure_hidden = (event.is_exec & GPROF_EXEC_HIDDEN) != 0;
+  }
 }
 
 void KernelRecordDecoder::DecodeTaskExit(const RecordView& record) {

@@ -207,6 +207,34 @@ std::string Reason(const Session& session, const Candidate& candidate, const Inj
   return text;
 }
 
+// The processes that ran a secure execution (set-user-ID, set-group-ID, file capabilities): the
+// injected library records nothing in them, whatever they loaded (inject/process_limits.h).
+void AddSecureExecutions(Session* session) {
+  for (const auto& [pid, process] : session->processes) {
+    if (process.secure_ns == 0) continue;
+    UnrecordedProcess unrecorded;
+    unrecorded.pid = pid;
+    if (auto thread = session->threads.find(pid); thread != session->threads.end())
+      unrecorded.name = thread->second.name;
+    unrecorded.seen_ns = process.secure_ns;
+    unrecorded.forked_from = process.secure_forked_from;
+    unrecorded.evidence = "secure_exec";
+    unrecorded.reason =
+        (process.secure_forked_from != 0
+             ? "was forked at " + FormatOffset(*session, process.secure_ns) + " from pid " +
+                   std::to_string(process.secure_forked_from) + ", a secure execution"
+             : "ran a set-user-ID, set-group-ID or file-capability program (secure execution) "
+               "at " +
+                   FormatOffset(*session, process.secure_ns)) +
+        ": gprof-run records nothing of a privileged program's CUDA calls" +
+        (process.secure_hidden
+             ? ", and the kernel's record keeps only its start, signals and exit (the session is "
+               "not root's)"
+             : "");
+    session->unrecorded_processes.push_back(std::move(unrecorded));
+  }
+}
+
 }  // namespace
 
 bool IsCudaLibrary(std::string_view name) {
@@ -221,14 +249,22 @@ bool IsCudaLibrary(std::string_view name) {
 
 void FindUnrecordedProcesses(Session* session) {
   session->unrecorded_processes.clear();
-  if (session->meta.cuda_mode == "off") return;
+  AddSecureExecutions(session);
+  std::set<uint32_t> listed;  // a pid once: a secure execution, or its first image without
+  for (const UnrecordedProcess& process : session->unrecorded_processes) listed.insert(process.pid);
+  auto by_pid = [&] {
+    std::stable_sort(session->unrecorded_processes.begin(), session->unrecorded_processes.end(),
+                     [](const UnrecordedProcess& a, const UnrecordedProcess& b) {
+                       return a.pid < b.pid;
+                     });
+  };
+  if (session->meta.cuda_mode == "off") return by_pid();
   InjectLibrary inject(session->meta);
   std::vector<Candidate> candidates = ImagesWithoutInjection(Timeline(*session, inject));
   DropThoseWithCalls(*session, &candidates);
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(a.pid, a.image.start_ns) < std::tie(b.pid, b.image.start_ns);
   });
-  std::set<uint32_t> listed;  // a pid once: its first image without the injection
   for (const Candidate& candidate : candidates) {
     if (!listed.insert(candidate.pid).second) continue;
     UnrecordedProcess process;
@@ -242,6 +278,7 @@ void FindUnrecordedProcesses(Session* session) {
     process.reason = Reason(*session, candidate, inject);
     session->unrecorded_processes.push_back(std::move(process));
   }
+  by_pid();
 }
 
 }  // namespace gprof::collector

@@ -1,7 +1,9 @@
 // Processes of the tree that loaded a CUDA library but not gprof-run's injected one: a descendant
 // started with a cleared environment (`env -i prog`), or one where LD_PRELOAD is ignored. Their
 // CUDA calls are not in the session, and nothing else would say so: the kernel's record is what
-// shows them (the mmap of each library, and /proc/PID/maps snapshots).
+// shows them (the mmap of each library, and /proc/PID/maps snapshots). So does it show the
+// secure executions (set-user-ID, set-group-ID, file capabilities), in which the injected library
+// records nothing whatever they load.
 #pragma once
 
 #include <string_view>
@@ -22,7 +24,7 @@ bool IsCudaLibrary(std::string_view name);
 // library loaded, without the injected library, and without a recorded CUDA call. Only images
 // whose start the record shows (or whose maps snapshot shows both libraries' absence or presence),
 // so that a recording window or a process followed late never makes one up. Nothing under
-// --cuda=off, where no process is injected by choice.
+// --cuda=off, where no process is injected by choice (the secure executions are listed always).
 void FindUnrecordedProcesses(Session* session);
 
 }  // namespace gprof::collector

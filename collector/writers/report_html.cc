@@ -278,6 +278,17 @@ void HtmlReport::Header() {
   for (const LostEvents& events : session_.lost) lost += events.count;
   if (lost > 0)
     out_ << " <b>" << WithThousands(lost) << " events were lost</b> (see the text report).";
+  // Processes whose CUDA calls are missing (unrecorded_processes.h), as the text report lists them.
+  constexpr size_t kListed = 8;
+  const auto& unrecorded = session_.unrecorded_processes;
+  for (size_t i = 0; i < std::min(unrecorded.size(), kListed); ++i) {
+    out_ << "<br><b>UNRECORDED</b> pid " << unrecorded[i].pid;
+    if (!unrecorded[i].name.empty()) out_ << " (" << Escape(unrecorded[i].name) << ")";
+    out_ << " " << Escape(unrecorded[i].reason);
+  }
+  if (unrecorded.size() > kListed)
+    out_ << "<br><b>UNRECORDED</b> " << unrecorded.size() - kListed
+         << " more processes (report.json lists them)";
   out_ << "</p>\n";
 }
 

@@ -135,6 +135,8 @@ struct gprof_futex {
 
 enum gprof_task_new_flags {
   GPROF_TASK_NEW_THREAD = 1u << 0, /* same process as the parent (clone with CLONE_THREAD) */
+  GPROF_TASK_NEW_SECURE = 1u << 1, /* forked by a secure-execution process that is recorded only
+                                      as existing (see gprof_exec_flags): so is the child */
 };
 
 /* A thread or process of the tree woken for the first time (sched_wakeup_new). */
@@ -158,13 +160,25 @@ struct gprof_task_new {
   __u32 reserved;
 };
 
+/* gprof_task_rename's is_exec: 0 for a rename, else these bits. */
+enum gprof_exec_flags {
+  GPROF_EXEC_PROGRAM = 1u << 0, /* an exec */
+  /* A secure execution (set-user-ID, set-group-ID, file capabilities: the new program's AT_SECURE,
+   * linux_binprm's secureexec). The injected library records nothing in it. */
+  GPROF_EXEC_SECURE = 1u << 1,
+  /* ... and the session's owner is not root: its memory is a privileged program's, so the kernel
+   * recorder keeps only its existence (starts, execs, exits, signals), no stacks, waits, faults
+   * or maps, nor any of the processes it forks while it stays privileged. */
+  GPROF_EXEC_HIDDEN = 1u << 2,
+};
+
 /* A thread's name changed (exec, prctl(PR_SET_NAME), pthread_setname_np). */
 struct gprof_task_rename {
   struct gprof_rec_hdr hdr;
   __u32 pid;
   __u32 tid;
   __u64 time_ns;
-  __u32 is_exec;
+  __u32 is_exec; /* enum gprof_exec_flags; 0: not an exec */
   __u32 exec_old_tid; /* exec: the thread's tid before it; a thread other than the leader that
                          execs takes the process's pid as its tid (tid == pid after), and this
                          old tid ends there without an exit record. 0 when not an exec. */

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "cli/inherited_limits.h"
 #include "cli/inject_library.h"
 #include "cli/own_settings.h"
 #include "cli/run_command.h"
@@ -311,4 +312,7 @@ int GprofRunMain(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return gprof::cli::RunOnOwnStack(GprofRunMain, argc, argv); }
+int main(int argc, char** argv) {
+  gprof::cli::TakeOwnLimits();  // the command's limits are not gprof-run's (inherited_limits.h)
+  return gprof::cli::RunOnOwnStack(GprofRunMain, argc, argv);
+}

@@ -20,6 +20,7 @@
 #include "bpf/kernel_recorder.h"
 #include "cli/exit_codes.h"
 #include "cli/own_settings.h"
+#include "cli/inherited_limits.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
@@ -395,6 +396,11 @@ int RunCommand(const RunOptions& options) {
   SessionControl control;
   RunOptions launch_options = options;
   if (no_room) launch_options.cuda_mode = "off";
+  if (std::string why = MemoryLimitOfCommand(); !why.empty() && options.cuda_mode != "off") {
+    Say(why);
+    run.other_stops.push_back({"inject-*.gpr", 0, "memory_limit", why});
+    launch_options.cuda_mode = "off";
+  }
   if (launch_options.cuda_mode != "off") {
     if (int rc = control.Create(owner.uid, owner.gid); rc != 0) {
       Say(std::string("cannot create the session's control (shared memory): ") + strerror(rc));
@@ -437,7 +443,9 @@ int RunCommand(const RunOptions& options) {
   }
 
   run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
-  if (no_room) run.other_stops.front().time_ns = run.start_monotonic_ns;
+  for (auto& stop : run.other_stops) {
+    if (stop.time_ns == 0) stop.time_ns = run.start_monotonic_ns;  // from before the start
+  }
   run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
   run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
   RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);

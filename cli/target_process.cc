@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "cli/inherited_limits.h"
 
 namespace gprof::cli {
 namespace {
@@ -237,6 +238,7 @@ bool WriteFully(int fd, const void* data, size_t size) {
   if (n != 1) _exit(kExitToolFailure);
   close(release_fd);
   if (!DropPrivileges(settings)) ChildFail(status_fd, kStageCredentials, errno);
+  RestoreInheritedLimits();
   execvpe(argv[0], argv, envp);
   ChildFail(status_fd, kStageExec, errno);
 }

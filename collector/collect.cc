@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -16,14 +18,22 @@
 namespace gprof::collector {
 namespace {
 
+// Why an output file could not be written, from errno.
+std::string WriteError() {
+  int error = errno;
+  if (error == EFBIG) return ": the file size limit (ulimit -f) that gprof-run was started under";
+  return error != 0 ? std::string(": ") + strerror(error) : std::string();
+}
+
 Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
                      const std::string& text) {
   auto file = CreateOutputFile(dir_fd, name, path);
   if (!file.ok())
     return Status::Error(file.status().code(), "cannot write " + file.status().message());
+  errno = 0;
   bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
   if (std::fclose(file->release()) != 0 || !written)
-    return Status::Error(StatusCode::kIo, path + ": cannot write");
+    return Status::Error(StatusCode::kIo, path + ": cannot write" + WriteError());
   return {};
 }
 
@@ -35,13 +45,14 @@ Status WriteJsonFile(int dir_fd, const std::string& name, const std::string& pat
     return Status::Error(file.status().code(), "cannot write " + file.status().message());
   // The printer hands over whole blocks: one stdio call each.
   FILE* out = file->get();
+  errno = 0;
   bool written = true;
   WriteJsonReport(session, analysis, [&](std::string_view block) {
     written &= std::fwrite(block.data(), 1, block.size(), out) == block.size();
   });
   written &= std::fputc('\n', out) != EOF;
   if (std::fclose(file->release()) != 0 || !written)
-    return Status::Error(StatusCode::kIo, path + ": cannot write");
+    return Status::Error(StatusCode::kIo, path + ": cannot write" + WriteError());
   return {};
 }
 

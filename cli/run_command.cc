@@ -21,10 +21,13 @@
 #include "cli/exit_codes.h"
 #include "cli/own_settings.h"
 #include "cli/inherited_limits.h"
+#include "cli/inject_library.h"
+#include "cli/output_name.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
 #include "collector/collect.h"
+#include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
 #include "inject/disk_room.h"
 #include "inject/file_owner.h"
@@ -358,7 +361,12 @@ int RunCommand(const RunOptions& options) {
     Say(sudo.message());
     return kExitToolFailure;
   }
-  auto session_dir = CreateSessionDirectory(options.output_dir, options.command.front(), launch);
+  auto output_dir = ExpandOutputName(options.output_dir);
+  if (!output_dir.ok()) {
+    Say(output_dir.status().message());
+    return kExitToolFailure;
+  }
+  auto session_dir = CreateSessionDirectory(*output_dir, options.command.front(), launch);
   if (!session_dir.ok()) {
     Say(session_dir.status().message());
     return kExitToolFailure;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/output_name.h"
 #include "collector/model/model.h"
 #include "collector/session/session_reader.h"
 #include "inject/file_owner.h"
@@ -72,6 +73,24 @@ std::string PathOf(int fd, const std::string& fallback) {
   return path.string();
 }
 
+// Why a directory cannot take this run's session: it holds files, `session` another run's session
+// (maybe one starting at this moment). Launchers that start one copy of the command per process
+// hand each the same -o: the line says how to give each its own.
+Status InUse(const std::string& shown, bool session) {
+  std::string line = shown + (session ? " holds another gprof-run session (its session.json)"
+                                      : " already exists and is not empty");
+  line += ": gprof-run never writes two runs into one directory; choose another -o or remove it";
+  std::string rank = LauncherRankVariable();
+  if (!rank.empty()) {
+    std::string variable = rank.substr(0, rank.find('='));
+    std::string base = shown;
+    while (base.size() > 1 && base.ends_with('/')) base.pop_back();
+    line += " (" + rank + ": a launcher starts one copy per process; name one directory for each, "
+            "e.g. -o " + base + "-r%q{" + variable + "})";
+  }
+  return Status::Error(StatusCode::kInvalid, line);
+}
+
 // Opens `name`, made or found in `parent_fd`, never through a link, and checks that it may hold a
 // session: a directory of this process's user (for root, writable by no one else), empty.
 Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
@@ -119,16 +138,24 @@ Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
         list_errno, "cannot list session directory " + shown + ": " + strerror(list_errno));
   }
   bool empty = true;
+  bool session = false;
   while (const dirent* entry = readdir(listing)) {
     if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) empty = false;
+    if (strcmp(entry->d_name, collector::kSessionMetaFile) == 0) session = true;
   }
   closedir(listing);
-  if (!empty) {
-    return Status::Error(StatusCode::kInvalid,
-                         shown +
-                             " already exists and is not empty: gprof-run never overwrites a "
-                             "session; choose another -o or remove it");
+  if (!empty) return InUse(shown, session);
+  // The claim: of the runs that found it empty, the one that makes session.json has it (O_EXCL is
+  // atomic, also on NFS 3 and later); the others stop here. It is made empty and written once the
+  // command is set up (WriteSessionMeta, through a temporary file renamed over it).
+  int claim = openat(dir->fd.get(), collector::kSessionMetaFile,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (claim < 0) {
+    if (errno == EEXIST) return InUse(shown, true);
+    return Status::FromErrno(errno, "cannot write in session directory " + shown + ": " +
+                                        strerror(errno));
   }
+  close(claim);
   dir->path = PathOf(dir->fd.get(), shown);
   return {};
 }
@@ -165,7 +192,9 @@ Expected<SessionDirectory> MakeSessionDirectory(const std::string& requested,
     return dir;
   }
   dir.parent_fd = collector::FileDescriptor(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  std::string base = "gprof-" + CommandStem(command) + "-" + Timestamp();
+  // The pid too: a launcher starts its copies within the same second, and each must find its own.
+  std::string base =
+      "gprof-" + CommandStem(command) + "-" + Timestamp() + "-" + std::to_string(getpid());
   for (int attempt = 1; dir.parent_fd.valid() && attempt < 1000; ++attempt) {
     dir.name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
     if (mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {

@@ -36,9 +36,10 @@ struct FileOwner {
 FileOwner SessionFileOwner(const LaunchSettings& as);
 
 // Creates the session directory, mode 0700: `requested` when given, otherwise a new
-// gprof-<command>-<YYYYMMDD-HHMMSS>[-N] in the current directory. An existing `requested` must be
-// an empty directory of the user the command runs as (for root: writable by no one else), not a
-// link to one; its mode stays. Under sudo (`as` has run_as_uid) the path is resolved and the
+// gprof-<command>-<YYYYMMDD-HHMMSS>-<pid>[-N] in the current directory. An existing `requested`
+// must be an empty directory of the user the command runs as (for root: writable by no one else),
+// not a link to one; its mode stays. The directory is claimed by making session.json in it with
+// O_EXCL: of two runs given the same directory at once, one gets it, the other an error. Under sudo (`as` has run_as_uid) the path is resolved and the
 // directory made by a child process with the invoking user's credentials, so that root never
 // makes or opens anything there the user could not, and the directory is the user's from its
 // first moment. Returns it open, or the error.

@@ -1,0 +1,66 @@
+#include "cli/output_name.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "collector/model/model.h"
+
+namespace gprof::cli {
+
+Expected<std::string> ExpandOutputName(const std::string& requested) {
+  std::string name;
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (requested[i] != '%') {
+      name += requested[i];
+      continue;
+    }
+    char kind = i + 1 < requested.size() ? requested[i + 1] : '\0';
+    if (kind == '%') {
+      name += '%';
+      ++i;
+    } else if (kind == 'p') {
+      name += std::to_string(getpid());
+      ++i;
+    } else if (kind == 'h') {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      for (char* c = host; *c != '\0'; ++c) {
+        if (*c == '/') *c = '_';  // a name, never a path
+      }
+      name += host;
+      ++i;
+    } else if (kind == 'q' && i + 2 < requested.size() && requested[i + 2] == '{' &&
+               requested.find('}', i + 3) != std::string::npos) {
+      size_t close = requested.find('}', i + 3);
+      std::string variable = requested.substr(i + 3, close - i - 3);
+      const char* value = variable.empty() ? nullptr : getenv(variable.c_str());
+      if (value == nullptr || *value == '\0') {
+        return Status::Error(StatusCode::kInvalid,
+                             "-o " + collector::PrintableName(requested) + ": %q{" +
+                                 collector::PrintableName(variable) +
+                                 "} names an environment variable that is not set");
+      }
+      name += value;
+      i = close;
+    } else {
+      return Status::Error(StatusCode::kInvalid,
+                           "-o " + collector::PrintableName(requested) + ": unknown placeholder %" +
+                               collector::PrintableName(std::string(1, kind)) +
+                               " (known: %h host, %p pid, %q{VAR} environment variable, %% a %)");
+    }
+  }
+  return name;
+}
+
+std::string LauncherRankVariable() {
+  // torchrun, srun, Open MPI, MPICH/Hydra and Intel MPI, PMIx, MVAPICH.
+  for (const char* variable : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                               "PMIX_RANK", "MV2_COMM_WORLD_RANK", "LOCAL_RANK"}) {
+    const char* value = getenv(variable);
+    if (value != nullptr && *value != '\0') return std::string(variable) + "=" + value;
+  }
+  return {};
+}
+
+}  // namespace gprof::cli

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,9 +82,9 @@ class ElfFile {
   GElf_Ehdr header_{};
 };
 
-}  // namespace
-
-Status CheckInjectLibrary(const std::string& path) {
+// OK when `path` is an ELF shared object of this machine's class that exports `entry_point`;
+// read, never loaded (gprof-run may be root). `what` names it in the errors.
+Status CheckSharedLibrary(const std::string& path, const char* entry_point, const std::string& what) {
   ElfFile file(path.c_str());
   if (file.error() == EINVAL) return Status::Error(StatusCode::kInvalid, "is not a file");
   if (file.error() != 0) {
@@ -91,8 +92,7 @@ Status CheckInjectLibrary(const std::string& path) {
                              std::string("cannot be read: ") + strerror(file.error()));
   }
   if (file.elf() == nullptr || file.header().e_type != ET_DYN) {
-    return Status::Error(StatusCode::kInvalid,
-                         "is not an ELF shared object (not gprof-run's libgprof_inject.so)");
+    return Status::Error(StatusCode::kInvalid, "is not an ELF shared object (not " + what + ")");
   }
   // The loader would refuse one of another class or machine with a warning in the command's
   // stderr; gprof-run's own executable says which this machine runs.
@@ -102,12 +102,44 @@ Status CheckInjectLibrary(const std::string& path) {
        file.header().e_ident[EI_CLASS] != self.header().e_ident[EI_CLASS])) {
     return Status::Error(StatusCode::kUnsupported, "is a shared object for another machine");
   }
-  if (!file.Exports(kEntryPoint)) {
-    return Status::Error(StatusCode::kInvalid,
-                         "is a shared object but not gprof-run's injected library (it has no " +
-                             std::string(kEntryPoint) + ")");
+  if (!file.Exports(entry_point)) {
+    return Status::Error(StatusCode::kInvalid, "is a shared object but not " + what +
+                                                   " (it has no " + entry_point + ")");
   }
   return {};
+}
+
+}  // namespace
+
+Status CheckInjectLibrary(const std::string& path) {
+  return CheckSharedLibrary(path, kEntryPoint, "gprof-run's injected library");
+}
+
+Status CheckCuptiLibrary(const std::string& path) {
+  Status checked = CheckSharedLibrary(path, "cuptiSubscribe", "a CUPTI library");
+  // The injected library exports cuptiSubscribe too (it interposes it).
+  if (checked.ok() && CheckInjectLibrary(path).ok()) {
+    return Status::Error(StatusCode::kInvalid,
+                         "is gprof-run's injected library, not a CUPTI library");
+  }
+  return checked;
+}
+
+std::string PreloadPath(const std::string& library) {
+  const char* platform = reinterpret_cast<const char*>(getauxval(AT_PLATFORM));
+  size_t slash = library.rfind('/');
+  if (platform == nullptr || slash == std::string::npos) return library;
+  std::string directory = library.substr(0, slash) + "/platform/";
+  std::string name = library.substr(slash);
+  // Ours (the same file, through the link the build makes), and the 32-bit stub beside it.
+  struct stat real {}, ours{}, stub{};
+  if (stat(library.c_str(), &real) != 0 || stat((directory + platform + name).c_str(), &ours) != 0 ||
+      ours.st_dev != real.st_dev || ours.st_ino != real.st_ino ||
+      stat((directory + "i686" + name).c_str(), &stub) != 0 || !S_ISREG(stub.st_mode) ||
+      strcmp(platform, "i686") == 0) {
+    return library;
+  }
+  return directory + "$PLATFORM" + name;
 }
 
 }  // namespace gprof::cli

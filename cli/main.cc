@@ -20,6 +20,7 @@
 #include "cli/own_settings.h"
 #include "cli/run_command.h"
 #include "collector/model/model.h"
+#include "collector/model/value_format.h"
 
 namespace {
 
@@ -29,7 +30,8 @@ using gprof::collector::PrintableName;
 // control characters and bytes that are not UTF-8: "\x1b", "\xff"), and gprof-run's status.
 int Misuse(std::string line) {
   std::replace(line.begin(), line.end(), '\n', ' ');
-  fprintf(stderr, "gprof-run: %s (see gprof-run --help)\n", PrintableName(line).c_str());
+  std::string shown = gprof::collector::ShortenedWithLength(PrintableName(line), 4096);
+  fprintf(stderr, "gprof-run: %s (see gprof-run --help)\n", shown.c_str());
   return gprof::cli::kExitToolFailure;
 }
 
@@ -154,9 +156,8 @@ int GprofRunMain(int argc, char** argv) {
                  "libcudart, then the CUDA toolkit's)")
       ->type_name("FILE")
       ->check([](const std::string& path) {
-        struct stat info {};
-        if (stat(path.c_str(), &info) != 0) return Quoted(path) + ": " + strerror(errno);
-        return S_ISREG(info.st_mode) ? std::string() : Quoted(path) + " is not a file";
+        gprof::Status checked = gprof::cli::CheckCuptiLibrary(path);
+        return checked.ok() ? std::string() : Quoted(path) + " " + checked.message();
       });
   app.add_option("--ring-buffer-mb", run.ring_buffer_mb,
                  "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; from 1 "
@@ -270,8 +271,13 @@ int GprofRunMain(int argc, char** argv) {
       ->type_name("SIZE")
       ->check(check_collector_memory);
 
+  // Everything after the first "--" is the command, whatever its name: `gprof-run -- report x`
+  // runs a program named report. CLI11 sees only what comes before.
+  int options_end = 1;
+  while (options_end < argc && strcmp(argv[options_end], "--") != 0) ++options_end;
+  std::vector<std::string> after_separator(argv + std::min(options_end + 1, argc), argv + argc);
   try {
-    app.parse(argc, argv);
+    app.parse(options_end, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -286,6 +292,7 @@ int GprofRunMain(int argc, char** argv) {
     // prefix_command() lets what `report` does not know through as remaining arguments.
     std::vector<std::string> extra = report->remaining();
     if (extra.empty()) extra = app.remaining();
+    if (extra.empty() && options_end < argc) extra = {"--"};
     if (!extra.empty()) return Misuse("report: unexpected argument " + extra.front());
     uint64_t memory = report_collector_memory.empty() ? 0 : *ParseSize(report_collector_memory);
     return gprof::cli::ReportCommand(report_dir, *ParseThresholdMs(report_threshold), memory);
@@ -294,9 +301,11 @@ int GprofRunMain(int argc, char** argv) {
   run.command = app.remaining();
   // prefix_command() hands over everything from the first argument it does not know: an option
   // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
-  if (!run.command.empty() && run.command.front().starts_with("-") && run.command.front() != "--")
+  if (!run.command.empty() && run.command.front().starts_with("-"))
     return Misuse("unknown option " + run.command.front());
-  if (!run.command.empty() && run.command.front() == "--") run.command.erase(run.command.begin());
+  // A "--" after the command's name is the command's own argument.
+  if (!run.command.empty() && options_end < argc) run.command.push_back("--");
+  run.command.insert(run.command.end(), after_separator.begin(), after_separator.end());
   if (run.command.empty()) {
     return Misuse(
         "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");

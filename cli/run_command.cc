@@ -47,8 +47,10 @@ constexpr int kPollIntervalMs = 100;
 
 // One line on stderr, escaped as the report escapes names: a path or an argument in it may hold
 // control characters and bytes that are not UTF-8.
+// A line is cut at 4 KiB, its length said: an argument in it may be a launcher's megabytes.
 void Say(const std::string& line) {
-  fprintf(stderr, "gprof-run: %s\n", collector::PrintableName(line).c_str());
+  std::string shown = collector::ShortenedWithLength(collector::PrintableName(line), 4096);
+  fprintf(stderr, "gprof-run: %s\n", shown.c_str());
 }
 
 unsigned long long ClockNs(clockid_t clock) {

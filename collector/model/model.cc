@@ -98,6 +98,28 @@ const MapsSnapshot* Process::MapsHolding(uint64_t address, uint64_t time_ns) con
   return nullptr;
 }
 
+namespace {
+
+// Unicode's format characters (general category Cf: bidirectional overrides and isolates,
+// zero-width spaces and joiners, the byte-order mark, tags...) and the line and paragraph
+// separators: invisible, yet they reorder or break what a reader sees around them.
+bool IsInvisibleFormat(char32_t code) {
+  static constexpr std::pair<char32_t, char32_t> kRanges[] = {
+      {0x00ad, 0x00ad},   {0x0600, 0x0605},   {0x061c, 0x061c},   {0x06dd, 0x06dd},
+      {0x070f, 0x070f},   {0x0890, 0x0891},   {0x08e2, 0x08e2},   {0x180e, 0x180e},
+      {0x200b, 0x200f},   {0x2028, 0x202e},   {0x2060, 0x2064},   {0x2066, 0x206f},
+      {0xfeff, 0xfeff},   {0xfff9, 0xfffb},   {0x110bd, 0x110bd}, {0x110cd, 0x110cd},
+      {0x13430, 0x1343f}, {0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a}, {0xe0001, 0xe0001},
+      {0xe0020, 0xe007f},
+  };
+  for (const auto& [first, last] : kRanges) {
+    if (code >= first && code <= last) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string PrintableName(std::string_view raw) {
   std::string text;
   text.reserve(raw.size());
@@ -139,7 +161,17 @@ std::string PrintableName(std::string_view raw) {
       ++i;
       continue;
     }
-    text.append(raw.substr(i, length));
+    char32_t code = byte & (0x7f >> length);
+    for (size_t k = 1; k < length; ++k) code = (code << 6) | (raw[i + k] & 0x3f);
+    if (IsInvisibleFormat(code)) {
+      // Visible as what it is, in every output: "\u202e".
+      char escaped[16];
+      snprintf(escaped, sizeof(escaped), code > 0xffff ? "\\U%08x" : "\\u%04x",
+               static_cast<unsigned>(code));
+      text += escaped;
+    } else {
+      text.append(raw.substr(i, length));
+    }
     i += length;
   }
   return text;

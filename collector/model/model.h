@@ -20,7 +20,8 @@
 namespace gprof::collector {
 
 // A name from the recorded program or its session files as the outputs can carry it: valid UTF-8
-// kept, control characters and bytes that are not UTF-8 written as "\xNN". A thread may name
+// kept, control characters and bytes that are not UTF-8 written as "\xNN", invisible format
+// characters (a bidirectional override, a zero-width space) as "\u202e". A thread may name
 // itself anything, and so may a kernel, a file or an argument; the report, report.json and the
 // trace must stay readable and valid. The readers pass every name and path they keep through it.
 std::string PrintableName(std::string_view raw);
@@ -468,6 +469,9 @@ struct RecordingSizeCap {
 };
 
 struct SessionMeta {
+  // session.json was read; false when it is missing, unreadable or damaged, and then every field
+  // below is unknown (kernel_recording is then inferred from kernel.gpr).
+  bool known = false;
   std::string tool_version;
   std::vector<std::string> command;
   uint32_t root_pid = 0;

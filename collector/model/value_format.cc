@@ -53,6 +53,25 @@ std::string Shortened(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut));
 }
 
+std::string ShortenedWithLength(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return Shortened(text, max_bytes) + "... (" + WithThousands(text.size()) + " bytes)";
+}
+
+std::string CommandLineText(const std::vector<std::string>& command, size_t max_bytes) {
+  std::string text;
+  size_t bytes = 0;
+  for (const std::string& arg : command) {
+    bytes += arg.size() + (bytes > 0 ? 1 : 0);
+    if (text.size() > max_bytes) continue;  // counted, not joined: a command line can be MBs
+    if (!text.empty()) text += ' ';
+    text += arg.find(' ') == std::string::npos ? arg : "'" + arg + "'";
+  }
+  if (text.size() <= max_bytes) return text;
+  return Shortened(text, max_bytes) + "... (" + WithThousands(bytes) + " bytes, " +
+         WithThousands(command.size()) + " arguments)";
+}
+
 std::string WithThousands(uint64_t value) {
   std::string digits = std::to_string(value);
   std::string text;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collector/model/model.h"
 
@@ -19,6 +20,11 @@ std::string FormatHex(uint64_t value);
 uint64_t SessionOrigin(const Session& session);
 // At most the first `max_bytes` of `text`, cut before a UTF-8 character, never inside one.
 std::string Shortened(std::string_view text, size_t max_bytes);
+// A command line as one text, an argument with a space in quotes; past `max_bytes` cut short with
+// its length said: "python3 train.py xxx... (1,212,000 bytes, 12,002 arguments)".
+std::string CommandLineText(const std::vector<std::string>& command, size_t max_bytes);
+// `text` up to `max_bytes`, past that cut with its length said: "...xxx... (1,212,000 bytes)".
+std::string ShortenedWithLength(std::string_view text, size_t max_bytes);
 // "1,234,567".
 std::string WithThousands(uint64_t value);
 // "73.4 MiB", "512 B".

@@ -422,6 +422,7 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
                              std::to_string(kSessionMetaVersion) + ")");
   }
   SessionMeta& out = session->meta;
+  out.known = true;
   out.tool_version = read.String(meta, "", "tool_version").value_or("");
   if (const json* command = read.Array(meta, "", "command")) {
     for (size_t i = 0; i < command->size(); ++i) {

@@ -374,7 +374,15 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, const std::string* g
   if (!in.ok()) {
     session->diagnostics.push_back(
         {path, 0,
-         "unreadable or not a regular file: the run's command and exit status are unknown"});
+         "unreadable or not a regular file (" + in.status().message() +
+             "): the run's command and exit status are unknown"});
+    return {};
+  }
+  if (text.empty()) {  // claimed by a run that ended before it described itself (killed)
+    session->diagnostics.push_back(
+        {path, 0,
+         "empty (the run that made it ended before it wrote it): the run's command and exit "
+         "status are unknown"});
     return {};
   }
   if (too_large) {
@@ -468,6 +476,14 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProg
       ReadSessionMeta(dir_fd, (fs::path(directory) / kSessionMetaFile).string(), meta_text,
                       &session);
   if (!meta.ok()) return meta;
+  if (!session.meta.known) {
+    // Whether the kernel was recorded is then told by its file, not by a guess that it was not.
+    session.meta.kernel_recording = has_kernel;
+    if (!has_kernel) {
+      session.meta.kernel_recording_note =
+          "no kernel.gpr, and session.json, which would say why, could not be read (below)";
+    }
+  }
 
   SessionBuilder builder(&session, progress);
   if (has_kernel) {

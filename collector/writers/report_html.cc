@@ -186,9 +186,7 @@ class HtmlReport {
 
  private:
   std::string CommandLine() const {
-    std::string text;
-    for (const std::string& arg : session_.meta.command) text += (text.empty() ? "" : " ") + arg;
-    return Shortened(text, 300);
+    return CommandLineText(session_.meta.command, 300);
   }
   std::string Thread(uint32_t tid) const { return words::Thread(session_, tid); }
   std::string Threads(const std::vector<uint32_t>& tids, size_t shown = 5) const {
@@ -314,8 +312,10 @@ std::string HtmlReport::CauseFacts(const Cause& cause) const {
 void HtmlReport::Summary() {
   out_ << "<h2 id=\"summary\">Summary</h2>\n";
   if (!analysis_.kernel_recorded) {
-    out_ << "<p>The kernel was not recorded: waits cannot be explained (run as root, or give "
-            "gprof-run CAP_BPF and CAP_PERFMON).</p>\n";
+    out_ << "<p>The kernel was not recorded: waits cannot be explained"
+         << (session_.meta.known ? " (run as root, or give gprof-run CAP_BPF and CAP_PERFMON)"
+                                 : " (no kernel.gpr)")
+         << ".</p>\n";
   }
   const bool any_gpu = !analysis_.devices.empty();
   if (analysis_.causes.empty()) {

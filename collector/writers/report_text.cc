@@ -20,15 +20,6 @@
 namespace gprof::collector {
 namespace {
 
-std::string JoinCommand(const std::vector<std::string>& command) {
-  std::string text;
-  for (const auto& arg : command) {
-    if (!text.empty()) text += ' ';
-    text += arg.find(' ') == std::string::npos ? arg : "'" + arg + "'";
-  }
-  return text;
-}
-
 // "CUPTI 13.0 (API version 130001), /usr/.../libcupti.so.13", "interposition, no GPU timeline
 // (CUPTI subscriber taken by another tool)".
 std::string CaptureText(const Capture& capture) {
@@ -84,6 +75,8 @@ constexpr size_t kHandoffsShown = 5;
 constexpr size_t kTableRows = 10;
 constexpr size_t kStackLinesShown = 8;
 constexpr size_t kPythonFramesShown = 6;
+// A command line is shown up to this long (a launcher's can be megabytes).
+constexpr size_t kCommandShownBytes = 400;
 // The summary answers in at most this many lines.
 constexpr size_t kSummaryLines = 15;
 
@@ -471,7 +464,7 @@ void TextReport::Header() {
   const SessionMeta& meta = session_.meta;
   out_ << "gprof-run report: " << session_.directory << "\n";
   if (!meta.command.empty()) {
-    out_ << "  command   " << JoinCommand(meta.command);
+    out_ << "  command   " << CommandLineText(meta.command, kCommandShownBytes);
     if (meta.root_pid != 0) out_ << "  (pid " << meta.root_pid << ")";
     out_ << "\n";
   }
@@ -812,9 +805,11 @@ void TextReport::Chain(const std::vector<ChainLink>& chain, const char* indent,
 // referred to by number.
 void TextReport::Causes() {
   out_ << "\nCAUSES\n";
-  if (!analysis_.kernel_recorded) {
+  if (!analysis_.kernel_recorded && session_.meta.known) {
     out_ << "  the kernel was not recorded: waits cannot be explained (run as root, or give "
             "gprof-run CAP_BPF and CAP_PERFMON)\n";
+  } else if (!analysis_.kernel_recorded) {
+    out_ << "  the kernel was not recorded (no kernel.gpr): waits cannot be explained\n";
   }
   if (std::string cost = DescribeProfilerCost(session_, analysis_); !cost.empty())
     out_ << "  " << cost << "\n";

@@ -588,6 +588,14 @@ int RunCommand(const RunOptions& options) {
   } else if (options.print_report) {
     fputc('\n', stderr);
     PrintCollectorOutput(*result, stderr);
+  } else if (!result->not_written.empty()) {
+    // -q silences the report, not a loss: which outputs are missing, and why, in one line.
+    std::string line = "could not write in " + session_dir->path + ":";
+    for (const auto& output : result->not_written) {
+      line += (&output == &result->not_written.front() ? " " : "; ") + output.file + " (" +
+              output.reason + ")";
+    }
+    Say(line);
   }
   return ExitStatusOf(wait_status);
 }

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <filesystem>
 #include <memory>
 
@@ -18,11 +21,10 @@
 namespace gprof::collector {
 namespace {
 
-// Why an output file could not be written, from errno.
-std::string WriteError() {
-  int error = errno;
-  if (error == EFBIG) return ": the file size limit (ulimit -f) that gprof-run was started under";
-  return error != 0 ? std::string(": ") + strerror(error) : std::string();
+// Why an output file could not be written.
+std::string WriteError(int error) {
+  if (error == EFBIG) return "the file size limit (ulimit -f) that gprof-run was started under";
+  return error != 0 ? strerror(error) : "unknown error";
 }
 
 Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
@@ -32,8 +34,12 @@ Status WriteTextFile(int dir_fd, const std::string& name, const std::string& pat
     return Status::Error(file.status().code(), "cannot write " + file.status().message());
   errno = 0;
   bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
-  if (std::fclose(file->release()) != 0 || !written)
-    return Status::Error(StatusCode::kIo, path + ": cannot write" + WriteError());
+  int error = errno;
+  if (std::fclose(file->release()) != 0 && written) {
+    written = false;
+    error = errno;
+  }
+  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + path + ": " + WriteError(error));
   return {};
 }
 
@@ -51,8 +57,12 @@ Status WriteJsonFile(int dir_fd, const std::string& name, const std::string& pat
     written &= std::fwrite(block.data(), 1, block.size(), out) == block.size();
   });
   written &= std::fputc('\n', out) != EOF;
-  if (std::fclose(file->release()) != 0 || !written)
-    return Status::Error(StatusCode::kIo, path + ": cannot write" + WriteError());
+  int error = errno;
+  if (std::fclose(file->release()) != 0 && written) {
+    written = false;
+    error = errno;
+  }
+  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + path + ": " + WriteError(error));
   return {};
 }
 
@@ -115,32 +125,61 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
   // say what happened are the ones to keep. A file that could not be written whole is removed,
   // which frees its room for the next.
   std::filesystem::path dir(directory);
-  auto write = [&](const char* name, auto write_file) {
-    *step = std::string("writing ") + name;
-    Status status = write_file();
-    if (status.ok()) {
-      result.written.push_back((dir / name).string());
-    } else {
-      result.warnings.push_back(status.message());
-      unlinkat(dir_fd, name, 0);
-    }
+  const std::map<std::string, std::function<Status()>> writers = {
+      {kTextReportFile,
+       [&] {
+         return WriteTextFile(dir_fd, kTextReportFile, (dir / kTextReportFile).string(),
+                              result.text_report);
+       }},
+      {kJsonReportFile,
+       [&] {
+         return WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(),
+                              *session, analysis);
+       }},
+      {kHtmlReportFile,
+       [&] {
+         return WriteTextFile(dir_fd, kHtmlReportFile, (dir / kHtmlReportFile).string(),
+                              RenderHtmlReport(*session, analysis, result.text_report));
+       }},
+      {kTraceFile,
+       [&] {
+         return WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
+                                   PerfettoOptions{&analysis});
+       }},
   };
-  write(kTextReportFile, [&] {
-    return WriteTextFile(dir_fd, kTextReportFile, (dir / kTextReportFile).string(),
-                         result.text_report);
-  });
-  write(kJsonReportFile, [&] {
-    return WriteJsonFile(dir_fd, kJsonReportFile, (dir / kJsonReportFile).string(), *session,
-                         analysis);
-  });
-  write(kHtmlReportFile, [&] {
-    return WriteTextFile(dir_fd, kHtmlReportFile, (dir / kHtmlReportFile).string(),
-                         RenderHtmlReport(*session, analysis, result.text_report));
-  });
-  write(kTraceFile, [&] {
-    return WritePerfettoTrace(*session, dir_fd, kTraceFile, (dir / kTraceFile).string(),
-                              PerfettoOptions{&analysis});
-  });
+  std::vector<std::string> written;
+  auto write = [&](const char* name) {
+    *step = std::string("writing ") + name;
+    std::erase(written, name);
+    Status status = writers.at(name)();
+    if (status.ok()) {
+      written.push_back(name);
+      return;
+    }
+    result.warnings.push_back(status.message());
+    unlinkat(dir_fd, name, 0);
+    // The reason alone, for the reports: what follows the path in the message.
+    const std::string path = (dir / name).string();
+    const std::string& message = status.message();
+    size_t at = message.find(path + ": ");
+    session->outputs_not_written.push_back(
+        {name, at == std::string::npos ? message : message.substr(at + path.size() + 2)});
+  };
+  for (const char* name : {kTextReportFile, kJsonReportFile, kHtmlReportFile, kTraceFile})
+    write(name);
+  if (!session->outputs_not_written.empty()) {
+    // The reports that were written name what is missing: written again, the largest first, so
+    // that report.txt, the smallest, names even a report that no longer fit.
+    result.text_report = RenderTextReport(*session, analysis);
+    for (const char* name : {kHtmlReportFile, kJsonReportFile, kTextReportFile}) {
+      if (std::find(written.begin(), written.end(), name) == written.end()) continue;
+      if (strcmp(name, kTextReportFile) == 0)
+        result.text_report = RenderTextReport(*session, analysis);
+      write(name);
+    }
+  }
+  for (const std::string& name : written) result.written.push_back((dir / name).string());
+  result.not_written = session->outputs_not_written;
   return result;
 }
 

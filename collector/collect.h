@@ -35,6 +35,7 @@ struct CollectResult {
   std::string text_report;
   std::vector<std::string> warnings;  // damaged input, files that could not be written
   std::vector<std::string> written;   // paths of the files written
+  std::vector<Session::UnwrittenOutput> not_written;  // and those that could not be, and why
   RecordStorageStats storage;         // where the records were held
 };
 

@@ -555,6 +555,13 @@ struct Session {
   uint64_t memory_map_calls_lost = 0;  // the kernel recorder's, counted in `lost` too
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
+  // The collector's outputs that could not be written (a full disk): the reports that could be
+  // name them.
+  struct UnwrittenOutput {
+    std::string file;    // "trace.perfetto-trace"
+    std::string reason;  // "No space left on device"
+  };
+  std::vector<UnwrittenOutput> outputs_not_written;
   PythonRecord python;                // Python stacks, their code objects, Python thread names
   // Names the kernel gave tasks (OffCpuInterval::waker_comm), printable; [0] is "".
   std::vector<std::string> comms{std::string()};

@@ -466,6 +466,13 @@ json MaxSizeJson(const Session& session) {
 }
 
 // The processes that loaded CUDA without the injected library (unrecorded_processes.h).
+json UnwrittenOutputsJson(const Session& session) {
+  json outputs = json::array();
+  for (const auto& output : session.outputs_not_written)
+    outputs.push_back({{"file", output.file}, {"reason", output.reason}});
+  return outputs;
+}
+
 json UnrecordedProcessesJson(const Session& session) {
   json processes = json::array();
   for (const UnrecordedProcess& process : session.unrecorded_processes) {
@@ -619,6 +626,7 @@ json SessionJson(const Session& session) {
           {"running_at_end", std::move(running)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
+          {"outputs_not_written", UnwrittenOutputsJson(session)},
           {"processes", std::move(processes)},
           {"threads", std::move(threads)},
           {"python", PythonJson(session)}};

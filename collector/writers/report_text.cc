@@ -554,6 +554,8 @@ void TextReport::Header() {
          << diagnostic.message << "\n";
   }
   for (const auto& message : session_.messages) out_ << "  note      " << message << "\n";
+  for (const auto& output : session_.outputs_not_written)
+    out_ << "  UNWRITTEN " << output.file << ": " << output.reason << "\n";
 }
 
 // The processes that loaded CUDA without the injected library: their calls are missing from

@@ -154,13 +154,13 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   std::vector<std::string> environment;
   bool inject = options.cuda_mode != "off";
   bool use_cupti = options.cuda_mode == "auto" || options.cuda_mode == "cupti";
-  std::string preload = inject_library;
+  std::string preload = PreloadPath(inject_library);
   std::string injection = inject_library;
   for (const std::string& entry : StartingEnvironment()) {
     std::string_view variable(entry);
     if (inject && variable.starts_with("LD_PRELOAD=")) {
       std::string existing(variable.substr(strlen("LD_PRELOAD=")));
-      if (!existing.empty()) preload = existing + ":" + inject_library;
+      if (!existing.empty()) preload = existing + ":" + preload;
       continue;
     }
     if (use_cupti && variable.starts_with("CUDA_INJECTION64_PATH=")) {

@@ -43,6 +43,9 @@ Expected<std::string> ExpandOutputName(const std::string& requested) {
       }
       name += value;
       i = close;
+    } else if (kind == '\0') {
+      return Status::Error(StatusCode::kInvalid, "-o " + collector::PrintableName(requested) +
+                                                     ": a % at the end (%% writes a %)");
     } else {
       return Status::Error(StatusCode::kInvalid,
                            "-o " + collector::PrintableName(requested) + ": unknown placeholder %" +

@@ -378,19 +378,19 @@ Status ReadSessionMeta(int dir_fd, const std::string& path, const std::string* g
              "): the run's command and exit status are unknown"});
     return {};
   }
-  if (text.empty()) {  // claimed by a run that ended before it described itself (killed)
-    session->diagnostics.push_back(
-        {path, 0,
-         "empty (the run that made it ended before it wrote it): the run's command and exit "
-         "status are unknown"});
-    return {};
-  }
   if (too_large) {
     session->diagnostics.push_back(
         {path, 0,
          "larger than " + std::to_string(kMaxSessionMetaBytes >> 20) +
              " MiB, which no session.json of gprof-run is: not read; the run's command and exit "
              "status are unknown"});
+    return {};
+  }
+  if (text.empty()) {  // claimed by a run that ended before it described itself (killed)
+    session->diagnostics.push_back(
+        {path, 0,
+         "empty (the run that made it ended before it wrote it): the run's command and exit "
+         "status are unknown"});
     return {};
   }
   ReadGuarded(path, &session->diagnostics,

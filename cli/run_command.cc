@@ -351,6 +351,9 @@ std::string CommandEndText(int wait_status) {
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
+  // Started inside another gprof-run's command: that session's report names this one's.
+  EnclosingSession enclosing;
+  enclosing.AttachFromEnvironment();
   auto inject_library = FindInjectLibrary(options.inject_library);
   if (!inject_library.ok()) {
     Say(inject_library.status().message());
@@ -583,6 +586,8 @@ int RunCommand(const RunOptions& options) {
                           "); the session is kept: 'gprof-run report " + shown_dir +
                           "' builds it\n");
   auto result = collector::Collect(session_dir->path, collect_options);
+  enclosing.NoteNested(session_dir->path,
+                       result.ok() ? std::optional<uint64_t>(result->api_calls) : std::nullopt);
   if (!result.ok()) {
     Say("cannot build the report: " + result.status().message());
   } else if (options.print_report) {

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "inject/disk_room.h"
@@ -127,12 +128,40 @@ void RecordSessionControl(const SessionControl& control,
     }
   }
   for (const auto& [pid, start_ticks] : OpenWriters(control)) add(pid, true);
+  // A slot still taken by a process that is gone: it ended without its writer's last pass (a
+  // SIGKILL ends a process at once), and the calls its rings and staging held went with it. The
+  // slot's counts say how many.
+  control.ForEachWriterCalls(
+      [&](uint32_t pid, uint64_t start_ticks, uint64_t submitted, uint64_t accounted) {
+        if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) return;
+        if (submitted <= accounted) return;
+        run->lost.push_back(
+            {"CUDA calls of pid " + std::to_string(pid) +
+                 " (it ended without exiting, as by SIGKILL, before its recorder wrote them)",
+             submitted - accounted});
+      });
+  control.ForEachNestedSession([&](const SessionControlState::NestedSession& nested) {
+    run->nested_sessions.push_back(
+        {static_cast<int>(nested.pid),
+         std::string(nested.directory, strnlen(nested.directory, sizeof(nested.directory))),
+         nested.calls == UINT64_MAX ? std::nullopt : std::optional<unsigned long long>(nested.calls)});
+  });
   if (uint64_t unslotted = control.unslotted_writers(); unslotted > 0) {
     run->other_stops.push_back({"inject-*.gpr", run->end_monotonic_ns, "session_closed",
                                 std::to_string(unslotted) +
                                     " more processes had their files open when the report was "
                                     "made: those files may change after it"});
   }
+}
+
+void EnclosingSession::AttachFromEnvironment() {
+  const char* handle = getenv(kSessionControlEnv);
+  if (handle != nullptr && *handle != '\0') control_.Attach(handle);  // none: not nested
+}
+
+void EnclosingSession::NoteNested(const std::string& directory, std::optional<uint64_t> calls) {
+  control_.NoteNestedSession(static_cast<uint32_t>(getpid()), directory.c_str(),
+                             calls.value_or(UINT64_MAX));
 }
 
 }  // namespace gprof::cli

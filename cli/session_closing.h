@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +26,24 @@ std::vector<OpenWriter> CloseSession(SessionControl* control, bpf::KernelRecorde
 // Into `run`: the stops that no recording file holds, and the processes of the tree still running
 // (those whose writers were open when the session closed; still_writing for those whose files are
 // open yet).
+// Also: the CUDA calls of processes that ended without closing their files (SIGKILL), counted
+// in the control and never written, and the sessions of gprof-runs started inside the command.
 void RecordSessionControl(const SessionControl& control,
                           const std::vector<OpenWriter>& open_at_close,
                           int session_dir_fd, RunDescription* run);
+
+// A gprof-run started inside another's command (gprof-run -- gprof-run -- CMD) records CMD into
+// its own session; the enclosing session's report names it there, from the note this leaves in
+// that session's control (inherited as GPROF_SESSION_CONTROL).
+class EnclosingSession {
+ public:
+  // Attaches the control of the session this gprof-run runs in, if any; before the command runs.
+  void AttachFromEnvironment();
+  // Names this gprof-run's own session and the calls it holds (none: unknown).
+  void NoteNested(const std::string& directory, std::optional<uint64_t> calls);
+
+ private:
+  SessionControl control_;
+};
 
 }  // namespace gprof::cli

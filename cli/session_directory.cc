@@ -388,6 +388,23 @@ std::string SessionMetaText(const RunDescription& run) {
                                          {"cause", stop.cause},
                                          {"reason", stop.reason}});
   }
+  if (!run.lost.empty()) {
+    nlohmann::json lost = nlohmann::json::array();
+    for (const RunDescription::Lost& entry : run.lost) {
+      lost.push_back({{"what", entry.what},
+                      {"count", entry.count ? nlohmann::json(*entry.count) : nullptr}});
+    }
+    meta["lost"] = std::move(lost);
+  }
+  if (!run.nested_sessions.empty()) {
+    nlohmann::json nested = nlohmann::json::array();
+    for (const RunDescription::Nested& entry : run.nested_sessions) {
+      nested.push_back({{"pid", entry.pid},
+                        {"directory", entry.directory},
+                        {"calls", entry.calls ? nlohmann::json(*entry.calls) : nullptr}});
+    }
+    meta["nested_sessions"] = std::move(nested);
+  }
   if (!run.running_at_end.empty()) {
     nlohmann::json running = nlohmann::json::array();
     for (const RunDescription::Running& process : run.running_at_end) {

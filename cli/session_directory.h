@@ -100,6 +100,20 @@ struct RunDescription {
     bool still_writing = false;
   };
   std::vector<Running> running_at_end;
+  // What gprof-run counted as lost that no recording file says: the CUDA calls still in the
+  // memory of a process that ended without exiting (SIGKILL). No count: unknown.
+  struct Lost {
+    std::string what;
+    std::optional<unsigned long long> count;
+  };
+  std::vector<Lost> lost;
+  // gprof-runs started inside the command: where their sessions are (session_control.h).
+  struct Nested {
+    int pid = 0;
+    std::string directory;
+    std::optional<unsigned long long> calls;
+  };
+  std::vector<Nested> nested_sessions;
 };
 
 // session.json's contents for `run`.

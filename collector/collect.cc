@@ -108,6 +108,7 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
   session->trace_detail_under_ns =
       TraceDetailFor(*session, kTraceMaxBytes, &session->trace_full_bytes);
   result.text_report = RenderTextReport(*session, analysis);
+  result.api_calls = session->api_calls.size();
   // The records are all read by now: where they are held is known.
   result.storage = RecordStorage::Stats();
   if (!result.storage.spill_error.empty()) {

@@ -37,6 +37,7 @@ struct CollectResult {
   std::vector<std::string> written;   // paths of the files written
   std::vector<Session::UnwrittenOutput> not_written;  // and those that could not be, and why
   RecordStorageStats storage;         // where the records were held
+  uint64_t api_calls = 0;             // the CUDA calls the session holds
 };
 
 // Reads `directory`, explains it, writes trace.perfetto-trace, report.txt, report.json and

@@ -89,6 +89,10 @@ int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::
   struct stat st {};
   fstat(fd_, &st);
   id_ = {st.st_dev, st.st_ino};
+  // The umask narrowed 0644: a program's `umask 0777` would leave a file its owner cannot read
+  // (the report then has nothing of it) nor open again (Reopen). Its owner always reads and
+  // writes it; group and others keep no more than the umask left them, and never write.
+  if (mode_t mode = (st.st_mode & 0644) | 0600; (st.st_mode & 07777) != mode) fchmod(fd_, mode);
   lost_ = "";
   sequence_ = 0;
   bytes_written_ = 0;

@@ -369,6 +369,26 @@ void ForgetCaptureAfterFork() {
   g.status_changed.store(true, std::memory_order_relaxed);
 }
 
+// Where CUPTI does not record the calls: interposition does, unless the process has no libcudart.so
+// for it to see (`interposable` false), and then nothing records them, which the report says.
+// Returns the status's text, for a message.
+const char* SetInterpositionStatus(bool interposable, uint32_t version, const char* reason) {
+  static char text[sizeof(g.status.text)];  // StartCudaCapture runs once in a process
+  if (interposable) {
+    snprintf(text, sizeof(text), "%s", reason);
+    SetStatus(format::CaptureMode::kInterposition, version, text);
+    return text;
+  }
+  const char* cut = strstr(reason, ": CUDA calls are recorded by interposition");
+  int length = static_cast<int>(cut != nullptr ? cut - reason : strlen(reason));
+  snprintf(text, sizeof(text),
+           "no libcudart.so for interposition to see (a statically linked CUDA runtime, or the "
+           "driver API called directly), and CUPTI is not recording: %.*s",
+           length, reason);
+  SetStatus(format::CaptureMode::kNone, version, text);
+  return text;
+}
+
 }  // namespace
 
 void StartCudaCapture() {
@@ -378,23 +398,24 @@ void StartCudaCapture() {
   // Inside cuInit, which loads libraries itself: the real runtime functions are looked up here
   // once, not by the program's calls later.
   ResolveRuntimeFunctions();
+  const bool interposable = LinkedRuntimeFound();
 
   const char* mode = getenv(kCudaModeEnv);
   bool required = mode != nullptr && strcmp(mode, "cupti") == 0;
   if (mode != nullptr && strcmp(mode, "preload") == 0) {
-    SetStatus(format::CaptureMode::kInterposition, 0,
-              "CUPTI left to other tools (--cuda=preload): no GPU timeline");
+    SetInterpositionStatus(interposable, 0,
+                           "CUPTI left to other tools (--cuda=preload): no GPU timeline");
     return;
   }
   char reason[512];
   if (!LoadCuptiLibrary(&g.cupti, reason, sizeof(reason))) {
-    SetStatus(format::CaptureMode::kInterposition, 0, reason);
-    if (required) PostMessage(format::MessageLevel::kError, reason);
+    const char* text = SetInterpositionStatus(interposable, 0, reason);
+    if (required) PostMessage(format::MessageLevel::kError, text);
     return;
   }
   if (!Subscribe(reason, sizeof(reason))) {
-    SetStatus(format::CaptureMode::kInterposition, g.cupti.version, reason);
-    PostMessage(required ? format::MessageLevel::kError : format::MessageLevel::kWarning, reason);
+    const char* text = SetInterpositionStatus(interposable, g.cupti.version, reason);
+    PostMessage(required ? format::MessageLevel::kError : format::MessageLevel::kWarning, text);
     return;
   }
   const ApiSourceName& source = ChosenApiSource();
@@ -402,8 +423,8 @@ void StartCudaCapture() {
   PreallocateBuffers();
   if (!EnableRecording(source.source, note, sizeof(note), reason, sizeof(reason))) {
     g.cupti.Unsubscribe(g.subscriber);
-    SetStatus(format::CaptureMode::kInterposition, g.cupti.version, reason);
-    PostMessage(format::MessageLevel::kWarning, reason);
+    const char* text = SetInterpositionStatus(interposable, g.cupti.version, reason);
+    PostMessage(format::MessageLevel::kWarning, text);
     return;
   }
   g.cupti_active.store(true, std::memory_order_release);

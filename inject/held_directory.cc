@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace gprof {
 
@@ -72,10 +75,46 @@ bool ParseFileIdentity(const char* text, FileIdentity* id) {
   return true;
 }
 
+int OpenDirectory(const char* path, int flags) {
+  int fd = open(path, flags);
+  if (fd >= 0 || errno != ENAMETOOLONG) return fd;
+  // Longer than PATH_MAX (a session made from a deep working directory): a component at a time,
+  // each but the last followed as open() would follow it.
+  int at = open(*path == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const char* next = path;
+  while (at >= 0) {
+    while (*next == '/') ++next;
+    const char* end = strchr(next, '/');
+    const char* rest = end;
+    while (rest != nullptr && *rest == '/') ++rest;
+    bool last = end == nullptr || *rest == '\0';
+    size_t length = end == nullptr ? strlen(next) : static_cast<size_t>(end - next);
+    char name[NAME_MAX + 1];
+    if (length > NAME_MAX) {
+      close(at);
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    memcpy(name, next, length);
+    name[length] = '\0';
+    if (length == 0) name[0] = '.', name[1] = '\0';  // "/" itself
+    int child = openat(at, name, last ? flags : O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int error = errno;
+    close(at);
+    if (last || child < 0) {
+      errno = error;
+      return child;
+    }
+    at = child;
+    next = rest;
+  }
+  return -1;
+}
+
 int HeldDirectory::OpenChecked() const {
   int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow_last_ ? 0 : O_NOFOLLOW);
   for (int attempt = 0; attempt < kReopenAttempts; ++attempt) {
-    int fd = open(path_.c_str(), flags);
+    int fd = OpenDirectory(path_.c_str(), flags);
     if (fd < 0) return -1;
     fd = HoldHigh(fd);
     switch (StateOf(fd, id_, /*directory=*/true)) {
@@ -98,7 +137,7 @@ int HeldDirectory::Open(const char* path, bool follow_last, const FileIdentity* 
   path_ = path;
   follow_last_ = follow_last;
   int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW);
-  int fd = open(path, flags);
+  int fd = OpenDirectory(path, flags);
   if (fd < 0) return errno;
   struct stat st {};
   if (fstat(fd, &st) != 0) {

@@ -54,6 +54,10 @@ inline bool SameFile(int fd, const FileIdentity& id, bool directory) {
 // before it could be checked.
 inline constexpr int kReopenAttempts = 8;
 
+// open(path, flags) for a directory, also where `path` is longer than PATH_MAX: then it is
+// walked a component at a time (openat), every component but the last followed as open() would.
+int OpenDirectory(const char* path, int flags);
+
 // "<st_dev>:<st_ino>", as gprof-run exports the session directory's identity; false when `text`
 // is not that.
 bool ParseFileIdentity(const char* text, FileIdentity* id);

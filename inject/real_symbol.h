@@ -12,5 +12,9 @@ void* FindRealSymbol(const char* name, const char* library_hint, bool anywhere =
 // Finds the real CUDA runtime functions not found yet (a libcudart loaded after this library):
 // when CUDA starts (InitializeInjection), so that no call of the program looks one up.
 void ResolveRuntimeFunctions();
+// Whether a libcudart.so of the process has the functions interposition forwards to (after
+// ResolveRuntimeFunctions). False: a runtime linked into the program statically, or only the
+// driver API used, neither of which interposition sees.
+bool LinkedRuntimeFound();
 
 }  // namespace gprof::inject

@@ -41,7 +41,10 @@ enum class WriterState : uint32_t { kNotStarted, kRunning, kStopped };
 struct Globals {
   pthread_once_t init_once = PTHREAD_ONCE_INIT;
   std::atomic<bool> active{false};
-  char session_dir[PATH_MAX] = {};
+  // The session directory's path: in session_dir_inline, or mapped where it is longer (a path
+  // need not fit PATH_MAX: held_directory.cc opens it a component at a time). nullptr: none.
+  const char* session_dir = nullptr;
+  char session_dir_inline[PATH_MAX] = {};
   std::atomic<uint64_t> generation{1};  // bumped in every forked child
 
   pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -60,6 +63,11 @@ struct Globals {
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
   std::atomic<bool> writer_failure_noted{false};
+
+  // The process's recorded calls, counted where gprof-run reads them after a SIGKILL (the writer's
+  // slot of the session's control, CountCallsIn) and here until the writer has one.
+  std::atomic<std::atomic<uint64_t>*> shared_calls{nullptr};
+  std::atomic<uint64_t> local_calls{0};
 
   std::atomic<bool> cupti_records_api_calls{false};
   std::atomic<void (*)()> before_shutdown{nullptr};
@@ -105,6 +113,8 @@ void ChildAfterFork() {
   g.ring_count.store(0, std::memory_order_relaxed);
   g.free_count = 0;
   g.unregistered_drops.store(0, std::memory_order_relaxed);
+  g.shared_calls.store(nullptr, std::memory_order_relaxed);  // the parent's writer's slot
+  g.local_calls.store(0, std::memory_order_relaxed);
   g.writer_state.store(WriterState::kNotStarted, std::memory_order_relaxed);
   g.stop_requested.store(false, std::memory_order_relaxed);
   g.shutting_down.store(false, std::memory_order_relaxed);
@@ -144,7 +154,7 @@ void InitializeOnce() {
   // Before any GPROF_* variable is read: a privileged program's environment is its caller's.
   if (SecureExecution()) return;
   const char* dir = getenv(kSessionDirEnv);
-  if (dir == nullptr || dir[0] == '\0' || strlen(dir) >= sizeof(g.session_dir)) return;
+  if (dir == nullptr || dir[0] == '\0') return;
   // Before anything is allocated or mapped (process_limits.h).
   uint64_t limit = 0;
   if (int resource = MemoryLimitInForce(&limit); resource >= 0) {
@@ -155,6 +165,14 @@ void InitializeOnce() {
     NoteNotRecorded(format::StopCause::kThreadLimit, 0);
     return;
   }
+  size_t dir_length = strlen(dir);
+  char* dir_copy = g.session_dir_inline;
+  if (dir_length >= sizeof(g.session_dir_inline)) {
+    void* memory = mmap(nullptr, dir_length + 1, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return;
+    dir_copy = static_cast<char*>(memory);
+  }
   if (pthread_key_create(&g.ring_key, OnThreadExit) != 0) return;
   // An identity that does not read is no identity to check against: nothing is recorded.
   if (const char* id = getenv(kSessionDirIdEnv)) {
@@ -163,7 +181,8 @@ void InitializeOnce() {
   }
   if (pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork) != 0) return;
   g_time_namespace_offset_ns = ReadTimeNamespaceOffset();  // before the first timestamp
-  strcpy(g.session_dir, dir);
+  memcpy(dir_copy, dir, dir_length + 1);
+  g.session_dir = dir_copy;
   if (const char* threshold = getenv(kStackThresholdEnv)) {
     g.stack_threshold_ns = strtoull(threshold, nullptr, 10);
   }
@@ -184,7 +203,8 @@ void InitializeOnce() {
 }
 
 bool StartWriterLocked() {
-  int error = StartOwnThread(&g.writer_thread, WriterThreadMain, g.session_dir);
+  int error = StartOwnThread(&g.writer_thread, WriterThreadMain,
+                             const_cast<char*>(g.session_dir));
   if (error != 0) {
     // RLIMIT_NPROC, most likely: nothing is recorded, and the report says so, once.
     if (!g.writer_failure_noted.exchange(true)) {
@@ -278,6 +298,11 @@ bool EnsureWriterRunning() {
 void SubmitCall(format::ApiCallRecord record) {
   if (!g.active.load(std::memory_order_relaxed)) return;  // stopped: CUPTI's callbacks still come
   if (!g.window.Contains(record.enter_ns)) return;
+  if (std::atomic<uint64_t>* shared = g.shared_calls.load(std::memory_order_relaxed)) {
+    shared->fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g.local_calls.fetch_add(1, std::memory_order_relaxed);
+  }
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
   if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
@@ -350,7 +375,7 @@ void ShutdownRecording() {
 }
 
 void ResumeRecordingAfterFailedExec() {
-  if (g.session_dir[0] == '\0' || g.writer_pid != getpid() ||
+  if (g.session_dir == nullptr || g.writer_pid != getpid() ||
       g.writer_state.load(std::memory_order_acquire) != WriterState::kStopped) {
     return;  // never recorded, or the old writer did not stop in time: stay off
   }
@@ -364,6 +389,15 @@ void ResumeRecordingAfterFailedExec() {
 // --- ring_registry.h, for the writer thread ---
 
 uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
+
+void CountCallsIn(std::atomic<uint64_t>* counter) {
+  if (counter == nullptr) return;
+  g.shared_calls.store(counter, std::memory_order_relaxed);
+  // Calls counted here before (or while) the counter was set move over.
+  if (uint64_t early = g.local_calls.exchange(0, std::memory_order_relaxed); early > 0) {
+    counter->fetch_add(early, std::memory_order_relaxed);
+  }
+}
 
 ThreadRing* RingAt(uint32_t index) { return g.rings[index].load(std::memory_order_relaxed); }
 

@@ -19,6 +19,9 @@ ThreadRing* RingAt(uint32_t index);
 void ReleaseRing(ThreadRing* ring);
 // Calls lost because their thread could not get a ring (too many threads at once).
 uint64_t TakeUnregisteredDrops();
+// From now on every recorded call of this process is counted in `counter` (the writer's slot of
+// the session's control), the calls counted before included; called again each pass.
+void CountCallsIn(std::atomic<uint64_t>* counter);
 
 bool WriterStopRequested();
 

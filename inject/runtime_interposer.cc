@@ -75,6 +75,13 @@ void ResolveRuntimeFunctions() {
   }
 }
 
+bool LinkedRuntimeFound() {
+  for (size_t i = 0; i < kApiCount; ++i) {
+    if (g_real_functions[i].load(std::memory_order_acquire) != nullptr) return true;
+  }
+  return false;
+}
+
 }  // namespace gprof::inject
 
 using gprof::inject::kNoStream;

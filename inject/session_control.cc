@@ -63,6 +63,8 @@ int SessionControl::Register(uint32_t pid, uint64_t start_ticks, uint32_t pid_na
     uint32_t free = 0;
     if (state_->writers[i].pid.compare_exchange_strong(free, pid, std::memory_order_seq_cst)) {
       state_->writers[i].pid_namespace = pid_namespace;
+      state_->writer_calls[i].submitted.store(0, std::memory_order_relaxed);
+      state_->writer_calls[i].accounted.store(0, std::memory_order_relaxed);
       state_->writers[i].start_ticks.store(start_ticks, std::memory_order_release);
       slot = static_cast<int>(i);
       break;
@@ -115,6 +117,28 @@ void SessionControl::Note(uint32_t pid, const char* file, format::StopCause caus
   memset(note.file, 0, sizeof(note.file));
   strncpy(note.file, file, sizeof(note.file) - 1);
   note.ready.store(1, std::memory_order_release);
+}
+
+std::atomic<uint64_t>* SessionControl::SubmittedCalls(int slot) {
+  if (state_ == nullptr || slot < 0) return nullptr;
+  return &state_->writer_calls[slot].submitted;
+}
+
+void SessionControl::AccountCalls(int slot, uint64_t calls) {
+  if (state_ == nullptr || slot < 0 || calls == 0) return;
+  state_->writer_calls[slot].accounted.fetch_add(calls, std::memory_order_release);
+}
+
+void SessionControl::NoteNestedSession(uint32_t pid, const char* directory, uint64_t calls) {
+  if (state_ == nullptr) return;
+  uint64_t index = state_->nested_taken.fetch_add(1, std::memory_order_acq_rel);
+  if (index >= SessionControlState::kNestedSessions) return;
+  SessionControlState::NestedSession& nested = state_->nested[index];
+  nested.pid = pid;
+  nested.calls = calls;
+  memset(nested.directory, 0, sizeof(nested.directory));
+  strncpy(nested.directory, directory, sizeof(nested.directory) - 1);
+  nested.ready.store(1, std::memory_order_release);
 }
 
 void SessionControl::Close(uint64_t now_ns) {

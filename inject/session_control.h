@@ -55,8 +55,27 @@ struct SessionControlState {
     uint64_t records_lost;
     char file[32];  // the session file's name, NUL-terminated
   };
+  // A writer's count of its process's CUDA calls, where gprof-run reads it after the process is
+  // gone: a process killed by SIGKILL takes the records still in its rings along, and the
+  // difference says how many. Each on a cache line of its own: `submitted` is added to on the
+  // program's CUDA call path, `accounted` by the writer.
+  struct WriterCalls {
+    std::atomic<uint64_t> submitted;  // calls the process recorded (SubmitCall), dropped ones too
+    uint8_t pad0[56];
+    std::atomic<uint64_t> accounted;  // of those, written to its file or counted there as lost
+    uint8_t pad1[56];
+  };
+  // A gprof-run started inside this session's command (gprof-run -- gprof-run -- CMD): its
+  // command's calls are recorded in its own session directory, which it names here.
+  struct NestedSession {
+    std::atomic<uint32_t> ready;  // 1 once the fields below are written
+    uint32_t pid;                 // the nested gprof-run's
+    uint64_t calls;               // the CUDA calls its session holds; UINT64_MAX: unknown
+    char directory[4096];         // its session directory, NUL-terminated (cut to fit)
+  };
   static constexpr uint32_t kWriters = 512;
   static constexpr uint32_t kNotes = 64;
+  static constexpr uint32_t kNestedSessions = 16;
 
   SharedSegmentHeader header;               // kSessionControlMagic
   pthread_mutex_t profiler_alive;           // held by gprof-run's main thread (above)
@@ -65,11 +84,17 @@ struct SessionControlState {
   std::atomic<uint64_t> notes_taken;        // may pass kNotes: the rest are counted only
   Writer writers[kWriters];
   Note notes[kNotes];
+  WriterCalls writer_calls[kWriters];  // by the writer's slot
+  std::atomic<uint64_t> nested_taken;  // may pass kNestedSessions: the rest are counted only
+  NestedSession nested[kNestedSessions];
 };
 static_assert(sizeof(SessionControlState::Writer) == 16);
 static_assert(sizeof(SessionControlState::Note) == 64);
 static_assert(sizeof(pthread_mutex_t) == 40, "glibc's x86-64 layout");
-static_assert(sizeof(SessionControlState) == 40 + 40 + 512 * 16 + 64 * 64);
+static_assert(sizeof(SessionControlState::WriterCalls) == 128);
+static_assert(sizeof(SessionControlState::NestedSession) == 4112);
+static_assert(sizeof(SessionControlState) ==
+              40 + 40 + 512 * 16 + 64 * 64 + 512 * 128 + 8 + 16 * 4112);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
 
 // One mapping of the control file. Not copyable; no exceptions, no allocation.
@@ -103,6 +128,13 @@ class SessionControl {
   // A stop that the writer's own file does not hold.
   void Note(uint32_t pid, const char* file, format::StopCause cause, int error, uint64_t time_ns,
             uint64_t records_lost);
+  // The call counts of the writer in `slot` (WriterCalls); nullptr for no slot.
+  std::atomic<uint64_t>* SubmittedCalls(int slot);
+  void AccountCalls(int slot, uint64_t calls);
+
+  // --- a nested gprof-run, in the session it runs in ---
+  // Names its own session `directory`, holding `calls` CUDA calls (UINT64_MAX: unknown).
+  void NoteNestedSession(uint32_t pid, const char* directory, uint64_t calls);
 
   // --- gprof-run ---
   void Close(uint64_t now_ns);
@@ -119,6 +151,28 @@ class SessionControl {
     }
   }
   uint64_t unslotted_writers() const;
+  // Calls `f(pid, start_ticks, submitted, accounted)` for each slot taken now.
+  template <typename F>
+  void ForEachWriterCalls(F f) const {
+    if (state_ == nullptr) return;
+    for (uint32_t i = 0; i < SessionControlState::kWriters; ++i) {
+      uint32_t pid = state_->writers[i].pid.load(std::memory_order_seq_cst);
+      if (pid == 0) continue;
+      const auto& calls = state_->writer_calls[i];
+      f(pid, state_->writers[i].start_ticks.load(std::memory_order_acquire),
+        calls.submitted.load(std::memory_order_acquire),
+        calls.accounted.load(std::memory_order_acquire));
+    }
+  }
+  // Calls `f(nested)` for each nested session noted.
+  template <typename F>
+  void ForEachNestedSession(F f) const {
+    if (state_ == nullptr) return;
+    uint64_t taken = state_->nested_taken.load(std::memory_order_acquire);
+    for (uint64_t i = 0; i < taken && i < SessionControlState::kNestedSessions; ++i) {
+      if (state_->nested[i].ready.load(std::memory_order_acquire) == 1) f(state_->nested[i]);
+    }
+  }
   // Calls `f(note)` for each note written; returns how many more were taken than kept.
   template <typename F>
   uint64_t ForEachNote(F f) const {

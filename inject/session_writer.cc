@@ -137,6 +137,7 @@ int SessionWriter::Open(const char* session_dir) {
       control_slot_ =
           control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid), pid_namespace);
       if (control_slot_ == SessionControl::kClosed) return ECANCELED;
+      CountCallsIn(control_.SubmittedCalls(control_slot_));
     } else {
       unreachable |= format::kSessionControlUnreachable;
       ProfilerWatch profiler;
@@ -200,6 +201,7 @@ void SessionWriter::Cycle(bool force_flush) {
                 "the program closed or replaced the descriptor of this process's session file; "
                 "the file was opened again and recording went on");
   }
+  CountCallsIn(control_.SubmittedCalls(control_slot_));
   DrainAll();
   uint64_t now = MonotonicNs();
   if (now - last_name_refresh_ns_ >= kNameRefreshIntervalNs) {
@@ -239,6 +241,7 @@ void SessionWriter::Stop(format::StopCause cause, int error, const char* reason)
   records_lost_after_stop_ += staged_records_;
   staged_bytes_ = 0;
   staged_records_ = 0;
+  AccountStagedCalls();
   file_.SetClosing();  // the stop record may use the room kept back for last words
   WriteStopRecord();
 }
@@ -417,6 +420,7 @@ void SessionWriter::DrainRings() {
       const format::ApiCallRecord& record = ring->slots[tail % ThreadRing::kSlots];
       if (record.api_id >= (1u << 16)) gpu_.NameApi(record.api_id);  // a CUPTI id
       Append(&record, sizeof(record));
+      ++staged_calls_;  // after Append: a flush it made first holds only the calls before
     }
     ring->tail.store(tail, std::memory_order_release);
 
@@ -521,6 +525,12 @@ void SessionWriter::WriteDrops(uint32_t tid, uint64_t count) {
   record.count = count;
   record.tid = tid;
   Append(&record, sizeof(record));
+  staged_calls_ += count;
+}
+
+void SessionWriter::AccountStagedCalls() {
+  control_.AccountCalls(control_slot_, staged_calls_);
+  staged_calls_ = 0;
 }
 
 void SessionWriter::Append(const void* head, size_t head_size, const void* tail, size_t tail_size) {
@@ -555,6 +565,7 @@ void SessionWriter::Flush() {
     records_lost_after_stop_ += staged_records_;
     staged_bytes_ = 0;
     staged_records_ = 0;
+    AccountStagedCalls();
     if (!stop_written_) WriteStopRecord();  // the disk may have room again
     return;
   }
@@ -562,6 +573,7 @@ void SessionWriter::Flush() {
     if (error == ChunkFileWriter::kSizeBudgetRefused) {  // --max-size: the budget counts them
       staged_bytes_ = 0;
       staged_records_ = 0;
+      AccountStagedCalls();
       return;
     }
     // No room left above the disk margin, a lost file, or an I/O error: the target must run on
@@ -572,6 +584,7 @@ void SessionWriter::Flush() {
   }
   staged_bytes_ = 0;
   staged_records_ = 0;
+  AccountStagedCalls();
 }
 
 void* WriterThreadMain(void* session_dir) {

@@ -75,6 +75,10 @@ class SessionWriter : public RecordSink {
   std::unique_ptr<uint8_t[]> staging_;
   size_t staged_bytes_ = 0;
   uint32_t staged_records_ = 0;
+  // CUDA calls among the staged records (calls, and calls counted as dropped): once they leave
+  // staging (written, or counted as lost) the session's control counts them as accounted for.
+  uint64_t staged_calls_ = 0;
+  void AccountStagedCalls();
   uint64_t last_name_refresh_ns_ = 0;
   std::vector<RingView> ring_views_;
   GpuRecordEncoder gpu_{this};

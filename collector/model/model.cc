@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "collector/model/value_format.h"
 #include "inject/format/kernel_events.h"
 
 namespace gprof::collector {
+
+std::string LostEvents::Text() const {
+  return (count_known ? WithThousands(count) + " " : std::string("an unknown number of ")) + what;
+}
 
 OffCpuState OffCpuInterval::state() const {
   // Only the low bits say why a task slept; TASK_IDLE and friends add flags above them.

@@ -50,6 +50,7 @@ enum class CaptureMode : uint8_t {
   kUnknown,        // no capture record: a library from before CUPTI capture, or none loaded
   kInterposition,  // CUDA runtime functions interposed: calls only, no GPU timeline
   kCupti,          // CUPTI callbacks and activity records: calls and the GPU timeline
+  kNone,           // nothing could record its calls (format::CaptureMode::kNone): the note says why
 };
 
 struct Capture {
@@ -423,6 +424,14 @@ struct LostEvents {
   std::string what;  // "kernel ring buffer: off-CPU", "CUDA calls (pid 123)"
   uint64_t count = 0;
   std::map<uint32_t, uint64_t> by_cpu;  // where the kernel recorder counted per CPU (kAllCpus: not)
+  // False where nothing could count them (a file that cannot be read, calls nothing could see):
+  // `count` is then 0 and the report says "an unknown number of".
+  bool count_known = true;
+
+  // Whether this says that something was lost.
+  bool Any() const { return count > 0 || !count_known; }
+  // "1,234 what" or "an unknown number of what", for the report.
+  std::string Text() const;
 };
 
 // A recording file that stopped taking records before the run ended: what came after in that
@@ -459,6 +468,13 @@ struct RecordingWindow {
   double duration_s = 0;  // 0: to the end of the run
   uint64_t start_monotonic_ns = 0;
   uint64_t end_monotonic_ns = 0;
+};
+// A gprof-run started inside the command (gprof-run -- gprof-run -- CMD): what it recorded is in
+// its own session directory, not this one.
+struct NestedSession {
+  uint32_t pid = 0;       // the nested gprof-run's
+  std::string directory;  // its session directory, printable
+  std::optional<uint64_t> calls;  // the CUDA calls its session holds; unset: unknown
 };
 struct RecordingSizeCap {
   uint64_t limit_bytes = 0;
@@ -508,6 +524,7 @@ struct SessionMeta {
     bool still_writing = false;
   };
   std::vector<Running> running_at_end;
+  std::vector<NestedSession> nested_sessions;
 };
 
 struct Session {

@@ -95,6 +95,8 @@ CaptureMode ModeOf(uint32_t mode) {
       return CaptureMode::kInterposition;
     case format::CaptureMode::kCupti:
       return CaptureMode::kCupti;
+    case format::CaptureMode::kNone:
+      return CaptureMode::kNone;
   }
   return CaptureMode::kUnknown;  // a mode of a newer writer
 }

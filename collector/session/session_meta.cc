@@ -104,7 +104,9 @@ constexpr std::string_view kKnownKeys[] = {"version",
                                            "cuda_mode",
                                            "window",
                                            "max_size",
-                                           "running_at_end"};
+                                           "running_at_end",
+                                           "lost",
+                                           "nested_sessions"};
 
 // Values kept of one top-level member, the values inside it included. The command's arguments:
 // more than Linux lets a command have (about 700,000 empty ones fill its 6 MiB), so that a whole
@@ -491,6 +493,39 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
       process.pid = read.Integer<uint32_t>(entry, where, "pid").value_or(0);
       process.still_writing = read.Boolean(entry, where, "still_writing").value_or(false);
       if (process.pid != 0) out.running_at_end.push_back(process);
+    }
+  }
+  // What gprof-run counted as lost that no recording file could say (the calls of a process
+  // killed before its writer wrote them).
+  if (const json* lost = read.Array(meta, "", "lost")) {
+    for (size_t i = 0; i < lost->size(); ++i) {
+      const json& entry = (*lost)[i];
+      if (!entry.is_object()) {
+        read.BadElement("lost", i, entry, "an object");
+        continue;
+      }
+      std::string where = "lost[" + std::to_string(i) + "]";
+      LostEvents events;
+      events.what = read.String(entry, where, "what").value_or("");
+      std::optional<uint64_t> count = read.Integer<uint64_t>(entry, where, "count");
+      events.count = count.value_or(0);
+      events.count_known = count.has_value();
+      if (!events.what.empty()) session->lost.push_back(std::move(events));
+    }
+  }
+  if (const json* nested = read.Array(meta, "", "nested_sessions")) {
+    for (size_t i = 0; i < nested->size(); ++i) {
+      const json& entry = (*nested)[i];
+      if (!entry.is_object()) {
+        read.BadElement("nested_sessions", i, entry, "an object");
+        continue;
+      }
+      std::string where = "nested_sessions[" + std::to_string(i) + "]";
+      NestedSession session_there;
+      session_there.pid = read.Integer<uint32_t>(entry, where, "pid").value_or(0);
+      session_there.directory = read.String(entry, where, "directory").value_or("");
+      session_there.calls = read.Integer<uint64_t>(entry, where, "calls");
+      if (!session_there.directory.empty()) out.nested_sessions.push_back(session_there);
     }
   }
   const json& kernel = object("kernel_recording");

@@ -71,6 +71,7 @@ class SessionBuilder {
     // A process in a PID namespace of its own names it first: its ids become the kernel's.
     std::optional<NamespaceTranslation> translation;
     std::vector<uint8_t> scratch;
+    uint64_t records = 0;
     auto visit = [&](const RecordView& given) {
       if (given.type == format::kNamespaces) {
         bool unmatched = false;
@@ -84,6 +85,7 @@ class SessionBuilder {
         return;
       }
       RecordView record = translation ? translation->Translate(given, &scratch) : given;
+      ++records;
       if (!reserved) {
         // Nearly all of a file's records are CUDA calls.
         ReserveLarge(session_->api_calls, session_->api_calls.size() + record.file_records);
@@ -93,7 +95,19 @@ class SessionBuilder {
     };
     ReadGuarded(path, &session_->diagnostics, [&] {
       auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics, progress_);
-      if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
+      if (!summary.ok()) {
+        session_->diagnostics.push_back({path, 0, summary.status().message()});
+        // Nothing of it read (unreadable to its owner, say, under `umask 0777`): whatever calls
+        // it holds are missing, and the lost line says so.
+        if (records == 0) {
+          LostEvents lost{"CUDA calls of " + PrintableName(name) + ": the file could not be read (" +
+                              summary.status().message() + ")",
+                          0,
+                          {}};
+          lost.count_known = false;
+          session_->lost.push_back(std::move(lost));
+        }
+      }
     });
     capture.Finish();
   }
@@ -327,6 +341,14 @@ void SessionBuilder::Finish() {
           LostEvents{"CUDA call records of pid " + std::to_string(pid) + " (thread buffer full)",
                      process.dropped_records,
                      {}});
+    }
+    if (process.capture.mode == CaptureMode::kNone) {
+      LostEvents lost{"CUDA calls of pid " + std::to_string(pid) + ", which nothing recorded: " +
+                          process.capture.note,
+                      0,
+                      {}};
+      lost.count_known = false;
+      session_->lost.push_back(std::move(lost));
     }
     if (process.gpu_dropped_records > 0) {
       session_->lost.push_back(

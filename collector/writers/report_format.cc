@@ -118,6 +118,13 @@ std::string WindowText(const Session& session) {
   return text + " (" + options + "): what started outside was not recorded";
 }
 
+std::string NestedSessionText(const NestedSession& nested) {
+  return "pid " + std::to_string(nested.pid) + " (gprof-run) recorded its command into " +
+         nested.directory + " (" +
+         (nested.calls ? WithThousands(*nested.calls) : std::string("an unknown number of")) +
+         " CUDA calls): those are in that session, not this one";
+}
+
 std::string MaxSizeText(const Session& session) {
   if (!session.meta.max_size) return {};
   const SessionMeta::MaxSize& cap = *session.meta.max_size;

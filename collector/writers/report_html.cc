@@ -272,10 +272,6 @@ void HtmlReport::Header() {
     out_ << WithThousands(session_.gpu_activities.size()) << " GPU activities, ";
   out_ << WithThousands(session_.off_cpu.size()) << " off-CPU intervals.";
   if (!meta.cut_short_text.empty()) out_ << " " << Escape(meta.cut_short_text) << ".";
-  uint64_t lost = 0;
-  for (const LostEvents& events : session_.lost) lost += events.count;
-  if (lost > 0)
-    out_ << " <b>" << WithThousands(lost) << " events were lost</b> (see the text report).";
   // Processes whose CUDA calls are missing (unrecorded_processes.h), as the text report lists them.
   constexpr size_t kListed = 8;
   const auto& unrecorded = session_.unrecorded_processes;
@@ -288,6 +284,13 @@ void HtmlReport::Header() {
     out_ << "<br><b>UNRECORDED</b> " << unrecorded.size() - kListed
          << " more processes (report.json lists them)";
   out_ << "</p>\n";
+  // What is missing, each with its count (or that none could be known) and why.
+  for (const LostEvents& events : session_.lost) {
+    if (events.Any()) out_ << "<p><b>LOST</b> " << Escape(events.Text()) << "</p>\n";
+  }
+  for (const NestedSession& nested : meta.nested_sessions) {
+    out_ << "<p><b>NESTED</b> " << Escape(NestedSessionText(nested)) << "</p>\n";
+  }
 }
 
 std::string HtmlReport::CauseFacts(const Cause& cause) const {

@@ -414,6 +414,8 @@ const char* CaptureModeName(CaptureMode mode) {
       return "cupti";
     case CaptureMode::kInterposition:
       return "interposition";
+    case CaptureMode::kNone:
+      return "none";
     case CaptureMode::kUnknown:
       break;
   }
@@ -517,7 +519,9 @@ json SessionJson(const Session& session) {
     for (const auto& [cpu, count] : entry.by_cpu) {
       by_cpu.push_back({{"cpu", cpu == kAllCpus ? json(nullptr) : json(cpu)}, {"count", count}});
     }
-    lost.push_back({{"what", entry.what}, {"count", entry.count}, {"by_cpu", std::move(by_cpu)}});
+    lost.push_back({{"what", entry.what},
+                    {"count", entry.count_known ? json(entry.count) : json(nullptr)},
+                    {"by_cpu", std::move(by_cpu)}});
   }
   json stops = json::array();
   for (const auto& stop : session.recording_stops) {
@@ -527,6 +531,13 @@ json SessionJson(const Session& session) {
                      {"cause", stop.cause},
                      {"description", stop.description},
                      {"records_lost", stop.records_lost}});
+  }
+  json nested = json::array();
+  for (const NestedSession& session_there : meta.nested_sessions) {
+    nested.push_back({{"pid", session_there.pid},
+                      {"directory", session_there.directory},
+                      {"calls", session_there.calls ? json(*session_there.calls) : json(nullptr)},
+                      {"text", NestedSessionText(session_there)}});
   }
   json running = json::array();
   for (const auto& process : meta.running_at_end) {
@@ -624,6 +635,7 @@ json SessionJson(const Session& session) {
           {"recording_stopped", std::move(stops)},
           {"unrecorded_processes", UnrecordedProcessesJson(session)},
           {"running_at_end", std::move(running)},
+          {"nested_sessions", std::move(nested)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
           {"outputs_not_written", UnwrittenOutputsJson(session)},

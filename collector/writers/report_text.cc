@@ -30,6 +30,9 @@ std::string CaptureText(const Capture& capture) {
     case CaptureMode::kInterposition:
       return "interposition, no GPU timeline" +
              (capture.note.empty() ? std::string() : " (" + capture.note + ")");
+    case CaptureMode::kNone:
+      return "NONE, CUDA calls not recorded" +
+             (capture.note.empty() ? std::string() : " (" + capture.note + ")");
     case CaptureMode::kUnknown:
       break;
   }
@@ -192,6 +195,7 @@ class TextReport {
   void CaptureLines();
   void UnrecordedLines();
   void StillRunningLines();
+  void NestedLines();
   void PythonLines();
   void Summary();
   void Causes();
@@ -517,8 +521,8 @@ void TextReport::Header() {
             "stacks: those are read by the kernel recorder too)\n";
   }
   PythonLines();
-  uint64_t lost_total = 0;
-  for (const auto& lost : session_.lost) lost_total += lost.count;
+  bool lost_any = false;
+  for (const auto& lost : session_.lost) lost_any |= lost.Any();
   for (const auto& stop : session_.recording_stops) {
     out_ << "  STOPPED   " << stop.file;
     if (stop.pid != 0) out_ << " (pid " << stop.pid << ")";
@@ -531,13 +535,14 @@ void TextReport::Header() {
   }
   UnrecordedLines();
   StillRunningLines();
-  if (lost_total == 0 && session_.recording_stops.empty() &&
-      session_.unrecorded_processes.empty() && meta.running_at_end.empty()) {
+  NestedLines();
+  if (!lost_any && session_.recording_stops.empty() && session_.unrecorded_processes.empty() &&
+      meta.running_at_end.empty() && meta.nested_sessions.empty()) {
     out_ << "  lost      nothing\n";
   } else {
     for (const auto& lost : session_.lost) {
-      if (lost.count == 0) continue;
-      out_ << "  LOST      " << WithThousands(lost.count) << " " << lost.what;
+      if (!lost.Any()) continue;
+      out_ << "  LOST      " << lost.Text();
       // Where the kernel recorder counted per CPU: which CPUs overflowed.
       std::string by_cpu;
       for (const auto& [cpu, count] : lost.by_cpu) {
@@ -573,6 +578,12 @@ void TextReport::UnrecordedLines() {
     out_ << "  UNRECORDED " << processes.size() - kListed
          << " more processes the same way (report.json lists them)\n";
   }
+}
+
+// The gprof-runs started inside the command: their calls are in their own sessions.
+void TextReport::NestedLines() {
+  for (const NestedSession& nested : session_.meta.nested_sessions)
+    out_ << "  NESTED    " << NestedSessionText(nested) << "\n";
 }
 
 // The processes of the tree that outlived the command (its own process ended first): gprof-run

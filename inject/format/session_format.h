@@ -210,6 +210,10 @@ static_assert(sizeof(MessageRecord) == 24);
 enum class CaptureMode : uint32_t {
   kInterposition = 1,  // CUDA runtime functions interposed; no GPU activity
   kCupti = 2,          // CUPTI callbacks and activity records
+  // Nothing records this process's CUDA calls: CUPTI is not recording them, and interposition
+  // cannot see them (no libcudart.so in the process: a runtime linked statically, or the driver
+  // API called directly). The text says why.
+  kNone = 3,
 };
 
 // How this process's CUDA calls are recorded, and why. Followed by `text_len` bytes: the libcupti

@@ -1,8 +1,11 @@
 #include "cli/session_closing.h"
 
 #include <sys/resource.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <cstring>
@@ -25,17 +28,24 @@ unsigned long long ClockNs(clockid_t clock) {
 }
 
 // The processes of the tree whose writers hold a slot in the control file and are still running.
+// Whether the process of a writer's slot runs. A slot without its start time yet (taken by a
+// process's first call, before its writer ran) is its process's while the pid exists.
+bool SlotRunning(uint32_t pid, uint64_t start_ticks) {
+  if (start_ticks != 0) return inject::ProcessRunning(static_cast<int>(pid), start_ticks);
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
 std::vector<OpenWriter> OpenWriters(const SessionControl& control) {
   std::vector<OpenWriter> open;
   static const uint32_t own_namespace = OwnPidNamespace();
   control.ForEachWriter([&](uint32_t pid, uint64_t start_ticks, uint32_t pid_namespace) {
     // A writer in another PID namespace (a container the command started) has a pid that names
     // another process here, or none: it counts as running until it gives its slot back.
-    if (pid_namespace != own_namespace) start_ticks = 0;
-    // A slot without its start time yet is a writer still registering: running.
-    if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) {
-      open.emplace_back(pid, start_ticks);
+    if (pid_namespace != own_namespace) {
+      open.emplace_back(pid, 0);
+      return;
     }
+    if (SlotRunning(pid, start_ticks)) open.emplace_back(pid, start_ticks);
   });
   return open;
 }
@@ -123,9 +133,7 @@ void RecordSessionControl(const SessionControl& control,
     run->running_at_end.push_back({static_cast<int>(pid), still_writing});
   };
   for (const auto& [pid, start_ticks] : open_at_close) {
-    if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) {
-      add(pid, false);
-    }
+    if (SlotRunning(pid, start_ticks)) add(pid, false);
   }
   for (const auto& [pid, start_ticks] : OpenWriters(control)) add(pid, true);
   // A slot still taken by a process that is gone: it ended without its writer's last pass (a
@@ -133,11 +141,12 @@ void RecordSessionControl(const SessionControl& control,
   // slot's counts say how many.
   control.ForEachWriterCalls(
       [&](uint32_t pid, uint64_t start_ticks, uint64_t submitted, uint64_t accounted) {
-        if (start_ticks == 0 || inject::ProcessRunning(static_cast<int>(pid), start_ticks)) return;
+        if (SlotRunning(pid, start_ticks)) return;
         if (submitted <= accounted) return;
         run->lost.push_back(
             {"CUDA calls of pid " + std::to_string(pid) +
-                 " (it ended without exiting, as by SIGKILL, before its recorder wrote them)",
+                 " (it ended before its recorder wrote them: killed by SIGKILL, or its recorder "
+                 "could not finish in time)",
              submitted - accounted});
       });
   control.ForEachNestedSession([&](const SessionControlState::NestedSession& nested) {

@@ -66,8 +66,17 @@ struct Globals {
 
   // The process's recorded calls, counted where gprof-run reads them after a SIGKILL (the writer's
   // slot of the session's control, CountCallsIn) and here until the writer has one.
-  std::atomic<std::atomic<uint64_t>*> shared_calls{nullptr};
+  std::atomic<SessionControlState::CallCounter*> shared_calls{nullptr};
   std::atomic<uint64_t> local_calls{0};
+  // The session's control as the first call of the process attaches it (under registry_lock,
+  // before the writer starts): the process's slot, and so its call count, exists before the
+  // writer has run, which a process killed in its first milliseconds may never let it do. The
+  // writer adopts the slot (TakeEarlySlot). Inherited by a forked child, which takes a slot of
+  // its own.
+  alignas(SessionControl) unsigned char early_control_storage[sizeof(SessionControl)] = {};
+  SessionControl* early_control = nullptr;
+  int early_slot = SessionControl::kClosed;  // none
+  bool early_slot_taken = false;
 
   std::atomic<bool> cupti_records_api_calls{false};
   std::atomic<void (*)()> before_shutdown{nullptr};
@@ -115,6 +124,8 @@ void ChildAfterFork() {
   g.unregistered_drops.store(0, std::memory_order_relaxed);
   g.shared_calls.store(nullptr, std::memory_order_relaxed);  // the parent's writer's slot
   g.local_calls.store(0, std::memory_order_relaxed);
+  g.early_slot = SessionControl::kClosed;  // the parent's
+  g.early_slot_taken = false;
   g.writer_state.store(WriterState::kNotStarted, std::memory_order_relaxed);
   g.stop_requested.store(false, std::memory_order_relaxed);
   g.shutting_down.store(false, std::memory_order_relaxed);
@@ -202,10 +213,29 @@ void InitializeOnce() {
   g.active.store(true, std::memory_order_release);
 }
 
+// The process's slot in the session's control, taken before its writer starts (see Globals).
+void RegisterEarlyLocked() {
+  if (g.control_unusable || g.control_handle[0] == '\0') return;
+  if (g.early_control == nullptr) {
+    auto* control = new (g.early_control_storage) SessionControl;
+    if (control->Attach(g.control_handle) != 0) return;  // the writer says why (another IPC ns)
+    g.early_control = control;
+  }
+  g.early_slot = g.early_control->Register(static_cast<uint32_t>(getpid()), 0, OwnPidNamespace());
+  g.early_slot_taken = true;
+  CountCallsIn(g.early_control->SubmittedCalls(g.early_slot));
+}
+
 bool StartWriterLocked() {
+  RegisterEarlyLocked();
   int error = StartOwnThread(&g.writer_thread, WriterThreadMain,
                              const_cast<char*>(g.session_dir));
   if (error != 0) {
+    if (g.early_slot_taken) {  // no writer to adopt it
+      CountCallsIn(nullptr);
+      g.early_control->Unregister(g.early_slot);
+      g.early_slot_taken = false;
+    }
     // RLIMIT_NPROC, most likely: nothing is recorded, and the report says so, once.
     if (!g.writer_failure_noted.exchange(true)) {
       NoteNotRecorded(format::StopCause::kThreadLimit, error);
@@ -225,9 +255,20 @@ ThreadRing* AllocateRingLocked() {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return nullptr;
   auto* ring = new (memory) ThreadRing;  // default-init: the slots stay untouched
+  ring->call_stripe = count % SessionControlState::kCallStripes;
   g.rings[count].store(ring, std::memory_order_relaxed);
   g.ring_count.store(count + 1, std::memory_order_release);
   return ring;
+}
+
+// One more call of this process, in the session's count (CountCallsIn) on `stripe`, or here
+// until the writer has its slot.
+void CountCall(uint32_t stripe) {
+  if (SessionControlState::CallCounter* shared = g.shared_calls.load(std::memory_order_relaxed)) {
+    shared[stripe].count.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g.local_calls.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 ThreadRing* RegisterThread() {
@@ -298,20 +339,17 @@ bool EnsureWriterRunning() {
 void SubmitCall(format::ApiCallRecord record) {
   if (!g.active.load(std::memory_order_relaxed)) return;  // stopped: CUPTI's callbacks still come
   if (!g.window.Contains(record.enter_ns)) return;
-  if (std::atomic<uint64_t>* shared = g.shared_calls.load(std::memory_order_relaxed)) {
-    shared->fetch_add(1, std::memory_order_relaxed);
-  } else {
-    g.local_calls.fetch_add(1, std::memory_order_relaxed);
-  }
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
   if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
     ring = RegisterThread();
     if (ring == nullptr) {
+      CountCall(0);
       g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
+  CountCall(ring->call_stripe);
   record.header = {sizeof(record), format::kApiCall, 0};
   record.tid = ring->tid;
   if (ring->Push(record)) NotifyWriter();
@@ -390,12 +428,22 @@ void ResumeRecordingAfterFailedExec() {
 
 uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
 
-void CountCallsIn(std::atomic<uint64_t>* counter) {
-  if (counter == nullptr) return;
-  g.shared_calls.store(counter, std::memory_order_relaxed);
-  // Calls counted here before (or while) the counter was set move over.
+bool TakeEarlySlot(int* slot) {
+  pthread_mutex_lock(&g.registry_lock);
+  bool taken = g.early_slot_taken;
+  *slot = g.early_slot;
+  g.early_slot_taken = false;
+  g.early_slot = SessionControl::kClosed;
+  pthread_mutex_unlock(&g.registry_lock);
+  return taken;
+}
+
+void CountCallsIn(SessionControlState::CallCounter* counters) {
+  g.shared_calls.store(counters, std::memory_order_relaxed);
+  if (counters == nullptr) return;  // the slot is given up: not counted from now on
+  // Calls counted here before (or while) the counters were set move over.
   if (uint64_t early = g.local_calls.exchange(0, std::memory_order_relaxed); early > 0) {
-    counter->fetch_add(early, std::memory_order_relaxed);
+    counters[0].count.fetch_add(early, std::memory_order_relaxed);
   }
 }
 

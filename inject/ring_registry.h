@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "inject/session_control.h"
 #include "inject/thread_ring.h"
 
 namespace gprof::inject {
@@ -19,9 +20,14 @@ ThreadRing* RingAt(uint32_t index);
 void ReleaseRing(ThreadRing* ring);
 // Calls lost because their thread could not get a ring (too many threads at once).
 uint64_t TakeUnregisteredDrops();
-// From now on every recorded call of this process is counted in `counter` (the writer's slot of
-// the session's control), the calls counted before included; called again each pass.
-void CountCallsIn(std::atomic<uint64_t>* counter);
+// From now on every recorded call of this process is counted in `counters` (the writer's slot of
+// the session's control: kCallStripes of them), the calls counted before included; called again
+// each pass. nullptr: the slot is given up (another process may take it), nothing counts there.
+void CountCallsIn(SessionControlState::CallCounter* counters);
+// The slot of the session's control that the process's first call took for it (registered
+// with start time 0), now the writer's to finish and unregister: false when none was taken (no
+// control, or it could not be attached). Once.
+bool TakeEarlySlot(int* slot);
 
 bool WriterStopRequested();
 

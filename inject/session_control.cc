@@ -63,8 +63,9 @@ int SessionControl::Register(uint32_t pid, uint64_t start_ticks, uint32_t pid_na
     uint32_t free = 0;
     if (state_->writers[i].pid.compare_exchange_strong(free, pid, std::memory_order_seq_cst)) {
       state_->writers[i].pid_namespace = pid_namespace;
-      state_->writer_calls[i].submitted.store(0, std::memory_order_relaxed);
-      state_->writer_calls[i].accounted.store(0, std::memory_order_relaxed);
+      for (auto& stripe : state_->writer_calls[i].submitted)
+        stripe.count.store(0, std::memory_order_relaxed);
+      state_->writer_calls[i].accounted.count.store(0, std::memory_order_relaxed);
       state_->writers[i].start_ticks.store(start_ticks, std::memory_order_release);
       slot = static_cast<int>(i);
       break;
@@ -99,6 +100,11 @@ bool SessionControl::profiler_ended() const {
   return (word & FUTEX_OWNER_DIED) != 0;
 }
 
+void SessionControl::SetStartTicks(int slot, uint64_t start_ticks) {
+  if (state_ == nullptr || slot < 0) return;
+  state_->writers[slot].start_ticks.store(start_ticks, std::memory_order_release);
+}
+
 bool SessionControl::closing() const {
   return state_ != nullptr && state_->closing_at_ns.load(std::memory_order_seq_cst) != 0;
 }
@@ -119,14 +125,14 @@ void SessionControl::Note(uint32_t pid, const char* file, format::StopCause caus
   note.ready.store(1, std::memory_order_release);
 }
 
-std::atomic<uint64_t>* SessionControl::SubmittedCalls(int slot) {
+SessionControlState::CallCounter* SessionControl::SubmittedCalls(int slot) {
   if (state_ == nullptr || slot < 0) return nullptr;
-  return &state_->writer_calls[slot].submitted;
+  return state_->writer_calls[slot].submitted;
 }
 
 void SessionControl::AccountCalls(int slot, uint64_t calls) {
   if (state_ == nullptr || slot < 0 || calls == 0) return;
-  state_->writer_calls[slot].accounted.fetch_add(calls, std::memory_order_release);
+  state_->writer_calls[slot].accounted.count.fetch_add(calls, std::memory_order_release);
 }
 
 void SessionControl::NoteNestedSession(uint32_t pid, const char* directory, uint64_t calls) {

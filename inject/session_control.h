@@ -55,15 +55,20 @@ struct SessionControlState {
     uint64_t records_lost;
     char file[32];  // the session file's name, NUL-terminated
   };
+  // One counter on a cache line of its own.
+  struct CallCounter {
+    std::atomic<uint64_t> count;
+    uint8_t pad[56];
+  };
   // A writer's count of its process's CUDA calls, where gprof-run reads it after the process is
   // gone: a process killed by SIGKILL takes the records still in its rings along, and the
-  // difference says how many. Each on a cache line of its own: `submitted` is added to on the
-  // program's CUDA call path, `accounted` by the writer.
+  // difference says how many. `submitted` is added to on the program's CUDA call path, each
+  // thread on the stripe of its ring (no two threads of a few fight over one cache line);
+  // `accounted` by the writer.
+  static constexpr uint32_t kCallStripes = 16;
   struct WriterCalls {
-    std::atomic<uint64_t> submitted;  // calls the process recorded (SubmitCall), dropped ones too
-    uint8_t pad0[56];
-    std::atomic<uint64_t> accounted;  // of those, written to its file or counted there as lost
-    uint8_t pad1[56];
+    CallCounter submitted[kCallStripes];  // calls the process recorded, dropped ones too
+    CallCounter accounted;  // of those, written to its file or counted there as lost
   };
   // A gprof-run started inside this session's command (gprof-run -- gprof-run -- CMD): its
   // command's calls are recorded in its own session directory, which it names here.
@@ -91,10 +96,10 @@ struct SessionControlState {
 static_assert(sizeof(SessionControlState::Writer) == 16);
 static_assert(sizeof(SessionControlState::Note) == 64);
 static_assert(sizeof(pthread_mutex_t) == 40, "glibc's x86-64 layout");
-static_assert(sizeof(SessionControlState::WriterCalls) == 128);
+static_assert(sizeof(SessionControlState::WriterCalls) == 17 * 64);
 static_assert(sizeof(SessionControlState::NestedSession) == 4112);
 static_assert(sizeof(SessionControlState) ==
-              40 + 40 + 512 * 16 + 64 * 64 + 512 * 128 + 8 + 16 * 4112);
+              40 + 40 + 512 * 16 + 64 * 64 + 512 * 17 * 64 + 8 + 16 * 4112);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
 
 // One mapping of the control file. Not copyable; no exceptions, no allocation.
@@ -122,14 +127,17 @@ class SessionControl {
   int Register(uint32_t pid, uint64_t start_ticks, uint32_t pid_namespace);
   // After the file is closed (or was never created).
   void Unregister(int slot);
+  // A slot registered with start time 0 (before the process could read it) gets it.
+  void SetStartTicks(int slot, uint64_t start_ticks);
   bool closing() const;
   // True once the process that made the control has ended (FUTEX_OWNER_DIED, above).
   bool profiler_ended() const;
   // A stop that the writer's own file does not hold.
   void Note(uint32_t pid, const char* file, format::StopCause cause, int error, uint64_t time_ns,
             uint64_t records_lost);
-  // The call counts of the writer in `slot` (WriterCalls); nullptr for no slot.
-  std::atomic<uint64_t>* SubmittedCalls(int slot);
+  // The call counters of the writer in `slot` (WriterCalls::submitted, kCallStripes of them);
+  // nullptr for no slot.
+  SessionControlState::CallCounter* SubmittedCalls(int slot);
   void AccountCalls(int slot, uint64_t calls);
 
   // --- a nested gprof-run, in the session it runs in ---
@@ -159,9 +167,11 @@ class SessionControl {
       uint32_t pid = state_->writers[i].pid.load(std::memory_order_seq_cst);
       if (pid == 0) continue;
       const auto& calls = state_->writer_calls[i];
-      f(pid, state_->writers[i].start_ticks.load(std::memory_order_acquire),
-        calls.submitted.load(std::memory_order_acquire),
-        calls.accounted.load(std::memory_order_acquire));
+      uint64_t submitted = 0;
+      for (const auto& stripe : calls.submitted)
+        submitted += stripe.count.load(std::memory_order_acquire);
+      f(pid, state_->writers[i].start_ticks.load(std::memory_order_acquire), submitted,
+        calls.accounted.count.load(std::memory_order_acquire));
     }
   }
   // Calls `f(nested)` for each nested session noted.

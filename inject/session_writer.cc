@@ -105,6 +105,9 @@ SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {
 
 int SessionWriter::Open(const char* session_dir) {
   pid_t pid = getpid();
+  // The slot the process's first call took, the writer's from here (Finish unregisters it).
+  int early_slot = SessionControl::kClosed;
+  const bool has_early_slot = TakeEarlySlot(&early_slot);
   // Opened once, its last component never through a link, and under gprof-run only when it is
   // the directory gprof-run made (held_directory.h): root's processes must not make a file where
   // a user who renamed a component of the path put a directory of their own. A mismatch records
@@ -114,6 +117,10 @@ int SessionWriter::Open(const char* session_dir) {
     // gprof-run hears of it through the control (memory, not a file there), for the report.
     if (const char* control = SessionControlHandle(); control != nullptr && *control != '\0' &&
                                                       control_.Attach(control) == 0) {
+      if (has_early_slot) {
+        CountCallsIn(nullptr);
+        control_.Unregister(early_slot);
+      }
       char name[64];
       snprintf(name, sizeof(name), "inject-%d.gpr", pid);
       control_.Note(static_cast<uint32_t>(pid), name, format::StopCause::kDirectoryLost, error,
@@ -134,8 +141,13 @@ int SessionWriter::Open(const char* session_dir) {
   if (const char* control = SessionControlHandle(); control != nullptr) {
     if (*control == '\0') return ENAMETOOLONG;
     if (control_.Attach(control) == 0) {
-      control_slot_ =
-          control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid), pid_namespace);
+      if (has_early_slot) {
+        control_slot_ = early_slot;
+        control_.SetStartTicks(control_slot_, ProcessStartTicks(pid));
+      } else {
+        control_slot_ = control_.Register(static_cast<uint32_t>(pid), ProcessStartTicks(pid),
+                                          pid_namespace);
+      }
       if (control_slot_ == SessionControl::kClosed) return ECANCELED;
       CountCallsIn(control_.SubmittedCalls(control_slot_));
     } else {
@@ -173,6 +185,7 @@ int SessionWriter::Open(const char* session_dir) {
       control_.Note(static_cast<uint32_t>(pid), name_.c_str(), format::StopCause::kDiskRoom, 0,
                     MonotonicNs(), 0);
     }
+    CountCallsIn(nullptr);
     control_.Unregister(control_slot_);
     control_slot_ = SessionControl::kClosed;
     return error;
@@ -201,7 +214,7 @@ void SessionWriter::Cycle(bool force_flush) {
                 "the program closed or replaced the descriptor of this process's session file; "
                 "the file was opened again and recording went on");
   }
-  CountCallsIn(control_.SubmittedCalls(control_slot_));
+  if (control_slot_ >= 0) CountCallsIn(control_.SubmittedCalls(control_slot_));
   DrainAll();
   uint64_t now = MonotonicNs();
   if (now - last_name_refresh_ns_ >= kNameRefreshIntervalNs) {
@@ -226,6 +239,7 @@ void SessionWriter::Finish() {
     control_.Note(static_cast<uint32_t>(getpid()), name_.c_str(), stop_cause_, stop_error_,
                   stopped_ns_, records_lost_after_stop_ - records_lost_reported_);
   }
+  CountCallsIn(nullptr);
   control_.Unregister(control_slot_);
   control_slot_ = SessionControl::kClosed;
 }

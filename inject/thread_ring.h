@@ -30,6 +30,7 @@ struct alignas(64) ThreadRing {
   alignas(64) std::atomic<RingState> state{RingState::kFree};
   uint32_t tid = 0;
   uint64_t owner_serial = 0;   // changes each time the ring gets a new thread
+  uint32_t call_stripe = 0;    // which of the session's call counters its calls add to
   char initial_name[16] = {};  // the owner's name when it took the ring
 
   format::ApiCallRecord slots[kSlots];

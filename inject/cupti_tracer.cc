@@ -415,7 +415,10 @@ void StartCudaCapture() {
   }
   if (!Subscribe(reason, sizeof(reason))) {
     const char* text = SetInterpositionStatus(interposable, g.cupti.version, reason);
-    PostMessage(required ? format::MessageLevel::kError : format::MessageLevel::kWarning, text);
+    // (Where nothing records the calls, the report's LOST line says it already.)
+    if (interposable || required) {
+      PostMessage(required ? format::MessageLevel::kError : format::MessageLevel::kWarning, text);
+    }
     return;
   }
   const ApiSourceName& source = ChosenApiSource();
@@ -424,7 +427,7 @@ void StartCudaCapture() {
   if (!EnableRecording(source.source, note, sizeof(note), reason, sizeof(reason))) {
     g.cupti.Unsubscribe(g.subscriber);
     const char* text = SetInterpositionStatus(interposable, g.cupti.version, reason);
-    PostMessage(format::MessageLevel::kWarning, text);
+    if (interposable) PostMessage(format::MessageLevel::kWarning, text);
     return;
   }
   g.cupti_active.store(true, std::memory_order_release);

@@ -30,9 +30,8 @@ std::string CaptureText(const Capture& capture) {
     case CaptureMode::kInterposition:
       return "interposition, no GPU timeline" +
              (capture.note.empty() ? std::string() : " (" + capture.note + ")");
-    case CaptureMode::kNone:
-      return "NONE, CUDA calls not recorded" +
-             (capture.note.empty() ? std::string() : " (" + capture.note + ")");
+    case CaptureMode::kNone:  // the LOST line says why
+      return "NONE, CUDA calls not recorded (see LOST)";
     case CaptureMode::kUnknown:
       break;
   }

@@ -135,12 +135,17 @@ int SessionWriter::Open(const char* session_dir) {
   // (NamespacesRecord's flags), for the report. It learns that gprof-run is gone only where it can
   // look gprof-run up by pid (profiler_watch.h): one that starts after then records nothing.
   uint32_t unreachable = 0;
-  if (const char* budget = SizeBudgetHandle(); budget != nullptr && file_.AttachBudget(budget) != 0)
-    unreachable |= format::kSizeBudgetUnreachable;
+  int unreachable_error = 0;  // the first attach's errno
+  if (const char* budget = SizeBudgetHandle(); budget != nullptr) {
+    if (int attach_error = file_.AttachBudget(budget); attach_error != 0) {
+      unreachable |= format::kSizeBudgetUnreachable;
+      unreachable_error = attach_error;
+    }
+  }
   const uint32_t pid_namespace = OwnPidNamespace();
   if (const char* control = SessionControlHandle(); control != nullptr) {
     if (*control == '\0') return ENAMETOOLONG;
-    if (control_.Attach(control) == 0) {
+    if (int attach_error = control_.Attach(control); attach_error == 0) {
       if (has_early_slot) {
         control_slot_ = early_slot;
         control_.SetStartTicks(control_slot_, ProcessStartTicks(pid));
@@ -152,6 +157,7 @@ int SessionWriter::Open(const char* session_dir) {
       CountCallsIn(control_.SubmittedCalls(control_slot_));
     } else {
       unreachable |= format::kSessionControlUnreachable;
+      if (unreachable_error == 0) unreachable_error = attach_error;
       ProfilerWatch profiler;
       profiler.Start(nullptr);
       if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) return ESRCH;
@@ -193,13 +199,18 @@ int SessionWriter::Open(const char* session_dir) {
   WriteNamespaces(pid_namespace, profiler_namespace, unreachable);
   WriteProcessInfo();
   if (unreachable != 0) {
-    PostMessage(format::MessageLevel::kWarning,
-                (unreachable & format::kSizeBudgetUnreachable) != 0
-                    ? "recorded without the session's shared memory (another IPC namespace): "
-                      "--max-size was not enforced on this process's file, and it may have "
-                      "written after the command ended"
-                    : "recorded without the session's shared memory (another IPC namespace): it "
-                      "may have written after the command ended");
+    // EINVAL: no such segment here (another IPC namespace, `unshare -i`); EPERM or ENOSYS: a
+    // seccomp filter that refuses System V shared memory.
+    char text[240];
+    snprintf(text, sizeof(text),
+             "recorded without the session's shared memory (%s: %s): %sit may have written after "
+             "the command ended",
+             strerror(unreachable_error),
+             unreachable_error == EINVAL ? "another IPC namespace" : "shmat refused",
+             (unreachable & format::kSizeBudgetUnreachable) != 0
+                 ? "--max-size was not enforced on this process's file, and "
+                 : "");
+    PostMessage(format::MessageLevel::kWarning, text);
   }
   WriteApiNames();
   WriteMaps();

@@ -297,6 +297,7 @@ void CaptureRecordDecoder::DecodeStackCopy(const RecordView& record) {
   copy.rbp = raw.rbp;
   copy.requested_bytes = raw.requested_bytes;
   copy.error = raw.error;
+  if (copy.error != 0) ++uncopied_stacks_[copy.error];
   const uint8_t* bytes = record.bytes.data() + sizeof(raw);
   copy.bytes.assign(bytes, bytes + raw.copied_bytes);
   if (unwinder_ == nullptr) unwinder_ = std::make_unique<StackUnwinder>(*session_);
@@ -365,6 +366,13 @@ void CaptureRecordDecoder::Finish() {
     KeepStack(copy, *unwinder_->Unwind(copy, /*final=*/true));
   pending_stacks_.clear();
   unwinder_.reset();  // its files closed
+  for (const auto& [error, count] : uncopied_stacks_) {
+    session_->lost.push_back(LostEvents{"native stacks of slow CUDA calls of pid " +
+                                            std::to_string(pid_) + " (the stack could not be copied: " +
+                                            std::strerror(error) + ")",
+                                        count,
+                                        {}});
+  }
   if (unfinished_ > 0) {
     session_->lost.push_back(LostEvents{"GPU activity records of pid " + std::to_string(pid_) +
                                             " unfinished when its recording ended (no times)",

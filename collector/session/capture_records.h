@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -72,6 +73,9 @@ class CaptureRecordDecoder {
   // library mapped after those waits for the file's last maps.
   std::unique_ptr<StackUnwinder> unwinder_;
   std::vector<StackCopy> pending_stacks_;
+  // Stack copies the library could not make (a seccomp filter on process_vm_readv), by errno: a
+  // LOST line each, as the stacks are missing from every slow call that wanted one.
+  std::map<int32_t, uint64_t> uncopied_stacks_;
 };
 
 }  // namespace gprof::collector

@@ -108,6 +108,10 @@ void RecordSessionControl(const SessionControl& control,
                 : std::string("nothing recorded: its writer thread could not be started (") +
                       strerror(note.error) + "; the process limit, ulimit -u, reached?)";
         break;
+      case format::StopCause::kFileNotCreated:
+        stop.reason = std::string("nothing recorded: its session file could not be created") +
+                      (note.error > 0 ? std::string(" (") + strerror(note.error) + ")" : "");
+        break;
       default:
         stop.reason = std::string("its stop record could not be written") +
                       (note.error > 0 ? std::string(": ") + strerror(note.error) : "");

@@ -63,6 +63,10 @@ struct Globals {
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
   std::atomic<bool> writer_failure_noted{false};
+  // 0 from the writer's start until its file exists (or cannot): the call that started it waits
+  // for that, so a program that closes its way to files right after its first call (a chroot, a
+  // seccomp filter on openat: a sandbox) does so after the file is made.
+  std::atomic<uint32_t> writer_file_settled{0};
 
   // The process's recorded calls, counted where gprof-run reads them after a SIGKILL (the writer's
   // slot of the session's control, CountCallsIn) and here until the writer has one.
@@ -228,6 +232,7 @@ void RegisterEarlyLocked() {
 
 bool StartWriterLocked() {
   RegisterEarlyLocked();
+  g.writer_file_settled.store(0, std::memory_order_relaxed);
   int error = StartOwnThread(&g.writer_thread, WriterThreadMain,
                              const_cast<char*>(g.session_dir));
   if (error != 0) {
@@ -245,6 +250,30 @@ bool StartWriterLocked() {
   g.writer_pid = getpid();
   g.writer_state.store(WriterState::kRunning, std::memory_order_release);
   return true;
+}
+
+// Under registry_lock: whether the writer runs, starting it when it has not been; *started tells
+// whether this call started it.
+bool WriterRunningLocked(bool* started) {
+  WriterState state = g.writer_state.load(std::memory_order_relaxed);
+  if (state == WriterState::kRunning) return true;
+  if (state != WriterState::kNotStarted) return false;
+  *started = StartWriterLocked();
+  return *started;
+}
+
+// After registry_lock is let go: the writer's file exists, or could not be made, or half a second
+// passed (the writer is not scheduled; nothing of the program's may wait longer for it). The file
+// is made before anything that could need a lock the program holds (no dlopen, no CUPTI).
+void WaitForWriterFile() {
+  const uint64_t deadline = MonotonicNs() + 500'000'000ull;
+  while (g.writer_file_settled.load(std::memory_order_acquire) == 0) {
+    uint64_t now = MonotonicNs();
+    if (now >= deadline) return;
+    timespec timeout{static_cast<time_t>((deadline - now) / 1'000'000'000ull),
+                     static_cast<long>((deadline - now) % 1'000'000'000ull)};
+    syscall(SYS_futex, &g.writer_file_settled, FUTEX_WAIT_PRIVATE, 0, &timeout, nullptr, 0);
+  }
 }
 
 ThreadRing* AllocateRingLocked() {
@@ -277,9 +306,8 @@ ThreadRing* RegisterThread() {
   if (state.registration_failed != 0 && state.generation == generation) return nullptr;
 
   pthread_mutex_lock(&g.registry_lock);
-  bool writer_ok = g.writer_state.load(std::memory_order_relaxed) == WriterState::kRunning ||
-                   (g.writer_state.load(std::memory_order_relaxed) == WriterState::kNotStarted &&
-                    StartWriterLocked());
+  bool started = false;
+  bool writer_ok = WriterRunningLocked(&started);
   ThreadRing* ring = nullptr;
   if (writer_ok) ring = g.free_count > 0 ? g.free_rings[--g.free_count] : AllocateRingLocked();
   if (ring != nullptr) {
@@ -290,6 +318,7 @@ ThreadRing* RegisterThread() {
     ring->state.store(RingState::kActive, std::memory_order_release);
   }
   pthread_mutex_unlock(&g.registry_lock);
+  if (started) WaitForWriterFile();
 
   state.generation = generation;
   state.ring = ring;
@@ -329,10 +358,10 @@ const char* SessionControlHandle() {
 bool EnsureWriterRunning() {
   if (!RecordingActive()) return false;
   pthread_mutex_lock(&g.registry_lock);
-  bool running = g.writer_state.load(std::memory_order_relaxed) == WriterState::kRunning ||
-                 (g.writer_state.load(std::memory_order_relaxed) == WriterState::kNotStarted &&
-                  StartWriterLocked());
+  bool started = false;
+  bool running = WriterRunningLocked(&started);
   pthread_mutex_unlock(&g.registry_lock);
+  if (started) WaitForWriterFile();
   return running;
 }
 
@@ -427,6 +456,11 @@ void ResumeRecordingAfterFailedExec() {
 // --- ring_registry.h, for the writer thread ---
 
 uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
+
+void WriterFileSettled() {
+  g.writer_file_settled.store(1, std::memory_order_release);
+  syscall(SYS_futex, &g.writer_file_settled, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
 
 bool TakeEarlySlot(int* slot) {
   pthread_mutex_lock(&g.registry_lock);

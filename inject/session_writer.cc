@@ -184,12 +184,16 @@ int SessionWriter::Open(const char* session_dir) {
     name_ = name;
     error = file_.Create(&directory_, name, format::Source::kInject, static_cast<uint32_t>(pid));
   }
+  WriterFileSettled();
   path_ = std::string(session_dir) + "/" + name_;
   if (error != 0) {
     // No file to say it in: the session's control file tells gprof-run, for the report.
     if (file_.refused_for_room()) {
       control_.Note(static_cast<uint32_t>(pid), name_.c_str(), format::StopCause::kDiskRoom, 0,
                     MonotonicNs(), 0);
+    } else {
+      control_.Note(static_cast<uint32_t>(pid), name_.c_str(), format::StopCause::kFileNotCreated,
+                    error, MonotonicNs(), 0);
     }
     CountCallsIn(nullptr);
     control_.Unregister(control_slot_);
@@ -619,7 +623,9 @@ void* WriterThreadMain(void* session_dir) {
   UseOwnDescriptorTable();
   NoteProfilerThread(format::ProfilerThreadRole::kWriter);
   SessionWriter writer;
-  if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
+  int opened = writer.Open(static_cast<const char*>(session_dir));
+  WriterFileSettled();  // also where Open gave up before its file
+  if (opened != 0) {
     StopRecording();
     return nullptr;
   }

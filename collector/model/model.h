@@ -441,7 +441,8 @@ struct RecordingStop {
   uint32_t pid = 0;  // the process it recorded; 0 for kernel.gpr
   uint64_t time_ns = 0;
   // "write_failed", "session_full", "profiler_ended", "disk_room", "file_lost", "session_closed",
-  // "directory_lost", "shared_memory_unreachable"
+  // "directory_lost", "shared_memory_unreachable", "file_size_limit", "memory_limit",
+  // "thread_limit", "file_not_created"
   std::string cause;
   std::string description;
   uint64_t records_lost = 0;  // ready to be written when it stopped (the rest were never made)

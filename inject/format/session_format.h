@@ -410,6 +410,7 @@ enum class StopCause : uint32_t {
   kFileSizeLimit = 9,  // the next chunk would have passed the process's RLIMIT_FSIZE (ulimit -f)
   kMemoryLimit = 10,   // a finite RLIMIT_AS or RLIMIT_DATA (error: which): nothing recorded
   kThreadLimit = 11,   // the writer thread could not be started (RLIMIT_NPROC): nothing recorded
+  kFileNotCreated = 12,  // the session file could not be created (error: errno): nothing recorded
 };
 
 // The cause as session.json and report.json word it.
@@ -437,6 +438,8 @@ inline const char* StopCauseWord(StopCause cause) {
       return "memory_limit";
     case StopCause::kThreadLimit:
       return "thread_limit";
+    case StopCause::kFileNotCreated:
+      return "file_not_created";
   }
   return "unknown";
 }

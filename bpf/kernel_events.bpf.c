@@ -348,6 +348,7 @@ static __always_inline bool in_interrupt(void* ctx) {
 }
 
 #include "bpf/python_stacks.bpf.h"
+#include "bpf/native_stacks.bpf.h"
 
 /* Whether the current task is a kernel thread: it has no user stack. */
 static __always_inline bool in_kernel_thread(void) {
@@ -638,6 +639,8 @@ static __always_inline int on_sched_waking(u64* ctx, bool btf) {
     else {
       entry->waker_user_stack_id = user_stack(ctx, GPROF_REC_OFFCPU);
       python_stack(PY_SLOT_SCHED, GPROF_PY_STACK_WAKER, tid, entry->start_ns);
+      if (waker_copy_min_ns != 0 && slept_ns >= waker_copy_min_ns)
+        native_stack(NATIVE_SLOT_SCHED, GPROF_NATIVE_WAKER, tid, entry->start_ns, now, true);
     }
   }
   __builtin_memcpy(entry->waker_comm, comm, GPROF_COMM_LEN);

@@ -301,14 +301,18 @@ struct AttachPlan {
   // Python stacks: wanted, and why not (non-empty: off); the sampling and slow-call programs.
   bool python = false;
   std::string python_off_reason;
-  bool python_sample = false;
   bool python_marker = false;
   bool python_on() const { return python && python_off_reason.empty(); }
+  // On-CPU samples (native stacks, and Python stacks where Python is on): wanted, and why not.
+  bool sample = false;
+  std::string sample_off_reason;
+  bool sample_on() const { return sample && sample_off_reason.empty(); }
 };
 
-// The programs of Python stacks (python_stacks.bpf.h), loaded only when they are wanted.
-bool IsPythonSampleProgram(const bpf_program* program) {
-  return strcmp(bpf_program__name(program), "on_python_sample") == 0;
+// The sampling tick's program (native_stacks.bpf.h) and the slow-call marker's (python_stacks.bpf.h),
+// loaded only when they are wanted.
+bool IsSampleProgram(const bpf_program* program) {
+  return strcmp(bpf_program__name(program), "on_cpu_sample") == 0;
 }
 bool IsPythonMarkerProgram(const bpf_program* program) {
   return strcmp(bpf_program__name(program), "on_python_call_point") == 0;
@@ -316,7 +320,7 @@ bool IsPythonMarkerProgram(const bpf_program* program) {
 // The programs the Python walker is part of (with capture_python on).
 bool HasPythonWalker(const bpf_program* program) {
   const char* name = bpf_program__name(program);
-  return IsPythonSampleProgram(program) || IsPythonMarkerProgram(program) ||
+  return IsSampleProgram(program) || IsPythonMarkerProgram(program) ||
          strncmp(name, "on_sched_exit", 13) == 0 || strncmp(name, "on_sched_waking", 15) == 0;
 }
 
@@ -358,7 +362,7 @@ bool IsSwitchInStackTracepoint(const std::string& tracepoint) {
 }
 
 bool Wanted(const AttachPlan& plan, const bpf_program* program) {
-  if (IsPythonSampleProgram(program)) return plan.python_on() && plan.python_sample;
+  if (IsSampleProgram(program)) return plan.sample_on();
   if (IsPythonMarkerProgram(program)) return plan.python_on() && plan.python_marker;
   ProgramKind kind = KindOf(program);
   switch (kind.attach) {
@@ -810,6 +814,7 @@ struct KernelRecorder::State {
     }
     memcpy(&hdr, data, sizeof(hdr));
     if (hdr.type == GPROF_REC_PYTHON_STACK) return OnPythonStack(data, size, hdr);
+    if (hdr.type == GPROF_REC_NATIVE_STACK) return OnNativeStack(data, size, hdr);
     size_t expected = BpfRecordSize(hdr.type);
     if (expected == 0 || hdr.size != size || size != expected) {
       if (!recording_done) ++malformed[hdr.type];
@@ -911,6 +916,23 @@ struct KernelRecorder::State {
                stack.depth * sizeof(gprof_python_frame));
       python->OnStack(stack, frames.data());
     }
+    Append(data, size);
+  }
+
+  // A native stack copy: a header and exactly `copied_bytes` of stack.
+  void OnNativeStack(const void* data, size_t size, const gprof_rec_hdr& hdr) {
+    gprof_native_stack stack;
+    if (size < sizeof(stack) || hdr.size != size) {
+      ++malformed[hdr.type];
+      return;
+    }
+    memcpy(&stack, data, sizeof(stack));
+    if (stack.copied_bytes > GPROF_NATIVE_STACK_MAX_BYTES ||
+        size != sizeof(stack) + stack.copied_bytes) {
+      ++malformed[hdr.type];
+      return;
+    }
+    if (recording_done) return;
     Append(data, size);
   }
 
@@ -1204,6 +1226,12 @@ Status CheckOptions(const KernelRecorderOptions& options) {
                                                    std::to_string(options.ring_buffer_bytes) +
                                                    " bytes is over the 1 GiB limit");
   }
+  if (options.native_stack_bytes > GPROF_NATIVE_STACK_MAX_BYTES) {
+    return Status::Error(StatusCode::kInvalid,
+                         "native stack copies of " + std::to_string(options.native_stack_bytes) +
+                             " bytes are over the " +
+                             std::to_string(GPROF_NATIVE_STACK_MAX_BYTES) + " byte limit");
+  }
   if (options.stack_map_entries == 0) {
     return Status::Error(StatusCode::kInvalid, "kernel stack map needs at least one entry");
   }
@@ -1233,6 +1261,8 @@ Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions&
   // A secure-execution process is a privileged one: only root's sessions look inside it.
   skel->rodata->hide_secure_exec =
       (options.file_uid >= 0 ? static_cast<uid_t>(options.file_uid) : geteuid()) != 0 ? 1 : 0;
+  skel->rodata->native_copy_bytes = options.native_stack_bytes;
+  skel->rodata->waker_copy_min_ns = options.native_stack_bytes > 0 ? options.waker_stack_min_ns : 0;
   int rc = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(ring_bytes));
   if (rc != 0) return LibbpfFailure("size the kernel ring buffer", rc);
   // Without stacks a map is never written: one entry instead of ~16 MiB of kernel memory.
@@ -1251,6 +1281,10 @@ Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions&
   int possible_cpus = libbpf_num_possible_cpus();
   if (possible_cpus <= 0) return LibbpfFailure("count the possible CPUs", possible_cpus);
   skel->rodata->possible_cpus = static_cast<uint32_t>(possible_cpus);
+  // Two native stack copies per CPU (native_stacks.bpf.h); one entry when none are taken.
+  rc = bpf_map__set_max_entries(skel->maps.native_copies,
+                                options.native_stack_bytes > 0 ? 2 * possible_cpus : 1);
+  if (rc != 0) return LibbpfFailure("size the native stack copies' map", rc);
   return {};
 }
 
@@ -1297,6 +1331,11 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
             std::string(bpf_program__name(failed)) + " failed to load: " + ErrnoText(-rc);
         continue;
       }
+      // The sampling program without the walker: left out, samples off, the rest recorded.
+      if (failed != nullptr && IsSampleProgram(failed) && plan.sample_off_reason.empty()) {
+        plan.sample_off_reason = "failed to load: " + ErrnoText(-rc);
+        continue;
+      }
       if (failed == nullptr ||
           !FallBack(&plan, failed, "failed to load: " + ErrnoText(-rc), rc == -E2BIG)) {
         return LibbpfFailure("load BPF programs", rc);
@@ -1310,7 +1349,7 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
     state.links.reserve(64);  // a push_back that throws would leak an attached link
     bpf_object__for_each_program(program, skel->obj) {
       if (!bpf_program__autoload(program)) continue;
-      if (IsPythonSampleProgram(program) || IsPythonMarkerProgram(program)) continue;  // below
+      if (IsSampleProgram(program) || IsPythonMarkerProgram(program)) continue;  // below
       if (KindOf(program).attach == ProgramKind::kPerfEvent) {
         uint64_t config = program == skel->progs.on_major_fault_done
                               ? PERF_COUNT_SW_PAGE_FAULTS_MAJ
@@ -1340,22 +1379,37 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
   }
 }
 
+// The sampling tick: without it, waits are still explained, but not what a thread on CPU ran.
+void AttachSamplingTick(KernelRecorder::State& state, const KernelRecorderOptions& options,
+                        const AttachPlan& plan) {
+  if (!plan.sample) return;
+  int error = plan.sample_on()
+                  ? AttachSampling(state.skel->progs.on_cpu_sample, options.sample_hz, &state.links)
+                  : 0;
+  std::string what = options.native_stack_bytes > 0 ? "native stacks" : "";
+  if (plan.python_on()) what += std::string(what.empty() ? "" : " and ") + "Python stacks";
+  if (what.empty()) return;
+  if (!plan.sample_on() || error != 0) {
+    state.notes.push_back("kernel recorder: " + what + " not sampled on CPU (" +
+                          (error != 0 ? "cpu-clock: " + ErrnoText(error)
+                                      : "on_cpu_sample " + plan.sample_off_reason) +
+                          ")");
+  } else {
+    state.notes.push_back(
+        "kernel recorder: " + what + " sampled on CPU at " + std::to_string(options.sample_hz) +
+        " Hz" +
+        (options.native_stack_bytes > 0
+             ? " (native: " + std::to_string(options.native_stack_bytes / 1024) +
+                   " KiB of stack copied, unwound after the run)"
+             : ""));
+  }
+}
+
 // The optional Python parts: without them Python stacks are still read after waits and at
 // wakeups.
 void AttachPythonParts(KernelRecorder::State& state, const KernelRecorderOptions& options,
                        const AttachPlan& plan) {
   if (!plan.python_on()) return;
-  if (plan.python_sample) {
-    int error =
-        AttachSampling(state.skel->progs.on_python_sample, options.python_sample_hz, &state.links);
-    if (error != 0) {
-      state.notes.push_back("kernel recorder: on-CPU Python stacks not sampled (cpu-clock: " +
-                            ErrnoText(error) + ")");
-    } else {
-      state.notes.push_back("kernel recorder: Python stacks sampled on CPU at " +
-                            std::to_string(options.python_sample_hz) + " Hz");
-    }
-  }
   if (plan.python_marker) {
     LIBBPF_OPTS(bpf_uprobe_opts, uprobe, .func_name = "gprof_python_stack_point");
     state.links.reserve(state.links.size() + 1);
@@ -1394,7 +1448,7 @@ AttachPlan PlanFor(const KernelRecorderOptions& options) {
   AttachPlan plan;
   if (options.stacks_at_switch_out) plan.switch_in_stacks_off_reason = "asked for";
   plan.python = options.python_stacks;
-  plan.python_sample = options.python_sample_hz > 0;
+  plan.sample = options.sample_hz > 0;
   plan.python_marker = !options.python_marker_library.empty();
   return plan;
 }
@@ -1467,6 +1521,7 @@ Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::StartOrThrow(
     return attached;
   }
   state->notes = DescribePlan(plan, force_raw);
+  AttachSamplingTick(*state, options, plan);
   AttachPythonParts(*state, options, plan);
   NoteSettings(*state, options);
 

@@ -55,8 +55,16 @@ struct KernelRecorderOptions {
   // calls; the code objects they name are named from the process's memory. Needs the thread's own
   // stacks at switch-in (sched_exit_tp) for waiters' stacks.
   bool python_stacks = true;
-  // The sampling rate per CPU of on-CPU Python stacks (a cpu-clock event on every CPU); 0: none.
-  uint32_t python_sample_hz = 99;
+  // The sampling rate per CPU of on-CPU samples (a cpu-clock event on every CPU): at each tick, the
+  // native stack of the tree's thread that runs there and, where it runs Python, its Python
+  // stack; 0: none.
+  uint32_t sample_hz = 99;
+  // Bytes of user stack each native stack copy takes (bpf/native_stacks.bpf.h; at most
+  // GPROF_NATIVE_STACK_MAX_BYTES); 0: no native stacks in samples or at wakeups.
+  uint32_t native_stack_bytes = 16384;
+  // A waker's native stack is copied at a wakeup that ends a wait at least this long (on top of
+  // its frame-pointer walk, which stops in code built without frame pointers); 0: never.
+  uint64_t waker_stack_min_ns = 1000000;
   // libgprof_inject.so as the target loads it: its slow-call marker is where slow CUDA calls'
   // Python stacks are taken (a uprobe). Empty: none.
   std::string python_marker_library;

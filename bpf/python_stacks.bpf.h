@@ -298,14 +298,4 @@ int BPF_KPROBE(on_python_call_point, __u32 tid, __u64 enter_ns) {
   return 0;
 }
 
-/* The sampling tick on every CPU (cpu-clock): the Python stack of the tree's Python thread that
- * runs there, what an on-CPU thread was running when it held others up. */
-SEC("perf_event")
-int on_python_sample(struct bpf_perf_event_data* ctx) {
-  __u64 now = bpf_ktime_get_ns();
-  if (!in_window(now)) return 0;
-  __u32 tid = (__u32)bpf_get_current_pid_tgid();
-  if (tid == 0) return 0;
-  python_stack(PY_SLOT_SAMPLE, GPROF_PY_STACK_SAMPLE, tid, now);
-  return 0;
-}
+/* The sampling tick's program, on_cpu_sample, is native_stacks.bpf.h's: one tick for both. */

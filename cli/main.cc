@@ -189,17 +189,26 @@ int GprofRunMain(int argc, char** argv) {
         return value == "on" || value == "off" ? std::string()
                                                : Quoted(value) + " is not one of on, off";
       });
-  app.add_option("--python-sample-hz", run.python_sample_hz,
-                 "Rate per CPU at which on-CPU Python stacks are sampled, to name what a thread "
-                 "that held others up was running (default 99; 0: no sampling; at most 1000)")
+  // One tick serves both kinds of stacks: native and Python samples of the same moment.
+  auto sample_rate = [](const std::string& text) {
+    bool digits = !text.empty() && text.size() <= 4 &&
+                  text.find_first_not_of("0123456789") == std::string::npos;
+    return digits && std::stoi(text) <= 1000 ? std::string()
+                                             : Quoted(text) + " is not a whole number from 0 to 1000";
+  };
+  CLI::Option* sample_hz =
+      app.add_option("--sample-hz", run.sample_hz,
+                     "Rate per CPU at which threads on CPU are sampled (native stacks, and Python "
+                     "stacks of Python threads), to name what a thread that held others up was "
+                     "running (default 99; 0: no sampling; at most 1000)")
+          ->type_name("HZ")
+          ->check(sample_rate);
+  app.add_option("--python-sample-hz", run.sample_hz,
+                 "Deprecated: the same as --sample-hz, which now sets the one rate of native and "
+                 "Python samples")
       ->type_name("HZ")
-      ->check([](const std::string& text) {
-        bool digits = !text.empty() && text.size() <= 4 &&
-                      text.find_first_not_of("0123456789") == std::string::npos;
-        return digits && std::stoi(text) <= 1000
-                   ? std::string()
-                   : Quoted(text) + " is not a whole number from 0 to 1000";
-      });
+      ->check(sample_rate)
+      ->excludes(sample_hz);
   app.add_option("--count-under", run.count_under_us,
                  "Off-CPU intervals and futex calls shorter than US microseconds are counted per "
                  "thread and reason, not recorded one by one (default 20, as short as no report "

@@ -432,7 +432,7 @@ int RunCommand(const RunOptions& options) {
     kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
     kernel_options.device_prefix = options.device_prefix;
     kernel_options.python_stacks = options.python_stacks;
-    kernel_options.python_sample_hz = options.python_sample_hz;
+    kernel_options.sample_hz = options.sample_hz;
     kernel_options.python_marker_library = *inject_library;
     kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
     // The directory through its descriptor, and kernel.gpr born the session owner's.

@@ -25,7 +25,7 @@ struct RunOptions {
   uint64_t max_size_bytes = 0;           // --max-size: cap on the recording files; 0: none
   uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
   bool python_stacks = true;             // --python-stacks=on|off
-  uint32_t python_sample_hz = 99;        // --python-sample-hz; 0: no on-CPU samples
+  uint32_t sample_hz = 99;               // --sample-hz; 0: no on-CPU samples
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.

@@ -45,6 +45,8 @@ enum gprof_kernel_record {
   GPROF_REC_PYTHON_THREAD = 1020,  /* a thread's name in Python */
 
   GPROF_REC_WAIT_COUNT = 1021, /* written by the loader from the short_waits map */
+
+  GPROF_REC_NATIVE_STACK = 1022, /* a thread's user registers and the top of its user stack */
 };
 
 #define GPROF_COMM_LEN 16
@@ -600,6 +602,54 @@ struct gprof_wait_count {
   __u64 woken;       /* OFFCPU: waits that ended after a wakeup and some time runnable */
   __u64 limit_ns;    /* the threshold they stayed under */
 };
+
+/* ---- Native stacks copied for unwinding after the run ----
+ *
+ * A frame-pointer walk (bpf_get_stack) stops at the first frame of code built without frame
+ * pointers (glibc, libcuda, libtorch). Instead, as perf's dwarf mode does, the programs copy the
+ * thread's user registers and the top of its user stack, and the collector unwinds the copy with
+ * the files' DWARF call-frame information (collector/symbols/stack_unwind.cc, the same unwinder as
+ * the injected library's stack copies), through the process's maps snapshots. */
+
+#define GPROF_NATIVE_STACK_MAX_BYTES 32768 /* the largest copy a record holds */
+
+/* Where a native stack copy was taken, and what key_tid/key_ns name. */
+enum gprof_native_stack_kind {
+  GPROF_NATIVE_SAMPLE = 1, /* sampled on CPU (the cpu-clock tick): key_tid = tid, key_ns =
+                              time_ns */
+  GPROF_NATIVE_WAKER = 2,  /* the waker's at a wakeup (time_ns is the wakee's wake_ns): key = the
+                              wakee's off-CPU interval (key_tid = the wakee, key_ns = its start) */
+};
+
+enum gprof_native_stack_flags {
+  GPROF_NATIVE_IN_KERNEL = 1u << 0, /* the thread was in the kernel (a system call, a fault): the
+                                       registers are those it entered with */
+};
+
+/* `copied_bytes` bytes of the user stack follow, from `sp` up: fewer than `requested_bytes` where
+ * the stack's mapping ended first (a read stops at the first page it cannot read). x86-64. */
+struct gprof_native_stack {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid; /* whose stack */
+  __u64 time_ns;
+  __u64 key_ns;
+  __u32 key_tid;
+  __u32 kind; /* enum gprof_native_stack_kind */
+  __u64 ip;
+  __u64 sp;
+  __u64 bp;
+  __u32 copied_bytes;
+  __u32 requested_bytes;
+  __u32 cpu;
+  __u32 flags; /* enum gprof_native_stack_flags */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct gprof_native_stack) == 80, "");
+#else
+_Static_assert(sizeof(struct gprof_native_stack) == 80, "gprof_native_stack layout");
+#endif
 
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
 

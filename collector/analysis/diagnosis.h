@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collector/analysis/gpu_timeline.h"
+#include "collector/analysis/on_cpu_samples.h"
 #include "collector/analysis/user_lock.h"
 #include "collector/analysis/wait_class.h"
 #include "collector/analysis/wait_reader.h"
@@ -60,6 +61,7 @@ struct ChainLink {
   WaitClass wait_class = WaitClass::kOther;
   const GpuActivity* gpu_activity = nullptr;   // kGpu: what the GPU ran longest meanwhile
   const MemoryMapCall* memory_call = nullptr;  // the memory map call it was in (a munmap)
+  OnCpuActivity ran;  // kOnCpu: what it ran, from the samples of the window
 };
 
 // A sleep of at least the threshold.

@@ -254,6 +254,7 @@ HolderActivity SlowCallExplainer::DescribeHolder(uint32_t tid, uint64_t hold_sta
   holder.on_cpu_ns = split.on_cpu_ns;
   holder.asleep_ns = split.asleep_ns;
   holder.runnable_ns = split.runnable_ns;
+  if (holder.on_cpu_ns > 0) holder.ran = WhatRanOnCpu(session_, tid, hold_start, release_ns);
   auto [object, ns] = LongestWaitObject(split.waits);
   holder.own_wait = object;
   if (object) {

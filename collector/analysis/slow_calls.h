@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collector/analysis/gpu_timeline.h"
+#include "collector/analysis/on_cpu_samples.h"
 #include "collector/analysis/wait_reader.h"
 #include "collector/analysis/waits.h"
 #include "collector/model/model.h"
@@ -50,6 +51,7 @@ struct HolderActivity {
   uint64_t on_cpu_ns = 0;         // while it held it
   uint64_t asleep_ns = 0;
   uint64_t runnable_ns = 0;
+  OnCpuActivity ran;                   // what it ran on CPU meanwhile, from the samples
   std::optional<WaitObject> own_wait;  // what it slept on longest meanwhile, if it slept
   uint32_t own_waker_tid = 0;          // who ended that sleep
   std::string own_waker_comm;

@@ -96,10 +96,13 @@ bool WaitClassifier::LockByStacks(const Wait& wait) const {
     }
     return false;
   };
-  if (wait.waker_tid != 0 &&
-      any_frame(wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns,
-                [](std::string_view f) { return Contains(f, "unlock") && !Contains(f, "cond"); }))
-    return true;
+  if (wait.waker_tid != 0) {
+    std::vector<std::string> frames = WakerStackFrames(
+        session_, wait.waker_native_stack, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns);
+    for (size_t i = 0; i < std::min(kFramesLooked, frames.size()); ++i) {
+      if (Contains(frames[i], "unlock") && !Contains(frames[i], "cond")) return true;
+    }
+  }
   return any_frame(wait.pid, wait.user_stack_id, wait.start_ns, [](std::string_view f) {
     return (Contains(f, "mutex_lock") || Contains(f, "rwlock_rdlock") ||
             Contains(f, "rwlock_wrlock") || Contains(f, "lll_lock") ||

@@ -154,6 +154,9 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     if (!session_.python.empty())
       wait.waker_python_stack =
           session_.python.Waker(interval.tid, interval.start_ns, interval.wake_ns);
+    if (!session_.native.wakers.empty())
+      wait.waker_native_stack =
+          session_.native.Waker(interval.tid, interval.start_ns, interval.wake_ns);
     if (interval.waker_tid != 0)
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
   }

@@ -101,6 +101,9 @@ struct Wait {
   // waker's at the wakeup; null where none was read.
   const PythonStack* python_stack = nullptr;
   const PythonStack* waker_python_stack = nullptr;
+  // The waker's native stack at the wakeup, unwound from the copy the recorder took there (waits
+  // of at least its threshold); null where none was taken.
+  const NativeStack* waker_native_stack = nullptr;
   uint64_t asleep_ns() const { return (wake_ns != 0 ? wake_ns : end_ns) - start_ns; }
 };
 

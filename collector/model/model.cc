@@ -248,6 +248,22 @@ std::vector<std::string> Session::KernelStack(int32_t stack_id) const {
 
 bool Session::IsProfilerThread(uint32_t tid) const { return profiler_threads.contains(tid); }
 
+std::span<const NativeSample> NativeStackRecord::Samples(uint32_t tid, uint64_t start_ns,
+                                                        uint64_t end_ns) const {
+  auto before = [](const NativeSample& sample, std::pair<uint32_t, uint64_t> key) {
+    return std::pair(sample.tid, sample.time_ns) < key;
+  };
+  auto first = std::lower_bound(samples.begin(), samples.end(), std::pair(tid, start_ns), before);
+  auto last = std::lower_bound(first, samples.end(), std::pair(tid, end_ns), before);
+  return {first, last};
+}
+
+const NativeStack* NativeStackRecord::Waker(uint32_t tid, uint64_t start_ns,
+                                            uint64_t wake_ns) const {
+  auto it = wakers.find({tid, start_ns, wake_ns});
+  return it == wakers.end() ? nullptr : &stack_set[it->second];
+}
+
 const NativeStack* Session::CallStackOf(const ApiCall& call) const {
   auto it = call_stacks.find({call.tid, call.enter_ns});
   return it == call_stacks.end() ? nullptr : &it->second;

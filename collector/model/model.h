@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -238,6 +240,33 @@ struct NativeStack {
   uint64_t time_ns = kLatest;  // when it was taken: its addresses are named by the maps of then
   // Why the stack ends before the thread's first frame, when it does: "truncated: ...".
   std::string cut_short;
+};
+
+// An on-CPU sample of a thread (the kernel recorder's sampling tick), its native stack unwound
+// from the copy the recorder took.
+struct NativeSample {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t stack = 0;      // into Session::native_stack_set
+  bool in_kernel = false;  // in a system call or fault: the stack is where it entered the kernel
+};
+
+// Native stacks the kernel recorder copied (samples, wakers), unwound when the session is read.
+struct NativeStackRecord {
+  std::vector<NativeStack> stack_set;  // each distinct (pid, frames) once
+  std::vector<NativeSample> samples;   // sorted by (tid, time_ns)
+  // A waker's stack at the wakeup that ended an off-CPU interval: by (the wakee's tid, the
+  // interval's start_ns, the wakeup's wake_ns), into stack_set.
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, uint32_t> wakers;
+  // tid's samples in [start_ns, end_ns), in time order.
+  std::span<const NativeSample> Samples(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+  // The waker's stack at the wakeup at wake_ns that ended tid's interval from start_ns, or nullptr.
+  const NativeStack* Waker(uint32_t tid, uint64_t start_ns, uint64_t wake_ns) const;
+  const NativeStack& StackOf(const NativeSample& sample) const { return stack_set[sample.stack]; }
+  // What unwinding the copies cost the collector: copies unwound, and the time it took.
+  uint64_t unwound = 0;
+  uint64_t unwind_ns = 0;
 };
 
 // What one of gprof-run's own threads in a process is (format::ProfilerThreadRole).
@@ -581,6 +610,7 @@ struct Session {
   };
   std::vector<UnwrittenOutput> outputs_not_written;
   PythonRecord python;                // Python stacks, their code objects, Python thread names
+  NativeStackRecord native;           // native stacks of on-CPU samples and wakers
   // Names the kernel gave tasks (OffCpuInterval::waker_comm), printable; [0] is "".
   std::vector<std::string> comms{std::string()};
   // The symbols of the files the processes mapped, read from this machine on first use.

@@ -56,6 +56,8 @@ const char* KernelRecordName(uint32_t type) {
       return "Python stacks";
     case GPROF_REC_WAIT_COUNT:
       return "short wait counts";
+    case GPROF_REC_NATIVE_STACK:
+      return "native stacks";
     default:
       return "records";
   }
@@ -180,6 +182,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodePythonThread(record);
     case GPROF_REC_WAIT_COUNT:
       return DecodeWaitCount(record);
+    case GPROF_REC_NATIVE_STACK:
+      return native_.Decode(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }

@@ -16,6 +16,7 @@
 
 #include "collector/model/model.h"
 #include "collector/session/chunk_reader.h"
+#include "collector/session/native_stack_records.h"
 #include "collector/session/thread_sightings.h"
 
 namespace gprof::collector {
@@ -23,9 +24,11 @@ namespace gprof::collector {
 class KernelRecordDecoder {
  public:
   KernelRecordDecoder(Session* session, ThreadSightings* threads, std::string path)
-      : session_(session), threads_(threads), path_(std::move(path)) {}
+      : session_(session), threads_(threads), path_(path), native_(session, path) {}
 
   void Decode(const RecordView& record);
+  // After the whole file.
+  void Finish() { native_.Finish(); }
 
  private:
   void Malformed(const RecordView& record, const std::string& what);
@@ -86,6 +89,7 @@ class KernelRecordDecoder {
     uint32_t index = UINT32_MAX;  // none yet
   };
   std::array<RecentComm, 64> recent_comms_{};
+  NativeStackDecoder native_;
 };
 
 }  // namespace gprof::collector

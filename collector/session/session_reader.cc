@@ -120,6 +120,7 @@ class SessionBuilder {
           &session_->diagnostics, progress_);
       if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
     });
+    kernel.Finish();
   }
 
   void Finish();

@@ -285,7 +285,8 @@ std::optional<NativeStack> StackUnwinder::Unwind(const StackCopy& copy, bool fin
       if (pc != 0) stack.cut_short = "the unwinding left the mapped code";
       break;
     }
-    if (leading && IsFile(*mapping) && IsRecordingModule(mapping->path)) continue;
+    if (leading && copy.own_frames_on_top && IsFile(*mapping) && IsRecordingModule(mapping->path))
+      continue;
     leading = false;
     stack.ips.push_back(pc);
     if (IsFile(*mapping) && !impl_->Usable(*mapping)) {

@@ -31,6 +31,9 @@ struct StackCopy {
   uint32_t requested_bytes = 0;
   int32_t error = 0;           // errno of a copy that failed
   std::vector<uint8_t> bytes;  // from rsp up
+  // The copy was taken inside the recording's own code (the injected library's, CUPTI's), whose
+  // frames on top are left out; false for the kernel recorder's copies, which take none.
+  bool own_frames_on_top = true;
 };
 
 class StackUnwinder {
@@ -42,7 +45,7 @@ class StackUnwinder {
   StackUnwinder& operator=(const StackUnwinder&) = delete;
 
   // The copy's stack, innermost first, the frames of the recording itself (the injected library's
-  // and CUPTI's, on top) left out. nullopt when a frame lies in no mapping of the maps recorded
+  // and CUPTI's, on top, where own_frames_on_top) left out. nullopt when a frame lies in no mapping of the maps recorded
   // so far and `final` is false: a library mapped after the latest snapshot read yet, to be
   // unwound again once the process's later maps are read.
   std::optional<NativeStack> Unwind(const StackCopy& copy, bool final);

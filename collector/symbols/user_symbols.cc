@@ -159,6 +159,29 @@ std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, i
   return frames;
 }
 
+std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack) {
+  std::vector<std::string> frames;
+  frames.reserve(stack.ips.size());
+  for (size_t i = 0; i < stack.ips.size(); ++i) {
+    if (i < stack.symbols.size() && !stack.symbols[i].empty()) {
+      frames.push_back(stack.symbols[i]);
+      continue;
+    }
+    AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
+    frames.push_back(FrameText(
+        LocateUserAddress(session, stack.pid, stack.ips[i], stack.time_ns, use), stack.ips[i]));
+  }
+  if (!stack.cut_short.empty()) frames.push_back("... (" + stack.cut_short + ")");
+  return frames;
+}
+
+std::vector<std::string> WakerStackFrames(const Session& session, const NativeStack* unwound,
+                                          uint32_t waker_pid, int32_t waker_stack_id,
+                                          uint64_t wake_ns) {
+  if (unwound != nullptr && !unwound->ips.empty()) return NativeStackFrames(session, *unwound);
+  return UserStackFrames(session, waker_pid, waker_stack_id, wake_ns);
+}
+
 std::vector<FrameRepeat> FindFrameRepeats(const std::vector<std::string>& frames) {
   constexpr size_t kLongestBlock = 8;
   constexpr size_t kFewestTimes = 3;

@@ -58,6 +58,18 @@ std::string DataText(const UserLocation& location);
 std::vector<std::string> UserStackFrames(const Session& session, uint32_t pid, int32_t stack_id,
                                          uint64_t time_ns);
 
+// A native stack's frames, innermost first: the symbol the injected library found (older
+// libraries), else the mapped file's symbol, else the mapping and offset, else the address; ending
+// with "... (why)" when it was cut short.
+std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack);
+
+// A waker's user stack at a wakeup: `unwound` (the copy the recorder took there, unwound through
+// code built without frame pointers) when there is one, else its frame-pointer walk
+// `waker_stack_id` of process waker_pid at wake_ns.
+std::vector<std::string> WakerStackFrames(const Session& session, const NativeStack* unwound,
+                                          uint32_t waker_pid, int32_t waker_stack_id,
+                                          uint64_t wake_ns);
+
 // A block of frames repeated back to back: recursion, or a frame-pointer walk caught in a loop
 // (a frame whose saved frame pointer leads back to itself), to the walk's depth limit.
 struct FrameRepeat {

@@ -78,6 +78,32 @@ std::string CallsText(const Session& session, const ChainLink& link) {
 
 }  // namespace
 
+namespace {
+
+// "malloc_trim", "janitor_loop (app.c:41)", "libfoo.so+?" where no symbol names it.
+std::string NativeFrameWords(const NativeFrame& frame) {
+  std::string text = frame.function.empty() ? frame.module : ShortCppName(frame.function);
+  if (frame.program && !frame.source.empty()) text += " (" + frame.source + ")";
+  return text;
+}
+
+}  // namespace
+
+std::string OnCpuWords(const OnCpuActivity& ran) {
+  std::string native;
+  bool program = std::any_of(ran.frames.begin(), ran.frames.end(),
+                             [](const NativeFrame& frame) { return frame.program; });
+  if (!ran.python || program) {
+    for (const NativeFrame& frame : ran.frames)
+      native += (native.empty() ? "" : " <- ") + NativeFrameWords(frame);
+  }
+  if (ran.python) {
+    return " at " + PythonFrameText(*ran.python) +
+           (native.empty() ? "" : "; natively in " + native);
+  }
+  return native.empty() ? "" : " in " + native;
+}
+
 std::string DescribeLink(const Session& session, const ChainLink& link, const LockUsers* users) {
   std::string text = QuotedThread(session, link.tid);
   if (link.created_ns != 0) text += ", created at " + FormatOffset(session, link.created_ns) + ",";
@@ -85,7 +111,7 @@ std::string DescribeLink(const Session& session, const ChainLink& link, const Lo
     case ChainLink::State::kExited:
       return text + " (had exited)";
     case ChainLink::State::kOnCpu:
-      text += " on CPU " + FormatDuration(link.on_cpu_ns);
+      text += " on CPU " + FormatDuration(link.on_cpu_ns) + OnCpuWords(link.ran);
       break;
     case ChainLink::State::kRunnable:
       text += " waiting for a CPU " + FormatDuration(link.runnable_ns);

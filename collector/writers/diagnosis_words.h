@@ -16,6 +16,11 @@ namespace gprof::collector {
 std::string DescribeLink(const Session& session, const ChainLink& link,
                          const LockUsers* users = nullptr);
 
+// What a thread ran on CPU, from its samples, after "on CPU 32.1 ms": " in malloc_trim <-
+// janitor_loop (app.c:41)"; a Python thread's own frame first: " at train.py:42 in parse" (then
+// "; natively in ..." where native code of the program's ran); empty without samples.
+std::string OnCpuWords(const OnCpuActivity& ran);
+
 // A stall's lock cycle (deadlock_tid set): "a (1) waited for b (2), b (2) for a (1): a cycle of
 // waits", led by "c (3) waited behind a deadlock: " when the waiter is not in the cycle itself.
 std::string DescribeDeadlock(const Session& session, const Stall& stall);

@@ -194,20 +194,4 @@ std::string HolderGpuWindow(const Session& session, const HolderActivity& holder
   return holder.call != nullptr ? "its " + session.ApiName(*holder.call) : "the hold";
 }
 
-std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack) {
-  std::vector<std::string> frames;
-  frames.reserve(stack.ips.size());
-  for (size_t i = 0; i < stack.ips.size(); ++i) {
-    if (i < stack.symbols.size() && !stack.symbols[i].empty()) {
-      frames.push_back(stack.symbols[i]);
-      continue;
-    }
-    AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
-    frames.push_back(FrameText(
-        LocateUserAddress(session, stack.pid, stack.ips[i], stack.time_ns, use), stack.ips[i]));
-  }
-  if (!stack.cut_short.empty()) frames.push_back("... (" + stack.cut_short + ")");
-  return frames;
-}
-
 }  // namespace gprof::collector

@@ -9,6 +9,7 @@
 #include "collector/analysis/analysis.h"
 #include "collector/model/model.h"
 #include "collector/model/value_format.h"
+#include "collector/symbols/user_symbols.h"
 
 namespace gprof::collector {
 
@@ -54,8 +55,5 @@ std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
                               const std::string& window, bool short_names = false);
 // What a holder's GPU use was measured over: "its cudaFree", or "the hold" outside any call.
 std::string HolderGpuWindow(const Session& session, const HolderActivity& holder);
-// A native stack's frames, innermost first: the symbol the injected library found, else the
-// mapped file's symbol, else the mapping and offset, else the address.
-std::vector<std::string> NativeStackFrames(const Session& session, const NativeStack& stack);
 
 }  // namespace gprof::collector

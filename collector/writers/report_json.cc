@@ -333,7 +333,12 @@ json WaitFieldsJson(const Session& session, const Wait& wait) {
        {"waker_comm", wait.waker_comm},
        {"waker_call", CallJson(session, wait.waker_call)},
        {"waker_user_stack",
-        UserStackJson(session, wait.waker_pid, wait.waker_user_stack_id, wait.wake_ns)},
+        [&] {
+          std::vector<std::string> frames =
+              WakerStackFrames(session, wait.waker_native_stack, wait.waker_pid,
+                               wait.waker_user_stack_id, wait.wake_ns);
+          return frames.empty() ? json(nullptr) : json(std::move(frames));
+        }()},
        {"python_stack", std::move(python_stack)},
        {"waker_python_stack", std::move(waker_python_stack)},
        {"stack", UserAndPythonJson(session, wait.pid, wait.user_stack_id, wait.start_ns,
@@ -368,6 +373,29 @@ json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
   return out;
 }
 
+json NativeFrameJson(const NativeFrame& frame) {
+  return Object({{"function", frame.function},
+                 {"module", frame.module},
+                 {"source", frame.source.empty() ? json(nullptr) : json(frame.source)},
+                 {"program", frame.program}});
+}
+
+// What a thread ran on CPU, from the samples: the hottest native frames and Python frame.
+json OnCpuJson(const OnCpuActivity& ran) {
+  return Object({{"native_samples", ran.native_total},
+                 {"native_hottest_samples", ran.native_samples},
+                 {"native_frames", [&] {
+                    json frames = json::array();
+                    for (const NativeFrame& frame : ran.frames)
+                      frames.push_back(NativeFrameJson(frame));
+                    return frames;
+                  }()},
+                 {"python_samples", ran.python_total},
+                 {"python_hottest_samples", ran.python_samples},
+                 {"python_frame", ran.python ? json(PythonFrameText(*ran.python)) : json(nullptr)},
+                 {"text", OnCpuWords(ran)}});
+}
+
 json HolderJson(const Session& session, const std::optional<HolderActivity>& holder) {
   if (!holder) return nullptr;
   json out = ThreadRef(session, holder->tid);
@@ -377,6 +405,7 @@ json HolderJson(const Session& session, const std::optional<HolderActivity>& hol
   out["on_cpu_ns"] = holder->on_cpu_ns;
   out["asleep_ns"] = holder->asleep_ns;
   out["runnable_ns"] = holder->runnable_ns;
+  out["on_cpu"] = OnCpuJson(holder->ran);
   out["own_wait"] = ObjectJson(session, holder->own_wait);
   out["own_waker_tid"] = holder->own_waker_tid;
   out["own_waker_comm"] = holder->own_waker_comm;
@@ -491,6 +520,19 @@ json UnrecordedProcessesJson(const Session& session) {
 }
 
 // The Python interpreters of the processes, and what the record holds of their stacks.
+// The kernel recorder's native stack copies: how many, and what unwinding them cost here.
+json NativeStacksJson(const Session& session) {
+  const NativeStackRecord& native = session.native;
+  size_t cut_short = 0;
+  for (const NativeStack& stack : native.stack_set) cut_short += stack.cut_short.empty() ? 0 : 1;
+  return Object({{"samples", native.samples.size()},
+                 {"wakers", native.wakers.size()},
+                 {"distinct_stacks", native.stack_set.size()},
+                 {"distinct_stacks_cut_short", cut_short},
+                 {"unwound", native.unwound},
+                 {"unwind_ns", native.unwind_ns}});
+}
+
 json PythonJson(const Session& session) {
   json processes = json::array();
   for (const auto& [pid, python] : session.python.processes) {
@@ -641,7 +683,8 @@ json SessionJson(const Session& session) {
           {"outputs_not_written", UnwrittenOutputsJson(session)},
           {"processes", std::move(processes)},
           {"threads", std::move(threads)},
-          {"python", PythonJson(session)}};
+          {"python", PythonJson(session)},
+          {"native_stacks", NativeStacksJson(session)}};
 }
 
 json GpuSummaryJson(const Session& session, const GpuSummary& gpu) {
@@ -743,6 +786,7 @@ json LinkJson(const Session& session, const ChainLink& link) {
        {"wait_class", link.wait ? json(WaitClassName(link.wait_class)) : json(nullptr)},
        {"gpu_activity", ActivityJson(session, link.gpu_activity)},
        {"memory_call", MemoryMapCallJson(link.memory_call)},
+       {"on_cpu", link.state == ChainLink::State::kOnCpu ? OnCpuJson(link.ran) : json(nullptr)},
        {"python_samples", session.python.empty()
                               ? json(nullptr)
                               : PythonSamplesJson(session, link.tid, link.start_ns, link.end_ns)},

@@ -802,8 +802,14 @@ void TextReport::Chain(const std::vector<ChainLink>& chain, const char* indent,
     out_ << "\n";
     // A waker's stack at the wakeup is where it released the previous link.
     if (previous != nullptr && !chain[i].creator && previous->waker_tid == chain[i].tid &&
-        !released_told_.contains(previous))
+        !released_told_.contains(previous)) {
       PythonStackAt(previous->waker_python_stack, under, "released at ");
+      // Native code's release, where no Python frame says it: the unwound stack of the wakeup.
+      const NativeStack* native = previous->waker_native_stack;
+      if (previous->waker_python_stack == nullptr && native != nullptr && !native->ips.empty())
+        StackLines(ResolveStack(session_, native->pid, native->ips, nullptr, native->time_ns),
+                   under, "released at ");
+    }
     if (i + 1 == chain.size() && deadlock_tid == 0) RootStack(chain[i], under);
     previous = chain[i].wait ? &*chain[i].wait : nullptr;
   }
@@ -1024,7 +1030,7 @@ void TextReport::HolderMeantime(const HolderActivity& holder) {
     out_ << "; on CPU " << FormatDuration(holder.on_cpu_ns) << "\n";
   } else {
     out_ << "the holder was on CPU " << FormatDuration(holder.on_cpu_ns)
-         << " (working or spinning while holding it)";
+         << OnCpuWords(holder.ran) << " (working or spinning while holding it)";
     if (holder.asleep_ns > 0) out_ << ", asleep " << FormatDuration(holder.asleep_ns);
     if (holder.runnable_ns > 0)
       out_ << ", waiting for a CPU " << FormatDuration(holder.runnable_ns);

@@ -61,7 +61,7 @@ struct KernelRecorderOptions {
   uint32_t sample_hz = 99;
   // Bytes of user stack each native stack copy takes (bpf/native_stacks.bpf.h; at most
   // GPROF_NATIVE_STACK_MAX_BYTES); 0: no native stacks in samples or at wakeups.
-  uint32_t native_stack_bytes = 16384;
+  uint32_t native_stack_bytes = 8192;
   // A waker's native stack is copied at a wakeup that ends a wait at least this long (on top of
   // its frame-pointer walk, which stops in code built without frame pointers); 0: never.
   uint64_t waker_stack_min_ns = 1000000;

@@ -433,6 +433,10 @@ int RunCommand(const RunOptions& options) {
     kernel_options.device_prefix = options.device_prefix;
     kernel_options.python_stacks = options.python_stacks;
     kernel_options.sample_hz = options.sample_hz;
+    // The size of each native stack copy, for measuring what depth a size reaches
+    // (docs/performance.md); the recorder refuses one over its limit.
+    if (const char* bytes = getenv("GPROF_NATIVE_STACK_BYTES"); bytes != nullptr && *bytes != 0)
+      kernel_options.native_stack_bytes = static_cast<uint32_t>(strtoul(bytes, nullptr, 10));
     kernel_options.python_marker_library = *inject_library;
     kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
     // The directory through its descriptor, and kernel.gpr born the session owner's.

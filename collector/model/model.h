@@ -267,6 +267,7 @@ struct NativeStackRecord {
   // What unwinding the copies cost the collector: copies unwound, and the time it took.
   uint64_t unwound = 0;
   uint64_t unwind_ns = 0;
+  uint64_t record_bytes = 0;  // of the records in kernel.gpr, headers and stack bytes
 };
 
 // What one of gprof-run's own threads in a process is (format::ProfilerThreadRole).

@@ -22,6 +22,7 @@ void NativeStackDecoder::Decode(const RecordView& record) {
                                          RecordPlace(record) + ")"});
     return;
   }
+  session_->native.record_bytes += record.bytes.size();
   if (raw.kind != GPROF_NATIVE_SAMPLE && raw.kind != GPROF_NATIVE_WAKER) return;  // a newer kind
   Copy copy;
   copy.kind = raw.kind;

@@ -301,7 +301,9 @@ std::optional<NativeStack> StackUnwinder::Unwind(const StackCopy& copy, bool fin
     stack.cut_short = copy.bytes.size() >= copy.requested_bytes
                           ? "truncated: deeper than the " +
                                 std::to_string(copy.requested_bytes / 1024) +
-                                " KiB of stack copied (GPROF_STACK_COPY_BYTES)"
+                                " KiB of stack copied" +
+                                (copy.own_frames_on_top ? " (GPROF_STACK_COPY_BYTES)"
+                                                        : " (GPROF_NATIVE_STACK_BYTES)")
                           : "the unwinding left the copied stack";
   } else if (stack.cut_short.empty() && result != 0) {
     stack.cut_short = std::string("the unwinding stopped: ") + dwfl_errmsg(-1);

@@ -523,12 +523,19 @@ json UnrecordedProcessesJson(const Session& session) {
 // The kernel recorder's native stack copies: how many, and what unwinding them cost here.
 json NativeStacksJson(const Session& session) {
   const NativeStackRecord& native = session.native;
-  size_t cut_short = 0;
-  for (const NativeStack& stack : native.stack_set) cut_short += stack.cut_short.empty() ? 0 : 1;
+  size_t cut_short = 0, truncated = 0, deepest = 0;
+  for (const NativeStack& stack : native.stack_set) {
+    cut_short += stack.cut_short.empty() ? 0 : 1;
+    truncated += stack.cut_short.starts_with("truncated") ? 1 : 0;
+    deepest = std::max(deepest, stack.ips.size());
+  }
   return Object({{"samples", native.samples.size()},
                  {"wakers", native.wakers.size()},
                  {"distinct_stacks", native.stack_set.size()},
                  {"distinct_stacks_cut_short", cut_short},
+                 {"distinct_stacks_truncated", truncated},  // deeper than the bytes copied
+                 {"deepest_frames", deepest},
+                 {"record_bytes", native.record_bytes},
                  {"unwound", native.unwound},
                  {"unwind_ns", native.unwind_ns}});
 }

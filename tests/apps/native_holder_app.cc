@@ -14,6 +14,10 @@
 //        waiter through __lll_lock_wake_private) and runs checksum_rounds for about 300 ms, then
 //        unlocks it in release_stream; "waiter-0" and "waiter-1" block in flockfile meanwhile.
 //
+// burn   (for scripts/bench/sample_cost.py) no lock: THREADS threads (argv[2], default 2) each
+//        sort ROUNDS times (argv[3], default 200) with the slow comparator: a fixed amount of CPU
+//        work; prints "burn elapsed_ns=..." (its own time, gprof-run's start and report not in it).
+//
 // Prints its ground truth: "scenario ...", "thread tid=... name=...", and "held start_ns=...
 // end_ns=..." for the holder's hold.
 #include <pthread.h>
@@ -51,7 +55,7 @@ void Name(const char* name) {
 // Not static, not inlined: the names the report must give.
 extern "C" __attribute__((noinline)) int compare_slowly(const void* a, const void* b) {
   uint64_t x = *static_cast<const uint64_t*>(a), y = *static_cast<const uint64_t*>(b);
-  for (int i = 0; i < 40; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (int i = 0; i < 400; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
   g_sink = g_sink + x;
   return (*static_cast<const uint64_t*>(a) > y) - (*static_cast<const uint64_t*>(a) < y);
 }
@@ -127,12 +131,36 @@ void* Waiter(void* arg) {
   return nullptr;
 }
 
+void* Burn(void* arg) {
+  enum { kCount = 4096 };
+  static thread_local uint64_t values[kCount];
+  for (intptr_t round = 0; round < reinterpret_cast<intptr_t>(arg); ++round) {
+    for (int i = 0; i < kCount; ++i) values[i] = checksum_rounds(i + round, 3);
+    qsort(values, kCount, sizeof(values[0]), compare_slowly);
+  }
+  return nullptr;
+}
+
+int BurnMain(int threads, intptr_t rounds) {
+  uint64_t start = NowNs();
+  pthread_t workers[64];
+  threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+  for (int i = 0; i < threads; ++i)
+    pthread_create(&workers[i], nullptr, Burn, reinterpret_cast<void*>(rounds));
+  for (int i = 0; i < threads; ++i) pthread_join(workers[i], nullptr);
+  printf("burn threads=%d rounds=%ld elapsed_ns=%llu\n", threads, long(rounds),
+         (unsigned long long)(NowNs() - start));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   g_shape = argc > 1 ? argv[1] : "";
+  if (g_shape == "burn")
+    return BurnMain(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atol(argv[3]) : 200);
   if (g_shape != "qsort" && g_shape != "spin" && g_shape != "stdio") {
-    fprintf(stderr, "usage: native_holder_app qsort|spin|stdio\n");
+    fprintf(stderr, "usage: native_holder_app qsort|spin|stdio|burn [THREADS [ROUNDS]]\n");
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);

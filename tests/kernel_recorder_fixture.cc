@@ -122,6 +122,9 @@ RawRecords ReadRaw(const std::string& path, std::string* error) {
             return Collect(record, &raw.lost);
           case GPROF_REC_SIGNAL:
             return Collect(record, &raw.signals);
+          case GPROF_REC_NATIVE_STACK:  // on-CPU samples' stack copies (native_samples_test)
+            ++raw.native_stacks;
+            return;
           case GPROF_REC_USER_STACK: {
             gprof_user_stack stack;
             if (!collector::ReadRecord(record.bytes, &stack) ||

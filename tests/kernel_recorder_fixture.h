@@ -80,6 +80,7 @@ struct RawRecords {
   std::vector<MapsSnapshot> maps;
   std::vector<std::string> messages;
   uint64_t count = 0;
+  uint64_t native_stacks = 0;
   uint64_t unknown = 0;
   std::string malformed;  // the first loader record that did not decode
 };

@@ -26,6 +26,17 @@
 
 namespace gprof::collector {
 
+// The freezes slow calls were blocked in, in the order of their calls (report.json's top level).
+inline std::vector<CallsInFreeze> CallFreezes(const Analysis& analysis) {
+  std::vector<CallsInFreeze> freezes;
+  for (const Freeze& freeze : analysis.freezes) {
+    if (freeze.calls) freezes.push_back(*freeze.calls);
+  }
+  std::stable_sort(freezes.begin(), freezes.end(),
+                   [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  return freezes;
+}
+
 constexpr uint32_t kPid = 100;
 constexpr uint32_t kHolder = 10;
 constexpr uint32_t kGpu = 20;

@@ -16,8 +16,9 @@ TEST(Analysis, ConvoyBehindASleepingHolderIsOneFreezeWithOneCause) {
   Analysis analysis = Analyze(session, {});
 
   ASSERT_EQ(analysis.blocked_calls.size(), 4u);
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  const Freeze& freeze = analysis.call_freezes[0];
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  const std::vector<CallsInFreeze> freezes = CallFreezes(analysis);
+  const CallsInFreeze& freeze = freezes[0];
   EXPECT_EQ(freeze.thread_count(), 3u);
   EXPECT_EQ(freeze.object.kind, WaitKind::kFutex);
   EXPECT_EQ(freeze.object.address, kLock);
@@ -60,8 +61,9 @@ TEST(Analysis, HolderSpinningOnCpuIsSaidSo) {
   }
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  const auto& holder = *analysis.call_freezes[0].holder;
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  const std::vector<CallsInFreeze> freezes = CallFreezes(analysis);
+  const auto& holder = *freezes[0].holder;
   EXPECT_EQ(holder.tid, kHolder);
   EXPECT_EQ(session.ApiName(*holder.call), "cudaFree");
   EXPECT_EQ(holder.asleep_ns, 0u);
@@ -85,10 +87,10 @@ TEST(Analysis, TheLongSleepNamesTheHolderNotAnEarlierShortOne) {
   }
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  ASSERT_TRUE(analysis.call_freezes[0].holder.has_value());
-  EXPECT_EQ(session.ApiName(*analysis.call_freezes[0].holder->call), "cudaFree");
-  EXPECT_EQ(analysis.call_freezes[0].holder->release_ns, 30 * kMs - 10000);
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  ASSERT_TRUE(CallFreezes(analysis)[0].holder.has_value());
+  EXPECT_EQ(session.ApiName(*CallFreezes(analysis)[0].holder->call), "cudaFree");
+  EXPECT_EQ(CallFreezes(analysis)[0].holder->release_ns, 30 * kMs - 10000);
 }
 
 TEST(Analysis, AHolderThatWaitedForTheLockFirstIsStillTheHolder) {
@@ -106,8 +108,9 @@ TEST(Analysis, AHolderThatWaitedForTheLockFirstIsStillTheHolder) {
   }
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  const Freeze& freeze = analysis.call_freezes[0];
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  const std::vector<CallsInFreeze> freezes = CallFreezes(analysis);
+  const CallsInFreeze& freeze = freezes[0];
   ASSERT_TRUE(freeze.holder.has_value());
   EXPECT_EQ(freeze.holder->tid, kHolder);
   EXPECT_EQ(session.ApiName(*freeze.holder->call), "cudaFree");
@@ -125,9 +128,9 @@ TEST(Analysis, SeparateEpisodesOnOneLockAreSeparateFreezes) {
   AddConvoy(&builder, 200 * kMs);
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_EQ(analysis.call_freezes.size(), 2u);
-  EXPECT_LT(analysis.call_freezes[0].end_ns, analysis.call_freezes[1].start_ns);
-  EXPECT_EQ(analysis.call_freezes[1].holder->tid, kHolder);
+  ASSERT_EQ(CallFreezes(analysis).size(), 2u);
+  EXPECT_LT(CallFreezes(analysis)[0].end_ns, CallFreezes(analysis)[1].start_ns);
+  EXPECT_EQ(CallFreezes(analysis)[1].holder->tid, kHolder);
 }
 
 TEST(Analysis, PreemptionIsWaitingForACpuNotSleeping) {
@@ -142,7 +145,7 @@ TEST(Analysis, PreemptionIsWaitingForACpuNotSleeping) {
   EXPECT_EQ(blocked.asleep_ns, 0u);
   EXPECT_EQ(blocked.on_cpu_ns, 3 * kMs);
   EXPECT_FALSE(blocked.main_object.has_value());
-  EXPECT_TRUE(analysis.call_freezes.empty());
+  EXPECT_TRUE(CallFreezes(analysis).empty());
 }
 
 TEST(Analysis, ThresholdSelectsTheCallsToExplain) {
@@ -162,7 +165,7 @@ TEST(Analysis, SingleBlockedCallNamesItsWakerAndWhatItWasDoing) {
   builder.FutexSleep(11, kLock, 1 * kMs + 100, 20 * kMs - 5000, 20 * kMs - 1000, kHolder);
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_TRUE(analysis.call_freezes.empty());
+  ASSERT_TRUE(CallFreezes(analysis).empty());
   const BlockedCall& launch = analysis.blocked_calls[1];
   ASSERT_EQ(launch.waits.size(), 1u);
   EXPECT_EQ(launch.waits[0].waker_tid, kHolder);
@@ -321,8 +324,9 @@ TEST(GpuDuringCalls, AFreezeSaysWhatTheGpuRanDuringTheHoldersCall) {
   builder.Stack(kHolder, 200000, {"cudaFree+0x10", "FreeLoop(int)+0x1c"});
   Session session = builder.Build();
   Analysis analysis = Analyze(session, {});
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  const HolderActivity& holder = *analysis.call_freezes[0].holder;
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  const std::vector<CallsInFreeze> freezes = CallFreezes(analysis);
+  const HolderActivity& holder = *freezes[0].holder;
   ASSERT_TRUE(holder.gpu.has_value());
   EXPECT_EQ(holder.gpu->busy_ns, 29900000u);
   ASSERT_NE(holder.gpu->main_launcher, nullptr);

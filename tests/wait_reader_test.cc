@@ -22,10 +22,10 @@ TEST(KernelWaits, ThreadsAsleepOnTheMmapLockNameItsOwnerInMunmap) {
   EXPECT_EQ(wait.owner_memory_call->syscall, MemorySyscall::kMunmap);
 
   // Both slept on the one lock at once: a freeze, released by its owner.
-  ASSERT_EQ(analysis.call_freezes.size(), 1u);
-  EXPECT_EQ(analysis.call_freezes[0].thread_count(), 2u);
-  ASSERT_TRUE(analysis.call_freezes[0].holder.has_value());
-  EXPECT_EQ(analysis.call_freezes[0].holder->tid, kTrainer);
+  ASSERT_EQ(CallFreezes(analysis).size(), 1u);
+  EXPECT_EQ(CallFreezes(analysis)[0].thread_count(), 2u);
+  ASSERT_TRUE(CallFreezes(analysis)[0].holder.has_value());
+  EXPECT_EQ(CallFreezes(analysis)[0].holder->tid, kTrainer);
 
   std::string text = RenderTextReport(session, analysis);
   // The stalls saw the same freeze: it is told once, on the lock its waits shared.

@@ -1,6 +1,7 @@
 // The analysis of a session, one pipeline: every long sleep of every thread (a stall) with its
 // class and the chain of threads that held it up to the root; stalls that share a cause grouped
-// into causes, and those that overlapped into freezes; every interval in which a GPU ran nothing,
+// into causes, and those that overlapped into freezes (found once, for the stalls and the slow
+// calls alike: freezes.h); every interval in which a GPU ran nothing,
 // traced to the host thread it waited for; causes ranked by the GPU idle time, then the thread
 // time, they explain. The slow CUDA calls are a view of the same waits (slow_calls.h). The
 // writers say it all in words; nothing here does.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "collector/analysis/diagnosis.h"
+#include "collector/analysis/freezes.h"
 #include "collector/analysis/gpu_summary.h"
 #include "collector/analysis/slow_calls.h"
 #include "collector/analysis/wait_reader.h"
@@ -26,30 +28,13 @@ struct AnalysisOptions {
   size_t max_chain = 6;                   // links followed from a wait to its root
 };
 
-// Threads blocked at the same time with one cause. Among the stalls (Analysis::freezes): waits
-// that overlapped and had one cause, `stalls` and `cause`. Among the slow CUDA calls
-// (Analysis::call_freezes): calls whose longest sleep was on `object` and overlapped, `members`,
-// and the thread that held the object, `holder`. `same`: the one freeze seen from the other side
-// (a call freeze's stall freeze, and back), where both saw it.
-struct Freeze {
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  std::vector<uint32_t> tids;  // the frozen threads, by first wait
-  std::vector<int> stalls;     // their waits, into Analysis::stalls
-  int cause = -1;              // into Analysis::causes
-  WaitObject object;
-  std::vector<FreezeMember> members;  // one per blocked call, in order of the wait's start
-  std::optional<HolderActivity> holder;
-  int same = -1;  // into the other list
-  size_t thread_count() const { return tids.size(); }
-};
-
 struct Analysis {
   AnalysisOptions options;
   bool kernel_recorded = false;    // without the kernel's record no wait can be explained
   std::vector<Stall> stalls;       // in time order
   std::vector<Cause> causes;       // ranked: GPU idle explained, then blocked thread time
-  std::vector<Freeze> freezes;     // of the stalls, in time order
+  // The stalls' freezes in time order, then those only the slow calls saw (freezes.h).
+  std::vector<Freeze> freezes;
   std::vector<GpuGap> gaps;        // in time order, of every GPU
   std::vector<GpuDevice> devices;  // the GPUs the gaps are on
   // Threads runnable the threshold or more, or whose waits were held up that long for want of a
@@ -59,7 +44,6 @@ struct Analysis {
   LockUsers lock_users;  // the user locks' libraries, for the one name the text gives each
   // The slow-call view.
   std::vector<BlockedCall> blocked_calls;  // slow calls, in time order
-  std::vector<Freeze> call_freezes;        // of the slow calls, in time order
   GpuSummary gpu;
   uint64_t slow_call_count() const { return blocked_calls.size(); }
 };

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/critical_path.h"
 #include "collector/analysis/gpu_timeline.h"
 #include "collector/analysis/user_lock.h"
 #include "collector/symbols/user_symbols.h"
@@ -92,7 +93,6 @@ class Diagnoser {
     GroupCauses();
     NameLocksByTheirUsers(session_, analysis_);
     FindCpuStarvation();
-    FindFreezes();
     FindGpuGaps();
     Rank();
   }
@@ -126,12 +126,17 @@ class Diagnoser {
   void FindCpuStarvation();
   // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
   uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
-  void FindFreezes();
   void FindGpuGaps();
   void ExplainGap(GpuGap& gap);
   // The cause of `key`, made from `first` when it is new.
   int CauseFor(const std::string& key, Cause first);
   void Rank();
+  bool WaitedForGpu(const Stall& stall) const {
+    if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
+    const uint64_t until = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+    GpuUse use = gpu_busy_.UseDuring(stall.pid, stall.wait.start_ns, until);
+    return use.busy_ns * 2 >= until - stall.wait.start_ns;
+  }
   bool InTree(uint32_t tid) const { return session_.threads.contains(tid); }
   bool Ours(uint32_t tid) const { return ours_.contains(tid); }
 
@@ -343,6 +348,7 @@ bool Diagnoser::IsDeadlock(const Stall& stall, const Holder& closing) const {
 }
 
 void Diagnoser::FindStalls() {
+  const CriticalPath path = FindCriticalPath(session_, reader_, ours_);
   for (const OffCpuInterval& interval : session_.off_cpu) {
     if (interval.state() == OffCpuState::kRunnable) continue;
     uint64_t asleep_until = interval.wake_ns != 0 ? interval.wake_ns : interval.end_ns;
@@ -354,6 +360,9 @@ void Diagnoser::FindStalls() {
     stall.wait = reader_.MakeWait(interval, interval.start_ns, interval.end_ns);
     stall.wait_class = stall.wait.wait_class;
     stall.call = reader_.CallAt(interval.tid, interval.start_ns);
+    // A wait inside a CUDA call while its process's GPU was busy most of it waited for the GPU,
+    // whichever thread of the driver ended it: the GPU's time, not a handoff's.
+    stall.on_critical_path = path.Holds(session_, interval) && !WaitedForGpu(stall);
     FollowChain(stall);
     analysis_.stalls.push_back(std::move(stall));
   }
@@ -422,11 +431,14 @@ void Diagnoser::GroupCauses() {
   std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
   for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
     Stall& stall = analysis_.stalls[i];
-    if (!IsContention(stall.wait_class) || IsIdleWait(stall) || stall.profiler_tid != 0) continue;
+    if (stall.profiler_tid != 0) continue;
+    const bool handoff = IsCostlyHandoff(stall);
+    if (!handoff && (!IsContention(stall.wait_class) || IsIdleWait(stall))) continue;
     const WaitObject& object = stall.wait.object;
     std::string where = std::to_string(object.address);
     std::string owner = std::to_string(object.pid);
     Cause first;
+    if (handoff) first.kind = CauseKind::kHandoff;
     first.wait_class = stall.wait_class;
     first.object = object;
     if (object.kind == WaitKind::kFutex) {
@@ -443,18 +455,26 @@ void Diagnoser::GroupCauses() {
         first.symbol_module = location.module;
       }
     }
-    std::string key = std::string(WaitClassName(stall.wait_class)) + "|" +
+    // A handoff is one cause per waiter and the thread that ended its wait, whatever it waited
+    // on (a condition variable's two words, a queue's pipe and its lock).
+    std::string key =
+        handoff ? "handoff|" + std::to_string(stall.tid) + "|" +
+                      std::to_string(stall.chain.front().tid)
+                : std::string(WaitClassName(stall.wait_class)) + "|" +
                       std::to_string(static_cast<int>(object.kind)) + "|" + owner + "|" + where +
                       "|" + object.device + "|" +
                       (object.kind == WaitKind::kKernelFunction ? object.kernel_function : "");
     stall.cause = CauseFor(key, std::move(first));
     Cause& cause = analysis_.causes[stall.cause];
     rooted_ns.resize(analysis_.causes.size());
-    cause.blocked_ns += stall.asleep_ns();
+    // A handoff held its waiter up until it ran again (woken, it may still have lacked a CPU:
+    // the CPU cause says so); a lock's waiters are counted asleep, as ever.
+    const uint64_t held_ns = handoff ? stall.wait.end_ns - stall.wait.start_ns : stall.asleep_ns();
+    cause.blocked_ns += held_ns;
     cause.wait_count += 1;
     AddThread(cause.tids, stall.tid);
     cause.stalls.push_back(static_cast<int>(i));
-    cause.longest_ns = std::max(cause.longest_ns, stall.asleep_ns());
+    cause.longest_ns = std::max(cause.longest_ns, held_ns);
     if (!stall.chain.empty() && stall.asleep_ns() > rooted_ns[stall.cause]) {
       rooted_ns[stall.cause] = stall.asleep_ns();
       cause.root = stall.chain.back();
@@ -639,48 +659,6 @@ void Diagnoser::FindCpuStarvation() {
   }
 }
 
-// Overlapping waits with one cause, of at least two threads.
-void Diagnoser::FindFreezes() {
-  std::map<int, std::vector<int>> by_cause;
-  for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
-    if (analysis_.stalls[i].cause >= 0)
-      by_cause[analysis_.stalls[i].cause].push_back(static_cast<int>(i));
-  }
-  auto close = [&](int cause, std::vector<int>& group, uint64_t start, uint64_t end) {
-    Freeze freeze;
-    freeze.start_ns = start;
-    freeze.end_ns = end;
-    freeze.cause = cause;
-    for (int i : group) AddThread(freeze.tids, analysis_.stalls[i].tid);
-    if (freeze.tids.size() >= 2) {
-      freeze.stalls = group;
-      analysis_.freezes.push_back(std::move(freeze));
-    }
-    group.clear();
-  };
-  for (auto& [cause, stalls] : by_cause) {
-    std::vector<int> group;
-    uint64_t start = 0, end = 0;
-    for (int i : stalls) {  // in start order: stalls are
-      // Until the thread ran again: woken but kept from a CPU, it is still held up.
-      const Wait& wait = analysis_.stalls[i].wait;
-      uint64_t wait_end = wait.end_ns;
-      // Waits a moment apart are one freeze: a woken waiter that loses the race waits again.
-      if (!group.empty() && wait.start_ns > end + analysis_.options.threshold_ns)
-        close(cause, group, start, end);
-      if (group.empty()) start = wait.start_ns, end = wait_end;
-      group.push_back(i);
-      end = std::max(end, wait_end);
-    }
-    if (!group.empty()) close(cause, group, start, end);
-  }
-  std::sort(analysis_.freezes.begin(), analysis_.freezes.end(),
-            [](const Freeze& a, const Freeze& b) { return a.start_ns < b.start_ns; });
-  for (size_t f = 0; f < analysis_.freezes.size(); ++f) {
-    for (int i : analysis_.freezes[f].stalls) analysis_.stalls[i].freeze = static_cast<int>(f);
-  }
-}
-
 void Diagnoser::FindGpuGaps() {
   GpuDeviceTimeline timeline = FindGpuIdle(session_, analysis_.options.gap_threshold_ns);
   for (const GpuIdleInterval& idle : timeline.idle) {
@@ -797,12 +775,6 @@ void Diagnoser::Rank() {
   for (GpuGap& gap : analysis_.gaps) {
     if (gap.cause >= 0) gap.cause = new_index[gap.cause];
   }
-  for (size_t f = 0; f < analysis_.freezes.size(); ++f) {
-    Freeze& freeze = analysis_.freezes[f];
-    if (freeze.cause < 0) continue;
-    freeze.cause = new_index[freeze.cause];
-    analysis_.causes[freeze.cause].freezes.push_back(static_cast<int>(f));
-  }
 }
 
 }  // namespace
@@ -819,6 +791,13 @@ bool IsIdleWait(const Stall& stall) {
   bool waits_for_events =
       object.device_call == DeviceCall::kPoll || object.device_call == DeviceCall::kEpoll;
   return stall.wait_class == WaitClass::kGpuDriver && waits_for_events && stall.call == nullptr;
+}
+
+bool IsCostlyHandoff(const Stall& stall) {
+  if (IsContention(stall.wait_class) && !IsIdleWait(stall)) return false;
+  if (!stall.on_critical_path || stall.wait.wake_ns == 0 || stall.wait.ended_by_exit) return false;
+  return !stall.chain.empty() && !stall.chain.front().owner && !stall.chain.front().creator &&
+         stall.chain.front().tid == stall.wait.waker_tid;
 }
 
 bool InDeadlock(const Stall& stall) {

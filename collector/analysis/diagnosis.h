@@ -87,6 +87,9 @@ struct Stall {
   // That thread held it up (a lock it held, its own signal): counted in gprof-run's own cost. A
   // wait it only ended (a condition it signalled) is neither a cost nor a cause.
   bool profiler_cost = false;
+  // The program's critical path went through this wait into the thread that ended it: the
+  // program's end waited for it (critical_path.h).
+  bool on_critical_path = false;
   int cause = -1;   // into Analysis::causes
   int freeze = -1;  // into Analysis::freezes
   uint64_t asleep_ns() const { return wait.asleep_ns(); }
@@ -165,6 +168,9 @@ enum class CauseKind : uint8_t {
   kGpuSide,     // work queued in time started late, with the GPU idle
   kModuleLoad,  // `thread` loading a CUDA module in or before `launch`, at its first use
   kLateHost,    // `thread` late to launch the next GPU work: the GPU waited for the host
+  kHandoff,     // waits on `object` that another thread ended (a condition signalled, a pipe or
+                // socket written, a child's exit) while the waiter held up the program: on its
+                // critical path (critical_path.h), or late to feed the GPU
 };
 
 // One root cause, with everything it explains.
@@ -191,7 +197,7 @@ struct Cause {
   std::vector<int> stalls, freezes, gaps;
 };
 
-// The pipeline's steps over the waits (analysis.h): fills analysis.stalls, causes, freezes, gaps,
+// The pipeline's steps over the waits (analysis.h): fills analysis.stalls, causes, gaps,
 // devices, cpu_waits, profiler_cost and lock_users.
 void DiagnoseWaits(const Session& session, const WaitReader& waits,
                    const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
@@ -199,8 +205,15 @@ void DiagnoseWaits(const Session& session, const WaitReader& waits,
 
 // Whether a long wait is the thread's idle state rather than contention: a handoff (a condition
 // variable, join or event), or a poll on the GPU driver's device outside any CUDA call (the
-// driver's own event thread, waiting for the GPU to signal). Such waits are never causes.
+// driver's own event thread, waiting for the GPU to signal). Such waits are never contention
+// causes; a handoff is a cause of its own only where it held the program up (IsCostlyHandoff).
 bool IsIdleWait(const Stall& stall);
+
+// Whether a long wait is a handoff that cost the program time: not contention, ended by another
+// thread of the tree (its chain's first link, not a lock's owner), and on the program's critical
+// path. An idle pool thread's wait for work, or a thread that waits by design, is on no path:
+// what ended it was handed to no thread the program waited for.
+bool IsCostlyHandoff(const Stall& stall);
 
 // Whether the stall's thread is itself in the cycle its chain came back around (not only blocked
 // behind one).

@@ -1,12 +1,13 @@
 // The slow CUDA calls, a view of the analysis's waits: where each call's time went (on CPU,
-// waiting for a CPU, asleep on what), what the GPU of its process did meanwhile, and, for calls
-// of several threads whose longest sleep was on one object at once, who held that object and
-// what it did.
+// waiting for a CPU, asleep on what) and what the GPU of its process did meanwhile. The freezes
+// they were blocked in, with who held the object and what it did, are the analysis's one list
+// (freezes.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collector/analysis/gpu_timeline.h"
@@ -38,7 +39,7 @@ struct BlockedCall {
   std::vector<Wait> waits;   // in time order
   std::optional<WaitObject> main_object;  // the object it slept on longest
   uint64_t main_object_ns = 0;
-  int freeze = -1;                   // index into Analysis::call_freezes, when it froze with others
+  int freeze = -1;                   // index into Analysis::freezes, when it froze with others
   std::optional<GpuDuringCall> gpu;  // none: the process's GPU timeline was not recorded
 };
 
@@ -68,9 +69,16 @@ struct FreezeMember {
 
 // The longest sleep on `object` among `waits`, or nullptr.
 const Wait* LongestWaitOn(const std::vector<Wait>& waits, const WaitObject& object);
+// The object a thread slept on longest among `waits` (its sleeps on it added up), and how long.
+std::pair<std::optional<WaitObject>, uint64_t> LongestWaitObject(const std::vector<Wait>& waits);
+// What the GPU of `pid` did in [start, end); `call` (may be null) is whose own work to list. None
+// when the process's GPU timeline was not recorded.
+std::optional<GpuDuringCall> GpuDuring(const GpuCorrelation& correlation,
+                                       const GpuBusyTimeline& gpu_busy, uint32_t pid,
+                                       uint64_t start, uint64_t end, const ApiCall* call);
 
 // The pipeline's slow-call step: fills analysis.blocked_calls, every CUDA call at least the
-// threshold long, and analysis.call_freezes.
+// threshold long.
 void ExplainSlowCalls(const Session& session, const WaitReader& waits,
                       const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
                       Analysis& analysis);

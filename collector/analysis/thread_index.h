@@ -93,6 +93,14 @@ class PerThread {
     return ThreadRecords<Record>(records_, {first, last});
   }
 
+  // The latest of `tid` that began before `time`, or nullptr.
+  const Record* LastBefore(uint32_t tid, uint64_t time) const {
+    auto all = Of(tid);
+    auto after = std::partition_point(all.begin(), all.end(),
+                                      [&](uint32_t i) { return StartOf(records_[i]) < time; });
+    return after == all.begin() ? nullptr : &records_[*(after - 1)];
+  }
+
   // The one of `tid` in progress at `time`: the latest that began at or before it, unless it
   // ended before.
   const Record* At(uint32_t tid, uint64_t time) const {

@@ -61,6 +61,10 @@ ThreadRecords<OffCpuInterval> WaitReader::OffCpuDuring(uint32_t tid, uint64_t st
   return index_->off_cpu.During(tid, start_ns, end_ns);
 }
 
+const OffCpuInterval* WaitReader::OffCpuBefore(uint32_t tid, uint64_t time_ns) const {
+  return index_->off_cpu.LastBefore(tid, time_ns);
+}
+
 const FutexCall* WaitReader::FutexAt(uint32_t tid, uint64_t time_ns) const {
   return index_->futex.At(tid, time_ns);
 }
@@ -110,10 +114,10 @@ WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait
   return object;
 }
 
-Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+Wait WaitReader::ReadWait(const OffCpuInterval& interval) const {
   Wait wait;
-  wait.start_ns = start;
-  wait.end_ns = end;
+  wait.start_ns = interval.start_ns;
+  wait.end_ns = interval.end_ns;
   wait.pid = interval.pid;
   wait.state = interval.state();
   wait.kstack_id = interval.kstack_id;
@@ -136,17 +140,15 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
     wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
   }
-  // Woken before `start` (the interval clipped to a window it began before): runnable from the
-  // window's start, not asleep in it.
-  if (interval.wake_ns != 0 && interval.wake_ns <= end &&
+  if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns &&
       (interval.flags & GPROF_OFFCPU_WOKEN_TO_DIE) != 0) {
     // The process's exit woke it to end it: its waker released nothing it waited for.
-    wait.wake_ns = std::max(interval.wake_ns, start);
+    wait.wake_ns = interval.wake_ns;
     wait.ended_by_exit = true;
     wait.exit_tid = interval.waker_tid;
     wait.exit_comm = session_.WakerComm(interval);
-  } else if (interval.wake_ns != 0 && interval.wake_ns <= end) {
-    wait.wake_ns = std::max(interval.wake_ns, start);
+  } else if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns) {
+    wait.wake_ns = interval.wake_ns;
     wait.waker_pid = interval.waker_pid;
     wait.waker_tid = interval.waker_tid;
     wait.waker_comm = session_.WakerComm(interval);
@@ -161,6 +163,37 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
   }
   wait.wait_class = WaitClassifier(session_, *index_).Classify(interval.tid, wait);
+  return wait;
+}
+
+const Wait& WaitReader::WaitOf(const OffCpuInterval& interval) const {
+  const size_t index = static_cast<size_t>(&interval - session_.off_cpu.data());
+  auto [entry, inserted] = read_.try_emplace(index);
+  if (inserted) entry->second = ReadWait(interval);
+  return entry->second;
+}
+
+Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
+  Wait wait = WaitOf(interval);
+  wait.start_ns = start;
+  wait.end_ns = end;
+  if (wait.wake_ns == 0) return wait;
+  if (wait.wake_ns > end) {
+    // Woken after the window: in it, nobody ended the wait.
+    wait.wake_ns = 0;
+    wait.ended_by_exit = false;
+    wait.exit_tid = 0;
+    wait.exit_comm.clear();
+    wait.waker_pid = wait.waker_tid = 0;
+    wait.waker_comm.clear();
+    wait.waker_user_stack_id = -1;
+    wait.waker_python_stack = nullptr;
+    wait.waker_call = nullptr;
+    return wait;
+  }
+  // Woken before `start` (the interval clipped to a window it began before): runnable from the
+  // window's start, not asleep in it.
+  wait.wake_ns = std::max(wait.wake_ns, start);
   return wait;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collector/analysis/thread_index.h"
@@ -33,7 +34,9 @@ struct CallTime {
 };
 
 // Reads what a thread did from the kernel's record: each off-CPU interval as a Wait (on what, woken
-// by whom, the owner of the lock), and how it spent an interval.
+// by whom, the owner of the lock), and how it spent an interval. Each interval is read and
+// classified once, whole, the first time any step asks for it (the diagnosis's stalls and chains,
+// the slow calls, the freezes): every view of it sees one object, one class, one waker.
 class WaitReader {
  public:
   explicit WaitReader(const Session& session);
@@ -41,7 +44,9 @@ class WaitReader {
   WaitReader(const WaitReader&) = delete;
   WaitReader& operator=(const WaitReader&) = delete;
 
-  // `interval` as a wait, clipped to [start, end).
+  // `interval` as a wait, whole: read and classified once.
+  const Wait& WaitOf(const OffCpuInterval& interval) const;
+  // The same clipped to [start, end): a wake after `end` is outside it (no waker then).
   Wait MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const;
   TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
   // The CUDA call of `tid` in progress at `time_ns` (the innermost), or nullptr.
@@ -61,12 +66,18 @@ class WaitReader {
   const MemoryMapCall* MemoryCallAt(uint32_t tid, uint64_t time_ns) const;
   ThreadRecords<OffCpuInterval> OffCpuDuring(uint32_t tid, uint64_t start_ns,
                                              uint64_t end_ns) const;
+  // The last off-CPU interval of `tid` that began before `time_ns`, or nullptr.
+  const OffCpuInterval* OffCpuBefore(uint32_t tid, uint64_t time_ns) const;
 
  private:
   struct Index;
   WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
+  Wait ReadWait(const OffCpuInterval& interval) const;
   const Session& session_;
   std::unique_ptr<Index> index_;
+  // The intervals read so far, by index into session.off_cpu (only those asked for: most of a
+  // long session's are never part of a slow call, a stall or a chain).
+  mutable std::unordered_map<size_t, Wait> read_;
 };
 
 // The kernel function a thread slept in: the innermost frame of its switch-out stack that is not

@@ -189,6 +189,7 @@ std::string CauseIdentity(const Session& session, const Cause& cause) {
     case CauseKind::kLateHost:
       return session.ThreadLabel(cause.thread_tid) + LateThreadWords(session, cause);
     case CauseKind::kObject:
+    case CauseKind::kHandoff:
       break;
   }
   if (cause.user_named) return UserNamedLockWords(*cause.user_named);

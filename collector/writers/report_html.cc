@@ -332,8 +332,8 @@ void HtmlReport::Summary() {
     out_ << "<p>" << Plural(analysis_.causes.size(), "cause") << ", ranked "
          << (any_gpu ? "by the GPU idle time they explain, then " : "")
          << "by the thread time they blocked";
-    if (!analysis_.freezes.empty())
-      out_ << "; " << Plural(analysis_.freezes.size(), "freeze") << " (threads blocked together)";
+    if (const size_t freezes = StallFreezes(analysis_); freezes > 0)
+      out_ << "; " << Plural(freezes, "freeze") << " (threads blocked together)";
     if (!analysis_.gaps.empty()) {
       uint64_t idle = 0;
       for (const GpuGap& gap : analysis_.gaps) idle += gap.duration();
@@ -575,7 +575,7 @@ void HtmlReport::MakeFigures() {
     order.resize(std::min(max, count));
     return order;
   };
-  for (size_t i : longest(analysis_.freezes.size(), options_.max_freezes, [&](size_t f) {
+  for (size_t i : longest(StallFreezes(analysis_), options_.max_freezes, [&](size_t f) {
          return analysis_.freezes[f].end_ns - analysis_.freezes[f].start_ns;
        }))
     AddFreezeFigure(i);

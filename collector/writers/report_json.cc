@@ -355,7 +355,8 @@ json WaitJson(const Session& session, const Wait& wait) {
   return out;
 }
 
-json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
+// `freeze_number`: the index of the freeze it was blocked in among the top level's freezes, or -1.
+json BlockedCallJson(const Session& session, const BlockedCall& blocked, int freeze_number) {
   json waits = json::array();
   for (const Wait& wait : blocked.waits) waits.push_back(WaitJson(session, wait));
   json out = CallJson(session, blocked.call);
@@ -365,7 +366,7 @@ json BlockedCallJson(const Session& session, const BlockedCall& blocked) {
   out["asleep_ns"] = blocked.asleep_ns;
   out["main_wait"] = ObjectJson(session, blocked.main_object);
   out["main_wait_ns"] = blocked.main_object_ns;
-  out["freeze"] = blocked.freeze >= 0 ? json(blocked.freeze) : json(nullptr);
+  out["freeze"] = freeze_number >= 0 ? json(freeze_number) : json(nullptr);
   out["waits"] = std::move(waits);
   out["gpu"] = GpuJson(session, blocked.gpu, "the call");
   out["native_stack"] = NativeStackJson(session, blocked.call);
@@ -416,7 +417,7 @@ json HolderJson(const Session& session, const std::optional<HolderActivity>& hol
   return out;
 }
 
-json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& freeze) {
+json FreezeJson(const Session& session, const Analysis& analysis, const CallsInFreeze& freeze) {
   json members = json::array();
   for (const FreezeMember& member : freeze.members) {
     const BlockedCall& blocked = analysis.blocked_calls[member.blocked_call];
@@ -816,8 +817,27 @@ json StallJson(const Session& session, const Stall& stall) {
                  {"profiler_thread",
                   stall.profiler_tid != 0 ? ThreadRef(session, stall.profiler_tid) : json(nullptr)},
                  {"profiler_cost", stall.profiler_cost},
+                 {"on_critical_path", stall.on_critical_path},
                  {"cause", IndexOrNull(stall.cause)},
                  {"freeze", IndexOrNull(stall.freeze)}});
+}
+
+const char* CauseKindName(CauseKind kind) {
+  switch (kind) {
+    case CauseKind::kObject:
+      return "object";
+    case CauseKind::kCpu:
+      return "cpu";
+    case CauseKind::kGpuSide:
+      return "gpu_side";
+    case CauseKind::kModuleLoad:
+      return "module_load";
+    case CauseKind::kLateHost:
+      return "late_host";
+    case CauseKind::kHandoff:
+      return "handoff";
+  }
+  return "object";
 }
 
 // The arrays that grow with the session (slow calls, stalls): filled, or left empty for
@@ -831,6 +851,7 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
     for (uint32_t tid : cause.tids) threads.push_back(ThreadRef(session, tid));
     causes.push_back(
         {{"class", WaitClassName(cause.wait_class)},
+         {"kind", CauseKindName(cause.kind)},
          {"identity", CauseIdentity(session, cause)},
          {"object",
           cause.wait_class == WaitClass::kCpu ? json(nullptr) : ObjectJson(session, cause.object)},
@@ -851,6 +872,7 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
   }
   json freezes = json::array();
   for (const Freeze& freeze : diagnosis.freezes) {
+    if (!freeze.of_stalls()) break;  // those only slow calls saw are the top level's
     json threads = json::array();
     for (uint32_t tid : freeze.tids) threads.push_back(ThreadRef(session, tid));
     freezes.push_back({{"start_ns", freeze.start_ns},
@@ -972,15 +994,40 @@ json TablesJson(const Session& session) {
   return {{"cuda_api_calls", std::move(calls)}, {"gpu_kernels", std::move(kernels)}};
 }
 
-json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays) {
+// The top level's freezes are those slow calls were blocked in, in the order of their calls:
+// `order` (into Analysis::freezes), and each freeze's place there (-1: none).
+struct CallFreezes {
+  std::vector<int> order;
+  std::vector<int> number;
+  int Of(const BlockedCall& blocked) const {
+    return blocked.freeze >= 0 ? number[blocked.freeze] : -1;
+  }
+};
+
+CallFreezes OrderCallFreezes(const Analysis& analysis) {
+  CallFreezes freezes;
+  for (size_t f = 0; f < analysis.freezes.size(); ++f) {
+    if (analysis.freezes[f].calls) freezes.order.push_back(static_cast<int>(f));
+  }
+  std::stable_sort(freezes.order.begin(), freezes.order.end(), [&](int a, int b) {
+    return analysis.freezes[a].calls->start_ns < analysis.freezes[b].calls->start_ns;
+  });
+  freezes.number.assign(analysis.freezes.size(), -1);
+  for (size_t i = 0; i < freezes.order.size(); ++i)
+    freezes.number[freezes.order[i]] = static_cast<int>(i);
+  return freezes;
+}
+
+json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays,
+                const CallFreezes& call_freezes) {
   json slow_calls = json::array();
   if (arrays == Arrays::kFilled) {
     for (const BlockedCall& blocked : analysis.blocked_calls)
-      slow_calls.push_back(BlockedCallJson(session, blocked));
+      slow_calls.push_back(BlockedCallJson(session, blocked, call_freezes.Of(blocked)));
   }
   json freezes = json::array();
-  for (const Freeze& freeze : analysis.call_freezes)
-    freezes.push_back(FreezeJson(session, analysis, freeze));
+  for (int f : call_freezes.order)
+    freezes.push_back(FreezeJson(session, analysis, *analysis.freezes[f].calls));
   return {{"format", "gprof-run-report"},
           {"version", 1},
           {"session", SessionJson(session)},
@@ -1163,17 +1210,21 @@ class ReportWriter {
 }  // namespace
 
 json RenderJsonReport(const Session& session, const Analysis& analysis) {
-  return ReportJson(session, analysis, Arrays::kFilled);
+  return ReportJson(session, analysis, Arrays::kFilled, OrderCallFreezes(analysis));
 }
 
 void WriteJsonReport(const Session& session, const Analysis& analysis, const JsonOutput& output) {
+  const CallFreezes call_freezes = OrderCallFreezes(analysis);
   std::vector<ReportWriter::LazyArray> lazy = {
       {"/slow_calls", analysis.blocked_calls.size(),
-       [&](size_t i) { return BlockedCallJson(session, analysis.blocked_calls[i]); }},
+       [&](size_t i) {
+         const BlockedCall& blocked = analysis.blocked_calls[i];
+         return BlockedCallJson(session, blocked, call_freezes.Of(blocked));
+       }},
       {"/diagnosis/stalls", analysis.stalls.size(),
        [&](size_t i) { return StallJson(session, analysis.stalls[i]); }}};
   ReportWriter writer(output, std::move(lazy));
-  writer.Write(ReportJson(session, analysis, Arrays::kLeftEmpty), 0, "");
+  writer.Write(ReportJson(session, analysis, Arrays::kLeftEmpty, call_freezes), 0, "");
   writer.Flush();
 }
 

@@ -155,6 +155,7 @@ class TextReport {
   // A cause's class as the text and its legend say it.
   std::string ClassOf(const Cause& cause) const {
     std::string name = cause.wait_class == WaitClass::kCpu ? "CPU"
+                       : cause.kind == CauseKind::kHandoff ? "handoff"
                        : cause.wait_class == WaitClass::kOther && !cause.gaps.empty()
                            ? "host late"
                            : WaitClassName(cause.wait_class);
@@ -200,8 +201,8 @@ class TextReport {
   void Causes();
   void Freezes();
   void FreezeLines(const Freeze& freeze);
-  void FreezeDetail(const Freeze& freeze, bool with_heading);
-  void FreezeHolder(const Freeze& freeze);
+  void FreezeDetail(const CallsInFreeze& freeze, bool with_heading);
+  void FreezeHolder(const CallsInFreeze& freeze);
   void HolderMeantime(const HolderActivity& holder);
   void Gaps();
   void Handoffs();
@@ -217,14 +218,9 @@ class TextReport {
   const LockUsers* LockNames() const { return &analysis_.lock_users; }
   std::ostringstream out_;
   size_t causes_shown_ = 0;
-  // Freezes are numbered once, longest first, for every mention: the stalls' (every wait of the
-  // program) and the slow calls', one number where both saw the same freeze (Freeze::same).
-  struct NumberedFreeze {
-    const Freeze* of_stalls = nullptr;  // in Analysis::freezes
-    const Freeze* of_calls = nullptr;   // in Analysis::call_freezes
-  };
-  std::vector<NumberedFreeze> freezes_;  // [number - 1]
-  std::map<const Freeze*, size_t> stall_freeze_number_;
+  // Freezes are numbered once, longest first, for every mention.
+  std::vector<const Freeze*> freezes_;  // [number - 1]
+  std::map<const Freeze*, size_t> freeze_number_;
   std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
   size_t freezes_shown_ = 0;
   // The waits whose Python stacks a cause told (where it waited, where it was released): a freeze
@@ -235,27 +231,15 @@ class TextReport {
 void TextReport::NumberEvents() {
   causes_shown_ = std::min(analysis_.causes.size(), kCausesShown);
   auto length = [](const auto* f) { return f->end_ns - f->start_ns; };
-  // One number where both the stalls and the slow calls saw the freeze.
-  for (const Freeze& freeze : analysis_.freezes) {
-    freezes_.push_back(
-        {&freeze, freeze.same >= 0 ? &analysis_.call_freezes[freeze.same] : nullptr});
-  }
-  for (const Freeze& freeze : analysis_.call_freezes) {
-    if (freeze.same < 0) freezes_.push_back({nullptr, &freeze});
-  }
-  std::stable_sort(freezes_.begin(), freezes_.end(), [&](const auto& a, const auto& b) {
-    uint64_t la = a.of_stalls ? length(a.of_stalls) : length(a.of_calls);
-    uint64_t lb = b.of_stalls ? length(b.of_stalls) : length(b.of_calls);
-    return la > lb;
-  });
+  for (const Freeze& freeze : analysis_.freezes) freezes_.push_back(&freeze);
+  std::stable_sort(freezes_.begin(), freezes_.end(),
+                   [&](const auto* a, const auto* b) { return length(a) > length(b); });
   freezes_shown_ = std::min(freezes_.size(), options_.max_listed);
   for (size_t i = 0; i < freezes_.size(); ++i) {
-    if (freezes_[i].of_stalls) stall_freeze_number_[freezes_[i].of_stalls] = i + 1;
-    if (freezes_[i].of_calls) {
-      const Freeze& freeze = *freezes_[i].of_calls;
-      if (i < freezes_shown_ && freeze.holder && freeze.holder->call != nullptr)
-        held_by_[freeze.holder->call] = i + 1;
-    }
+    freeze_number_[freezes_[i]] = i + 1;
+    const std::optional<CallsInFreeze>& calls = freezes_[i]->calls;
+    if (i < freezes_shown_ && calls && calls->holder && calls->holder->call != nullptr)
+      held_by_[calls->holder->call] = i + 1;
   }
 }
 
@@ -263,7 +247,7 @@ std::string TextReport::FreezeRefs(const std::vector<int>& freezes) const {
   std::vector<size_t> shown;
   size_t elsewhere = 0;
   for (int index : freezes) {
-    size_t number = stall_freeze_number_.at(&analysis_.freezes[index]);
+    size_t number = freeze_number_.at(&analysis_.freezes[index]);
     if (number <= freezes_shown_) {
       shown.push_back(number);
     } else {
@@ -280,6 +264,12 @@ std::string TextReport::FreezeRefs(const std::vector<int>& freezes) const {
 
 std::string TextReport::CauseWhat(const Cause& cause) const {
   if (cause.wait_class == WaitClass::kCpu) return "too few CPUs for the threads ready to run";
+  if (cause.kind == CauseKind::kHandoff) {
+    // Who waited for whom: the thread that ended most of the waits. What on: CAUSES says.
+    std::string text = Threads(cause.tids, 2) + " waited";
+    if (cause.holder_tid != 0) text += " for " + Thread(cause.holder_tid);
+    return text;
+  }
   if (cause.wait_class == WaitClass::kOther && !cause.gaps.empty()) {
     // A late thread: its name quoted as everywhere in the text.
     const GpuGap& gap = analysis_.gaps[cause.gaps.front()];
@@ -663,14 +653,8 @@ void TextReport::Summary() {
   if (!freezes_.empty()) {
     uint64_t longest = 0;
     size_t threads = 0;
-    const NumberedFreeze& first = freezes_.front();
-    if (first.of_stalls) {
-      longest = first.of_stalls->end_ns - first.of_stalls->start_ns;
-      threads = first.of_stalls->tids.size();
-    } else {
-      longest = first.of_calls->end_ns - first.of_calls->start_ns;
-      threads = first.of_calls->thread_count();
-    }
+    longest = freezes_.front()->end_ns - freezes_.front()->start_ns;
+    threads = freezes_.front()->tids.size();
     lines.push_back("Threads froze together " + std::to_string(freezes_.size()) +
                     (freezes_.size() == 1 ? " time" : " times") +
                     " (blocked at once on one object); the longest, freeze 1, " +
@@ -699,14 +683,19 @@ void TextReport::Summary() {
           "  " + std::to_string(i + 1) + ". [" + ClassOf(cause) + "] " + CauseWhat(cause) + ":";
       std::vector<std::string> facts;
       if (cause.gpu_idle_ns > 0) facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns));
-      if (cause.wait_count > 0) {
+      if (cause.kind == CauseKind::kHandoff) {
+        facts.push_back(std::to_string(cause.wait_count) +
+                        (cause.wait_count == 1 ? " wait" : " waits") + " held up the program " +
+                        FormatDuration(cause.blocked_ns));
+      } else if (cause.wait_count > 0) {
         facts.push_back(std::to_string(cause.tids.size()) +
                         (cause.tids.size() == 1 ? " thread " : " threads ") +
                         (cause.wait_class == WaitClass::kCpu ? "runnable " : "blocked ") +
                         FormatDuration(cause.blocked_ns));
       }
       if (!cause.freezes.empty()) facts.push_back(FreezeRefs(cause.freezes));
-      if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
+      if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu &&
+          cause.kind != CauseKind::kHandoff)
         facts.push_back("held by " + Thread(cause.holder_tid));
       if (cause.root) {
         switch (cause.root->state) {
@@ -722,7 +711,10 @@ void TextReport::Summary() {
                                                   cause.root->wait_class, LockNames()));
             break;
           case ChainLink::State::kOnCpu:
-            facts.push_back("root on CPU");
+            // A handoff's root is often not the thread that ended the waits: name it.
+            facts.push_back(cause.kind != CauseKind::kHandoff || cause.root->tid == cause.holder_tid
+                                ? "root on CPU"
+                                : "root " + Thread(cause.root->tid) + " on CPU");
             break;
           case ChainLink::State::kExited:
             break;
@@ -834,13 +826,22 @@ void TextReport::Causes() {
   for (size_t i = 0; i < causes_shown_; ++i) {
     const Cause& cause = analysis_.causes[i];
     out_ << "  cause " << i + 1 << " [" << ClassOf(cause) << "] " << CauseWhat(cause) << "\n";
+    if (cause.kind == CauseKind::kHandoff) {
+      out_ << "     on " << ObjectWords(session_, cause.object, LockNames()) << " ["
+           << WaitClassName(cause.wait_class) << "]\n";
+    }
     std::vector<std::string> facts;
     if (cause.gpu_idle_ns > 0) {
       facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
                       std::to_string(cause.gaps.size()) + " gap" +
                       (cause.gaps.size() == 1 ? "" : "s"));
     }
-    if (cause.wait_count > 0) {
+    if (cause.kind == CauseKind::kHandoff) {
+      facts.push_back("held up the program " + FormatDuration(cause.blocked_ns) + " in " +
+                      std::to_string(cause.wait_count) + " wait" +
+                      (cause.wait_count == 1 ? "" : "s") + " on its critical path (longest " +
+                      FormatDuration(cause.longest_ns) + "): " + Threads(cause.tids));
+    } else if (cause.wait_count > 0) {
       std::string blocked = std::to_string(cause.tids.size()) + " thread" +
                             (cause.tids.size() == 1 ? "" : "s") + " " +
                             (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") + " " +
@@ -861,7 +862,8 @@ void TextReport::Causes() {
         out_ << "     waits held up for want of a CPU:" << delayed << "\n";
     }
     if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
-      out_ << "     held by " << Thread(cause.holder_tid) << "\n";
+      out_ << (cause.kind == CauseKind::kHandoff ? "     ended by " : "     held by ")
+           << Thread(cause.holder_tid) << "\n";
     // Where its longest wait waited, and where the holder released the longest it ended (a
     // waiter that passed the lock on released it too, but the holder is the one to read).
     const Stall* longest = nullptr;
@@ -925,24 +927,21 @@ void TextReport::Freezes() {
   if (freezes_.empty()) return;
   out_ << "\nFREEZES: threads blocked at once on one object, longest first\n";
   for (size_t i = 0; i < freezes_shown_; ++i) {
-    const NumberedFreeze& numbered = freezes_[i];
-    if (numbered.of_stalls) {
-      const Freeze& freeze = *numbered.of_stalls;
-      out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
-           << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << Threads(freeze.tids, 6)
-           << "\n";
+    const Freeze& freeze = *freezes_[i];
+    out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
+         << FormatDuration(freeze.end_ns - freeze.start_ns) << ": ";
+    if (freeze.of_stalls()) {
+      out_ << Threads(freeze.tids, 6) << "\n";
       FreezeLines(freeze);
-      if (numbered.of_calls) FreezeDetail(*numbered.of_calls, false);
+      if (freeze.calls) FreezeDetail(*freeze.calls, false);
     } else {
-      const Freeze& freeze = *numbered.of_calls;
-      out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
-           << FormatDuration(freeze.end_ns - freeze.start_ns) << ": " << freeze.thread_count()
-           << " threads blocked on "
-           << (freeze.object.kind == WaitKind::kFutex || freeze.object.kind == WaitKind::kKernelLock
+      const CallsInFreeze& calls = *freeze.calls;
+      out_ << calls.thread_count() << " threads blocked on "
+           << (calls.object.kind == WaitKind::kFutex || calls.object.kind == WaitKind::kKernelLock
                    ? "one lock"
                    : "one wait")
            << "\n";
-      FreezeDetail(freeze, true);
+      FreezeDetail(calls, true);
     }
   }
   if (freezes_shown_ < freezes_.size()) {
@@ -972,7 +971,7 @@ void TextReport::FreezeLines(const Freeze& freeze) {
   }
 }
 
-void TextReport::FreezeDetail(const Freeze& freeze, bool with_heading) {
+void TextReport::FreezeDetail(const CallsInFreeze& freeze, bool with_heading) {
   if (with_heading) {
     out_ << "  on       " << ObjectWords(session_, freeze.object, LockNames());
     if (freeze.object.kind != WaitKind::kKernelLock) out_ << ", pid " << freeze.object.pid;
@@ -993,7 +992,7 @@ void TextReport::FreezeDetail(const Freeze& freeze, bool with_heading) {
   }
 }
 
-void TextReport::FreezeHolder(const Freeze& freeze) {
+void TextReport::FreezeHolder(const CallsInFreeze& freeze) {
   if (!freeze.holder) {
     out_ << "  holder   unknown: no recorded thread released the waiters\n";
     return;
@@ -1112,8 +1111,8 @@ void TextReport::Gaps() {
         const Stall& stall = analysis_.stalls[gap.stall];
         // Told with its freeze where it froze with others.
         if (stall.freeze >= 0 &&
-            stall_freeze_number_.at(&analysis_.freezes[stall.freeze]) <= freezes_shown_) {
-          out_ << "       in freeze " << stall_freeze_number_.at(&analysis_.freezes[stall.freeze])
+            freeze_number_.at(&analysis_.freezes[stall.freeze]) <= freezes_shown_) {
+          out_ << "       in freeze " << freeze_number_.at(&analysis_.freezes[stall.freeze])
                << "\n";
         } else {
           WaitedAt(stall.wait, "       ");

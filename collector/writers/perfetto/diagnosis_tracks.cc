@@ -35,6 +35,7 @@ class DiagnosisWriter {
     };
     std::vector<Item> items;
     for (const Freeze& freeze : diagnosis_.freezes) {
+      if (!freeze.of_stalls()) continue;
       std::string name = std::to_string(freeze.tids.size()) + " threads froze";
       std::string explanation;
       if (freeze.cause >= 0) {

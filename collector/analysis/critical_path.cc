@@ -72,11 +72,14 @@ CriticalPath FindCriticalPath(const Session& session, const WaitReader& waits,
     if (!ended_by_another || waker == session.threads.end()) continue;
     const Thread& ender = waker->second;
     // Ended by the thread's end: a join, a wait for a child process (the kernel woke it on the
-    // thread's way out, or the thread ended right after it woke it).
+    // thread's way out).
+    // A Python thread's join is released by the interpreter's cleanup of the ending thread,
+    // in user space, with no Python frame left to read: a thread that released the wait with
+    // Python frames (a last put before it ended) handed something over.
     const bool ended_by_its_exit =
         WokenByItsExit(session, *interval) ||
-        (ender.exit_ns != 0 && ender.exit_ns >= wait.wake_ns &&
-         ender.exit_ns - wait.wake_ns <= kExitAfterWakeNs);
+        (!session.python.empty() && wait.waker_python_stack == nullptr && ender.exit_ns != 0 &&
+         ender.exit_ns >= wait.wake_ns && ender.exit_ns - wait.wake_ns <= kExitAfterWakeNs);
     const uint64_t life_end = ender.exit_ns != 0 ? ender.exit_ns : wait.wake_ns;
     const uint64_t life_start = ender.start_ns != 0 ? ender.start_ns : interval->start_ns;
     const uint64_t life = life_end > life_start ? life_end - life_start : 0;

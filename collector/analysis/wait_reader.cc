@@ -95,7 +95,8 @@ WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait
   } else if (const PageFault* fault = wait.page_fault) {
     object.kind = WaitKind::kPageFault;
     object.address = fault->address;
-  } else if (const DeviceWait* device = wait.device_wait) {
+  } else if (const DeviceWait* device = wait.device_wait; device != nullptr && !device->device.empty()) {
+    // Only a device file --device-prefix selects makes a device wait (an epoll wait names none).
     object.kind = WaitKind::kDevice;
     object.device_call = device->call;
     object.device = device->device;

@@ -477,11 +477,16 @@ void TextReport::Header() {
        << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
        << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "
        << WithThousands(session_.futex_calls.size()) << " futex calls";
-  // What only a kernel recorder that sees them records: said when there are some.
+  // What only a kernel recorder that sees them records: said when there are some. A device
+  // wait is one on a device file --device-prefix selects: an epoll wait names none (what it
+  // watched is not read), so it is a poll, not a device wait.
+  const size_t device_waits =
+      std::count_if(session_.device_waits.begin(), session_.device_waits.end(),
+                    [](const DeviceWait& wait) { return !wait.device.empty(); });
   const std::pair<size_t, const char*> kernel_facts[] = {
       {session_.futex_waitv_calls.size(), " futex_waitv calls"},
       {session_.lock_waits.size(), " kernel lock waits"},
-      {session_.device_waits.size(), " device waits"},
+      {device_waits, " device waits"},
       {session_.page_faults.size(), " slow page faults"},
       {session_.memory_map_calls.size(), " memory map calls"}};
   for (const auto& [count, what] : kernel_facts) {

@@ -634,7 +634,7 @@ struct KernelRecorder::State {
         } else if (*writer.descriptor_lost() != '\0') {
           snprintf(why, sizeof(why), "cannot write kernel.gpr: %s", writer.descriptor_lost());
           StopWriting("file_lost", why);
-        } else if (error == EFBIG) {  // a hard limit gprof-run could not lift (inherited_limits.h)
+        } else if (error == EFBIG) {  // a hard limit gprof-run could not lift (own_settings.h)
           snprintf(why, sizeof(why),
                    "the file size limit (ulimit -f) that gprof-run was started under was reached");
           StopWriting("file_size_limit", why);

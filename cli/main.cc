@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
-#include "cli/inherited_limits.h"
 #include "cli/inject_library.h"
 #include "cli/own_settings.h"
 #include "cli/run_command.h"
@@ -331,6 +330,6 @@ int GprofRunMain(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gprof::cli::TakeOwnLimits();  // the command's limits are not gprof-run's (inherited_limits.h)
+  gprof::cli::TakeOwnLimits();  // the command's limits are not gprof-run's (own_settings.h)
   return gprof::cli::RunOnOwnStack(GprofRunMain, argc, argv);
 }

@@ -20,7 +20,6 @@
 #include "bpf/kernel_recorder.h"
 #include "cli/exit_codes.h"
 #include "cli/own_settings.h"
-#include "cli/inherited_limits.h"
 #include "cli/inject_library.h"
 #include "cli/output_name.h"
 #include "cli/session_closing.h"

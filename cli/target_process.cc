@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
-#include "cli/inherited_limits.h"
+#include "cli/own_settings.h"
 
 namespace gprof::cli {
 namespace {

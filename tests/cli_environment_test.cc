@@ -406,33 +406,12 @@ TEST(Messages, AThirtyTwoBitProgramGetsNoLoaderLine) {
 
 // --- a full disk under -q (case 5) ---
 
-// A small filesystem of its own, unmounted when the test ends.
-class SmallFileSystem {
- public:
-  SmallFileSystem(const std::string& path, uint64_t bytes) : path_(path) {
-    fs::create_directories(path);
-    mounted_ = mount("tmpfs", path.c_str(), "tmpfs", 0,
-                     ("size=" + std::to_string(bytes >> 10) + "k").c_str()) == 0;
-    if (!mounted_) error_ = strerror(errno);
-  }
-  ~SmallFileSystem() {
-    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
 // The command leaves the disk with room for the small reports but not report.json or the trace:
 // -q still says, on stderr, which outputs could not be written and why; the exit status is the
 // command's; report.txt names what is missing.
 TEST(FullDisk, UnderQuietTheOutputsNotWrittenAreSaid) {
   TempDir dir;
-  SmallFileSystem small(dir.Sub("small"), kMinDiskMargin + (2u << 20));
+  SmallFileSystem small(dir.Sub("small"), std::to_string((kMinDiskMargin + (2u << 20)) >> 10) + "k");
   if (!small.mounted()) GPROF_SKIP_OR_FAIL("cannot mount a tmpfs: " + small.error());
   DiskRoom room = DiskRoomAt(dir.Sub("small").c_str());
   // What the outputs may use: 100 KiB above the floor they keep free.

@@ -37,12 +37,6 @@ uint64_t NowNs() {
   return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-ProcessResult Gprof(std::vector<std::string> args, ProcessSpec spec = {}) {
-  spec.argv = {GprofRunPath()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  return RunProcess(spec);
-}
-
 json ReadJson(const std::string& path) {
   json parsed = json::parse(ReadFile(path), nullptr, false);
   EXPECT_FALSE(parsed.is_discarded()) << path;
@@ -110,7 +104,7 @@ TEST(TargetFaults, CrashesKeepTheStatusAndTheRecordAndAreMarkedCutShort) {
     std::vector<std::string> args = {"-o",   dir.Sub("s"), "--",        AppPath("exit_app"),
                                      "busy", "800",        crash.action};
     if (crash.action == "thread-exit") args.push_back("5");
-    ProcessResult run = Gprof(args);
+    ProcessResult run = RunGprof(args);
     ASSERT_FALSE(run.timed_out);
     EXPECT_EQ(run.exit_code(), crash.exit_code) << run.err;
 
@@ -154,7 +148,7 @@ TEST(TargetFaults, SigkillFromOutsideLosesAtMostTheLastSecond) {
     killed_at = NowNs();
     kill(static_cast<pid_t>(pid), SIGKILL);
   });
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "20000"});
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "20000"});
   killer.join();
   ASSERT_NE(killed_at.load(), 0u) << "no session.json with the root pid";
   EXPECT_EQ(run.exit_code(), 128 + SIGKILL);
@@ -175,7 +169,7 @@ TEST(TargetFaults, SigkillFromOutsideLosesAtMostTheLastSecond) {
 TEST(TargetFaults, ExecRecordsBothProgramsOfTheProcess) {
   GPROF_NEED_BPF();
   TempDir dir;
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "300",
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", AppPath("exit_app"), "busy", "300",
                              "exec", AppPath("exit_app"), "busy", "300", "exit", "3"});
   ASSERT_EQ(run.exit_code(), 3) << run.err;
   EXPECT_TRUE(fs::exists(
@@ -224,7 +218,7 @@ TEST(TargetFaults, AForkStormRecordsEveryProcess) {
   TempDir dir;
   ProcessSpec spec;
   spec.timeout_s = 240;
-  ProcessResult run = Gprof(
+  ProcessResult run = RunGprof(
       {"-q", "-o", dir.Sub("s"), "--", AppPath("fork_app"), "--children", "300", "--calls", "12"},
       spec);
   ASSERT_FALSE(run.timed_out) << "deadlock";
@@ -258,7 +252,7 @@ TEST(TargetFaults, AThousandThreadsAreEachRecorded) {
   ProcessSpec spec;
   spec.timeout_s = 240;
   ProcessResult run =
-      Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "threads", "1000"}, spec);
+      RunGprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "threads", "1000"}, spec);
   ASSERT_FALSE(run.timed_out) << "deadlock";
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   std::map<uint32_t, size_t> threads = PrintedCalls(run.out, "thread");
@@ -280,7 +274,7 @@ TEST(TargetFaults, AThousandThreadsAreEachRecorded) {
 TEST(TargetFaults, AReusedTidKeepsBothThreadsCalls) {
   GPROF_NEED_BPF();
   TempDir dir;
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "reuse-tid"});
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "reuse-tid"});
   if (run.exit_code() == 3) GTEST_SKIP() << run.err;  // no CAP_SYS_ADMIN, or a busy machine
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   std::smatch match;
@@ -310,7 +304,7 @@ TEST(TargetFaults, SixtyFourThreadsForAMinuteAreRecordedOrCountedAsDropped) {
   // The whole run under 300 s (ctest's limit in CI): the collector reads every call back.
   spec.timeout_s = seconds * 2 + 160;
   // 250 calls a second a thread, in bursts of 200: 16,000 a second, a million a minute.
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "64",
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "64",
                              std::to_string(seconds), "250"},
                             spec);
   ASSERT_FALSE(run.timed_out);
@@ -373,7 +367,7 @@ TEST(TargetFaults, CallsAStalledWriterCouldNotTakeAreCountedAsDropped) {
     ptrace(PTRACE_DETACH, writer, nullptr, nullptr);
   });
   ProcessResult run =
-      Gprof({"-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "1", "3", "200000"});
+      RunGprof({"-o", dir.Sub("s"), "--", AppPath("storm_app"), "stress", "1", "3", "200000"});
   staller.join();
   ASSERT_TRUE(stalled.load()) << "the writer thread was not stopped";
   ASSERT_EQ(run.exit_code(), 0) << run.err.substr(0, 2000);
@@ -429,7 +423,7 @@ TEST(TargetFaults, AProgramTakingBackDescriptorsKeepsItsFilesAndTheRecord) {
     SCOPED_TRACE(mode);
     TempDir dir;
     fs::create_directories(dir.Sub("files"));
-    ProcessResult run = Gprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--",
+    ProcessResult run = RunGprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--",
                                AppPath("fd_reuse_app"), mode, dir.Sub("files"), "2000"});
     if (mode != "double-close") {
       ExpectOwnFilesAndRecordWhole(dir, run, mode == "dup2" ? 0 : 1);
@@ -452,7 +446,7 @@ TEST(TargetFaults, StacksTakenAfterTheProgramTookBackDescriptorsLeaveItsFilesAlo
     SCOPED_TRACE(mode);
     TempDir dir;
     fs::create_directories(dir.Sub("files"));
-    ProcessResult run = Gprof({"-q", "--no-kernel", "--threshold", "0", "-o", dir.Sub("s"), "--",
+    ProcessResult run = RunGprof({"-q", "--no-kernel", "--threshold", "0", "-o", dir.Sub("s"), "--",
                                AppPath("fd_reuse_app"), mode, dir.Sub("files"), "200"});
     ExpectOwnFilesAndRecordWhole(dir, run, mode == "dup2" ? 0 : 1);
     EXPECT_FALSE(ReadOrFail(dir.Sub("s")).call_stacks.empty()) << "native stacks were taken";
@@ -465,7 +459,7 @@ TEST(TargetFaults, APythonProgramClosingEveryDescriptorKeepsItsFilesAndTheRecord
   TempDir dir;
   fs::create_directories(dir.Sub("files"));
   ProcessResult run =
-      Gprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--", python,
+      RunGprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--", python,
              SourceDir() + "/tests/apps/fd_reuse.py",
              BuildDir() + "/tests/fake_cuda/libcudart.so.13", dir.Sub("files"), "2000"});
   ExpectOwnFilesAndRecordWhole(dir, run, 1);
@@ -480,7 +474,7 @@ TEST(TargetFaults, DescriptorsClosedWhileCallsAreRecordedCostNoRecords) {
     SCOPED_TRACE("attempt " + std::to_string(attempt));
     TempDir dir;
     fs::create_directories(dir.Sub("files"));
-    ProcessResult run = Gprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--",
+    ProcessResult run = RunGprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--",
                                AppPath("fd_race_app"), dir.Sub("files"), "2500"});
     ASSERT_EQ(run.exit_code(), 0) << run.err;
     for (int i = 0; i < 16; ++i) {
@@ -500,26 +494,6 @@ TEST(TargetFaults, DescriptorsClosedWhileCallsAreRecordedCostNoRecords) {
 
 // --- faults around it ---
 
-// A small file system of its own for the session directory, unmounted when the test ends.
-class SmallFileSystem {
- public:
-  explicit SmallFileSystem(const std::string& path, const std::string& size) : path_(path) {
-    fs::create_directories(path);
-    mounted_ = mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-    if (!mounted_) error_ = strerror(errno);
-  }
-  ~SmallFileSystem() {
-    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
 // The room gprof-run leaves (inject/disk_room.h): on a filesystem with less than the margin free
 // nothing is written into it until the command has ended, so the program gets all the room it
 // would have without gprof-run, to the byte, and the report (on stderr) says why nothing was
@@ -538,7 +512,7 @@ TEST(AroundFaults, ADiskWithoutRoomForTheMarginGetsNothingWhileTheCommandRuns) {
         Command({AppPath("disk_fill_app"), dir.Sub("plain-" + name + "/f"), bytes, "300"}));
     ASSERT_EQ(plain.exit_code(), 0) << plain.err;
     ProcessResult run =
-        Gprof({"-o", dir.Sub("small-" + name + "/s"), "--", AppPath("disk_fill_app"),
+        RunGprof({"-o", dir.Sub("small-" + name + "/s"), "--", AppPath("disk_fill_app"),
                dir.Sub("small-" + name + "/f"), bytes, "300"});
     ASSERT_FALSE(run.timed_out);
     EXPECT_EQ(run.exit_code(), 0) << run.err;
@@ -573,7 +547,7 @@ TEST(AroundFaults, RecordingStopsWhileTheDiskMarginIsStillFree) {
   ProcessResult plain =
       RunProcess(Command({AppPath("disk_fill_app"), dir.Sub("plain/f"), program_bytes, "4000"}));
   ASSERT_EQ(plain.exit_code(), 0) << plain.out << plain.err;
-  ProcessResult run = Gprof({"-o", dir.Sub("small/s"), "--", AppPath("disk_fill_app"),
+  ProcessResult run = RunGprof({"-o", dir.Sub("small/s"), "--", AppPath("disk_fill_app"),
                              dir.Sub("small/f"), program_bytes, "4000"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code(), 0) << run.out << run.err;
@@ -641,7 +615,7 @@ TEST(AroundFaults, ADiskQuotaStopsRecordingAndTheReportSaysSo) {
   QuotaFileSystem quota(dir, "400K");
   if (!quota.ready()) GTEST_SKIP() << "no btrfs with a quota here: " << quota.error();
   // (With a --max-size far above the quota: its budget is shared state too.)
-  ProcessResult run = Gprof({"-o", quota.Limited() + "/s", "--max-size", "64M", "--",
+  ProcessResult run = RunGprof({"-o", quota.Limited() + "/s", "--max-size", "64M", "--",
                              AppPath("exit_app"), "busy", "3000", "print"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code(), 0) << run.err;
@@ -667,7 +641,7 @@ TEST(AroundFaults, KilledGprofRunLeavesTheJobRunningAndSaysSo) {
   ProcessResult plain = RunProcess(Command(command));
   std::vector<std::string> args = {"-o", dir.Sub("s"), "--"};
   args.insert(args.end(), command.begin(), command.end());
-  ProcessResult run = Gprof(args, spec);
+  ProcessResult run = RunGprof(args, spec);
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code(), 128 + SIGKILL);
   // The job ran to its end (its streams stayed open until then), its output its own: the
@@ -677,7 +651,7 @@ TEST(AroundFaults, KilledGprofRunLeavesTheJobRunningAndSaysSo) {
   EXPECT_EQ(run.err, plain.err);
 
   // The session reads back, says it was cut short, and where the job's record stops.
-  ProcessResult report = Gprof({"report", dir.Sub("s")});
+  ProcessResult report = RunGprof({"report", dir.Sub("s")});
   EXPECT_EQ(report.exit_code(), 0) << report.err;
   EXPECT_NE(report.out.find("CUT SHORT gprof-run ended before the command did"), std::string::npos)
       << report.out;
@@ -702,7 +676,7 @@ TEST(AroundFaults, DaemonsThatOutliveTheCommandAreNamedAndWriteNothingAfterTheRe
   TempDir dir;
   // The command ends at once; daemon "busy" records while gprof-run closes the session, "late"
   // makes its first CUDA call after that (and after gprof-run is gone).
-  ProcessResult run = Gprof(
+  ProcessResult run = RunGprof(
       {"-q", "-o", dir.Sub("s"), "--", AppPath("daemon_app"), dir.Sub("out"), "2500", "1500"});
   ASSERT_FALSE(run.timed_out);  // RunProcess waited for the daemons too: they hold its pipes
   ASSERT_EQ(run.exit_code(), 0) << run.err;
@@ -776,7 +750,7 @@ TEST(AroundFaults, RingBufferOverflowIsCountedPerCpuWithoutHanging) {
   });
   ProcessSpec spec;
   spec.timeout_s = 120;
-  ProcessResult run = Gprof(
+  ProcessResult run = RunGprof(
       {"-o", dir.Sub("s"), "--ring-buffer-mb", "1", "--count-under", "0", "--",
        AppPath("pingpong"), "futex", "200000"},
       spec);

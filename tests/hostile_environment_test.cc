@@ -18,12 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-ProcessResult Gprof(std::vector<std::string> args, ProcessSpec spec = {}) {
-  spec.argv = {GprofRunPath()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  return RunProcess(spec);
-}
-
 // The CUDA calls recorded of the session's processes, all of them.
 size_t RecordedCalls(const std::string& dir) {
   auto session = collector::ReadSession(dir);
@@ -64,7 +58,7 @@ TEST(HostileEnvironment, ThreadsOfTheLibraryDoNotTakeTheProgramsSmallThreadStack
     ASSERT_EQ(plain.exit_code(), 0) << plain.err;
     std::vector<std::string> args = {"-o", dir.Sub("s"), "--threshold", "0", "--"};
     args.insert(args.end(), command.begin(), command.end());
-    ProcessResult run = Gprof(args);
+    ProcessResult run = RunGprof(args);
     ASSERT_FALSE(run.timed_out);
     EXPECT_EQ(run.exit_code(), 0) << run.err;
     EXPECT_EQ(run.out, plain.out);
@@ -119,7 +113,7 @@ TEST(HostileEnvironment, AClosedPipeOnStderrLeavesTheExitStatusTheCommands) {
 // it was started with.
 TEST(HostileEnvironment, GprofRunIsTheOomKillersFirstChoiceAndTheCommandKeepsItsScore) {
   TempDir dir;
-  ProcessResult run = Gprof({"--no-kernel", "-o", dir.Sub("s"), "--", "/bin/bash", "-c",
+  ProcessResult run = RunGprof({"--no-kernel", "-o", dir.Sub("s"), "--", "/bin/bash", "-c",
                              "cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code(), 0) << run.err;
@@ -165,7 +159,7 @@ TEST(HostileEnvironment, SeccompFiltersThatFailTheLibrarysCallsLeaveTheProgramAl
     TempDir dir;
     std::vector<std::string> args = {"-o", dir.Sub("s"), "--threshold", "0", "--"};
     args.insert(args.end(), command.begin(), command.end());
-    ProcessResult run = Gprof(args);
+    ProcessResult run = RunGprof(args);
     ASSERT_FALSE(run.timed_out);
     EXPECT_EQ(run.exit_code(), 0) << run.err;
     EXPECT_EQ(run.out, plain.out);
@@ -190,7 +184,7 @@ TEST(HostileEnvironment, AProgramThatChrootsAwayFromProcIsRecordedToItsEnd) {
       RunProcess(Command({AppPath("sandbox_app"), "--chroot", root, "none", "100"}));
   ASSERT_EQ(plain.exit_code(), 0) << plain.err;
   ProcessResult run =
-      Gprof({"-o", dir.Sub("s"), "--", AppPath("sandbox_app"), "--chroot", root, "none", "100"});
+      RunGprof({"-o", dir.Sub("s"), "--", AppPath("sandbox_app"), "--chroot", root, "none", "100"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_EQ(run.out, plain.out);

@@ -27,12 +27,6 @@ using collector::Session;
 
 const char kUnshare[] = "/usr/bin/unshare";
 
-ProcessResult Gprof(std::vector<std::string> args, ProcessSpec spec = {}) {
-  spec.argv = {GprofRunPath()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  return RunProcess(spec);
-}
-
 Session ReadOrFail(const std::string& dir) {
   auto session = collector::ReadSession(dir);
   EXPECT_TRUE(session.ok()) << session.status().message();
@@ -131,7 +125,7 @@ TEST(Containers, EveryNamespaceALauncherMakesIsRecordedWholeOnTheHostsThreads) {
     TempDir dir;
     std::vector<std::string> args = {"-q", "-o", dir.Sub("s"), "--"};
     args.insert(args.end(), command.begin(), command.end());
-    ProcessResult run = Gprof(args);
+    ProcessResult run = RunGprof(args);
     ASSERT_EQ(run.exit_code(), 0) << run.err;
     EXPECT_EQ(run.out, plain.out);
     EXPECT_EQ(run.err, plain.err) << "the program's stderr is its own";
@@ -156,7 +150,7 @@ TEST(Containers, TwoNamespacesFirstProcessesAreTwoProcesses) {
   ProcessResult plain = RunProcess(Command({"/bin/sh", "-c", script}));
   ASSERT_EQ(plain.exit_code(), 0) << plain.err;
   TempDir dir;
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", "/bin/sh", "-c", script});
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", "/bin/sh", "-c", script});
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_EQ(run.out, plain.out);
   EXPECT_EQ(run.err, plain.err);
@@ -180,7 +174,7 @@ TEST(Containers, AnIpcNamespaceRecordsAndTheReportSaysWhatWasNotEnforced) {
   TempDir dir;
   std::vector<std::string> args = {"--max-size", "1G", "-o", dir.Sub("s"), "--"};
   args.insert(args.end(), command.begin(), command.end());
-  ProcessResult run = Gprof(args);
+  ProcessResult run = RunGprof(args);
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_EQ(run.out, plain.out);
   Session session = ReadOrFail(dir.Sub("s"));
@@ -205,7 +199,7 @@ TEST(Containers, ATimeNamespacesCallsAreOnTheSessionsClock) {
   TempDir dir;
   std::vector<std::string> args = {"-q", "-o", dir.Sub("s"), "--"};
   args.insert(args.end(), command.begin(), command.end());
-  ProcessResult run = Gprof(args);
+  ProcessResult run = RunGprof(args);
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_EQ(run.out, plain.out);
   EXPECT_EQ(run.err, plain.err);
@@ -229,7 +223,7 @@ TEST(Containers, GprofRunKilledIsSeenFromAPidNamespaceAndTheProgramsStderrStaysI
   spec.signal_after_ms = 700;
   spec.signal = SIGKILL;
   // One thread, 600 calls 3 ms apart: about 2 s, killed a third of the way.
-  ProcessResult run = Gprof({"-q", "-o", dir.Sub("s"), "--", kUnshare, "-fp", "--mount-proc",
+  ProcessResult run = RunGprof({"-q", "-o", dir.Sub("s"), "--", kUnshare, "-fp", "--mount-proc",
                              AppPath("namespace_app"), "1", "600", "0", "3000"},
                             spec);
   ASSERT_NE(run.signalled_at_ns, 0u);

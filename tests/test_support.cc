@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -87,6 +88,22 @@ int ProcessResult::exit_code() const {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return -1;
+}
+
+SmallFileSystem::SmallFileSystem(const std::string& path, const std::string& size) : path_(path) {
+  std::filesystem::create_directories(path);
+  mounted_ = mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  if (!mounted_) error_ = strerror(errno);
+}
+
+SmallFileSystem::~SmallFileSystem() {
+  if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+}
+
+ProcessResult RunGprof(std::vector<std::string> args, ProcessSpec spec) {
+  spec.argv = {GprofRunPath()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  return RunProcess(spec);
 }
 
 ProcessResult RunProcess(const ProcessSpec& spec) {

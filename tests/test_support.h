@@ -21,6 +21,23 @@ std::string AppPath(const std::string& name);
 // ../shared/schemas/perfetto_trace.proto beside the source tree (may not exist: callers skip).
 std::string PerfettoSchemaPath();
 
+// A tmpfs of `size` (its size= option: "1m", "900k") mounted at `path` (made if missing) while the
+// object lives: a small disk to fill. Needs root; mounted() says whether it is.
+class SmallFileSystem {
+ public:
+  SmallFileSystem(const std::string& path, const std::string& size);
+  ~SmallFileSystem();
+  SmallFileSystem(const SmallFileSystem&) = delete;
+  SmallFileSystem& operator=(const SmallFileSystem&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
 // A fresh directory under /tmp, removed with everything in it when the object goes.
 class TempDir {
  public:
@@ -59,6 +76,8 @@ struct ProcessSpec {
 };
 
 ProcessResult RunProcess(const ProcessSpec& spec);
+// gprof-run with `args`, as `spec` says (its argv is replaced).
+ProcessResult RunGprof(std::vector<std::string> args, ProcessSpec spec = {});
 // The environment RunProcess gives a command for `spec`: the test's, changed as `spec` says.
 std::map<std::string, std::string> EnvironmentFor(const ProcessSpec& spec);
 

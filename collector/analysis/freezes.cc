@@ -155,7 +155,8 @@ std::vector<CallsInFreeze> FreezeFinder::CallFreezes() const {
     by_object[*blocked.main_object].push_back(Span{start, end, i});
   }
   std::vector<CallsInFreeze> freezes;
-  for (auto& [object, spans] : by_object) {
+  for (auto& [key, spans] : by_object) {
+    const WaitObject& object = key;  // a structured binding clang 14 will not capture
     std::sort(spans.begin(), spans.end(),
               [](const Span& a, const Span& b) { return a.start < b.start; });
     std::vector<int> group;

@@ -89,7 +89,13 @@ static __always_inline void native_stack(__u32 slot, __u32 kind, __u32 key_tid, 
   rec->requested_bytes = native_copy_bytes;
   rec->cpu = bpf_get_smp_processor_id();
   rec->flags = in_kernel ? GPROF_NATIVE_IN_KERNEL : 0;
-  struct native_loop loop = {.copy = copy, .sp = rec->sp, .copied = 0, .limit = native_copy_bytes};
+  /* The main thread's stack ends where the process started (mm->start_stack): above it lie argc,
+   * argv, the environment and the auxiliary vector, often the command's secrets, never a frame:
+   * the copy stops there, as the injected library's does (inject/native_stack.cc). */
+  __u32 limit = native_copy_bytes;
+  __u64 start_stack = BPF_CORE_READ(task, mm, start_stack);
+  if (rec->sp < start_stack && start_stack - rec->sp < limit) limit = start_stack - rec->sp;
+  struct native_loop loop = {.copy = copy, .sp = rec->sp, .copied = 0, .limit = limit};
   bpf_loop(GPROF_NATIVE_STACK_MAX_BYTES / NATIVE_PAGE + 1, native_copy_step, &loop, 0);
   __u32 copied = loop.copied;
   if (copied > GPROF_NATIVE_STACK_MAX_BYTES) return;

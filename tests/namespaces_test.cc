@@ -163,6 +163,33 @@ TEST(Containers, TwoNamespacesFirstProcessesAreTwoProcesses) {
   EXPECT_FALSE(pids.contains(1u)) << "a namespace's pid 1 taken for the host's";
 }
 
+// Python's native_id of a thread is its id in the PID namespace: the names the recorder reads
+// from threading's objects land on the kernel's threads all the same (checked on the GPU host
+// with torch too: scripts/gpu/run_all.sh containers).
+TEST(Containers, PythonThreadNamesInAPidNamespaceAreOnTheHostsThreads) {
+  GPROF_NEED_BPF();
+  NeedUnshare();
+  const std::string python = "/usr/bin/python3";
+  if (access(python.c_str(), X_OK) != 0) FAIL() << python << " is missing (scripts/setup.sh)";
+  TempDir dir;
+  ProcessResult run =
+      RunGprof({"-q", "-o", dir.Sub("s"), "--", kUnshare, "-fp", "--mount-proc", python,
+                SourceDir() + "/tests/apps/py_thread_names.py"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  Session session = ReadOrFail(dir.Sub("s"));
+  for (const char* name : {"qprod", "qcons"}) {
+    uint32_t named = 0;
+    for (const auto& [tid, python_name] : session.python.thread_names) {
+      if (python_name == name) named = tid;
+    }
+    ASSERT_NE(named, 0u) << name << " has no Python name";
+    auto thread = session.threads.find(named);
+    ASSERT_NE(thread, session.threads.end()) << name << ": " << named << " is no thread recorded";
+    EXPECT_NE(thread->second.pid, 1u) << name << ": the namespace's ids, not the kernel's";
+    EXPECT_NE(session.ThreadLabel(named).find(name), std::string::npos) << session.ThreadLabel(named);
+  }
+}
+
 // A new IPC namespace cannot attach the session's shared memory (the size budget, the session's
 // control): the process records all the same, and the report says what was not enforced.
 TEST(Containers, AnIpcNamespaceRecordsAndTheReportSaysWhatWasNotEnforced) {

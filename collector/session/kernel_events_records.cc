@@ -613,7 +613,24 @@ void KernelRecordDecoder::DecodePythonThread(const RecordView& record) {
   if (!ReadRecord(record.bytes, &thread)) return Malformed(record, "Python thread name");
   auto name = TrailingText<gprof_python_thread>(record.bytes, thread.name_len);
   if (name.size() != thread.name_len) return Malformed(record, "Python thread name");
-  session_->python.thread_names[thread.tid] = PrintableName(name);
+  python_thread_names_.push_back({thread.pid, thread.tid, PrintableName(name)});
+}
+
+void KernelRecordDecoder::Finish() {
+  native_.Finish();
+  // A Python thread's native_id is its id in its process's PID namespace: in a container that is
+  // not the kernel's (pid_namespaces.h).
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> host_tid;  // (pid, namespace tid) -> tid
+  for (const TaskStart& start : session_->task_starts) {
+    if (start.pid_namespace != 0 && start.ns_tid != start.tid)
+      host_tid[{start.pid, start.ns_tid}] = start.tid;
+  }
+  for (PythonThreadName& entry : python_thread_names_) {
+    auto translated = host_tid.find({entry.pid, entry.tid});
+    uint32_t tid = translated != host_tid.end() ? translated->second : entry.tid;
+    session_->python.thread_names[tid] = std::move(entry.name);
+  }
+  python_thread_names_.clear();
 }
 
 }  // namespace gprof::collector

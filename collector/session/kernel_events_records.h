@@ -28,7 +28,7 @@ class KernelRecordDecoder {
 
   void Decode(const RecordView& record);
   // After the whole file.
-  void Finish() { native_.Finish(); }
+  void Finish();
 
  private:
   void Malformed(const RecordView& record, const std::string& what);
@@ -90,6 +90,14 @@ class KernelRecordDecoder {
   };
   std::array<RecentComm, 64> recent_comms_{};
   NativeStackDecoder native_;
+  // Python thread names as the recorder read them, by the thread's id in its own PID namespace
+  // (threading's native_id): made the kernel's at Finish, when every task start is known.
+  struct PythonThreadName {
+    uint32_t pid;
+    uint32_t tid;
+    std::string name;
+  };
+  std::vector<PythonThreadName> python_thread_names_;
 };
 
 }  // namespace gprof::collector

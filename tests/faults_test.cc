@@ -623,7 +623,7 @@ TEST(AroundFaults, ADiskQuotaStopsRecordingAndTheReportSaysSo) {
   for (const char* file : {R"(inject-\d+\.gpr)", R"(kernel\.gpr)"}) {
     EXPECT_TRUE(
         std::regex_search(run.err, std::regex(std::string("STOPPED   ") + file +
-                                              R"( at \+[\d.]+ m?s: [^\n]*Disk quota exceeded)")))
+                                              R"(( \(pid \d+\))? at \+[\d.]+ m?s: [^\n]*Disk quota exceeded)")))
         << file << "\n"
         << run.err;
   }

@@ -4,19 +4,28 @@ each holding call is one freeze, released by the holder inside that call, with e
 program saw blocked during it, and durations within 10%; the lock the freezes share, a futex on the
 heap inside the CUDA driver, is named by that library (issue 18.5). Prints what it found; exits 1 on a miss.
 
-Usage: check_freeze_report.py REPORT_JSON CALLS_TXT HOLDER_API"""
+Usage: check_freeze_report.py REPORT_JSON CALLS_TXT HOLDER_API [--tids-by-name] [--clock-offset-ns N]
+
+--tids-by-name: the program ran in a PID namespace of its own, where its thread ids are not the
+host's that the report gives: its threads are matched to the report's by name (each unique).
+--clock-offset-ns N: the program ran in a time namespace whose CLOCK_MONOTONIC is N ns ahead of the
+host's, which the report's times are on: its times are moved back by N."""
+import argparse
 import json
 import re
 import sys
 
 
-def main(report_path, calls_path, holder_api):
+def main(report_path, calls_path, holder_api, tids_by_name=False, clock_offset_ns=0):
     report = json.load(open(report_path))
+    host_tid = {t["name"]: t["tid"] for t in report["session"]["threads"]}
     calls = []
     for line in open(calls_path):
         m = re.match(r"call tid=(\d+) thread=(\S+) api=(\w+) enter_ns=(\d+) exit_ns=(\d+)", line)
         if m:
-            calls.append(dict(tid=int(m[1]), thread=m[2], api=m[3], enter=int(m[4]), exit=int(m[5])))
+            tid = host_tid.get(m[2], -1) if tids_by_name else int(m[1])
+            calls.append(dict(tid=tid, thread=m[2], api=m[3], enter=int(m[4]) - clock_offset_ns,
+                              exit=int(m[5]) - clock_offset_ns))
     rounds = [c for c in calls if c["thread"] == "holder" and c["api"] == holder_api]
     failures = []
     print(f"{len(calls)} calls >= 1 ms measured by the program, {len(rounds)} rounds")
@@ -74,4 +83,11 @@ def main(report_path, calls_path, holder_api):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("report")
+    parser.add_argument("calls")
+    parser.add_argument("holder_api")
+    parser.add_argument("--tids-by-name", action="store_true")
+    parser.add_argument("--clock-offset-ns", type=int, default=0)
+    args = parser.parse_args()
+    sys.exit(main(args.report, args.calls, args.holder_api, args.tids_by_name, args.clock_offset_ns))

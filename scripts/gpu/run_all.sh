@@ -7,7 +7,7 @@
 #                                     freeze, Python stacks on real CUDA (about 9 minutes)
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
-#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze
+#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers
 #                                     python_stacks short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
@@ -64,6 +64,26 @@ run() {
         python3 scripts/gpu/check_freeze_report.py $work/freeze/report.json $work/calls.txt cudaFree"
       cp "$work/freeze/report.json" "$results/freeze.report.json" 2>/dev/null
       cp "$work/freeze/report.html" "$results/freeze.report.html" 2>/dev/null
+      ;;
+    containers)
+      # Issue 34: the driver lock's freeze in a PID namespace (threads matched by name: the
+      # program's ids are the namespace's), in a time namespace (the program's clock 7 s ahead),
+      # and a torch loop in a PID and IPC namespace, recorded whole, its stdout its own.
+      part containers_pidns 60 sh -c ".gpu/build/bin/gprof-run -o $work/pidns -- unshare -fp \
+        --mount-proc .gpu/cuda_free_freeze --rounds 4 --calls-out $work/pidns.txt \
+        > $results/containers_pidns.txt 2>&1; python3 scripts/gpu/check_freeze_report.py \
+        $work/pidns/report.json $work/pidns.txt cudaFree --tids-by-name"
+      part containers_timens 60 sh -c ".gpu/build/bin/gprof-run -o $work/timens -- unshare -T \
+        --monotonic 7 --boottime 7 -f .gpu/cuda_free_freeze --rounds 4 --calls-out \
+        $work/timens.txt > $results/containers_timens.txt 2>&1; python3 \
+        scripts/gpu/check_freeze_report.py $work/timens/report.json $work/timens.txt cudaFree \
+        --clock-offset-ns 7000000000"
+      part containers_torch 150 sh -c "python3 scripts/gpu/torch_in_namespace.py > $work/plain.out; \
+        .gpu/build/bin/gprof-run -q -o $work/torch -- unshare -fpi --mount-proc python3 \
+        scripts/gpu/torch_in_namespace.py > $work/ns.out 2> $results/containers_torch.err; \
+        cmp $work/plain.out $work/ns.out && python3 scripts/gpu/check_recorded_whole.py \
+        $work/torch/report.json worker0 worker1"
+      cp "$work/torch/report.txt" "$results/containers_torch.report.txt" 2>/dev/null
       ;;
     python_stacks) part python_stacks 150 env OUT="$results" ROUNDS=0 scripts/gpu/validate_python_stacks.sh ;;
     short_waits)

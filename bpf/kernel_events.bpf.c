@@ -21,6 +21,7 @@
 // clang-format on
 
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -29,6 +30,8 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* x86_64 system call numbers; 32-bit (compat) tasks use other numbers and are not seen. */
+#define NR_READ 0
+#define NR_WRITE 1
 #define NR_POLL 7
 #define NR_MMAP 9
 #define NR_MPROTECT 10
@@ -37,6 +40,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define NR_SELECT 23
 #define NR_MREMAP 25
 #define NR_MADVISE 28
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+#define NR_RECVMMSG 299
+#define NR_SENDMMSG 307
 #define NR_FUTEX 202
 #define NR_EPOLL_WAIT 232
 #define NR_PSELECT6 270
@@ -64,6 +75,11 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAP_ANONYMOUS 0x20
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
+#define S_IFIFO 0010000
+#define S_IFSOCK 0140000
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
 
 #define TASK_DEAD 0x80        /* include/linux/sched.h */
 #define SIGKILL 9             /* include/uapi/asm-generic/signal.h */
@@ -220,6 +236,16 @@ struct {
   __type(key, __u32);
   __type(value, struct gprof_fault_state);
 } fault_pending SEC(".maps");
+
+/* The tree's last writes to each pipe or socket end (struct gprof_stream_writes), by the receiving
+ * end (stream_end): what a read after a wait that no thread of the tree ended names as the
+ * writer. LRU: an end nobody writes to any more ages out. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u64);
+  __type(value, struct gprof_stream_writes);
+} stream_writes SEC(".maps");
 
 /* Everything the programs could not record, by GPROF_LOST_SLOT(kind, record type). */
 struct {
@@ -465,6 +491,13 @@ static __always_inline bool end_offcpu(struct gprof_thread_state* thread, __u32 
     __builtin_memcpy(rec->waker_comm, entry->waker_comm, GPROF_COMM_LEN);
     rec->waker_user_stack_id = entry->waker_user_stack_id;
     if (entry->woken_to_die) rec->flags |= GPROF_OFFCPU_WOKEN_TO_DIE;
+    /* Woken by an interrupt, a kernel thread or a task outside the tree ("[irq]" or their comm;
+     * the tree's wakers have none): if data woke it, its next read of a pipe or socket names the
+     * writer. */
+    if (entry->waker_comm[0] != 0) {
+      thread->unexplained_wait_start_ns = entry->start_ns;
+      thread->unexplained_wake_ns = entry->wake_ns;
+    }
   } else {
     rec->waker_kstack_id = -1;
     rec->waker_user_stack_id = -1;
@@ -871,10 +904,30 @@ static __always_inline bool recorded_syscall(long nr) {
     case NR_FUTEX_WAKE:
     case NR_FUTEX_WAIT:
     case NR_FUTEX_REQUEUE:
+    case NR_READ:
+    case NR_WRITE:
+    case NR_READV:
+    case NR_WRITEV:
+    case NR_SENDTO:
+    case NR_RECVFROM:
+    case NR_SENDMSG:
+    case NR_RECVMSG:
+    case NR_RECVMMSG:
+    case NR_SENDMMSG:
       return true;
     default:
       return false;
   }
+}
+
+static __always_inline bool is_stream_write(long nr) {
+  return nr == NR_WRITE || nr == NR_WRITEV || nr == NR_SENDTO || nr == NR_SENDMSG ||
+         nr == NR_SENDMMSG;
+}
+
+static __always_inline bool is_stream_read(long nr) {
+  return nr == NR_READ || nr == NR_READV || nr == NR_RECVFROM || nr == NR_RECVMSG ||
+         nr == NR_RECVMMSG;
 }
 
 static __always_inline bool is_memory_syscall(long nr) {
@@ -1028,6 +1081,100 @@ static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
   return true;
 }
 
+/* Pipes and sockets ---------------------------------------------------------------------------- */
+
+/* The receiving end of the current task's pipe or socket `fd`, as a stream_writes key: the end
+ * it reads (`reader`), or the one its writes reach; 0 when `fd` is neither (or a socket with no
+ * peer). A pipe's two ends share its pipe_inode_info; a Unix socket's writes reach its peer; a
+ * TCP or UDP socket is known by its addresses and ports, which its peer sees swapped: the key
+ * hashes (receiver, sender) in that order, so both sides find one key. */
+static __always_inline __u64 stream_end(__s32 fd, bool reader, __u32* kind) {
+  struct file* file = fd_file(fd);
+  if (!file) return 0;
+  __u32 mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+  if (mode == S_IFIFO) {
+    *kind = GPROF_STREAM_PIPE;
+    return (__u64)BPF_CORE_READ(file, private_data);
+  }
+  if (mode != S_IFSOCK) return 0;
+  struct socket* sock = BPF_CORE_READ(file, private_data);
+  struct sock* sk = sock ? BPF_CORE_READ(sock, sk) : NULL;
+  if (!sk) return 0;
+  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  if (family == AF_UNIX) {
+    *kind = GPROF_STREAM_UNIX;
+    return reader ? (__u64)sk : (__u64)BPF_CORE_READ((struct unix_sock*)sk, peer);
+  }
+  if (family != AF_INET && family != AF_INET6) return 0;
+  *kind = GPROF_STREAM_INET;
+  __u64 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr) |
+                (__u64)BPF_CORE_READ(sk, __sk_common.skc_num) << 32;
+  __u64 remote = BPF_CORE_READ(sk, __sk_common.skc_daddr) |
+                 (__u64)bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport)) << 32;
+  if (family == AF_INET6 && bpf_core_field_exists(sk->__sk_common.skc_v6_daddr)) {
+    __u64 words[2] = {};
+    BPF_CORE_READ_INTO(&words, sk, __sk_common.skc_v6_rcv_saddr);
+    local ^= words[0] * 0x9e3779b97f4a7c15ull ^ words[1];
+    BPF_CORE_READ_INTO(&words, sk, __sk_common.skc_v6_daddr);
+    remote ^= words[0] * 0x9e3779b97f4a7c15ull ^ words[1];
+  }
+  __u64 receiver = reader ? local : remote, sender = reader ? remote : local;
+  return (receiver * 0xc2b2ae3d27d4eb4full ^ sender) | 1;
+}
+
+/* A write of a thread of the tree to a pipe or socket: the last writer of the end it reaches. */
+static __always_inline void note_stream_write(__s32 fd, __u32 pid, __u32 tid, __u64 now) {
+  __u32 kind = 0;
+  __u64 end = stream_end(fd, false, &kind);
+  if (end == 0) return;
+  struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
+  if (writes) {
+    writes->last[3] = writes->last[2];
+    writes->last[2] = writes->last[1];
+    writes->last[1] = writes->last[0];
+    writes->last[0].time_ns = now;
+    writes->last[0].pid = pid;
+    writes->last[0].tid = tid;
+    return;
+  }
+  struct gprof_stream_writes fresh = {};
+  fresh.last[0].time_ns = now;
+  fresh.last[0].pid = pid;
+  fresh.last[0].tid = tid;
+  bpf_map_update_elem(&stream_writes, &end, &fresh, BPF_ANY);
+}
+
+/* The return of a read: the first that got data after a wait nobody of the tree ended names the
+ * tree's last writers to the end it read, when it is a pipe or socket. */
+static __always_inline void stream_read_done(struct gprof_thread_state* thread,
+                                             const struct gprof_syscall_pending* entry, __u32 tid,
+                                             __u64 now, long ret) {
+  if (thread->unexplained_wake_ns == 0 || ret <= 0) return;
+  __u64 wait_start_ns = thread->unexplained_wait_start_ns;
+  __u64 wake_ns = thread->unexplained_wake_ns;
+  thread->unexplained_wake_ns = 0;
+  __u32 kind = 0;
+  __u64 end = stream_end((__s32)entry->args[0], true, &kind);
+  if (end == 0) return;
+  struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
+  if (!writes) return;
+  struct gprof_stream_read* rec = reserve(sizeof(*rec), GPROF_REC_STREAM_READ);
+  if (!rec) return;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->wait_start_ns = wait_start_ns;
+  rec->wake_ns = wake_ns;
+  rec->ret = ret;
+  rec->syscall_nr = entry->nr;
+  rec->kind = kind;
+  rec->fd = (__s32)entry->args[0];
+  rec->reserved = 0;
+  __builtin_memcpy(rec->writers, writes->last, sizeof(rec->writers));
+  submit(rec);
+}
+
 /* How many fds of a poll or select call are looked at for a device: a GPU driver's poll is on a
  * few fds, and the cost of a call must stay bounded. */
 #define DEVICE_SCAN_FDS 16
@@ -1166,6 +1313,21 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   if (!in_window(start_ns)) return 0;
 
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
+  if (is_stream_write(nr) || is_stream_read(nr)) {
+    __s32 fd = btf ? (__s32)regs->di : (__s32)BPF_CORE_READ(regs, di);
+    if (is_stream_write(nr)) {
+      note_stream_write(fd, pid_tgid >> 32, tid, start_ns);
+      return 0;
+    }
+    /* A read: its fd and start, for its return (nothing else of the entry is read then). */
+    struct gprof_syscall_pending* entry = &thread->syscall;
+    entry->pid = pid_tgid >> 32;
+    entry->nr = (__u32)nr;
+    entry->args[0] = (__u64)fd;
+    entry->device.kind = 0;
+    entry->start_ns = start_ns;
+    return 0;
+  }
   /* Written in place; start_ns last, once the call is known to be one to record (a system call's
    * programs run in its own thread: nothing else writes the entry meanwhile). All of it, the
    * union's every byte included. */
@@ -1317,7 +1479,9 @@ static __always_inline int on_sys_exit(u64* ctx, bool btf) {
   if (entry->nr == nr) {
     long ret = (long)ctx[1];
     __u64 now = bpf_ktime_get_ns();
-    if (is_futex_syscall(nr)) {
+    if (is_stream_read(nr)) {
+      stream_read_done(thread, entry, tid, now, ret);
+    } else if (is_futex_syscall(nr)) {
       if (!count_short_futex(thread, tid, now)) emit_futex(entry, tid, now, ret);
     } else if (nr == NR_FUTEX_WAITV) {
       emit_futex_waitv(entry, tid, now, ret);

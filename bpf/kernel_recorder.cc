@@ -211,6 +211,8 @@ size_t BpfRecordSize(uint16_t type) {
       return sizeof(gprof_event_count);
     case GPROF_REC_SIGNAL:
       return sizeof(gprof_signal);
+    case GPROF_REC_STREAM_READ:
+      return sizeof(gprof_stream_read);
     default:
       return 0;
   }

@@ -47,6 +47,9 @@ enum gprof_kernel_record {
   GPROF_REC_WAIT_COUNT = 1021, /* written by the loader from the short_waits map */
 
   GPROF_REC_NATIVE_STACK = 1022, /* a thread's user registers and the top of its user stack */
+
+  GPROF_REC_STREAM_READ = 1023, /* a read of a pipe or socket after a wait that no thread of the
+                                   tree ended, with the tree's last writers to that end */
 };
 
 #define GPROF_COMM_LEN 16
@@ -651,6 +654,59 @@ static_assert(sizeof(struct gprof_native_stack) == 80, "");
 _Static_assert(sizeof(struct gprof_native_stack) == 80, "gprof_native_stack layout");
 #endif
 
+/* Data through a pipe or a local socket. When an interrupt wakes a reader (a loopback TCP
+ * segment arrives in softirq, on the irq stack), a kernel thread (ksoftirqd) or a task outside
+ * the tree, the wakeup does not name the thread whose data it was: the writes do. */
+enum gprof_stream_kind {
+  GPROF_STREAM_PIPE = 1,
+  GPROF_STREAM_UNIX = 2, /* a connected Unix socket */
+  GPROF_STREAM_INET = 3, /* a TCP or UDP socket, IPv4 or IPv6 (loopback: both ends in the tree) */
+};
+
+/* A write of a thread of the tree to a pipe or socket. */
+struct gprof_stream_writer {
+  __u64 time_ns; /* the write call's start */
+  __u32 pid;
+  __u32 tid; /* 0: none */
+};
+
+/* The first read (of at least one byte) of a pipe or socket by a thread of the tree after an
+ * off-CPU interval of at least the stack threshold that an interrupt, a kernel thread or a task
+ * outside the tree ended, with the tree's last four writes to the end it read (most recent
+ * first), as the writers' system calls found it: what ended the wait, when it was data. */
+struct gprof_stream_read {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns;      /* the read call */
+  __u64 end_ns;
+  __u64 wait_start_ns; /* the interval it followed (or slept in): its start_ns */
+  __u64 wake_ns;       /* and its wake_ns */
+  __s64 ret;           /* bytes read */
+  __u32 syscall_nr;
+  __u32 kind; /* enum gprof_stream_kind */
+  __s32 fd;
+  __u32 reserved;
+  struct gprof_stream_writer writers[4];
+};
+
+/* Value of the `stream_writes` map, keyed by the receiving end of a pipe or socket (a number only
+ * the BPF programs read: a pipe's or a Unix socket's kernel address, a hash of a TCP or UDP
+ * socket's addresses and ports as its receiver sees them): the tree's last four writes to it
+ * (a message is often written in parts, after the first woke the reader). */
+struct gprof_stream_writes {
+  struct gprof_stream_writer last[4];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct gprof_stream_writer) == 16, "");
+static_assert(sizeof(struct gprof_stream_read) == 136, "");
+static_assert(sizeof(struct gprof_stream_writes) == 64, "");
+#else
+_Static_assert(sizeof(struct gprof_stream_read) == 136, "gprof_stream_read layout");
+_Static_assert(sizeof(struct gprof_stream_writes) == 64, "gprof_stream_writes layout");
+#endif
+
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
 
 /* Key of the `short_waits` hash map (bpf/short_waits.bpf.h), whose value is the reason's slot
@@ -793,8 +849,12 @@ struct gprof_thread_state {
    * of short futex calls ([2], [3]) are, most recent first: a hand-over's wait counts without a
    * lookup in short_waits (a hash of a 40-byte key). */
   struct gprof_short_wait_slot counted[4];
+  /* Its last off-CPU interval that an interrupt, a kernel thread or a task outside the tree ended
+   * (start, wake), until its next read of a pipe or socket: 0 when none is waiting for one. */
+  __u64 unexplained_wait_start_ns;
+  __u64 unexplained_wake_ns;
   /* To 64n + 8 bytes: with its 56 bytes of header and key, every element fills whole lines. */
-  __u8 padding[48];
+  __u8 padding[32];
 };
 
 /* ---- Python stacks: what the walker needs to know of one process's interpreter ---- */

@@ -164,7 +164,51 @@ Wait WaitReader::ReadWait(const OffCpuInterval& interval) const {
       wait.waker_call = index_->calls.At(interval.waker_tid, interval.wake_ns);
   }
   wait.wait_class = WaitClassifier(session_, *index_).Classify(interval.tid, wait);
+  FollowTheData(interval, wait);
   return wait;
+}
+
+// A wait that an interrupt, a kernel thread or a task outside the tree ended, whose thread then
+// read a pipe or socket that a thread of the tree had written to while it slept, was ended by
+// that writer: its data (loopback TCP wakes the reader from softirq; a socket's data may be
+// handed on by ksoftirqd). The write is the latest of the end's last four made while it slept;
+// where all four came after the wakeup (a message written in parts, the first of which woke it,
+// is gone from the four) and from one thread, that thread, its writes begun by the wakeup.
+void WaitReader::FollowTheData(const OffCpuInterval& interval, Wait& wait) const {
+  if (wait.wake_ns == 0 || wait.ended_by_exit ||
+      (wait.waker_tid != 0 && session_.threads.contains(wait.waker_tid)))
+    return;
+  auto read = session_.stream_reads.find({interval.tid, interval.start_ns});
+  if (read == session_.stream_reads.end() || read->second.wake_ns != interval.wake_ns) return;
+  const StreamRead::Writer* found = nullptr;
+  uint64_t written_ns = 0;
+  bool one_writer_after = true;
+  for (const StreamRead::Writer& writer : read->second.writers) {
+    if (writer.tid == 0 || writer.tid == interval.tid || !session_.threads.contains(writer.tid)) {
+      one_writer_after = false;
+      continue;
+    }
+    if (writer.time_ns <= wait.wake_ns) {
+      // Written while it waited: data written before it slept did not end its sleep.
+      if (writer.time_ns >= interval.start_ns) found = &writer, written_ns = writer.time_ns;
+      one_writer_after = false;
+      break;
+    }
+    if (writer.tid != read->second.writers[0].tid) one_writer_after = false;
+  }
+  if (found == nullptr && one_writer_after) {
+    found = &read->second.writers[0];
+    written_ns = wait.wake_ns;
+  }
+  if (found == nullptr) return;
+  wait.waker_pid = found->pid;
+  wait.waker_tid = found->tid;
+  wait.waker_comm.clear();
+  wait.waker_user_stack_id = -1;
+  wait.waker_python_stack = nullptr;
+  wait.waker_native_stack = nullptr;
+  wait.waker_call = index_->calls.At(found->tid, written_ns);
+  wait.data_written_ns = written_ns;
 }
 
 const Wait& WaitReader::WaitOf(const OffCpuInterval& interval) const {
@@ -190,6 +234,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.waker_user_stack_id = -1;
     wait.waker_python_stack = nullptr;
     wait.waker_call = nullptr;
+    wait.data_written_ns = 0;
     return wait;
   }
   // Woken before `start` (the interval clipped to a window it began before): runnable from the

@@ -73,6 +73,7 @@ class WaitReader {
   struct Index;
   WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
   Wait ReadWait(const OffCpuInterval& interval) const;
+  void FollowTheData(const OffCpuInterval& interval, Wait& wait) const;
   const Session& session_;
   std::unique_ptr<Index> index_;
   // The intervals read so far, by index into session.off_cpu (only those asked for: most of a

@@ -78,6 +78,11 @@ struct Wait {
   uint32_t waker_tid = 0;  // 0: no waker (preempted) or an interrupt
   std::string waker_comm;  // the kernel's name for the waker, also when it is outside the tree
   const ApiCall* waker_call = nullptr;  // the waker's CUDA call in progress when it woke us
+  // The waker found through the data, not the wakeup: an interrupt, a kernel thread or a task
+  // outside the tree woke it (loopback TCP arrives in softirq), and its next read of a pipe or
+  // socket got what waker_tid, a thread of the tree, last wrote to it before the wakeup, at
+  // data_written_ns (the write call's start). 0: the wakeup named the waker.
+  uint64_t data_written_ns = 0;
   // Woken only to die with its process (an exit_group, a fatal signal, an exec: the kernel recorder
   // found SIGKILL pending for it at the wakeup): ended by the process's exit, not by a release.
   // The waker fields stay empty, as for a wait nobody ended; the thread whose exit woke it is

@@ -375,6 +375,26 @@ struct DeviceWait {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// The first read of a pipe or socket after a wait that no thread of the tree ended (an
+// interrupt, a kernel thread or a task outside the tree woke it: loopback TCP data arrives in
+// softirq), with the tree's last writers to the end it read: whose data ended the wait.
+struct StreamRead {
+  struct Writer {
+    uint64_t time_ns = 0;  // the write call's start
+    uint32_t pid = 0;
+    uint32_t tid = 0;  // 0: none
+  };
+  uint64_t start_ns = 0;  // the read call
+  uint64_t end_ns = 0;
+  uint64_t wait_start_ns = 0;  // the off-CPU interval it followed or slept in
+  uint64_t wake_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  int32_t fd = -1;
+  uint32_t kind = 0;  // gprof_stream_kind
+  Writer writers[4];  // the tree's last writes to the end it read, the latest first
+};
+
 // A page fault that took at least the recorder's threshold.
 struct PageFault {
   uint64_t start_ns = 0;
@@ -570,6 +590,8 @@ struct Session {
   RecordVector<FutexWaitvCall> futex_waitv_calls;  // sorted by start_ns
   RecordVector<LockWait> lock_waits;               // sorted by start_ns
   RecordVector<DeviceWait> device_waits;           // sorted by start_ns
+  // By (reader's tid, the start of the wait it followed).
+  std::map<std::pair<uint32_t, uint64_t>, StreamRead> stream_reads;
   RecordVector<PageFault> page_faults;             // sorted by start_ns
   RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
   RecordVector<TaskStart> task_starts;             // sorted by time_ns

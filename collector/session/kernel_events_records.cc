@@ -58,6 +58,8 @@ const char* KernelRecordName(uint32_t type) {
       return "short wait counts";
     case GPROF_REC_NATIVE_STACK:
       return "native stacks";
+    case GPROF_REC_STREAM_READ:
+      return "pipe and socket reads";
     default:
       return "records";
   }
@@ -184,6 +186,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodeWaitCount(record);
     case GPROF_REC_NATIVE_STACK:
       return native_.Decode(record);
+    case GPROF_REC_STREAM_READ:
+      return DecodeStreamRead(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -336,6 +340,26 @@ void KernelRecordDecoder::DecodeDeviceWait(const RecordView& record) {
   wait.ret = event.ret;
   wait.device = PrintableName(FixedString(event.device, sizeof(event.device)));
   session_->device_waits.push_back(std::move(wait));
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeStreamRead(const RecordView& record) {
+  gprof_stream_read event;
+  if (!ReadInterval(record, &event, "pipe or socket read")) return;
+  if (event.wait_start_ns > event.wake_ns || event.wake_ns > event.end_ns)
+    return Malformed(record, "pipe or socket read");
+  StreamRead read;
+  read.start_ns = event.start_ns;
+  read.end_ns = event.end_ns;
+  read.wait_start_ns = event.wait_start_ns;
+  read.wake_ns = event.wake_ns;
+  read.pid = event.pid;
+  read.tid = event.tid;
+  read.fd = event.fd;
+  read.kind = event.kind;
+  for (size_t i = 0; i < 4; ++i)
+    read.writers[i] = {event.writers[i].time_ns, event.writers[i].pid, event.writers[i].tid};
+  session_->stream_reads[{read.tid, read.wait_start_ns}] = read;
   threads_->SeeThread(event.tid, event.pid);
 }
 

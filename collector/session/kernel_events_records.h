@@ -54,6 +54,7 @@ class KernelRecordDecoder {
   void DecodeLost(const RecordView& record);
   void DecodeEventCount(const RecordView& record);
   void DecodeSignal(const RecordView& record);
+  void DecodeStreamRead(const RecordView& record);
   void DecodePythonStack(const RecordView& record);
   void DecodePythonProcess(const RecordView& record);
   void DecodePythonCode(const RecordView& record);

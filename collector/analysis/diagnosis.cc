@@ -123,6 +123,8 @@ class Diagnoser {
   void FindStalls();
   void CountProfilerCost();
   void GroupCauses();
+  // Per stall, the producer a costly handoff waited for (0: not a costly handoff).
+  std::vector<uint32_t> HandoffProducers() const;
   void FindCpuStarvation();
   // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
   uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
@@ -183,6 +185,13 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     for (const Wait& wait : split.waits) {
       if (wait.state == OffCpuState::kRunnable) continue;
       if (longest == nullptr || wait.asleep_ns() > longest->asleep_ns()) longest = &wait;
+    }
+    // The wait that ended last was ended by data another thread wrote (a socket's reader woken
+    // from softirq): what it waited for at the end, whatever its longer waits were (timeouts).
+    for (auto wait = split.waits.rbegin(); wait != split.waits.rend(); ++wait) {
+      if (wait->state == OffCpuState::kRunnable) continue;
+      if (wait->data_written_ns != 0) longest = &*wait;
+      break;
     }
     if (longest != nullptr) {
       link.wait = *longest;
@@ -288,7 +297,10 @@ void Diagnoser::FollowChain(Stall& stall) const {
 
 Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
   const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
-  Holder holder{wait.waker_tid, asleep_until};
+  // Found through its data: the writer held it up until it wrote.
+  Holder holder{wait.waker_tid,
+                wait.data_written_ns != 0 ? std::min(wait.data_written_ns, asleep_until)
+                                          : asleep_until};
   if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
     if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;
     if (holder.tid == lock->owner_tid) holder.memory_call = wait.owner_memory_call;
@@ -426,8 +438,64 @@ void AddThread(std::vector<uint32_t>& tids, uint32_t tid) {
   if (std::find(tids.begin(), tids.end(), tid) == tids.end()) tids.push_back(tid);
 }
 
+// The producer a handoff waited for: the root of its chain when that is a thread at work (on a
+// CPU, short of one, or waiting for the GPU), whose work a relay only forwarded (a queue's feeder
+// thread, a socket's reader thread, a process pool's result thread); else the thread that ended
+// the wait.
+uint32_t ProducerOf(const Stall& stall) {
+  const ChainLink& root = stall.chain.back();
+  if (root.state == ChainLink::State::kOnCpu || root.state == ChainLink::State::kRunnable ||
+      root.state == ChainLink::State::kGpu)
+    return root.tid;
+  return stall.chain.front().tid;
+}
+
+// Whether two waits of a thread waited at the same place: the same Python stack, or without one
+// the same user stack.
+bool SamePlace(const Wait& a, const Wait& b) {
+  if (a.python_stack != nullptr || b.python_stack != nullptr)
+    return a.python_stack != nullptr && b.python_stack != nullptr &&
+           a.python_stack->frames == b.python_stack->frames;
+  return a.user_stack_id >= 0 && a.user_stack_id == b.user_stack_id;
+}
+
+// A thread woken by a delivery it did not want yet (a DataLoader's batch that came before the one
+// it waits for), that put it aside and waited again at the same place, running less than this
+// share of the shorter of the two waits between them, waited once: for the producer that ended
+// the last wait.
+constexpr double kPutAsideShare = 0.1;
+
+std::vector<uint32_t> Diagnoser::HandoffProducers() const {
+  std::vector<uint32_t> producer(analysis_.stalls.size(), 0);
+  std::map<uint32_t, std::vector<size_t>> by_thread;
+  for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
+    const Stall& stall = analysis_.stalls[i];
+    if (stall.profiler_tid != 0 || !IsCostlyHandoff(stall)) continue;
+    producer[i] = ProducerOf(stall);
+    by_thread[stall.tid].push_back(i);
+  }
+  for (auto& [tid, indexes] : by_thread) {
+    std::sort(indexes.begin(), indexes.end(), [&](size_t a, size_t b) {
+      return analysis_.stalls[a].wait.start_ns < analysis_.stalls[b].wait.start_ns;
+    });
+    for (size_t k = indexes.size(); k-- > 1;) {
+      const Stall& first = analysis_.stalls[indexes[k - 1]];
+      const Stall& next = analysis_.stalls[indexes[k]];
+      if (next.wait.start_ns < first.wait.end_ns || !SamePlace(first.wait, next.wait)) continue;
+      const uint64_t ran =
+          reader_.Split(tid, first.wait.end_ns, next.wait.start_ns).on_cpu_ns;
+      const uint64_t waited = std::min(first.wait.end_ns - first.wait.start_ns,
+                                       next.wait.end_ns - next.wait.start_ns);
+      if (static_cast<double>(ran) < kPutAsideShare * static_cast<double>(waited))
+        producer[indexes[k - 1]] = producer[indexes[k]];
+    }
+  }
+  return producer;
+}
+
 // Convoys on one object collapse into one cause: the key is the object, not the holder.
 void Diagnoser::GroupCauses() {
+  const std::vector<uint32_t> producers = HandoffProducers();
   std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
   for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
     Stall& stall = analysis_.stalls[i];
@@ -455,11 +523,11 @@ void Diagnoser::GroupCauses() {
         first.symbol_module = location.module;
       }
     }
-    // A handoff is one cause per waiter and the thread that ended its wait, whatever it waited
-    // on (a condition variable's two words, a queue's pipe and its lock).
+    // A handoff is one cause per waiter and the producer it waited for, whatever it waited on
+    // (a condition variable's two words, a queue's pipe and its lock) and whichever relay
+    // handed the work over.
     std::string key =
-        handoff ? "handoff|" + std::to_string(stall.tid) + "|" +
-                      std::to_string(stall.chain.front().tid)
+        handoff ? "handoff|" + std::to_string(stall.tid) + "|" + std::to_string(producers[i])
                 : std::string(WaitClassName(stall.wait_class)) + "|" +
                       std::to_string(static_cast<int>(object.kind)) + "|" + owner + "|" + where +
                       "|" + object.device + "|" +
@@ -475,7 +543,9 @@ void Diagnoser::GroupCauses() {
     AddThread(cause.tids, stall.tid);
     cause.stalls.push_back(static_cast<int>(i));
     cause.longest_ns = std::max(cause.longest_ns, held_ns);
-    if (!stall.chain.empty() && stall.asleep_ns() > rooted_ns[stall.cause]) {
+    // A handoff's root is one of the producer's own (a wait put aside names another).
+    if (!stall.chain.empty() && stall.asleep_ns() > rooted_ns[stall.cause] &&
+        (!handoff || ProducerOf(stall) == producers[i])) {
       rooted_ns[stall.cause] = stall.asleep_ns();
       cause.root = stall.chain.back();
     }

@@ -13,7 +13,7 @@ packages=(
   libgtest-dev protobuf-compiler         # tests; protoc checks the trace against Perfetto's schema
   libclang-rt-14-dev                     # scripts/fuzz.sh: libFuzzer and the sanitizers for clang
   python3                                # tests: the GIL convoy (tests/apps/gil_convoy.py)
-  python3-torch                          # tests: Python stacks of DataLoader workers (py_frames.py)
+  python3-torch                          # tests: Python stacks of DataLoader workers (py_frames.py), handoffs (handoffs_test)
   libpython3-dev                         # tests: CPython's internal headers, to check our offsets
   passwd libcap2-bin util-linux          # security tests: throwaway users, setcap, setpriv
   libc6-dbg                              # tests: libc's local symbols (stdout's lock), by build-id

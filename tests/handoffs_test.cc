@@ -128,6 +128,24 @@ TEST_F(Handoffs, AMultiprocessingPoolWithASlowTask) {
   ExpectHandoffFound(run_);
 }
 
+// Debian's PyTorch (python3-torch, scripts/setup.sh installs it for CI): two worker processes, one sometimes
+// slow in its __getitem__; the trainer's waits in next() go through the worker's result queue
+// (its feeder thread, a pipe) to the worker's Python line.
+TEST_F(Handoffs, ADataLoaderWithASlowWorker) {
+  ASSERT_TRUE(Record({"/usr/bin/python3", Script("dataloader_slow_worker.py")}, dir_, &run_));
+  ExpectHandoffFound(run_);
+  EXPECT_NE(run_.text.find("in decode_sample"), std::string::npos) << run_.text;
+}
+
+// Two gloo ranks over loopback TCP, rank 1 late at every step: rank 0's data arrives in softirq
+// (its socket's reader is woken by an interrupt, not by rank 1), so the chain reaches rank 1
+// through what rank 1 wrote to the socket, and ends at its augment.
+TEST_F(Handoffs, TwoGlooRanksOneLate) {
+  ASSERT_TRUE(Record({"/usr/bin/python3", Script("gloo_ranks.py")}, dir_, &run_));
+  ExpectHandoffFound(run_);
+  EXPECT_NE(run_.text.find("in augment"), std::string::npos) << run_.text;
+}
+
 TEST_F(Handoffs, ANativeProducerBusyInALibcCall) {
   ASSERT_TRUE(Record({AppPath("native_producer")}, dir_, &run_));
   ExpectHandoffFound(run_);

@@ -478,16 +478,21 @@ std::vector<uint32_t> Diagnoser::HandoffProducers() const {
     std::sort(indexes.begin(), indexes.end(), [&](size_t a, size_t b) {
       return analysis_.stalls[a].wait.start_ns < analysis_.stalls[b].wait.start_ns;
     });
+    // Back from the last, so that a put-aside wait takes the producer its next one resolved to;
+    // the waits between at other places (fetching the batch's shared memory) are the delivery's.
     for (size_t k = indexes.size(); k-- > 1;) {
       const Stall& first = analysis_.stalls[indexes[k - 1]];
-      const Stall& next = analysis_.stalls[indexes[k]];
-      if (next.wait.start_ns < first.wait.end_ns || !SamePlace(first.wait, next.wait)) continue;
-      const uint64_t ran =
-          reader_.Split(tid, first.wait.end_ns, next.wait.start_ns).on_cpu_ns;
-      const uint64_t waited = std::min(first.wait.end_ns - first.wait.start_ns,
-                                       next.wait.end_ns - next.wait.start_ns);
-      if (static_cast<double>(ran) < kPutAsideShare * static_cast<double>(waited))
-        producer[indexes[k - 1]] = producer[indexes[k]];
+      for (size_t m = k; m < indexes.size(); ++m) {
+        const Stall& next = analysis_.stalls[indexes[m]];
+        if (next.wait.start_ns < first.wait.end_ns || !SamePlace(first.wait, next.wait)) continue;
+        const uint64_t ran =
+            reader_.Split(tid, first.wait.end_ns, next.wait.start_ns).on_cpu_ns;
+        const uint64_t waited = std::min(first.wait.end_ns - first.wait.start_ns,
+                                         next.wait.end_ns - next.wait.start_ns);
+        if (static_cast<double>(ran) < kPutAsideShare * static_cast<double>(waited))
+          producer[indexes[k - 1]] = producer[indexes[m]];
+        break;
+      }
     }
   }
   return producer;

@@ -301,7 +301,8 @@ Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
   Holder holder{wait.waker_tid,
                 wait.data_written_ns != 0 ? std::min(wait.data_written_ns, asleep_until)
                                           : asleep_until};
-  if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
+  if (const LockWait* lock = wait.kernel_lock;
+      lock != nullptr && lock->owner_tid != 0 && !wait.owner_hint_stale) {
     if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;
     if (holder.tid == lock->owner_tid) holder.memory_call = wait.owner_memory_call;
   } else if (holder.tid == 0 || !InTree(holder.tid)) {
@@ -315,12 +316,21 @@ Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
 // lock), up to its release: its first wake of the word after the waiter read the holder (its
 // unlock wakes a waiter, not necessarily this one). Released before the sleep began, it held
 // nothing this thread waited for: none.
+//
+// Only a lock names a holder: the GIL's condition variable sits beside its mutex, whose holder
+// field a wait on the condition's word reads (a thread that holds the GIL's mutex for a moment,
+// or none), and a GIL passed around with such a hint looked like a cycle of locks. A holder that
+// was itself asleep on the same word then was waiting for it, not holding it: a stale hint.
 Diagnoser::Holder Diagnoser::LockOwner(uint32_t tid, const Wait& wait) const {
-  if (wait.object.kind != WaitKind::kFutex) return {};
+  if (wait.object.kind != WaitKind::kFutex || wait.wait_class != WaitClass::kUserLock) return {};
   const FutexCall* futex = reader_.FutexAt(tid, wait.start_ns);
   if (futex == nullptr || futex->uaddr != wait.object.address) return {};
   const uint32_t owner = RecordedLockHolder(session_, tid, *futex);
   if (owner == 0) return {};
+  if (const FutexCall* own = reader_.FutexAt(owner, wait.start_ns);
+      own != nullptr && own->is_wait() && own->uaddr == futex->uaddr &&
+      own->start_ns <= wait.start_ns)
+    return {};
   const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
   for (const FutexCall* call : reader_.FutexDuring(owner, futex->start_ns, asleep_until)) {
     if (call->start_ns < futex->start_ns || !call->is_wake() || call->uaddr != futex->uaddr)
@@ -361,20 +371,34 @@ bool Diagnoser::IsDeadlock(const Stall& stall, const Holder& closing) const {
 
 void Diagnoser::FindStalls() {
   const CriticalPath path = FindCriticalPath(session_, reader_, ours_);
+  // A wait for the GIL is a run of sleeps (WaitReader), some shorter than the threshold: in a
+  // Python process every sleep is looked at, elsewhere only the long ones.
+  auto looked_at = [&](const OffCpuInterval& interval) {
+    if (interval.state() == OffCpuState::kRunnable) return false;
+    const uint64_t asleep_until = interval.wake_ns != 0 ? interval.wake_ns : interval.end_ns;
+    return asleep_until - interval.start_ns >= analysis_.options.threshold_ns ||
+           session_.python.processes.contains(interval.pid);
+  };
   for (const OffCpuInterval& interval : session_.off_cpu) {
-    if (interval.state() == OffCpuState::kRunnable) continue;
-    uint64_t asleep_until = interval.wake_ns != 0 ? interval.wake_ns : interval.end_ns;
-    if (asleep_until - interval.start_ns < analysis_.options.threshold_ns) continue;
-    if (Ours(interval.tid)) continue;  // gprof-run's own waits are not the program's
+    if (!looked_at(interval) || Ours(interval.tid)) continue;  // gprof-run's own waits are not the program's
+    // A wait of several pieces is one stall, made at its first piece (or at the first looked at).
+    const auto [first, last] = reader_.PiecesOf(interval);
+    if (&session_.off_cpu[first] != &interval && looked_at(session_.off_cpu[first])) continue;
+    const Wait& whole = reader_.WaitOf(interval);
+    uint64_t asleep_until = whole.wake_ns != 0 ? whole.wake_ns : whole.end_ns;
+    if (asleep_until - whole.start_ns < analysis_.options.threshold_ns) continue;
     Stall stall;
     stall.pid = interval.pid;
     stall.tid = interval.tid;
-    stall.wait = reader_.MakeWait(interval, interval.start_ns, interval.end_ns);
+    stall.wait = reader_.MakeWait(interval, whole.start_ns, whole.end_ns);
     stall.wait_class = stall.wait.wait_class;
-    stall.call = reader_.CallAt(interval.tid, interval.start_ns);
+    stall.call = reader_.CallAt(interval.tid, whole.start_ns);
     // A wait inside a CUDA call while its process's GPU was busy most of it waited for the GPU,
     // whichever thread of the driver ended it: the GPU's time, not a handoff's.
-    stall.on_critical_path = path.Holds(session_, interval) && !WaitedForGpu(stall);
+    for (size_t piece = first; piece <= last && !stall.on_critical_path; ++piece)
+      stall.on_critical_path = session_.off_cpu[piece].tid == interval.tid &&
+                               path.Holds(session_, session_.off_cpu[piece]);
+    stall.on_critical_path = stall.on_critical_path && !WaitedForGpu(stall);
     FollowChain(stall);
     analysis_.stalls.push_back(std::move(stall));
   }

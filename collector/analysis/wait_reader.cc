@@ -115,6 +115,25 @@ WaitObject WaitReader::ObjectOf(const OffCpuInterval& interval, const Wait& wait
   return object;
 }
 
+bool WaitReader::OwnerHintStale(const LockWait& lock) const {
+  const uint64_t at = lock.start_ns;
+  const OffCpuInterval* asleep = index_->off_cpu.At(lock.owner_tid, at);
+  if (asleep == nullptr || asleep->start_ns > at || asleep->state() == OffCpuState::kRunnable ||
+      (asleep->wake_ns != 0 && asleep->wake_ns <= at))
+    return false;  // on CPU, preempted, or woken: it may hold it
+  if (const LockWait* own = index_->lock_waits.At(lock.owner_tid, at);
+      own != nullptr && own->lock_address == lock.lock_address && own->start_ns <= at)
+    return true;  // waiting for the same lock
+  if (const FutexCall* futex = index_->futex.At(lock.owner_tid, at);
+      futex != nullptr && futex->is_wait() && futex->start_ns <= asleep->start_ns)
+    return true;
+  const std::string function = BlockingKernelFunction(session_, asleep->kstack_id);
+  for (std::string_view part : {"futex", "nanosleep", "poll", "select", "sigsuspend", "pause"}) {
+    if (function.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
 Wait WaitReader::ReadWait(const OffCpuInterval& interval) const {
   Wait wait;
   wait.start_ns = interval.start_ns;
@@ -138,8 +157,11 @@ Wait WaitReader::ReadWait(const OffCpuInterval& interval) const {
   wait.device_wait = index_->device_waits.At(interval.tid, interval.start_ns);
   wait.object = ObjectOf(interval, wait);
   if (const LockWait* lock = wait.kernel_lock; lock != nullptr && lock->owner_tid != 0) {
-    wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
-    wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
+    wait.owner_hint_stale = OwnerHintStale(*lock);
+    if (!wait.owner_hint_stale) {
+      wait.owner_memory_call = index_->memory_map_calls.At(lock->owner_tid, lock->start_ns);
+      wait.owner_call = index_->calls.At(lock->owner_tid, lock->start_ns);
+    }
   }
   if (interval.wake_ns != 0 && interval.wake_ns <= interval.end_ns &&
       (interval.flags & GPROF_OFFCPU_WOKEN_TO_DIE) != 0) {
@@ -211,11 +233,154 @@ void WaitReader::FollowTheData(const OffCpuInterval& interval, Wait& wait) const
   wait.data_written_ns = written_ns;
 }
 
+namespace {
+
+// The interpreter's own loop between two sleeps of one wait for the GIL (retake the GIL's mutex,
+// ask the holder to drop it, sleep again) runs for microseconds; a thread that got the GIL holds
+// it a switch interval (5 ms) unless it blocks on something else. More time on CPU than this
+// between two sleeps on the GIL, and they are two waits.
+constexpr uint64_t kGilLoopNs = 200'000;
+// Preemptions in the loop, between two sleeps of one wait, looked past.
+constexpr int kPreemptionsLooked = 4;
+
+}  // namespace
+
+const Wait& WaitReader::PieceOf(size_t index) const {
+  auto [entry, inserted] = read_.try_emplace(index);
+  if (inserted) entry->second = ReadWait(session_.off_cpu[index]);
+  return entry->second;
+}
+
+bool WaitReader::IsGilSleep(size_t index) const {
+  const Wait& piece = PieceOf(index);
+  return piece.state != OffCpuState::kRunnable && piece.wait_class == WaitClass::kPythonGil;
+}
+
+void WaitReader::FindRun(size_t index) const {
+  const OffCpuInterval* all = session_.off_cpu.data();
+  const OffCpuInterval& at = all[index];
+  // Whether the GIL sleep `next` continues the wait of the GIL sleep `previous` of the thread.
+  auto continues = [&](size_t previous, size_t next) {
+    if (!IsGilSleep(previous) || !IsGilSleep(next)) return false;
+    const Wait& before = PieceOf(previous);
+    return !before.ended_by_exit && PieceOf(next).object.pid == before.object.pid;
+  };
+  auto walk = [&](bool forward) {
+    size_t last_sleep = index;
+    const OffCpuInterval* current = &at;
+    uint64_t on_cpu_ns = 0;
+    int preemptions = 0;
+    while (true) {
+      const OffCpuInterval* next = nullptr;
+      if (forward) {
+        auto later = index_->off_cpu.StartingIn(at.tid, current->start_ns + 1, UINT64_MAX);
+        if (!later.empty()) next = *later.begin();
+      } else {
+        next = index_->off_cpu.LastBefore(at.tid, current->start_ns);
+      }
+      if (next == nullptr) break;
+      const OffCpuInterval& earlier = forward ? *current : *next;
+      const OffCpuInterval& later = forward ? *next : *current;
+      if (later.start_ns < earlier.end_ns) break;
+      on_cpu_ns += later.start_ns - earlier.end_ns;
+      if (on_cpu_ns > kGilLoopNs) break;
+      const size_t next_index = static_cast<size_t>(next - all);
+      current = next;
+      if (next->state() == OffCpuState::kRunnable) {
+        if (++preemptions > kPreemptionsLooked) break;
+        continue;
+      }
+      if (forward ? !continues(last_sleep, next_index) : !continues(next_index, last_sleep)) break;
+      last_sleep = next_index;
+      on_cpu_ns = 0;
+      preemptions = 0;
+    }
+    return last_sleep;
+  };
+  const size_t first = walk(false);
+  const size_t last = walk(true);
+  if (first == last) {
+    run_first_[index] = index;
+    return;
+  }
+  Run& run = runs_[first];
+  run.first = first;
+  run.last = last;
+  for (const OffCpuInterval* piece :
+       index_->off_cpu.StartingIn(at.tid, all[first].start_ns, all[last].start_ns + 1))
+    run_first_[static_cast<size_t>(piece - all)] = first;
+  // The first piece's start, object and stacks (the first that has them: short sleeps carry
+  // none); the last's wake, end and waker.
+  Wait& wait = run.wait;
+  wait = PieceOf(first);
+  for (size_t i = first; i <= last && (wait.python_stack == nullptr || wait.user_stack_id < 0);
+       ++i) {
+    if (all[i].tid != at.tid || all[i].state() == OffCpuState::kRunnable) continue;
+    const Wait& piece = PieceOf(i);
+    if (wait.python_stack == nullptr) wait.python_stack = piece.python_stack;
+    if (wait.user_stack_id < 0) {
+      wait.user_stack_id = piece.user_stack_id;
+      wait.kstack_id = piece.kstack_id;
+    }
+  }
+  const Wait& end = PieceOf(last);
+  wait.end_ns = end.end_ns;
+  wait.wake_ns = end.wake_ns;
+  wait.waker_pid = end.waker_pid;
+  wait.waker_tid = end.waker_tid;
+  wait.waker_comm = end.waker_comm;
+  wait.waker_call = end.waker_call;
+  wait.ended_by_exit = end.ended_by_exit;
+  wait.exit_tid = end.exit_tid;
+  wait.exit_comm = end.exit_comm;
+  wait.waker_user_stack_id = end.waker_user_stack_id;
+  wait.waker_python_stack = end.waker_python_stack;
+  wait.waker_native_stack = end.waker_native_stack;
+  wait.data_written_ns = end.data_written_ns;
+}
+
+size_t WaitReader::RunFirst(size_t index) const {
+  if (auto known = run_first_.find(index); known != run_first_.end()) return known->second;
+  const OffCpuInterval& interval = session_.off_cpu[index];
+  if (interval.state() != OffCpuState::kRunnable) {
+    if (!IsGilSleep(index)) return index;
+    FindRun(index);
+    return run_first_[index];
+  }
+  // A preemption inside a run: the run of the GIL sleep before it, if it reaches this far.
+  const OffCpuInterval* before = &interval;
+  for (int looked = 0; looked <= kPreemptionsLooked; ++looked) {
+    before = index_->off_cpu.LastBefore(interval.tid, before->start_ns);
+    if (before == nullptr || interval.start_ns - before->end_ns > kGilLoopNs) break;
+    if (before->state() == OffCpuState::kRunnable) continue;
+    const size_t sleep = static_cast<size_t>(before - session_.off_cpu.data());
+    if (IsGilSleep(sleep)) {
+      RunFirst(sleep);
+      if (auto known = run_first_.find(index); known != run_first_.end()) return known->second;
+    }
+    break;
+  }
+  run_first_[index] = index;
+  return index;
+}
+
 const Wait& WaitReader::WaitOf(const OffCpuInterval& interval) const {
   const size_t index = static_cast<size_t>(&interval - session_.off_cpu.data());
-  auto [entry, inserted] = read_.try_emplace(index);
-  if (inserted) entry->second = ReadWait(interval);
-  return entry->second;
+  const size_t first = RunFirst(index);
+  if (auto run = runs_.find(first); run != runs_.end()) return run->second.wait;
+  return PieceOf(index);
+}
+
+bool WaitReader::BeginsWait(const OffCpuInterval& interval) const {
+  const size_t index = static_cast<size_t>(&interval - session_.off_cpu.data());
+  return RunFirst(index) == index;
+}
+
+std::pair<size_t, size_t> WaitReader::PiecesOf(const OffCpuInterval& interval) const {
+  const size_t index = static_cast<size_t>(&interval - session_.off_cpu.data());
+  const size_t first = RunFirst(index);
+  if (auto run = runs_.find(first); run != runs_.end()) return {run->second.first, run->second.last};
+  return {index, index};
 }
 
 Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64_t end) const {
@@ -233,6 +398,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.waker_comm.clear();
     wait.waker_user_stack_id = -1;
     wait.waker_python_stack = nullptr;
+    wait.waker_native_stack = nullptr;
     wait.waker_call = nullptr;
     wait.data_written_ns = 0;
     return wait;
@@ -251,9 +417,13 @@ TimeSplit WaitReader::Split(uint32_t tid, uint64_t start, uint64_t end) const {
     if (thread->second.exit_ns != 0 && thread->second.exit_ns < end)
       end = std::max(thread->second.exit_ns, start);
   }
+  const Wait* previous = nullptr;  // the pieces of one wait (a GIL run) are one wait
   for (const OffCpuInterval* interval : index_->off_cpu.During(tid, start, end)) {
-    uint64_t clipped_start = std::max(interval->start_ns, start);
-    uint64_t clipped_end = std::min(interval->end_ns, end);
+    const Wait& whole = WaitOf(*interval);
+    if (&whole == previous) continue;
+    previous = &whole;
+    uint64_t clipped_start = std::max(whole.start_ns, start);
+    uint64_t clipped_end = std::min(whole.end_ns, end);
     Wait wait = MakeWait(*interval, clipped_start, clipped_end);
     if (wait.state == OffCpuState::kRunnable) {
       split.runnable_ns += clipped_end - clipped_start;

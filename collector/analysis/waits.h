@@ -102,6 +102,10 @@ struct Wait {
   // the mmap_lock throughout) and a CUDA call.
   const MemoryMapCall* owner_memory_call = nullptr;
   const ApiCall* owner_call = nullptr;
+  // The kernel lock's owner hint is stale: the thread it names was asleep then where no kernel
+  // lock is held (a futex wait, a sleep, a poll: kernel locks are never held across a return to
+  // user space), or waiting for this very lock. It names no holder.
+  bool owner_hint_stale = false;
   // The Python stacks the kernel recorder read (into the Session): the thread's as it slept, the
   // waker's at the wakeup; null where none was read.
   const PythonStack* python_stack = nullptr;

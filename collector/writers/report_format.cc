@@ -66,6 +66,8 @@ std::string WhereAsleep(const Session& session, const WaitObject& object) {
 std::string LockOwnerText(const Session& session, const Wait& wait) {
   if (wait.kernel_lock == nullptr) return {};
   const LockWait& lock = *wait.kernel_lock;
+  // The thread the hint named was asleep where it held no kernel lock: no holder is named.
+  if (lock.owner_tid != 0 && wait.owner_hint_stale) return "owner unknown (hint stale)";
   std::string owner = session.threads.contains(lock.owner_tid)
                           ? QuotedThread(session, lock.owner_tid)
                           : LockOwnerLabel(session, lock);

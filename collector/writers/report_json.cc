@@ -281,6 +281,7 @@ json KernelLockJson(const Session& session, const Wait& wait) {
                  {"owner_pid", lock->owner_pid},
                  {"owner", LockOwnerLabel(session, *lock)},
                  {"owner_inferred", lock->owner_inferred},
+                 {"owner_hint_stale", wait.owner_hint_stale},
                  {"owner_memory_call", MemoryMapCallJson(wait.owner_memory_call)},
                  {"owner_call", CallJson(session, wait.owner_call)},
                  {"kernel_stack", session.KernelStack(lock->kstack_id)}});

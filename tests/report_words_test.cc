@@ -151,7 +151,7 @@ TEST(ReportWords, AHeapLockIsNamedByTheLibraryThatWaitedOnIt) {
   lock.pid = pid;
   lock.address = 0x1000040;
   EXPECT_EQ(ObjectWords(session, lock), "futex 0x1000040 on the heap");
-  collector::LockUsers users = {{{pid, 0x1000040}, "libcuda.so.580.159.04"}};
+  collector::LockUsers users = {{{pid, 0x1000040}, {"libcuda.so.580.159.04"}}};
   EXPECT_EQ(ObjectWords(session, lock, &users),
             "a lock inside libcuda.so.580.159.04 (futex 0x1000040 on the heap)");
   EXPECT_EQ(WaitWords(session, lock, collector::WaitClass::kUserLock, &users),

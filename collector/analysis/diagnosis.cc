@@ -37,7 +37,43 @@ void NameLocksByTheirUsers(const Session& session, Analysis& analysis) {
     if (best < 0) continue;
     cause.user_named = votes[best].first;
     if (!cause.user_named->library.empty())
-      analysis.lock_users[{cause.object.pid, cause.object.address}] = cause.user_named->library;
+      analysis.lock_users[{cause.object.pid, cause.object.address}].library =
+          cause.user_named->library;
+  }
+}
+
+// A Python lock is named by what its waiters' Python frames show it is (NamePythonLock), one name
+// per futex word: the name most of the waits on the word give (the stalls' and their chains').
+void NamePythonLocks(const Session& session, Analysis& analysis) {
+  if (session.python.empty()) return;
+  constexpr size_t kWaitsLooked = 64;  // per word
+  std::map<std::pair<uint32_t, uint64_t>, std::map<std::string, size_t>> votes;
+  auto vote = [&](const Wait& wait) {
+    if (wait.object.kind != WaitKind::kFutex || wait.python_stack == nullptr) return;
+    auto& word = votes[{wait.object.pid, wait.object.address}];
+    size_t looked = 0;
+    for (const auto& [name, count] : word) looked += count;
+    if (looked >= kWaitsLooked) return;
+    if (std::optional<std::string> name = NamePythonLock(session, wait)) ++word[*name];
+  };
+  for (const Stall& stall : analysis.stalls) {
+    vote(stall.wait);
+    for (const ChainLink& link : stall.chain) {
+      if (link.wait) vote(*link.wait);
+    }
+  }
+  for (const auto& [word, names] : votes) {
+    const std::string* best = nullptr;
+    size_t most = 0;
+    for (const auto& [name, count] : names) {
+      if (count > most) most = count, best = &name;
+    }
+    if (best != nullptr) analysis.lock_users[word].python = *best;
+  }
+  for (Cause& cause : analysis.causes) {
+    if (cause.object.kind != WaitKind::kFutex || cause.kind == CauseKind::kHandoff) continue;
+    auto named = analysis.lock_users.find({cause.object.pid, cause.object.address});
+    if (named != analysis.lock_users.end()) cause.python_lock = named->second.python;
   }
 }
 
@@ -92,6 +128,7 @@ class Diagnoser {
     CountProfilerCost();
     GroupCauses();
     NameLocksByTheirUsers(session_, analysis_);
+    NamePythonLocks(session_, analysis_);
     FindCpuStarvation();
     FindGpuGaps();
     Rank();

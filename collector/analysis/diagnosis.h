@@ -184,6 +184,9 @@ struct Cause {
   std::string symbol_module;
   // kObject, a futex in memory no module names: the lock as most of its waiters' code names it.
   std::optional<UserNamedLock> user_named;
+  // kObject, a futex: the Python lock its waiters' frames show it is ("queue.Queue.mutex in
+  // queue.py:171"), which names it first; empty otherwise.
+  std::string python_lock;
   uint32_t thread_tid = 0;          // kModuleLoad, kLateHost: the late thread
   const ApiCall* launch = nullptr;  // kModuleLoad: the launch it loaded a module for
   bool loaded_in_launch = false;    // kModuleLoad: inside that launch, not before it

@@ -27,6 +27,15 @@ struct UserNamedLock {
   bool operator==(const UserNamedLock&) const = default;
 };
 
+// The Python lock `wait` slept on, as the waiter's Python frames (read at the wait) show it: for the
+// standard library's well-known objects their name and where the library waited
+// ("logging.Handler.lock in logging/__init__.py:923", "queue.Queue.not_empty in queue.py:171"),
+// for a lock of the program's own the kind and the innermost program frame that took it
+// ("threading.Lock in app.py:12 (acquire)"). None when the word is a module's, the wait has no
+// Python stack, or its native stack shows a lock that is not Python's (a C extension's mutex under
+// a Python frame).
+std::optional<std::string> NamePythonLock(const Session& session, const Wait& wait);
+
 // The lock `wait` slept on as its waiter's code names it; `call` (may be null) is the CUDA call the
 // wait was in, named when the library's frames have no symbol. None when the word is a module's,
 // or the waiter's user stack names no code outside the system's libraries.

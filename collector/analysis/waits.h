@@ -45,10 +45,16 @@ struct WaitObject {
   bool is_futex() const { return kind == WaitKind::kFutex; }
 };
 
-// The library whose code waited on a futex in memory no module names (the heap, a stack,
-// anonymous memory), by process and word, as the diagnosis found it on the waiters' stacks:
-// {pid, word} -> "libcuda.so.580.159.04".
-using LockUsers = std::map<std::pair<uint32_t, uint64_t>, std::string>;
+// How the diagnosis named a futex in memory no module names (the heap, a stack, anonymous
+// memory), by process and word: the library whose code waited on it, as the diagnosis found it on
+// the waiters' stacks ("libcuda.so.580.159.04"), or the Python lock its waiters' Python frames
+// show ("logging.Handler.lock in logging/__init__.py:923"), which names it first. One name for
+// the word, wherever a writer shows it.
+struct LockName {
+  std::string library;
+  std::string python;
+};
+using LockUsers = std::map<std::pair<uint32_t, uint64_t>, LockName>;
 
 // What kind of wait a sleep was, in the terms of the diagnosis (wait_class.h classifies).
 enum class WaitClass : uint8_t {

@@ -192,6 +192,7 @@ std::string CauseIdentity(const Session& session, const Cause& cause) {
     case CauseKind::kHandoff:
       break;
   }
+  if (!cause.python_lock.empty()) return cause.python_lock;
   if (cause.user_named) return UserNamedLockWords(*cause.user_named);
   if (!cause.symbol.empty()) {
     return (cause.wait_class == WaitClass::kPythonGil ? "the GIL: " : "") + cause.symbol + " in " +

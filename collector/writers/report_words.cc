@@ -254,8 +254,9 @@ std::string ObjectWords(const Session& session, const WaitObject& object, const 
                                                                 : "";
       if (!memory.empty() && users != nullptr) {
         auto user = users->find({object.pid, object.address});
-        if (user != users->end())
-          return "a lock inside " + user->second + " (" + text + " " + memory + ")";
+        if (user != users->end() && !user->second.python.empty()) return user->second.python;
+        if (user != users->end() && !user->second.library.empty())
+          return "a lock inside " + user->second.library + " (" + text + " " + memory + ")";
       }
       if (!memory.empty()) return text + " " + memory;
       if (!where.module.empty()) return text + " in " + where.module;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <set>
+#include <tuple>
 
 #include "collector/model/value_format.h"
 #include "inject/format/kernel_events.h"
@@ -224,9 +227,113 @@ std::string Session::NativeNameBeside(uint32_t tid) const {
 
 std::string Session::ThreadLabel(uint32_t tid) const {
   std::string name = ThreadName(tid);
-  if (name.empty()) return std::to_string(tid);
+  if (name.empty()) return std::to_string(tid) + OfProcess(tid);
   std::string native = NativeNameBeside(tid);
-  return name + " (" + (native.empty() ? "" : native + ", ") + std::to_string(tid) + ")";
+  return name + " (" + (native.empty() ? "" : native + ", ") + std::to_string(tid) + ")" +
+         OfProcess(tid);
+}
+
+namespace {
+
+// The Python roles a process's stacks show, by the standard library's (and torch's) function
+// that runs it, most telling first.
+struct RoleMarker {
+  std::string_view file;  // the end of co_filename
+  std::string_view function;
+  std::string_view role;
+};
+constexpr RoleMarker kRoleMarkers[] = {
+    {"torch/utils/data/_utils/worker.py", "_worker_loop", "DataLoader worker"},
+    {"multiprocessing/pool.py", "worker", "Pool worker"},
+    {"multiprocessing/spawn.py", "spawn_main", "multiprocessing child"},
+    {"multiprocessing/process.py", "BaseProcess._bootstrap", "multiprocessing child"},
+};
+
+std::map<uint32_t, std::string> FindProcessRoles(const Session& session) {
+  std::map<uint32_t, std::string> roles;
+  const PythonRecord& python = session.python;
+  if (python.empty()) return roles;
+  // The marker code objects, by (process that read them, address, first line): a forked child
+  // runs its parent's code objects at the same addresses.
+  std::map<std::tuple<uint32_t, uint64_t, int32_t>, size_t> markers;
+  for (const auto& [key, code] : python.codes) {
+    for (size_t m = 0; m < std::size(kRoleMarkers); ++m) {
+      if (code.filename.ends_with(kRoleMarkers[m].file) && code.name == kRoleMarkers[m].function)
+        markers[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}] = m;
+    }
+  }
+  if (markers.empty()) return roles;
+  auto parent_of = [&](uint32_t pid) {
+    auto process = session.processes.find(pid);
+    return process == session.processes.end() ? 0u : process->second.ppid;
+  };
+  std::map<uint32_t, size_t> best;  // pid -> marker
+  std::set<std::pair<uint32_t, uint32_t>> looked;  // (pid, frame set)
+  for (const PythonStack& stack : python.stacks) {
+    if (!looked.insert({stack.pid, stack.frames}).second) continue;
+    for (const PythonFrameRef& frame : python.FramesOf(stack)) {
+      // In the process, or one it was forked from (a few generations).
+      uint32_t reader = stack.pid;
+      for (int generation = 0; generation < 4 && reader != 0; ++generation) {
+        auto marker = markers.find({reader, frame.code, frame.firstlineno});
+        if (marker != markers.end()) {
+          auto [entry, inserted] = best.try_emplace(stack.pid, marker->second);
+          if (!inserted) entry->second = std::min(entry->second, marker->second);
+          break;
+        }
+        reader = parent_of(reader);
+      }
+    }
+  }
+  // Numbered among the parent's children of the same role, in order of pid (of creation).
+  std::map<std::pair<uint32_t, size_t>, size_t> counts;  // (parent, marker) -> children so far
+  for (const auto& [pid, marker] : best) {
+    const size_t number = counts[{parent_of(pid), marker}]++;
+    roles[pid] = std::string(kRoleMarkers[marker].role) + " " + std::to_string(number);
+  }
+  return roles;
+}
+
+}  // namespace
+
+std::string Session::ProcessRole(uint32_t pid) const {
+  if (!process_roles) {
+    process_roles = FindProcessRoles(*this);
+    std::set<uint32_t> pids;
+    for (const auto& [tid, thread] : threads) {
+      if (!IsProfilerThread(tid)) pids.insert(thread.pid);
+    }
+    several_processes = pids.size() > 1;
+  }
+  auto role = process_roles->find(pid);
+  return role == process_roles->end() ? std::string() : role->second;
+}
+
+std::string Session::ProcessLabel(uint32_t pid) const {
+  std::string what = ProcessRole(pid);
+  if (what.empty()) {
+    auto process = processes.find(pid);
+    if (process != processes.end() && !process->second.exe.empty()) {
+      what = process->second.exe.substr(process->second.exe.rfind('/') + 1);
+    } else if (auto thread = threads.find(pid); thread != threads.end()) {
+      what = thread->second.name;  // the kernel's name of its main thread
+    }
+  }
+  return what.empty() ? "pid " + std::to_string(pid) : what + " (pid " + std::to_string(pid) + ")";
+}
+
+std::string Session::OfProcess(uint32_t tid) const {
+  auto thread = threads.find(tid);
+  if (thread == threads.end()) return {};
+  ProcessRole(thread->second.pid);  // finds whether there are several
+  if (!several_processes) return {};
+  // A process's main thread already shows the pid: its process's name alone.
+  const uint32_t pid = thread->second.pid;
+  if (tid == pid) {
+    std::string label = ProcessLabel(pid);
+    return " of " + label.substr(0, label.rfind(" (pid "));
+  }
+  return " of " + ProcessLabel(pid);
 }
 
 std::vector<std::string> Session::KernelStack(int32_t stack_id) const {

@@ -638,6 +638,10 @@ struct Session {
   std::vector<std::string> comms{std::string()};
   // The symbols of the files the processes mapped, read from this machine on first use.
   mutable ElfSymbolCache elf_symbols;
+  // The processes' Python roles (ProcessRole), found on first use; and whether there were
+  // several processes then.
+  mutable std::optional<std::map<uint32_t, std::string>> process_roles;
+  mutable bool several_processes = false;
 
   const std::string& ApiName(const ApiCall& call) const { return api_names[call.name_index]; }
   const std::string& KernelName(const GpuKernel& kernel) const {
@@ -653,7 +657,21 @@ struct Session {
   // "name (tid)" or "tid" when the thread has no known name. The name is the kernel's, or the
   // one Python's threading module gives the thread where the kernel's is just the interpreter's
   // ("python3.11"), the kernel's then beside it: "qprod (python3, 12345)".
+  // Where the session has more than one process, the thread's process after it: "pt_data_pin
+  // (python3, 17150) of DataLoader worker 1 (pid 17141)" (ProcessLabel; a main thread's without
+  // the pid its tid is: "MainThread (python3, 17141) of DataLoader worker 1"). Every writer's
+  // label of a thread is this one (report.txt quotes the name: report_words.h, QuotedThread).
   std::string ThreadLabel(uint32_t tid) const;
+  // " of DataLoader worker 1 (pid 17141)" where the session has more than one process (" of
+  // DataLoader worker 1" for its main thread); else empty.
+  std::string OfProcess(uint32_t tid) const;
+  // What a process is, in a few words: its Python role where its Python stacks show one
+  // ("DataLoader worker 1", "Pool worker 0", "multiprocessing child 2": numbered among its
+  // parent's children of that role, in order of creation), else its executable's name
+  // ("python3"), then "(pid N)".
+  std::string ProcessLabel(uint32_t pid) const;
+  // The Python role alone ("DataLoader worker 1"); empty where none is known.
+  std::string ProcessRole(uint32_t pid) const;
   // The thread's name as ThreadLabel shows it (empty when none is known).
   std::string ThreadName(uint32_t tid) const;
   // The kernel's name of the thread where ThreadName shows another (Python's), else empty.

@@ -42,7 +42,7 @@ json Object(std::initializer_list<Field> fields) {
 json Optional(const std::optional<int>& value) { return value ? json(*value) : json(nullptr); }
 
 json ThreadRef(const Session& session, uint32_t tid) {
-  return Object({{"tid", tid}, {"name", session.ThreadName(tid)}});
+  return Object({{"tid", tid}, {"name", session.ThreadName(tid)}, {"label", session.ThreadLabel(tid)}});
 }
 
 json PythonFrameJson(const PythonFrame& frame) {
@@ -453,7 +453,7 @@ const char* CaptureModeName(CaptureMode mode) {
   return "unknown";
 }
 
-json ProcessJson(const Process& process) {
+json ProcessJson(const Session& session, const Process& process) {
   json offsets = json::array();
   for (const ClockOffset& offset : process.clock_offsets) {
     offsets.push_back({{"time_ns", offset.time_ns},
@@ -462,6 +462,7 @@ json ProcessJson(const Process& process) {
   }
   return {{"pid", process.pid},
           {"ppid", process.ppid},
+          {"label", session.ProcessLabel(process.pid)},
           {"exe", process.exe},
           {"capture",
            {{"mode", CaptureModeName(process.capture.mode)},
@@ -599,7 +600,7 @@ json SessionJson(const Session& session) {
     diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
   }
   json processes = json::array();
-  for (const auto& [pid, process] : session.processes) processes.push_back(ProcessJson(process));
+  for (const auto& [pid, process] : session.processes) processes.push_back(ProcessJson(session, process));
   json threads = json::array();
   uint64_t quick_faults = 0, quick_fault_ns = 0;
   CountedWaitTotals waits;
@@ -617,6 +618,7 @@ json SessionJson(const Session& session) {
                        {"python_name", python_name != session.python.thread_names.end()
                                            ? json(python_name->second)
                                            : json(nullptr)},
+                       {"label", session.ThreadLabel(tid)},
                        {"quick_page_faults", thread.quick_page_faults},
                        {"quick_page_fault_ns", thread.quick_page_fault_ns},
                        {"short_off_cpu_intervals", mine.off_cpu},

@@ -229,9 +229,10 @@ std::string ReasonInWords(std::string_view function) {
 std::string QuotedThread(const Session& session, uint32_t tid) {
   // ThreadName: Python's name for the thread where the kernel's is the interpreter's.
   const std::string name = session.ThreadName(tid);
-  if (name.empty()) return std::to_string(tid);
+  if (name.empty()) return std::to_string(tid) + session.OfProcess(tid);
   const std::string native = session.NativeNameBeside(tid);
-  return "\"" + name + "\" (" + (native.empty() ? "" : native + ", ") + std::to_string(tid) + ")";
+  return "\"" + name + "\" (" + (native.empty() ? "" : native + ", ") + std::to_string(tid) + ")" +
+         session.OfProcess(tid);
 }
 
 std::string ObjectWords(const Session& session, const WaitObject& object, const LockUsers* users) {

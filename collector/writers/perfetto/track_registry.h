@@ -226,7 +226,9 @@ class TrackRegistry {
           for (const std::string& argument : process->second.cmdline) {
             encoded.AddString(ProcessDescriptorField::kCmdline, argument);
           }
-          std::string_view name = ProcessName(process->second);
+          // Its Python role where one is known ("DataLoader worker 1"), else its executable.
+          std::string role = session_.ProcessRole(pid);
+          std::string_view name = role.empty() ? ProcessName(process->second) : role;
           if (!name.empty()) encoded.AddString(ProcessDescriptorField::kProcessName, name);
         });
   }

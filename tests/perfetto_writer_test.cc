@@ -356,11 +356,11 @@ TEST_F(PerfettoWriterTest, SplitsAnOffCpuIntervalAtItsWakeup) {
   EXPECT_EQ(CallstackText(*slices[0].begin, true),
             "__schedule+0x2f0 <- schedule+0x5e <- futex_wait_queue+0x60 <- futex_wait+0x177 <- "
             "do_futex+0x106");
-  EXPECT_EQ(slices[1].name, "runnable (woken by pt_data_pin (101))");
+  EXPECT_EQ(slices[1].name, "runnable (woken by pt_data_pin (101) of python3.12 (pid 100))");
   EXPECT_EQ(slices[1].begin_ns, At(5800));
   EXPECT_EQ(slices[1].end_ns, At(6000));
   EXPECT_EQ(slices[1].depth, 0u);
-  EXPECT_EQ(slices[1].begin->annotations.at("waker"), "pt_data_pin (101)");
+  EXPECT_EQ(slices[1].begin->annotations.at("waker"), "pt_data_pin (101) of python3.12 (pid 100)");
   EXPECT_EQ(CallstackText(*slices[1].begin, true),
             "try_to_wake_up+0x1f0 <- wake_up_q+0x4a <- futex_wake+0x15c");
 }
@@ -406,8 +406,8 @@ TEST_F(PerfettoWriterTest, DrawsAWakeArrowFromEachWakerInTheTree) {
     arrows.insert(origin->name + " -> " + end->name);
   }
   EXPECT_EQ(arrows,
-            (std::set<std::string>{"wake python (100) -> runnable (woken by pt_data_pin (101))",
-                                   "wake python (100) -> runnable (woken by worker (200))"}));
+            (std::set<std::string>{"wake python (100) of python3.12 -> runnable (woken by pt_data_pin (101) of python3.12 (pid 100))",
+                                   "wake python (100) of python3.12 -> runnable (woken by worker (200) of python3.12)"}));
   ASSERT_EQ(Instants(ThreadTrack(kPinThread)).size(), 1u);
   EXPECT_EQ(Instants(ThreadTrack(kPinThread))[0]->timestamp_ns, At(5800));
 }
@@ -861,8 +861,8 @@ TEST_F(PerfettoGpuTest, PairsEveryLaunchArrowOnceAndNeverWithAWakeArrow) {
                           "cudaLaunchKernel (200) -> Spin(long long) (200 GPU 0 stream 13)",
                       }));
   EXPECT_EQ(wakes, (std::set<std::string>{
-                       "wake python (100) (101) -> runnable (woken by pt_data_pin (101)) (?)",
-                       "wake python (100) (200) -> runnable (woken by worker (200)) (?)",
+                       "wake python (100) of python3.12 (101) -> runnable (woken by pt_data_pin (101) of python3.12 (pid 100)) (?)",
+                       "wake python (100) of python3.12 (200) -> runnable (woken by worker (200) of python3.12) (?)",
                    }));
   // Both arrows of main's cudaLaunchKernel (a graph of two kernels) leave its one slice.
   std::vector<Slice> main_calls = Slices(ThreadTrack(kMain));
@@ -1031,7 +1031,7 @@ TEST_F(PerfettoKernelTest, NestsALockWaitInThePageFaultItBlocked) {
                                                 {"location", "libfoo.so+0x3000"},
                                                 {"flags", "write, user"},
                                                 {"major", "false"}}));
-  EXPECT_EQ(slices[1].name, "mmap_lock (held by python (100))");
+  EXPECT_EQ(slices[1].name, "mmap_lock (held by python (100) of python3.12)");
   EXPECT_EQ(slices[1].depth, 1u);
   EXPECT_EQ(slices[1].begin_ns, At(21100));
   EXPECT_EQ(slices[1].end_ns, At(28900));
@@ -1040,7 +1040,7 @@ TEST_F(PerfettoKernelTest, NestsALockWaitInThePageFaultItBlocked) {
             (std::map<std::string, std::string>{
                 {"lock", "0xffff888100a0c1e8"},
                 {"lock_kind", "rwsem"},
-                {"owner", "python (100)"}}));
+                {"owner", "python (100) of python3.12"}}));
   EXPECT_EQ(CallstackText(*slices[1].begin, true),
             "__schedule+0x2f0 <- schedule+0x5e <- io_schedule+0x46 <- folio_wait_bit_common+0x13d");
   EXPECT_EQ(CallstackText(*slices[1].begin, false), "libfoo.so+0x1010 <- libfoo.so+0x2020");
@@ -1099,7 +1099,7 @@ TEST_F(PerfettoKernelTest, OffCpuSlicesCarryTheUserStacksOfTheSleepAndTheWaker) 
   ASSERT_NE(runnable, nullptr);
   EXPECT_EQ(sleep->name, "D folio_wait_bit_common");
   EXPECT_EQ(CallstackText(*sleep->begin, false), "libfoo.so+0x1010 <- libfoo.so+0x2020");
-  EXPECT_EQ(runnable->name, "runnable (woken by python (100))");
+  EXPECT_EQ(runnable->name, "runnable (woken by python (100) of python3.12)");
   EXPECT_EQ(CallstackText(*runnable->begin, false),
             "libfoo.so+0x4040 <- libfoo.so+0x5050 <- ... (truncated)");
   // Intervals without a user stack say nothing of one.

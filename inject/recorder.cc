@@ -63,10 +63,6 @@ struct Globals {
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> shutting_down{false};
   std::atomic<bool> writer_failure_noted{false};
-  // 0 from the writer's start until its file exists (or cannot): the call that started it waits
-  // for that, so a program that closes its way to files right after its first call (a chroot, a
-  // seccomp filter on openat: a sandbox) does so after the file is made.
-  std::atomic<uint32_t> writer_file_settled{0};
 
   // The process's recorded calls, counted where gprof-run reads them after a SIGKILL (the writer's
   // slot of the session's control, CountCallsIn) and here until the writer has one.
@@ -232,7 +228,6 @@ void RegisterEarlyLocked() {
 
 bool StartWriterLocked() {
   RegisterEarlyLocked();
-  g.writer_file_settled.store(0, std::memory_order_relaxed);
   int error = StartOwnThread(&g.writer_thread, WriterThreadMain,
                              const_cast<char*>(g.session_dir));
   if (error != 0) {
@@ -252,28 +247,11 @@ bool StartWriterLocked() {
   return true;
 }
 
-// Under registry_lock: whether the writer runs, starting it when it has not been; *started tells
-// whether this call started it.
-bool WriterRunningLocked(bool* started) {
+// Under registry_lock: whether the writer runs, starting it when it has not been.
+bool WriterRunningLocked() {
   WriterState state = g.writer_state.load(std::memory_order_relaxed);
   if (state == WriterState::kRunning) return true;
-  if (state != WriterState::kNotStarted) return false;
-  *started = StartWriterLocked();
-  return *started;
-}
-
-// After registry_lock is let go: the writer's file exists, or could not be made, or half a second
-// passed (the writer is not scheduled; nothing of the program's may wait longer for it). The file
-// is made before anything that could need a lock the program holds (no dlopen, no CUPTI).
-void WaitForWriterFile() {
-  const uint64_t deadline = MonotonicNs() + 500'000'000ull;
-  while (g.writer_file_settled.load(std::memory_order_acquire) == 0) {
-    uint64_t now = MonotonicNs();
-    if (now >= deadline) return;
-    timespec timeout{static_cast<time_t>((deadline - now) / 1'000'000'000ull),
-                     static_cast<long>((deadline - now) % 1'000'000'000ull)};
-    syscall(SYS_futex, &g.writer_file_settled, FUTEX_WAIT_PRIVATE, 0, &timeout, nullptr, 0);
-  }
+  return state == WriterState::kNotStarted && StartWriterLocked();
 }
 
 ThreadRing* AllocateRingLocked() {
@@ -306,8 +284,7 @@ ThreadRing* RegisterThread() {
   if (state.registration_failed != 0 && state.generation == generation) return nullptr;
 
   pthread_mutex_lock(&g.registry_lock);
-  bool started = false;
-  bool writer_ok = WriterRunningLocked(&started);
+  bool writer_ok = WriterRunningLocked();
   ThreadRing* ring = nullptr;
   if (writer_ok) ring = g.free_count > 0 ? g.free_rings[--g.free_count] : AllocateRingLocked();
   if (ring != nullptr) {
@@ -318,7 +295,6 @@ ThreadRing* RegisterThread() {
     ring->state.store(RingState::kActive, std::memory_order_release);
   }
   pthread_mutex_unlock(&g.registry_lock);
-  if (started) WaitForWriterFile();
 
   state.generation = generation;
   state.ring = ring;
@@ -358,10 +334,8 @@ const char* SessionControlHandle() {
 bool EnsureWriterRunning() {
   if (!RecordingActive()) return false;
   pthread_mutex_lock(&g.registry_lock);
-  bool started = false;
-  bool running = WriterRunningLocked(&started);
+  bool running = WriterRunningLocked();
   pthread_mutex_unlock(&g.registry_lock);
-  if (started) WaitForWriterFile();
   return running;
 }
 
@@ -456,11 +430,6 @@ void ResumeRecordingAfterFailedExec() {
 // --- ring_registry.h, for the writer thread ---
 
 uint32_t RingCount() { return g.ring_count.load(std::memory_order_acquire); }
-
-void WriterFileSettled() {
-  g.writer_file_settled.store(1, std::memory_order_release);
-  syscall(SYS_futex, &g.writer_file_settled, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-}
 
 bool TakeEarlySlot(int* slot) {
   pthread_mutex_lock(&g.registry_lock);

@@ -28,8 +28,6 @@ void CountCallsIn(SessionControlState::CallCounter* counters);
 // with start time 0), now the writer's to finish and unregister: false when none was taken (no
 // control, or it could not be attached). Once.
 bool TakeEarlySlot(int* slot);
-// The writer has created its session file, or failed to: the call that started it goes on.
-void WriterFileSettled();
 
 bool WriterStopRequested();
 

@@ -184,7 +184,6 @@ int SessionWriter::Open(const char* session_dir) {
     name_ = name;
     error = file_.Create(&directory_, name, format::Source::kInject, static_cast<uint32_t>(pid));
   }
-  WriterFileSettled();
   path_ = std::string(session_dir) + "/" + name_;
   if (error != 0) {
     // No file to say it in: the session's control file tells gprof-run, for the report.
@@ -623,9 +622,7 @@ void* WriterThreadMain(void* session_dir) {
   UseOwnDescriptorTable();
   NoteProfilerThread(format::ProfilerThreadRole::kWriter);
   SessionWriter writer;
-  int opened = writer.Open(static_cast<const char*>(session_dir));
-  WriterFileSettled();  // also where Open gave up before its file
-  if (opened != 0) {
+  if (writer.Open(static_cast<const char*>(session_dir)) != 0) {
     StopRecording();
     return nullptr;
   }

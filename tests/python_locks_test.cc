@@ -84,7 +84,10 @@ TEST_F(PythonLocks, LoggingThreadsWaitForTheGilWhole) {
     longest = std::max(longest, stall["wait"]["end_ns"].get<uint64_t>() -
                                     stall["wait"]["start_ns"].get<uint64_t>());
   }
-  EXPECT_NEAR(static_cast<double>(longest), static_cast<double>(measured), measured * 0.05)
+  // Within 10%: the program times its lateness from when its sleep should have ended, not from
+  // the timer's expiry, and on a loaded machine the two drift apart by some milliseconds. Pieces
+  // of the interpreter's 5 ms timed waits would be a tenth of it.
+  EXPECT_NEAR(static_cast<double>(longest), static_cast<double>(measured), measured * 0.10)
       << text_;
   EXPECT_EQ(text_.find("DEADLOCK"), std::string::npos) << text_;
   EXPECT_NE(text_.find("[user lock] logging.Handler.lock in logging/__init__.py:"),

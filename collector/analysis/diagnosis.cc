@@ -154,6 +154,9 @@ class Diagnoser {
   // the tree, its owner; else the holder the lock named), or none.
   Holder HolderOf(uint32_t waiter, const Wait& wait) const;
   Holder LockOwner(uint32_t tid, const Wait& wait) const;
+  // The thread of `waiter`'s process that held the GIL through `wait`, a wait for it that no
+  // recorded wake ended; or none.
+  Holder GilHolder(uint32_t waiter, const Wait& wait) const;
   // Whether the chain, back at `closing.tid`, is a cycle of waits asleep all at once, each on a
   // lock the next still held then.
   bool IsDeadlock(const Stall& stall, const Holder& closing) const;
@@ -343,9 +346,31 @@ Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
     if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;
     if (holder.tid == lock->owner_tid) holder.memory_call = wait.owner_memory_call;
   } else if (holder.tid == 0 || !InTree(holder.tid)) {
-    holder = LockOwner(waiter, wait);
+    holder = wait.wait_class == WaitClass::kPythonGil ? GilHolder(waiter, wait)
+                                                       : LockOwner(waiter, wait);
   }
   return holder;
+}
+
+// A wait for the GIL whose last sleep timed out (the holder dropped it between two of the
+// interpreter's timed sleeps, or its wake was too short to record) names no waker. Only one
+// thread of a process runs Python at a time: the thread of the waiter's process that ran on a CPU
+// for most of the wait held the GIL, and is what the waiter waited for (a multiprocessing
+// queue's feeder thread waits for its process's main thread computing the next item).
+Diagnoser::Holder Diagnoser::GilHolder(uint32_t waiter, const Wait& wait) const {
+  const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
+  if (asleep_until <= wait.start_ns) return {};
+  auto thread = session_.threads.find(waiter);
+  if (thread == session_.threads.end()) return {};
+  uint32_t best = 0;
+  uint64_t best_ns = 0;
+  for (const auto& [tid, other] : session_.threads) {
+    if (tid == waiter || other.pid != thread->second.pid || Ours(tid)) continue;
+    const uint64_t ran = reader_.Split(tid, wait.start_ns, asleep_until).on_cpu_ns;
+    if (ran > best_ns) best = tid, best_ns = ran;
+  }
+  if (best_ns * 2 < asleep_until - wait.start_ns) return {};
+  return {best, asleep_until};
 }
 
 // The thread a contended glibc mutex or rwlock named as its holder when `tid` began `wait` on it,

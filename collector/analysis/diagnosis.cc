@@ -179,6 +179,19 @@ class Diagnoser {
     GpuUse use = gpu_busy_.UseDuring(stall.pid, stall.wait.start_ns, until);
     return use.busy_ns * 2 >= until - stall.wait.start_ns;
   }
+  // A wait inside a CUDA call ended by a thread of the process that made no CUDA call in the
+  // whole session (the driver's or the runtime's own thread, completing GPU work on the
+  // program's behalf) waited for the GPU side, busy or late: the GPU gap's host-late or driver
+  // cause, never a handoff to a producer of the program's.
+  bool EndedByTheDriver(const Stall& stall) const {
+    if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
+    const uint32_t waker = stall.wait.waker_tid;
+    auto thread = session_.threads.find(waker);
+    if (waker == 0 || waker == stall.tid || thread == session_.threads.end() ||
+        thread->second.pid != stall.pid)
+      return false;
+    return reader_.CallsDuring(waker, 0, UINT64_MAX).empty();
+  }
   bool InTree(uint32_t tid) const { return session_.threads.contains(tid); }
   bool Ours(uint32_t tid) const { return ours_.contains(tid); }
 
@@ -455,12 +468,13 @@ void Diagnoser::FindStalls() {
     stall.wait = reader_.MakeWait(interval, whole.start_ns, whole.end_ns);
     stall.wait_class = stall.wait.wait_class;
     stall.call = reader_.CallAt(interval.tid, whole.start_ns);
-    // A wait inside a CUDA call while its process's GPU was busy most of it waited for the GPU,
-    // whichever thread of the driver ended it: the GPU's time, not a handoff's.
+    // A wait inside a CUDA call while its process's GPU was busy most of it, or ended by a thread
+    // of the driver, waited for the GPU: the GPU's time, not a handoff's.
     for (size_t piece = first; piece <= last && !stall.on_critical_path; ++piece)
       stall.on_critical_path = session_.off_cpu[piece].tid == interval.tid &&
                                path.Holds(session_, session_.off_cpu[piece]);
-    stall.on_critical_path = stall.on_critical_path && !WaitedForGpu(stall);
+    stall.on_critical_path =
+        stall.on_critical_path && !WaitedForGpu(stall) && !EndedByTheDriver(stall);
     FollowChain(stall);
     analysis_.stalls.push_back(std::move(stall));
   }

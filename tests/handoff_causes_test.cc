@@ -52,5 +52,33 @@ TEST(HandoffCauses, AWaitInsideACudaCallEndedByAThreadThatCallsCudaIsAHandoff) {
   EXPECT_TRUE(HasHandoffCause(diagnosis)) << RenderDiagnosisText(session, diagnosis, 0);
 }
 
+// The main thread waits 2 ms on a condition that another thread of the program signals (a start
+// handshake), in a run of `run_ms`.
+Session AHandoffOf2MsInARunOf(uint64_t run_ms) {
+  SessionBuilder builder;
+  builder.Thread(kMain, "main");
+  builder.session().meta.root_pid = kMain;
+  builder.session().meta.end_monotonic_ns = run_ms * kMs;
+  builder.FutexSleep(kMain, kCondvar, 1 * kMs, 3 * kMs, 3 * kMs + 1000, kHolder);
+  return builder.Build();
+}
+
+// Below 1% of the program's run, a handoff is no cause: it stays a wait, listed.
+TEST(HandoffCauses, AHandoffBelowAHundredthOfTheRunIsNoCause) {
+  Session session = AHandoffOf2MsInARunOf(1000);
+  Analysis diagnosis = Analyze(session, {});
+  const std::string text = RenderDiagnosisText(session, diagnosis, 0);
+  EXPECT_FALSE(HasHandoffCause(diagnosis)) << text;
+  ASSERT_EQ(diagnosis.stalls.size(), 1u);
+  EXPECT_TRUE(diagnosis.stalls[0].on_critical_path);
+  EXPECT_NE(text.find("OTHER LONG WAITS: 1 handoffs"), std::string::npos) << text;
+}
+
+TEST(HandoffCauses, TheSameHandoffInAShortRunIsACause) {
+  Session session = AHandoffOf2MsInARunOf(100);
+  Analysis diagnosis = Analyze(session, {});
+  EXPECT_TRUE(HasHandoffCause(diagnosis)) << RenderDiagnosisText(session, diagnosis, 0);
+}
+
 }  // namespace
 }  // namespace gprof::collector

@@ -598,14 +598,36 @@ std::vector<uint32_t> Diagnoser::HandoffProducers() const {
   return producer;
 }
 
+// A handoff that held the program up less than this share of its run is no cause.
+constexpr double kSmallestHandoffShare = 0.01;
+
 // Convoys on one object collapse into one cause: the key is the object, not the holder.
 void Diagnoser::GroupCauses() {
   const std::vector<uint32_t> producers = HandoffProducers();
+  auto handoff_key = [&](size_t i) {
+    return "handoff|" + std::to_string(analysis_.stalls[i].tid) + "|" +
+           std::to_string(producers[i]);
+  };
+  // A handoff too small to matter is no cause: its waits (each the threshold or longer) held the
+  // program up less than this share of its run in all (a start handshake of 2 ms in a run of
+  // seconds). It stays a wait, listed with the others.
+  std::map<std::string, uint64_t> handoff_ns;
+  for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
+    const Stall& stall = analysis_.stalls[i];
+    if (producers[i] != 0) handoff_ns[handoff_key(i)] += stall.wait.end_ns - stall.wait.start_ns;
+  }
+  const uint64_t run_ns = session_.meta.end_monotonic_ns > session_.meta.start_monotonic_ns
+                              ? session_.meta.end_monotonic_ns - session_.meta.start_monotonic_ns
+                              : 0;
+  auto large_enough = [&](size_t i) {
+    return static_cast<double>(handoff_ns[handoff_key(i)]) >=
+           kSmallestHandoffShare * static_cast<double>(run_ns);
+  };
   std::vector<uint64_t> rooted_ns;  // per cause: the longest wait with a chain so far
   for (size_t i = 0; i < analysis_.stalls.size(); ++i) {
     Stall& stall = analysis_.stalls[i];
     if (stall.profiler_tid != 0) continue;
-    const bool handoff = IsCostlyHandoff(stall);
+    const bool handoff = IsCostlyHandoff(stall) && large_enough(i);
     if (!handoff && (!IsContention(stall.wait_class) || IsIdleWait(stall))) continue;
     const WaitObject& object = stall.wait.object;
     std::string where = std::to_string(object.address);
@@ -632,7 +654,7 @@ void Diagnoser::GroupCauses() {
     // (a condition variable's two words, a queue's pipe and its lock) and whichever relay
     // handed the work over.
     std::string key =
-        handoff ? "handoff|" + std::to_string(stall.tid) + "|" + std::to_string(producers[i])
+        handoff ? handoff_key(i)
                 : std::string(WaitClassName(stall.wait_class)) + "|" +
                       std::to_string(static_cast<int>(object.kind)) + "|" + owner + "|" + where +
                       "|" + object.device + "|" +

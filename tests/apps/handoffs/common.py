@@ -4,8 +4,9 @@
   wait tid=<tid> start_ns=<ns> end_ns=<ns>      a handoff wait the program measured itself
   work tid=<tid> start_ns=<ns> end_ns=<ns>      the producer's work that made it late
 
-CLOCK_MONOTONIC ns, the clock gprof-run's records use. Printed with flush, so that a child's lines
-reach the pipe before it ends.
+CLOCK_MONOTONIC ns, the clock gprof-run's records use. Each line is one write(2) of under PIPE_BUF
+bytes: lines of threads and processes that print at once never interleave (print writes the line
+and its end apart), and a child's lines reach the pipe before it ends.
 """
 import os
 import threading
@@ -17,7 +18,7 @@ def now():
 
 
 def say(line):
-    print(line, flush=True)
+    os.write(1, (line + "\n").encode())
 
 
 def thread_line(role):

@@ -306,6 +306,9 @@ void Diagnoser::TimeInCalls(ChainLink& link) const {
   link.longest_other_call = time.longest_other;
 }
 
+// A link's window shorter than this, on CPU, is a moment: a thread about to hand something on.
+constexpr uint64_t kMomentNs = 1'000'000;
+
 void Diagnoser::FollowChain(Stall& stall) const {
   std::vector<ChainLink>& chain = stall.chain;
   std::set<uint32_t> seen = {stall.tid};
@@ -325,6 +328,14 @@ void Diagnoser::FollowChain(Stall& stall) const {
       break;
     }
     ChainLink link = MakeLink(holder.tid, wait->start_ns, holder.until_ns);
+    // A waiter that polls (a socket thread woken by its timeouts) waited only a moment before the
+    // data came, and its producer ran only that moment: what held the producer up came before.
+    // Over the stall's whole wait, the producer's own wait says it (what woke it, and so on).
+    if (link.state == ChainLink::State::kOnCpu && wait->start_ns > stall.wait.start_ns &&
+        link.end_ns - link.start_ns < kMomentNs) {
+      ChainLink wider = MakeLink(holder.tid, stall.wait.start_ns, holder.until_ns);
+      if (wider.state == ChainLink::State::kAsleep && wider.wait) link = std::move(wider);
+    }
     link.owner = holder.by_owner;
     link.released = holder.released;
     if (holder.memory_call != nullptr) link.memory_call = holder.memory_call;

@@ -7,7 +7,7 @@
 #                                     freeze, Python stacks on real CUDA (about 9 minutes)
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
-#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers
+#   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers handoffs
 #                                     python_stacks short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
@@ -84,6 +84,13 @@ run() {
         cmp $work/plain.out $work/ns.out && python3 scripts/gpu/check_recorded_whole.py \
         $work/torch/report.json worker0 worker1"
       cp "$work/torch/report.txt" "$results/containers_torch.report.txt" 2>/dev/null
+      ;;
+    handoffs)
+      # Issue 35: a DataLoader-bound training loop; the GPU's idle time followed through the main
+      # thread's wait in next() into the late worker and its decode_sample.
+      part handoffs 120 sh -c ".gpu/build/bin/gprof-run -o $work/dl -- python3 \
+        scripts/gpu/dataloader_gpu_handoff.py > $work/dl.out 2> $results/handoffs_report.txt; \
+        python3 scripts/gpu/check_handoff_report.py $work/dl/report.json $work/dl.out"
       ;;
     python_stacks) part python_stacks 150 env OUT="$results" ROUNDS=0 scripts/gpu/validate_python_stacks.sh ;;
     short_waits)

@@ -27,3 +27,12 @@ def thread_line(role):
 
 def span(kind, start, end):
     say(f"{kind} tid={threading.get_native_id()} start_ns={start} end_ns={end}")
+
+
+def loops_for(work, ms):
+    """How many loops of `work` (a program's own pure-Python loop, named so that its stacks say
+    what the producer ran) take about `ms` milliseconds here."""
+    start = now()
+    work(200_000)
+    per_loop = max(1, (now() - start) / 200_000)
+    return int(ms * 1_000_000 / per_loop)

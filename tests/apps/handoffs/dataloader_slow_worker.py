@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import now, span, thread_line  # noqa: E402
+from common import loops_for, now, span, thread_line  # noqa: E402
 
 BATCHES = 8
 
@@ -25,17 +25,10 @@ def decode_sample(loops):
     return total
 
 
-def loops_for(ms):
-    start = now()
-    decode_sample(200_000)
-    per_loop = max(1, (now() - start) / 200_000)
-    return int(ms * 1_000_000 / per_loop)
-
-
 class SlowSamples(Dataset):
     def __init__(self):
-        self.loops = {i: loops_for((150, 200, 250)[(i // 4) % 3]) for i in range(BATCHES)
-                      if i % 4 == 1}
+        self.loops = {i: loops_for(decode_sample, (150, 200, 250)[(i // 4) % 3])
+                      for i in range(BATCHES) if i % 4 == 1}
 
     def __len__(self):
         return BATCHES

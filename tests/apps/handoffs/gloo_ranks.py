@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import now, span, thread_line  # noqa: E402
+from common import loops_for, now, span, thread_line  # noqa: E402
 
 STEPS = 5
 
@@ -23,13 +23,6 @@ def augment(loops):
     for i in range(loops):
         total += (i * i) % 7
     return total
-
-
-def loops_for(ms):
-    start = now()
-    augment(200_000)
-    per_loop = max(1, (now() - start) / 200_000)
-    return int(ms * 1_000_000 / per_loop)
 
 
 def rank_main():
@@ -43,7 +36,7 @@ def rank_main():
     thread_line("consumer" if rank == 0 else "producer")
     for step in range(STEPS):
         if rank == 1:
-            loops = loops_for((60, 90, 120)[step % 3])
+            loops = loops_for(augment, (60, 90, 120)[step % 3])
             start = now()
             augment(loops)
             span("work", start, now())

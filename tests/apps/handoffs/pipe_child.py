@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import now, say, span, thread_line  # noqa: E402
+from common import loops_for, now, say, span, thread_line  # noqa: E402
 
 ITEMS = 5
 
@@ -22,17 +22,10 @@ def compute_record(loops):
     return total
 
 
-def loops_for(ms):
-    start = now()
-    compute_record(200_000)
-    per_loop = max(1, (now() - start) / 200_000)
-    return int(ms * 1_000_000 / per_loop)
-
-
 def child(write_fd):
     thread_line("producer")
     for i in range(ITEMS):
-        loops = loops_for((50, 80, 110)[i % 3])
+        loops = loops_for(compute_record, (50, 80, 110)[i % 3])
         start = now()
         value = compute_record(loops)
         span("work", start, now())

@@ -30,10 +30,6 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-int Shell(const std::string& command) {
-  return RunProcess(Command({"/bin/sh", "-c", command})).exit_code();
-}
-
 // The names in `directory` (empty when it cannot be read).
 std::set<std::string> Names(const std::string& directory) {
   std::set<std::string> names;
@@ -48,44 +44,6 @@ bool HasInjectFile(const std::string& directory) {
     if (name.starts_with(collector::kInjectFilePrefix)) return true;
   return false;
 }
-
-// A user and a group made for one test, removed with it.
-class ThrowawayUser {
- public:
-  ThrowawayUser() {
-    std::random_device random;
-    char tag[16];
-    snprintf(tag, sizeof(tag), "%08x", random());
-    name_ = std::string("gprofpl") + tag;
-    group_ = std::string("gprofplg") + tag;
-    if (Shell("groupadd " + group_ + " && useradd -M -N -g " + group_ +
-              " -s /usr/sbin/nologin -d /nonexistent " + name_) != 0)
-      return;
-    if (passwd* user = getpwnam(name_.c_str())) {
-      uid_ = user->pw_uid;
-      gid_ = user->pw_gid;
-    }
-  }
-  ~ThrowawayUser() {
-    Shell("userdel " + name_ + " 2>/dev/null; groupdel " + group_ + " 2>/dev/null");
-  }
-  bool ok() const { return uid_ > 0; }
-  uid_t uid() const { return uid_; }
-  gid_t gid() const { return gid_; }
-  std::vector<std::string> SudoEnvironment() const {
-    return {"SUDO_UID=" + std::to_string(uid_),
-            "SUDO_GID=" + std::to_string(gid_),
-            "SUDO_USER=" + name_,
-            "HOME=/root",
-            "USER=root",
-            "LOGNAME=root"};
-  }
-
- private:
-  std::string name_, group_;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0;
-};
 
 // A copy of privilege_limits_app that runs privileged: set-user-ID root, set-group-ID to a group
 // that is not the user's, or with a file capability. Its directory is open to everyone (the

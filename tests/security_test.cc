@@ -39,60 +39,6 @@ std::string UniqueTag() {
   return text;
 }
 
-int Shell(const std::string& command) {
-  ProcessResult result = RunProcess(Command({"/bin/sh", "-c", command}));
-  return result.exit_code();
-}
-
-// A user and two groups made for one test (the user's own group and a supplementary one), removed
-// with it.
-class ThrowawayUser {
- public:
-  ThrowawayUser() {
-    std::string tag = UniqueTag();
-    name_ = "gprofsec" + tag;
-    group_ = "gprofsecg" + tag;
-    extra_group_ = "gprofsecx" + tag;
-    if (Shell("groupadd " + group_ + " && groupadd " + extra_group_ + " && useradd -M -N -g " +
-              group_ + " -G " + extra_group_ + " -s /usr/sbin/nologin -d /nonexistent " + name_) !=
-        0) {
-      return;
-    }
-    passwd* user = getpwnam(name_.c_str());
-    group* extra = getgrnam(extra_group_.c_str());
-    if (user == nullptr || extra == nullptr) return;
-    uid_ = user->pw_uid;
-    gid_ = user->pw_gid;
-    extra_gid_ = extra->gr_gid;
-  }
-  ~ThrowawayUser() {
-    Shell("userdel " + name_ + " 2>/dev/null; groupdel " + extra_group_ +
-          " 2>/dev/null; groupdel " + group_ + " 2>/dev/null");
-  }
-  bool ok() const { return uid_ > 0; }
-  const std::string& name() const { return name_; }
-  uid_t uid() const { return uid_; }
-  gid_t gid() const { return gid_; }
-  gid_t extra_gid() const { return extra_gid_; }
-
-  // What sudo leaves in the environment of the command it runs as root for this user (Debian's
-  // defaults: env_reset, with HOME, USER and LOGNAME those of root).
-  std::vector<std::string> SudoEnvironment(const std::string& command) const {
-    return {"SUDO_UID=" + std::to_string(uid_),
-            "SUDO_GID=" + std::to_string(gid_),
-            "SUDO_USER=" + name_,
-            "SUDO_COMMAND=" + command,
-            "HOME=/root",
-            "USER=root",
-            "LOGNAME=root"};
-  }
-
- private:
-  std::string name_, group_, extra_group_;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0, extra_gid_ = 0;
-};
-
 // What identity_app printed.
 struct Identity {
   uid_t uid = ~0u;

@@ -21,43 +21,6 @@ namespace {
 
 using collector::Session;
 
-int Shell(const std::string& command) {
-  return RunProcess(Command({"/bin/sh", "-c", command})).exit_code();
-}
-
-// A user and their group, made for one test and removed with it.
-class ThrowawayUser {
- public:
-  ThrowawayUser() {
-    std::random_device random;
-    char tag[16];
-    snprintf(tag, sizeof(tag), "%08x", random());
-    name_ = std::string("gprofloss") + tag;
-    if (Shell("groupadd " + name_ + " && useradd -M -N -g " + name_ +
-              " -s /usr/sbin/nologin -d /nonexistent " + name_) != 0) {
-      return;
-    }
-    if (passwd* user = getpwnam(name_.c_str())) {
-      uid_ = user->pw_uid;
-      gid_ = user->pw_gid;
-    }
-  }
-  ~ThrowawayUser() { Shell("userdel " + name_ + " 2>/dev/null; groupdel " + name_ + " 2>/dev/null"); }
-  bool ok() const { return uid_ > 0; }
-  uid_t uid() const { return uid_; }
-  gid_t gid() const { return gid_; }
-  // What sudo leaves in the environment of the command it runs as root for this user.
-  std::vector<std::string> SudoEnvironment() const {
-    return {"SUDO_UID=" + std::to_string(uid_), "SUDO_GID=" + std::to_string(gid_),
-            "SUDO_USER=" + name_, "HOME=/root", "USER=root", "LOGNAME=root"};
-  }
-
- private:
-  std::string name_;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0;
-};
-
 // `gprof-run -q ARGS... -- COMMAND...`.
 ProcessSpec GprofRun(std::vector<std::string> options, std::vector<std::string> command) {
   ProcessSpec spec;

@@ -4,6 +4,8 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
 extern char** environ;
@@ -88,6 +91,41 @@ int ProcessResult::exit_code() const {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return -1;
+}
+
+int Shell(const std::string& command) {
+  return RunProcess(Command({"/bin/sh", "-c", command})).exit_code();
+}
+
+ThrowawayUser::ThrowawayUser() {
+  std::random_device random;
+  char tag[16];
+  snprintf(tag, sizeof(tag), "%08x", random());
+  name_ = std::string("gprofu") + tag;
+  group_ = std::string("gprofg") + tag;
+  extra_group_ = std::string("gprofx") + tag;
+  if (Shell("groupadd " + group_ + " && groupadd " + extra_group_ + " && useradd -M -N -g " +
+            group_ + " -G " + extra_group_ + " -s /usr/sbin/nologin -d /nonexistent " + name_) !=
+      0)
+    return;
+  passwd* user = getpwnam(name_.c_str());
+  group* extra = getgrnam(extra_group_.c_str());
+  if (user == nullptr || extra == nullptr) return;
+  uid_ = user->pw_uid;
+  gid_ = user->pw_gid;
+  extra_gid_ = extra->gr_gid;
+}
+
+ThrowawayUser::~ThrowawayUser() {
+  Shell("userdel " + name_ + " 2>/dev/null; groupdel " + extra_group_ + " 2>/dev/null; groupdel " +
+        group_ + " 2>/dev/null");
+}
+
+std::vector<std::string> ThrowawayUser::SudoEnvironment(const std::string& command) const {
+  return {"SUDO_UID=" + std::to_string(uid_), "SUDO_GID=" + std::to_string(gid_),
+          "SUDO_USER=" + name_,                "SUDO_COMMAND=" + command,
+          "HOME=/root",                        "USER=root",
+          "LOGNAME=root"};
 }
 
 SmallFileSystem::SmallFileSystem(const std::string& path, const std::string& size) : path_(path) {

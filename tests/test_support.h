@@ -38,6 +38,31 @@ class SmallFileSystem {
   std::string error_;
 };
 
+// `command` run by /bin/sh; its exit code.
+int Shell(const std::string& command);
+
+// A user, its own group and a supplementary one, made for one test and removed with it (needs
+// root: useradd, groupadd).
+class ThrowawayUser {
+ public:
+  ThrowawayUser();
+  ~ThrowawayUser();
+  ThrowawayUser(const ThrowawayUser&) = delete;
+  ThrowawayUser& operator=(const ThrowawayUser&) = delete;
+  bool ok() const { return uid_ > 0; }
+  const std::string& name() const { return name_; }
+  unsigned uid() const { return uid_; }
+  unsigned gid() const { return gid_; }
+  unsigned extra_gid() const { return extra_gid_; }
+  // What sudo leaves in the environment of the command it runs as root for this user (Debian's
+  // defaults: env_reset, with HOME, USER and LOGNAME those of root).
+  std::vector<std::string> SudoEnvironment(const std::string& command = "gprof-run") const;
+
+ private:
+  std::string name_, group_, extra_group_;
+  unsigned uid_ = 0, gid_ = 0, extra_gid_ = 0;
+};
+
 // A fresh directory under /tmp, removed with everything in it when the object goes.
 class TempDir {
  public:

@@ -660,7 +660,8 @@ TEST_F(PerfettoWriterTest, DecodesWithTheRealSchema) {
   ExpectDecodesWithTheRealSchema(
       path_, {"thread_name: \"pt_data_pin\"", "thread_name: \"worker\"",
               "process_name: \"python3.12\"", "name: \"cudaLaunchKernel\"",
-              "name: \"S futex_wait_queue\"", "name: \"runnable (woken by pt_data_pin (101))\"",
+              "name: \"S futex_wait_queue\"",
+              "name: \"runnable (woken by pt_data_pin (101) of python3.12 (pid 100))\"",
               "name: \"FUTEX_WAKE 0x7f1234\"", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
               "timestamp_clock_id: 64", "is_incremental: true", "terminating_flow_ids_old: "});
 }
@@ -1215,7 +1216,7 @@ TEST_F(PerfettoKernelTest, KeepsEveryTrackInOrderWithKernelFacts) {
 TEST_F(PerfettoKernelTest, DecodesWithTheRealSchemaWithKernelFacts) {
   ExpectDecodesWithTheRealSchema(
       path_, {"name: \"kernel\"", "name: \"munmap 77.0 MiB\"",
-              "name: \"mmap_lock (held by python (100))\"", "name: \"page fault in libfoo.so\"",
+              "name: \"mmap_lock (held by python (100) of python3.12)\"", "name: \"page fault in libfoo.so\"",
               "name: \"ioctl nvidiactl 0xc020462a\"", "name: \"futex_waitv 0x7f1234 (+1)\"",
               "callstack_iid: ", "rel_pc: 317", "str: \"[kernel.kallsyms]\"",
               "str: \"... (truncated)\"", "name: \"signals\"",

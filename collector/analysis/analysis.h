@@ -33,6 +33,9 @@ struct Analysis {
   bool kernel_recorded = false;    // without the kernel's record no wait can be explained
   std::vector<Stall> stalls;       // in time order
   std::vector<Cause> causes;       // ranked: GPU idle explained, then blocked thread time
+  // The thread the program's critical path starts from (critical_path.h); 0: none was found, and
+  // no wait is known to be on it or off it.
+  uint32_t critical_path_tid = 0;
   // The stalls' freezes in time order, then those only the slow calls saw (freezes.h).
   std::vector<Freeze> freezes;
   std::vector<GpuGap> gaps;        // in time order, of every GPU

@@ -85,6 +85,7 @@ CriticalPath FindCriticalPath(const Session& session, const WaitReader& waits,
     const uint64_t life = life_end > life_start ? life_end - life_start : 0;
     if (ended_by_its_exit && interval->start_ns <= life_start + life / 2) {
       // Waited for most of its life: the program waited for it; follow it back from its end.
+      path.joins.insert(static_cast<size_t>(interval - session.off_cpu.data()));
       tid = wait.waker_tid;
       path.tids.insert(tid);
       t = wait.wake_ns;

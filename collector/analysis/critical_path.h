@@ -31,6 +31,9 @@ struct CriticalPath {
   // The waits of its threads that another thread of the tree ended, by index into
   // Session::off_cpu.
   std::unordered_set<size_t> waits;
+  // The waits through which the path went into the thread they waited for (a join, a wait for a
+  // child process): the time is that thread's, told by its own waits.
+  std::unordered_set<size_t> joins;
   bool Holds(const Session& session, const OffCpuInterval& interval) const {
     return waits.contains(static_cast<size_t>(&interval - session.off_cpu.data()));
   }

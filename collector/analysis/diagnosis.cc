@@ -202,6 +202,7 @@ class Diagnoser {
   Analysis& analysis_;
   std::unordered_map<uint32_t, uint32_t> creator_of_;  // tid -> the thread that created it
   std::set<uint32_t> ours_;                            // gprof-run's own threads
+  CriticalPath path_;                                  // the threads the program's end waited for
   std::map<std::string, int> cause_by_key_;
   std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
   // The session's module loads by the thread they happened on.
@@ -306,13 +307,15 @@ void Diagnoser::TimeInCalls(ChainLink& link) const {
   link.longest_other_call = time.longest_other;
 }
 
-// A link's window shorter than this, on CPU, is a moment: a thread about to hand something on.
+// A link's window shorter than this, on CPU or short of one, is a moment: a thread about to hand
+// something on.
 constexpr uint64_t kMomentNs = 1'000'000;
 
 void Diagnoser::FollowChain(Stall& stall) const {
   std::vector<ChainLink>& chain = stall.chain;
   std::set<uint32_t> seen = {stall.tid};
   const Wait* wait = &stall.wait;
+  uint64_t from_ns = wait->start_ns;  // the start of the window the next link accounts for
   uint32_t waiter = stall.tid;
   while (chain.size() < analysis_.options.max_chain) {
     const Holder holder = HolderOf(waiter, *wait);
@@ -327,12 +330,12 @@ void Diagnoser::FollowChain(Stall& stall) const {
       if (IsDeadlock(stall, holder)) stall.deadlock_tid = holder.tid;
       break;
     }
-    ChainLink link = MakeLink(holder.tid, wait->start_ns, holder.until_ns);
+    ChainLink link = MakeLink(holder.tid, from_ns, holder.until_ns);
     // A waiter that polls (a socket thread woken by its timeouts) waited only a moment before the
     // data came, and its producer ran only that moment: what held the producer up came before.
     // Over the stall's whole wait, the producer's own wait says it (what woke it, and so on).
-    if (link.state == ChainLink::State::kOnCpu && wait->start_ns > stall.wait.start_ns &&
-        link.end_ns - link.start_ns < kMomentNs) {
+    if ((link.state == ChainLink::State::kOnCpu || link.state == ChainLink::State::kRunnable) &&
+        from_ns > stall.wait.start_ns && link.end_ns - link.start_ns < kMomentNs) {
       ChainLink wider = MakeLink(holder.tid, stall.wait.start_ns, holder.until_ns);
       if (wider.state == ChainLink::State::kAsleep && wider.wait) link = std::move(wider);
     }
@@ -341,14 +344,14 @@ void Diagnoser::FollowChain(Stall& stall) const {
     if (holder.memory_call != nullptr) link.memory_call = holder.memory_call;
     chain.push_back(std::move(link));
     const ChainLink& last = chain.back();
-    if (last.created_ns != 0 && last.created_ns - wait->start_ns > last.end_ns - last.start_ns) {
+    if (last.created_ns != 0 && last.created_ns - from_ns > last.end_ns - last.start_ns) {
       // It did not exist for most of the wait: until it did, the wait was held up by what its
       // creator did before creating it.
       auto creator = creator_of_.find(last.tid);
       if (creator == creator_of_.end() || !InTree(creator->second) || Ours(creator->second) ||
           chain.size() == analysis_.options.max_chain || !seen.insert(creator->second).second)
         break;
-      ChainLink made = MakeLink(creator->second, wait->start_ns, last.created_ns);
+      ChainLink made = MakeLink(creator->second, from_ns, last.created_ns);
       made.creator = true;
       chain.push_back(std::move(made));
     }
@@ -356,6 +359,9 @@ void Diagnoser::FollowChain(Stall& stall) const {
     if (followed.state != ChainLink::State::kAsleep || !followed.wait) break;
     wait = &*followed.wait;
     waiter = followed.tid;
+    // A reader that polled (a socket's thread in epoll with timeouts) and was ended by data
+    // waited for that data all through its window, not only in its last poll.
+    from_ns = wait->data_written_ns != 0 ? followed.start_ns : wait->start_ns;
   }
 }
 
@@ -456,7 +462,9 @@ bool Diagnoser::IsDeadlock(const Stall& stall, const Holder& closing) const {
 }
 
 void Diagnoser::FindStalls() {
-  const CriticalPath path = FindCriticalPath(session_, reader_, ours_);
+  path_ = FindCriticalPath(session_, reader_, ours_);
+  const CriticalPath& path = path_;
+  analysis_.critical_path_tid = path.end_tid;
   // A wait for the GIL is a run of sleeps (WaitReader), some shorter than the threshold: in a
   // Python process every sleep is looked at, elsewhere only the long ones.
   auto looked_at = [&](const OffCpuInterval& interval) {
@@ -481,9 +489,11 @@ void Diagnoser::FindStalls() {
     stall.call = reader_.CallAt(interval.tid, whole.start_ns);
     // A wait inside a CUDA call while its process's GPU was busy most of it, or ended by a thread
     // of the driver, waited for the GPU: the GPU's time, not a handoff's.
-    for (size_t piece = first; piece <= last && !stall.on_critical_path; ++piece)
-      stall.on_critical_path = session_.off_cpu[piece].tid == interval.tid &&
-                               path.Holds(session_, session_.off_cpu[piece]);
+    for (size_t piece = first; piece <= last; ++piece) {
+      if (session_.off_cpu[piece].tid != interval.tid) continue;
+      stall.on_critical_path |= path.Holds(session_, session_.off_cpu[piece]);
+      stall.joined_on_critical_path |= path.joins.contains(piece);
+    }
     stall.on_critical_path =
         stall.on_critical_path && !WaitedForGpu(stall) && !EndedByTheDriver(stall);
     FollowChain(stall);
@@ -677,6 +687,7 @@ void Diagnoser::GroupCauses() {
     // the CPU cause says so); a lock's waiters are counted asleep, as ever.
     const uint64_t held_ns = handoff ? stall.wait.end_ns - stall.wait.start_ns : stall.asleep_ns();
     cause.blocked_ns += held_ns;
+    if (stall.on_critical_path) cause.held_up_ns += held_ns;
     cause.wait_count += 1;
     AddThread(cause.tids, stall.tid);
     cause.stalls.push_back(static_cast<int>(i));
@@ -787,11 +798,13 @@ void Diagnoser::FindCpuStarvation() {
   // time the wait was held up by threads without a CPU. For the threads that held waits up, the
   // windows are merged, so that several waits on one producer count its time once.
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> awaited;
+  uint64_t path_held_up_ns = 0;  // the program's critical path held up by threads without a CPU
   for (const Stall& stall : analysis_.stalls) {
     auto waiter = threads.find(stall.tid);
     for (const ChainLink& link : stall.chain) {
       if (link.end_ns <= link.start_ns) continue;
       awaited[link.tid].emplace_back(link.start_ns, link.end_ns);
+      if (stall.on_critical_path) path_held_up_ns += link.runnable_ns;
       if (link.runnable_ns == 0 || waiter == threads.end()) continue;
       CpuWait& time = waiter->second;
       time.held_up_ns += link.runnable_ns;
@@ -858,8 +871,11 @@ void Diagnoser::FindCpuStarvation() {
   if (short_of_cpu == 0 || (short_of_cpu < 2 && !made_late)) return;
   int index = CauseFor("cpu", CauseOfKind(CauseKind::kCpu, WaitClass::kCpu));
   Cause& cause = analysis_.causes[index];
+  cause.held_up_ns = path_held_up_ns;
   for (const CpuWait& time : waits) {
     if (!time.short_of_cpu) continue;
+    // A thread of the path waiting for a CPU held the program up itself.
+    if (path_.tids.contains(time.tid)) cause.held_up_ns += time.runnable_ns;
     cause.blocked_ns += time.runnable_ns;
     cause.longest_ns = std::max(cause.longest_ns, time.runnable_ns);
     AddThread(cause.tids, time.tid);

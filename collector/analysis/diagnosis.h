@@ -4,7 +4,7 @@
 // freeze; every interval in which a GPU ran nothing is traced to the host thread it waited for
 // and why that thread was late; causes are ranked by the GPU idle time they explain (each idle
 // interval explained once, so they never add up to more than the GPUs' idle time), then by the
-// thread time they blocked.
+// thread time they blocked (a handoff's, of the threads the program's end waited for).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +90,9 @@ struct Stall {
   // The program's critical path went through this wait into the thread that ended it: the
   // program's end waited for it (critical_path.h).
   bool on_critical_path = false;
+  // The path went through this wait into the thread it waited for (a join, a wait for a child):
+  // the program's end waited for that thread, whose own waits tell why.
+  bool joined_on_critical_path = false;
   int cause = -1;   // into Analysis::causes
   int freeze = -1;  // into Analysis::freezes
   uint64_t asleep_ns() const { return wait.asleep_ns(); }
@@ -193,6 +196,11 @@ struct Cause {
   std::optional<ChainLink> root;    // the root of its longest wait's chain
   uint32_t holder_tid = 0;   // the thread that ended most of its waiting (0: none, a timeout)
   uint64_t blocked_ns = 0;   // thread time asleep on it (or runnable, for kCpu)
+  // The part of it the program's critical path waited (critical_path.h). Causes are ranked by
+  // blocked_ns, thread time that wanted to run: a lock's or a CPU's waiters always did, a
+  // handoff's only on the critical path (elsewhere a thread waits for work by design), so a
+  // handoff's blocked_ns is this.
+  uint64_t held_up_ns = 0;
   uint64_t gpu_idle_ns = 0;  // GPU idle time it explains (its gaps' durations)
   uint64_t longest_ns = 0;   // its longest single wait
   size_t wait_count = 0;

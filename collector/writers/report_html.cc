@@ -306,6 +306,9 @@ std::string HtmlReport::CauseFacts(const Cause& cause) const {
       blocked += " in " + Plural(cause.wait_count, "wait") + " (longest " +
                  FormatDuration(cause.longest_ns) + ")";
     facts.push_back(blocked + ": " + Threads(cause.tids));
+    if (cause.held_up_ns > 0)
+      facts.push_back("of it, the program's critical path waited " +
+                      FormatDuration(cause.held_up_ns));
   }
   std::string text;
   for (const std::string& fact : facts) text += (text.empty() ? "" : "; ") + fact;

@@ -821,6 +821,7 @@ json StallJson(const Session& session, const Stall& stall) {
                   stall.profiler_tid != 0 ? ThreadRef(session, stall.profiler_tid) : json(nullptr)},
                  {"profiler_cost", stall.profiler_cost},
                  {"on_critical_path", stall.on_critical_path},
+                 {"joined_on_critical_path", stall.joined_on_critical_path},
                  {"cause", IndexOrNull(stall.cause)},
                  {"freeze", IndexOrNull(stall.freeze)}});
 }
@@ -862,6 +863,7 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
          {"root", cause.root ? LinkJson(session, *cause.root) : json(nullptr)},
          {"gpu_idle_ns", cause.gpu_idle_ns},
          {"blocked_ns", cause.blocked_ns},
+         {"held_up_ns", cause.held_up_ns},
          {"longest_ns", cause.longest_ns},
          {"wait_count", cause.wait_count},
          {"threads", std::move(threads)},

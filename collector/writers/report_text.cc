@@ -862,6 +862,9 @@ void TextReport::Causes() {
     }
     for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
     if (!facts.empty()) out_ << "\n";
+    if (cause.kind != CauseKind::kHandoff && cause.held_up_ns > 0)
+      out_ << "     of it, the program's critical path waited " << FormatDuration(cause.held_up_ns)
+           << "\n";
     if (cause.wait_class == WaitClass::kCpu) {
       if (std::string delayed = CpuWaits(true); !delayed.empty())
         out_ << "     waits held up for want of a CPU:" << delayed << "\n";
@@ -1130,23 +1133,32 @@ void TextReport::Gaps() {
   }
 }
 
-// Long waits that were no contention: a handoff (a condition variable, a join, a pipe or socket
+// Long waits that were no cause: a handoff (a condition variable, a join, a pipe or socket
 // read, a child's exit) ended by another thread of the program, or the driver's event thread
-// polling its device. Not ranked as causes (threads idle this way by design), listed so that "who
-// made it wait" is answered for them too. Those no thread of the program ended (sleeps, timeouts,
-// I/O from outside) are counted by class, with the longest of each.
+// polling its device. Listed so that "who made it wait" is answered for them too: those on the
+// program's critical path one by one; the joins through which the path went into the thread they
+// waited for, and the waits of threads the program's end did not wait for (idle pool threads,
+// threads that wait for work by design), counted. Those no thread of the program ended (sleeps,
+// timeouts, I/O from outside) are counted by class, with the longest of each.
 void TextReport::Handoffs() {
   std::vector<const Stall*> handoffs;
+  std::vector<const Stall*> joins, off_path;
   std::map<WaitClass, std::vector<const Stall*>> unended;
+  const bool path_known = analysis_.critical_path_tid != 0;
   for (const Stall& stall : analysis_.stalls) {
     if (stall.cause >= 0 || stall.profiler_tid != 0) continue;  // gprof-run's: said once above
-    if (!stall.chain.empty()) {
+    if (stall.chain.empty()) {
+      if (!IsIdleWait(stall)) unended[stall.wait_class].push_back(&stall);
+    } else if (path_known && stall.joined_on_critical_path) {
+      joins.push_back(&stall);
+    } else if (path_known && !stall.on_critical_path) {
+      off_path.push_back(&stall);
+    } else {
       handoffs.push_back(&stall);
-    } else if (!IsIdleWait(stall)) {
-      unended[stall.wait_class].push_back(&stall);
     }
   }
-  if (handoffs.empty() && unended.empty()) return;
+  const size_t all_handoffs = handoffs.size() + joins.size() + off_path.size();
+  if (all_handoffs == 0 && unended.empty()) return;
   auto longer = [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); };
   auto where = [&](const Stall& stall) {
     std::string text =
@@ -1156,14 +1168,45 @@ void TextReport::Handoffs() {
     if (stall.call != nullptr) text += " in " + session_.ApiName(*stall.call);
     return text;
   };
+  // Those on the path first: the program waited for them.
+  const size_t on_path = handoffs.size();
   std::stable_sort(handoffs.begin(), handoffs.end(), longer);
-  out_ << "\nOTHER LONG WAITS: " << handoffs.size()
+  std::stable_sort(off_path.begin(), off_path.end(), longer);
+  handoffs.insert(handoffs.end(), off_path.begin(), off_path.end());
+  const size_t shown = std::min(kHandoffsShown, handoffs.size());
+  out_ << "\nOTHER LONG WAITS: " << all_handoffs
        << " handoffs (a thread waiting for another's signal, not contention)";
-  out_ << (handoffs.empty() ? "\n" : "; the longest:\n");
-  for (size_t i = 0; i < std::min(kHandoffsShown, handoffs.size()); ++i) {
+  if (path_known && all_handoffs > 0)
+    out_ << ", " << on_path << " of them on the program's critical path";
+  out_ << (handoffs.empty() ? "\n"
+           : path_known && on_path > 0 && shown > on_path ? "; the longest, those on it first:\n"
+                                                          : "; the longest:\n");
+  for (size_t i = 0; i < shown; ++i) {
     out_ << "  " << where(*handoffs[i]) << "\n";
     WaitedAt(handoffs[i]->wait, "     ");
     Chain(handoffs[i]->chain, "     ", handoffs[i]->deadlock_tid, &handoffs[i]->wait);
+  }
+  auto total = [](const std::vector<const Stall*>& stalls) {
+    uint64_t total_ns = 0;
+    for (const Stall* stall : stalls) total_ns += stall->asleep_ns();
+    return total_ns;
+  };
+  // The waits off the path not shown: counted.
+  off_path.assign(handoffs.begin() + static_cast<std::ptrdiff_t>(std::max(shown, on_path)),
+                  handoffs.end());
+  if (!joins.empty()) {
+    out_ << "  " << joins.size() << (joins.size() == 1 ? " join" : " joins")
+         << " through which the program's end waited for the thread joined, "
+         << FormatDuration(total(joins)) << " in all: that thread's own waits tell why\n";
+  }
+  if (!off_path.empty()) {
+    std::set<uint32_t> threads;
+    for (const Stall* stall : off_path) threads.insert(stall->tid);
+    out_ << "  " << off_path.size() << (shown > on_path ? " more" : "") << " wait"
+         << (off_path.size() == 1 ? "" : "s") << " of " << threads.size() << " thread"
+         << (threads.size() == 1 ? "" : "s")
+         << " off the program's critical path (idle pool threads, threads waiting for work), "
+         << FormatDuration(total(off_path)) << " in all: in report.json\n";
   }
   for (auto& [wait_class, stalls] : unended) {
     uint64_t total_ns = 0;

@@ -25,7 +25,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "inject/format/kernel_events.h"
+#include "bpf/kernel_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "bpf/kernel_events.skel.h"
+#include "bpf/kernel_maps.h"
 #include "bpf/python_stacks.h"
 #include "inject/chunk_file_writer.h"
 #include "inject/clock.h"
 #include "inject/disk_room.h"
 #include "inject/file_owner.h"
-#include "inject/format/kernel_events.h"
 #include "inject/format/session_format.h"
 
 namespace gprof::bpf {

@@ -1,5 +1,5 @@
 // Where CPython 3.9 to 3.13 keep what gprof-run reads: the thread states and frames the BPF walker
-// follows (gprof_python_offsets, kernel_events.h), and the objects the loader reads out of process
+// follows (gprof_python_offsets, kernel_maps.h), and the objects the loader reads out of process
 // to name code objects and threads (PythonObjectLayout).
 //
 // 3.9 to 3.12: tables written from each version's own headers (tests/python/offsets_probe.c prints
@@ -13,7 +13,7 @@
 #include <span>
 #include <string>
 
-#include "inject/format/kernel_events.h"
+#include "bpf/kernel_maps.h"
 #include "inject/status.h"
 
 namespace gprof::bpf {

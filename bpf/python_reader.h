@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bpf/python_layouts.h"
-#include "inject/format/kernel_events.h"
+#include "bpf/kernel_maps.h"
 
 namespace gprof::bpf {
 

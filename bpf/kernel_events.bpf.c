@@ -137,7 +137,7 @@ const volatile __u32 stacks_at_switch_in = 1;
  * file capabilities) is then kept in the tree as existing only (GPROF_EXEC_HIDDEN). */
 const volatile __u32 hide_secure_exec = 0;
 
-/* The recording window (gprof-run --delay, --duration; inject/recording_limits.h): an interval is
+/* The recording window (gprof-run --delay, --duration; inject/shared/recording_limits.h): an interval is
  * recorded when it starts in [window_start_ns, window_start_ns + window_length_ns), and kept whole.
  * Mutable data, not rodata: the loader writes it after load, once gprof-run knows when the target
  * starts. Checked before any stack walk, map update or ring-buffer reservation, so what starts

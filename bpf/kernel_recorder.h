@@ -3,7 +3,7 @@
 // session format of inject/format/session_format.h; records of inject/format/kernel_events.h).
 //
 // Use from one thread: Start, Track the root, Poll in a loop while the target runs, Finish.
-// No exceptions escape; errors are returned as a Status (inject/status.h).
+// No exceptions escape; errors are returned as a Status (inject/shared/status.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::bpf {
 
@@ -72,10 +72,10 @@ struct KernelRecorderOptions {
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.
   bool force_raw_tracepoints = false;
-  // The handle of the session's --max-size budget (inject/recording_limits.h) that kernel.gpr is
+  // The handle of the session's --max-size budget (inject/shared/recording_limits.h) that kernel.gpr is
   // charged to; empty: no cap.
   std::string size_budget;
-  // kernel.gpr is made with these file-system ids (inject/file_owner.h): under sudo, the invoking
+  // kernel.gpr is made with these file-system ids (inject/shared/file_owner.h): under sudo, the invoking
   // user's, so that it is theirs from its first moment. -1: this process's.
   int file_uid = -1;
   int file_gid = -1;
@@ -120,7 +120,7 @@ class KernelRecorder {
   Status Track(int pid);
 
   // Records only intervals that start in [start_ns, end_ns) on CLOCK_MONOTONIC (end 0: no end;
-  // inject/recording_limits.h). Before the target runs; the caller Finishes at the end.
+  // inject/shared/recording_limits.h). Before the target runs; the caller Finishes at the end.
   void SetWindow(uint64_t start_ns, uint64_t end_ns);
 
   // True once the session's size budget refused a chunk: the caller may Finish early.

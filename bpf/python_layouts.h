@@ -14,7 +14,7 @@
 #include <string>
 
 #include "bpf/kernel_maps.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::bpf {
 

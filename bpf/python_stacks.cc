@@ -9,7 +9,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "inject/clock.h"
+#include "inject/shared/clock.h"
 
 namespace gprof::bpf {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::cli {
 

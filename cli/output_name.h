@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::cli {
 

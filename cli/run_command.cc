@@ -28,12 +28,12 @@
 #include "collector/collect.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
-#include "inject/disk_room.h"
-#include "inject/file_owner.h"
-#include "inject/held_directory.h"
-#include "inject/namespaces.h"
+#include "inject/shared/disk_room.h"
+#include "inject/shared/file_owner.h"
+#include "inject/shared/held_directory.h"
+#include "inject/shared/namespaces.h"
 #include "inject/profiler_watch.h"
-#include "inject/recording_limits.h"
+#include "inject/shared/recording_limits.h"
 
 extern char** environ;
 
@@ -86,7 +86,7 @@ Expected<std::string> FindInjectLibrary(const std::string& requested) {
   return path.string();
 }
 
-// What bounds the recording, as every recorder gets it (inject/recording_limits.h).
+// What bounds the recording, as every recorder gets it (inject/shared/recording_limits.h).
 struct RecordingLimits {
   uint64_t window_start_ns = 0;
   uint64_t window_end_ns = 0;  // 0: no end
@@ -391,7 +391,7 @@ int RunCommand(const RunOptions& options) {
     run.other_stops.push_back({"all recording", 0, "disk_room", why});
     run.kernel_recording_note = "no room on the session's filesystem";
   }
-  // The budget and the control are shared memory (inject/shared_segment.h), the session owner's:
+  // The budget and the control are shared memory (inject/shared/shared_segment.h), the session owner's:
   // no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
   // stores into a mapping of it.
   FileOwner owner = SessionFileOwner(launch);

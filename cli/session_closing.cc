@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "inject/disk_room.h"
-#include "inject/namespaces.h"
+#include "inject/shared/disk_room.h"
+#include "inject/shared/namespaces.h"
 #include "inject/profiler_watch.h"
 
 namespace gprof::cli {

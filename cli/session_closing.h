@@ -11,7 +11,7 @@
 
 #include "bpf/kernel_recorder.h"
 #include "cli/session_directory.h"
-#include "inject/session_control.h"
+#include "inject/shared/session_control.h"
 
 namespace gprof::cli {
 

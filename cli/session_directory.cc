@@ -19,7 +19,7 @@
 #include "cli/output_name.h"
 #include "collector/model/model.h"
 #include "collector/session/session_reader.h"
-#include "inject/file_owner.h"
+#include "inject/shared/file_owner.h"
 
 namespace gprof::cli {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "cli/target_process.h"
 #include "collector/session/session_files.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::cli {
 
@@ -27,7 +27,7 @@ struct SessionDirectory {
   std::string FilePath(const std::string& file = "") const;
 };
 
-// The file-system ids root takes to make a file in the session (inject/file_owner.h): the
+// The file-system ids root takes to make a file in the session (inject/shared/file_owner.h): the
 // invoking user's under sudo; -1 where this process already is whom the session belongs to.
 struct FileOwner {
   int uid = -1;
@@ -72,7 +72,7 @@ struct RunDescription {
   double duration_s = 0;  // 0: to the end
   unsigned long long window_start_ns = 0;
   unsigned long long window_end_ns = 0;
-  // --max-size: the size budget's counters at the end (inject/recording_limits.h).
+  // --max-size: the size budget's counters at the end (inject/shared/recording_limits.h).
   unsigned long long max_size_bytes = 0;  // 0: no cap
   unsigned long long size_used_bytes = 0;
   unsigned long long size_stopped_at_ns = 0;  // when recording stopped at the cap; 0: it did not

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bpf/kernel_recorder.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::cli {
 

@@ -6,7 +6,7 @@
 
 #include "collector/analysis/analysis.h"
 #include "collector/model/record_storage.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

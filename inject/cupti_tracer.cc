@@ -15,7 +15,7 @@
 #include <initializer_list>
 
 #include "inject/bounded_queue.h"
-#include "inject/clock.h"
+#include "inject/shared/clock.h"
 #include "inject/real_symbol.h"
 #include "inject/recorder.h"
 

@@ -10,7 +10,7 @@
 
 #include "inject/cupti_library.h"
 #include "inject/record_sink.h"
-#include "inject/recording_limits.h"
+#include "inject/shared/recording_limits.h"
 
 namespace gprof::inject {
 

@@ -1,9 +1,9 @@
 #include "inject/profiler_watch.h"
 
-#include "inject/clock.h"
-#include "inject/held_directory.h"
-#include "inject/namespaces.h"
-#include "inject/session_control.h"
+#include "inject/shared/clock.h"
+#include "inject/shared/held_directory.h"
+#include "inject/shared/namespaces.h"
+#include "inject/shared/session_control.h"
 
 #include <fcntl.h>
 #include <unistd.h>

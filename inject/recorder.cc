@@ -15,7 +15,7 @@
 #include <new>
 
 #include "inject/bounded_queue.h"
-#include "inject/namespaces.h"
+#include "inject/shared/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_thread.h"
 #include "inject/process_limits.h"

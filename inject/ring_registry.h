@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "inject/session_control.h"
+#include "inject/shared/session_control.h"
 #include "inject/thread_ring.h"
 
 namespace gprof::inject {

@@ -14,10 +14,10 @@
 #include <string>
 #include <string_view>
 
-#include "inject/clock.h"
+#include "inject/shared/clock.h"
 #include "inject/cupti_tracer.h"
-#include "inject/disk_room.h"
-#include "inject/namespaces.h"
+#include "inject/shared/disk_room.h"
+#include "inject/shared/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_descriptors.h"
 #include "inject/profiler_watch.h"

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "collector/model/model.h"
-#include "inject/disk_room.h"
+#include "inject/shared/disk_room.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {

@@ -17,8 +17,8 @@
 #include "collector/session/session_reader.h"
 #include "collector/writers/report_format.h"
 #include "inject/format/session_format.h"
-#include "inject/recording_limits.h"
-#include "inject/session_control.h"
+#include "inject/shared/recording_limits.h"
+#include "inject/shared/session_control.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {
@@ -591,7 +591,7 @@ TEST(InjectCupti, ForkedChildrenInitialiseCuptiOfTheirOwn) {
   EXPECT_EQ(children, 3);
 }
 
-// --- what bounds a recording (inject/recording_limits.h) ---
+// --- what bounds a recording (inject/shared/recording_limits.h) ---
 
 TEST(Inject, RecordsOnlyCallsThatStartInsideTheWindow) {
   // A window that ended before the program started: nothing recorded, nothing created.

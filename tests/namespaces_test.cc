@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "collector/session/session_reader.h"
-#include "inject/session_control.h"
+#include "inject/shared/session_control.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {

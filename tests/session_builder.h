@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "inject/chunk_file_writer.h"
+#include "inject/shared/chunk_file_writer.h"
 #include "inject/format/kernel_events.h"
 #include "inject/format/session_format.h"
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

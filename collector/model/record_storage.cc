@@ -14,8 +14,8 @@
 #include <thread>
 #include <utility>
 
-#include "inject/disk_room.h"
-#include "inject/status.h"
+#include "inject/shared/disk_room.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 namespace {

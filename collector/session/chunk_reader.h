@@ -14,7 +14,7 @@
 #include "collector/model/model.h"
 #include "collector/session/read_progress.h"
 #include "inject/format/session_format.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

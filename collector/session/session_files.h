@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

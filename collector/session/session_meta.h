@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "collector/model/model.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "collector/session/session_files.h"
-#include "inject/disk_room.h"
+#include "inject/shared/disk_room.h"
 
 namespace gprof::collector {
 namespace {

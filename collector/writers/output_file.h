@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "collector/session/session_reader.h"
-#include "inject/chunk_file_writer.h"
+#include "inject/shared/chunk_file_writer.h"
 #include "inject/format/kernel_events.h"
 #include "inject/format/session_format.h"
 

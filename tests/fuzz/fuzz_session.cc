@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "collector/collect.h"
-#include "inject/chunk_file_writer.h"
+#include "inject/shared/chunk_file_writer.h"
 #include "tests/clean_utf8.h"
 #include "tests/trace_decoder.h"
 

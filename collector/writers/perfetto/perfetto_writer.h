@@ -37,7 +37,7 @@
 
 #include "collector/analysis/analysis.h"
 #include "collector/model/model.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector {
 

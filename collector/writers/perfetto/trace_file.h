@@ -11,7 +11,7 @@
 #include "collector/writers/output_file.h"
 #include "collector/writers/perfetto/perfetto_fields.h"
 #include "collector/writers/perfetto/proto_encoder.h"
-#include "inject/status.h"
+#include "inject/shared/status.h"
 
 namespace gprof::collector::perfetto {
 

@@ -15,14 +15,9 @@
 #include <cstdint>
 #include <string>
 
-namespace gprof {
+#include "inject/format/shared_memory.h"
 
-// The first bytes of every shared state.
-struct SharedSegmentHeader {
-  char magic[8];
-  uint64_t token;
-};
-static_assert(sizeof(SharedSegmentHeader) == 16);
+namespace gprof {
 
 // gprof-run: makes a zeroed segment of `size` bytes holding `magic` and a new token, mode 0600,
 // owned by `uid`:`gid` (-1: this process's), and attaches it at *memory. Returns 0 or an errno;

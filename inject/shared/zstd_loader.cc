@@ -1,4 +1,4 @@
-#include "inject/zstd_loader.h"
+#include "inject/shared/zstd_loader.h"
 
 #include <zstd.h>
 

@@ -1,4 +1,4 @@
-#include "inject/namespaces.h"
+#include "inject/shared/namespaces.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "inject/held_directory.h"
+#include "inject/shared/held_directory.h"
 
 namespace gprof {
 

@@ -22,11 +22,11 @@
 #include <cstdint>
 #include <string>
 
-#include "inject/disk_room.h"
+#include "inject/shared/disk_room.h"
 #include "inject/format/session_format.h"
-#include "inject/held_directory.h"
-#include "inject/recording_limits.h"
-#include "inject/zstd_loader.h"
+#include "inject/shared/held_directory.h"
+#include "inject/shared/recording_limits.h"
+#include "inject/shared/zstd_loader.h"
 
 namespace gprof {
 

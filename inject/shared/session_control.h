@@ -24,83 +24,19 @@
 //   session.json.
 #pragma once
 
-#include <pthread.h>
-
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "inject/format/session_format.h"
-#include "inject/shared_segment.h"
+#include "inject/format/shared_memory.h"
+#include "inject/shared/shared_segment.h"
 
 namespace gprof {
 
 // Environment of the target: the control's segment handle; unset: the library runs without
 // gprof-run.
 inline constexpr char kSessionControlEnv[] = "GPROF_SESSION_CONTROL";
-inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '3'};
-
-struct SessionControlState {
-  struct Writer {
-    std::atomic<uint32_t> pid;  // 0: free; in the writer's PID namespace
-    uint32_t pid_namespace;     // its inode (namespaces.h); 0: unknown
-    std::atomic<uint64_t> start_ticks;  // /proc/<pid>/stat's start time; 0: not written yet
-  };
-  struct Note {
-    std::atomic<uint32_t> ready;  // 1 once the fields below are written
-    uint32_t pid;
-    uint64_t time_ns;
-    uint32_t cause;  // format::StopCause
-    int32_t error;   // errno, or 0
-    uint64_t records_lost;
-    char file[32];  // the session file's name, NUL-terminated
-  };
-  // One counter on a cache line of its own.
-  struct CallCounter {
-    std::atomic<uint64_t> count;
-    uint8_t pad[56];
-  };
-  // A writer's count of its process's CUDA calls, where gprof-run reads it after the process is
-  // gone: a process killed by SIGKILL takes the records still in its rings along, and the
-  // difference says how many. `submitted` is added to on the program's CUDA call path, each
-  // thread on the stripe of its ring (no two threads of a few fight over one cache line);
-  // `accounted` by the writer.
-  static constexpr uint32_t kCallStripes = 16;
-  struct WriterCalls {
-    CallCounter submitted[kCallStripes];  // calls the process recorded, dropped ones too
-    CallCounter accounted;  // of those, written to its file or counted there as lost
-  };
-  // A gprof-run started inside this session's command (gprof-run -- gprof-run -- CMD): its
-  // command's calls are recorded in its own session directory, which it names here.
-  struct NestedSession {
-    std::atomic<uint32_t> ready;  // 1 once the fields below are written
-    uint32_t pid;                 // the nested gprof-run's
-    uint64_t calls;               // the CUDA calls its session holds; UINT64_MAX: unknown
-    char directory[4096];         // its session directory, NUL-terminated (cut to fit)
-  };
-  static constexpr uint32_t kWriters = 512;
-  static constexpr uint32_t kNotes = 64;
-  static constexpr uint32_t kNestedSessions = 16;
-
-  SharedSegmentHeader header;               // kSessionControlMagic
-  pthread_mutex_t profiler_alive;           // held by gprof-run's main thread (above)
-  std::atomic<uint64_t> closing_at_ns;      // CLOCK_MONOTONIC when gprof-run closed it; 0: open
-  std::atomic<uint64_t> unslotted_writers;  // open writers that found every slot taken
-  std::atomic<uint64_t> notes_taken;        // may pass kNotes: the rest are counted only
-  Writer writers[kWriters];
-  Note notes[kNotes];
-  WriterCalls writer_calls[kWriters];  // by the writer's slot
-  std::atomic<uint64_t> nested_taken;  // may pass kNestedSessions: the rest are counted only
-  NestedSession nested[kNestedSessions];
-};
-static_assert(sizeof(SessionControlState::Writer) == 16);
-static_assert(sizeof(SessionControlState::Note) == 64);
-static_assert(sizeof(pthread_mutex_t) == 40, "glibc's x86-64 layout");
-static_assert(sizeof(SessionControlState::WriterCalls) == 17 * 64);
-static_assert(sizeof(SessionControlState::NestedSession) == 4112);
-static_assert(sizeof(SessionControlState) ==
-              40 + 40 + 512 * 16 + 64 * 64 + 512 * 17 * 64 + 8 + 16 * 4112);
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
 
 // One mapping of the control file. Not copyable; no exceptions, no allocation.
 class SessionControl {

@@ -1,4 +1,4 @@
-#include "inject/held_directory.h"
+#include "inject/shared/held_directory.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>

@@ -17,7 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "inject/shared_segment.h"
+#include "inject/format/shared_memory.h"
+#include "inject/shared/shared_segment.h"
 
 namespace gprof {
 
@@ -38,21 +39,6 @@ struct RecordingWindow {
   static RecordingWindow FromEnvironment();
   static RecordingWindow Between(uint64_t start_ns, uint64_t end_ns);  // end 0: no end
 };
-
-// The budget, shared by every writer of the session.
-struct SizeBudgetState {
-  SharedSegmentHeader header;  // kSizeBudgetMagic
-  uint64_t limit_bytes;       // --max-size: what the recording files may take together
-  uint64_t data_limit_bytes;  // chunks stop here; the rest is left to closing records
-  std::atomic<uint64_t> used_bytes;
-  std::atomic<uint64_t> stopped_at_ns;  // CLOCK_MONOTONIC of the first refused chunk; 0: none
-  std::atomic<uint64_t> refused_chunks;
-  std::atomic<uint64_t> refused_records;
-  std::atomic<uint64_t> refused_bytes;  // their records' bytes, uncompressed
-};
-static_assert(sizeof(SizeBudgetState) == 72);
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
-inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '2'};
 
 // One writer's (or gprof-run's) attachment of the budget. Not copyable; no exceptions.
 class SizeBudget {

@@ -1,4 +1,4 @@
-#include "inject/shared_segment.h"
+#include "inject/shared/shared_segment.h"
 
 #include <sys/ipc.h>
 #include <sys/random.h>

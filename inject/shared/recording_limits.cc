@@ -1,11 +1,11 @@
-#include "inject/recording_limits.h"
+#include "inject/shared/recording_limits.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "inject/clock.h"
+#include "inject/shared/clock.h"
 
 namespace gprof {
 namespace {

@@ -1,4 +1,4 @@
-#include "inject/chunk_file_writer.h"
+#include "inject/shared/chunk_file_writer.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "inject/clock.h"
-#include "inject/disk_room.h"
+#include "inject/shared/clock.h"
+#include "inject/shared/disk_room.h"
 
 namespace gprof {
 namespace {

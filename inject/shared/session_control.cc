@@ -1,4 +1,4 @@
-#include "inject/session_control.h"
+#include "inject/shared/session_control.h"
 
 #include <linux/futex.h>
 

@@ -26,11 +26,11 @@
 #include "bpf/kernel_events.skel.h"
 #include "bpf/kernel_maps.h"
 #include "bpf/python_stacks.h"
+#include "inject/format/session_format.h"
 #include "inject/shared/chunk_file_writer.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/file_owner.h"
-#include "inject/format/session_format.h"
 
 namespace gprof::bpf {
 namespace {

@@ -72,11 +72,11 @@ struct KernelRecorderOptions {
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.
   bool force_raw_tracepoints = false;
-  // The handle of the session's --max-size budget (inject/shared/recording_limits.h) that kernel.gpr is
-  // charged to; empty: no cap.
+  // The handle of the session's --max-size budget (inject/shared/recording_limits.h) that
+  // kernel.gpr is charged to; empty: no cap.
   std::string size_budget;
-  // kernel.gpr is made with these file-system ids (inject/shared/file_owner.h): under sudo, the invoking
-  // user's, so that it is theirs from its first moment. -1: this process's.
+  // kernel.gpr is made with these file-system ids (inject/shared/file_owner.h): under sudo, the
+  // invoking user's, so that it is theirs from its first moment. -1: this process's.
   int file_uid = -1;
   int file_gid = -1;
 };

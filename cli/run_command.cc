@@ -19,20 +19,20 @@
 
 #include "bpf/kernel_recorder.h"
 #include "cli/exit_codes.h"
-#include "cli/own_settings.h"
 #include "cli/inject_library.h"
 #include "cli/output_name.h"
+#include "cli/own_settings.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
 #include "collector/collect.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
+#include "inject/profiler_watch.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/file_owner.h"
 #include "inject/shared/held_directory.h"
 #include "inject/shared/namespaces.h"
-#include "inject/profiler_watch.h"
 #include "inject/shared/recording_limits.h"
 
 extern char** environ;
@@ -391,8 +391,8 @@ int RunCommand(const RunOptions& options) {
     run.other_stops.push_back({"all recording", 0, "disk_room", why});
     run.kernel_recording_note = "no room on the session's filesystem";
   }
-  // The budget and the control are shared memory (inject/shared/shared_segment.h), the session owner's:
-  // no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
+  // The budget and the control are shared memory (inject/shared/shared_segment.h), the session
+  // owner's: no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
   // stores into a mapping of it.
   FileOwner owner = SessionFileOwner(launch);
   SizeBudget budget;

@@ -15,9 +15,9 @@
 #include <initializer_list>
 
 #include "inject/bounded_queue.h"
-#include "inject/shared/clock.h"
 #include "inject/real_symbol.h"
 #include "inject/recorder.h"
+#include "inject/shared/clock.h"
 
 namespace gprof::inject {
 namespace {

@@ -15,13 +15,13 @@
 #include <new>
 
 #include "inject/bounded_queue.h"
-#include "inject/shared/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_thread.h"
 #include "inject/process_limits.h"
 #include "inject/python_marker.h"
 #include "inject/ring_registry.h"
 #include "inject/session_writer.h"
+#include "inject/shared/namespaces.h"
 
 namespace gprof::inject {
 

@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "inject/runtime_api_table.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/held_directory.h"
 #include "inject/shared/recording_limits.h"
-#include "inject/runtime_api_table.h"
 #include "inject/shared/session_control.h"
 #include "inject/thread_ring.h"
 

@@ -14,16 +14,16 @@
 #include <string>
 #include <string_view>
 
-#include "inject/shared/clock.h"
 #include "inject/cupti_tracer.h"
-#include "inject/shared/disk_room.h"
-#include "inject/shared/namespaces.h"
 #include "inject/native_stack.h"
 #include "inject/own_descriptors.h"
 #include "inject/profiler_watch.h"
 #include "inject/recorder.h"
 #include "inject/ring_registry.h"
 #include "inject/runtime_api_table.h"
+#include "inject/shared/clock.h"
+#include "inject/shared/disk_room.h"
+#include "inject/shared/namespaces.h"
 
 namespace gprof::inject {
 namespace {

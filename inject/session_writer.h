@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "inject/shared/chunk_file_writer.h"
 #include "inject/gpu_record_encoder.h"
 #include "inject/record_sink.h"
+#include "inject/shared/chunk_file_writer.h"
 #include "inject/shared/session_control.h"
 
 namespace gprof::inject {

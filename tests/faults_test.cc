@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "collector/session/session_reader.h"
-#include "inject/shared/disk_room.h"
 #include "inject/format/session_format.h"
+#include "inject/shared/disk_room.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {
@@ -494,8 +494,8 @@ TEST(TargetFaults, DescriptorsClosedWhileCallsAreRecordedCostNoRecords) {
 
 // --- faults around it ---
 
-// The room gprof-run leaves (inject/shared/disk_room.h): on a filesystem with less than the margin free
-// nothing is written into it until the command has ended, so the program gets all the room it
+// The room gprof-run leaves (inject/shared/disk_room.h): on a filesystem with less than the margin
+// free nothing is written into it until the command has ended, so the program gets all the room it
 // would have without gprof-run, to the byte, and the report (on stderr) says why nothing was
 // recorded.
 TEST(AroundFaults, ADiskWithoutRoomForTheMarginGetsNothingWhileTheCommandRuns) {

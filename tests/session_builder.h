@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "inject/shared/chunk_file_writer.h"
 #include "inject/format/kernel_events.h"
 #include "inject/format/session_format.h"
+#include "inject/shared/chunk_file_writer.h"
 
 namespace gprof::test {
 

@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <string>
 
-#include "inject/shared/disk_room.h"
 #include "inject/format/session_format.h"
+#include "inject/shared/disk_room.h"
 #include "inject/shared/held_directory.h"
 #include "inject/shared/recording_limits.h"
 #include "inject/shared/zstd_loader.h"

@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "collector/session/session_reader.h"
-#include "inject/shared/chunk_file_writer.h"
 #include "inject/format/kernel_events.h"
 #include "inject/format/session_format.h"
+#include "inject/shared/chunk_file_writer.h"
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "cli/output_name.h"
 #include "collector/model/model.h"
 #include "collector/session/session_reader.h"
+#include "inject/format/session_json.h"
 #include "inject/shared/file_owner.h"
 
 namespace gprof::cli {
@@ -338,79 +339,82 @@ Expected<SessionDirectory> CreateSessionDirectory(const std::string& requested,
 }
 
 std::string SessionMetaText(const RunDescription& run) {
+  namespace key = format::session_json;
   nlohmann::json exit = nlohmann::json::object();
-  if (run.exit_code) exit["code"] = *run.exit_code;
-  if (run.exit_signal) exit["signal"] = *run.exit_signal;
+  if (run.exit_code) exit[key::kExitCode] = *run.exit_code;
+  if (run.exit_signal) exit[key::kExitSignal] = *run.exit_signal;
   nlohmann::json meta = {
-      {"format", "gprof-run-session"},
-      {"version", collector::kSessionMetaVersion},
-      {"tool_version", GPROF_VERSION},
-      {"command", run.command},
-      {"root_pid", run.root_pid},
-      {"clock", "CLOCK_MONOTONIC"},
-      {"start",
-       {{"monotonic_ns", run.start_monotonic_ns},
-        {"realtime_ns", run.start_realtime_ns},
-        {"boottime_ns", run.start_boottime_ns}}},
-      {"end", {{"monotonic_ns", run.end_monotonic_ns}}},
-      {"exit", exit},
-      {"finished", run.finished},
-      {"kernel_recording",
-       {{"enabled", run.kernel_recording},
-        {"note", run.kernel_recording_note},
-        {"stack_min_ns", run.kernel_stack_min_ns}}},
-      {"inject_library", run.inject_library},
-      {"recording_stopped", nlohmann::json::array()},
-      {"cuda_mode", run.cuda_mode},
+      {key::kFormat, key::kFormatName},
+      {key::kVersion, collector::kSessionMetaVersion},
+      {key::kToolVersion, GPROF_VERSION},
+      {key::kCommand, run.command},
+      {key::kRootPid, run.root_pid},
+      {key::kClock, key::kClockName},
+      {key::kStart,
+       {{key::kStartMonotonicNs, run.start_monotonic_ns},
+        {key::kStartRealtimeNs, run.start_realtime_ns},
+        {key::kStartBoottimeNs, run.start_boottime_ns}}},
+      {key::kEnd, {{key::kEndMonotonicNs, run.end_monotonic_ns}}},
+      {key::kExit, exit},
+      {key::kFinished, run.finished},
+      {key::kKernelRecording,
+       {{key::kKernelEnabled, run.kernel_recording},
+        {key::kKernelNote, run.kernel_recording_note},
+        {key::kKernelStackMinNs, run.kernel_stack_min_ns}}},
+      {key::kInjectLibrary, run.inject_library},
+      {key::kRecordingStopped, nlohmann::json::array()},
+      {key::kCudaMode, run.cuda_mode},
   };
   if (run.window_start_ns != 0) {
-    meta["window"] = {{"delay_s", run.delay_s},
-                      {"duration_s", run.duration_s > 0 ? nlohmann::json(run.duration_s) : nullptr},
-                      {"start_monotonic_ns", run.window_start_ns},
-                      {"end_monotonic_ns", run.window_end_ns}};
+    meta[key::kWindow] = {
+        {key::kWindowDelayS, run.delay_s},
+        {key::kWindowDurationS, run.duration_s > 0 ? nlohmann::json(run.duration_s) : nullptr},
+        {key::kWindowStartNs, run.window_start_ns},
+        {key::kWindowEndNs, run.window_end_ns}};
   }
   if (run.max_size_bytes > 0) {
-    meta["max_size"] = {{"limit_bytes", run.max_size_bytes},
-                        {"used_bytes", run.size_used_bytes},
-                        {"stopped_at_monotonic_ns", run.size_stopped_at_ns},
-                        {"refused_records", run.size_refused_records},
-                        {"refused_bytes", run.size_refused_bytes}};
+    meta[key::kMaxSize] = {{key::kMaxSizeLimitBytes, run.max_size_bytes},
+                           {key::kMaxSizeUsedBytes, run.size_used_bytes},
+                           {key::kMaxSizeStoppedAtNs, run.size_stopped_at_ns},
+                           {key::kMaxSizeRefusedRecords, run.size_refused_records},
+                           {key::kMaxSizeRefusedBytes, run.size_refused_bytes}};
   }
   if (run.kernel_writes_stopped_ns != 0) {
-    meta["recording_stopped"].push_back({{"file", collector::kKernelFile},
-                                         {"time_ns", run.kernel_writes_stopped_ns},
-                                         {"cause", run.kernel_writes_stopped_cause},
-                                         {"reason", run.kernel_writes_stopped_reason}});
+    meta[key::kRecordingStopped].push_back({{key::kStopFile, collector::kKernelFile},
+                                            {key::kStopTimeNs, run.kernel_writes_stopped_ns},
+                                            {key::kStopCause, run.kernel_writes_stopped_cause},
+                                            {key::kStopReason, run.kernel_writes_stopped_reason}});
   }
   for (const RunDescription::Stop& stop : run.other_stops) {
-    meta["recording_stopped"].push_back({{"file", stop.file},
-                                         {"time_ns", stop.time_ns},
-                                         {"cause", stop.cause},
-                                         {"reason", stop.reason}});
+    meta[key::kRecordingStopped].push_back({{key::kStopFile, stop.file},
+                                            {key::kStopTimeNs, stop.time_ns},
+                                            {key::kStopCause, stop.cause},
+                                            {key::kStopReason, stop.reason}});
   }
   if (!run.lost.empty()) {
     nlohmann::json lost = nlohmann::json::array();
     for (const RunDescription::Lost& entry : run.lost) {
-      lost.push_back({{"what", entry.what},
-                      {"count", entry.count ? nlohmann::json(*entry.count) : nullptr}});
+      lost.push_back({{key::kLostWhat, entry.what},
+                      {key::kLostCount, entry.count ? nlohmann::json(*entry.count) : nullptr}});
     }
-    meta["lost"] = std::move(lost);
+    meta[key::kLost] = std::move(lost);
   }
   if (!run.nested_sessions.empty()) {
     nlohmann::json nested = nlohmann::json::array();
     for (const RunDescription::Nested& entry : run.nested_sessions) {
-      nested.push_back({{"pid", entry.pid},
-                        {"directory", entry.directory},
-                        {"calls", entry.calls ? nlohmann::json(*entry.calls) : nullptr}});
+      nested.push_back({{key::kNestedPid, entry.pid},
+                        {key::kNestedDirectory, entry.directory},
+                        {key::kNestedCalls, entry.calls ? nlohmann::json(*entry.calls) : nullptr}});
     }
-    meta["nested_sessions"] = std::move(nested);
+    meta[key::kNestedSessions] = std::move(nested);
   }
   if (!run.running_at_end.empty()) {
     nlohmann::json running = nlohmann::json::array();
     for (const RunDescription::Running& process : run.running_at_end) {
-      running.push_back({{"pid", process.pid}, {"still_writing", process.still_writing}});
+      running.push_back(
+          {{key::kRunningPid, process.pid}, {key::kRunningStillWriting, process.still_writing}});
     }
-    meta["running_at_end"] = std::move(running);
+    meta[key::kRunningAtEnd] = std::move(running);
   }
   // A command line may hold any bytes: written as UTF-8, bad bytes replaced (U+FFFD).
   return meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

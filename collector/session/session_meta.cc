@@ -16,11 +16,13 @@
 
 #include "collector/model/value_format.h"
 #include "collector/session/session_reader.h"
+#include "inject/format/session_json.h"
 
 namespace gprof::collector {
 namespace {
 
 using nlohmann::json;
+namespace key = format::session_json;
 
 // A number of the text that no double holds (1e400, a 400-digit integer), made a string so that
 // the parser takes it (nlohmann's throws out_of_range at such a number, losing the whole file):
@@ -90,23 +92,23 @@ std::string WithQuotes(std::string_view text, const std::vector<QuotedNumber>& q
 
 // The top-level members gprof-run writes or wrote: the rest of a file is skipped, unparsed into
 // values.
-constexpr std::string_view kKnownKeys[] = {"version",
-                                           "tool_version",
-                                           "command",
-                                           "root_pid",
-                                           "start",
-                                           "end",
-                                           "exit",
-                                           "finished",
-                                           "kernel_recording",
-                                           "inject_library",
-                                           "recording_stopped",
-                                           "cuda_mode",
-                                           "window",
-                                           "max_size",
-                                           "running_at_end",
-                                           "lost",
-                                           "nested_sessions"};
+constexpr std::string_view kKnownKeys[] = {key::kVersion,
+                                           key::kToolVersion,
+                                           key::kCommand,
+                                           key::kRootPid,
+                                           key::kStart,
+                                           key::kEnd,
+                                           key::kExit,
+                                           key::kFinished,
+                                           key::kKernelRecording,
+                                           key::kInjectLibrary,
+                                           key::kRecordingStopped,
+                                           key::kCudaMode,
+                                           key::kWindow,
+                                           key::kMaxSize,
+                                           key::kRunningAtEnd,
+                                           key::kLost,
+                                           key::kNestedSessions};
 
 // Values kept of one top-level member, the values inside it included. The command's arguments:
 // more than Linux lets a command have (about 700,000 empty ones fill its 6 MiB), so that a whole
@@ -137,7 +139,7 @@ class BoundedTree final : public nlohmann::json_sax<json> {
     if (open_.size() == 1) {  // a member of the file's object
       skip_value_ =
           std::find(std::begin(kKnownKeys), std::end(kKnownKeys), name) == std::end(kKnownKeys);
-      member_limit_ = name == "command" ? kMaxCommandValues : kMaxMemberValues;
+      member_limit_ = name == key::kCommand ? kMaxCommandValues : kMaxMemberValues;
       member_kept_ = 0;
     }
     key_ = std::move(name);
@@ -354,23 +356,27 @@ class MetaReader {
 
 // What the recording window and the size cap were, when they were set.
 void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
-  if (const json* window = read.Object(meta, "", "window")) {
+  if (const json* window = read.Object(meta, "", key::kWindow)) {
     SessionMeta::Window& bounds = out->window.emplace();
-    bounds.delay_s = read.Seconds(*window, "window", "delay_s").value_or(0);
-    bounds.duration_s = read.Seconds(*window, "window", "duration_s").value_or(0);
+    bounds.delay_s = read.Seconds(*window, key::kWindow, key::kWindowDelayS).value_or(0);
+    bounds.duration_s = read.Seconds(*window, key::kWindow, key::kWindowDurationS).value_or(0);
     bounds.start_monotonic_ns =
-        read.Integer<uint64_t>(*window, "window", "start_monotonic_ns").value_or(0);
+        read.Integer<uint64_t>(*window, key::kWindow, key::kWindowStartNs).value_or(0);
     bounds.end_monotonic_ns =
-        read.Integer<uint64_t>(*window, "window", "end_monotonic_ns").value_or(0);
+        read.Integer<uint64_t>(*window, key::kWindow, key::kWindowEndNs).value_or(0);
   }
-  if (const json* size = read.Object(meta, "", "max_size")) {
+  if (const json* size = read.Object(meta, "", key::kMaxSize)) {
     SessionMeta::MaxSize& cap = out->max_size.emplace();
-    cap.limit_bytes = read.Integer<uint64_t>(*size, "max_size", "limit_bytes").value_or(0);
-    cap.used_bytes = read.Integer<uint64_t>(*size, "max_size", "used_bytes").value_or(0);
+    cap.limit_bytes =
+        read.Integer<uint64_t>(*size, key::kMaxSize, key::kMaxSizeLimitBytes).value_or(0);
+    cap.used_bytes =
+        read.Integer<uint64_t>(*size, key::kMaxSize, key::kMaxSizeUsedBytes).value_or(0);
     cap.stopped_at_monotonic_ns =
-        read.Integer<uint64_t>(*size, "max_size", "stopped_at_monotonic_ns").value_or(0);
-    cap.refused_records = read.Integer<uint64_t>(*size, "max_size", "refused_records").value_or(0);
-    cap.refused_bytes = read.Integer<uint64_t>(*size, "max_size", "refused_bytes").value_or(0);
+        read.Integer<uint64_t>(*size, key::kMaxSize, key::kMaxSizeStoppedAtNs).value_or(0);
+    cap.refused_records =
+        read.Integer<uint64_t>(*size, key::kMaxSize, key::kMaxSizeRefusedRecords).value_or(0);
+    cap.refused_bytes =
+        read.Integer<uint64_t>(*size, key::kMaxSize, key::kMaxSizeRefusedBytes).value_or(0);
   }
 }
 
@@ -415,7 +421,7 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   }
   MetaReader read(path, session, quoted);
   // Read whole: a version past int's range must still count as newer, not wrap to an old one.
-  uint64_t version = read.Integer<uint64_t>(meta, "", "version").value_or(0);
+  uint64_t version = read.Integer<uint64_t>(meta, "", key::kVersion).value_or(0);
   if (version > static_cast<uint64_t>(kSessionMetaVersion)) {
     return Status::Error(StatusCode::kUnsupported,
                          PrintableName(path) +
@@ -425,34 +431,38 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   }
   SessionMeta& out = session->meta;
   out.known = true;
-  out.tool_version = read.String(meta, "", "tool_version").value_or("");
-  if (const json* command = read.Array(meta, "", "command")) {
+  out.tool_version = read.String(meta, "", key::kToolVersion).value_or("");
+  if (const json* command = read.Array(meta, "", key::kCommand)) {
     for (size_t i = 0; i < command->size(); ++i) {
       const json& arg = (*command)[i];
       if (arg.is_string() && !read.IsQuotedNumber(arg))
         out.command.push_back(PrintableName(arg.get_ref<const std::string&>()));
       else
-        read.BadElement("command", i, arg, "a string");
+        read.BadElement(key::kCommand, i, arg, "a string");
     }
   }
-  out.root_pid = read.Integer<uint32_t>(meta, "", "root_pid").value_or(0);
+  out.root_pid = read.Integer<uint32_t>(meta, "", key::kRootPid).value_or(0);
   static const json kNone = json::object();
-  auto object = [&](const char* key) -> const json& {
-    const json* value = read.Object(meta, "", key);
+  auto object = [&](const char* name) -> const json& {
+    const json* value = read.Object(meta, "", name);
     return value != nullptr ? *value : kNone;
   };
-  const json& start = object("start");
-  out.start_monotonic_ns = read.Integer<uint64_t>(start, "start", "monotonic_ns").value_or(0);
-  out.start_realtime_ns = read.Integer<uint64_t>(start, "start", "realtime_ns").value_or(0);
-  out.start_boottime_ns = read.Integer<uint64_t>(start, "start", "boottime_ns").value_or(0);
-  out.end_monotonic_ns = read.Integer<uint64_t>(object("end"), "end", "monotonic_ns").value_or(0);
-  const json& exit = object("exit");
-  out.exit_code = read.Integer<int>(exit, "exit", "code", 0, 255);
-  out.exit_signal = read.Integer<int>(exit, "exit", "signal", 1, SIGRTMAX);
-  out.inject_library = read.String(meta, "", "inject_library").value_or("");
-  out.cuda_mode = read.String(meta, "", "cuda_mode").value_or("");
+  const json& start = object(key::kStart);
+  out.start_monotonic_ns =
+      read.Integer<uint64_t>(start, key::kStart, key::kStartMonotonicNs).value_or(0);
+  out.start_realtime_ns =
+      read.Integer<uint64_t>(start, key::kStart, key::kStartRealtimeNs).value_or(0);
+  out.start_boottime_ns =
+      read.Integer<uint64_t>(start, key::kStart, key::kStartBoottimeNs).value_or(0);
+  out.end_monotonic_ns =
+      read.Integer<uint64_t>(object(key::kEnd), key::kEnd, key::kEndMonotonicNs).value_or(0);
+  const json& exit = object(key::kExit);
+  out.exit_code = read.Integer<int>(exit, key::kExit, key::kExitCode, 0, 255);
+  out.exit_signal = read.Integer<int>(exit, key::kExit, key::kExitSignal, 1, SIGRTMAX);
+  out.inject_library = read.String(meta, "", key::kInjectLibrary).value_or("");
+  out.cuda_mode = read.String(meta, "", key::kCudaMode).value_or("");
   // Sessions of gprof-run before "finished" was written: an end time meant the same.
-  bool finished = read.Boolean(meta, "", "finished").value_or(out.end_monotonic_ns != 0);
+  bool finished = read.Boolean(meta, "", key::kFinished).value_or(out.end_monotonic_ns != 0);
   if (!finished) {
     out.cut_short = "gprof_run_ended";
     out.cut_short_text =
@@ -465,74 +475,76 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
                          (name != nullptr ? std::string(" (SIG") + name + ")" : "") +
                          ": the record holds what it did until then";
   }
-  if (const json* stops = read.Array(meta, "", "recording_stopped")) {
+  if (const json* stops = read.Array(meta, "", key::kRecordingStopped)) {
     for (size_t i = 0; i < stops->size(); ++i) {
       const json& entry = (*stops)[i];
       if (!entry.is_object()) {
-        read.BadElement("recording_stopped", i, entry, "an object");
+        read.BadElement(key::kRecordingStopped, i, entry, "an object");
         continue;
       }
-      std::string where = "recording_stopped[" + std::to_string(i) + "]";
+      std::string where = std::string(key::kRecordingStopped) + "[" + std::to_string(i) + "]";
       RecordingStop stop;
-      stop.file = read.String(entry, where, "file").value_or("");
-      stop.time_ns = read.Integer<uint64_t>(entry, where, "time_ns").value_or(0);
-      stop.cause = read.String(entry, where, "cause").value_or("write_failed");
-      stop.description = read.String(entry, where, "reason").value_or("");
+      stop.file = read.String(entry, where, key::kStopFile).value_or("");
+      stop.time_ns = read.Integer<uint64_t>(entry, where, key::kStopTimeNs).value_or(0);
+      stop.cause = read.String(entry, where, key::kStopCause).value_or("write_failed");
+      stop.description = read.String(entry, where, key::kStopReason).value_or("");
       if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
     }
   }
-  if (const json* running = read.Array(meta, "", "running_at_end")) {
+  if (const json* running = read.Array(meta, "", key::kRunningAtEnd)) {
     for (size_t i = 0; i < running->size(); ++i) {
       const json& entry = (*running)[i];
       if (!entry.is_object()) {
-        read.BadElement("running_at_end", i, entry, "an object");
+        read.BadElement(key::kRunningAtEnd, i, entry, "an object");
         continue;
       }
-      std::string where = "running_at_end[" + std::to_string(i) + "]";
+      std::string where = std::string(key::kRunningAtEnd) + "[" + std::to_string(i) + "]";
       SessionMeta::Running process;
-      process.pid = read.Integer<uint32_t>(entry, where, "pid").value_or(0);
-      process.still_writing = read.Boolean(entry, where, "still_writing").value_or(false);
+      process.pid = read.Integer<uint32_t>(entry, where, key::kRunningPid).value_or(0);
+      process.still_writing = read.Boolean(entry, where, key::kRunningStillWriting).value_or(false);
       if (process.pid != 0) out.running_at_end.push_back(process);
     }
   }
   // What gprof-run counted as lost that no recording file could say (the calls of a process
   // killed before its writer wrote them).
-  if (const json* lost = read.Array(meta, "", "lost")) {
+  if (const json* lost = read.Array(meta, "", key::kLost)) {
     for (size_t i = 0; i < lost->size(); ++i) {
       const json& entry = (*lost)[i];
       if (!entry.is_object()) {
-        read.BadElement("lost", i, entry, "an object");
+        read.BadElement(key::kLost, i, entry, "an object");
         continue;
       }
-      std::string where = "lost[" + std::to_string(i) + "]";
+      std::string where = std::string(key::kLost) + "[" + std::to_string(i) + "]";
       LostEvents events;
-      events.what = read.String(entry, where, "what").value_or("");
-      std::optional<uint64_t> count = read.Integer<uint64_t>(entry, where, "count");
+      events.what = read.String(entry, where, key::kLostWhat).value_or("");
+      std::optional<uint64_t> count = read.Integer<uint64_t>(entry, where, key::kLostCount);
       events.count = count.value_or(0);
       events.count_known = count.has_value();
       if (!events.what.empty()) session->lost.push_back(std::move(events));
     }
   }
-  if (const json* nested = read.Array(meta, "", "nested_sessions")) {
+  if (const json* nested = read.Array(meta, "", key::kNestedSessions)) {
     for (size_t i = 0; i < nested->size(); ++i) {
       const json& entry = (*nested)[i];
       if (!entry.is_object()) {
-        read.BadElement("nested_sessions", i, entry, "an object");
+        read.BadElement(key::kNestedSessions, i, entry, "an object");
         continue;
       }
-      std::string where = "nested_sessions[" + std::to_string(i) + "]";
+      std::string where = std::string(key::kNestedSessions) + "[" + std::to_string(i) + "]";
       NestedSession session_there;
-      session_there.pid = read.Integer<uint32_t>(entry, where, "pid").value_or(0);
-      session_there.directory = read.String(entry, where, "directory").value_or("");
-      session_there.calls = read.Integer<uint64_t>(entry, where, "calls");
+      session_there.pid = read.Integer<uint32_t>(entry, where, key::kNestedPid).value_or(0);
+      session_there.directory = read.String(entry, where, key::kNestedDirectory).value_or("");
+      session_there.calls = read.Integer<uint64_t>(entry, where, key::kNestedCalls);
       if (!session_there.directory.empty()) out.nested_sessions.push_back(session_there);
     }
   }
-  const json& kernel = object("kernel_recording");
-  out.kernel_recording = read.Boolean(kernel, "kernel_recording", "enabled").value_or(false);
-  out.kernel_recording_note = read.String(kernel, "kernel_recording", "note").value_or("");
+  const json& kernel = object(key::kKernelRecording);
+  out.kernel_recording =
+      read.Boolean(kernel, key::kKernelRecording, key::kKernelEnabled).value_or(false);
+  out.kernel_recording_note =
+      read.String(kernel, key::kKernelRecording, key::kKernelNote).value_or("");
   out.kernel_stack_min_ns =
-      read.Integer<uint64_t>(kernel, "kernel_recording", "stack_min_ns").value_or(0);
+      read.Integer<uint64_t>(kernel, key::kKernelRecording, key::kKernelStackMinNs).value_or(0);
   ReadOptions(read, meta, &out);
   return {};
 }

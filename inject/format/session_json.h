@@ -1,0 +1,85 @@
+// session.json's schema: every key gprof-run writes (cli/session_directory.cc) and the collector
+// reads (collector/session/session_meta.cc), named once so that the writer and the reader cannot
+// spell one two ways. Each comment gives the value's JSON type and meaning; times are
+// CLOCK_MONOTONIC nanoseconds unless they say otherwise. Keys are only ever added: a reader skips
+// what it does not know, and a session of a newer format says so by its "version"
+// (collector::kSessionMetaVersion).
+#pragma once
+
+namespace gprof::format::session_json {
+
+// --- the top-level object ---
+inline constexpr char kFormat[] = "format";  // string: kFormatName
+inline constexpr char kFormatName[] = "gprof-run-session";
+inline constexpr char kVersion[] = "version";            // integer: the session format's version
+inline constexpr char kToolVersion[] = "tool_version";   // string: gprof-run's version
+inline constexpr char kCommand[] = "command";            // array of strings: the command's argv
+inline constexpr char kRootPid[] = "root_pid";           // integer: the command's process
+inline constexpr char kClock[] = "clock";                // string: kClockName
+inline constexpr char kClockName[] = "CLOCK_MONOTONIC";  // the one clock of a session
+inline constexpr char kStart[] = "start";                // object: kStart* below
+inline constexpr char kEnd[] = "end";                    // object: kEnd* below
+inline constexpr char kExit[] = "exit";  // object: kExit* below; empty when the end is unknown
+inline constexpr char kFinished[] = "finished";  // bool: gprof-run saw the command end (sessions
+                                                 // before it: an end time meant the same)
+inline constexpr char kKernelRecording[] = "kernel_recording";  // object: kKernel* below
+inline constexpr char kInjectLibrary[] = "inject_library";      // string: libgprof_inject.so's path
+inline constexpr char kRecordingStopped[] = "recording_stopped";  // array of kStop* objects
+inline constexpr char kCudaMode[] = "cuda_mode";                  // string: gprof-run --cuda
+inline constexpr char kWindow[] = "window";     // object, with --delay/--duration: kWindow* below
+inline constexpr char kMaxSize[] = "max_size";  // object, with --max-size: kMaxSize* below
+inline constexpr char kLost[] = "lost";         // array of kLost* objects; absent when none
+inline constexpr char kNestedSessions[] = "nested_sessions";  // array of kNested* objects
+inline constexpr char kRunningAtEnd[] = "running_at_end";     // array of kRunning* objects
+
+// "start": when the recording started, on three clocks (the same moment).
+inline constexpr char kStartMonotonicNs[] = "monotonic_ns";  // integer
+inline constexpr char kStartRealtimeNs[] = "realtime_ns";    // integer: wall clock, for dates
+inline constexpr char kStartBoottimeNs[] = "boottime_ns";    // integer: CLOCK_BOOTTIME
+// "end"
+inline constexpr char kEndMonotonicNs[] = "monotonic_ns";  // integer; 0: still running
+// "exit": the command's wait status, one of the two.
+inline constexpr char kExitCode[] = "code";      // integer 0-255: it exited
+inline constexpr char kExitSignal[] = "signal";  // integer: the signal that killed it
+
+// "kernel_recording"
+inline constexpr char kKernelEnabled[] = "enabled";          // bool: the BPF recorder ran
+inline constexpr char kKernelNote[] = "note";                // string: why not, or what it left out
+inline constexpr char kKernelStackMinNs[] = "stack_min_ns";  // integer: off-CPU stacks only for
+                                                             // intervals this long (0: all)
+
+// "window": gprof-run --delay, --duration.
+inline constexpr char kWindowDelayS[] = "delay_s";              // number: seconds
+inline constexpr char kWindowDurationS[] = "duration_s";        // number: seconds; null: no end
+inline constexpr char kWindowStartNs[] = "start_monotonic_ns";  // integer
+inline constexpr char kWindowEndNs[] = "end_monotonic_ns";      // integer; 0: no end
+
+// "max_size": gprof-run --max-size, the size budget's counters at the end.
+inline constexpr char kMaxSizeLimitBytes[] = "limit_bytes";               // integer
+inline constexpr char kMaxSizeUsedBytes[] = "used_bytes";                 // integer
+inline constexpr char kMaxSizeStoppedAtNs[] = "stopped_at_monotonic_ns";  // integer; 0: never
+inline constexpr char kMaxSizeRefusedRecords[] = "refused_records";       // integer
+inline constexpr char kMaxSizeRefusedBytes[] = "refused_bytes";           // integer: uncompressed
+
+// An element of "recording_stopped": a stop that no recording file holds (kernel.gpr's, a
+// writer's with no room for its stop record, the whole session's when the disk had no room).
+inline constexpr char kStopFile[] = "file";       // string: the session file's name
+inline constexpr char kStopTimeNs[] = "time_ns";  // integer
+inline constexpr char kStopCause[] = "cause";     // string: "write_failed", "disk_room" ...
+inline constexpr char kStopReason[] = "reason";   // string: the cause in words
+
+// An element of "lost": what gprof-run counted as lost that no recording file says (the CUDA
+// calls still in the memory of a process killed by SIGKILL).
+inline constexpr char kLostWhat[] = "what";    // string
+inline constexpr char kLostCount[] = "count";  // integer; null: unknown
+
+// An element of "nested_sessions": a gprof-run started inside the command.
+inline constexpr char kNestedPid[] = "pid";              // integer: that gprof-run's
+inline constexpr char kNestedDirectory[] = "directory";  // string: its session directory
+inline constexpr char kNestedCalls[] = "calls";  // integer: CUDA calls it holds; null: unknown
+
+// An element of "running_at_end": a process of the tree still running when the recording ended.
+inline constexpr char kRunningPid[] = "pid";                     // integer
+inline constexpr char kRunningStillWriting[] = "still_writing";  // bool: its file was still open
+
+}  // namespace gprof::format::session_json

@@ -11,6 +11,7 @@
 #include "collector/analysis/gpu_timeline.h"
 #include "collector/analysis/user_lock.h"
 #include "collector/symbols/user_symbols.h"
+#include "inject/format/cuda_api_roles.h"
 #include "inject/format/session_format.h"
 
 namespace gprof::collector {
@@ -80,12 +81,7 @@ void NamePythonLocks(const Session& session, Analysis& analysis) {
 // Driver calls that load a module or resolve a kernel in one: under lazy loading, a kernel's
 // first use loads its module inside them, and CUPTI's overhead records do not cover all of it.
 bool LoadsModules(std::string_view name) {
-  for (std::string_view prefix :
-       {"cuModuleLoad", "cuLibraryLoad", "cuLibraryGetModule", "cuLibraryGetKernel",
-        "cuKernelGetFunction", "cuModuleGetFunction"}) {
-    if (name.starts_with(prefix)) return true;
-  }
-  return false;
+  return format::HasCudaApiRole(name, format::kCudaLoadsModules);
 }
 
 // A thread that runnable-waits at least this share of its life, for at least the threshold,

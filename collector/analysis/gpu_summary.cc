@@ -4,6 +4,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "inject/format/cuda_api_roles.h"
+
 namespace gprof::collector {
 namespace {
 
@@ -11,22 +13,21 @@ namespace {
 // cuLaunchKernel, cuLaunchKernelEx and their _ptsz forms; not cudaLaunchHostFunc, which runs on
 // the host, nor graph launches, whose kernels are many.
 bool LaunchesAKernel(std::string_view api) {
-  return (api.find("LaunchKernel") != std::string_view::npos ||
-          api.find("LaunchCooperativeKernel") != std::string_view::npos);
+  return format::HasCudaApiRole(api, format::kCudaLaunchesKernel);
 }
 
 // cudaGraphLaunch, cuGraphLaunch and their _ptsz forms.
 bool LaunchesAGraph(std::string_view api) {
-  return api.starts_with("cudaGraphLaunch") || api.starts_with("cuGraphLaunch");
+  return format::HasCudaApiRole(api, format::kCudaLaunchesGraph);
 }
 
 // The runtime's and the driver's calls that begin and end a stream capture (cudaStreamBegin-
 // CaptureToGraph too; CUPTI's version suffixes are gone from recorded names, _ptsz is kept).
 bool BeginsCapture(std::string_view api) {
-  return api.starts_with("cudaStreamBeginCapture") || api.starts_with("cuStreamBeginCapture");
+  return format::HasCudaApiRole(api, format::kCudaBeginsCapture);
 }
 bool EndsCapture(std::string_view api) {
-  return api.starts_with("cudaStreamEndCapture") || api.starts_with("cuStreamEndCapture");
+  return format::HasCudaApiRole(api, format::kCudaEndsCapture);
 }
 
 bool RanAKernel(const GpuCorrelation& correlation, const ApiCall& call) {

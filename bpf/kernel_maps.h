@@ -1,5 +1,5 @@
 /* Layouts of the BPF maps that the programs of kernel_events.bpf.c and their loader
- * (kernel_recorder.cc, python_stacks.cc) share: not file records (those are
+ * (kernel_recorder.cc and its parts, python_stacks.cc) share: not file records (those are
  * inject/format/kernel_events.h, the contract with the collector), only this directory's business.
  * Fixed widths and a size check on each, as the records have. */
 #ifndef GPROF_KERNEL_MAPS_H

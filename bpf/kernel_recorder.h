@@ -176,7 +176,7 @@ class KernelRecorder {
   KernelRecorder(const KernelRecorder&) = delete;
   KernelRecorder& operator=(const KernelRecorder&) = delete;
 
-  struct State;  // libbpf objects and buffers; kernel_recorder.cc
+  struct State;  // libbpf objects and buffers; recorder_state.h
 
  private:
   explicit KernelRecorder(std::unique_ptr<State> state);

@@ -3,7 +3,7 @@
 // usage: bench_zstd_levels [--levels 1,-1,-2,-3] [--rounds 9] FILE.gpr...
 //
 // The records of the files are regrouped into 1 MiB chunks, as the writers stage them
-// (inject/session_writer.cc, bpf/kernel_recorder.cc), and each round compresses every chunk once
+// (inject/session_writer.cc, bpf/ring_records.cc), and each round compresses every chunk once
 // at each level, the levels interleaved (A B C A B C ...) so that all see the same machine load.
 // CPU time is the thread's own (CLOCK_THREAD_CPUTIME_ID). Printed per level: MB of records per CPU
 // second and the CPU time relative to the first level (median [min-max] of the per-round ratios),

@@ -106,24 +106,29 @@ constexpr char kUsage[] =
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
 
-int GprofRunMain(int argc, char** argv) {
-  CLI::App app{
-      "gprof-run: records every CUDA call of a program and what the kernel did with its threads, "
-      "then explains each blocked call: the lock behind it, the thread that held it, and what "
-      "that thread was doing.",
-      "gprof-run"};
-  app.footer(kUsage);
-  app.set_version_flag("--version", GPROF_VERSION);
-  app.prefix_command();  // everything from CMD on belongs to the command
-
+// What the command line says: the options of a run, and of `report DIR`, as given.
+struct CommandLine {
   gprof::cli::RunOptions run;
   bool no_kernel = false;
   bool quiet = false;
+  std::string threshold = "1";
+  std::string python_stacks = "on";
+  std::string max_size;
+  std::string collector_memory;
+  std::string report_dir;
+  std::string report_threshold = "1";
+  std::string report_collector_memory;
+};
+
+// (--help lists the options in the order they are added: these functions add them in turn.)
+
+// Where the session goes, which calls are explained, and whose the command is.
+void AddSessionOptions(CLI::App* app, CommandLine* line) {
   // Every option says its value's kind in a word (DIR, MS, MODE...), and no validator adds
   // CLI11's own type strings ("FLOAT:POSITIVE"): their messages are gprof-run's, with the value.
-  app.add_option("-o,--output", run.output_dir,
-                 "Session directory (default: a new gprof-<cmd>-<date-time> here); must not hold "
-                 "an earlier session")
+  app->add_option("-o,--output", line->run.output_dir,
+                  "Session directory (default: a new gprof-<cmd>-<date-time> here); must not hold "
+                  "an earlier session")
       ->type_name("DIR")
       ->check([](const std::string& dir) {
         return dir.empty() ? "must not be empty (leave it out for a new directory here)"
@@ -133,16 +138,22 @@ int GprofRunMain(int argc, char** argv) {
       "Explain CUDA calls that took at least MS milliseconds, and keep their native stacks "
       "(default 1; from 0.001 to 3600000; 0: every call, which slows the program by a stack "
       "for each)";
-  std::string threshold = "1";
-  app.add_option("--threshold", threshold, threshold_help)->type_name("MS")->check(CheckThreshold);
-  app.add_flag("--no-kernel", no_kernel, "Record CUDA calls only, no BPF (no explanations)");
-  app.add_flag("-q,--quiet", quiet, "Do not print the report at the end (it is still written)");
-  app.add_flag("--run-as-root", run.run_as_root,
-               "Under sudo, run the command as root instead of as the invoking user");
-  app.add_option("--cuda", run.cuda_mode,
-                 "How CUDA calls are recorded: auto (CUPTI when it can be used, else "
-                 "interposition), cupti (say so loudly when CUPTI cannot be used), preload "
-                 "(interposition only: leaves CUPTI to torch.profiler or nsys), off (kernel only)")
+  app->add_option("--threshold", line->threshold, threshold_help)
+      ->type_name("MS")
+      ->check(CheckThreshold);
+  app->add_flag("--no-kernel", line->no_kernel, "Record CUDA calls only, no BPF (no explanations)");
+  app->add_flag("-q,--quiet", line->quiet,
+                "Do not print the report at the end (it is still written)");
+  app->add_flag("--run-as-root", line->run.run_as_root,
+                "Under sudo, run the command as root instead of as the invoking user");
+}
+
+// How CUDA calls are recorded.
+void AddCudaOptions(CLI::App* app, CommandLine* line) {
+  app->add_option("--cuda", line->run.cuda_mode,
+                  "How CUDA calls are recorded: auto (CUPTI when it can be used, else "
+                  "interposition), cupti (say so loudly when CUPTI cannot be used), preload "
+                  "(interposition only: leaves CUPTI to torch.profiler or nsys), off (kernel only)")
       ->type_name("MODE")
       ->check([](const std::string& mode) {
         for (const char* known : {"auto", "cupti", "preload", "off"}) {
@@ -150,17 +161,21 @@ int GprofRunMain(int argc, char** argv) {
         }
         return Quoted(mode) + " is not one of auto, cupti, preload, off";
       });
-  app.add_option("--cupti-lib", run.cupti_library,
-                 "libcupti to use when the program has none loaded (default: next to its "
-                 "libcudart, then the CUDA toolkit's)")
+  app->add_option("--cupti-lib", line->run.cupti_library,
+                  "libcupti to use when the program has none loaded (default: next to its "
+                  "libcudart, then the CUDA toolkit's)")
       ->type_name("FILE")
       ->check([](const std::string& path) {
         gprof::Status checked = gprof::cli::CheckCuptiLibrary(path);
         return checked.ok() ? std::string() : Quoted(path) + " " + checked.message();
       });
-  app.add_option("--ring-buffer-mb", run.ring_buffer_mb,
-                 "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; from 1 "
-                 "to 1024); raise it when the report counts events lost in the ring buffer")
+}
+
+// What the kernel recorder records.
+void AddKernelOptions(CLI::App* app, CommandLine* line) {
+  app->add_option("--ring-buffer-mb", line->run.ring_buffer_mb,
+                  "Kernel recorder's ring buffer, in MiB (default: 2 per CPU, at least 16; from 1 "
+                  "to 1024); raise it when the report counts events lost in the ring buffer")
       ->type_name("MIB")
       ->check([](const std::string& text) {
         bool digits = !text.empty() && text.size() <= 4 &&
@@ -169,20 +184,19 @@ int GprofRunMain(int argc, char** argv) {
         return mib >= 1 && mib <= 1024 ? std::string()
                                        : Quoted(text) + " is not a whole number from 1 to 1024";
       });
-  app.add_option("--device-prefix", run.device_prefix,
-                 "System calls on device files whose name starts with this are recorded as "
-                 "device waits (default: nvidia, for /dev/nvidiactl, /dev/nvidia0, "
-                 "/dev/nvidia-uvm; empty: every character device)")
+  app->add_option("--device-prefix", line->run.device_prefix,
+                  "System calls on device files whose name starts with this are recorded as "
+                  "device waits (default: nvidia, for /dev/nvidiactl, /dev/nvidia0, "
+                  "/dev/nvidia-uvm; empty: every character device)")
       ->type_name("PREFIX")
       ->check([](const std::string& prefix) {
         return prefix.size() <= 15 ? std::string()
                                    : Quoted(prefix) + " is longer than 15 characters";
       });
-  std::string python_stacks = "on";
-  app.add_option("--python-stacks", python_stacks,
-                 "Python stacks (CPython 3.9 to 3.13) at every explained wait, its release, slow "
-                 "CUDA calls and on-CPU samples: on (default) or off (native stacks only, to "
-                 "compare the cost)")
+  app->add_option("--python-stacks", line->python_stacks,
+                  "Python stacks (CPython 3.9 to 3.13) at every explained wait, its release, slow "
+                  "CUDA calls and on-CPU samples: on (default) or off (native stacks only, to "
+                  "compare the cost)")
       ->type_name("on|off")
       ->check([](const std::string& value) {
         return value == "on" || value == "off" ? std::string()
@@ -192,26 +206,27 @@ int GprofRunMain(int argc, char** argv) {
   auto sample_rate = [](const std::string& text) {
     bool digits = !text.empty() && text.size() <= 4 &&
                   text.find_first_not_of("0123456789") == std::string::npos;
-    return digits && std::stoi(text) <= 1000 ? std::string()
-                                             : Quoted(text) + " is not a whole number from 0 to 1000";
+    return digits && std::stoi(text) <= 1000
+               ? std::string()
+               : Quoted(text) + " is not a whole number from 0 to 1000";
   };
   CLI::Option* sample_hz =
-      app.add_option("--sample-hz", run.sample_hz,
-                     "Rate per CPU at which threads on CPU are sampled (native stacks, and Python "
-                     "stacks of Python threads), to name what a thread that held others up was "
-                     "running (default 99; 0: no sampling; at most 1000)")
+      app->add_option("--sample-hz", line->run.sample_hz,
+                      "Rate per CPU at which threads on CPU are sampled (native stacks, and Python "
+                      "stacks of Python threads), to name what a thread that held others up was "
+                      "running (default 99; 0: no sampling; at most 1000)")
           ->type_name("HZ")
           ->check(sample_rate);
-  app.add_option("--python-sample-hz", run.sample_hz,
-                 "Deprecated: the same as --sample-hz, which now sets the one rate of native and "
-                 "Python samples")
+  app->add_option("--python-sample-hz", line->run.sample_hz,
+                  "Deprecated: the same as --sample-hz, which now sets the one rate of native and "
+                  "Python samples")
       ->type_name("HZ")
       ->check(sample_rate)
       ->excludes(sample_hz);
-  app.add_option("--count-under", run.count_under_us,
-                 "Off-CPU intervals and futex calls shorter than US microseconds are counted per "
-                 "thread and reason, not recorded one by one (default 20, as short as no report "
-                 "explains; 0: record every one; at most 1000000)")
+  app->add_option("--count-under", line->run.count_under_us,
+                  "Off-CPU intervals and futex calls shorter than US microseconds are counted per "
+                  "thread and reason, not recorded one by one (default 20, as short as no report "
+                  "explains; 0: record every one; at most 1000000)")
       ->type_name("US")
       ->check([](const std::string& text) {
         bool digits = !text.empty() && text.size() <= 7 &&
@@ -220,34 +235,39 @@ int GprofRunMain(int argc, char** argv) {
                    ? std::string()
                    : Quoted(text) + " is not a whole number of microseconds from 0 to 1000000";
       });
-  app.add_option("--inject-lib", run.inject_library, "Path of libgprof_inject.so")
+}
+
+// The injected library, and when and how much the run records.
+void AddLaunchOptions(CLI::App* app, CommandLine* line) {
+  app->add_option("--inject-lib", line->run.inject_library, "Path of libgprof_inject.so")
       ->type_name("FILE")
       ->check([](const std::string& path) {
         gprof::Status checked = gprof::cli::CheckInjectLibrary(path);
         return checked.ok() ? std::string() : Quoted(path) + " " + checked.message();
       });
-  app.add_option("--delay", run.delay_s,
-                 "Start recording SEC seconds after the command starts (it runs unrecorded "
-                 "until then)")
+  app->add_option("--delay", line->run.delay_s,
+                  "Start recording SEC seconds after the command starts (it runs unrecorded "
+                  "until then)")
       ->type_name("SEC")
       ->check(Seconds(/*allow_zero=*/true));
-  app.add_option("--duration", run.duration_s,
-                 "Stop recording after SEC seconds of recording; the command runs on to its end")
+  app->add_option("--duration", line->run.duration_s,
+                  "Stop recording after SEC seconds of recording; the command runs on to its end")
       ->type_name("SEC")
       ->check(Seconds(/*allow_zero=*/false));
-  std::string max_size;
-  app.add_option("--max-size", max_size,
-                 "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
-                 "1024): recording stops there, the command runs on, and the report says what "
-                 "is missing")
+  app->add_option("--max-size", line->max_size,
+                  "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
+                  "1024): recording stops there, the command runs on, and the report says what "
+                  "is missing")
       ->type_name("SIZE")
       ->check([](const std::string& text) {
         auto bytes = ParseSize(text);
         if (!bytes) return Quoted(text) + " is not a size (a number, then K, M, G or T: 500M, 2G)";
         return *bytes >= kMinMaxSize ? std::string() : Quoted(text) + " is under the minimum, 64K";
       });
+}
 
-  // Both commands run the collector.
+// The collector's memory, for both commands, and the `report DIR` subcommand, which it returns.
+CLI::App* AddReportOptions(CLI::App* app, CommandLine* line) {
   const char* collector_memory_help =
       "Memory the collector may hold records in (e.g. 4G); past it they are held in files in the "
       "session directory, paged by the kernel (default: half of the machine's available memory, "
@@ -258,26 +278,83 @@ int GprofRunMain(int argc, char** argv) {
     return *bytes >= kMinCollectorMemory ? std::string()
                                          : Quoted(text) + " is under the minimum, 1M";
   };
-  std::string collector_memory;
-  app.add_option("--collector-memory", collector_memory, collector_memory_help)
+  app->add_option("--collector-memory", line->collector_memory, collector_memory_help)
       ->type_name("SIZE")
       ->check(check_collector_memory);
 
-  std::string report_dir;
-  std::string report_threshold = "1";
   CLI::App* report =
-      app.add_subcommand("report", "Explain a saved session again and print the report");
-  report->add_option("dir", report_dir, "Session directory")->type_name("DIR")->required();
+      app->add_subcommand("report", "Explain a saved session again and print the report");
+  report->add_option("dir", line->report_dir, "Session directory")->type_name("DIR")->required();
   report
-      ->add_option("--threshold", report_threshold,
+      ->add_option("--threshold", line->report_threshold,
                    "Explain CUDA calls that took at least MS milliseconds (default 1; from 0.001 "
                    "to 3600000; 0: every call)")
       ->type_name("MS")
       ->check(CheckThreshold);
-  std::string report_collector_memory;
-  report->add_option("--collector-memory", report_collector_memory, collector_memory_help)
+  report->add_option("--collector-memory", line->report_collector_memory, collector_memory_help)
       ->type_name("SIZE")
       ->check(check_collector_memory);
+
+  return report;
+}
+
+// `gprof-run report DIR`: anything after it (a "--" included) is misuse.
+int Report(const CLI::App& app, const CLI::App& report, bool separator_given,
+           const CommandLine& line) {
+  // prefix_command() lets what `report` does not know through as remaining arguments.
+  std::vector<std::string> extra = report.remaining();
+  if (extra.empty()) extra = app.remaining();
+  if (extra.empty() && separator_given) extra = {"--"};
+  if (!extra.empty()) return Misuse("report: unexpected argument " + extra.front());
+  uint64_t memory =
+      line.report_collector_memory.empty() ? 0 : *ParseSize(line.report_collector_memory);
+  return gprof::cli::ReportCommand(line.report_dir, *ParseThresholdMs(line.report_threshold),
+                                   memory);
+}
+
+// A run of the command: `command` is what CLI11 left (from the command's name on, before the
+// first "--", if one was given), `after_separator` what followed that "--".
+int Run(std::vector<std::string> command, bool separator_given,
+        const std::vector<std::string>& after_separator, CommandLine* line) {
+  gprof::cli::RunOptions& run = line->run;
+  run.command = std::move(command);
+  // prefix_command() hands over everything from the first argument it does not know: an option
+  // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
+  if (!run.command.empty() && run.command.front().starts_with("-"))
+    return Misuse("unknown option " + run.command.front());
+  // A "--" after the command's name is the command's own argument.
+  if (!run.command.empty() && separator_given) run.command.push_back("--");
+  run.command.insert(run.command.end(), after_separator.begin(), after_separator.end());
+  if (run.command.empty()) {
+    return Misuse(
+        "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");
+  }
+  run.threshold_ms = *ParseThresholdMs(line->threshold);
+  if (!line->max_size.empty()) run.max_size_bytes = *ParseSize(line->max_size);
+  if (!line->collector_memory.empty())
+    run.collector_memory_bytes = *ParseSize(line->collector_memory);
+  run.kernel_recording = !line->no_kernel;
+  run.python_stacks = line->python_stacks == "on";
+  run.print_report = !line->quiet;
+  return gprof::cli::RunCommand(run);
+}
+
+int GprofRunMain(int argc, char** argv) {
+  CLI::App app{
+      "gprof-run: records every CUDA call of a program and what the kernel did with its threads, "
+      "then explains each blocked call: the lock behind it, the thread that held it, and what "
+      "that thread was doing.",
+      "gprof-run"};
+  app.footer(kUsage);
+  app.set_version_flag("--version", GPROF_VERSION);
+  app.prefix_command();  // everything from CMD on belongs to the command
+
+  CommandLine line;
+  AddSessionOptions(&app, &line);
+  AddCudaOptions(&app, &line);
+  AddKernelOptions(&app, &line);
+  AddLaunchOptions(&app, &line);
+  CLI::App* report = AddReportOptions(&app, &line);
 
   // Everything after the first "--" is the command, whatever its name: `gprof-run -- report x`
   // runs a program named report. CLI11 sees only what comes before.
@@ -296,35 +373,8 @@ int GprofRunMain(int argc, char** argv) {
     return Misuse(e.what());
   }
 
-  if (report->parsed()) {
-    // prefix_command() lets what `report` does not know through as remaining arguments.
-    std::vector<std::string> extra = report->remaining();
-    if (extra.empty()) extra = app.remaining();
-    if (extra.empty() && options_end < argc) extra = {"--"};
-    if (!extra.empty()) return Misuse("report: unexpected argument " + extra.front());
-    uint64_t memory = report_collector_memory.empty() ? 0 : *ParseSize(report_collector_memory);
-    return gprof::cli::ReportCommand(report_dir, *ParseThresholdMs(report_threshold), memory);
-  }
-
-  run.command = app.remaining();
-  // prefix_command() hands over everything from the first argument it does not know: an option
-  // there is a typo for one of ours, not a command (a command named "-x" goes after "--").
-  if (!run.command.empty() && run.command.front().starts_with("-"))
-    return Misuse("unknown option " + run.command.front());
-  // A "--" after the command's name is the command's own argument.
-  if (!run.command.empty() && options_end < argc) run.command.push_back("--");
-  run.command.insert(run.command.end(), after_separator.begin(), after_separator.end());
-  if (run.command.empty()) {
-    return Misuse(
-        "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");
-  }
-  run.threshold_ms = *ParseThresholdMs(threshold);
-  if (!max_size.empty()) run.max_size_bytes = *ParseSize(max_size);
-  if (!collector_memory.empty()) run.collector_memory_bytes = *ParseSize(collector_memory);
-  run.kernel_recording = !no_kernel;
-  run.python_stacks = python_stacks == "on";
-  run.print_report = !quiet;
-  return gprof::cli::RunCommand(run);
+  if (report->parsed()) return Report(app, *report, options_end < argc, line);
+  return Run(app.remaining(), options_end < argc, after_separator, &line);
 }
 
 }  // namespace

@@ -19,20 +19,20 @@
 
 #include "bpf/kernel_recorder.h"
 #include "cli/exit_codes.h"
+#include "cli/own_settings.h"
 #include "cli/inject_library.h"
 #include "cli/output_name.h"
-#include "cli/own_settings.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
 #include "collector/collect.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
-#include "inject/profiler_watch.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/file_owner.h"
 #include "inject/shared/held_directory.h"
 #include "inject/shared/namespaces.h"
+#include "inject/profiler_watch.h"
 #include "inject/shared/recording_limits.h"
 
 extern char** environ;
@@ -347,6 +347,248 @@ std::string CommandEndText(int wait_status) {
   return "exited with " + std::to_string(ExitStatusOf(wait_status));
 }
 
+// What one run holds from its session's creation to its report.
+struct Session {
+  SessionDirectory dir;
+  LaunchSettings launch;
+  RunDescription run;
+  // A filesystem with less than the disk margin free (disk_room.h) has no room to record in
+  // without taking what the program may need: the command then runs as it would without
+  // gprof-run, nothing is written into the session until it has ended, and the report says why
+  // nothing was recorded.
+  bool no_room = false;
+  // The budget and the control are shared memory (inject/shared/shared_segment.h), the session owner's:
+  // no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
+  // stores into a mapping of it.
+  SizeBudget budget;
+  // Every run that injects has one: without it a process that outlives the command would write
+  // into the session after the report (session_control.h).
+  SessionControl control;
+};
+
+// Whether the session's filesystem lacks room to record in; if so, why, in the session's stops.
+bool NoRoomToRecord(int dir_fd, RunDescription* run) {
+  DiskRoom room = DiskRoomOf(dir_fd);
+  if (room.Allows(0, RoomUse::kData)) return false;
+  char why[200];
+  snprintf(why, sizeof(why),
+           "the session's filesystem had %.1f MiB free, less than the %.0f MiB that gprof-run "
+           "leaves free (disk margin); -o can name a directory with more room",
+           room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
+  run->other_stops.push_back({"all recording", 0, "disk_room", why});
+  run->kernel_recording_note = "no room on the session's filesystem";
+  return true;
+}
+
+// The size budget (--max-size) and, when the command is injected, the session's control; and the
+// CUDA capture the command gets (`launch_options`): none without room to record, or under a
+// memory limit. On failure says why and discards the session.
+bool CreateSharedState(const RunOptions& options, Session* session, RunOptions* launch_options) {
+  FileOwner owner = SessionFileOwner(session->launch);
+  if (options.max_size_bytes > 0 && !session->no_room) {
+    if (int rc = session->budget.Create(options.max_size_bytes, owner.uid, owner.gid); rc != 0) {
+      Say(std::string("cannot create the size budget (shared memory): ") + strerror(rc));
+      DiscardSession(session->dir, session->launch);
+      return false;
+    }
+  }
+  if (session->no_room) launch_options->cuda_mode = "off";
+  if (std::string why = MemoryLimitOfCommand(); !why.empty() && options.cuda_mode != "off") {
+    Say(why);
+    session->run.other_stops.push_back({"inject-*.gpr", 0, "memory_limit", why});
+    launch_options->cuda_mode = "off";
+  }
+  if (launch_options->cuda_mode != "off") {
+    if (int rc = session->control.Create(owner.uid, owner.gid); rc != 0) {
+      Say(std::string("cannot create the session's control (shared memory): ") + strerror(rc));
+      DiscardSession(session->dir, session->launch);
+      return false;
+    }
+  }
+  return true;
+}
+
+// The kernel recorder, started before the command: loading it takes a while, and --delay counts
+// from the command's start, which the window (in every recorder's settings) must know. Null when
+// it is off; why is then in the session's description.
+std::unique_ptr<bpf::KernelRecorder> StartKernelRecorder(const RunOptions& options,
+                                                         const std::string& inject_library,
+                                                         Session* session) {
+  RunDescription& run = session->run;
+  if (session->no_room) return nullptr;  // said in the session's stops
+  if (!options.kernel_recording) {
+    run.kernel_recording_note = "turned off with --no-kernel";
+    return nullptr;
+  }
+  bpf::KernelRecorderOptions kernel_options;
+  kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
+  kernel_options.device_prefix = options.device_prefix;
+  kernel_options.python_stacks = options.python_stacks;
+  kernel_options.sample_hz = options.sample_hz;
+  // The size of each native stack copy, for measuring what depth a size reaches
+  // (docs/performance.md); the recorder refuses one over its limit.
+  if (const char* bytes = getenv("GPROF_NATIVE_STACK_BYTES"); bytes != nullptr && *bytes != 0)
+    kernel_options.native_stack_bytes = static_cast<uint32_t>(strtoul(bytes, nullptr, 10));
+  kernel_options.python_marker_library = inject_library;
+  kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
+  // The directory through its descriptor, and kernel.gpr born the session owner's.
+  kernel_options.size_budget = session->budget.handle();
+  kernel_options.file_uid = SessionFileOwner(session->launch).uid;
+  kernel_options.file_gid = SessionFileOwner(session->launch).gid;
+  auto started = bpf::KernelRecorder::Start(session->dir.FilePath(), kernel_options);
+  if (!started.ok()) {
+    KernelRecordingOff(started.status().message(),
+                       started.status().code() == StatusCode::kPermissionDenied
+                           ? "run as root or give gprof-run CAP_BPF and CAP_PERFMON (setcap "
+                             "cap_bpf,cap_perfmon+ep)"
+                           : "see above",
+                       &run);
+    return nullptr;
+  }
+  run.kernel_stack_min_ns = kernel_options.stack_min_ns;
+  return std::move(*started);
+}
+
+// The command's start on every clock, and what bounds the recording from it (--delay,
+// --duration, --max-size, the session's identity), in every recorder's settings.
+RecordingLimits StartRecordingWindow(const RunOptions& options, Session* session) {
+  RunDescription& run = session->run;
+  run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  for (auto& stop : run.other_stops) {
+    if (stop.time_ns == 0) stop.time_ns = run.start_monotonic_ns;  // from before the start
+  }
+  run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
+  run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
+  RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
+  limits.budget = session->budget.handle();
+  limits.control = session->control.handle();
+  // The command's processes find the directory by its path, which a user who can rename one of
+  // its components can make name another: they record only into the one that has this identity.
+  if (struct stat made {}; fstat(session->dir.fd.get(), &made) == 0) {
+    limits.session_dir_id = std::to_string(made.st_dev) + ":" + std::to_string(made.st_ino);
+  }
+  run.delay_s = options.delay_s;
+  run.duration_s = options.duration_s;
+  run.window_start_ns = limits.window_start_ns;
+  run.window_end_ns = limits.window_end_ns;
+  run.max_size_bytes = options.max_size_bytes;
+  return limits;
+}
+
+// Waits for the command to end, draining the kernel recorder meanwhile, stopping it at the
+// window's end or at the size cap (the command runs on), and forwarding signals as the kernel's
+// record of them settles. Returns the command's wait status; `kernel_running` says whether the
+// recorder still records.
+int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_t window_end_ns,
+                   RunDescription* run, bool* kernel_running) {
+  uint64_t window_end = window_end_ns != 0 ? window_end_ns : UINT64_MAX;
+  *kernel_running = recorder != nullptr;
+  // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
+  bool signals_recorded = recorder != nullptr && recorder->records_signals();
+  int wait_status = 0;
+  while (!target->Reap(/*block=*/!*kernel_running && !signals_recorded, &wait_status)) {
+    uint64_t now = ClockNs(CLOCK_MONOTONIC);
+    if (*kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
+      FinishKernelRecording(recorder, run);
+      *kernel_running = false;
+      continue;
+    }
+    uint64_t wait_ms = kPollIntervalMs;
+    if (*kernel_running) {
+      uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
+      wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
+    }
+    // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
+    int until_forward_ms =
+        target->SettleForwards(recorder->TakeSignals(), recorder->signals_drained_ns());
+    if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
+    // A failed drain (out of memory) returns at once: the loop still waits, never spins.
+    if (recorder->Poll(static_cast<int>(wait_ms)) < 0) poll(nullptr, 0, static_cast<int>(wait_ms));
+  }
+  return wait_status;
+}
+
+// Once the command has ended: the session closed to late writers, the kernel recorder stopped,
+// and how the command ended, in the session's description. Returns the writers still open at
+// the close.
+std::vector<OpenWriter> EndRecording(int wait_status, bool kernel_running,
+                                     bpf::KernelRecorder* recorder, Session* session) {
+  RunDescription& run = session->run;
+  run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  std::vector<OpenWriter> open_at_close;
+  if (session->control.attached()) {
+    open_at_close = CloseSession(&session->control, kernel_running ? recorder : nullptr);
+  }
+  if (kernel_running) FinishKernelRecording(recorder, &run);
+  if (recorder) {
+    for (uint32_t pid : recorder->RunningProcesses()) run.running_at_end.push_back({int(pid)});
+  }
+  if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
+  run.finished = true;
+  return open_at_close;
+}
+
+// The report's outcome on the terminal: the report itself, or under -q only which outputs could
+// not be written, and why, in one line.
+void SayReport(const Expected<collector::CollectResult>& result, bool print_report,
+               const std::string& session_path) {
+  if (!result.ok()) {
+    Say("cannot build the report: " + result.status().message());
+  } else if (print_report) {
+    fputc('\n', stderr);
+    PrintCollectorOutput(result.value(), stderr);
+  } else if (!result->not_written.empty()) {
+    // -q silences the report, not a loss.
+    std::string line = "could not write in " + session_path + ":";
+    for (const auto& output : result->not_written) {
+      line += (&output == &result->not_written.front() ? " " : "; ") + output.file + " (" +
+              output.reason + ")";
+    }
+    Say(line);
+  }
+}
+
+// The session's last description and its report, built as the invoking user once root is needed
+// no more: the files it writes are theirs, and root never writes into a directory their command
+// could have filled with links. Returns the command's exit status, as gprof-run's.
+int ReportOnSession(const RunOptions& options, int wait_status,
+                    const std::vector<OpenWriter>& open_at_close, TargetProcess* target,
+                    EnclosingSession* enclosing, Session* session) {
+  RunDescription& run = session->run;
+  if (!DropPrivileges(session->launch)) {
+    Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
+        "; build it with 'gprof-run report " + collector::PrintableName(session->dir.path) + "'");
+    return ExitStatusOf(wait_status);
+  }
+  if (session->budget.attached()) RecordSizeBudget(session->budget, &run);
+  // (A process that starts recording from now on finds the session closed.)
+  if (session->control.attached()) {
+    RecordSessionControl(session->control, open_at_close, session->dir.fd.get(), &run);
+  }
+  collector::CollectOptions collect_options =
+      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
+  collect_options.directory_fd = session->dir.fd.get();
+  if (Status written = WriteSessionMeta(session->dir, session->launch, run); !written.ok()) {
+    Say("warning: " + written.message());
+    if (session->no_room) Say("nothing was recorded: " + run.other_stops.front().reason);
+    // The report still says how the run went, and what stopped.
+    collect_options.session_meta_text = SessionMetaText(run);
+  }
+  // Ctrl-C or SIGTERM from here on (or since the command ended) stops gprof-run by that signal:
+  // what is left is the report, which the session rebuilds.
+  const std::string shown_dir = collector::PrintableName(session->dir.path);
+  target->StopOnInterrupt("gprof-run: interrupted while building the report (the command " +
+                          CommandEndText(wait_status) +
+                          "); the session is kept: 'gprof-run report " + shown_dir +
+                          "' builds it\n");
+  auto result = collector::Collect(session->dir.path, collect_options);
+  enclosing->NoteNested(session->dir.path,
+                        result.ok() ? std::optional<uint64_t>(result->api_calls) : std::nullopt);
+  SayReport(result, options.print_report, session->dir.path);
+  return ExitStatusOf(wait_status);
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
@@ -375,113 +617,20 @@ int RunCommand(const RunOptions& options) {
     Say(session_dir.status().message());
     return kExitToolFailure;
   }
-  RunDescription run;
-  // A filesystem with less than the disk margin free (disk_room.h) has no room to record in
-  // without taking what the program may need: the command then runs as it would without
-  // gprof-run, nothing is written into the session until it has ended, and the report says why
-  // nothing was recorded.
-  DiskRoom room = DiskRoomOf(session_dir->fd.get());
-  bool no_room = !room.Allows(0, RoomUse::kData);
-  if (no_room) {
-    char why[200];
-    snprintf(why, sizeof(why),
-             "the session's filesystem had %.1f MiB free, less than the %.0f MiB that gprof-run "
-             "leaves free (disk margin); -o can name a directory with more room",
-             room.free_bytes / 1048576.0, room.margin_bytes / 1048576.0);
-    run.other_stops.push_back({"all recording", 0, "disk_room", why});
-    run.kernel_recording_note = "no room on the session's filesystem";
-  }
-  // The budget and the control are shared memory (inject/shared/shared_segment.h), the session
-  // owner's: no file of the session's filesystem, whose lack of room would kill with SIGBUS whoever
-  // stores into a mapping of it.
-  FileOwner owner = SessionFileOwner(launch);
-  SizeBudget budget;
-  if (options.max_size_bytes > 0 && !no_room) {
-    if (int rc = budget.Create(options.max_size_bytes, owner.uid, owner.gid); rc != 0) {
-      Say(std::string("cannot create the size budget (shared memory): ") + strerror(rc));
-      DiscardSession(*session_dir, launch);
-      return kExitToolFailure;
-    }
-  }
-  // Every run that injects has one: without it a process that outlives the command would write
-  // into the session after the report (session_control.h).
-  SessionControl control;
+  Session session{std::move(*session_dir), std::move(launch)};
+  RunDescription& run = session.run;
+  session.no_room = NoRoomToRecord(session.dir.fd.get(), &run);
   RunOptions launch_options = options;
-  if (no_room) launch_options.cuda_mode = "off";
-  if (std::string why = MemoryLimitOfCommand(); !why.empty() && options.cuda_mode != "off") {
-    Say(why);
-    run.other_stops.push_back({"inject-*.gpr", 0, "memory_limit", why});
-    launch_options.cuda_mode = "off";
-  }
-  if (launch_options.cuda_mode != "off") {
-    if (int rc = control.Create(owner.uid, owner.gid); rc != 0) {
-      Say(std::string("cannot create the session's control (shared memory): ") + strerror(rc));
-      DiscardSession(*session_dir, launch);
-      return kExitToolFailure;
-    }
-  }
+  if (!CreateSharedState(options, &session, &launch_options)) return kExitToolFailure;
 
-  // The kernel recorder first: loading it takes a while, and --delay counts from the command's
-  // start, which the window (in every recorder's settings) must know.
-  std::unique_ptr<bpf::KernelRecorder> recorder;
-  if (no_room) {
-    // said in the session's stops
-  } else if (options.kernel_recording) {
-    bpf::KernelRecorderOptions kernel_options;
-    kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
-    kernel_options.device_prefix = options.device_prefix;
-    kernel_options.python_stacks = options.python_stacks;
-    kernel_options.sample_hz = options.sample_hz;
-    // The size of each native stack copy, for measuring what depth a size reaches
-    // (docs/performance.md); the recorder refuses one over its limit.
-    if (const char* bytes = getenv("GPROF_NATIVE_STACK_BYTES"); bytes != nullptr && *bytes != 0)
-      kernel_options.native_stack_bytes = static_cast<uint32_t>(strtoul(bytes, nullptr, 10));
-    kernel_options.python_marker_library = *inject_library;
-    kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
-    // The directory through its descriptor, and kernel.gpr born the session owner's.
-    kernel_options.size_budget = budget.handle();
-    kernel_options.file_uid = SessionFileOwner(launch).uid;
-    kernel_options.file_gid = SessionFileOwner(launch).gid;
-    auto started = bpf::KernelRecorder::Start(session_dir->FilePath(), kernel_options);
-    if (started.ok()) {
-      recorder = std::move(*started);
-      run.kernel_stack_min_ns = kernel_options.stack_min_ns;
-    } else {
-      KernelRecordingOff(started.status().message(),
-                         started.status().code() == StatusCode::kPermissionDenied
-                             ? "run as root or give gprof-run CAP_BPF and CAP_PERFMON (setcap "
-                               "cap_bpf,cap_perfmon+ep)"
-                             : "see above",
-                         &run);
-    }
-  } else {
-    run.kernel_recording_note = "turned off with --no-kernel";
-  }
-
-  run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
-  for (auto& stop : run.other_stops) {
-    if (stop.time_ns == 0) stop.time_ns = run.start_monotonic_ns;  // from before the start
-  }
-  run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
-  run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
-  RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
-  limits.budget = budget.handle();
-  limits.control = control.handle();
-  // The command's processes find the directory by its path, which a user who can rename one of
-  // its components can make name another: they record only into the one that has this identity.
-  if (struct stat made {}; fstat(session_dir->fd.get(), &made) == 0) {
-    limits.session_dir_id = std::to_string(made.st_dev) + ":" + std::to_string(made.st_ino);
-  }
-  run.delay_s = options.delay_s;
-  run.duration_s = options.duration_s;
-  run.window_start_ns = limits.window_start_ns;
-  run.window_end_ns = limits.window_end_ns;
-  run.max_size_bytes = options.max_size_bytes;
+  std::unique_ptr<bpf::KernelRecorder> recorder =
+      StartKernelRecorder(options, *inject_library, &session);
+  RecordingLimits limits = StartRecordingWindow(options, &session);
   if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
 
-  launch.argv = options.command;
-  launch.environment = TargetEnvironment(launch_options, *inject_library, session_dir->path, limits);
-
+  session.launch.argv = options.command;
+  session.launch.environment =
+      TargetEnvironment(launch_options, *inject_library, session.dir.path, limits);
   // session.json is UTF-8: bytes of the command line that are not are kept as the report shows
   // them ("\xff"), not replaced.
   for (const std::string& arg : options.command)
@@ -489,7 +638,7 @@ int RunCommand(const RunOptions& options) {
   run.inject_library = *inject_library;
   run.cuda_mode = options.cuda_mode;
 
-  auto target = TargetProcess::Spawn(launch);
+  auto target = TargetProcess::Spawn(session.launch);
   if (!target.ok()) {
     Say("cannot start " + options.command.front() + ": " + target.status().message());
     if (recorder) recorder->Finish();
@@ -506,8 +655,8 @@ int RunCommand(const RunOptions& options) {
   run.kernel_recording = recorder != nullptr;
 
   // (Not on a disk without room: then the session is written only once the command has ended.)
-  if (!no_room) {
-    if (Status written = WriteSessionMeta(*session_dir, launch, run); !written.ok()) {
+  if (!session.no_room) {
+    if (Status written = WriteSessionMeta(session.dir, session.launch, run); !written.ok()) {
       Say(written.message());
       target->Abandon();
       return kExitToolFailure;
@@ -518,94 +667,17 @@ int RunCommand(const RunOptions& options) {
   if (auto failure = target->Release()) {
     Say(failure->message);
     if (recorder) recorder->Finish();
-    DiscardSession(*session_dir, launch);  // nothing ran: nothing to keep
+    DiscardSession(session.dir, session.launch);  // nothing ran: nothing to keep
     return failure->exit_status;
   }
 
-  // The kernel recorder stops at the window's end or at the size cap; the command runs on.
-  uint64_t window_end = limits.window_end_ns != 0 ? limits.window_end_ns : UINT64_MAX;
-  bool kernel_running = recorder != nullptr;
-  // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
-  bool signals_recorded = recorder != nullptr && recorder->records_signals();
-  int wait_status = 0;
-  while (!target->Reap(/*block=*/!kernel_running && !signals_recorded, &wait_status)) {
-    uint64_t now = ClockNs(CLOCK_MONOTONIC);
-    if (kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
-      FinishKernelRecording(recorder.get(), &run);
-      kernel_running = false;
-      continue;
-    }
-    uint64_t wait_ms = kPollIntervalMs;
-    if (kernel_running) {
-      uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
-      wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
-    }
-    // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
-    int until_forward_ms =
-        target->SettleForwards(recorder->TakeSignals(), recorder->signals_drained_ns());
-    if (until_forward_ms >= 0) wait_ms = std::min<uint64_t>(wait_ms, until_forward_ms);
-    // A failed drain (out of memory) returns at once: the loop still waits, never spins.
-    if (recorder->Poll(static_cast<int>(wait_ms)) < 0) poll(nullptr, 0, static_cast<int>(wait_ms));
-  }
-  run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
-  std::vector<OpenWriter> open_at_close;
-  if (control.attached()) {
-    open_at_close = CloseSession(&control, kernel_running ? recorder.get() : nullptr);
-  }
-  if (kernel_running) FinishKernelRecording(recorder.get(), &run);
-  if (recorder) {
-    for (uint32_t pid : recorder->RunningProcesses()) run.running_at_end.push_back({int(pid)});
-  }
-
-  if (WIFEXITED(wait_status)) run.exit_code = WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) run.exit_signal = WTERMSIG(wait_status);
-  run.finished = true;
-
-  // Root is needed no more. The rest runs as the invoking user: the files it writes are theirs,
-  // and root never writes into a directory their command could have filled with links.
-  recorder.reset();
-  if (!DropPrivileges(launch)) {
-    Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno) +
-        "; build it with 'gprof-run report " + collector::PrintableName(session_dir->path) + "'");
-    return ExitStatusOf(wait_status);
-  }
-  if (budget.attached()) RecordSizeBudget(budget, &run);
-  // (A process that starts recording from now on finds the session closed.)
-  if (control.attached()) RecordSessionControl(control, open_at_close, session_dir->fd.get(), &run);
-  collector::CollectOptions collect_options =
-      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
-  collect_options.directory_fd = session_dir->fd.get();
-  if (Status written = WriteSessionMeta(*session_dir, launch, run); !written.ok()) {
-    Say("warning: " + written.message());
-    if (no_room) Say("nothing was recorded: " + run.other_stops.front().reason);
-    // The report still says how the run went, and what stopped.
-    collect_options.session_meta_text = SessionMetaText(run);
-  }
-  // Ctrl-C or SIGTERM from here on (or since the command ended) stops gprof-run by that signal:
-  // what is left is the report, which the session rebuilds.
-  const std::string shown_dir = collector::PrintableName(session_dir->path);
-  target->StopOnInterrupt("gprof-run: interrupted while building the report (the command " +
-                          CommandEndText(wait_status) +
-                          "); the session is kept: 'gprof-run report " + shown_dir +
-                          "' builds it\n");
-  auto result = collector::Collect(session_dir->path, collect_options);
-  enclosing.NoteNested(session_dir->path,
-                       result.ok() ? std::optional<uint64_t>(result->api_calls) : std::nullopt);
-  if (!result.ok()) {
-    Say("cannot build the report: " + result.status().message());
-  } else if (options.print_report) {
-    fputc('\n', stderr);
-    PrintCollectorOutput(*result, stderr);
-  } else if (!result->not_written.empty()) {
-    // -q silences the report, not a loss: which outputs are missing, and why, in one line.
-    std::string line = "could not write in " + session_dir->path + ":";
-    for (const auto& output : result->not_written) {
-      line += (&output == &result->not_written.front() ? " " : "; ") + output.file + " (" +
-              output.reason + ")";
-    }
-    Say(line);
-  }
-  return ExitStatusOf(wait_status);
+  bool kernel_running = false;
+  int wait_status =
+      WaitForCommand(&*target, recorder.get(), limits.window_end_ns, &run, &kernel_running);
+  std::vector<OpenWriter> open_at_close =
+      EndRecording(wait_status, kernel_running, recorder.get(), &session);
+  recorder.reset();  // root is needed no more
+  return ReportOnSession(options, wait_status, open_at_close, &*target, &enclosing, &session);
 }
 
 int ReportCommand(const std::string& directory, double threshold_ms,

@@ -380,32 +380,33 @@ void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
   }
 }
 
-}  // namespace
-
-Status ParseSessionMeta(std::string_view text, const std::string& path, Session* session) {
-  std::vector<QuotedNumber> quoted;
-  if (auto deep = ScanMeta(text, &quoted)) {
+// session.json's text as a bounded tree, its numbers too large for JSON's readers quoted
+// (`quoted`); nothing, with why in the session's diagnostics, when it is nested too deep, is not
+// JSON or is not an object.
+std::optional<json> ParseMetaTree(std::string_view text, const std::string& path, Session* session,
+                                  std::vector<QuotedNumber>* quoted) {
+  if (auto deep = ScanMeta(text, quoted)) {
     session->diagnostics.push_back(
         {path, *deep,
          "nested deeper than " + std::to_string(kMaxSessionMetaDepth) +
              " levels (gprof-run writes 3): not read; the run's command and exit status are "
              "unknown"});
-    return {};
+    return std::nullopt;
   }
   json meta;
   BoundedTree tree(&meta);
-  std::string quoted_text = quoted.empty() ? std::string() : WithQuotes(text, quoted);
-  json::sax_parse(quoted.empty() ? text : std::string_view(quoted_text), &tree);
+  std::string quoted_text = quoted->empty() ? std::string() : WithQuotes(text, *quoted);
+  json::sax_parse(quoted->empty() ? text : std::string_view(quoted_text), &tree);
   if (tree.error_at()) {
     // At the first byte that does not fit, in the text with quotes added.
     uint64_t offset = *tree.error_at() > 0 ? *tree.error_at() - 1 : 0;
     size_t before = 0;
-    while (before < quoted.size() && quoted[before].offset + kQuoteBytes * before < offset)
+    while (before < quoted->size() && (*quoted)[before].offset + kQuoteBytes * before < offset)
       ++before;
     offset -= std::min<uint64_t>(offset, kQuoteBytes * before);
     session->diagnostics.push_back(
         {path, offset, "not valid JSON: the run's command and exit status are unknown"});
-    return {};
+    return std::nullopt;
   }
   if (tree.dropped() > 0) {
     session->diagnostics.push_back(
@@ -417,11 +418,119 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   if (!meta.is_object()) {
     session->diagnostics.push_back(
         {path, 0, "not a JSON object: the run's command and exit status are unknown"});
-    return {};
+    return std::nullopt;
   }
+  return meta;
+}
+
+// The top-level object `key`, or an empty one where it is absent (or is no object: said).
+const json& TopObject(MetaReader& read, const json& meta, const char* name) {
+  static const json kNone = json::object();
+  const json* value = read.Object(meta, "", name);
+  return value != nullptr ? *value : kNone;
+}
+
+// The run itself: its command, its start and end, how it ended, and whether it was cut short.
+void ReadRun(MetaReader& read, const json& meta, SessionMeta* out) {
+  out->tool_version = read.String(meta, "", key::kToolVersion).value_or("");
+  if (const json* command = read.Array(meta, "", key::kCommand)) {
+    for (size_t i = 0; i < command->size(); ++i) {
+      const json& arg = (*command)[i];
+      if (arg.is_string() && !read.IsQuotedNumber(arg))
+        out->command.push_back(PrintableName(arg.get_ref<const std::string&>()));
+      else
+        read.BadElement(key::kCommand, i, arg, "a string");
+    }
+  }
+  out->root_pid = read.Integer<uint32_t>(meta, "", key::kRootPid).value_or(0);
+  const json& start = TopObject(read, meta, key::kStart);
+  out->start_monotonic_ns = read.Integer<uint64_t>(start, key::kStart, key::kStartMonotonicNs).value_or(0);
+  out->start_realtime_ns = read.Integer<uint64_t>(start, key::kStart, key::kStartRealtimeNs).value_or(0);
+  out->start_boottime_ns = read.Integer<uint64_t>(start, key::kStart, key::kStartBoottimeNs).value_or(0);
+  out->end_monotonic_ns =
+      read.Integer<uint64_t>(TopObject(read, meta, key::kEnd), key::kEnd, key::kEndMonotonicNs).value_or(0);
+  const json& exit = TopObject(read, meta, key::kExit);
+  out->exit_code = read.Integer<int>(exit, key::kExit, key::kExitCode, 0, 255);
+  out->exit_signal = read.Integer<int>(exit, key::kExit, key::kExitSignal, 1, SIGRTMAX);
+  out->inject_library = read.String(meta, "", key::kInjectLibrary).value_or("");
+  out->cuda_mode = read.String(meta, "", key::kCudaMode).value_or("");
+  // Sessions of gprof-run before "finished" was written: an end time meant the same.
+  bool finished = read.Boolean(meta, "", key::kFinished).value_or(out->end_monotonic_ns != 0);
+  if (!finished) {
+    out->cut_short = "gprof_run_ended";
+    out->cut_short_text =
+        "gprof-run ended before the command did (killed?): the record stops there; the "
+        "command's end and exit status are unknown";
+  } else if (out->exit_signal) {
+    const char* name = sigabbrev_np(*out->exit_signal);
+    out->cut_short = "killed_by_signal";
+    out->cut_short_text = "the command was killed by signal " + std::to_string(*out->exit_signal) +
+                          (name != nullptr ? std::string(" (SIG") + name + ")" : "") +
+                          ": the record holds what it did until then";
+  }
+}
+
+// Each object of the top-level array `name`, with the name messages give it ("lost[2]"); an element
+// that is no object is said and skipped.
+template <typename ReadEntry>
+void ForEachObject(MetaReader& read, const json& meta, const char* name, ReadEntry read_entry) {
+  const json* array = read.Array(meta, "", name);
+  if (array == nullptr) return;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const json& entry = (*array)[i];
+    if (!entry.is_object()) {
+      read.BadElement(name, i, entry, "an object");
+      continue;
+    }
+    read_entry(entry, std::string(name) + "[" + std::to_string(i) + "]");
+  }
+}
+
+// What the run's end left: recordings that stopped, processes still running, what was lost, and
+// the sessions of gprof-runs started inside this one.
+void ReadEndings(MetaReader& read, const json& meta, Session* session) {
+  ForEachObject(read, meta, key::kRecordingStopped, [&](const json& entry, const std::string& where) {
+    RecordingStop stop;
+    stop.file = read.String(entry, where, key::kStopFile).value_or("");
+    stop.time_ns = read.Integer<uint64_t>(entry, where, key::kStopTimeNs).value_or(0);
+    stop.cause = read.String(entry, where, key::kStopCause).value_or("write_failed");
+    stop.description = read.String(entry, where, key::kStopReason).value_or("");
+    if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
+  });
+  ForEachObject(read, meta, key::kRunningAtEnd, [&](const json& entry, const std::string& where) {
+    SessionMeta::Running process;
+    process.pid = read.Integer<uint32_t>(entry, where, key::kRunningPid).value_or(0);
+    process.still_writing = read.Boolean(entry, where, key::kRunningStillWriting).value_or(false);
+    if (process.pid != 0) session->meta.running_at_end.push_back(process);
+  });
+  // What gprof-run counted as lost that no recording file could say (the calls of a process
+  // killed before its writer wrote them).
+  ForEachObject(read, meta, key::kLost, [&](const json& entry, const std::string& where) {
+    LostEvents events;
+    events.what = read.String(entry, where, key::kLostWhat).value_or("");
+    std::optional<uint64_t> count = read.Integer<uint64_t>(entry, where, key::kLostCount);
+    events.count = count.value_or(0);
+    events.count_known = count.has_value();
+    if (!events.what.empty()) session->lost.push_back(std::move(events));
+  });
+  ForEachObject(read, meta, key::kNestedSessions, [&](const json& entry, const std::string& where) {
+    NestedSession session_there;
+    session_there.pid = read.Integer<uint32_t>(entry, where, key::kNestedPid).value_or(0);
+    session_there.directory = read.String(entry, where, key::kNestedDirectory).value_or("");
+    session_there.calls = read.Integer<uint64_t>(entry, where, key::kNestedCalls);
+    if (!session_there.directory.empty()) session->meta.nested_sessions.push_back(session_there);
+  });
+}
+
+}  // namespace
+
+Status ParseSessionMeta(std::string_view text, const std::string& path, Session* session) {
+  std::vector<QuotedNumber> quoted;
+  std::optional<json> meta = ParseMetaTree(text, path, session, &quoted);
+  if (!meta) return {};
   MetaReader read(path, session, quoted);
   // Read whole: a version past int's range must still count as newer, not wrap to an old one.
-  uint64_t version = read.Integer<uint64_t>(meta, "", key::kVersion).value_or(0);
+  uint64_t version = read.Integer<uint64_t>(*meta, "", key::kVersion).value_or(0);
   if (version > static_cast<uint64_t>(kSessionMetaVersion)) {
     return Status::Error(StatusCode::kUnsupported,
                          PrintableName(path) +
@@ -431,121 +540,14 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   }
   SessionMeta& out = session->meta;
   out.known = true;
-  out.tool_version = read.String(meta, "", key::kToolVersion).value_or("");
-  if (const json* command = read.Array(meta, "", key::kCommand)) {
-    for (size_t i = 0; i < command->size(); ++i) {
-      const json& arg = (*command)[i];
-      if (arg.is_string() && !read.IsQuotedNumber(arg))
-        out.command.push_back(PrintableName(arg.get_ref<const std::string&>()));
-      else
-        read.BadElement(key::kCommand, i, arg, "a string");
-    }
-  }
-  out.root_pid = read.Integer<uint32_t>(meta, "", key::kRootPid).value_or(0);
-  static const json kNone = json::object();
-  auto object = [&](const char* name) -> const json& {
-    const json* value = read.Object(meta, "", name);
-    return value != nullptr ? *value : kNone;
-  };
-  const json& start = object(key::kStart);
-  out.start_monotonic_ns =
-      read.Integer<uint64_t>(start, key::kStart, key::kStartMonotonicNs).value_or(0);
-  out.start_realtime_ns =
-      read.Integer<uint64_t>(start, key::kStart, key::kStartRealtimeNs).value_or(0);
-  out.start_boottime_ns =
-      read.Integer<uint64_t>(start, key::kStart, key::kStartBoottimeNs).value_or(0);
-  out.end_monotonic_ns =
-      read.Integer<uint64_t>(object(key::kEnd), key::kEnd, key::kEndMonotonicNs).value_or(0);
-  const json& exit = object(key::kExit);
-  out.exit_code = read.Integer<int>(exit, key::kExit, key::kExitCode, 0, 255);
-  out.exit_signal = read.Integer<int>(exit, key::kExit, key::kExitSignal, 1, SIGRTMAX);
-  out.inject_library = read.String(meta, "", key::kInjectLibrary).value_or("");
-  out.cuda_mode = read.String(meta, "", key::kCudaMode).value_or("");
-  // Sessions of gprof-run before "finished" was written: an end time meant the same.
-  bool finished = read.Boolean(meta, "", key::kFinished).value_or(out.end_monotonic_ns != 0);
-  if (!finished) {
-    out.cut_short = "gprof_run_ended";
-    out.cut_short_text =
-        "gprof-run ended before the command did (killed?): the record stops there; the "
-        "command's end and exit status are unknown";
-  } else if (out.exit_signal) {
-    const char* name = sigabbrev_np(*out.exit_signal);
-    out.cut_short = "killed_by_signal";
-    out.cut_short_text = "the command was killed by signal " + std::to_string(*out.exit_signal) +
-                         (name != nullptr ? std::string(" (SIG") + name + ")" : "") +
-                         ": the record holds what it did until then";
-  }
-  if (const json* stops = read.Array(meta, "", key::kRecordingStopped)) {
-    for (size_t i = 0; i < stops->size(); ++i) {
-      const json& entry = (*stops)[i];
-      if (!entry.is_object()) {
-        read.BadElement(key::kRecordingStopped, i, entry, "an object");
-        continue;
-      }
-      std::string where = std::string(key::kRecordingStopped) + "[" + std::to_string(i) + "]";
-      RecordingStop stop;
-      stop.file = read.String(entry, where, key::kStopFile).value_or("");
-      stop.time_ns = read.Integer<uint64_t>(entry, where, key::kStopTimeNs).value_or(0);
-      stop.cause = read.String(entry, where, key::kStopCause).value_or("write_failed");
-      stop.description = read.String(entry, where, key::kStopReason).value_or("");
-      if (!stop.file.empty()) session->recording_stops.push_back(std::move(stop));
-    }
-  }
-  if (const json* running = read.Array(meta, "", key::kRunningAtEnd)) {
-    for (size_t i = 0; i < running->size(); ++i) {
-      const json& entry = (*running)[i];
-      if (!entry.is_object()) {
-        read.BadElement(key::kRunningAtEnd, i, entry, "an object");
-        continue;
-      }
-      std::string where = std::string(key::kRunningAtEnd) + "[" + std::to_string(i) + "]";
-      SessionMeta::Running process;
-      process.pid = read.Integer<uint32_t>(entry, where, key::kRunningPid).value_or(0);
-      process.still_writing = read.Boolean(entry, where, key::kRunningStillWriting).value_or(false);
-      if (process.pid != 0) out.running_at_end.push_back(process);
-    }
-  }
-  // What gprof-run counted as lost that no recording file could say (the calls of a process
-  // killed before its writer wrote them).
-  if (const json* lost = read.Array(meta, "", key::kLost)) {
-    for (size_t i = 0; i < lost->size(); ++i) {
-      const json& entry = (*lost)[i];
-      if (!entry.is_object()) {
-        read.BadElement(key::kLost, i, entry, "an object");
-        continue;
-      }
-      std::string where = std::string(key::kLost) + "[" + std::to_string(i) + "]";
-      LostEvents events;
-      events.what = read.String(entry, where, key::kLostWhat).value_or("");
-      std::optional<uint64_t> count = read.Integer<uint64_t>(entry, where, key::kLostCount);
-      events.count = count.value_or(0);
-      events.count_known = count.has_value();
-      if (!events.what.empty()) session->lost.push_back(std::move(events));
-    }
-  }
-  if (const json* nested = read.Array(meta, "", key::kNestedSessions)) {
-    for (size_t i = 0; i < nested->size(); ++i) {
-      const json& entry = (*nested)[i];
-      if (!entry.is_object()) {
-        read.BadElement(key::kNestedSessions, i, entry, "an object");
-        continue;
-      }
-      std::string where = std::string(key::kNestedSessions) + "[" + std::to_string(i) + "]";
-      NestedSession session_there;
-      session_there.pid = read.Integer<uint32_t>(entry, where, key::kNestedPid).value_or(0);
-      session_there.directory = read.String(entry, where, key::kNestedDirectory).value_or("");
-      session_there.calls = read.Integer<uint64_t>(entry, where, key::kNestedCalls);
-      if (!session_there.directory.empty()) out.nested_sessions.push_back(session_there);
-    }
-  }
-  const json& kernel = object(key::kKernelRecording);
-  out.kernel_recording =
-      read.Boolean(kernel, key::kKernelRecording, key::kKernelEnabled).value_or(false);
-  out.kernel_recording_note =
-      read.String(kernel, key::kKernelRecording, key::kKernelNote).value_or("");
+  ReadRun(read, *meta, &out);
+  ReadEndings(read, *meta, session);
+  const json& kernel = TopObject(read, *meta, key::kKernelRecording);
+  out.kernel_recording = read.Boolean(kernel, key::kKernelRecording, key::kKernelEnabled).value_or(false);
+  out.kernel_recording_note = read.String(kernel, key::kKernelRecording, key::kKernelNote).value_or("");
   out.kernel_stack_min_ns =
       read.Integer<uint64_t>(kernel, key::kKernelRecording, key::kKernelStackMinNs).value_or(0);
-  ReadOptions(read, meta, &out);
+  ReadOptions(read, *meta, &out);
   return {};
 }
 

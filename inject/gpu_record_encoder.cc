@@ -23,6 +23,93 @@ format::GpuPlacement Placement(const Activity& activity) {
   return placement;
 }
 
+format::GpuKernelRecord KernelRecord(const CUpti_ActivityKernel10& kernel, uint32_t name_id) {
+  auto record = format::MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
+  record.placement = Placement(kernel);
+  record.grid[0] = kernel.gridX;
+  record.grid[1] = kernel.gridY;
+  record.grid[2] = kernel.gridZ;
+  record.block[0] = kernel.blockX;
+  record.block[1] = kernel.blockY;
+  record.block[2] = kernel.blockZ;
+  record.name_id = name_id;
+  record.shared_memory_bytes =
+      static_cast<uint32_t>(kernel.staticSharedMemory + kernel.dynamicSharedMemory);
+  record.registers_per_thread = kernel.registersPerThread;
+  return record;
+}
+
+format::GpuMemcpyRecord MemcpyRecord(const CUpti_ActivityMemcpy6& copy) {
+  auto record = format::MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
+  record.placement = Placement(copy);
+  record.bytes = copy.bytes;
+  record.copy_kind = copy.copyKind;
+  record.src_kind = copy.srcKind;
+  record.dst_kind = copy.dstKind;
+  record.async = (copy.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
+  return record;
+}
+
+format::GpuMemsetRecord MemsetRecord(const CUpti_ActivityMemset4& set) {
+  auto record = format::MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
+  record.placement = Placement(set);
+  record.bytes = set.bytes;
+  record.value = set.value;
+  record.memory_kind = static_cast<uint8_t>(set.memoryKind);
+  record.async = (set.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
+  return record;
+}
+
+format::GpuSyncRecord SyncRecord(const CUpti_ActivitySynchronization2& sync) {
+  auto record = format::MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
+  record.start_ns = sync.start;
+  record.end_ns = sync.end;
+  record.correlation_id = sync.correlationId;
+  record.context_id = sync.contextId;
+  record.stream_id = sync.streamId;
+  record.type = static_cast<uint32_t>(sync.type);
+  record.event_id = sync.cudaEventId;
+  return record;
+}
+
+format::GpuOverheadRecord OverheadRecord(const CUpti_ActivityOverhead3& overhead) {
+  auto record = format::MakeRecord<format::GpuOverheadRecord>(format::kGpuOverhead);
+  record.start_ns = overhead.start;
+  record.end_ns = overhead.end;
+  record.correlation_id = overhead.correlationId;
+  record.overhead_kind = static_cast<uint32_t>(overhead.overheadKind);
+  // A thread's id is the kernel's: the tracer sets CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM.
+  if (overhead.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
+    record.tid = overhead.objectId.pt.threadId;
+  }
+  return record;
+}
+
+format::GpuDeviceRecord DeviceRecord(const CUpti_ActivityDevice5& device) {
+  auto record = format::MakeRecord<format::GpuDeviceRecord>(format::kGpuDevice);
+  record.device_id = device.id;
+  // A MIG instance is a GPU of its own: its work never shares time with another's.
+  const CUuuid& uuid = device.isMigEnabled != 0 ? device.migUuid : device.uuid;
+  memcpy(record.uuid, uuid.bytes, sizeof(record.uuid));
+  return record;
+}
+
+// A runtime or driver call CUPTI timed itself, on our clock.
+format::ApiCallRecord ApiCallRecord(CUpti_ActivityKind kind, const CUpti_ActivityAPI& api,
+                                    int64_t clock_offset_ns) {
+  auto record = format::MakeRecord<format::ApiCallRecord>(format::kApiCall);
+  record.api_id =
+      format::CuptiApiId(kind == CUPTI_ACTIVITY_KIND_RUNTIME ? format::ApiDomain::kRuntime
+                                                             : format::ApiDomain::kDriver,
+                         api.cbid);
+  record.enter_ns = api.start - clock_offset_ns;
+  record.exit_ns = api.end - clock_offset_ns;
+  record.correlation_id = api.correlationId;
+  record.tid = api.threadId;
+  record.return_code = static_cast<int32_t>(api.returnValue);
+  return record;
+}
+
 }  // namespace
 
 uint32_t GpuRecordEncoder::KernelNameId(const char* name) {
@@ -70,57 +157,28 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto& kernel = *reinterpret_cast<const CUpti_ActivityKernel10*>(activity);
         if (outside(kernel.start)) break;
-        auto record = format::MakeRecord<format::GpuKernelRecord>(format::kGpuKernel);
-        record.placement = Placement(kernel);
-        record.grid[0] = kernel.gridX;
-        record.grid[1] = kernel.gridY;
-        record.grid[2] = kernel.gridZ;
-        record.block[0] = kernel.blockX;
-        record.block[1] = kernel.blockY;
-        record.block[2] = kernel.blockZ;
-        record.name_id = KernelNameId(kernel.name);
-        record.shared_memory_bytes =
-            static_cast<uint32_t>(kernel.staticSharedMemory + kernel.dynamicSharedMemory);
-        record.registers_per_thread = kernel.registersPerThread;
+        auto record = KernelRecord(kernel, KernelNameId(kernel.name));
         sink_->Append(&record, sizeof(record));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(activity);
         if (outside(copy.start)) break;
-        auto record = format::MakeRecord<format::GpuMemcpyRecord>(format::kGpuMemcpy);
-        record.placement = Placement(copy);
-        record.bytes = copy.bytes;
-        record.copy_kind = copy.copyKind;
-        record.src_kind = copy.srcKind;
-        record.dst_kind = copy.dstKind;
-        record.async = (copy.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
+        auto record = MemcpyRecord(copy);
         sink_->Append(&record, sizeof(record));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto& set = *reinterpret_cast<const CUpti_ActivityMemset4*>(activity);
         if (outside(set.start)) break;
-        auto record = format::MakeRecord<format::GpuMemsetRecord>(format::kGpuMemset);
-        record.placement = Placement(set);
-        record.bytes = set.bytes;
-        record.value = set.value;
-        record.memory_kind = static_cast<uint8_t>(set.memoryKind);
-        record.async = (set.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
+        auto record = MemsetRecord(set);
         sink_->Append(&record, sizeof(record));
         break;
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto& sync = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(activity);
         if (outside(sync.start)) break;
-        auto record = format::MakeRecord<format::GpuSyncRecord>(format::kGpuSync);
-        record.start_ns = sync.start;
-        record.end_ns = sync.end;
-        record.correlation_id = sync.correlationId;
-        record.context_id = sync.contextId;
-        record.stream_id = sync.streamId;
-        record.type = static_cast<uint32_t>(sync.type);
-        record.event_id = sync.cudaEventId;
+        auto record = SyncRecord(sync);
         sink_->Append(&record, sizeof(record));
         break;
       }
@@ -135,15 +193,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
           break;
         }
         if (overhead.start == 0 || outside(overhead.start)) break;
-        auto record = format::MakeRecord<format::GpuOverheadRecord>(format::kGpuOverhead);
-        record.start_ns = overhead.start;
-        record.end_ns = overhead.end;
-        record.correlation_id = overhead.correlationId;
-        record.overhead_kind = static_cast<uint32_t>(overhead.overheadKind);
-        // A thread's id is the kernel's: the tracer sets CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM.
-        if (overhead.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
-          record.tid = overhead.objectId.pt.threadId;
-        }
+        auto record = OverheadRecord(overhead);
         sink_->Append(&record, sizeof(record));
         break;
       }
@@ -151,11 +201,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
         const auto& device = *reinterpret_cast<const CUpti_ActivityDevice5*>(activity);
         // A device hidden by CUDA_VISIBLE_DEVICES has no ordinal in this process.
         if (device.isCudaVisible == 0) break;
-        auto record = format::MakeRecord<format::GpuDeviceRecord>(format::kGpuDevice);
-        record.device_id = device.id;
-        // A MIG instance is a GPU of its own: its work never shares time with another's.
-        const CUuuid& uuid = device.isMigEnabled != 0 ? device.migUuid : device.uuid;
-        memcpy(record.uuid, uuid.bytes, sizeof(record.uuid));
+        auto record = DeviceRecord(device);
         sink_->Append(&record, sizeof(record));
         break;
       }
@@ -165,16 +211,7 @@ void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t
         // call's nested driver calls come as records of their own and are kept as they are.
         const auto& api = *reinterpret_cast<const CUpti_ActivityAPI*>(activity);
         if (outside(api.start)) break;
-        auto record = format::MakeRecord<format::ApiCallRecord>(format::kApiCall);
-        record.api_id = format::CuptiApiId(activity->kind == CUPTI_ACTIVITY_KIND_RUNTIME
-                                               ? format::ApiDomain::kRuntime
-                                               : format::ApiDomain::kDriver,
-                                           api.cbid);
-        record.enter_ns = api.start - clock_offset_ns;
-        record.exit_ns = api.end - clock_offset_ns;
-        record.correlation_id = api.correlationId;
-        record.tid = api.threadId;
-        record.return_code = static_cast<int32_t>(api.returnValue);
+        auto record = ApiCallRecord(activity->kind, api, clock_offset_ns);
         NameApi(record.api_id);
         sink_->Append(&record, sizeof(record));
         break;

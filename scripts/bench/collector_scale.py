@@ -46,7 +46,8 @@ v1's memory controller), as in a container: a run the OOM killer stops is report
 the cgroup's peak charge (its memory and page cache) is printed. --collector-memory SIZE is passed
 to BUILD_DIR's gprof-run only (a baseline from before the option would refuse it).
 
-Everything also goes to --json FILE (default scripts/bench/results/<today>/collector_scale.json)
+Everything also goes to --json FILE (default collector_scale.json in the results folder of
+scripts/results_dir.py: $GPROF_RESULTS_DIR/<today>/, default ~/.cache/gprof-run/results/<today>/)
 and the printed text to the same path with .txt.
 """
 import argparse
@@ -62,6 +63,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# The results folder outside the source tree (scripts/results_dir.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results_dir  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTPUTS = ("trace.perfetto-trace", "report.txt", "report.json")
@@ -107,8 +112,7 @@ def parse_args():
     if args.perf_size is None:
         args.perf_size = 10_000_000 if 10_000_000 in args.sizes else 0
     if args.json is None:
-        args.json = os.path.join(REPO, "scripts", "bench", "results",
-                                 datetime.date.today().isoformat(), "collector_scale.json")
+        args.json = os.path.join(results_dir.folder(), "collector_scale.json")
     return args
 
 

@@ -25,8 +25,10 @@ Configurations:
   torch_profiler  gpu_workload.py --torch-profiler (CPU and CUDA activities)
   nsys            nsys profile -t cuda,osrt (ended once the workloads have printed their
                   times: its post-processing costs the program nothing and takes minutes)
-Results go to --json (default gpu_overhead.json) as they come, so a run cut short keeps what it
-measured. --cpus pins every run to those CPUs (taskset), the same for all configurations.
+Results go to --json (default gpu_overhead.json in the results folder of
+scripts/results_dir.py: $GPROF_RESULTS_DIR/<today>/, default ~/.cache/gprof-run/results/<today>/)
+as they come, so a run cut short keeps what it measured. --cpus pins every run to those CPUs
+(taskset), the same for all configurations.
 """
 import argparse
 import datetime
@@ -42,6 +44,10 @@ import sys
 import tempfile
 import threading
 import time
+
+# The results folder outside the source tree (scripts/results_dir.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results_dir  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "gpu_workload.py")
@@ -169,11 +175,14 @@ def main():
     parser.add_argument("--workload-args", default="")
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--cpus", default="")
-    parser.add_argument("--json", default="gpu_overhead.json")
+    parser.add_argument("--json", default=None)
     parser.add_argument("--nsys-postprocess", action="store_true",
                         help="let nsys finish writing its report (default: end it once the "
                         "workloads have printed their times; it does not change them)")
     args = parser.parse_args()
+    if args.json is None:
+        args.json = os.path.join(results_dir.folder(), "gpu_overhead.json")
+    print(f"results: {args.json}", flush=True)
     configs = args.configs.split(",")
     if "plain" not in configs:
         configs.insert(0, "plain")

@@ -40,7 +40,8 @@ before and after, side by side in one run. The pingpong of BUILD_DIR is the one 
    Printed: records written to kernel.gpr per second of the run, kernel.gpr and trace bytes per
    second, and the trace's size; with gprof-run's wall time and peak RSS (its collector).
 
-Everything also goes to --json FILE (default: kernel_cost.json in the current directory).
+Everything also goes to --json FILE (default: kernel_cost.json in the results folder of
+scripts/results_dir.py: $GPROF_RESULTS_DIR/<today>/, default ~/.cache/gprof-run/results/<today>/).
 """
 import argparse
 import datetime
@@ -56,6 +57,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# The results folder outside the source tree (scripts/results_dir.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results_dir  # noqa: E402
 
 KINDS = ("futex", "pipe", "convoy", "faults")
 # A convoy's acquisition or a page fault takes a fraction of a hand-over: more of them for a run of
@@ -94,8 +99,10 @@ def parse_args():
     parser.add_argument("--long-seconds", type=float, default=60.0,
                         help="length of part 3's runs (default 60; 0: skip)")
     parser.add_argument("--long-kinds", default="futex,pipe", help="part 3's programs")
-    parser.add_argument("--json", default="kernel_cost.json", help="result file")
+    parser.add_argument("--json", default=None, help="result file")
     args = parser.parse_args()
+    if args.json is None:
+        args.json = os.path.join(results_dir.folder(), "kernel_cost.json")
     args.count_under = [int(us) for us in args.count_under.split(",")]
     args.long_kinds = args.long_kinds.split(",") if args.long_kinds else []
     args.kinds = args.kinds.split(",")

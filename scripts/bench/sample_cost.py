@@ -20,7 +20,8 @@ of native stack records written (the ring buffer's and kernel.gpr's share, befor
 per second of the program, and the collector's unwind time per copy (libdwfl, every copy of the
 run; the first of each process pays for opening its files).
 
-Everything also goes to --json FILE (default: sample_cost.json in the current directory).
+Everything also goes to --json FILE (default: sample_cost.json in the results folder of
+scripts/results_dir.py: $GPROF_RESULTS_DIR/<today>/, default ~/.cache/gprof-run/results/<today>/).
 """
 import argparse
 import datetime
@@ -34,6 +35,10 @@ import subprocess
 import sys
 import tempfile
 
+# The results folder outside the source tree (scripts/results_dir.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results_dir  # noqa: E402
+
 LINE = re.compile(r"^burn threads=\d+ rounds=\d+ elapsed_ns=(\d+)", re.M)
 RUN_TIMEOUT_S = 600
 
@@ -45,8 +50,11 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--sample-hz", type=int, default=99)
-    parser.add_argument("--json", default="sample_cost.json")
-    return parser.parse_args()
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if args.json is None:
+        args.json = os.path.join(results_dir.folder(), "sample_cost.json")
+    return args
 
 
 def run(argv):
@@ -128,6 +136,7 @@ def main():
     }
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
+    print(f"written: {args.json}")
 
     def row(label, s, unit="", digits=3):
         return (f"  {label:<28} {s['median']:.{digits}f}{unit} "

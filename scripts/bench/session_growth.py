@@ -7,6 +7,9 @@ the final size, and how long gprof-run took after CMD ended (the collector's mer
 usage: session_growth.py [--gprof PATH] [--gprof-args "..."] [--every S] [--skip S]
                          [--json FILE] -- CMD [ARGS...]
 
+--json FILE: default session_growth.json in the results folder of
+scripts/results_dir.py: $GPROF_RESULTS_DIR/<today>/, default ~/.cache/gprof-run/results/<today>/.
+
 e.g. on the GPU machine, the ResNet-50 loop for two minutes:
   session_growth.py --gprof .gpu/build/bin/gprof-run -- \\
       python3 scripts/bench/gpu_workload.py --only resnet50 --steps 1 --seconds 120
@@ -21,6 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# The results folder outside the source tree (scripts/results_dir.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results_dir  # noqa: E402
 
 
 def directory_bytes(path):
@@ -57,9 +64,11 @@ def main():
     parser.add_argument("--gprof-args", default="-q")
     parser.add_argument("--every", type=float, default=2.0)
     parser.add_argument("--skip", type=float, default=10.0)
-    parser.add_argument("--json", default="session_growth.json")
+    parser.add_argument("--json", default=None)
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    if args.json is None:
+        args.json = os.path.join(results_dir.folder(), "session_growth.json")
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("no command to run (put it after --)")
@@ -99,6 +108,7 @@ def main():
     }
     with open(args.json, "w") as out:
         json.dump(result, out, indent=1)
+    print(f"written: {args.json}")
     print(f"status {process.returncode}; session grew {result['growth_mib_per_min']} MiB/min "
           f"over {len(steady)} samples after {args.skip:g} s; final {result['final_mib']} MiB "
           f"({result['recorded_mib']} MiB recorded, the rest is the trace and reports); "

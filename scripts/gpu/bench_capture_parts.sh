@@ -4,12 +4,15 @@
 # API calls from each source GPROF_CUPTI_API_RECORDS offers (inject/cupti_tracer.h), interleaved
 # with no profiler, --cuda=preload and torch.profiler. Then one short session per source, to show
 # what it recorded. Usage: scripts/gpu/bench_capture_parts.sh [ROUNDS] [OPS]
-# The figures of 2026-11-29 (scripts/bench/results/2026-11-29/capture_*) were taken at commit
-# 85b9c36, which also offered runtime-only callbacks, interposition with and without CUPTI external
-# correlation, and subsets of the GPU activity kinds; none cost measurably less, so they are gone.
-# Results go to $OUT (default /tmp/gprof-gpu-bench).
+# The figures of 2026-11-29 (85b9c36:scripts/bench/results/2026-11-29/capture_*) were taken at
+# commit 85b9c36, which also offered runtime-only callbacks, interposition with and without CUPTI
+# external correlation, and subsets of the GPU activity kinds; none cost measurably less, so they
+# are gone.
+# Results go to $OUT (default: gpu-bench/ in today's results folder outside the tree,
+# scripts/results_dir.py).
 set -u
-out=${OUT:-/tmp/gprof-gpu-bench}
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu-bench)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 rounds=${1:-5}
 ops=${2:-100000}

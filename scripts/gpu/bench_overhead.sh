@@ -7,9 +7,10 @@
 #   growth   first, the ResNet-50 loop for 60 s under gprof-run (kernel recorder on): how fast the
 #            session grows (session_growth.py)
 # CONFIGS (environment) picks the configurations (see gpu_overhead.py). Results go to $OUT
-# (default /tmp/gprof-gpu-bench).
+# (default: gpu-bench/ in today's results folder outside the tree, scripts/results_dir.py).
 set -u
-out=${OUT:-/tmp/gprof-gpu-bench}
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu-bench)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 rounds=${1:-5}
 gprof=$PWD/.gpu/build/bin/gprof-run

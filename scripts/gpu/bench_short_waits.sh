@@ -6,9 +6,11 @@
 #   scripts/gpu/bench_short_waits.sh [ROUNDS] [SECONDS]
 # For each run: the step time the workload measured itself, records written to kernel.gpr per
 # second, kernel.gpr and trace bytes per second, the trace's size, what was counted. Results in
-# $OUT/short_waits.json and .txt (default /tmp/gprof-short-waits). Each run is capped with timeout.
+# $OUT/short_waits.json and .txt (default: short-waits/ in today's results folder outside the
+# tree, scripts/results_dir.py). Each run is capped with timeout.
 set -u
-out=${OUT:-/tmp/gprof-short-waits}
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" short-waits)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 rounds=${1:-1}
 seconds=${2:-60}

@@ -12,7 +12,9 @@
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 results=$out/results
 mkdir -p "$results"
 work=$(mktemp -d)

@@ -6,7 +6,9 @@
 # `validate.sh quick` stops after the freeze and its collection with spill files (the timing is
 # bench_overhead.sh's job now).
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 build=$PWD/.gpu/build
 gprof=$build/bin/gprof-run

@@ -8,7 +8,9 @@
 # the pin-memory DataLoader of the article. Sessions' reports and small traces go to $OUT.
 set -u
 part=${1:?bench or torch}
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 gprof=$PWD/.gpu/build/bin/gprof-run
 work=$(mktemp -d)

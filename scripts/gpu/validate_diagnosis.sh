@@ -6,7 +6,9 @@
 # report.json and (when small) trace in $OUT. Prints, per session, the diagnosis's top causes and
 # what the kernel recorder saw of the GPU driver (device waits on /dev/nvidia*).
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 gprof=$PWD/.gpu/build/bin/gprof-run
 work=$(mktemp -d)

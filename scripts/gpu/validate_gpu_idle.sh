@@ -19,7 +19,9 @@
 #                   M kernels", and no "have no kernel recorded".
 #   shared-gpu      one "gpu idle  GPU 0 (GPU-..., pids A, B)" line.
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 gprof=$PWD/.gpu/build/bin/gprof-run
 work=$(mktemp -d)

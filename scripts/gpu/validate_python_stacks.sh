@@ -14,7 +14,9 @@
 #   cost         gpu_overhead.txt: gprof_full vs gprof_full_nopy, per workload (issue 19: ResNet-50
 #                step at most 1% slower, launch-bound at most 0.05x, ping-pong within its spread)
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 build=${GPROF_BUILD:-$PWD/build-lead}
 gprof=$build/bin/gprof-run

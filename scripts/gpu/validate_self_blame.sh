@@ -11,7 +11,9 @@
 # libc10) below the CUDA call; the loader thread's longest lookup under gprof-run close to the
 # bare run's (it was 1.3 ms bare and 5.4 ms under the old library).
 set -u
-out=${OUT:-/tmp/gprof-gpu}
+# $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
+out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
+echo "results: $out" >&2
 mkdir -p "$out"
 build=build-lead
 [ -x "$build/bin/gprof-run" ] || build=.gpu/build

@@ -19,6 +19,7 @@ packages=(
   libc6-dbg                              # tests: libc's local symbols (stdout's lock), by build-id
   btrfs-progs                            # tests: a disk quota (a btrfs qgroup on a loop device)
   chromium                               # tests: report.html in a headless browser
+  universal-ctags git                    # tests: the house's size rules (scripts/check_house.py)
   libc6-i386                             # tests: a 32-bit program under gprof-run (its loader)
 )
 

@@ -28,11 +28,11 @@
 #include "collector/collect.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
+#include "inject/profiler_watch.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/file_owner.h"
 #include "inject/shared/held_directory.h"
 #include "inject/shared/namespaces.h"
-#include "inject/profiler_watch.h"
 #include "inject/shared/recording_limits.h"
 
 extern char** environ;

@@ -3,6 +3,7 @@
 // interned entries new to their sequence.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <cstddef>
@@ -94,21 +95,33 @@ constexpr std::array<EncodedTag, 5> kAnnotationValueTags = {
     EncodeTag(AnnotationValueField(Annotation::Kind::kBool)),
     EncodeTag(AnnotationValueField(Annotation::Kind::kInternedString))};
 
+// Where one session's packets go in a trace of several (merged_trace.h); a trace of one session
+// has both 0.
+struct SessionPlacement {
+  uint64_t time_offset_ns = 0;  // added to every time (mod 2^64: a negative offset's bits)
+  uint64_t flow_id_offset = 0;  // added to every flow id: flow ids are global within a trace
+};
+
 // Encodes packets onto the trace file.
 class PacketWriter {
  public:
-  PacketWriter(TraceFile& file, const StringInterner& interner,
-               const CallstackInterner& callstacks)
-      : file_(file), interner_(interner), callstacks_(callstacks) {}
+  PacketWriter(TraceFile& file, const StringInterner& interner, const CallstackInterner& callstacks,
+               SessionPlacement placement = {})
+      : file_(file), interner_(interner), callstacks_(callstacks), placement_(placement) {}
+
+  // The largest flow id written, offset included (0: none).
+  uint64_t max_flow_id() const { return max_flow_id_; }
 
   // MONOTONIC and BOOTTIME read at the same moment, and MONOTONIC as the trace's clock.
   void WriteClockSnapshot(Sequence& sequence, const SessionMeta& meta) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
       ProtoMessage<ClockSnapshotField> snapshot{packet, PacketField::kClockSnapshot};
-      AddClock(snapshot, kBuiltinClockMonotonic, meta.start_monotonic_ns);
+      AddClock(snapshot, kBuiltinClockMonotonic,
+               meta.start_monotonic_ns + placement_.time_offset_ns);
       if (meta.start_boottime_ns != 0)
-        AddClock(snapshot, kBuiltinClockBoottime, meta.start_boottime_ns);
+        AddClock(snapshot, kBuiltinClockBoottime,
+                 meta.start_boottime_ns + placement_.time_offset_ns);
       snapshot.AddUint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
     });
   }
@@ -209,9 +222,11 @@ class PacketWriter {
     out.AddUint64(TrackEventField::kType, static_cast<uint64_t>(event.type));
     if (event.name_iid != 0) out.AddUint64(TrackEventField::kNameIid, event.name_iid);
     if (event.category_iid != 0) out.AddUint64(TrackEventField::kCategoryIids, event.category_iid);
-    for (uint64_t flow_id : event.flow_ids) out.AddUint64(TrackEventField::kFlowIdsOld, flow_id);
+    for (uint64_t flow_id : event.flow_ids)
+      out.AddUint64(TrackEventField::kFlowIdsOld, PlacedFlowId(flow_id));
     if (event.terminating_flow_id != 0)
-      out.AddUint64(TrackEventField::kTerminatingFlowIdsOld, event.terminating_flow_id);
+      out.AddUint64(TrackEventField::kTerminatingFlowIdsOld,
+                    PlacedFlowId(event.terminating_flow_id));
     if (event.callstack_iid != 0)
       out.AddUint64(TrackEventField::kCallstackIid, event.callstack_iid);
     for (size_t i = 0; i < event.annotation_count; ++i) {
@@ -295,8 +310,15 @@ class PacketWriter {
     out.Close(entry);
   }
 
+  uint64_t PlacedFlowId(uint64_t flow_id) {
+    flow_id += placement_.flow_id_offset;
+    max_flow_id_ = std::max(max_flow_id_, flow_id);
+    return flow_id;
+  }
+
   // An event packet's first fields: its time, then its sequence and the sequence's flags.
-  static void WriteEventHeader(RawFields& out, Sequence& sequence, uint64_t timestamp_ns) {
+  void WriteEventHeader(RawFields& out, Sequence& sequence, uint64_t timestamp_ns) const {
+    timestamp_ns += placement_.time_offset_ns;
     // The delta from the sequence's last timestamp; a time before it (no track's events go back in
     // time, but a sequence without the clock has none) is written as an absolute MONOTONIC time,
     // which leaves the incremental clock where it was.
@@ -373,6 +395,8 @@ class PacketWriter {
   TraceFile& file_;
   const StringInterner& interner_;
   const CallstackInterner& callstacks_;
+  const SessionPlacement placement_;
+  uint64_t max_flow_id_ = 0;
   // What the event being written brings of its callstack (WriteCallstack).
   std::vector<uint64_t> new_frames_, new_mappings_;
   std::vector<NewEntry> new_strings_;

@@ -18,6 +18,7 @@
 #include "collector/writers/perfetto/interners.h"
 #include "collector/writers/perfetto/packet_sequence.h"
 #include "collector/writers/perfetto/packet_writer.h"
+#include "collector/writers/perfetto/session_packets.h"
 #include "collector/writers/perfetto/short_wait_counters.h"
 #include "collector/writers/perfetto/signal_track.h"
 #include "collector/writers/perfetto/timeline_writer.h"
@@ -27,30 +28,35 @@
 
 namespace gprof::collector {
 namespace perfetto {
-namespace {
 
-Status WriteTrace(const Session& session, TraceFile& file, const PerfettoOptions& options) {
+SessionEnd WriteSessionPackets(const Session& session, const Analysis* diagnosis, TraceFile& file,
+                               const SessionScope& scope) {
   StringInterner interner;
   CallstackInterner callstacks(interner);
   Vocabulary vocabulary(interner);
-  PacketWriter packets(file, interner, callstacks);
-  Sequence metadata(1);
-  packets.WriteClockSnapshot(metadata, session.meta);
-  TrackRegistry tracks(session, packets, metadata);
+  PacketWriter packets(file, interner, callstacks, scope.placement);
+  Sequence metadata(scope.first_sequence_id);
+  if (scope.clock_snapshot) packets.WriteClockSnapshot(metadata, session.meta);
+  TrackRegistry tracks(session, packets, metadata, scope.tracks);
   tracks.DescribeModel();
   WriteGprofRunEvents(session, tracks, packets, interner, vocabulary);
   WriteTimeline(session, tracks, packets, interner, callstacks, vocabulary);
   WriteSignals(session, tracks, packets, interner, vocabulary);
   WriteCountedWaits(session, tracks, packets);
-  if (options.diagnosis != nullptr)
-    WriteDiagnosisTracks(session, *options.diagnosis, tracks, packets, interner, vocabulary);
-  return file.Close();
+  if (diagnosis != nullptr)
+    WriteDiagnosisTracks(session, *diagnosis, tracks, packets, interner, vocabulary);
+  return SessionEnd{tracks.next_sequence_id(), packets.max_flow_id()};
 }
 
-}  // namespace
 }  // namespace perfetto
 
 uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* full_bytes) {
+  const Session* sessions[] = {&session};
+  return TraceDetailFor(sessions, max_bytes, full_bytes);
+}
+
+uint64_t TraceDetailFor(std::span<const Session* const> sessions, uint64_t max_bytes,
+                        uint64_t* full_bytes) {
   // Durations by power of two of microseconds: bucket k holds [2^(k-1), 2^k) us (0: under 1 us).
   constexpr size_t kBuckets = 11;  // up to 1024 us
   std::array<uint64_t, kBuckets> shorter{};
@@ -60,12 +66,15 @@ uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* fu
     while (us != 0 && bucket < kBuckets) us >>= 1, ++bucket;
     if (bucket < kBuckets) ++shorter[bucket];
   };
-  for (const OffCpuInterval& interval : session.off_cpu) note(interval.duration());
-  for (const FutexCall& call : session.futex_calls) note(call.duration());
-  const uint64_t records = session.off_cpu.size() + session.futex_calls.size() +
-                           session.api_calls.size() + session.gpu_activities.size() +
-                           session.lock_waits.size() + session.device_waits.size() +
-                           session.page_faults.size() + session.memory_map_calls.size();
+  uint64_t records = 0;
+  for (const Session* session : sessions) {
+    for (const OffCpuInterval& interval : session->off_cpu) note(interval.duration());
+    for (const FutexCall& call : session->futex_calls) note(call.duration());
+    records += session->off_cpu.size() + session->futex_calls.size() + session->api_calls.size() +
+               session->gpu_activities.size() + session->lock_waits.size() +
+               session->device_waits.size() + session->page_faults.size() +
+               session->memory_map_calls.size();
+  }
   *full_bytes = records * kTraceBytesPerRecord;
   if (*full_bytes <= max_bytes) return 0;
   uint64_t left = records;
@@ -88,7 +97,8 @@ Status WritePerfettoTrace(const Session& session, int dir_fd, const std::string&
   if (Status opened = file.Open(); !opened.ok()) return opened;
   // Exceptions stop at the module boundary; the only one expected here is running out of memory.
   try {
-    return perfetto::WriteTrace(session, file, options);
+    perfetto::WriteSessionPackets(session, options.diagnosis, file, {});
+    return file.Close();
   } catch (const std::exception& error) {
     return Status::Error(StatusCode::kOutOfMemory,
                          "cannot write Perfetto trace " + path + ": " + error.what());

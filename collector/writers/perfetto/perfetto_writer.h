@@ -33,6 +33,7 @@
 // memory does not grow with the session.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "collector/analysis/analysis.h"
@@ -57,6 +58,10 @@ struct PerfettoOptions {
 inline constexpr uint64_t kTraceBytesPerRecord = 64;  // measured: 60 for a futex ping-pong
 inline constexpr uint64_t kTraceMaxBytes = uint64_t{800} << 20;
 uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* full_bytes);
+// The same for sessions written into one trace (merged_trace.h): one length for them all, so that
+// the trace as a whole stays under `max_bytes` and the sessions' short waits are cut alike.
+uint64_t TraceDetailFor(std::span<const Session* const> sessions, uint64_t max_bytes,
+                        uint64_t* full_bytes);
 
 // Writes `session` to `path` (created or truncated). The session's record vectors must be sorted as
 // model.h states (api_calls by enter_ns; off_cpu, futex_calls and gpu_activities by start_ns).

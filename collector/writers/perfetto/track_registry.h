@@ -23,7 +23,8 @@
 namespace gprof::collector::perfetto {
 
 // Track uuids are derived from the pid/tid they belong to (a GPU stream: its ordinal in the
-// trace), so they are stable and never collide. Four bits: 15 is the last kind there is room for.
+// trace), so they are stable and never collide within a session (sessions merged into one trace
+// are kept apart by TrackScope's salt). Four bits: 15 is the last kind there is room for.
 
 enum class TrackKind : uint64_t {
   kProcess = 1,
@@ -45,6 +46,16 @@ enum class TrackKind : uint64_t {
 inline uint64_t TrackUuid(TrackKind kind, uint32_t id) {
   return (uint64_t{id} << 4) | static_cast<uint64_t>(kind);
 }
+
+// Where one session's tracks go in a trace of several (merged_trace.h); a trace of one session
+// has neither.
+struct TrackScope {
+  // In the bits above every TrackUuid (its id's 32 and its kind's 4), so that sessions whose pids
+  // collide (two hosts) have tracks of their own.
+  uint64_t uuid_salt = 0;
+  std::string label;  // "rank 1": its processes' and global tracks' names begin "rank 1: "
+};
+inline constexpr int kTrackUuidSaltShift = 40;
 
 // A track that carries events. Each has its own sequence, whose defaults name the track, so its
 // events do not repeat the track uuid.
@@ -83,8 +94,9 @@ inline std::string_view ProcessName(const Process& process) {
 // event comes, so threads without off-CPU or futex records show none.
 class TrackRegistry {
  public:
-  TrackRegistry(const Session& session, PacketWriter& packets, Sequence& metadata)
-      : session_(session), packets_(packets), metadata_(metadata) {}
+  TrackRegistry(const Session& session, PacketWriter& packets, Sequence& metadata,
+                const TrackScope& scope = {})
+      : session_(session), packets_(packets), metadata_(metadata), scope_(scope) {}
 
   // The processes and threads of the model, each thread with its track.
   void DescribeModel() {
@@ -141,9 +153,9 @@ class TrackRegistry {
     if (!track) {
       track.emplace(NextSequenceId());
       packets_.WriteEventTrackDescriptor(
-          track->sequence, TrackUuid(kind, thread.tid), [&](DescriptorBuilder& descriptor) {
+          track->sequence, Uuid(kind, thread.tid), [&](DescriptorBuilder& descriptor) {
             descriptor.AddUint64(TrackDescriptorField::kParentUuid,
-                                 TrackUuid(TrackKind::kThread, thread.tid));
+                                 Uuid(TrackKind::kThread, thread.tid));
             descriptor.AddString(TrackDescriptorField::kName, name);
             ProtoMessage<CounterDescriptorField> counter{descriptor,
                                                          TrackDescriptorField::kCounter};
@@ -160,7 +172,7 @@ class TrackRegistry {
     if (found != gpu_streams_.end()) return found->second;
     EventTrack& track = gpu_streams_.try_emplace(key, NextSequenceId()).first->second;
     std::string name = "GPU " + std::to_string(device) + " stream " + std::to_string(stream);
-    DescribeProcessChild(track, TrackUuid(TrackKind::kGpuStream, gpu_streams_.size()), pid, name);
+    DescribeProcessChild(track, Uuid(TrackKind::kGpuStream, gpu_streams_.size()), pid, name);
     return track;
   }
 
@@ -169,7 +181,7 @@ class TrackRegistry {
     auto found = gpu_syncs_.find(pid);
     if (found != gpu_syncs_.end()) return found->second;
     EventTrack& track = gpu_syncs_.try_emplace(pid, NextSequenceId()).first->second;
-    DescribeProcessChild(track, TrackUuid(TrackKind::kGpuSync, pid), pid, "GPU synchronization");
+    DescribeProcessChild(track, Uuid(TrackKind::kGpuSync, pid), pid, "GPU synchronization");
     return track;
   }
 
@@ -177,8 +189,8 @@ class TrackRegistry {
   EventTrack& Diagnosis(uint32_t lane) {
     auto [entry, inserted] = diagnosis_lanes_.try_emplace(lane, NextSequenceId());
     if (inserted) {
-      uint64_t uuid = TrackUuid(TrackKind::kDiagnosis, lane);
-      std::string name = lane == 0 ? "diagnosis" : "diagnosis " + std::to_string(lane + 1);
+      uint64_t uuid = Uuid(TrackKind::kDiagnosis, lane);
+      std::string name = Labeled(lane == 0 ? "diagnosis" : "diagnosis " + std::to_string(lane + 1));
       packets_.WriteEventTrackDescriptor(entry->second.sequence, uuid,
                                          [&](DescriptorBuilder& descriptor) {
                                            descriptor.AddString(TrackDescriptorField::kName, name);
@@ -187,14 +199,17 @@ class TrackRegistry {
     return entry->second;
   }
 
+  // The first sequence id no track of this registry has.
+  uint32_t next_sequence_id() const { return next_sequence_id_; }
+
   // The global track of what gprof-run has to say about the recording itself.
   EventTrack& GprofRun() {
     if (!gprof_run_) {
-      uint64_t uuid = TrackUuid(TrackKind::kGprofRun, 0);
+      uint64_t uuid = Uuid(TrackKind::kGprofRun, 0);
       gprof_run_.emplace(NextSequenceId());
       packets_.WriteEventTrackDescriptor(
-          gprof_run_->sequence, uuid, [](DescriptorBuilder& descriptor) {
-            descriptor.AddString(TrackDescriptorField::kName, "gprof-run");
+          gprof_run_->sequence, uuid, [&](DescriptorBuilder& descriptor) {
+            descriptor.AddString(TrackDescriptorField::kName, Labeled("gprof-run"));
           });
     }
     return *gprof_run_;
@@ -215,20 +230,34 @@ class TrackRegistry {
 
   uint32_t NextSequenceId() { return next_sequence_id_++; }
 
+  uint64_t Uuid(TrackKind kind, uint32_t id) const {
+    return TrackUuid(kind, id) | scope_.uuid_salt;
+  }
+
+  // A process's or global track's name, with the session's label where it has one.
+  std::string Labeled(std::string_view name) const {
+    if (scope_.label.empty()) return std::string(name);
+    return name.empty() ? scope_.label : scope_.label + ": " + std::string(name);
+  }
+
   void DescribeProcess(uint32_t pid) {
     if (!described_pids_.insert(pid).second) return;
     auto process = session_.processes.find(pid);
     packets_.WriteTrackDescriptor(
-        metadata_, TrackUuid(TrackKind::kProcess, pid), [&](DescriptorBuilder& descriptor) {
+        metadata_, Uuid(TrackKind::kProcess, pid), [&](DescriptorBuilder& descriptor) {
           ProtoMessage<ProcessDescriptorField> encoded{descriptor, TrackDescriptorField::kProcess};
           encoded.AddInt32(ProcessDescriptorField::kPid, static_cast<int32_t>(pid));
-          if (process == session_.processes.end()) return;
+          if (process == session_.processes.end()) {
+            if (!scope_.label.empty())
+              encoded.AddString(ProcessDescriptorField::kProcessName, scope_.label);
+            return;
+          }
           for (const std::string& argument : process->second.cmdline) {
             encoded.AddString(ProcessDescriptorField::kCmdline, argument);
           }
           // Its Python role where one is known ("DataLoader worker 1"), else its executable.
           std::string role = session_.ProcessRole(pid);
-          std::string_view name = role.empty() ? ProcessName(process->second) : role;
+          std::string name = Labeled(role.empty() ? ProcessName(process->second) : role);
           if (!name.empty()) encoded.AddString(ProcessDescriptorField::kProcessName, name);
         });
   }
@@ -237,11 +266,10 @@ class TrackRegistry {
     DescribeProcess(pid);
     auto [entry, unused] = threads_.try_emplace(tid, tid, NextSequenceId());
     ThreadTracks& thread = entry->second;
-    uint64_t uuid = TrackUuid(TrackKind::kThread, tid);
+    uint64_t uuid = Uuid(TrackKind::kThread, tid);
     packets_.WriteEventTrackDescriptor(
         thread.thread.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-          descriptor.AddUint64(TrackDescriptorField::kParentUuid,
-                               TrackUuid(TrackKind::kProcess, pid));
+          descriptor.AddUint64(TrackDescriptorField::kParentUuid, Uuid(TrackKind::kProcess, pid));
           ProtoMessage<ThreadDescriptorField> encoded{descriptor, TrackDescriptorField::kThread};
           encoded.AddInt32(ThreadDescriptorField::kPid, static_cast<int32_t>(pid));
           encoded.AddInt64(ThreadDescriptorField::kTid, tid);
@@ -254,7 +282,7 @@ class TrackRegistry {
                             const std::string& name) {
     DescribeProcess(pid);
     packets_.WriteEventTrackDescriptor(track.sequence, uuid, [&](DescriptorBuilder& descriptor) {
-      descriptor.AddUint64(TrackDescriptorField::kParentUuid, TrackUuid(TrackKind::kProcess, pid));
+      descriptor.AddUint64(TrackDescriptorField::kParentUuid, Uuid(TrackKind::kProcess, pid));
       descriptor.AddString(TrackDescriptorField::kName, name);
     });
   }
@@ -263,10 +291,10 @@ class TrackRegistry {
                          TrackKind kind, const char* name) {
     if (!track) {
       track.emplace(NextSequenceId());
-      uint64_t uuid = TrackUuid(kind, thread.tid);
+      uint64_t uuid = Uuid(kind, thread.tid);
       packets_.WriteEventTrackDescriptor(track->sequence, uuid, [&](DescriptorBuilder& descriptor) {
         descriptor.AddUint64(TrackDescriptorField::kParentUuid,
-                             TrackUuid(TrackKind::kThread, thread.tid));
+                             Uuid(TrackKind::kThread, thread.tid));
         descriptor.AddString(TrackDescriptorField::kName, name);
       });
     }
@@ -276,6 +304,7 @@ class TrackRegistry {
   const Session& session_;
   PacketWriter& packets_;
   Sequence& metadata_;  // the sequence of packets that need no track: clock snapshot, processes
+  const TrackScope scope_;
   uint32_t next_sequence_id_ = metadata_.id() + 1;
   std::optional<EventTrack> gprof_run_;
   std::map<uint32_t, EventTrack> diagnosis_lanes_;

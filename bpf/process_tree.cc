@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "bpf/recorder_state.h"
+#include "inject/format/rank_variables.h"
 #include "inject/shared/clock.h"
 
 namespace gprof::bpf {
@@ -141,8 +143,63 @@ bool KernelRecorder::State::WriteMaps(uint32_t pid, std::string* text, bool if_c
 }
 
 void KernelRecorder::State::SnapshotDueMaps() {
-  for (uint32_t pid : maps_due) SnapshotMaps(pid);
+  for (uint32_t pid : maps_due) {
+    SnapshotMaps(pid);
+    if (launch_variables_due.contains(pid)) WriteLaunchVariables(pid);
+  }
   maps_due.clear();
+  launch_variables_due.clear();
+}
+
+void KernelRecorder::State::WriteLaunchVariables(uint32_t pid) {
+  TreeProcess& process = processes[pid];
+  if (!process.alive || process.hidden) return;
+  uint64_t start_time = ProcessStartTime(pid);
+  if (start_time == 0 || (process.start_time != 0 && process.start_time != start_time)) return;
+  uint64_t now = MonotonicNs();
+  int fd = open(("/proc/" + std::to_string(pid) + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  // Strings are looked at one by one as they come; the buffer holds at most one unfinished one.
+  std::string kept;
+  std::string pending;
+  char buffer[65536];
+  uint64_t total = 0;
+  auto keep = [&](const std::string& entry) {
+    size_t equals = entry.find('=');
+    if (equals == std::string::npos || entry.size() - equals - 1 > format::kMaxRankValueBytes)
+      return;
+    std::string_view name(entry.data(), equals);
+    for (const format::RankVariables& launcher : format::kRankVariables) {
+      for (const char* variable : {launcher.rank, launcher.local_rank, launcher.world_size}) {
+        if (variable != nullptr && name == variable) kept.append(entry).push_back('\0');
+      }
+    }
+  };
+  // An environment is at most a quarter of the stack limit; past 16 MiB nothing more is read.
+  while (total < (16u << 20)) {
+    ssize_t got = read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    total += static_cast<uint64_t>(got);
+    for (ssize_t i = 0; i < got; ++i) {
+      if (buffer[i] != '\0') {
+        if (pending.size() < 256) pending.push_back(buffer[i]);  // longer: no variable of ours
+        continue;
+      }
+      keep(pending);
+      pending.clear();
+    }
+  }
+  close(fd);
+  // Read after the process was found: the pid must still name it.
+  if (ProcessStartTime(pid) != start_time) return;
+  gprof_launch_variables record{};
+  record.hdr.size = static_cast<uint32_t>(sizeof(record) + kept.size());
+  record.hdr.type = GPROF_REC_LAUNCH_VARIABLES;
+  record.pid = pid;
+  record.text_len = static_cast<uint32_t>(kept.size());
+  record.time_ns = now;
+  AppendWithTail(record, kept.data(), kept.size());
 }
 
 Status KernelRecorder::Track(int pid) try {

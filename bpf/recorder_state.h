@@ -90,6 +90,7 @@ struct KernelRecorder::State {
   };
   std::map<uint32_t, TreeProcess> processes;
   std::set<uint32_t> maps_due;  // appeared or exec'd since the last snapshot round
+  std::set<uint32_t> launch_variables_due;  // exec'd since the last snapshot round
   // Processes snapshotted after they appeared or exec'd, looked at again a few times while their
   // dynamic loader maps libraries (a snapshot drained right after an exec has none of them):
   // when next, and how many looks are left. A snapshot is written only when the maps changed.
@@ -186,6 +187,10 @@ struct KernelRecorder::State {
   bool WriteMaps(uint32_t pid, std::string* text, bool if_changed);
 
   void SnapshotDueMaps();
+
+  // Writes the rank variables of a process of the tree that has just exec'd (and only those: the
+  // rest of its environment is never kept), unless it is hidden, gone, or its pid names another.
+  void WriteLaunchVariables(uint32_t pid);
 
   void OnSample(const void* data, size_t size);
 

@@ -183,6 +183,7 @@ void KernelRecorder::State::OnSample(const void* data, size_t size) {
       if (record.is_exec) {
         processes[record.pid].hidden = (record.is_exec & GPROF_EXEC_HIDDEN) != 0;
         NoteProcess(record.pid);
+        if (maps_due.contains(record.pid)) launch_variables_due.insert(record.pid);
         if (python) python->OnExec(record.pid);  // forgets what it knew of the old program
       }
       break;
@@ -193,6 +194,7 @@ void KernelRecorder::State::OnSample(const void* data, size_t size) {
       if (record.flags & GPROF_TASK_EXIT_PROCESS) {
         processes[record.pid].alive = false;
         maps_due.erase(record.pid);
+        launch_variables_due.erase(record.pid);
         maps_followups.erase(record.pid);
         if (python) python->OnExit(record.pid);
       }

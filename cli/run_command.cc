@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "bpf/kernel_recorder.h"
+#include "cli/clock_anchors.h"
 #include "cli/exit_codes.h"
 #include "cli/own_settings.h"
 #include "cli/inject_library.h"
@@ -27,8 +28,10 @@
 #include "cli/target_process.h"
 #include "collector/collect.h"
 #include "collector/model/value_format.h"
+#include "collector/session/rank_identity.h"
 #include "collector/session/session_files.h"
 #include "inject/profiler_watch.h"
+#include "inject/shared/clock.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/file_owner.h"
 #include "inject/shared/held_directory.h"
@@ -50,12 +53,6 @@ constexpr int kPollIntervalMs = 100;
 void Say(const std::string& line) {
   std::string shown = collector::ShortenedWithLength(collector::PrintableName(line), 4096);
   fprintf(stderr, "gprof-run: %s\n", shown.c_str());
-}
-
-unsigned long long ClockNs(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<unsigned long long>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
 // libgprof_inject.so: given, or where the install (and the build tree, which mirrors it) puts it
@@ -453,12 +450,18 @@ std::unique_ptr<bpf::KernelRecorder> StartKernelRecorder(const RunOptions& optio
 // --duration, --max-size, the session's identity), in every recorder's settings.
 RecordingLimits StartRecordingWindow(const RunOptions& options, Session* session) {
   RunDescription& run = session->run;
-  run.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  // One reading of the three clocks, also the anchor that lines this session up with others.
+  run.start_anchor = ReadClockAnchor();
+  run.start_monotonic_ns = run.start_anchor.monotonic_ns;
   for (auto& stop : run.other_stops) {
     if (stop.time_ns == 0) stop.time_ns = run.start_monotonic_ns;  // from before the start
   }
-  run.start_realtime_ns = ClockNs(CLOCK_REALTIME);
-  run.start_boottime_ns = ClockNs(CLOCK_BOOTTIME);
+  run.start_realtime_ns = run.start_anchor.realtime_ns;
+  run.start_boottime_ns = run.start_anchor.boottime_ns;
+  run.host_name = HostName();
+  run.boot_id = BootId();
+  run.test_realtime_skew_ns = TestRealtimeSkewNs();
+  run.rank = collector::RankFromVariables([](const char* name) { return getenv(name); });
   RecordingLimits limits = LimitsFor(options, run.start_monotonic_ns);
   limits.budget = session->budget.handle();
   limits.control = session->control.handle();
@@ -487,7 +490,7 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
   bool signals_recorded = recorder != nullptr && recorder->records_signals();
   int wait_status = 0;
   while (!target->Reap(/*block=*/!*kernel_running && !signals_recorded, &wait_status)) {
-    uint64_t now = ClockNs(CLOCK_MONOTONIC);
+    uint64_t now = MonotonicNs();
     if (*kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
       FinishKernelRecording(recorder, run);
       *kernel_running = false;
@@ -514,7 +517,8 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
 std::vector<OpenWriter> EndRecording(int wait_status, bool kernel_running,
                                      bpf::KernelRecorder* recorder, Session* session) {
   RunDescription& run = session->run;
-  run.end_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  run.end_anchor = ReadClockAnchor();
+  run.end_monotonic_ns = run.end_anchor.monotonic_ns;
   std::vector<OpenWriter> open_at_close;
   if (session->control.attached()) {
     open_at_close = CloseSession(&session->control, kernel_running ? recorder : nullptr);
@@ -592,6 +596,8 @@ int ReportOnSession(const RunOptions& options, int wait_status,
 }  // namespace
 
 int RunCommand(const RunOptions& options) {
+  // Before any time is read: in a time namespace every time written is the kernel's.
+  auto [monotonic_offset_ns, boottime_offset_ns] = TakeOwnTimeNamespaceOffsets();
   // Started inside another gprof-run's command: that session's report names this one's.
   EnclosingSession enclosing;
   enclosing.AttachFromEnvironment();
@@ -619,6 +625,8 @@ int RunCommand(const RunOptions& options) {
   }
   Session session{std::move(*session_dir), std::move(launch)};
   RunDescription& run = session.run;
+  run.time_namespace_monotonic_ns = monotonic_offset_ns;
+  run.time_namespace_boottime_ns = boottime_offset_ns;
   session.no_room = NoRoomToRecord(session.dir.fd.get(), &run);
   RunOptions launch_options = options;
   if (!CreateSharedState(options, &session, &launch_options)) return kExitToolFailure;

@@ -10,9 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/profiler_watch.h"
+#include "inject/shared/clock.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/namespaces.h"
-#include "inject/profiler_watch.h"
 
 namespace gprof::cli {
 namespace {
@@ -20,12 +21,6 @@ namespace {
 // How long gprof-run waits, once the command has ended, for the writers of processes that run on
 // to close their files (each sees the closed session within its flush interval, 200 ms).
 constexpr int kCloseWaitMs = 2000;
-
-unsigned long long ClockNs(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<unsigned long long>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 // The processes of the tree whose writers hold a slot in the control file and are still running.
 // Whether the process of a writer's slot runs. A slot without its start time yet (taken by a
@@ -53,11 +48,11 @@ std::vector<OpenWriter> OpenWriters(const SessionControl& control) {
 }  // namespace
 
 std::vector<OpenWriter> CloseSession(SessionControl* control, bpf::KernelRecorder* kernel) {
-  control->Close(ClockNs(CLOCK_MONOTONIC));
+  control->Close(MonotonicNs());
   auto open_at_close = OpenWriters(*control);
-  uint64_t deadline = ClockNs(CLOCK_MONOTONIC) + uint64_t{kCloseWaitMs} * 1'000'000;
+  uint64_t deadline = MonotonicNs() + uint64_t{kCloseWaitMs} * 1'000'000;
   while ((!OpenWriters(*control).empty() || control->unslotted_writers() > 0) &&
-         ClockNs(CLOCK_MONOTONIC) < deadline) {
+         MonotonicNs() < deadline) {
     if (kernel != nullptr) {
       kernel->Poll(20);
     } else {

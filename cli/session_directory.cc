@@ -286,6 +286,32 @@ Expected<SessionDirectory> ReceiveMade(int socket) {
   return dir;
 }
 
+nlohmann::json AnchorJson(const collector::ClockAnchor& anchor) {
+  namespace key = format::session_json;
+  return {{key::kAnchorMonotonicNs, anchor.monotonic_ns},
+          {key::kAnchorRealtimeNs, anchor.realtime_ns},
+          {key::kAnchorBoottimeNs, anchor.boottime_ns},
+          {key::kAnchorUncertaintyNs, anchor.uncertainty_ns}};
+}
+
+// The host, the clock anchors, gprof-run's time namespace and the launcher's rank.
+void AddPlace(const RunDescription& run, nlohmann::json* meta) {
+  namespace key = format::session_json;
+  (*meta)[key::kHost] = {{key::kHostName, run.host_name}, {key::kHostBootId, run.boot_id}};
+  nlohmann::json anchors = {{key::kAnchorsStart, AnchorJson(run.start_anchor)}};
+  if (run.end_anchor.monotonic_ns != 0) anchors[key::kAnchorsEnd] = AnchorJson(run.end_anchor);
+  (*meta)[key::kClockAnchors] = std::move(anchors);
+  (*meta)[key::kTimeNamespace] = {{key::kTimeNamespaceMonotonicNs, run.time_namespace_monotonic_ns},
+                                  {key::kTimeNamespaceBoottimeNs, run.time_namespace_boottime_ns}};
+  if (run.test_realtime_skew_ns != 0) (*meta)[key::kTestRealtimeSkewNs] = run.test_realtime_skew_ns;
+  if (run.rank) {
+    nlohmann::json rank = {{key::kRankRank, *run.rank->rank}, {key::kRankVariable, run.rank->variable}};
+    if (run.rank->local_rank) rank[key::kRankLocalRank] = *run.rank->local_rank;
+    if (run.rank->world_size) rank[key::kRankWorldSize] = *run.rank->world_size;
+    (*meta)[key::kRank] = std::move(rank);
+  }
+}
+
 }  // namespace
 
 std::string SessionDirectory::FilePath(const std::string& file) const {
@@ -365,6 +391,7 @@ std::string SessionMetaText(const RunDescription& run) {
       {key::kRecordingStopped, nlohmann::json::array()},
       {key::kCudaMode, run.cuda_mode},
   };
+  AddPlace(run, &meta);
   if (run.window_start_ns != 0) {
     meta[key::kWindow] = {
         {key::kWindowDelayS, run.delay_s},

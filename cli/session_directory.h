@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/target_process.h"
+#include "collector/model/model.h"
 #include "collector/session/session_files.h"
 #include "inject/shared/status.h"
 
@@ -55,6 +56,15 @@ struct RunDescription {
   unsigned long long start_realtime_ns = 0;
   unsigned long long start_boottime_ns = 0;
   unsigned long long end_monotonic_ns = 0;  // 0: still running
+  // Where, and the clocks at the start and the end (the end's 0: still running).
+  std::string host_name;
+  std::string boot_id;
+  collector::ClockAnchor start_anchor;
+  collector::ClockAnchor end_anchor;
+  int64_t time_namespace_monotonic_ns = 0;  // gprof-run's own, taken off its times
+  int64_t time_namespace_boottime_ns = 0;
+  int64_t test_realtime_skew_ns = 0;
+  std::optional<collector::RankIdentity> rank;  // from gprof-run's environment
   // Written false when the command starts and true once gprof-run has seen it end: a session that
   // still says false was cut short by gprof-run's own death.
   bool finished = false;

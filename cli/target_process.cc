@@ -19,6 +19,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/own_settings.h"
+#include "inject/shared/clock.h"
 
 namespace gprof::cli {
 namespace {
@@ -88,11 +89,8 @@ bool PendingForAPairedRun(const bpf::SignalRecord& record) {
   return record.made_pending && !record.to_thread && Paired(record.code);
 }
 
-uint64_t MonotonicNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+// The kernel's clock, as the kernel recorder's signal records are on (async-signal-safe).
+uint64_t MonotonicNow() { return MonotonicNs(); }
 
 size_t SlotOf(int signal) {
   const auto& forwarded = TargetProcess::kForwarded;

@@ -296,6 +296,17 @@ std::map<uint32_t, std::string> FindProcessRoles(const Session& session) {
 
 }  // namespace
 
+std::string Session::RankWords(uint32_t pid, bool of) const {
+  auto process = processes.find(pid);
+  if (process == processes.end() || !process->second.rank || !process->second.rank->rank)
+    return {};
+  const RankIdentity& rank = *process->second.rank;
+  auto parent = processes.find(process->second.ppid);
+  bool inherited = parent != processes.end() && parent->second.rank == rank;
+  if (inherited != of) return {};
+  return (of ? " of rank " : "rank ") + std::to_string(*rank.rank);
+}
+
 std::string Session::ProcessRole(uint32_t pid) const {
   if (!process_roles) {
     process_roles = FindProcessRoles(*this);
@@ -305,8 +316,10 @@ std::string Session::ProcessRole(uint32_t pid) const {
     }
     several_processes = pids.size() > 1;
   }
+  std::string launched = RankWords(pid, /*of=*/false);
+  if (!launched.empty()) return launched;
   auto role = process_roles->find(pid);
-  return role == process_roles->end() ? std::string() : role->second;
+  return role == process_roles->end() ? std::string() : role->second + RankWords(pid, true);
 }
 
 std::string Session::ProcessLabel(uint32_t pid) const {
@@ -318,6 +331,7 @@ std::string Session::ProcessLabel(uint32_t pid) const {
     } else if (auto thread = threads.find(pid); thread != threads.end()) {
       what = thread->second.name;  // the kernel's name of its main thread
     }
+    if (!what.empty()) what += RankWords(pid, /*of=*/true);
   }
   return what.empty() ? "pid " + std::to_string(pid) : what + " (pid " + std::to_string(pid) + ")";
 }

@@ -75,6 +75,18 @@ struct LoadedFile {
   std::string name;
 };
 
+// A process's place in a distributed job, from the variables its launcher set in its environment
+// (RANK, LOCAL_RANK, WORLD_SIZE under torchrun; SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS under
+// srun; Open MPI's, MPICH's: inject/format/rank_variables.h). Each part unset where no variable
+// gave it.
+struct RankIdentity {
+  std::optional<uint32_t> rank;
+  std::optional<uint32_t> local_rank;
+  std::optional<uint32_t> world_size;
+  std::string variable;  // the one the rank came from: "RANK", "SLURM_PROCID"...
+  bool operator==(const RankIdentity&) const = default;
+};
+
 struct Process {
   uint32_t pid = 0;
   uint32_t ppid = 0;
@@ -98,6 +110,11 @@ struct Process {
   // Its CUDA device ordinals as CUPTI named the GPUs behind them: "GPU-<uuid>", the same in every
   // process that uses the GPU (an ordinal is per process: CUDA_VISIBLE_DEVICES renumbers).
   std::map<uint32_t, std::string> device_uuids;
+  // Its rank identity: read from its own environment at its last exec (environment_read_ns), else
+  // its parent's (a fork copies the environment), else for the command's own process gprof-run's
+  // (session.json's "rank"). Unset where none of the variables was set.
+  std::optional<RankIdentity> rank;
+  uint64_t environment_read_ns = 0;  // when the kernel recorder read it; 0: never (inherited)
 
   // The snapshot that names `address` as it was at `time_ns` (kLatest: at the end): of the
   // snapshots of the program that ran then (none across an exec), the latest taken at or before
@@ -535,6 +552,15 @@ struct RecordingSizeCap {
   uint64_t refused_bytes = 0;  // uncompressed
 };
 
+// CLOCK_REALTIME and the recording clock (the kernel's CLOCK_MONOTONIC, which BPF's timestamps
+// use) read at one moment, give or take uncertainty_ns: what lines sessions of several hosts up.
+struct ClockAnchor {
+  uint64_t monotonic_ns = 0;
+  uint64_t realtime_ns = 0;  // ns since the epoch
+  uint64_t boottime_ns = 0;  // the kernel's CLOCK_BOOTTIME
+  uint64_t uncertainty_ns = 0;
+};
+
 struct SessionMeta {
   // session.json was read; false when it is missing, unreadable or damaged, and then every field
   // below is unknown (kernel_recording is then inferred from kernel.gpr).
@@ -576,6 +602,18 @@ struct SessionMeta {
   };
   std::vector<Running> running_at_end;
   std::vector<NestedSession> nested_sessions;
+  // Where it was recorded: the host's name, and its boot (/proc/sys/kernel/random/boot_id):
+  // sessions of one boot share the kernel's CLOCK_MONOTONIC. Empty: unknown (an older session).
+  std::string host_name;
+  std::string boot_id;
+  std::optional<ClockAnchor> start_anchor;  // at the recording's start
+  std::optional<ClockAnchor> end_anchor;    // at its end
+  // gprof-run's own time namespace's offsets, already taken off every time it wrote.
+  int64_t time_namespace_monotonic_ns = 0;
+  int64_t time_namespace_boottime_ns = 0;
+  int64_t test_realtime_skew_ns = 0;  // GPROF_TEST_REALTIME_SKEW_NS, in every REALTIME reading
+  // The rank the launcher gave gprof-run's environment, which the command inherited.
+  std::optional<RankIdentity> rank;
 };
 
 struct Session {
@@ -665,13 +703,18 @@ struct Session {
   // " of DataLoader worker 1 (pid 17141)" where the session has more than one process (" of
   // DataLoader worker 1" for its main thread); else empty.
   std::string OfProcess(uint32_t tid) const;
-  // What a process is, in a few words: its Python role where its Python stacks show one
-  // ("DataLoader worker 1", "Pool worker 0", "multiprocessing child 2": numbered among its
+  // What a process is, in a few words: "rank 1" for the process a launcher started as rank 1 (its
+  // rank identity differs from its parent's); else its Python role where its Python stacks show
+  // one ("DataLoader worker 1", "Pool worker 0", "multiprocessing child 2": numbered among its
   // parent's children of that role, in order of creation), else its executable's name
-  // ("python3"), then "(pid N)".
+  // ("python3"), with " of rank 1" for a process of rank 1's; then "(pid N)".
   std::string ProcessLabel(uint32_t pid) const;
-  // The Python role alone ("DataLoader worker 1"); empty where none is known.
+  // The role alone ("rank 1", "DataLoader worker 1", "DataLoader worker 1 of rank 1"); empty
+  // where neither a rank nor a Python role is known.
   std::string ProcessRole(uint32_t pid) const;
+  // "rank 1" for the process a launcher started as rank 1; " of rank 1" (`of` true) for one it
+  // started; empty where the process has no rank, or is not of the kind asked.
+  std::string RankWords(uint32_t pid, bool of) const;
   // The thread's name as ThreadLabel shows it (empty when none is known).
   std::string ThreadName(uint32_t tid) const;
   // The kernel's name of the thread where ThreadName shows another (Python's), else empty.

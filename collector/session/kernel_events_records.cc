@@ -13,6 +13,7 @@
 
 #include "collector/model/record_storage.h"
 #include "collector/session/process_maps.h"
+#include "collector/session/rank_identity.h"
 #include "inject/format/kernel_events.h"
 
 namespace gprof::collector {
@@ -188,6 +189,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return native_.Decode(record);
     case GPROF_REC_STREAM_READ:
       return DecodeStreamRead(record);
+    case GPROF_REC_LAUNCH_VARIABLES:
+      return DecodeLaunchVariables(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -476,6 +479,18 @@ void KernelRecordDecoder::DecodeProcessMaps(const RecordView& record) {
   Process& process = session_->processes[maps.pid];
   process.pid = maps.pid;
   process.maps.push_back(MapsSnapshot{maps.time_ns, ParseMaps(text)});
+}
+
+void KernelRecordDecoder::DecodeLaunchVariables(const RecordView& record) {
+  gprof_launch_variables variables;
+  if (!ReadRecord(record.bytes, &variables)) return Malformed(record, "launch variables");
+  auto text = TrailingText<gprof_launch_variables>(record.bytes, variables.text_len);
+  if (text.size() != variables.text_len) return Malformed(record, "launch variables");
+  Process& process = session_->processes[variables.pid];
+  process.pid = variables.pid;
+  if (variables.time_ns < process.environment_read_ns) return;  // an earlier exec's
+  process.environment_read_ns = std::max<uint64_t>(variables.time_ns, 1);
+  process.rank = RankFromVariableText(text);
 }
 
 void KernelRecordDecoder::DecodeLost(const RecordView& record) {

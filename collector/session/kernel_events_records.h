@@ -51,6 +51,7 @@ class KernelRecordDecoder {
   void DecodeKernelSymbol(const RecordView& record);
   void DecodeUserStack(const RecordView& record);
   void DecodeProcessMaps(const RecordView& record);
+  void DecodeLaunchVariables(const RecordView& record);
   void DecodeLost(const RecordView& record);
   void DecodeEventCount(const RecordView& record);
   void DecodeSignal(const RecordView& record);

@@ -108,7 +108,12 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
                                            key::kMaxSize,
                                            key::kRunningAtEnd,
                                            key::kLost,
-                                           key::kNestedSessions};
+                                           key::kNestedSessions,
+                                           key::kHost,
+                                           key::kClockAnchors,
+                                           key::kTimeNamespace,
+                                           key::kTestRealtimeSkewNs,
+                                           key::kRank};
 
 // Values kept of one top-level member, the values inside it included. The command's arguments:
 // more than Linux lets a command have (about 700,000 empty ones fill its 6 MiB), so that a whole
@@ -522,6 +527,43 @@ void ReadEndings(MetaReader& read, const json& meta, Session* session) {
   });
 }
 
+// Where the session was recorded and how its clock lines up with others': the host, its boot,
+// the clock anchors, gprof-run's time namespace, and the launcher's rank. Absent in sessions from
+// before them: all unknown then.
+void ReadPlace(MetaReader& read, const json& meta, SessionMeta* out) {
+  const json& host = TopObject(read, meta, key::kHost);
+  out->host_name = read.String(host, key::kHost, key::kHostName).value_or("");
+  out->boot_id = read.String(host, key::kHost, key::kHostBootId).value_or("");
+  const json& anchors = TopObject(read, meta, key::kClockAnchors);
+  auto anchor = [&](const char* name) -> std::optional<ClockAnchor> {
+    const json* object = read.Object(anchors, key::kClockAnchors, name);
+    if (object == nullptr) return std::nullopt;
+    const std::string where = std::string(key::kClockAnchors) + "." + name;
+    auto monotonic = read.Integer<uint64_t>(*object, where, key::kAnchorMonotonicNs);
+    auto realtime = read.Integer<uint64_t>(*object, where, key::kAnchorRealtimeNs);
+    if (!monotonic || !realtime) return std::nullopt;
+    return ClockAnchor{*monotonic, *realtime,
+                       read.Integer<uint64_t>(*object, where, key::kAnchorBoottimeNs).value_or(0),
+                       read.Integer<uint64_t>(*object, where, key::kAnchorUncertaintyNs).value_or(0)};
+  };
+  out->start_anchor = anchor(key::kAnchorsStart);
+  out->end_anchor = anchor(key::kAnchorsEnd);
+  const json& offsets = TopObject(read, meta, key::kTimeNamespace);
+  out->time_namespace_monotonic_ns =
+      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceMonotonicNs).value_or(0);
+  out->time_namespace_boottime_ns =
+      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceBoottimeNs).value_or(0);
+  out->test_realtime_skew_ns = read.Integer<int64_t>(meta, "", key::kTestRealtimeSkewNs).value_or(0);
+  if (const json* rank = read.Object(meta, "", key::kRank)) {
+    RankIdentity identity;
+    identity.rank = read.Integer<uint32_t>(*rank, key::kRank, key::kRankRank);
+    identity.local_rank = read.Integer<uint32_t>(*rank, key::kRank, key::kRankLocalRank);
+    identity.world_size = read.Integer<uint32_t>(*rank, key::kRank, key::kRankWorldSize);
+    identity.variable = read.String(*rank, key::kRank, key::kRankVariable).value_or("");
+    if (identity.rank) out->rank = std::move(identity);
+  }
+}
+
 }  // namespace
 
 Status ParseSessionMeta(std::string_view text, const std::string& path, Session* session) {
@@ -542,6 +584,7 @@ Status ParseSessionMeta(std::string_view text, const std::string& path, Session*
   out.known = true;
   ReadRun(read, *meta, &out);
   ReadEndings(read, *meta, session);
+  ReadPlace(read, *meta, &out);
   const json& kernel = TopObject(read, *meta, key::kKernelRecording);
   out.kernel_recording = read.Boolean(kernel, key::kKernelRecording, key::kKernelEnabled).value_or(false);
   out.kernel_recording_note = read.String(kernel, key::kKernelRecording, key::kKernelNote).value_or("");

@@ -19,6 +19,7 @@
 #include "collector/session/lock_owners.h"
 #include "collector/session/pid_namespaces.h"
 #include "collector/session/process_maps.h"
+#include "collector/session/rank_identity.h"
 #include "collector/session/session_files.h"
 #include "collector/session/session_meta.h"
 #include "collector/session/thread_sightings.h"
@@ -516,6 +517,7 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProg
     builder.ReadInjectFile(dir_fd, name, (fs::path(directory) / name).string());
   }
   builder.Finish();
+  InheritRanks(&session);
   FindUnrecordedProcesses(&session);
   CapDiagnostics(&session.diagnostics);
   for (Diagnostic& diagnostic : session.diagnostics)

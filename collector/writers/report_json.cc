@@ -460,17 +460,28 @@ json ProcessJson(const Session& session, const Process& process) {
                        {"offset_ns", offset.offset_ns},
                        {"uncertainty_ns", offset.uncertainty_ns}});
   }
-  return {{"pid", process.pid},
-          {"ppid", process.ppid},
-          {"label", session.ProcessLabel(process.pid)},
-          {"exe", process.exe},
-          {"capture",
-           {{"mode", CaptureModeName(process.capture.mode)},
-            {"cupti_version", process.capture.cupti_version},
-            {"note", process.capture.note}}},
-          {"clock_offsets", std::move(offsets)},
-          {"dropped_records", process.dropped_records},
-          {"gpu_dropped_records", process.gpu_dropped_records}};
+  json entry = {{"pid", process.pid},
+                {"ppid", process.ppid},
+                {"label", session.ProcessLabel(process.pid)},
+                {"exe", process.exe},
+                {"capture",
+                 {{"mode", CaptureModeName(process.capture.mode)},
+                  {"cupti_version", process.capture.cupti_version},
+                  {"note", process.capture.note}}},
+                {"clock_offsets", std::move(offsets)},
+                {"dropped_records", process.dropped_records},
+                {"gpu_dropped_records", process.gpu_dropped_records}};
+  // Only in a job's processes (the launcher's variables set): other reports stay as they were.
+  if (process.rank) {
+    auto number = [](const std::optional<uint32_t>& value) {
+      return value ? json(*value) : json(nullptr);
+    };
+    entry["rank"] = number(process.rank->rank);
+    entry["local_rank"] = number(process.rank->local_rank);
+    entry["world_size"] = number(process.rank->world_size);
+    entry["rank_variable"] = process.rank->variable;
+  }
+  return entry;
 }
 
 // --delay / --duration, or null when the whole run was recorded.

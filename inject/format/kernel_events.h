@@ -51,6 +51,7 @@ enum gprof_kernel_record {
 
   GPROF_REC_STREAM_READ = 1023, /* a read of a pipe or socket after a wait that no thread of the
                                    tree ended, with the tree's last writers to that end */
+  GPROF_REC_LAUNCH_VARIABLES = 1024, /* written by the loader: a process's rank variables */
 };
 
 #define GPROF_COMM_LEN 16
@@ -393,6 +394,19 @@ struct gprof_process_maps {
   __u64 time_ns;
 };
 
+/* Loader record: the variables a launcher sets to tell a process its rank (RANK, LOCAL_RANK,
+ * WORLD_SIZE, SLURM_PROCID...: inject/format/rank_variables.h lists them), read from
+ * /proc/PID/environ (the environment the program was started with) after each exec. Nothing else
+ * of the environment is kept: `text_len` bytes of "NAME=value" strings follow, each ended by a NUL,
+ * only of those variables, only with values of at most kMaxRankValueBytes. Written for each exec
+ * whose environment could be read, with no strings when it holds none of them. */
+struct gprof_launch_variables {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 text_len;
+  __u64 time_ns; /* when it was read */
+};
+
 /* What gprof_event_count counts. */
 enum gprof_event_count_kind {
   GPROF_COUNT_QUICK_PAGE_FAULTS = 1, /* page faults of one thread under the slow-fault threshold
@@ -722,6 +736,7 @@ static_assert(sizeof(struct gprof_memory_map) == 104, "");
 static_assert(sizeof(struct gprof_futex_waitv) == 88, "");
 static_assert(sizeof(struct gprof_user_stack) == 24, "");
 static_assert(sizeof(struct gprof_process_maps) == 24, "");
+static_assert(sizeof(struct gprof_launch_variables) == 24, "");
 static_assert(sizeof(struct gprof_futex) == 88, "");
 static_assert(sizeof(struct gprof_task_new) == 72, "");
 static_assert(sizeof(struct gprof_task_rename) == 48, "");

@@ -24,7 +24,11 @@ uint32_t OwnPidNamespace() {
   return static_cast<uint32_t>(inode);
 }
 
-int64_t ReadTimeNamespaceOffset() {
+namespace {
+
+// The offset of `clock` ("monotonic ", "boottime ": the line's name and its space) in
+// /proc/self/timens_offsets, in ns.
+int64_t ReadOffsetOf(const char* clock) {
   FileIdentity id;
   int fd = OpenHigh("/proc/self/timens_offsets", O_RDONLY, &id);
   if (fd < 0) return 0;  // a kernel without time namespaces, or no /proc: none
@@ -38,10 +42,11 @@ int64_t ReadTimeNamespaceOffset() {
   text[n] = '\0';
   // "monotonic           7         0\nboottime ...": seconds and nanoseconds, either may be
   // negative.
+  const size_t length = strlen(clock);
   for (const char* line = text; line != nullptr && *line != '\0';) {
-    if (strncmp(line, "monotonic ", 10) == 0) {
+    if (strncmp(line, clock, length) == 0) {
       char* end = nullptr;
-      long long seconds = strtoll(line + 10, &end, 10);
+      long long seconds = strtoll(line + length, &end, 10);
       long long nanoseconds = strtoll(end, nullptr, 10);
       return seconds * 1'000'000'000ll + nanoseconds;
     }
@@ -50,5 +55,11 @@ int64_t ReadTimeNamespaceOffset() {
   }
   return 0;
 }
+
+}  // namespace
+
+int64_t ReadTimeNamespaceOffset() { return ReadOffsetOf("monotonic "); }
+
+int64_t ReadBoottimeNamespaceOffset() { return ReadOffsetOf("boottime "); }
 
 }  // namespace gprof

@@ -20,4 +20,7 @@ uint32_t OwnPidNamespace();
 // cannot be read.
 int64_t ReadTimeNamespaceOffset();
 
+// The same for CLOCK_BOOTTIME (`boottime <s> <ns>`).
+int64_t ReadBoottimeNamespaceOffset();
+
 }  // namespace gprof

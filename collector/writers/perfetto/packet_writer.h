@@ -112,7 +112,9 @@ class PacketWriter {
   // The largest flow id written, offset included (0: none).
   uint64_t max_flow_id() const { return max_flow_id_; }
 
-  // MONOTONIC and BOOTTIME read at the same moment, and MONOTONIC as the trace's clock.
+  // MONOTONIC, BOOTTIME and REALTIME read at the same moment (the start's clock anchor), and
+  // MONOTONIC as the trace's clock. REALTIME lets trace_processor and the UI place traces of
+  // several ranks and hosts on one timeline.
   void WriteClockSnapshot(Sequence& sequence, const SessionMeta& meta) {
     file_.AppendPacket([&](PacketBuilder& packet) {
       WriteSequenceHeader(packet, sequence);
@@ -122,6 +124,9 @@ class PacketWriter {
       if (meta.start_boottime_ns != 0)
         AddClock(snapshot, kBuiltinClockBoottime,
                  meta.start_boottime_ns + placement_.time_offset_ns);
+      // REALTIME as it was read: it agrees across hosts already, only the other clocks move.
+      if (meta.start_anchor && meta.start_anchor->monotonic_ns == meta.start_monotonic_ns)
+        AddClock(snapshot, kBuiltinClockRealtime, meta.start_anchor->realtime_ns);
       snapshot.AddUint32(ClockSnapshotField::kPrimaryTraceClock, kBuiltinClockMonotonic);
     });
   }

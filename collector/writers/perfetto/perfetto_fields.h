@@ -80,6 +80,7 @@ enum class DebugAnnotationField : uint32_t {
   kStringValueIid = 17,
 };
 
+constexpr uint32_t kBuiltinClockRealtime = 1;
 constexpr uint32_t kBuiltinClockMonotonic = 3;
 constexpr uint32_t kBuiltinClockBoottime = 6;
 // A sequence-scoped clock (ids 64-127) that counts nanoseconds of MONOTONIC as deltas: each

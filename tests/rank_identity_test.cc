@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "collector/session/chunk_reader.h"
 #include "collector/session/rank_identity.h"
 #include "collector/session/session_reader.h"
 #include "tests/test_support.h"
@@ -100,7 +101,22 @@ void ExpectRank(const Session& session, const std::map<uint32_t, json>& reported
   EXPECT_EQ(entry.value("label", ""), session.ProcessLabel(line.pid));
 }
 
-// One session for the whole job: `gprof-run -- launcher.py KIND 3`.
+// kernel.gpr's records, decompressed.
+std::string KernelRecordBytes(const std::string& session_dir) {
+  std::string bytes;
+  std::vector<collector::Diagnostic> diagnostics;
+  auto summary = collector::ReadChunkFile(
+      session_dir + "/kernel.gpr",
+      [&](const collector::RecordView& record) {
+        bytes.append(reinterpret_cast<const char*>(record.bytes.data()), record.bytes.size());
+      },
+      &diagnostics);
+  EXPECT_TRUE(summary.ok());
+  return bytes;
+}
+
+// One session for the whole job: `gprof-run -- launcher.py KIND 3`. Of the ranks' environments
+// only the launcher's variables are kept: a secret beside them is in no record.
 TEST(RankIdentity, OneSessionForTheJobKnowsEachRankFromItsOwnEnvironment) {
   GPROF_NEED_BPF();
   for (const auto& [kind, variable] : std::vector<std::pair<std::string, std::string>>{
@@ -111,6 +127,7 @@ TEST(RankIdentity, OneSessionForTheJobKnowsEachRankFromItsOwnEnvironment) {
     // The test's own environment names no rank: the launcher's children alone have one.
     spec.unset_env = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
                       "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    spec.set_env = {"GPROF_TEST_SECRET=kept-nowhere-4f1d", "RANK_TABLE=secret-table-9a2c"};
     ProcessResult run =
         RunGprof({"-q", "-o", dir.Sub("s"), "--", kSystemPython, Launcher(), kind, "3"}, spec);
     ASSERT_EQ(run.exit_code(), 0) << run.err;
@@ -119,6 +136,10 @@ TEST(RankIdentity, OneSessionForTheJobKnowsEachRankFromItsOwnEnvironment) {
     Session session = collector::ReadSession(dir.Sub("s")).value();
     std::map<uint32_t, json> reported = ReportedProcesses(dir.Sub("s"));
     for (const RankLine& line : lines) ExpectRank(session, reported, line, 3, variable);
+    std::string recorded = KernelRecordBytes(dir.Sub("s"));
+    EXPECT_NE(recorded.find(variable + "=1"), std::string::npos);
+    EXPECT_EQ(recorded.find("kept-nowhere-4f1d"), std::string::npos);
+    EXPECT_EQ(recorded.find("secret-table-9a2c"), std::string::npos);
     // The launcher has none, and says none.
     auto launcher = session.processes.find(session.meta.root_pid);
     ASSERT_NE(launcher, session.processes.end());

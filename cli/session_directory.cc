@@ -305,7 +305,8 @@ void AddPlace(const RunDescription& run, nlohmann::json* meta) {
                                   {key::kTimeNamespaceBoottimeNs, run.time_namespace_boottime_ns}};
   if (run.test_realtime_skew_ns != 0) (*meta)[key::kTestRealtimeSkewNs] = run.test_realtime_skew_ns;
   if (run.rank) {
-    nlohmann::json rank = {{key::kRankRank, *run.rank->rank}, {key::kRankVariable, run.rank->variable}};
+    nlohmann::json rank = {{key::kRankRank, *run.rank->rank},
+                           {key::kRankVariable, run.rank->variable}};
     if (run.rank->local_rank) rank[key::kRankLocalRank] = *run.rank->local_rank;
     if (run.rank->world_size) rank[key::kRankWorldSize] = *run.rank->world_size;
     (*meta)[key::kRank] = std::move(rank);

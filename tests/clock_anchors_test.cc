@@ -70,7 +70,8 @@ std::string BootId() {
 TEST(ClockAnchors, SessionNamesItsHostAndBootAndAnchorsBothEnds) {
   TempDir dir;
   Clocks before;
-  ProcessResult run = RunGprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--", "/bin/sleep", "0.2"});
+  ProcessResult run =
+      RunGprof({"-q", "--no-kernel", "-o", dir.Sub("s"), "--", "/bin/sleep", "0.2"});
   Clocks after;
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   Session session = ReadOrFail(dir.Sub("s"));
@@ -122,10 +123,12 @@ TEST(ClockAnchors, TestSkewMovesRealtimeAndTheTraceSnapshotCarriesIt) {
 // A session.json of a gprof-run from before the anchors still reads, with none of them.
 TEST(ClockAnchors, AnOlderSessionWithoutThemStillReads) {
   TempDir dir;
-  ASSERT_EQ(Shell("mkdir " + dir.Sub("s") + " && printf '%s' '{\"format\": \"gprof-run-session\", "
+  ASSERT_EQ(Shell("mkdir " + dir.Sub("s") +
+                  " && printf '%s' '{\"format\": \"gprof-run-session\", "
                   "\"version\": 1, \"command\": [\"x\"], \"root_pid\": 5, \"start\": "
                   "{\"monotonic_ns\": 100, \"realtime_ns\": 200, \"boottime_ns\": 300}, \"end\": "
-                  "{\"monotonic_ns\": 400}, \"finished\": true}' > " + dir.Sub("s/session.json")),
+                  "{\"monotonic_ns\": 400}, \"finished\": true}' > " +
+                  dir.Sub("s/session.json")),
             0);
   Session session = ReadOrFail(dir.Sub("s"));
   EXPECT_TRUE(session.meta.known);
@@ -143,13 +146,18 @@ TEST(ClockAnchors, AnOlderSessionWithoutThemStillReads) {
 TEST(ClockAnchors, GprofRunInATimeNamespaceWritesTheKernelsTimes) {
   GPROF_NEED_BPF();
   if (access(kUnshare, X_OK) != 0) FAIL() << kUnshare << " is missing (util-linux)";
-  ProcessResult probe = RunProcess(Command({kUnshare, "-T", "--monotonic", "7", "-f", "/bin/true"}));
+  ProcessResult probe =
+      RunProcess(Command({kUnshare, "-T", "--monotonic", "7", "-f", "/bin/true"}));
   if (probe.exit_code() != 0) GTEST_SKIP() << "no time namespaces here: " << probe.err;
   TempDir dir;
   // 2 threads of 150 calls 1 ms apart; the window opens 50 ms after the start.
-  std::vector<std::string> command = {kUnshare, "-T", "--monotonic", "7", "--boottime", "7", "-f",
-                                      GprofRunPath(), "-q", "--delay", "0.05", "-o", dir.Sub("s"),
-                                      "--", AppPath("namespace_app"), "2", "150", "0", "1000"};
+  std::vector<std::string> command = {kUnshare,     "-T",           "--monotonic",
+                                      "7",          "--boottime",   "7",
+                                      "-f",         GprofRunPath(), "-q",
+                                      "--delay",    "0.05",         "-o",
+                                      dir.Sub("s"), "--",           AppPath("namespace_app"),
+                                      "2",          "150",          "0",
+                                      "1000"};
   Clocks before;
   ProcessResult run = RunProcess(Command(command));
   Clocks after;

@@ -4,6 +4,8 @@
 // its exec, keeping only those variables) or one rank (`-o DIR/r%q{RANK}`: session.json's "rank",
 // from gprof-run's environment). The report, report.json and the trace name processes by rank.
 // The launcher and its ranks are tests/apps/ranks/.
+#include "collector/session/rank_identity.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "collector/session/chunk_reader.h"
-#include "collector/session/rank_identity.h"
 #include "collector/session/session_reader.h"
 #include "tests/test_support.h"
 #include "tests/trace_decoder.h"
@@ -89,8 +90,9 @@ void ExpectRank(const Session& session, const std::map<uint32_t, json>& reported
   auto worker = session.processes.find(line.worker);
   ASSERT_NE(worker, session.processes.end());
   EXPECT_EQ(worker->second.rank, process->second.rank);
-  EXPECT_NE(session.ProcessLabel(line.worker).find(" of rank " + std::to_string(line.rank) +
-                                                   " (pid " + std::to_string(line.worker) + ")"),
+  EXPECT_NE(session.ProcessLabel(line.worker)
+                .find(" of rank " + std::to_string(line.rank) + " (pid " +
+                      std::to_string(line.worker) + ")"),
             std::string::npos)
       << session.ProcessLabel(line.worker);
   ASSERT_TRUE(reported.contains(line.pid));
@@ -125,8 +127,8 @@ TEST(RankIdentity, OneSessionForTheJobKnowsEachRankFromItsOwnEnvironment) {
     TempDir dir;
     ProcessSpec spec;
     // The test's own environment names no rank: the launcher's children alone have one.
-    spec.unset_env = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
-                      "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    spec.unset_env = {"RANK",          "LOCAL_RANK",   "WORLD_SIZE",           "SLURM_PROCID",
+                      "SLURM_LOCALID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
     spec.set_env = {"GPROF_TEST_SECRET=kept-nowhere-4f1d", "RANK_TABLE=secret-table-9a2c"};
     ProcessResult run =
         RunGprof({"-q", "-o", dir.Sub("s"), "--", kSystemPython, Launcher(), kind, "3"}, spec);
@@ -164,14 +166,14 @@ TEST(RankIdentity, OneSessionPerRankNamedByTheLaunchersVariableKnowsItsRank) {
     for (const auto& extra : modes) {
       SCOPED_TRACE(kind + (extra.empty() ? "" : " " + extra.front()));
       TempDir dir;
-      std::vector<std::string> argv = {kSystemPython, Launcher(), kind, "2", "--", GprofRunPath(),
-                                       "-q"};
+      std::vector<std::string> argv = {kSystemPython, Launcher(),     kind, "2",
+                                       "--",          GprofRunPath(), "-q"};
       argv.insert(argv.end(), extra.begin(), extra.end());
-      argv.insert(argv.end(), {"-o", dir.Sub("r%q{" + variable + "}"), "--", kSystemPython,
-                               RankScript()});
+      argv.insert(argv.end(),
+                  {"-o", dir.Sub("r%q{" + variable + "}"), "--", kSystemPython, RankScript()});
       ProcessSpec spec = Command(argv);
-      spec.unset_env = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
-                        "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+      spec.unset_env = {"RANK",          "LOCAL_RANK",   "WORLD_SIZE",           "SLURM_PROCID",
+                        "SLURM_LOCALID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
       ProcessResult run = RunProcess(spec);
       ASSERT_EQ(run.exit_code(), 0) << run.err;
       std::vector<RankLine> lines = RankLines(run.out);
@@ -201,8 +203,11 @@ TEST(RankIdentity, TheLaunchersVariablesAreReadInOrder) {
       return value == values.end() ? nullptr : value->second.c_str();
     });
   };
-  auto both = from({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"RANK", "5"},
-                    {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "16"}});
+  auto both = from({{"SLURM_PROCID", "3"},
+                    {"SLURM_NTASKS", "8"},
+                    {"RANK", "5"},
+                    {"LOCAL_RANK", "1"},
+                    {"WORLD_SIZE", "16"}});
   ASSERT_TRUE(both.has_value());
   EXPECT_EQ(both->rank, 5u);
   EXPECT_EQ(both->local_rank, 1u);

@@ -298,8 +298,7 @@ std::map<uint32_t, std::string> FindProcessRoles(const Session& session) {
 
 std::string Session::RankWords(uint32_t pid, bool of) const {
   auto process = processes.find(pid);
-  if (process == processes.end() || !process->second.rank || !process->second.rank->rank)
-    return {};
+  if (process == processes.end() || !process->second.rank || !process->second.rank->rank) return {};
   const RankIdentity& rank = *process->second.rank;
   auto parent = processes.find(process->second.ppid);
   bool inherited = parent != processes.end() && parent->second.rank == rank;

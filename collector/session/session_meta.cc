@@ -542,18 +542,22 @@ void ReadPlace(MetaReader& read, const json& meta, SessionMeta* out) {
     auto monotonic = read.Integer<uint64_t>(*object, where, key::kAnchorMonotonicNs);
     auto realtime = read.Integer<uint64_t>(*object, where, key::kAnchorRealtimeNs);
     if (!monotonic || !realtime) return std::nullopt;
-    return ClockAnchor{*monotonic, *realtime,
-                       read.Integer<uint64_t>(*object, where, key::kAnchorBoottimeNs).value_or(0),
-                       read.Integer<uint64_t>(*object, where, key::kAnchorUncertaintyNs).value_or(0)};
+    return ClockAnchor{
+        *monotonic, *realtime,
+        read.Integer<uint64_t>(*object, where, key::kAnchorBoottimeNs).value_or(0),
+        read.Integer<uint64_t>(*object, where, key::kAnchorUncertaintyNs).value_or(0)};
   };
   out->start_anchor = anchor(key::kAnchorsStart);
   out->end_anchor = anchor(key::kAnchorsEnd);
   const json& offsets = TopObject(read, meta, key::kTimeNamespace);
   out->time_namespace_monotonic_ns =
-      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceMonotonicNs).value_or(0);
+      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceMonotonicNs)
+          .value_or(0);
   out->time_namespace_boottime_ns =
-      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceBoottimeNs).value_or(0);
-  out->test_realtime_skew_ns = read.Integer<int64_t>(meta, "", key::kTestRealtimeSkewNs).value_or(0);
+      read.Integer<int64_t>(offsets, key::kTimeNamespace, key::kTimeNamespaceBoottimeNs)
+          .value_or(0);
+  out->test_realtime_skew_ns =
+      read.Integer<int64_t>(meta, "", key::kTestRealtimeSkewNs).value_or(0);
   if (const json* rank = read.Object(meta, "", key::kRank)) {
     RankIdentity identity;
     identity.rank = read.Integer<uint32_t>(*rank, key::kRank, key::kRankRank);

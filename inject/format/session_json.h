@@ -31,9 +31,9 @@ inline constexpr char kMaxSize[] = "max_size";  // object, with --max-size: kMax
 inline constexpr char kLost[] = "lost";         // array of kLost* objects; absent when none
 inline constexpr char kNestedSessions[] = "nested_sessions";  // array of kNested* objects
 inline constexpr char kRunningAtEnd[] = "running_at_end";     // array of kRunning* objects
-inline constexpr char kHost[] = "host";                // object: kHost* below
-inline constexpr char kClockAnchors[] = "clock_anchors";  // object: kAnchors* below
-inline constexpr char kTimeNamespace[] = "time_namespace";  // object: kTimeNamespace* below
+inline constexpr char kHost[] = "host";                       // object: kHost* below
+inline constexpr char kClockAnchors[] = "clock_anchors";      // object: kAnchors* below
+inline constexpr char kTimeNamespace[] = "time_namespace";    // object: kTimeNamespace* below
 // integer: GPROF_TEST_REALTIME_SKEW_NS, added to every CLOCK_REALTIME reading of gprof-run's (tests
 // of the merge simulate hosts whose wall clocks differ); absent when not set.
 inline constexpr char kTestRealtimeSkewNs[] = "test_realtime_skew_ns";
@@ -42,18 +42,18 @@ inline constexpr char kTestRealtimeSkewNs[] = "test_realtime_skew_ns";
 inline constexpr char kRank[] = "rank";
 
 // "host": the machine, to tell sessions of one boot (one kernel clock) from those of others.
-inline constexpr char kHostName[] = "name";        // string: gethostname()
-inline constexpr char kHostBootId[] = "boot_id";   // string: /proc/sys/kernel/random/boot_id;
-                                                   // empty: unreadable
+inline constexpr char kHostName[] = "name";       // string: gethostname()
+inline constexpr char kHostBootId[] = "boot_id";  // string: /proc/sys/kernel/random/boot_id;
+                                                  // empty: unreadable
 
 // "clock_anchors": "start" and "end", each a kAnchor* object: CLOCK_REALTIME and the kernel's
 // CLOCK_MONOTONIC (the recording clock; a time namespace's offset taken off) read tightly
 // bracketed, and CLOCK_BOOTTIME (the kernel's) inside the same bracket.
 inline constexpr char kAnchorsStart[] = "start";
-inline constexpr char kAnchorsEnd[] = "end";  // absent while the command runs
-inline constexpr char kAnchorMonotonicNs[] = "monotonic_ns";  // integer: the bracket's middle
-inline constexpr char kAnchorRealtimeNs[] = "realtime_ns";    // integer: ns since the epoch
-inline constexpr char kAnchorBoottimeNs[] = "boottime_ns";    // integer
+inline constexpr char kAnchorsEnd[] = "end";                      // absent while the command runs
+inline constexpr char kAnchorMonotonicNs[] = "monotonic_ns";      // integer: the bracket's middle
+inline constexpr char kAnchorRealtimeNs[] = "realtime_ns";        // integer: ns since the epoch
+inline constexpr char kAnchorBoottimeNs[] = "boottime_ns";        // integer
 inline constexpr char kAnchorUncertaintyNs[] = "uncertainty_ns";  // integer: the bracket's width
 
 // "time_namespace": gprof-run's own (`unshare -T ... gprof-run`), whose offsets it took off
@@ -63,10 +63,10 @@ inline constexpr char kTimeNamespaceBoottimeNs[] = "boottime_offset_ns";    // i
 
 // "rank": read from the variables launchers set (format/rank_variables.h); each key absent when
 // none of its variables is set to a number.
-inline constexpr char kRankRank[] = "rank";              // integer: RANK, SLURM_PROCID...
-inline constexpr char kRankLocalRank[] = "local_rank";   // integer: LOCAL_RANK, SLURM_LOCALID...
-inline constexpr char kRankWorldSize[] = "world_size";   // integer: WORLD_SIZE, SLURM_NTASKS...
-inline constexpr char kRankVariable[] = "variable";      // string: the variable the rank came from
+inline constexpr char kRankRank[] = "rank";             // integer: RANK, SLURM_PROCID...
+inline constexpr char kRankLocalRank[] = "local_rank";  // integer: LOCAL_RANK, SLURM_LOCALID...
+inline constexpr char kRankWorldSize[] = "world_size";  // integer: WORLD_SIZE, SLURM_NTASKS...
+inline constexpr char kRankVariable[] = "variable";     // string: the variable the rank came from
 
 // "start": when the recording started, on three clocks (the same moment).
 inline constexpr char kStartMonotonicNs[] = "monotonic_ns";  // integer

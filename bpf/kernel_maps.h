@@ -102,7 +102,8 @@ struct gprof_fault_state {
 };
 
 /* Value of the `syscall_pending` map (key: tid): a system call of the tree in progress that will
- * be recorded at its return (futex family, device waits, memory maps). */
+ * be recorded at its return (futex family, device waits, memory maps, reads of pipes and sockets,
+ * writes of TCP sockets). */
 struct gprof_syscall_pending {
   __u64 start_ns; /* 0: no call in progress (the map keeps the thread's entry) */
   __u64 args[6];  /* as the thread passed them */
@@ -126,6 +127,12 @@ struct gprof_syscall_pending {
       __u32 flags;
       __u64 uaddr[GPROF_WAITV_MAX];
     } waitv;
+    struct { /* reads and writes of pipes and sockets (the fd is args[0]) */
+      __u64 file;     /* struct file *, found at entry */
+      __u64 tcp_sock; /* its struct sock when a TCP socket; else 0 (a write is then not pending) */
+      __u32 seq;      /* write_seq (a write) or copied_seq (a read) at entry */
+      __u32 reserved;
+    } stream;
     struct { /* ioctl, poll, select, epoll, and mmap (of a device: a device wait too) */
       __s32 fd;
       __u32 kind; /* enum gprof_device_wait_kind; 0: not a device of interest */

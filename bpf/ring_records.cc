@@ -39,6 +39,8 @@ size_t BpfRecordSize(uint16_t type) {
       return sizeof(gprof_signal);
     case GPROF_REC_STREAM_READ:
       return sizeof(gprof_stream_read);
+    case GPROF_REC_TCP_TRANSFER:
+      return sizeof(gprof_tcp_transfer);
     default:
       return 0;
   }

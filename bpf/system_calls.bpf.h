@@ -1,6 +1,7 @@
 /* System calls of the tree recorded at their return: futex calls, waits on devices (ioctl, poll,
- * select, epoll), memory maps, and the reads and writes of pipes and sockets that tell who ended
- * a wait. Part of kernel_events.bpf.c, included after its maps and helpers. */
+ * select, epoll), memory maps, the reads and writes of pipes and sockets that tell who ended a
+ * wait, and the bytes each read and write of a TCP socket moved. Part of kernel_events.bpf.c,
+ * included after its maps and helpers. */
 #ifndef GPROF_SYSTEM_CALLS_BPF_H
 #define GPROF_SYSTEM_CALLS_BPF_H
 
@@ -205,22 +206,27 @@ static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
 
 /* Pipes and sockets ---------------------------------------------------------------------------- */
 
-/* The receiving end of the current task's pipe or socket `fd`, as a stream_writes key: the end
- * it reads (`reader`), or the one its writes reach; 0 when `fd` is neither (or a socket with no
- * peer). A pipe's two ends share its pipe_inode_info; a Unix socket's writes reach its peer; a
- * TCP or UDP socket is known by its addresses and ports, which its peer sees swapped: the key
- * hashes (receiver, sender) in that order, so both sides find one key. */
-static __always_inline __u64 stream_end(__s32 fd, bool reader, __u32* kind) {
-  struct file* file = fd_file(fd);
-  if (!file) return 0;
-  __u32 mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+/* The socket behind an open file, or NULL when it is none (or has no sock). */
+static __always_inline struct sock* file_sock(struct file* file, __u32* mode) {
+  if (!file) return NULL;
+  *mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+  if (*mode != S_IFSOCK) return NULL;
+  struct socket* sock = BPF_CORE_READ(file, private_data);
+  return sock ? BPF_CORE_READ(sock, sk) : NULL;
+}
+
+/* The receiving end of a pipe or socket (an open file of the current task), as a stream_writes
+ * key: the end it reads (`reader`), or the one its writes reach; 0 when `file` is neither (or a
+ * socket with no peer). A pipe's two ends share its pipe_inode_info; a Unix socket's writes reach
+ * its peer; a TCP or UDP socket is known by its addresses and ports, which its peer sees swapped:
+ * the key hashes (receiver, sender) in that order, so both sides find one key. */
+static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* kind) {
+  __u32 mode = 0;
+  struct sock* sk = file_sock(file, &mode);
   if (mode == S_IFIFO) {
     *kind = GPROF_STREAM_PIPE;
     return (__u64)BPF_CORE_READ(file, private_data);
   }
-  if (mode != S_IFSOCK) return 0;
-  struct socket* sock = BPF_CORE_READ(file, private_data);
-  struct sock* sk = sock ? BPF_CORE_READ(sock, sk) : NULL;
   if (!sk) return 0;
   __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
   if (family == AF_UNIX) {
@@ -245,9 +251,9 @@ static __always_inline __u64 stream_end(__s32 fd, bool reader, __u32* kind) {
 }
 
 /* A write of a thread of the tree to a pipe or socket: the last writer of the end it reaches. */
-static __always_inline void note_stream_write(__s32 fd, __u32 pid, __u32 tid, __u64 now) {
+static __always_inline void note_stream_write(struct file* file, __u32 pid, __u32 tid, __u64 now) {
   __u32 kind = 0;
-  __u64 end = stream_end(fd, false, &kind);
+  __u64 end = stream_end(file, false, &kind);
   if (end == 0) return;
   struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
   if (writes) {
@@ -266,17 +272,13 @@ static __always_inline void note_stream_write(__s32 fd, __u32 pid, __u32 tid, __
   bpf_map_update_elem(&stream_writes, &end, &fresh, BPF_ANY);
 }
 
-/* The return of a read: the first that got data after a wait nobody of the tree ended names the
+/* The return of the first read that got data after a wait nobody of the tree ended: names the
  * tree's last writers to the end it read, when it is a pipe or socket. */
-static __always_inline void stream_read_done(struct gprof_thread_state* thread,
-                                             const struct gprof_syscall_pending* entry, __u32 tid,
-                                             __u64 now, long ret) {
-  if (thread->unexplained_wake_ns == 0 || ret <= 0) return;
-  __u64 wait_start_ns = thread->unexplained_wait_start_ns;
-  __u64 wake_ns = thread->unexplained_wake_ns;
-  thread->unexplained_wake_ns = 0;
+static __always_inline void stream_read_done(const struct gprof_syscall_pending* entry, __u32 tid,
+                                             __u64 now, long ret, __u64 wait_start_ns,
+                                             __u64 wake_ns) {
   __u32 kind = 0;
-  __u64 end = stream_end((__s32)entry->args[0], true, &kind);
+  __u64 end = stream_end((struct file*)entry->stream.file, true, &kind);
   if (end == 0) return;
   struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
   if (!writes) return;
@@ -294,6 +296,67 @@ static __always_inline void stream_read_done(struct gprof_thread_state* thread,
   rec->fd = (__s32)entry->args[0];
   rec->reserved = 0;
   __builtin_memcpy(rec->writers, writes->last, sizeof(rec->writers));
+  submit(rec);
+}
+
+/* TCP --------------------------------------------------------------------------------------- */
+
+#define IPPROTO_TCP 6
+
+/* `sk` when it is a TCP socket (IPv4 or IPv6), else NULL. */
+static __always_inline struct sock* tcp_sock_of(struct sock* sk) {
+  if (!sk) return NULL;
+  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  if (family != AF_INET && family != AF_INET6) return NULL;
+  return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP ? sk : NULL;
+}
+
+/* Where a TCP socket's stream is: the next byte a send queues (write_seq), or the next byte a
+ * receive hands to the program (copied_seq). */
+static __always_inline __u32 tcp_position(struct sock* sk, bool send) {
+  struct tcp_sock* tcp = (struct tcp_sock*)sk;
+  return send ? BPF_CORE_READ(tcp, write_seq) : BPF_CORE_READ(tcp, copied_seq);
+}
+
+/* An IPv4 address (network order) as IPv6's ::ffff:a.b.c.d, so that an IPv4 socket and an IPv6
+ * socket of its peer's name the same address alike. */
+static __always_inline void mapped_ipv4(__u8 address[16], __u32 ipv4) {
+  __builtin_memset(address, 0, 10);
+  address[10] = 0xff;
+  address[11] = 0xff;
+  __builtin_memcpy(address + 12, &ipv4, 4);
+}
+
+/* The return of a send or receive on a TCP socket: a record when it moved bytes. */
+static __always_inline void tcp_transfer_done(const struct gprof_syscall_pending* entry, __u32 tid,
+                                              __u64 now, bool send, __u64 wait_start_ns,
+                                              __u64 wake_ns) {
+  struct sock* sk = (struct sock*)entry->stream.tcp_sock;
+  if (!sk) return;
+  __u32 seq = tcp_position(sk, send);
+  if (seq == entry->stream.seq) return; /* nothing moved: an error, EAGAIN, a peek */
+  struct gprof_tcp_transfer* rec = reserve(sizeof(*rec), GPROF_REC_TCP_TRANSFER);
+  if (!rec) return;
+  rec->pid = entry->pid;
+  rec->tid = tid;
+  rec->start_ns = entry->start_ns;
+  rec->end_ns = now;
+  rec->wait_start_ns = wait_start_ns;
+  rec->wake_ns = wake_ns;
+  rec->seq_start = entry->stream.seq;
+  rec->seq_end = seq;
+  rec->direction = send ? GPROF_TCP_SEND : GPROF_TCP_RECEIVE;
+  rec->syscall_nr = (__u16)entry->nr;
+  rec->fd = (__s32)entry->args[0];
+  rec->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+  rec->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+  if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET6) {
+    BPF_CORE_READ_INTO(&rec->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
+    BPF_CORE_READ_INTO(&rec->remote_addr, sk, __sk_common.skc_v6_daddr);
+  } else {
+    mapped_ipv4(rec->local_addr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
+    mapped_ipv4(rec->remote_addr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+  }
   submit(rec);
 }
 
@@ -437,16 +500,21 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
   if (is_stream_write(nr) || is_stream_read(nr)) {
     __s32 fd = btf ? (__s32)regs->di : (__s32)BPF_CORE_READ(regs, di);
-    if (is_stream_write(nr)) {
-      note_stream_write(fd, pid_tgid >> 32, tid, start_ns);
-      return 0;
-    }
-    /* A read: its fd and start, for its return (nothing else of the entry is read then). */
+    struct file* file = fd_file(fd);
+    __u32 mode = 0;
+    struct sock* tcp = tcp_sock_of(file_sock(file, &mode));
+    bool send = is_stream_write(nr);
+    if (send) note_stream_write(file, pid_tgid >> 32, tid, start_ns);
+    if (send && !tcp) return 0;
+    /* A read, or a write of a TCP socket: what its return needs (nothing else of the entry is read
+     * then). */
     struct gprof_syscall_pending* entry = &thread->syscall;
     entry->pid = pid_tgid >> 32;
     entry->nr = (__u32)nr;
     entry->args[0] = (__u64)fd;
-    entry->device.kind = 0;
+    entry->stream.file = (__u64)file;
+    entry->stream.tcp_sock = (__u64)tcp;
+    entry->stream.seq = tcp ? tcp_position(tcp, send) : 0;
     entry->start_ns = start_ns;
     return 0;
   }
@@ -602,7 +670,18 @@ static __always_inline int on_sys_exit(u64* ctx, bool btf) {
     long ret = (long)ctx[1];
     __u64 now = bpf_ktime_get_ns();
     if (is_stream_read(nr)) {
-      stream_read_done(thread, entry, tid, now, ret);
+      /* The first read that got data after a wait nobody of the tree ended says whose data it
+       * was. */
+      __u64 wait_start_ns = 0, wake_ns = 0;
+      if (thread->unexplained_wake_ns != 0 && ret > 0) {
+        wait_start_ns = thread->unexplained_wait_start_ns;
+        wake_ns = thread->unexplained_wake_ns;
+        thread->unexplained_wake_ns = 0;
+        stream_read_done(entry, tid, now, ret, wait_start_ns, wake_ns);
+      }
+      tcp_transfer_done(entry, tid, now, false, wait_start_ns, wake_ns);
+    } else if (is_stream_write(nr)) {
+      tcp_transfer_done(entry, tid, now, true, 0, 0);
     } else if (is_futex_syscall(nr)) {
       if (!count_short_futex(thread, tid, now)) emit_futex(entry, tid, now, ret);
     } else if (nr == NR_FUTEX_WAITV) {

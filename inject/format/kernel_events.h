@@ -52,6 +52,8 @@ enum gprof_kernel_record {
   GPROF_REC_STREAM_READ = 1023, /* a read of a pipe or socket after a wait that no thread of the
                                    tree ended, with the tree's last writers to that end */
   GPROF_REC_LAUNCH_VARIABLES = 1024, /* written by the loader: a process's rank variables */
+  GPROF_REC_TCP_TRANSFER = 1025, /* a read or write of a TCP socket: its connection and the bytes
+                                    of the stream it moved */
 };
 
 #define GPROF_COMM_LEN 16
@@ -710,6 +712,47 @@ static_assert(sizeof(struct gprof_stream_writer) == 16, "");
 static_assert(sizeof(struct gprof_stream_read) == 136, "");
 #else
 _Static_assert(sizeof(struct gprof_stream_read) == 136, "gprof_stream_read layout");
+#endif
+
+/* Data through TCP, on this host or between two: both ends number the bytes of one direction of a
+ * connection alike (the sequence numbers, from the sender's initial one), so a receiver's bytes
+ * [a, b) were queued by the send whose [seq_start, seq_end) holds them, whichever host recorded
+ * it. Addresses and ports as this end sees them: the peer's record has them swapped. */
+enum gprof_tcp_direction {
+  GPROF_TCP_SEND = 1,    /* write, writev, send, sendto, sendmsg, sendmmsg */
+  GPROF_TCP_RECEIVE = 2, /* read, readv, recv, recvfrom, recvmsg, recvmmsg */
+};
+
+/* A system call of a thread of the tree on a TCP socket (IPv4 or IPv6) that moved bytes through
+ * it: a send's queued bytes (the tcp_sock's write_seq at entry and at exit), a receive's consumed
+ * ones (copied_seq at entry and exit; a peek moves none and is not recorded). Sequence numbers
+ * wrap at 2^32. Where the call is the first read after an off-CPU interval that an interrupt, a
+ * kernel thread or a task outside the tree ended (as gprof_stream_read), that interval's start
+ * and wake; else 0. */
+struct gprof_tcp_transfer {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 start_ns; /* the call */
+  __u64 end_ns;
+  __u64 wait_start_ns;
+  __u64 wake_ns;
+  __u8 local_addr[16]; /* IPv6, network order; IPv4 as ::ffff:a.b.c.d */
+  __u8 remote_addr[16];
+  __u16 local_port; /* host order */
+  __u16 remote_port;
+  __u32 seq_start;
+  __u32 seq_end;
+  __u16 direction; /* enum gprof_tcp_direction */
+  __u16 syscall_nr;
+  __s32 fd;
+  __u32 reserved;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct gprof_tcp_transfer) == 104, "");
+#else
+_Static_assert(sizeof(struct gprof_tcp_transfer) == 104, "gprof_tcp_transfer layout");
 #endif
 
 

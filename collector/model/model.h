@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -412,6 +413,39 @@ struct StreamRead {
   Writer writers[4];  // the tree's last writes to the end it read, the latest first
 };
 
+// One end of a TCP connection as a host sees it: an IPv6 address (IPv4 as ::ffff:a.b.c.d) and a
+// port. The peer sees the two ends swapped.
+struct TcpEndpoint {
+  std::array<uint8_t, 16> address{};
+  uint16_t port = 0;
+  auto operator<=>(const TcpEndpoint&) const = default;
+};
+
+// A read or write of a TCP socket by a thread of the tree that moved bytes: a send's queued bytes
+// or a receive's consumed ones, [seq_start, seq_end) in the sequence numbers both ends of the
+// connection share (they wrap at 2^32): a receiver's bytes were queued by the send that holds
+// them, recorded on this host or another (collector/analysis/tcp_streams.h finds it).
+struct TcpTransfer {
+  uint64_t start_ns = 0;  // the system call
+  uint64_t end_ns = 0;
+  // A receive that was the first read after an off-CPU interval of its thread that an interrupt,
+  // a kernel thread or a task outside the tree ended: that interval's start and wake; else 0.
+  uint64_t wait_start_ns = 0;
+  uint64_t wake_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  TcpEndpoint local;
+  TcpEndpoint remote;
+  uint32_t seq_start = 0;
+  uint32_t seq_end = 0;
+  bool is_send = false;  // else a receive
+  uint16_t syscall_nr = 0;
+  int32_t fd = -1;
+  uint32_t bytes() const { return seq_end - seq_start; }
+  // Whether byte `seq` of the stream is one of its bytes.
+  bool Holds(uint32_t seq) const { return seq - seq_start < bytes(); }
+};
+
 // A page fault that took at least the recorder's threshold.
 struct PageFault {
   uint64_t start_ns = 0;
@@ -630,6 +664,7 @@ struct Session {
   RecordVector<DeviceWait> device_waits;           // sorted by start_ns
   // By (reader's tid, the start of the wait it followed).
   std::map<std::pair<uint32_t, uint64_t>, StreamRead> stream_reads;
+  RecordVector<TcpTransfer> tcp_transfers;         // sorted by start_ns
   RecordVector<PageFault> page_faults;             // sorted by start_ns
   RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
   RecordVector<TaskStart> task_starts;             // sorted by time_ns

@@ -61,6 +61,8 @@ const char* KernelRecordName(uint32_t type) {
       return "native stacks";
     case GPROF_REC_STREAM_READ:
       return "pipe and socket reads";
+    case GPROF_REC_TCP_TRANSFER:
+      return "TCP reads and writes";
     default:
       return "records";
   }
@@ -191,6 +193,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodeStreamRead(record);
     case GPROF_REC_LAUNCH_VARIABLES:
       return DecodeLaunchVariables(record);
+    case GPROF_REC_TCP_TRANSFER:
+      return DecodeTcpTransfer(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -363,6 +367,38 @@ void KernelRecordDecoder::DecodeStreamRead(const RecordView& record) {
   for (size_t i = 0; i < 4; ++i)
     read.writers[i] = {event.writers[i].time_ns, event.writers[i].pid, event.writers[i].tid};
   session_->stream_reads[{read.tid, read.wait_start_ns}] = read;
+  threads_->SeeThread(event.tid, event.pid);
+}
+
+void KernelRecordDecoder::DecodeTcpTransfer(const RecordView& record) {
+  gprof_tcp_transfer event;
+  if (!ReadInterval(record, &event, "TCP read or write")) return;
+  const uint32_t bytes = event.seq_end - event.seq_start;
+  // No call moves nothing (those are not recorded) or more than 2 GiB (Linux caps a read or
+  // write below); the wait a receive followed ends before the receive does.
+  const bool waited = event.wake_ns != 0;
+  if ((event.direction != GPROF_TCP_SEND && event.direction != GPROF_TCP_RECEIVE) || bytes == 0 ||
+      bytes > INT32_MAX || event.tid == 0 ||
+      (waited && (event.direction != GPROF_TCP_RECEIVE || event.wait_start_ns > event.wake_ns ||
+                  event.wake_ns > event.end_ns)))
+    return Malformed(record, "TCP read or write");
+  TcpTransfer transfer;
+  transfer.start_ns = event.start_ns;
+  transfer.end_ns = event.end_ns;
+  transfer.wait_start_ns = waited ? event.wait_start_ns : 0;
+  transfer.wake_ns = event.wake_ns;
+  transfer.pid = event.pid;
+  transfer.tid = event.tid;
+  std::memcpy(transfer.local.address.data(), event.local_addr, sizeof(event.local_addr));
+  std::memcpy(transfer.remote.address.data(), event.remote_addr, sizeof(event.remote_addr));
+  transfer.local.port = event.local_port;
+  transfer.remote.port = event.remote_port;
+  transfer.seq_start = event.seq_start;
+  transfer.seq_end = event.seq_end;
+  transfer.is_send = event.direction == GPROF_TCP_SEND;
+  transfer.syscall_nr = event.syscall_nr;
+  transfer.fd = event.fd;
+  session_->tcp_transfers.push_back(transfer);
   threads_->SeeThread(event.tid, event.pid);
 }
 

@@ -56,6 +56,7 @@ class KernelRecordDecoder {
   void DecodeEventCount(const RecordView& record);
   void DecodeSignal(const RecordView& record);
   void DecodeStreamRead(const RecordView& record);
+  void DecodeTcpTransfer(const RecordView& record);
   void DecodePythonStack(const RecordView& record);
   void DecodePythonProcess(const RecordView& record);
   void DecodePythonCode(const RecordView& record);

@@ -320,6 +320,7 @@ void SessionBuilder::Finish() {
   std::sort(session_->futex_waitv_calls.begin(), session_->futex_waitv_calls.end(), by_start);
   std::sort(session_->lock_waits.begin(), session_->lock_waits.end(), by_start);
   std::sort(session_->device_waits.begin(), session_->device_waits.end(), by_start);
+  std::sort(session_->tcp_transfers.begin(), session_->tcp_transfers.end(), by_start);
   std::sort(session_->page_faults.begin(), session_->page_faults.end(), by_start);
   std::sort(session_->recording_stops.begin(), session_->recording_stops.end(),
             [](const RecordingStop& a, const RecordingStop& b) { return a.time_ns < b.time_ns; });

@@ -13,7 +13,12 @@ struct WaitReader::Index : ThreadIndex {
 };
 
 WaitReader::WaitReader(const Session& session)
-    : session_(session), index_(std::make_unique<Index>(session)) {}
+    : session_(session), index_(std::make_unique<Index>(session)) {
+  if (!session.tcp_transfers.empty()) {
+    const TcpStreams::Source source{&session, 0};
+    tcp_ = std::make_unique<TcpStreams>(std::span(&source, 1));
+  }
+}
 WaitReader::~WaitReader() = default;
 
 const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
@@ -200,6 +205,7 @@ void WaitReader::FollowTheData(const OffCpuInterval& interval, Wait& wait) const
   if (wait.wake_ns == 0 || wait.ended_by_exit ||
       (wait.waker_tid != 0 && session_.threads.contains(wait.waker_tid)))
     return;
+  if (FollowTheBytes(interval, wait)) return;
   auto read = session_.stream_reads.find({interval.tid, interval.start_ns});
   if (read == session_.stream_reads.end() || read->second.wake_ns != interval.wake_ns) return;
   const StreamRead::Writer* found = nullptr;
@@ -231,6 +237,29 @@ void WaitReader::FollowTheData(const OffCpuInterval& interval, Wait& wait) const
   wait.waker_native_stack = nullptr;
   wait.waker_call = index_->calls.At(found->tid, written_ns);
   wait.data_written_ns = written_ns;
+}
+
+// A TCP read's first byte was queued by one send: the connection and the byte position name it,
+// whichever thread wrote last. Data written before the wait began may still be what ended it
+// (a long send whose last part arrived while it slept).
+bool WaitReader::FollowTheBytes(const OffCpuInterval& interval, Wait& wait) const {
+  if (tcp_ == nullptr) return false;
+  const TcpTransfer* receive = tcp_->ReceiveAfterWait(0, interval.tid, interval.start_ns);
+  if (receive == nullptr || receive->wake_ns != interval.wake_ns) return false;
+  const std::optional<TcpSendRef> sent = tcp_->SenderOf(0, *receive);
+  if (!sent || sent->send->tid == interval.tid || !session_.threads.contains(sent->send->tid))
+    return false;
+  const TcpTransfer& send = *sent->send;
+  wait.waker_pid = send.pid;
+  wait.waker_tid = send.tid;
+  wait.waker_comm.clear();
+  wait.waker_user_stack_id = -1;
+  wait.waker_python_stack = nullptr;
+  wait.waker_native_stack = nullptr;
+  wait.data_written_ns = std::min(send.start_ns, wait.wake_ns);
+  wait.waker_call = index_->calls.At(send.tid, wait.data_written_ns);
+  wait.data_send = &send;
+  return true;
 }
 
 namespace {
@@ -337,6 +366,7 @@ void WaitReader::FindRun(size_t index) const {
   wait.waker_python_stack = end.waker_python_stack;
   wait.waker_native_stack = end.waker_native_stack;
   wait.data_written_ns = end.data_written_ns;
+  wait.data_send = end.data_send;
 }
 
 size_t WaitReader::RunFirst(size_t index) const {
@@ -401,6 +431,7 @@ Wait WaitReader::MakeWait(const OffCpuInterval& interval, uint64_t start, uint64
     wait.waker_native_stack = nullptr;
     wait.waker_call = nullptr;
     wait.data_written_ns = 0;
+    wait.data_send = nullptr;
     return wait;
   }
   // Woken before `start` (the interval clipped to a window it began before): runnable from the

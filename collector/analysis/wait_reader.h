@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collector/analysis/tcp_streams.h"
 #include "collector/analysis/thread_index.h"
 #include "collector/analysis/waits.h"
 #include "collector/model/model.h"
@@ -95,6 +96,8 @@ class WaitReader {
   WaitObject ObjectOf(const OffCpuInterval& interval, const Wait& wait) const;
   Wait ReadWait(const OffCpuInterval& interval) const;
   void FollowTheData(const OffCpuInterval& interval, Wait& wait) const;
+  // FollowTheData by the bytes of a TCP receive: whether it found the send.
+  bool FollowTheBytes(const OffCpuInterval& interval, Wait& wait) const;
   // Whether the lock's owner hint names a thread that could not hold it then (Wait's
   // owner_hint_stale).
   bool OwnerHintStale(const LockWait& lock) const;
@@ -107,6 +110,7 @@ class WaitReader {
   void FindRun(size_t index) const;
   const Session& session_;
   std::unique_ptr<Index> index_;
+  std::unique_ptr<TcpStreams> tcp_;  // the session's TCP sends by byte; null without any
   // The intervals read so far, by index into session.off_cpu (only those asked for: most of a
   // long session's are never part of a slow call, a stall or a chain).
   mutable std::unordered_map<size_t, Wait> read_;

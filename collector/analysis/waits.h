@@ -89,6 +89,9 @@ struct Wait {
   // socket got what waker_tid, a thread of the tree, last wrote to it before the wakeup, at
   // data_written_ns (the write call's start). 0: the wakeup named the waker.
   uint64_t data_written_ns = 0;
+  // When that read was of a TCP socket and the send that queued the bytes it read first is one of
+  // the session's: that send (its thread is waker_tid), matched by connection and byte position.
+  const TcpTransfer* data_send = nullptr;
   // Woken only to die with its process (an exit_group, a fatal signal, an exec: the kernel recorder
   // found SIGKILL pending for it at the wakeup): ended by the process's exit, not by a release.
   // The waker fields stay empty, as for a wait nobody ended; the thread whose exit woke it is

@@ -220,9 +220,8 @@ static __always_inline struct sock* file_sock(struct file* file, __u32* mode) {
  * socket with no peer). A pipe's two ends share its pipe_inode_info; a Unix socket's writes reach
  * its peer; a TCP or UDP socket is known by its addresses and ports, which its peer sees swapped:
  * the key hashes (receiver, sender) in that order, so both sides find one key. */
-static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* kind) {
-  __u32 mode = 0;
-  struct sock* sk = file_sock(file, &mode);
+static __always_inline __u64 stream_end_of(struct file* file, __u32 mode, struct sock* sk,
+                                           bool reader, __u32* kind) {
   if (mode == S_IFIFO) {
     *kind = GPROF_STREAM_PIPE;
     return (__u64)BPF_CORE_READ(file, private_data);
@@ -250,10 +249,17 @@ static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* k
   return (receiver * 0xc2b2ae3d27d4eb4full ^ sender) | 1;
 }
 
+static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* kind) {
+  __u32 mode = 0;
+  struct sock* sk = file_sock(file, &mode);
+  return stream_end_of(file, mode, sk, reader, kind);
+}
+
 /* A write of a thread of the tree to a pipe or socket: the last writer of the end it reaches. */
-static __always_inline void note_stream_write(struct file* file, __u32 pid, __u32 tid, __u64 now) {
+static __always_inline void note_stream_write(struct file* file, __u32 mode, struct sock* sk,
+                                              __u32 pid, __u32 tid, __u64 now) {
   __u32 kind = 0;
-  __u64 end = stream_end(file, false, &kind);
+  __u64 end = stream_end_of(file, mode, sk, false, &kind);
   if (end == 0) return;
   struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
   if (writes) {
@@ -502,9 +508,10 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
     __s32 fd = btf ? (__s32)regs->di : (__s32)BPF_CORE_READ(regs, di);
     struct file* file = fd_file(fd);
     __u32 mode = 0;
-    struct sock* tcp = tcp_sock_of(file_sock(file, &mode));
+    struct sock* sk = file_sock(file, &mode);
+    struct sock* tcp = tcp_sock_of(sk);
     bool send = is_stream_write(nr);
-    if (send) note_stream_write(file, pid_tgid >> 32, tid, start_ns);
+    if (send) note_stream_write(file, mode, sk, pid_tgid >> 32, tid, start_ns);
     if (send && !tcp) return 0;
     /* A read, or a write of a TCP socket: what its return needs (nothing else of the entry is read
      * then). */

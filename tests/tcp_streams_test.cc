@@ -403,9 +403,11 @@ TEST_F(RecordedTcp, TwoHostsOverIpv4AreMatchedAcrossTheirSessions) {
                 {client_printed.roles["client-a"], client_printed.roles["client-b"]}, client);
   ExpectMatched(streams, 1, client, client_printed, {client_printed.roles["client-reader"]},
                 server_printed, {server_tid}, server);
-  // Each end's addresses as it sees them.
+  // Each end's addresses as it sees them; of each host's transfers, only its own tree's (the
+  // server's single thread: its tid is its pid).
   for (const TcpTransfer& t : server.tcp_transfers) {
-    if (t.tid != server_tid) continue;
+    EXPECT_EQ(t.pid, server_tid);
+    EXPECT_EQ(t.tid, server_tid);
     EXPECT_EQ(t.local.port, 5077);
     EXPECT_EQ(t.local.address[15], 1);
     EXPECT_EQ(t.remote.address[15], 2);

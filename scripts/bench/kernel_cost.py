@@ -3,7 +3,7 @@
 
 usage: scripts/bench/kernel_cost.py BUILD_DIR [--baseline OTHER_BUILD] [--runs N] [--rounds N]
                                     [--pin-cpus A,B] [--cpu-latency-us US]
-                                    [--stats-seconds S] [--kinds futex,pipe,convoy,faults]
+                                    [--stats-seconds S] [--kinds futex,pipe,convoy,faults,tcp,bulk]
                                     [--count-under 0,20] [--long-seconds S]
                                     [--long-kinds futex,pipe] [--json FILE]
 
@@ -16,7 +16,9 @@ before and after, side by side in one run. The pingpong of BUILD_DIR is the one 
 1. Slowdown. `pingpong futex ROUNDS` and `pingpong pipe ROUNDS` (two threads handing a token back
    and forth: a wakeup and a context switch per hand-over), and `pingpong convoy ROUNDS` (64
    threads taking one pthread mutex), and `pingpong faults ROUNDS` (fresh pages touched: a minor
-   page fault each, which the recorder times and counts per thread) run alternately without and with
+   page fault each, which the recorder times and counts per thread), and when asked `pingpong tcp
+   ROUNDS` (a byte over loopback TCP and back) and `pingpong bulk ROUNDS` (16 KiB writes streamed
+   over loopback TCP: every read and write of a TCP socket is recorded) run alternately without and with
    `gprof-run --cuda=off` (the kernel recorder alone), each pair back to back (A B A B ...), RUNS
    times, after one pair of each that is not counted. With --count-under US,US... (default 0,20)
    each round runs plain, then recorded with each `--count-under` in turn (0: every wait recorded,
@@ -63,9 +65,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import results_dir  # noqa: E402
 
 KINDS = ("futex", "pipe", "convoy", "faults")
+# Loopback TCP (issue 37: the socket recording's cost), run when asked: a 1-byte ping-pong and a
+# stream of 16 KiB writes.
+TCP_KINDS = ("tcp", "bulk")
 # A convoy's acquisition or a page fault takes a fraction of a hand-over: more of them for a run of
 # similar length.
-ROUNDS_SCALE = {"futex": 1, "pipe": 1, "convoy": 20, "faults": 8}
+ROUNDS_SCALE = {"futex": 1, "pipe": 1, "convoy": 20, "faults": 8, "tcp": 1, "bulk": 1}
 RUN_TIMEOUT_S = 300
 LINE = re.compile(r"^pingpong kind=\w+ rounds=\d+ elapsed_ns=(\d+) ns_per_round=([\d.]+)", re.M)
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
@@ -106,9 +111,9 @@ def parse_args():
     args.count_under = [int(us) for us in args.count_under.split(",")]
     args.long_kinds = args.long_kinds.split(",") if args.long_kinds else []
     args.kinds = args.kinds.split(",")
-    unknown = [kind for kind in args.kinds if kind not in KINDS]
+    unknown = [kind for kind in args.kinds if kind not in KINDS + TCP_KINDS]
     if unknown or not args.kinds:
-        parser.error(f"--kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS)}")
+        parser.error(f"--kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS + TCP_KINDS)}")
     return args
 
 

@@ -8,19 +8,26 @@
 //                           acquisition
 //   pingpong faults ROUNDS  one thread touches ROUNDS fresh pages of anonymous memory (mapped in
 //                           batches, 4 KiB pages, unmapped after): a round is one minor page fault
+//   pingpong tcp ROUNDS     the token is a byte, sent over a loopback TCP connection and back
+//                           (TCP_NODELAY): a write and a read of a TCP socket per hand-over
+//   pingpong bulk ROUNDS    pong streams ROUNDS writes of 16 KiB over a loopback TCP connection
+//                           and ping reads them 16 KiB at a time: a round is one write
 //
 // The main thread ("ping") times its ROUNDS round trips with the other thread ("pong") (convoy:
 // all acquisitions, from the threads' start to the last's end; faults: its own touches, with the
 // mmap and munmap calls) and prints one line on stdout:
-//   pingpong kind=<futex|pipe|convoy|faults> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
+//   pingpong kind=<futex|pipe|convoy|faults|tcp|bulk> rounds=<N> elapsed_ns=<ns> ns_per_round=<x.x>
 //   rounds_per_s=<x>
 // With PINGPONG_CPUS=A,B in the environment, ping runs on CPU A and pong on CPU B (futex and pipe):
 // every hand-over crosses the same two CPUs, not whichever the scheduler picked that round.
 // Exits 0; 2 with usage for bad arguments; 1 when a system call fails.
 #include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,10 +40,12 @@
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <utility>
 
 namespace {
 
-constexpr const char* kUsage = "usage: pingpong futex|pipe|convoy|faults ROUNDS";
+constexpr const char* kUsage = "usage: pingpong futex|pipe|convoy|faults|tcp|bulk ROUNDS";
+constexpr size_t kBulkBytes = 16384;
 constexpr int kConvoyThreads = 64;
 constexpr long kPageBytes = 4096;
 constexpr long kFaultBatchPages = 16384;  // 64 MiB mapped at a time
@@ -132,6 +141,60 @@ uint64_t PlayRounds(long rounds, Ping ping, Pong pong) {
   return elapsed_ns;
 }
 
+// Two ends of a loopback TCP connection, with Nagle off: {accepted, connected}.
+std::pair<int, int> TcpPair() {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (listener == -1 || bind(listener, reinterpret_cast<sockaddr*>(&address), length) == -1 ||
+      listen(listener, 1) == -1 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == -1)
+    Fail("listen");
+  const int connected = socket(AF_INET, SOCK_STREAM, 0);
+  if (connected == -1 || connect(connected, reinterpret_cast<sockaddr*>(&address), length) == -1)
+    Fail("connect");
+  const int accepted = accept(listener, nullptr, nullptr);
+  if (accepted == -1) Fail("accept");
+  close(listener);
+  const int on = 1;
+  setsockopt(accepted, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+  setsockopt(connected, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+  return {accepted, connected};
+}
+
+// Streams `rounds` writes of kBulkBytes from another thread and reads them all here; returns the
+// time from the first write to the last byte read.
+uint64_t Bulk(long rounds) {
+  const auto [reader, writer] = TcpPair();
+  std::atomic<bool> go{false};
+  std::thread other([&, writer = writer] {
+    pthread_setname_np(pthread_self(), "pong");
+    static char chunk[kBulkBytes];
+    while (!go.load()) std::this_thread::yield();
+    for (long i = 0; i < rounds; ++i) {
+      for (size_t sent = 0; sent < kBulkBytes;) {
+        const ssize_t n = write(writer, chunk + sent, kBulkBytes - sent);
+        if (n <= 0 && errno != EINTR) Fail("write");
+        if (n > 0) sent += size_t(n);
+      }
+    }
+  });
+  static char buffer[kBulkBytes];
+  const uint64_t total = uint64_t(rounds) * kBulkBytes;
+  const uint64_t start_ns = NowNs();
+  go.store(true);
+  for (uint64_t got = 0; got < total;) {
+    const ssize_t n = read(reader, buffer, kBulkBytes);
+    if (n <= 0 && errno != EINTR) Fail("read");
+    if (n > 0) got += uint64_t(n);
+  }
+  const uint64_t elapsed_ns = NowNs() - start_ns;
+  other.join();
+  return elapsed_ns;
+}
+
 // kConvoyThreads threads share one mutex; returns the time from their common start to the end of
 // the last acquisition.
 uint64_t Convoy(long rounds) {
@@ -186,8 +249,10 @@ int main(int argc, char** argv) {
   const bool pipe_kind = argc == 3 && std::strcmp(argv[1], "pipe") == 0;
   const bool convoy = argc == 3 && std::strcmp(argv[1], "convoy") == 0;
   const bool faults = argc == 3 && std::strcmp(argv[1], "faults") == 0;
-  if ((!futex && !pipe_kind && !convoy && !faults) || end == argv[2] || *end != '\0' ||
-      rounds < 1) {
+  const bool tcp = argc == 3 && std::strcmp(argv[1], "tcp") == 0;
+  const bool bulk = argc == 3 && std::strcmp(argv[1], "bulk") == 0;
+  if ((!futex && !pipe_kind && !convoy && !faults && !tcp && !bulk) || end == argv[2] ||
+      *end != '\0' || rounds < 1) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
   }
@@ -200,6 +265,20 @@ int main(int argc, char** argv) {
     elapsed_ns = Convoy(rounds);
   } else if (faults) {
     elapsed_ns = Faults(rounds);
+  } else if (bulk) {
+    elapsed_ns = Bulk(rounds);
+  } else if (tcp) {
+    const auto [ping_end, pong_end] = TcpPair();
+    elapsed_ns = PlayRounds(
+        rounds,
+        [&, ping_end = ping_end] {
+          PipeSend(ping_end);
+          PipeReceive(ping_end);
+        },
+        [&, pong_end = pong_end] {
+          PipeReceive(pong_end);
+          PipeSend(pong_end);
+        });
   } else if (futex) {
     FutexToken token;
     elapsed_ns = PlayRounds(

@@ -1,6 +1,6 @@
 // The analysis's results in words (diagnosis_words.h): causes as the report names them, and the
 // links of chains, on the analysis tests' sessions.
-#include "collector/writers/diagnosis_words.h"
+#include "collector/writers/words/diagnosis_sentences.h"
 
 #include <gtest/gtest.h>
 

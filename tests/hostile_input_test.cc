@@ -20,7 +20,7 @@
 #include "collector/session/read_progress.h"
 #include "collector/session/session_meta.h"
 #include "collector/session/session_reader.h"
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/objects.h"
 #include "tests/clean_utf8.h"
 #include "tests/session_builder.h"
 #include "tests/test_support.h"

@@ -1,6 +1,9 @@
 // The words of the text report: C++ names shortened (real names from the demo's and the H200's
 // stacks), stacks folded with junk frames dropped, reasons in words, lines fitted to a width.
-#include "collector/writers/report_words.h"
+#include "collector/writers/words/lines.h"
+#include "collector/writers/words/names.h"
+#include "collector/writers/words/objects.h"
+#include "collector/writers/words/sentences.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -15,7 +15,8 @@
 #include <thread>
 
 #include "collector/session/process_maps.h"
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/lines.h"
+#include "collector/writers/words/objects.h"
 
 namespace gprof::collector {
 namespace {

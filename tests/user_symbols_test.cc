@@ -20,7 +20,8 @@
 #include "collector/analysis/analysis.h"
 #include "collector/model/elf_symbols.h"
 #include "collector/session/process_maps.h"
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/lines.h"
+#include "collector/writers/words/objects.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "collector/analysis/wait_class.h"
-#include "collector/writers/diagnosis_words.h"
-#include "collector/writers/gpu_vocabulary.h"
-#include "collector/writers/report_format.h"
 #include "collector/writers/report_tables.h"
-#include "collector/writers/report_words.h"
+#include "collector/writers/words/diagnosis_sentences.h"
+#include "collector/writers/words/gpu_names.h"
+#include "collector/writers/words/names.h"
+#include "collector/writers/words/objects.h"
+#include "collector/writers/words/sentences.h"
 
 namespace gprof::collector {
 namespace {

@@ -9,12 +9,14 @@
 #include "collector/analysis/wait_class.h"
 #include "collector/symbols/python_frames.h"
 #include "collector/symbols/user_symbols.h"
-#include "collector/writers/diagnosis_words.h"
-#include "collector/writers/gpu_vocabulary.h"
 #include "collector/writers/report.h"
-#include "collector/writers/report_format.h"
 #include "collector/writers/report_tables.h"
-#include "collector/writers/report_words.h"
+#include "collector/writers/words/diagnosis_sentences.h"
+#include "collector/writers/words/gpu_names.h"
+#include "collector/writers/words/lines.h"
+#include "collector/writers/words/names.h"
+#include "collector/writers/words/objects.h"
+#include "collector/writers/words/sentences.h"
 #include "inject/format/kernel_events.h"
 
 namespace gprof::collector {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "collector/analysis/wait_class.h"
-#include "collector/writers/diagnosis_words.h"
-#include "collector/writers/gpu_vocabulary.h"
+#include "collector/writers/words/diagnosis_sentences.h"
+#include "collector/writers/words/gpu_names.h"
 #include "collector/writers/perfetto/flow_ids.h"
 
 namespace gprof::collector::perfetto {

@@ -3,7 +3,8 @@
 #include <string>
 
 #include "collector/model/value_format.h"
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/objects.h"
+#include "collector/writers/words/sentences.h"
 
 namespace gprof::collector::perfetto {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "collector/writers/kernel_vocabulary.h"
+#include "collector/writers/words/kernel_names.h"
 
 namespace gprof::collector::perfetto {
 

@@ -19,8 +19,8 @@
 #include "collector/model/value_format.h"
 #include "collector/symbols/kernel_stack.h"
 #include "collector/symbols/user_symbols.h"
-#include "collector/writers/gpu_vocabulary.h"
-#include "collector/writers/kernel_vocabulary.h"
+#include "collector/writers/words/gpu_names.h"
+#include "collector/writers/words/kernel_names.h"
 #include "collector/writers/perfetto/interners.h"
 
 namespace gprof::collector::perfetto {

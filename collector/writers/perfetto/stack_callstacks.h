@@ -19,7 +19,8 @@
 #include "collector/symbols/python_frames.h"
 #include "collector/symbols/user_symbols.h"
 #include "collector/writers/perfetto/interners.h"
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/lines.h"
+#include "collector/writers/words/objects.h"
 
 namespace gprof::collector::perfetto {
 

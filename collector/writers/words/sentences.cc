@@ -1,84 +1,50 @@
-#include "collector/writers/report_format.h"
+#include "collector/writers/words/sentences.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "collector/analysis/user_lock.h"
-#include "collector/symbols/kernel_stack.h"
-#include "collector/symbols/user_symbols.h"
-#include "collector/writers/diagnosis_words.h"
-#include "collector/writers/gpu_vocabulary.h"
-#include "collector/writers/kernel_vocabulary.h"
-#include "collector/writers/report_words.h"
-#include "inject/format/kernel_events.h"
+#include "collector/writers/words/gpu_names.h"
+#include "collector/writers/words/names.h"
+#include "collector/writers/words/objects.h"
 
 namespace gprof::collector {
 
-std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address,
-                            uint64_t time_ns) {
-  return DataText(LocateUserAddress(session, pid, address, time_ns, AddressUse::kData));
-}
-
-std::string DescribeWaitObject(const Session& session, const WaitObject& object) {
+std::string WaitWords(const Session& session, const WaitObject& object, WaitClass wait_class,
+                      const LockUsers* users) {
   switch (object.kind) {
-    case WaitKind::kFutex: {
-      std::string text = "futex " + FormatHex(object.address);
-      std::string where = DescribeAddress(session, object.pid, object.address, object.seen_ns);
-      if (!where.empty()) text += " (" + where + ")";
-      if (!object.kernel_function.empty()) text += " in " + object.kernel_function;
-      return text;
-    }
+    case WaitKind::kFutex:
+      switch (wait_class) {
+        case WaitClass::kUserLock: {
+          std::string words = ObjectWords(session, object, users);
+          return (words.starts_with("a lock ") ? "waiting for " : "waiting for lock ") + words;
+        }
+        case WaitClass::kPythonGil:
+          return "waiting for the GIL (" + ObjectWords(session, object, users) + ")";
+        case WaitClass::kCondition:
+          return "waiting on " + ObjectWords(session, object, users);
+        default:
+          return "waiting on " + ObjectWords(session, object, users);
+      }
     case WaitKind::kKernelLock:
-      if (object.lock_flags & GPROF_LOCK_MMAP_LOCK)
-        return "the mmap_lock of pid " + std::to_string(object.pid);
-      return std::string("kernel ") + LockKindName(object.lock_flags) + " " +
-             FormatHex(object.address) +
-             (object.taken_in.empty() ? "" : " (taken in " + object.taken_in + ")");
-    case WaitKind::kDevice: {
-      std::string text = DeviceCallName(object.device_call);
-      if (!object.device.empty())
-        text += (object.device_call == DeviceCall::kMmap ? " of " : " on ") + object.device;
-      return text;
-    }
-    case WaitKind::kPageFault: {
-      std::string text = "a page fault at " + FormatHex(object.address);
-      std::string where = DescribeAddress(session, object.pid, object.address, object.seen_ns);
-      return where.empty() ? text : text + " (" + where + ")";
-    }
+      return "waiting for " + ObjectWords(session, object, users);
+    case WaitKind::kDevice:
+    case WaitKind::kPageFault:
+      return "in " + ObjectWords(session, object, users);
     case WaitKind::kKernelFunction:
-      if (IsFileLockFunction(object.kernel_function))
-        return "a file lock (flock, fcntl) in " + object.kernel_function;
-      break;
+      if (std::string words = ReasonInWords(object.kernel_function); !words.empty()) return words;
+      if (object.kernel_function.empty()) return "asleep";
+      return "asleep in the kernel's " + object.kernel_function;
   }
-  return object.kernel_function.empty() ? "an unknown wait" : object.kernel_function;
+  return "asleep";
 }
 
-std::string DescribeLockByItsUser(const Session& session, const Wait& wait, const ApiCall* call) {
-  std::optional<UserNamedLock> lock = NameLockByItsUser(session, wait, call);
-  return lock ? UserNamedLockWords(*lock) : std::string();
-}
-
-std::string WhereAsleep(const Session& session, const WaitObject& object) {
-  bool inside = object.kind == WaitKind::kDevice || object.kind == WaitKind::kPageFault;
-  return (inside ? "in " : "on ") + DescribeWaitObject(session, object);
-}
-
-std::string LockOwnerText(const Session& session, const Wait& wait) {
-  if (wait.kernel_lock == nullptr) return {};
-  const LockWait& lock = *wait.kernel_lock;
-  // The thread the hint named was asleep where it held no kernel lock: no holder is named.
-  if (lock.owner_tid != 0 && wait.owner_hint_stale) return "owner unknown (hint stale)";
-  std::string owner = session.threads.contains(lock.owner_tid)
-                          ? QuotedThread(session, lock.owner_tid)
-                          : LockOwnerLabel(session, lock);
-  if (owner.empty()) return {};
-  std::string text = "held by " + owner;
-  if (const MemoryMapCall* call = wait.owner_memory_call) {
-    text += " in " + std::string(MemorySyscallName(call->syscall)) + " of " + MemoryMapSize(*call);
-  } else if (wait.owner_call != nullptr) {
-    text += " in " + session.ApiName(*wait.owner_call);
-  }
-  return text;
+std::string SleptWords(const Session& session, const WaitObject& object, WaitClass wait_class,
+                       uint64_t asleep_ns, const LockUsers* users) {
+  std::string words = WaitWords(session, object, wait_class, users);
+  std::string text = "asleep " + FormatDuration(asleep_ns);
+  if (words == "asleep") return text;
+  if (words.starts_with("asleep ")) return text + words.substr(6);
+  return text + " " + words;
 }
 
 namespace {

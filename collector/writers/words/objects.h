@@ -1,5 +1,7 @@
-// Wording shared by the text and JSON reports, so both name things the same way. The plain
-// values (durations, sizes, offsets) are model/value_format.h's, included here for them.
+// The objects threads waited on, named (above names.h): a futex by the variable that holds it or
+// the code that waited on it, a kernel lock, a device call, a page fault, an address; and who held
+// a kernel lock. The plain values (durations, sizes, offsets) are model/value_format.h's, included
+// here for them.
 #pragma once
 
 #include <cstdint>
@@ -33,27 +35,19 @@ std::string LockOwnerText(const Session& session, const Wait& wait);
 // "libcudart.so.13+0x24040", "[heap]", or empty when unknown.
 std::string DescribeAddress(const Session& session, uint32_t pid, uint64_t address,
                             uint64_t time_ns);
-// What --delay / --duration kept: "recorded +5.000 s to +15.000 s, 10.000 s of 25.300 s (--delay 5
-// --duration 10): what started outside was not recorded"; empty when the run had no window.
-std::string WindowText(const Session& session);
-// What --max-size cut: "stopped at --max-size 256.0 KiB at +1.234 s: 5,120 records (1.2 MiB) not
-// written, nothing recorded from then on", or "within --max-size 256.0 KiB (used 80.0 KiB)"; empty
-// when the run had no cap.
-std::string MaxSizeText(const Session& session);
-// A nested gprof-run's session: "pid 12 (gprof-run) recorded its command into /tmp/inner (1,234 CUDA
-// calls): those are in that session, not this one".
-std::string NestedSessionText(const NestedSession& nested);
-// "Spin(long long) on stream 13", "Memcpy HtoD of 73.4 MiB (pageable to device) on stream 7".
-// `short_names`: the kernel's name shortened for the text (report_words.h).
-std::string DescribeGpuActivity(const Session& session, const GpuActivity& activity,
-                                bool short_names = false);
-// What the GPU did during `window` ("the call", "its cudaFree"): "the GPU was running
-// Spin(long long) on stream 13 for 30.1 ms, launched by holder (429) in cudaLaunchKernel; busy
-// 100% of the call", or "the GPU was idle during the call", and the call's own work if it was not
-// what ran.
-std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
-                              const std::string& window, bool short_names = false);
-// What a holder's GPU use was measured over: "its cudaFree", or "the hold" outside any call.
-std::string HolderGpuWindow(const Session& session, const HolderActivity& holder);
+
+// A lock named by the code that waited on it: "a lock inside libcuda.so.580.159.04 (futex
+// 0x55dcd2112db8 on the heap), waited for in cuLaunchKernel".
+std::string UserNamedLockWords(const UserNamedLock& lock);
+
+// A wait object in the one notation the text uses for it: a futex by the variable that holds it,
+// "fake_cuda::{anon}::driver_lock in libcudart.so.13", "_rtld_global+0xa08 in
+// ld-linux-x86-64.so.2", else by its address and memory, "futex 0x5640925e7f30 on the heap"; "the
+// mmap_lock of pid 12", "ioctl on nvidiactl", ...; never the kernel function (report.json keeps
+// it).
+// A futex in unnamed memory that `users` knows is "a lock inside libcuda.so.580.159.04 (futex
+// 0x5640925e7f30 on the heap)".
+std::string ObjectWords(const Session& session, const WaitObject& object,
+                        const LockUsers* users = nullptr);
 
 }  // namespace gprof::collector

@@ -1,4 +1,4 @@
-#include "collector/writers/gpu_vocabulary.h"
+#include "collector/writers/words/gpu_names.h"
 
 #include <algorithm>
 #include <iterator>

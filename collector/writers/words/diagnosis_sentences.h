@@ -40,8 +40,5 @@ std::string CauseIdentity(const Session& session, const Cause& cause);
 // launch the next GPU work (the GPU waited for the host)"; empty for other causes.
 std::string LateThreadWords(const Session& session, const Cause& cause);
 
-// A lock named by the code that waited on it: "a lock inside libcuda.so.580.159.04 (futex
-// 0x55dcd2112db8 on the heap), waited for in cuLaunchKernel".
-std::string UserNamedLockWords(const UserNamedLock& lock);
 
 }  // namespace gprof::collector

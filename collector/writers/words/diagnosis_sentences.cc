@@ -1,12 +1,13 @@
-#include "collector/writers/diagnosis_words.h"
+#include "collector/writers/words/diagnosis_sentences.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "collector/writers/gpu_vocabulary.h"
-#include "collector/writers/kernel_vocabulary.h"
-#include "collector/writers/report_format.h"
-#include "collector/writers/report_words.h"
+#include "collector/writers/words/gpu_names.h"
+#include "collector/writers/words/kernel_names.h"
+#include "collector/writers/words/names.h"
+#include "collector/writers/words/objects.h"
+#include "collector/writers/words/sentences.h"
 
 namespace gprof::collector {
 
@@ -141,28 +142,6 @@ std::string DescribeLink(const Session& session, const ChainLink& link, const Lo
     text += ", waiting for a CPU " + FormatDuration(link.runnable_ns);
   if (link.released)
     text += ", until it released the lock at " + FormatOffset(session, link.end_ns);
-  return text;
-}
-
-std::string UserNamedLockWords(const UserNamedLock& lock) {
-  std::string memory;
-  switch (lock.memory) {
-    case UserNamedLock::Memory::kHeap:
-      memory = "on the heap";
-      break;
-    case UserNamedLock::Memory::kMainStack:
-      memory = "on the main thread's stack";
-      break;
-    case UserNamedLock::Memory::kAnonymous:
-      memory = "in anonymous memory";
-      break;
-    case UserNamedLock::Memory::kMapping:
-      memory = "in " + lock.mapping;
-      break;
-  }
-  std::string text =
-      "a lock inside " + lock.library + " (futex " + FormatHex(lock.address) + " " + memory + ")";
-  if (!lock.waited_in.empty()) text += ", waited for in " + lock.waited_in;
   return text;
 }
 

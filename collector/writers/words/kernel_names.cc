@@ -1,4 +1,4 @@
-#include "collector/writers/kernel_vocabulary.h"
+#include "collector/writers/words/kernel_names.h"
 
 #include <signal.h>
 #include <string.h>

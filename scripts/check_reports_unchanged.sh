@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Whether a change to the collector changed its reports: records the demo and the scenario
-# programs of tests/apps once, then rebuilds each session's report.txt, report.json and trace with
-# an old and a new build (`gprof-run report DIR`) and diffs them. Both builds read the same
-# sessions, so a difference is the collector's, never the run's; the volatile parts that are left
-# (the collector's own time and memory) are masked.
+# programs of tests/apps once, then rebuilds each session's report.txt, report.json, report.html
+# and trace with an old and a new build (`gprof-run report DIR`) and diffs them. Both builds read
+# the same sessions, so a difference is the collector's, never the run's; the volatile parts that
+# are left (the collector's own time and memory, in report.html too, which holds report.txt) are
+# masked.
 #
 #   scripts/check_reports_unchanged.sh OLD_BUILD NEW_BUILD [SESSIONS]
 #
@@ -64,12 +65,12 @@ for dir in "$sessions"/*/; do
     bin="$old/bin/gprof-run"
     [ "$build" = new ] && bin="$new/bin/gprof-run"
     "$bin" report "$dir" > /dev/null 2>&1
-    for file in report.txt report.json; do
+    for file in report.txt report.json report.html; do
       mask "$dir/$file" > "$sessions/diff/$name.$file.$build"
     done
     cp "$dir/trace.perfetto-trace" "$sessions/diff/$name.trace.$build" 2>/dev/null
   done
-  for file in report.txt report.json; do
+  for file in report.txt report.json report.html; do
     if ! diff -u "$sessions/diff/$name.$file.old" "$sessions/diff/$name.$file.new" \
       > "$sessions/diff/$name.$file.diff"; then
       echo "== $name: $file differs"

@@ -1,6 +1,8 @@
 #include "collector/analysis/analysis.h"
 
 #include "collector/analysis/gpu_timeline.h"
+#include "collector/analysis/numbering.h"
+#include "collector/analysis/report_view.h"
 
 namespace gprof::collector {
 Analysis Analyze(const Session& session, const AnalysisOptions& options) {
@@ -16,6 +18,8 @@ Analysis Analyze(const Session& session, const AnalysisOptions& options, const W
   ExplainSlowCalls(session, waits, correlation, gpu_busy, analysis);
   FindFreezes(session, waits, correlation, gpu_busy, analysis);
   analysis.gpu = SummarizeGpu(session, correlation);
+  NumberCausesAndFreezes(analysis);
+  MakeReportView(session, analysis);
   return analysis;
 }
 

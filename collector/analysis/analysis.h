@@ -15,6 +15,7 @@
 #include "collector/analysis/diagnosis.h"
 #include "collector/analysis/freezes.h"
 #include "collector/analysis/gpu_summary.h"
+#include "collector/analysis/report_view.h"
 #include "collector/analysis/slow_calls.h"
 #include "collector/analysis/wait_reader.h"
 #include "collector/model/model.h"
@@ -38,6 +39,7 @@ struct Analysis {
   uint32_t critical_path_tid = 0;
   // The stalls' freezes in time order, then those only the slow calls saw (freezes.h).
   std::vector<Freeze> freezes;
+  std::vector<int> freezes_by_number;  // into freezes: freeze 1 first (numbering.h)
   std::vector<GpuGap> gaps;        // in time order, of every GPU
   std::vector<GpuDevice> devices;  // the GPUs the gaps are on
   // Threads runnable the threshold or more, or whose waits were held up that long for want of a
@@ -48,6 +50,11 @@ struct Analysis {
   // The slow-call view.
   std::vector<BlockedCall> blocked_calls;  // slow calls, in time order
   GpuSummary gpu;
+  // What the writers show, totalled once (report_view.h): the kernel recorder's counts, the GPU
+  // gaps per GPU (as devices) and in all.
+  CountedTotals counted;
+  std::vector<GapTotals> gap_totals;
+  GapTotals all_gaps;
   uint64_t slow_call_count() const { return blocked_calls.size(); }
 };
 

@@ -206,6 +206,13 @@ struct Cause {
   size_t wait_count = 0;
   std::vector<uint32_t> tids;  // threads that waited on it (kCpu: by runnable time, longest first)
   std::vector<int> stalls, freezes, gaps;
+  size_t number = 0;  // its rank, 1 first, in every output (numbering.h)
+  // The waits every output tells of it (report_view.h): its longest wait, the wait whose release
+  // is shown (the longest the holder ended where its stack was read, else the longest), its
+  // longest GPU gap; -1: none.
+  int longest_stall = -1;
+  int told_release = -1;
+  int longest_gap = -1;
 };
 
 // The pipeline's steps over the waits (analysis.h): fills analysis.stalls, causes, gaps,

@@ -216,8 +216,9 @@ std::optional<CallsInFreeze> FreezeFinder::CallFreeze(const WaitObject& object,
   for (int i : members) {
     FreezeMember member;
     member.blocked_call = i;
-    // A woken mutex waiter that loses the lock again sleeps twice: the long sleep counts.
-    const Wait* decisive = LongestWaitOn(analysis_.blocked_calls[i].waits, object);
+    // A woken mutex waiter that loses the lock again sleeps twice: the long sleep counts (the
+    // members are the calls whose main object this is).
+    const Wait* decisive = analysis_.blocked_calls[i].MainWait();
     if (decisive != nullptr && decisive->wake_ns != 0 && decisive->waker_tid != 0) {
       member.woken_by_tid = decisive->waker_tid;
       uint64_t start = HoldStart(decisive->waker_tid, object, freeze.start_ns, decisive->wake_ns);

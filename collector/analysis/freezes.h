@@ -38,6 +38,8 @@ struct Freeze {
   std::vector<int> stalls;     // their waits, into Analysis::stalls; empty: only calls saw it
   int cause = -1;              // into Analysis::causes
   std::optional<CallsInFreeze> calls;  // the slow calls blocked in it, where there were
+  size_t number = 0;                   // in every output: 1 the longest (numbering.h)
+  int longest_stall = -1;              // its longest wait, the one told (report_view.h); -1: none
   // Seen in the stalls (the diagnosis's waits), not only in slow calls: those come first in
   // Analysis::freezes, and are the ones the diagnosis's writers picture.
   bool of_stalls() const { return !stalls.empty(); }

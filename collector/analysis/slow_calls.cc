@@ -66,6 +66,10 @@ void ExplainSlowCalls(const Session& session, const WaitReader& waits,
     blocked.asleep_ns = split.asleep_ns;
     blocked.waits = std::move(split.waits);
     std::tie(blocked.main_object, blocked.main_object_ns) = LongestWaitObject(blocked.waits);
+    if (blocked.main_object) {
+      if (const Wait* main = LongestWaitOn(blocked.waits, *blocked.main_object))
+        blocked.main_wait = static_cast<int>(main - blocked.waits.data());
+    }
     blocked.gpu = GpuDuring(correlation, gpu_busy, call.pid, call.enter_ns, call.exit_ns, &call);
     analysis.blocked_calls.push_back(std::move(blocked));
   }

@@ -39,6 +39,10 @@ struct BlockedCall {
   std::vector<Wait> waits;   // in time order
   std::optional<WaitObject> main_object;  // the object it slept on longest
   uint64_t main_object_ns = 0;
+  // Into waits: the longest sleep on main_object, the one that decided the call (its waker, its
+  // lock's owner are the ones to name); -1: none.
+  int main_wait = -1;
+  const Wait* MainWait() const { return main_wait >= 0 ? &waits[main_wait] : nullptr; }
   int freeze = -1;                   // index into Analysis::freezes, when it froze with others
   std::optional<GpuDuringCall> gpu;  // none: the process's GPU timeline was not recorded
 };

@@ -22,20 +22,6 @@
 namespace gprof::collector {
 namespace {
 
-// The report's wording, in one place: until collector/report_words (report.txt's shortening and
-// wording) lands, these few calls stand in for it, and the lead switches them there at merge.
-namespace words {
-
-std::string Thread(const Session& session, uint32_t tid) { return session.ThreadLabel(tid); }
-
-std::string Name(std::string_view name) { return ShortCppName(name); }
-
-std::string Link(const Session& session, const ChainLink& link, const LockUsers& users) {
-  return DescribeLink(session, link, &users);
-}
-
-}  // namespace words
-
 std::string Escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -189,7 +175,7 @@ class HtmlReport {
   std::string CommandLine() const {
     return CommandLineText(session_.meta.command, 300);
   }
-  std::string Thread(uint32_t tid) const { return words::Thread(session_, tid); }
+  std::string Thread(uint32_t tid) const { return session_.ThreadLabel(tid); }
   std::string Threads(const std::vector<uint32_t>& tids, size_t shown = 5) const {
     std::string text;
     for (size_t i = 0; i < std::min(shown, tids.size()); ++i)
@@ -197,10 +183,7 @@ class HtmlReport {
     if (tids.size() > shown) text += " and " + std::to_string(tids.size() - shown) + " more";
     return text;
   }
-  static std::string Plural(size_t n, std::string_view word) {
-    const bool es = word.ends_with("s");  // "process", "processes"
-    return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : es ? "es" : "s");
-  }
+  static std::string Plural(size_t n, std::string_view word) { return CountOf(n, word); }
 
   void Header();
   void Summary();
@@ -296,20 +279,10 @@ void HtmlReport::Header() {
 
 std::string HtmlReport::CauseFacts(const Cause& cause) const {
   std::vector<std::string> facts;
-  if (cause.gpu_idle_ns > 0)
-    facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
-                    Plural(cause.gaps.size(), "gap"));
+  if (cause.gpu_idle_ns > 0) facts.push_back(CauseGpuIdleWords(cause));
   if (cause.wait_count > 0) {
-    std::string blocked = Plural(cause.tids.size(), "thread") + " " +
-                          (cause.wait_class == WaitClass::kCpu ? "runnable " : "blocked ") +
-                          FormatDuration(cause.blocked_ns);
-    if (cause.wait_class != WaitClass::kCpu)
-      blocked += " in " + Plural(cause.wait_count, "wait") + " (longest " +
-                 FormatDuration(cause.longest_ns) + ")";
-    facts.push_back(blocked + ": " + Threads(cause.tids));
-    if (cause.held_up_ns > 0)
-      facts.push_back("of it, the program's critical path waited " +
-                      FormatDuration(cause.held_up_ns));
+    facts.push_back(CauseBlockedWords(cause) + ": " + Threads(cause.tids));
+    if (cause.held_up_ns > 0) facts.push_back(CriticalPathWords(cause));
   }
   std::string text;
   for (const std::string& fact : facts) text += (text.empty() ? "" : "; ") + fact;
@@ -339,24 +312,22 @@ void HtmlReport::Summary() {
     if (const size_t freezes = StallFreezes(analysis_); freezes > 0)
       out_ << "; " << Plural(freezes, "freeze") << " (threads blocked together)";
     if (!analysis_.gaps.empty()) {
-      uint64_t idle = 0;
-      for (const GpuGap& gap : analysis_.gaps) idle += gap.duration();
-      out_ << "; " << Plural(analysis_.gaps.size(), "GPU gap") << ", " << FormatDuration(idle)
-           << " idle in all";
+      out_ << "; " << Plural(analysis_.gaps.size(), "GPU gap") << ", "
+           << FormatDuration(analysis_.all_gaps.idle_ns) << " idle in all";
     }
     out_ << ".</p>\n<ol class=\"causes\">\n";
     for (size_t i = 0; i < analysis_.causes.size(); ++i) {
       const Cause& cause = analysis_.causes[i];
       out_ << "<li>";
-      if (i < options_.max_causes) out_ << "<a href=\"#cause-" << i + 1 << "\">";
-      out_ << "<b>[" << WaitClassName(cause.wait_class) << "]</b> "
+      if (i < options_.max_causes) out_ << "<a href=\"#cause-" << cause.number << "\">";
+      out_ << "<b>[" << CauseClassLabel(cause) << "]</b> "
            << Escape(CauseIdentity(session_, cause));
       if (i < options_.max_causes) out_ << "</a>";
       out_ << "<br>" << Escape(CauseFacts(cause));
       if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
         out_ << "; held by " << Escape(Thread(cause.holder_tid));
       if (cause.root)
-        out_ << "<br>root: " << Escape(words::Link(session_, *cause.root, analysis_.lock_users));
+        out_ << "<br>root: " << Escape(DescribeLink(session_, *cause.root, &analysis_.lock_users));
       out_ << "</li>\n";
     }
     out_ << "</ol>\n";
@@ -366,11 +337,10 @@ void HtmlReport::Summary() {
 void HtmlReport::AddChainWords(Figure& figure, const Stall& stall) const {
   for (size_t i = 0; i < stall.chain.size(); ++i) {
     const ChainLink& link = stall.chain[i];
-    const char* step = link.creator ? "created by "
-                       : i == 0     ? (link.owner ? "held by " : "ended by ")
-                                    : "who waited for ";
-    figure.words.push_back(step + words::Link(session_, link, analysis_.lock_users) +
-                           (i + 1 == stall.chain.size() && stall.deadlock_tid == 0 ? " (root)" : ""));
+    figure.words.push_back(
+        std::string(ChainStepWords(link, i == 0)) + " " +
+        DescribeLink(session_, link, &analysis_.lock_users) +
+        (i + 1 == stall.chain.size() && stall.deadlock_tid == 0 ? " (root)" : ""));
   }
   if (InDeadlock(stall) || stall.deadlock_tid != 0)
     figure.words.push_back("DEADLOCK: " + DescribeDeadlock(session_, stall));
@@ -418,24 +388,18 @@ void HtmlReport::AddLanes(Figure& figure) const {
 void HtmlReport::AddCauseFigure(size_t index) {
   const Cause& cause = analysis_.causes[index];
   Figure figure;
-  figure.id = "cause-" + std::to_string(index + 1);
-  figure.heading = std::to_string(index + 1) + ". [" + WaitClassName(cause.wait_class) + "] " +
+  figure.id = "cause-" + std::to_string(cause.number);
+  figure.heading = std::to_string(cause.number) + ". [" + CauseClassLabel(cause) + "] " +
                    CauseIdentity(session_, cause);
   figure.words.push_back(CauseFacts(cause));
   if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
     figure.words.push_back("held by " + Thread(cause.holder_tid));
   if (cause.root)
-    figure.words.push_back("root: " + words::Link(session_, *cause.root, analysis_.lock_users));
+    figure.words.push_back("root: " + DescribeLink(session_, *cause.root, &analysis_.lock_users));
   // Pictured over its longest wait's freeze, else that wait, else its longest GPU gap.
-  const Stall* longest = nullptr;
-  for (int s : cause.stalls) {
-    const Stall& stall = analysis_.stalls[s];
-    if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
-  }
-  const GpuGap* gap = nullptr;
-  for (int g : cause.gaps) {
-    if (gap == nullptr || analysis_.gaps[g].duration() > gap->duration()) gap = &analysis_.gaps[g];
-  }
+  const Stall* longest =
+      cause.longest_stall >= 0 ? &analysis_.stalls[cause.longest_stall] : nullptr;
+  const GpuGap* gap = cause.longest_gap >= 0 ? &analysis_.gaps[cause.longest_gap] : nullptr;
   if (longest != nullptr && longest->freeze >= 0) {
     const Freeze& freeze = analysis_.freezes[longest->freeze];
     figure.start_ns = freeze.start_ns;
@@ -490,8 +454,8 @@ void HtmlReport::AddCauseFigure(size_t index) {
 void HtmlReport::AddFreezeFigure(size_t index) {
   const Freeze& freeze = analysis_.freezes[index];
   Figure figure;
-  figure.id = "freeze-" + std::to_string(index + 1);
-  figure.heading = "Freeze " + std::to_string(index + 1) + ": at " +
+  figure.id = "freeze-" + std::to_string(freeze.number);
+  figure.heading = "Freeze " + std::to_string(freeze.number) + ": at " +
                    FormatOffset(session_, freeze.start_ns) + ", " +
                    FormatDuration(freeze.end_ns - freeze.start_ns) + ", " +
                    Plural(freeze.tids.size(), "thread");
@@ -499,18 +463,13 @@ void HtmlReport::AddFreezeFigure(size_t index) {
   if (freeze.cause >= 0) {
     const Cause& cause = analysis_.causes[freeze.cause];
     figure.words.push_back("all waited on " + CauseIdentity(session_, cause) + " [" +
-                           WaitClassName(cause.wait_class) + "], cause " +
-                           std::to_string(freeze.cause + 1));
+                           CauseClassLabel(cause) + "], cause " + std::to_string(cause.number));
   }
   figure.start_ns = figure.mark_start_ns = freeze.start_ns;
   figure.end_ns = figure.mark_end_ns = freeze.end_ns;
   for (uint32_t tid : freeze.tids) AddRow(figure, tid);
-  const Stall* longest = nullptr;
-  for (int s : freeze.stalls) {
-    const Stall& stall = analysis_.stalls[s];
-    if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
-  }
-  if (longest != nullptr) {
+  if (freeze.longest_stall >= 0) {
+    const Stall* longest = &analysis_.stalls[freeze.longest_stall];
     figure.words.push_back("longest: " + Thread(longest->tid) + " asleep " +
                            FormatDuration(longest->asleep_ns()) +
                            (longest->call != nullptr ? " in " + session_.ApiName(*longest->call)
@@ -530,26 +489,19 @@ void HtmlReport::AddGapFigure(size_t index) {
   figure.heading = "GPU gap " + std::to_string(index + 1) + ": at " +
                    FormatOffset(session_, gap.start_ns) + ", " + FormatDuration(gap.duration()) +
                    ", " + GpuDeviceName(analysis_.devices[gap.device], analysis_.devices);
-  std::string between = "after " + words::Name(GpuActivityName(session_, *gap.before));
+  std::string between = "after " + ShortCppName(GpuActivityName(session_, *gap.before));
   if (gap.before_call != nullptr) between += " (launched by " + Thread(gap.before_call->tid) + ")";
-  between += ", before " + words::Name(GpuActivityName(session_, *gap.after));
+  between += ", before " + ShortCppName(GpuActivityName(session_, *gap.after));
   if (gap.after_call != nullptr)
     between += " (launched by " + Thread(gap.after_call->tid) + " in " +
                session_.ApiName(*gap.after_call) + " at " +
                FormatOffset(session_, gap.after_call->enter_ns) + ")";
   figure.words.push_back(between);
-  if (gap.gpu_side) {
-    figure.words.push_back("queued in time: the GPU side held it");
-  } else if (gap.late_thread) {
-    figure.words.push_back("the GPU waited for " +
-                           words::Link(session_, *gap.late_thread, analysis_.lock_users));
-    if (gap.module_load_ns > 0)
-      figure.words.push_back("the driver spent " + FormatDuration(gap.module_load_ns) +
-                             " of the wait loading a CUDA module");
-  } else {
-    figure.words.push_back("the call that launched the next work was not recorded");
-  }
-  if (gap.cause >= 0) figure.words.push_back("cause " + std::to_string(gap.cause + 1));
+  figure.words.push_back(GapWaitWords(session_, gap, &analysis_.lock_users));
+  if (!gap.gpu_side && gap.late_thread && gap.module_load_ns > 0)
+    figure.words.push_back(ModuleLoadWords(gap));
+  if (gap.cause >= 0)
+    figure.words.push_back("cause " + std::to_string(analysis_.causes[gap.cause].number));
   figure.start_ns = figure.mark_start_ns = gap.start_ns;
   figure.end_ns = figure.mark_end_ns = gap.end_ns;
   if (gap.late_thread) AddRow(figure, gap.late_thread->tid);
@@ -570,22 +522,17 @@ void HtmlReport::AddGapFigure(size_t index) {
 void HtmlReport::MakeFigures() {
   for (size_t i = 0; i < std::min(options_.max_causes, analysis_.causes.size()); ++i)
     AddCauseFigure(i);
-  // The longest freezes and gaps, each numbered by its place in time as report.json lists it.
-  auto longest = [&](size_t count, size_t max, auto duration) {
-    std::vector<size_t> order(count);
-    for (size_t i = 0; i < count; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return duration(a) > duration(b); });
-    order.resize(std::min(max, count));
-    return order;
-  };
-  for (size_t i : longest(StallFreezes(analysis_), options_.max_freezes, [&](size_t f) {
-         return analysis_.freezes[f].end_ns - analysis_.freezes[f].start_ns;
-       }))
-    AddFreezeFigure(i);
-  for (size_t i : longest(analysis_.gaps.size(), options_.max_gaps,
-                          [&](size_t g) { return analysis_.gaps[g].duration(); }))
-    AddGapFigure(i);
+  // The longest freezes, numbered as every output numbers them; the longest gaps, numbered by
+  // their place in time as report.json lists them.
+  size_t freezes = 0;
+  for (int f : analysis_.freezes_by_number) {
+    if (freezes == options_.max_freezes) break;
+    if (!analysis_.freezes[f].of_stalls()) continue;
+    AddFreezeFigure(f);
+    ++freezes;
+  }
+  const std::vector<int> gaps = GapsLongestFirst(analysis_);
+  for (size_t i = 0; i < std::min(options_.max_gaps, gaps.size()); ++i) AddGapFigure(gaps[i]);
 }
 
 // One pass over each kind of record fills every picture: the records are in time order, the
@@ -672,11 +619,11 @@ void HtmlReport::Gather() {
   if (analysis_.devices.empty()) return;
   auto close_stretch = [&](Figure::Lane& lane) {
     if (lane.busy.empty() || lane.longest == nullptr) return;
-    lane.busy.back().title =
-        "busy " + FormatDuration(lane.busy.back().end_ns - lane.busy.back().start_ns) + ": " +
-        Plural(lane.count, "activity") + ", the longest " +
-        words::Name(GpuActivityName(session_, *lane.longest)) + " " +
-        FormatDuration(lane.longest->duration());
+    lane.busy.back().title = "busy " +
+                             FormatDuration(lane.busy.back().end_ns - lane.busy.back().start_ns) +
+                             ": " + Plural(lane.count, "activity") + ", the longest " +
+                             ShortCppName(GpuActivityName(session_, *lane.longest)) + " " +
+                             FormatDuration(lane.longest->duration());
     lane.longest = nullptr;
     lane.count = 0;
   };
@@ -875,7 +822,8 @@ void HtmlReport::Picture(const Figure& figure) {
       rect(gap.start_ns, gap.end_ns, y - 1, kRowHeight + 2, "gap",
            "gap " + std::to_string(g + 1) + ": the GPU ran nothing for " +
                FormatDuration(gap.duration()) +
-               (gap.cause >= 0 ? ", cause " + std::to_string(gap.cause + 1) : std::string()));
+               (gap.cause >= 0 ? ", cause " + std::to_string(analysis_.causes[gap.cause].number)
+                               : std::string()));
     }
   }
   // Arrows last, over the rows: from each waiter to the thread that released it.
@@ -939,7 +887,7 @@ void HtmlReport::Tables() {
   if (!kernels.empty()) {
     head("GPU kernels by name", "kernels", false);
     for (size_t i = 0; i < std::min(kernels.size(), options_.max_table_rows); ++i) {
-      row(kernels[i].name, words::Name(kernels[i].name), kernels[i].count, kernels[i].total_ns,
+      row(kernels[i].name, ShortCppName(kernels[i].name), kernels[i].count, kernels[i].total_ns,
           kernels[i].median_ns, kernels[i].max_ns);
       out_ << "</tr>\n";
     }

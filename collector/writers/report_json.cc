@@ -420,7 +420,8 @@ json HolderJson(const Session& session, const std::optional<HolderActivity>& hol
   return out;
 }
 
-json FreezeJson(const Session& session, const Analysis& analysis, const CallsInFreeze& freeze) {
+json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& numbered) {
+  const CallsInFreeze& freeze = *numbered.calls;
   json members = json::array();
   for (const FreezeMember& member : freeze.members) {
     const BlockedCall& blocked = analysis.blocked_calls[member.blocked_call];
@@ -432,7 +433,8 @@ json FreezeJson(const Session& session, const Analysis& analysis, const CallsInF
     entry["passed_on"] = member.passed_on;
     members.push_back(std::move(entry));
   }
-  return Object({{"start_ns", freeze.start_ns},
+  return Object({{"number", numbered.number},
+                 {"start_ns", freeze.start_ns},
                  {"end_ns", freeze.end_ns},
                  {"duration_ns", freeze.end_ns - freeze.start_ns},
                  {"object", ObjectJson(session, freeze.object)},
@@ -576,7 +578,7 @@ json PythonJson(const Session& session) {
                  {"code_objects_not_read", unnamed}});
 }
 
-json SessionJson(const Session& session) {
+json SessionJson(const Session& session, const Analysis& analysis) {
   const SessionMeta& meta = session.meta;
   json lost = json::array();
   for (const auto& entry : session.lost) {
@@ -615,16 +617,13 @@ json SessionJson(const Session& session) {
   json processes = json::array();
   for (const auto& [pid, process] : session.processes) processes.push_back(ProcessJson(session, process));
   json threads = json::array();
-  uint64_t quick_faults = 0, quick_fault_ns = 0;
-  CountedWaitTotals waits;
-  std::map<uint32_t, CountedWaitTotals> thread_waits;
-  for (const CountedWaits& counted : session.counted_waits) {
-    waits.Add(counted);
-    thread_waits[counted.tid].Add(counted);
-  }
+  const CountedTotals& counted = analysis.counted;
+  const CountedWaitTotals& waits = counted.waits;
+  const CountedWaitTotals none;
   for (const auto& [tid, thread] : session.threads) {
     auto python_name = session.python.thread_names.find(tid);
-    const CountedWaitTotals& mine = thread_waits[tid];
+    auto of_thread = counted.by_thread.find(tid);
+    const CountedWaitTotals& mine = of_thread != counted.by_thread.end() ? of_thread->second : none;
     threads.push_back({{"tid", tid},
                        {"pid", thread.pid},
                        {"name", thread.name},
@@ -638,16 +637,15 @@ json SessionJson(const Session& session) {
                        {"short_off_cpu_ns", mine.off_cpu_ns},
                        {"short_futex_calls", mine.futex},
                        {"short_futex_ns", mine.futex_ns}});
-    quick_faults += thread.quick_page_faults;
-    quick_fault_ns += thread.quick_page_fault_ns;
   }
   json spins_by_cpu = json::array();
-  uint64_t spins = 0;
   for (const auto& [cpu, count] : session.spin_contention_by_cpu) {
     spins_by_cpu.push_back(
         {{"cpu", cpu == kAllCpus ? json(nullptr) : json(cpu)}, {"count", count}});
-    spins += count;
   }
+  const uint64_t quick_faults = counted.quick_page_faults;
+  const uint64_t quick_fault_ns = counted.quick_page_fault_ns;
+  const uint64_t spins = counted.spin_contentions;
   return {{"directory", session.directory},
           {"command", meta.command},
           {"root_pid", meta.root_pid},
@@ -868,6 +866,7 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
     for (uint32_t tid : cause.tids) threads.push_back(ThreadRef(session, tid));
     causes.push_back(
         {{"class", WaitClassName(cause.wait_class)},
+         {"label", CauseClassLabel(cause)},
          {"kind", CauseKindName(cause.kind)},
          {"identity", CauseIdentity(session, cause)},
          {"object",
@@ -893,7 +892,8 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
     if (!freeze.of_stalls()) break;  // those only slow calls saw are the top level's
     json threads = json::array();
     for (uint32_t tid : freeze.tids) threads.push_back(ThreadRef(session, tid));
-    freezes.push_back({{"start_ns", freeze.start_ns},
+    freezes.push_back({{"number", freeze.number},
+                       {"start_ns", freeze.start_ns},
                        {"end_ns", freeze.end_ns},
                        {"threads", std::move(threads)},
                        {"stalls", freeze.stalls},
@@ -940,19 +940,13 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
   json devices = json::array();
   for (size_t d = 0; d < diagnosis.devices.size(); ++d) {
     const GpuDevice& device = diagnosis.devices[d];
-    uint64_t gap_ns = 0, explained_ns = 0, count = 0;
-    for (const GpuGap& gap : diagnosis.gaps) {
-      if (gap.device != d) continue;
-      ++count;
-      gap_ns += gap.duration();
-      if (gap.cause >= 0) explained_ns += gap.duration();
-    }
+    const GapTotals& gaps = diagnosis.gap_totals[d];
     devices.push_back({{"device", device.ordinal},
                        {"name", GpuDeviceName(device, diagnosis.devices)},
                        {"idle_ns", device.idle_ns()},
-                       {"gaps", count},
-                       {"gap_idle_ns", gap_ns},
-                       {"explained_idle_ns", explained_ns}});
+                       {"gaps", gaps.gaps},
+                       {"gap_idle_ns", gaps.idle_ns},
+                       {"explained_idle_ns", gaps.explained_ns}});
   }
   // What gprof-run's own threads cost the program: never in the causes.
   const ProfilerCost& cost = diagnosis.profiler_cost;
@@ -1012,8 +1006,8 @@ json TablesJson(const Session& session) {
   return {{"cuda_api_calls", std::move(calls)}, {"gpu_kernels", std::move(kernels)}};
 }
 
-// The top level's freezes are those slow calls were blocked in, in the order of their calls:
-// `order` (into Analysis::freezes), and each freeze's place there (-1: none).
+// The top level's freezes are those slow calls were blocked in, in the order of their calls
+// (report_view.h): `order` (into Analysis::freezes), and each freeze's place there (-1: none).
 struct CallFreezes {
   std::vector<int> order;
   std::vector<int> number;
@@ -1024,12 +1018,7 @@ struct CallFreezes {
 
 CallFreezes OrderCallFreezes(const Analysis& analysis) {
   CallFreezes freezes;
-  for (size_t f = 0; f < analysis.freezes.size(); ++f) {
-    if (analysis.freezes[f].calls) freezes.order.push_back(static_cast<int>(f));
-  }
-  std::stable_sort(freezes.order.begin(), freezes.order.end(), [&](int a, int b) {
-    return analysis.freezes[a].calls->start_ns < analysis.freezes[b].calls->start_ns;
-  });
+  freezes.order = FreezesOfCalls(analysis);
   freezes.number.assign(analysis.freezes.size(), -1);
   for (size_t i = 0; i < freezes.order.size(); ++i)
     freezes.number[freezes.order[i]] = static_cast<int>(i);
@@ -1045,10 +1034,10 @@ json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays,
   }
   json freezes = json::array();
   for (int f : call_freezes.order)
-    freezes.push_back(FreezeJson(session, analysis, *analysis.freezes[f].calls));
+    freezes.push_back(FreezeJson(session, analysis, analysis.freezes[f]));
   return {{"format", "gprof-run-report"},
           {"version", 1},
-          {"session", SessionJson(session)},
+          {"session", SessionJson(session, analysis)},
           {"threshold_ns", analysis.options.threshold_ns},
           {"slow_calls", std::move(slow_calls)},
           {"freezes", std::move(freezes)},

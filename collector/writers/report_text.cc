@@ -154,21 +154,14 @@ class TextReport {
     return "ended by the process's exit" + by + ", not by a release";
   }
   bool AnyGpu() const { return !analysis_.gpu.devices.empty(); }
-  // A cause's class as the text and its legend say it.
-  std::string ClassOf(const Cause& cause) const {
-    std::string name = cause.wait_class == WaitClass::kCpu ? "CPU"
-                       : cause.kind == CauseKind::kHandoff ? "handoff"
-                       : cause.wait_class == WaitClass::kOther && !cause.gaps.empty()
-                           ? "host late"
-                           : WaitClassName(cause.wait_class);
-    return name;
-  }
+  std::string ClassOf(const Cause& cause) const { return CauseClassLabel(cause); }
   // What a cause is: the lock or object in the text's one notation, the late thread, the CPUs.
   std::string CauseWhat(const Cause& cause) const;
   // "cause 3", or "a cause listed in report.json" past those the text shows.
   std::string CauseRef(int cause) const {
     if (cause < 0) return {};
-    if (static_cast<size_t>(cause) < causes_shown_) return "cause " + std::to_string(cause + 1);
+    if (static_cast<size_t>(cause) < causes_shown_)
+      return "cause " + std::to_string(analysis_.causes[cause].number);
     return "a cause listed in report.json";
   }
   std::string FreezeRefs(const std::vector<int>& freezes) const;
@@ -220,9 +213,8 @@ class TextReport {
   const LockUsers* LockNames() const { return &analysis_.lock_users; }
   std::ostringstream out_;
   size_t causes_shown_ = 0;
-  // Freezes are numbered once, longest first, for every mention.
-  std::vector<const Freeze*> freezes_;  // [number - 1]
-  std::map<const Freeze*, size_t> freeze_number_;
+  // Freezes in the analysis's numbering (freeze 1, the longest, first).
+  std::vector<const Freeze*> freezes_;        // [number - 1]
   std::map<const ApiCall*, size_t> held_by_;  // a freeze holder's call -> the freeze's number
   size_t freezes_shown_ = 0;
   // The waits whose Python stacks a cause told (where it waited, where it was released): a freeze
@@ -232,16 +224,12 @@ class TextReport {
 
 void TextReport::NumberEvents() {
   causes_shown_ = std::min(analysis_.causes.size(), kCausesShown);
-  auto length = [](const auto* f) { return f->end_ns - f->start_ns; };
-  for (const Freeze& freeze : analysis_.freezes) freezes_.push_back(&freeze);
-  std::stable_sort(freezes_.begin(), freezes_.end(),
-                   [&](const auto* a, const auto* b) { return length(a) > length(b); });
+  for (int f : analysis_.freezes_by_number) freezes_.push_back(&analysis_.freezes[f]);
   freezes_shown_ = std::min(freezes_.size(), options_.max_listed);
-  for (size_t i = 0; i < freezes_.size(); ++i) {
-    freeze_number_[freezes_[i]] = i + 1;
+  for (size_t i = 0; i < freezes_shown_; ++i) {
     const std::optional<CallsInFreeze>& calls = freezes_[i]->calls;
-    if (i < freezes_shown_ && calls && calls->holder && calls->holder->call != nullptr)
-      held_by_[calls->holder->call] = i + 1;
+    if (calls && calls->holder && calls->holder->call != nullptr)
+      held_by_[calls->holder->call] = freezes_[i]->number;
   }
 }
 
@@ -249,7 +237,7 @@ std::string TextReport::FreezeRefs(const std::vector<int>& freezes) const {
   std::vector<size_t> shown;
   size_t elsewhere = 0;
   for (int index : freezes) {
-    size_t number = freeze_number_.at(&analysis_.freezes[index]);
+    size_t number = analysis_.freezes[index].number;
     if (number <= freezes_shown_) {
       shown.push_back(number);
     } else {
@@ -423,14 +411,10 @@ void TextReport::GpuLines() {
 
 // What the kernel recorder counted instead of recording one by one, when it counted any.
 void TextReport::CountedLine() {
-  uint64_t faults = 0, fault_ns = 0, spins = 0;
-  for (const auto& [tid, thread] : session_.threads) {
-    faults += thread.quick_page_faults;
-    fault_ns += thread.quick_page_fault_ns;
-  }
-  for (const auto& [cpu, count] : session_.spin_contention_by_cpu) spins += count;
-  CountedWaitTotals waits;
-  for (const CountedWaits& counted : session_.counted_waits) waits.Add(counted);
+  const CountedTotals& counted = analysis_.counted;
+  const uint64_t faults = counted.quick_page_faults, fault_ns = counted.quick_page_fault_ns,
+                 spins = counted.spin_contentions;
+  const CountedWaitTotals& waits = counted.waits;
   if (waits.off_cpu > 0 || waits.futex > 0) {
     out_ << "  counted   " << WithThousands(waits.off_cpu) << " off-CPU intervals ("
          << FormatDuration(waits.off_cpu_ns) << " in all) and " << WithThousands(waits.futex)
@@ -629,7 +613,6 @@ void TextReport::CaptureLines() {
     if (!offset.empty()) out_ << "  clock     " << offset << "\n";
   }
 }
-
 // At most kSummaryLines lines: why the GPU went idle and why threads froze, cause by cause.
 void TextReport::Summary() {
   std::vector<std::string> lines;
@@ -640,15 +623,9 @@ void TextReport::Summary() {
                        FormatDuration(device.idle_ns()) + " (" +
                        FormatShare(device.idle_ns(), span_ns) + ") of the " +
                        FormatDuration(span_ns) + " from its first work to its last";
-    uint64_t gaps_ns = 0;
-    size_t gaps = 0;
-    for (const GpuGap& gap : analysis_.gaps) {
-      const GpuDevice& on = analysis_.devices[gap.device];
-      if (on.ordinal == device.ordinal && on.uuid == device.uuid) {
-        gaps_ns += gap.duration();
-        ++gaps;
-      }
-    }
+    const GapTotals totals = GapTotalsOf(analysis_, device);
+    const uint64_t gaps_ns = totals.idle_ns;
+    const size_t gaps = totals.gaps;
     if (gaps > 0) {
       line += "; " + FormatDuration(gaps_ns) + " of it in " + std::to_string(gaps) + " gap" +
               (gaps == 1 ? "" : "s") + " of " + FormatDuration(analysis_.options.gap_threshold_ns) +
@@ -668,9 +645,7 @@ void TextReport::Summary() {
                     FormatDuration(longest) + " with " + std::to_string(threads) + " threads");
   }
   if (!session_.api_calls.empty()) {
-    size_t in_freezes =
-        std::count_if(analysis_.blocked_calls.begin(), analysis_.blocked_calls.end(),
-                      [](const BlockedCall& b) { return b.freeze >= 0; });
+    const size_t in_freezes = SlowCallsInFreezes(analysis_);
     std::string line = WithThousands(analysis_.blocked_calls.size()) + " CUDA call" +
                        (analysis_.blocked_calls.size() == 1 ? "" : "s") + " took " +
                        FormatDuration(analysis_.options.threshold_ns) + " or longer";
@@ -686,8 +661,8 @@ void TextReport::Summary() {
     size_t listed = std::min(causes_shown_, room);
     for (size_t i = 0; i < listed; ++i) {
       const Cause& cause = analysis_.causes[i];
-      std::string line =
-          "  " + std::to_string(i + 1) + ". [" + ClassOf(cause) + "] " + CauseWhat(cause) + ":";
+      std::string line = "  " + std::to_string(cause.number) + ". [" + ClassOf(cause) + "] " +
+                         CauseWhat(cause) + ":";
       std::vector<std::string> facts;
       if (cause.gpu_idle_ns > 0) facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns));
       if (cause.kind == CauseKind::kHandoff) {
@@ -745,13 +720,12 @@ void TextReport::Summary() {
 std::string TextReport::CpuWaits(bool delayed) const {
   constexpr size_t kShown = 4;
   std::vector<const CpuWait*> listed;
-  for (const CpuWait& wait : analysis_.cpu_waits) {
-    if (delayed ? wait.latency_sensitive : wait.short_of_cpu) listed.push_back(&wait);
-  }
   if (delayed) {
-    std::stable_sort(listed.begin(), listed.end(), [](const CpuWait* a, const CpuWait* b) {
-      return a->delayed_ns() > b->delayed_ns();
-    });
+    listed = DelayedByCpu(analysis_);
+  } else {
+    for (const CpuWait& wait : analysis_.cpu_waits) {
+      if (wait.short_of_cpu) listed.push_back(&wait);
+    }
   }
   std::string text;
   for (size_t i = 0; i < std::min(kShown, listed.size()); ++i) {
@@ -793,10 +767,10 @@ void TextReport::Chain(const std::vector<ChainLink>& chain, const char* indent,
   const std::string under = std::string(indent) + "    ";
   const Wait* previous = first;
   for (size_t i = 0; i < chain.size(); ++i) {
-    const char* step = chain[i].creator ? "  created by "
-                       : i == 0         ? (chain[i].owner ? "held by " : "ended by ")
-                                        : "  who waited for ";
-    out_ << indent << step << DescribeLink(session_, chain[i], LockNames());
+    // The first link's step under the wait it ended, the others indented under it.
+    const bool under_first = chain[i].creator || i > 0;
+    out_ << indent << (under_first ? "  " : "") << ChainStepWords(chain[i], i == 0) << " "
+         << DescribeLink(session_, chain[i], LockNames());
     if (i + 1 == chain.size()) out_ << (deadlock_tid != 0 ? "" : "  <- root");
     out_ << "\n";
     // A waker's stack at the wakeup is where it released the previous link.
@@ -832,41 +806,28 @@ void TextReport::Causes() {
     out_ << "  " << cost << "\n";
   for (size_t i = 0; i < causes_shown_; ++i) {
     const Cause& cause = analysis_.causes[i];
-    out_ << "  cause " << i + 1 << " [" << ClassOf(cause) << "] " << CauseWhat(cause) << "\n";
+    out_ << "  cause " << cause.number << " [" << ClassOf(cause) << "] " << CauseWhat(cause)
+         << "\n";
     if (cause.kind == CauseKind::kHandoff) {
       out_ << "     on " << ObjectWords(session_, cause.object, LockNames()) << " ["
            << WaitClassName(cause.wait_class) << "]\n";
     }
     std::vector<std::string> facts;
-    if (cause.gpu_idle_ns > 0) {
-      facts.push_back("GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
-                      std::to_string(cause.gaps.size()) + " gap" +
-                      (cause.gaps.size() == 1 ? "" : "s"));
-    }
+    if (cause.gpu_idle_ns > 0) facts.push_back(CauseGpuIdleWords(cause));
     if (cause.kind == CauseKind::kHandoff) {
       facts.push_back("held up the program " + FormatDuration(cause.blocked_ns) + " in " +
                       std::to_string(cause.wait_count) + " wait" +
                       (cause.wait_count == 1 ? "" : "s") + " on its critical path (longest " +
                       FormatDuration(cause.longest_ns) + "): " + Threads(cause.tids));
     } else if (cause.wait_count > 0) {
-      std::string blocked = std::to_string(cause.tids.size()) + " thread" +
-                            (cause.tids.size() == 1 ? "" : "s") + " " +
-                            (cause.wait_class == WaitClass::kCpu ? "runnable" : "blocked") + " " +
-                            FormatDuration(cause.blocked_ns);
-      if (cause.wait_class != WaitClass::kCpu) {
-        blocked += " in " + std::to_string(cause.wait_count) + " wait" +
-                   (cause.wait_count == 1 ? "" : "s") + " (longest " +
-                   FormatDuration(cause.longest_ns) + ")";
-      }
       facts.push_back(
-          blocked + ": " +
+          CauseBlockedWords(cause) + ": " +
           (cause.wait_class == WaitClass::kCpu ? CpuWaits(false) : Threads(cause.tids)));
     }
     for (size_t f = 0; f < facts.size(); ++f) out_ << (f == 0 ? "     " : "; ") << facts[f];
     if (!facts.empty()) out_ << "\n";
     if (cause.kind != CauseKind::kHandoff && cause.held_up_ns > 0)
-      out_ << "     of it, the program's critical path waited " << FormatDuration(cause.held_up_ns)
-           << "\n";
+      out_ << "     " << CriticalPathWords(cause) << "\n";
     if (cause.wait_class == WaitClass::kCpu) {
       if (std::string delayed = CpuWaits(true); !delayed.empty())
         out_ << "     waits held up for want of a CPU:" << delayed << "\n";
@@ -874,21 +835,12 @@ void TextReport::Causes() {
     if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
       out_ << (cause.kind == CauseKind::kHandoff ? "     ended by " : "     held by ")
            << Thread(cause.holder_tid) << "\n";
-    // Where its longest wait waited, and where the holder released the longest it ended (a
-    // waiter that passed the lock on released it too, but the holder is the one to read).
-    const Stall* longest = nullptr;
-    const Stall* released = nullptr;
-    for (int s : cause.stalls) {
-      const Stall& stall = analysis_.stalls[s];
-      if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
-      if (stall.wait.waker_python_stack != nullptr && stall.wait.waker_tid == cause.holder_tid &&
-          (released == nullptr || stall.asleep_ns() > released->asleep_ns()))
-        released = &stall;
-    }
-    if (longest != nullptr) {
+    // Where its longest wait waited, and where the holder released the one the analysis chose.
+    if (cause.longest_stall >= 0) {
+      const Stall* longest = &analysis_.stalls[cause.longest_stall];
+      const Stall* released = &analysis_.stalls[cause.told_release];
       if (longest->wait.python_stack != nullptr) waited_told_.insert(&longest->wait);
       PythonStackAt(longest->wait.python_stack, "     ", "waited at   ");
-      if (released == nullptr) released = longest;
       if (released->wait.waker_python_stack != nullptr) released_told_.insert(&released->wait);
       PythonStackAt(released->wait.waker_python_stack, "     ",
                     released->wait.waker_tid == cause.holder_tid
@@ -938,8 +890,8 @@ void TextReport::Freezes() {
   out_ << "\nFREEZES: threads blocked at once on one object, longest first\n";
   for (size_t i = 0; i < freezes_shown_; ++i) {
     const Freeze& freeze = *freezes_[i];
-    out_ << "\nfreeze " << i + 1 << " at " << FormatOffset(session_, freeze.start_ns) << ", "
-         << FormatDuration(freeze.end_ns - freeze.start_ns) << ": ";
+    out_ << "\nfreeze " << freeze.number << " at " << FormatOffset(session_, freeze.start_ns)
+         << ", " << FormatDuration(freeze.end_ns - freeze.start_ns) << ": ";
     if (freeze.of_stalls()) {
       out_ << Threads(freeze.tids, 6) << "\n";
       FreezeLines(freeze);
@@ -966,12 +918,8 @@ void TextReport::FreezeLines(const Freeze& freeze) {
          << CauseRef(freeze.cause) << "\n";
   }
   // The longest wait of the freeze, with its chain.
-  const Stall* longest = nullptr;
-  for (int s : freeze.stalls) {
-    const Stall& stall = analysis_.stalls[s];
-    if (longest == nullptr || stall.asleep_ns() > longest->asleep_ns()) longest = &stall;
-  }
-  if (longest != nullptr) {
+  if (freeze.longest_stall >= 0) {
+    const Stall* longest = &analysis_.stalls[freeze.longest_stall];
     out_ << "     longest: " << Thread(longest->tid) << " asleep "
          << FormatDuration(longest->asleep_ns());
     if (longest->call != nullptr) out_ << " in " << session_.ApiName(*longest->call);
@@ -1050,7 +998,7 @@ void TextReport::HolderMeantime(const HolderActivity& holder) {
 std::string TextReport::Breakdown(const BlockedCall& blocked) const {
   std::ostringstream text;
   if (blocked.main_object) {
-    const Wait* longest = LongestWaitOn(blocked.waits, *blocked.main_object);
+    const Wait* longest = blocked.MainWait();
     text << SleptWords(session_, *blocked.main_object,
                        longest != nullptr ? longest->wait_class : WaitClass::kOther,
                        blocked.main_object_ns, LockNames());
@@ -1073,31 +1021,22 @@ std::string TextReport::Breakdown(const BlockedCall& blocked) const {
 
 void TextReport::Gaps() {
   if (analysis_.gaps.empty()) return;
-  uint64_t total = 0;
-  std::vector<uint64_t> device_total(analysis_.devices.size());
-  std::vector<size_t> device_gaps(analysis_.devices.size());
-  for (const GpuGap& gap : analysis_.gaps) {
-    total += gap.duration();
-    device_total[gap.device] += gap.duration();
-    ++device_gaps[gap.device];
-  }
-  std::vector<const GpuGap*> order;
-  for (const GpuGap& gap : analysis_.gaps) order.push_back(&gap);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto* a, const auto* b) { return a->duration() > b->duration(); });
+  const std::vector<int> order = GapsLongestFirst(analysis_);
   out_ << "\nGPU GAPS: " << analysis_.gaps.size() << " intervals of "
        << FormatDuration(analysis_.options.gap_threshold_ns)
-       << " or more in which a GPU ran nothing, " << FormatDuration(total) << " in all";
+       << " or more in which a GPU ran nothing, " << FormatDuration(analysis_.all_gaps.idle_ns)
+       << " in all";
   if (analysis_.devices.size() > 1) {
     for (size_t d = 0; d < analysis_.devices.size(); ++d) {
-      if (device_gaps[d] == 0) continue;
+      const GapTotals& totals = analysis_.gap_totals[d];
+      if (totals.gaps == 0) continue;
       out_ << "; " << GpuDeviceName(analysis_.devices[d], analysis_.devices) << ": "
-           << FormatDuration(device_total[d]) << " in " << device_gaps[d];
+           << FormatDuration(totals.idle_ns) << " in " << totals.gaps;
     }
   }
   out_ << "; the longest:\n";
   for (size_t i = 0; i < std::min(order.size(), kGapsShown); ++i) {
-    const GpuGap& gap = *order[i];
+    const GpuGap& gap = analysis_.gaps[order[i]];
     out_ << "  at " << FormatOffset(session_, gap.start_ns) << ", "
          << FormatDuration(gap.duration()) << ", "
          << GpuDeviceName(analysis_.devices[gap.device], analysis_.devices) << ": after "
@@ -1109,28 +1048,21 @@ void TextReport::Gaps() {
            << FormatOffset(session_, gap.after_call->enter_ns) << ")";
     out_ << "\n";
     std::string cause = gap.cause >= 0 ? "; " + CauseRef(gap.cause) : "";
-    if (gap.gpu_side) {
-      out_ << "     queued in time: the GPU side held it" << cause << "\n";
-    } else if (gap.late_thread) {
-      out_ << "     the GPU waited for " << DescribeLink(session_, *gap.late_thread, LockNames());
-      if (gap.module_load_ns > 0)
-        out_ << "; the driver spent " << FormatDuration(gap.module_load_ns)
-             << " of the wait loading a CUDA module";
-      out_ << cause << "\n";
+    out_ << "     " << GapWaitWords(session_, gap, LockNames());
+    if (!gap.gpu_side && gap.late_thread && gap.module_load_ns > 0)
+      out_ << "; " << ModuleLoadWords(gap);
+    out_ << cause << "\n";
+    if (!gap.gpu_side && gap.late_thread) {
       if (gap.stall >= 0) {
         const Stall& stall = analysis_.stalls[gap.stall];
         // Told with its freeze where it froze with others.
-        if (stall.freeze >= 0 &&
-            freeze_number_.at(&analysis_.freezes[stall.freeze]) <= freezes_shown_) {
-          out_ << "       in freeze " << freeze_number_.at(&analysis_.freezes[stall.freeze])
-               << "\n";
+        if (stall.freeze >= 0 && analysis_.freezes[stall.freeze].number <= freezes_shown_) {
+          out_ << "       in freeze " << analysis_.freezes[stall.freeze].number << "\n";
         } else {
           WaitedAt(stall.wait, "       ");
           Chain(stall.chain, "       ", stall.deadlock_tid, &stall.wait);
         }
       }
-    } else {
-      out_ << "     the call that launched the next work was not recorded" << cause << "\n";
     }
   }
 }
@@ -1143,25 +1075,9 @@ void TextReport::Gaps() {
 // threads that wait for work by design), counted. Those no thread of the program ended (sleeps,
 // timeouts, I/O from outside) are counted by class, with the longest of each.
 void TextReport::Handoffs() {
-  std::vector<const Stall*> handoffs;
-  std::vector<const Stall*> joins, off_path;
-  std::map<WaitClass, std::vector<const Stall*>> unended;
-  const bool path_known = analysis_.critical_path_tid != 0;
-  for (const Stall& stall : analysis_.stalls) {
-    if (stall.cause >= 0 || stall.profiler_tid != 0) continue;  // gprof-run's: said once above
-    if (stall.chain.empty()) {
-      if (!IsIdleWait(stall)) unended[stall.wait_class].push_back(&stall);
-    } else if (path_known && stall.joined_on_critical_path) {
-      joins.push_back(&stall);
-    } else if (path_known && !stall.on_critical_path) {
-      off_path.push_back(&stall);
-    } else {
-      handoffs.push_back(&stall);
-    }
-  }
-  const size_t all_handoffs = handoffs.size() + joins.size() + off_path.size();
-  if (all_handoffs == 0 && unended.empty()) return;
-  auto longer = [](const Stall* a, const Stall* b) { return a->asleep_ns() > b->asleep_ns(); };
+  const OtherLongWaits waits = FindOtherLongWaits(analysis_);
+  const size_t all_handoffs = waits.handoffs();
+  if (all_handoffs == 0 && waits.unended.empty()) return;
   auto where = [&](const Stall& stall) {
     std::string text =
         Thread(stall.tid) + " at " + FormatOffset(session_, stall.wait.start_ns) + " " +
@@ -1171,10 +1087,10 @@ void TextReport::Handoffs() {
     return text;
   };
   // Those on the path first: the program waited for them.
-  const size_t on_path = handoffs.size();
-  std::stable_sort(handoffs.begin(), handoffs.end(), longer);
-  std::stable_sort(off_path.begin(), off_path.end(), longer);
-  handoffs.insert(handoffs.end(), off_path.begin(), off_path.end());
+  const bool path_known = waits.path_known;
+  const size_t on_path = waits.on_path.size();
+  std::vector<int> handoffs = waits.on_path;
+  handoffs.insert(handoffs.end(), waits.off_path.begin(), waits.off_path.end());
   const size_t shown = std::min(kHandoffsShown, handoffs.size());
   out_ << "\nOTHER LONG WAITS: " << all_handoffs
        << " handoffs (a thread waiting for another's signal, not contention)";
@@ -1184,59 +1100,48 @@ void TextReport::Handoffs() {
            : path_known && on_path > 0 && shown > on_path ? "; the longest, those on it first:\n"
                                                           : "; the longest:\n");
   for (size_t i = 0; i < shown; ++i) {
-    out_ << "  " << where(*handoffs[i]) << "\n";
-    WaitedAt(handoffs[i]->wait, "     ");
-    Chain(handoffs[i]->chain, "     ", handoffs[i]->deadlock_tid, &handoffs[i]->wait);
+    const Stall& stall = analysis_.stalls[handoffs[i]];
+    out_ << "  " << where(stall) << "\n";
+    WaitedAt(stall.wait, "     ");
+    Chain(stall.chain, "     ", stall.deadlock_tid, &stall.wait);
   }
-  auto total = [](const std::vector<const Stall*>& stalls) {
-    uint64_t total_ns = 0;
-    for (const Stall* stall : stalls) total_ns += stall->asleep_ns();
-    return total_ns;
-  };
   // The waits off the path not shown: counted.
-  off_path.assign(handoffs.begin() + static_cast<std::ptrdiff_t>(std::max(shown, on_path)),
-                  handoffs.end());
-  if (!joins.empty()) {
-    out_ << "  " << joins.size() << (joins.size() == 1 ? " join" : " joins")
+  const std::vector<int> off_path(
+      handoffs.begin() + static_cast<std::ptrdiff_t>(std::max(shown, on_path)), handoffs.end());
+  if (!waits.joins.empty()) {
+    out_ << "  " << waits.joins.size() << (waits.joins.size() == 1 ? " join" : " joins")
          << " through which the program's end waited for the thread joined, "
-         << FormatDuration(total(joins)) << " in all: that thread's own waits tell why\n";
+         << FormatDuration(AsleepTotal(analysis_, waits.joins))
+         << " in all: that thread's own waits tell why\n";
   }
   if (!off_path.empty()) {
     std::set<uint32_t> threads;
-    for (const Stall* stall : off_path) threads.insert(stall->tid);
+    for (int s : off_path) threads.insert(analysis_.stalls[s].tid);
     out_ << "  " << off_path.size() << (shown > on_path ? " more" : "") << " wait"
          << (off_path.size() == 1 ? "" : "s") << " of " << threads.size() << " thread"
          << (threads.size() == 1 ? "" : "s")
          << " off the program's critical path (idle pool threads, threads waiting for work), "
-         << FormatDuration(total(off_path)) << " in all: in report.json\n";
+         << FormatDuration(AsleepTotal(analysis_, off_path)) << " in all: in report.json\n";
   }
-  for (auto& [wait_class, stalls] : unended) {
-    uint64_t total_ns = 0;
-    for (const Stall* stall : stalls) total_ns += stall->asleep_ns();
-    const Stall& longest = **std::min_element(stalls.begin(), stalls.end(), longer);
+  for (const auto& [wait_class, stalls] : waits.unended) {
     out_ << "  " << stalls.size() << " [" << WaitClassName(wait_class) << "] wait"
          << (stalls.size() == 1 ? "" : "s") << " no thread of the program ended, "
-         << FormatDuration(total_ns) << " in all; the longest: " << where(longest) << "\n";
+         << FormatDuration(AsleepTotal(analysis_, stalls))
+         << " in all; the longest: " << where(analysis_.stalls[LongestOf(analysis_, stalls)])
+         << "\n";
   }
 }
 
 void TextReport::OtherSlowCalls() {
-  // Sorted by a copy of each duration: the calls are far apart in a session's records, which may
-  // be in spill files (record_storage.h), and a sort reads its keys many times over.
-  std::vector<std::pair<uint64_t, const BlockedCall*>> by_duration;
-  for (const BlockedCall& blocked : analysis_.blocked_calls) {
-    if (blocked.freeze < 0) by_duration.emplace_back(blocked.call->duration(), &blocked);
-  }
+  const std::vector<int> by_duration = SlowCallsOutsideFreezes(analysis_);
   if (by_duration.empty()) return;
-  std::stable_sort(by_duration.begin(), by_duration.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
   size_t shown = std::min(by_duration.size(), options_.max_listed);
   out_ << "\nSLOW CUDA CALLS not blocked in a freeze, longest first";
   if (shown < by_duration.size())
     out_ << " (" << shown << " of " << by_duration.size() << "; all in report.json)";
   out_ << "\n";
   for (size_t i = 0; i < shown; ++i) {
-    const BlockedCall& blocked = *by_duration[i].second;
+    const BlockedCall& blocked = analysis_.blocked_calls[by_duration[i]];
     out_ << "  " << Thread(blocked.call->tid) << " in " << Call(*blocked.call) << "\n      "
          << Breakdown(blocked) << "\n";
     // A freeze's holder: its stack and GPU are told with the freeze.
@@ -1246,8 +1151,7 @@ void TextReport::OtherSlowCalls() {
       continue;
     }
     // The wait that decided the call: the longest sleep on its main object.
-    const Wait* longest =
-        blocked.main_object ? LongestWaitOn(blocked.waits, *blocked.main_object) : nullptr;
+    const Wait* longest = blocked.MainWait();
     if (longest != nullptr && longest->ended_by_exit) {
       out_ << "      " << EndedByExit(*longest) << "\n";
     } else if (longest != nullptr && (longest->waker_tid != 0 || !longest->waker_comm.empty())) {
@@ -1308,22 +1212,9 @@ void TextReport::Tables() {
 
 // What the classes in brackets mean, those the text used.
 void TextReport::Legend() {
-  static constexpr std::pair<const char*, const char*> kMeanings[] = {
-      {"host late", "the GPU ran out of work because the thread that launches it was late"},
-      {"CPU", "threads ready to run waited for a CPU: too few CPUs for them"},
-      {"user lock", "a lock of the program or a library (a pthread mutex, std::mutex, a futex)"},
-      {"condition variable", "waiting for another thread's signal: a condition, join or event"},
-      {"Python GIL", "waiting for CPython's global interpreter lock"},
-      {"kernel lock", "a lock inside the kernel (a process's mmap_lock, a kernel mutex)"},
-      {"GPU driver", "a system call on a GPU device file (ioctl, poll on nvidia*)"},
-      {"page fault", "a slow page fault"},
-      {"I/O", "disk, pipes, sockets, poll"},
-      {"sleep", "asked to sleep, or a timed wait that nobody ended"},
-      {"other", "none of those"},
-  };
   const std::string text = out_.str();
   std::vector<std::string> used;
-  for (const auto& [name, meaning] : kMeanings) {
+  for (const auto& [name, meaning] : ClassLegend()) {
     if (text.find("[" + std::string(name) + "]") != std::string::npos)
       used.push_back(std::string("  [") + name + "] " + meaning + "\n");
   }

@@ -40,7 +40,7 @@ class DiagnosisWriter {
       std::string explanation;
       if (freeze.cause >= 0) {
         const Cause& cause = diagnosis_.causes[freeze.cause];
-        name += " on " + std::string(WaitClassName(cause.wait_class));
+        name += " on " + CauseClassLabel(cause);
         explanation = "waited on " + CauseIdentity(session_, cause);
         if (cause.holder_tid != 0)
           explanation += "; held by " + session_.ThreadLabel(cause.holder_tid);
@@ -86,11 +86,11 @@ class DiagnosisWriter {
       }
       if (item.cause >= 0) {
         const Cause& cause = diagnosis_.causes[item.cause];
-        begin.Annotate(vocabulary_.cause_rank, Annotation::Kind::kUint, item.cause + 1);
+        begin.Annotate(vocabulary_.cause_rank, Annotation::Kind::kUint, cause.number);
         begin.Annotate(
             vocabulary_.cause, Annotation::Kind::kInternedString,
             interner_.Intern(InternTable::kAnnotationStrings,
-                             std::string(WaitClassName(cause.wait_class)) + ": " + CauseIdentity(session_, cause)));
+                             CauseClassLabel(cause) + ": " + CauseIdentity(session_, cause)));
       }
       packets_.WriteTrackEvent(sequence, begin);
       packets_.WriteSliceEnd(sequence, std::max(item.end_ns, item.start_ns));

@@ -11,6 +11,72 @@
 
 namespace gprof::collector {
 
+std::string CauseClassLabel(const Cause& cause) {
+  if (cause.wait_class == WaitClass::kCpu) return "CPU";
+  if (cause.kind == CauseKind::kHandoff) return "handoff";
+  if (cause.wait_class == WaitClass::kOther && !cause.gaps.empty()) return "host late";
+  return WaitClassName(cause.wait_class);
+}
+
+const std::vector<ClassMeaning>& ClassLegend() {
+  static const std::vector<ClassMeaning> kLegend = {
+      {"host late", "the GPU ran out of work because the thread that launches it was late"},
+      {"CPU", "threads ready to run waited for a CPU: too few CPUs for them"},
+      {"user lock", "a lock of the program or a library (a pthread mutex, std::mutex, a futex)"},
+      {"condition variable", "waiting for another thread's signal: a condition, join or event"},
+      {"Python GIL", "waiting for CPython's global interpreter lock"},
+      {"kernel lock", "a lock inside the kernel (a process's mmap_lock, a kernel mutex)"},
+      {"GPU driver", "a system call on a GPU device file (ioctl, poll on nvidia*)"},
+      {"page fault", "a slow page fault"},
+      {"I/O", "disk, pipes, sockets, poll"},
+      {"sleep", "asked to sleep, or a timed wait that nobody ended"},
+      {"other", "none of those"},
+  };
+  return kLegend;
+}
+
+std::string CauseGpuIdleWords(const Cause& cause) {
+  if (cause.gpu_idle_ns == 0) return {};
+  return "GPU idle " + FormatDuration(cause.gpu_idle_ns) + " in " +
+         CountOf(cause.gaps.size(), "gap");
+}
+
+std::string CauseBlockedWords(const Cause& cause) {
+  if (cause.wait_count == 0) return {};
+  const bool cpu = cause.wait_class == WaitClass::kCpu;
+  std::string text = CountOf(cause.tids.size(), "thread") + (cpu ? " runnable " : " blocked ") +
+                     FormatDuration(cause.blocked_ns);
+  if (!cpu) {
+    text += " in " + CountOf(cause.wait_count, "wait") + " (longest " +
+            FormatDuration(cause.longest_ns) + ")";
+  }
+  return text;
+}
+
+std::string CriticalPathWords(const Cause& cause) {
+  if (cause.held_up_ns == 0) return {};
+  return "of it, the program's critical path waited " + FormatDuration(cause.held_up_ns);
+}
+
+const char* ChainStepWords(const ChainLink& link, bool first) {
+  if (link.creator) return "created by";
+  if (!first) return "who waited for";
+  return link.owner ? "held by" : "ended by";
+}
+
+std::string GapWaitWords(const Session& session, const GpuGap& gap, const LockUsers* users) {
+  if (gap.gpu_side) return "queued in time: the GPU side held it";
+  if (gap.late_thread)
+    return "the GPU waited for " + DescribeLink(session, *gap.late_thread, users);
+  return "the call that launched the next work was not recorded";
+}
+
+std::string ModuleLoadWords(const GpuGap& gap) {
+  if (gap.module_load_ns == 0) return {};
+  return "the driver spent " + FormatDuration(gap.module_load_ns) +
+         " of the wait loading a CUDA module";
+}
+
 std::string DescribeDeadlock(const Session& session, const Stall& stall) {
   if (stall.deadlock_tid == 0 || stall.chain.empty()) return {};
   // The waiter, each link, and the thread the chain came back to; the cycle starts where that

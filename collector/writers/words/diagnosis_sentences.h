@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "collector/analysis/analysis.h"
 #include "collector/analysis/diagnosis.h"
@@ -11,6 +12,35 @@
 #include "collector/model/model.h"
 
 namespace gprof::collector {
+
+// A cause's class as every output labels it: "CPU" (too few CPUs for the threads ready to run),
+// "handoff", "host late" (a thread late to launch the GPU's next work, in no wait of a class),
+// else its waits' class ("user lock", "Python GIL"). report.json's "class" stays the waits' class.
+std::string CauseClassLabel(const Cause& cause);
+// Every label CauseClassLabel gives, with what it means, in the legends' order.
+struct ClassMeaning {
+  const char* label;
+  const char* meaning;
+};
+const std::vector<ClassMeaning>& ClassLegend();
+
+// What a cause explains, each part a phrase every output says alike: "GPU idle 3.1 ms in 2 gaps";
+// "3 threads blocked 40.1 ms in 5 waits (longest 12.0 ms)" ("4 threads runnable 12.1 ms" for the
+// CPUs); "of it, the program's critical path waited 9.0 ms". Empty when it explains none.
+std::string CauseGpuIdleWords(const Cause& cause);
+std::string CauseBlockedWords(const Cause& cause);
+std::string CriticalPathWords(const Cause& cause);
+
+// How a chain's link follows the wait before it: "ended by" (the waker), "held by" (the lock's
+// owner), "created by" (the creator of the thread before it), and after the first "who waited
+// for".
+const char* ChainStepWords(const ChainLink& link, bool first);
+
+// What a GPU gap waited for: "queued in time: the GPU side held it", "the GPU waited for ..." (the
+// late thread's link), or "the call that launched the next work was not recorded"; and "the driver
+// spent 45.0 ms of the wait loading a CUDA module" (empty when it loaded none).
+std::string GapWaitWords(const Session& session, const GpuGap& gap, const LockUsers* users);
+std::string ModuleLoadWords(const GpuGap& gap);
 
 // "mutex-holder (812) on CPU in cudaFree", "the GPU running gemm_kernel", as the report says it.
 std::string DescribeLink(const Session& session, const ChainLink& link,

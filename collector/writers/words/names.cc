@@ -225,6 +225,11 @@ std::string ReasonInWords(std::string_view function) {
   return {};
 }
 
+std::string CountOf(size_t count, std::string_view word) {
+  const bool es = word.ends_with("s");  // "process", "processes"
+  return std::to_string(count) + " " + std::string(word) + (count == 1 ? "" : es ? "es" : "s");
+}
+
 std::string QuotedThread(const Session& session, uint32_t tid) {
   // ThreadName: Python's name for the thread where the kernel's is the interpreter's.
   const std::string name = session.ThreadName(tid);

@@ -28,6 +28,9 @@ std::string ShortFrame(std::string_view frame);
 // (the caller then names the function).
 std::string ReasonInWords(std::string_view kernel_function);
 
+// "1 gap", "3 threads", "2 processes": a count and its word, plural where it is not one.
+std::string CountOf(size_t count, std::string_view word);
+
 // A thread as the text names it: "\"holder\" (21497)", or "21497" when it has no name; the name
 // is Session::ThreadName's (Python's own where the kernel's is the interpreter's).
 std::string QuotedThread(const Session& session, uint32_t tid);

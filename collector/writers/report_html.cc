@@ -138,6 +138,27 @@ constexpr int kRowHeight = 16;
 constexpr int kRowPitch = 28;  // a row and the CUDA calls' band above it
 constexpr int kTop = 26;
 
+// A busy thread has thousands of waits in a window: what is narrower than a fifth of a pixel is
+// not drawn, and one that begins within a pixel of the last of its colour extends it, so that
+// a picture holds about as many shapes as it has pixels.
+void AddSegment(std::vector<Figure::Segment>& segments, Figure::Segment segment,
+                const Figure& figure) {
+  const uint64_t pixel_ns = std::max<uint64_t>((figure.end_ns - figure.start_ns) / kPlotWidth, 1);
+  if ((segment.end_ns - segment.start_ns) * 5 < pixel_ns) return;
+  if (!segments.empty()) {
+    Figure::Segment& last = segments.back();
+    if (last.css == segment.css && segment.start_ns >= last.start_ns &&
+        segment.start_ns <= last.end_ns + pixel_ns) {
+      if (segment.end_ns > last.end_ns) {
+        if (!last.title.ends_with(", and more")) last.title += ", and more";
+        last.end_ns = segment.end_ns;
+      }
+      return;
+    }
+  }
+  if (segments.size() < kMaxSegmentsPerRow) segments.push_back(std::move(segment));
+}
+
 class HtmlReport {
  public:
   HtmlReport(const Session& session, const Analysis& analysis, const HtmlReportOptions& options)
@@ -229,6 +250,9 @@ class HtmlReport {
   // Where an activity's GPU is among the diagnosis's devices; SIZE_MAX: none of them.
   size_t DeviceOf(const GpuActivity& activity) const;
   void Gather();
+  void GatherStates(uint64_t last_end);
+  void GatherCalls(uint64_t last_end);
+  void GatherGpu(uint64_t last_end);
   void Legend();
   void Section(const char* heading, const char* id, std::string_view prefix);
   void Picture(const Figure& figure);
@@ -545,26 +569,13 @@ void HtmlReport::Gather() {
     figure.lanes.resize(figure.devices.size());
     last_end = std::max(last_end, figure.end_ns);
   }
-  // A busy thread has thousands of waits in a window: what is narrower than a fifth of a pixel is
-  // not drawn, and one that begins within a pixel of the last of its colour extends it, so that
-  // a picture holds about as many shapes as it has pixels.
-  auto add = [](std::vector<Figure::Segment>& segments, Figure::Segment segment,
-                const Figure& figure) {
-    const uint64_t pixel_ns = std::max<uint64_t>((figure.end_ns - figure.start_ns) / kPlotWidth, 1);
-    if ((segment.end_ns - segment.start_ns) * 5 < pixel_ns) return;
-    if (!segments.empty()) {
-      Figure::Segment& last = segments.back();
-      if (last.css == segment.css && segment.start_ns >= last.start_ns &&
-          segment.start_ns <= last.end_ns + pixel_ns) {
-        if (segment.end_ns > last.end_ns) {
-          if (!last.title.ends_with(", and more")) last.title += ", and more";
-          last.end_ns = segment.end_ns;
-        }
-        return;
-      }
-    }
-    if (segments.size() < kMaxSegmentsPerRow) segments.push_back(std::move(segment));
-  };
+  GatherStates(last_end);
+  GatherCalls(last_end);
+  GatherGpu(last_end);
+}
+
+// The rows' states: asleep (coloured by the class of the stall, where it was one), runnable.
+void HtmlReport::GatherStates(uint64_t last_end) {
   for (const OffCpuInterval& interval : session_.off_cpu) {
     if (interval.start_ns >= last_end) break;
     for (Figure& figure : figures_) {
@@ -573,9 +584,10 @@ void HtmlReport::Gather() {
       if (row < 0) continue;
       std::vector<Figure::Segment>& states = figure.rows[row].states;
       if (interval.state() == OffCpuState::kRunnable) {
-        add(states, {interval.start_ns, interval.end_ns, ClassCss(WaitClass::kCpu),
-                     "preempted, waiting for a CPU " + FormatDuration(interval.duration())},
-            figure);
+        AddSegment(states,
+                   {interval.start_ns, interval.end_ns, ClassCss(WaitClass::kCpu),
+                    "preempted, waiting for a CPU " + FormatDuration(interval.duration())},
+                   figure);
         continue;
       }
       uint64_t asleep_end = interval.wake_ns != 0 && interval.wake_ns < interval.end_ns
@@ -594,28 +606,37 @@ void HtmlReport::Gather() {
                  WaitClassName(stall->wait_class) + "]";
         if (stall->call != nullptr) title += " in " + session_.ApiName(*stall->call);
       }
-      add(states,
-          {interval.start_ns, asleep_end, stall != nullptr ? ClassCss(stall->wait_class) : "w-short",
-           std::move(title)},
-          figure);
+      AddSegment(states,
+                 {interval.start_ns, asleep_end,
+                  stall != nullptr ? ClassCss(stall->wait_class) : "w-short", std::move(title)},
+                 figure);
       if (asleep_end < interval.end_ns)
-        add(states, {asleep_end, interval.end_ns, ClassCss(WaitClass::kCpu),
-                     "woken, waiting for a CPU " + FormatDuration(interval.end_ns - asleep_end)},
-            figure);
+        AddSegment(states,
+                   {asleep_end, interval.end_ns, ClassCss(WaitClass::kCpu),
+                    "woken, waiting for a CPU " + FormatDuration(interval.end_ns - asleep_end)},
+                   figure);
     }
   }
+}
+
+// The rows' CUDA calls.
+void HtmlReport::GatherCalls(uint64_t last_end) {
   for (const ApiCall& call : session_.api_calls) {
     if (call.enter_ns >= last_end) break;
     for (Figure& figure : figures_) {
       if (!figure.Overlaps(call.enter_ns, call.exit_ns)) continue;
       int row = figure.RowOf(call.tid);
       if (row < 0) continue;
-      add(figure.rows[row].calls,
-          {call.enter_ns, call.exit_ns, "call",
-           session_.ApiName(call) + " " + FormatDuration(call.duration())},
-          figure);
+      AddSegment(figure.rows[row].calls,
+                 {call.enter_ns, call.exit_ns, "call",
+                  session_.ApiName(call) + " " + FormatDuration(call.duration())},
+                 figure);
     }
   }
+}
+
+// The GPU lanes: their activities merged into busy stretches, each titled with its longest.
+void HtmlReport::GatherGpu(uint64_t last_end) {
   if (analysis_.devices.empty()) return;
   auto close_stretch = [&](Figure::Lane& lane) {
     if (lane.busy.empty() || lane.longest == nullptr) return;

@@ -137,7 +137,8 @@ const char* CauseKindName(CauseKind kind) {
   return "object";
 }
 
-json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arrays) {
+// The causes, ranked.
+json CausesJson(const Session& session, const Analysis& diagnosis) {
   json causes = json::array();
   for (const Cause& cause : diagnosis.causes) {
     json threads = json::array();
@@ -161,10 +162,11 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
          {"freezes", cause.freezes},
          {"gaps", cause.gaps}});
   }
-  json stalls = json::array();
-  if (arrays == Arrays::kFilled) {
-    for (const Stall& stall : diagnosis.stalls) stalls.push_back(StallJson(session, stall));
-  }
+  return causes;
+}
+
+// The stalls' freezes, in order of their start (the top level has the others).
+json StallFreezesJson(const Session& session, const Analysis& diagnosis) {
   json freezes = json::array();
   for (const Freeze& freeze : diagnosis.freezes) {
     if (!freeze.of_stalls()) break;  // those only slow calls saw are the top level's
@@ -177,6 +179,11 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
                        {"stalls", freeze.stalls},
                        {"cause", IndexOrNull(freeze.cause)}});
   }
+  return freezes;
+}
+
+// The GPU gaps, in time order.
+json GapsJson(const Session& session, const Analysis& diagnosis) {
   json gaps = json::array();
   for (const GpuGap& gap : diagnosis.gaps) {
     gaps.push_back(
@@ -197,6 +204,11 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
          {"profiler_cost", gap.profiler_cost},
          {"cause", IndexOrNull(gap.cause)}});
   }
+  return gaps;
+}
+
+// The threads that waited for a CPU, longest first.
+json CpuWaitsJson(const Session& session, const Analysis& diagnosis) {
   json cpu_waits = json::array();
   for (const CpuWait& wait : diagnosis.cpu_waits) {
     json held_up_by = json::array();
@@ -214,7 +226,11 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
                          {"short_of_cpu", wait.short_of_cpu},
                          {"latency_sensitive", wait.latency_sensitive}});
   }
-  // Per GPU (in the order of gpu.devices): its idle time, the part in gaps, the part explained.
+  return cpu_waits;
+}
+
+// Per GPU (in the order of gpu.devices): its idle time, the part in gaps, the part explained.
+json DevicesJson(const Analysis& diagnosis) {
   json devices = json::array();
   for (size_t d = 0; d < diagnosis.devices.size(); ++d) {
     const GpuDevice& device = diagnosis.devices[d];
@@ -226,7 +242,11 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
                        {"gap_idle_ns", gaps.idle_ns},
                        {"explained_idle_ns", gaps.explained_ns}});
   }
-  // What gprof-run's own threads cost the program: never in the causes.
+  return devices;
+}
+
+// What gprof-run's own threads cost the program: never in the causes.
+json ProfilerCostJson(const Session& session, const Analysis& diagnosis) {
   const ProfilerCost& cost = diagnosis.profiler_cost;
   json profiler_threads = json::array();
   for (uint32_t tid : cost.tids) {
@@ -250,15 +270,23 @@ json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arr
       {"gpu_idle_ns", cost.gpu_idle_ns},
       {"gaps", cost.gaps},
       {"text", cost_text.empty() ? json(nullptr) : json(cost_text)}};
+  return profiler_cost;
+}
+
+json DiagnosisJson(const Session& session, const Analysis& diagnosis, Arrays arrays) {
+  json stalls = json::array();
+  if (arrays == Arrays::kFilled) {
+    for (const Stall& stall : diagnosis.stalls) stalls.push_back(StallJson(session, stall));
+  }
   return {{"kernel_recorded", diagnosis.kernel_recorded},
           {"wait_threshold_ns", diagnosis.options.threshold_ns},
           {"gap_threshold_ns", diagnosis.options.gap_threshold_ns},
-          {"profiler_cost", std::move(profiler_cost)},
-          {"devices", std::move(devices)},
-          {"causes", std::move(causes)},
-          {"freezes", std::move(freezes)},
-          {"gaps", std::move(gaps)},
-          {"cpu_waits", std::move(cpu_waits)},
+          {"profiler_cost", ProfilerCostJson(session, diagnosis)},
+          {"devices", DevicesJson(diagnosis)},
+          {"causes", CausesJson(session, diagnosis)},
+          {"freezes", StallFreezesJson(session, diagnosis)},
+          {"gaps", GapsJson(session, diagnosis)},
+          {"cpu_waits", CpuWaitsJson(session, diagnosis)},
           {"stalls", std::move(stalls)}};
 }
 

@@ -159,8 +159,8 @@ json PythonJson(const Session& session) {
                  {"code_objects_not_read", unnamed}});
 }
 
-json SessionJson(const Session& session, const Analysis& analysis) {
-  const SessionMeta& meta = session.meta;
+// What was lost, each with its count where known and per CPU.
+json LostJson(const Session& session) {
   json lost = json::array();
   for (const auto& entry : session.lost) {
     json by_cpu = json::array();
@@ -171,6 +171,11 @@ json SessionJson(const Session& session, const Analysis& analysis) {
                     {"count", entry.count_known ? json(entry.count) : json(nullptr)},
                     {"by_cpu", std::move(by_cpu)}});
   }
+  return lost;
+}
+
+// The files whose recording stopped early, and why.
+json RecordingStopsJson(const Session& session) {
   json stops = json::array();
   for (const auto& stop : session.recording_stops) {
     stops.push_back({{"file", stop.file},
@@ -180,27 +185,24 @@ json SessionJson(const Session& session, const Analysis& analysis) {
                      {"description", stop.description},
                      {"records_lost", stop.records_lost}});
   }
+  return stops;
+}
+
+// The gprof-runs started inside the command.
+json NestedSessionsJson(const Session& session) {
   json nested = json::array();
-  for (const NestedSession& session_there : meta.nested_sessions) {
+  for (const NestedSession& session_there : session.meta.nested_sessions) {
     nested.push_back({{"pid", session_there.pid},
                       {"directory", session_there.directory},
                       {"calls", session_there.calls ? json(*session_there.calls) : json(nullptr)},
                       {"text", NestedSessionText(session_there)}});
   }
-  json running = json::array();
-  for (const auto& process : meta.running_at_end) {
-    running.push_back({{"pid", process.pid}, {"still_writing", process.still_writing}});
-  }
-  json diagnostics = json::array();
-  for (const auto& d : session.diagnostics) {
-    diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
-  }
-  json processes = json::array();
-  for (const auto& [pid, process] : session.processes)
-    processes.push_back(ProcessJson(session, process));
+  return nested;
+}
+
+// Every thread, with what the kernel recorder counted of it instead of recording one by one.
+json ThreadsJson(const Session& session, const CountedTotals& counted) {
   json threads = json::array();
-  const CountedTotals& counted = analysis.counted;
-  const CountedWaitTotals& waits = counted.waits;
   const CountedWaitTotals none;
   for (const auto& [tid, thread] : session.threads) {
     auto python_name = session.python.thread_names.find(tid);
@@ -220,14 +222,50 @@ json SessionJson(const Session& session, const Analysis& analysis) {
                        {"short_futex_calls", mine.futex},
                        {"short_futex_ns", mine.futex_ns}});
   }
+  return threads;
+}
+
+// What the kernel recorder counted instead of recording one by one.
+json CountedJson(const Session& session, const CountedTotals& counted) {
+  const uint64_t quick_faults = counted.quick_page_faults;
+  const uint64_t quick_fault_ns = counted.quick_page_fault_ns;
+  const uint64_t spins = counted.spin_contentions;
+  const CountedWaitTotals& waits = counted.waits;
   json spins_by_cpu = json::array();
   for (const auto& [cpu, count] : session.spin_contention_by_cpu) {
     spins_by_cpu.push_back(
         {{"cpu", cpu == kAllCpus ? json(nullptr) : json(cpu)}, {"count", count}});
   }
-  const uint64_t quick_faults = counted.quick_page_faults;
-  const uint64_t quick_fault_ns = counted.quick_page_fault_ns;
-  const uint64_t spins = counted.spin_contentions;
+  return {{"quick_page_faults",
+           {{"count", quick_faults},
+            {"total_ns", quick_fault_ns},
+            {"under_ns", session.quick_page_fault_limit_ns}}},
+          {"spin_lock_contentions", {{"count", spins}, {"by_cpu", std::move(spins_by_cpu)}}},
+          {"short_off_cpu_intervals",
+           {{"count", waits.off_cpu},
+            {"total_ns", waits.off_cpu_ns},
+            {"under_ns", session.counted_waits_limit_ns}}},
+          {"short_futex_calls",
+           {{"count", waits.futex},
+            {"total_ns", waits.futex_ns},
+            {"under_ns", session.counted_waits_limit_ns}}}};
+}
+
+json SessionJson(const Session& session, const Analysis& analysis) {
+  const SessionMeta& meta = session.meta;
+  const CountedTotals& counted = analysis.counted;
+  const CountedWaitTotals& waits = counted.waits;
+  json running = json::array();
+  for (const auto& process : meta.running_at_end) {
+    running.push_back({{"pid", process.pid}, {"still_writing", process.still_writing}});
+  }
+  json diagnostics = json::array();
+  for (const auto& d : session.diagnostics) {
+    diagnostics.push_back({{"file", d.file}, {"offset", d.offset}, {"message", d.message}});
+  }
+  json processes = json::array();
+  for (const auto& [pid, process] : session.processes)
+    processes.push_back(ProcessJson(session, process));
   return {{"directory", session.directory},
           {"command", meta.command},
           {"root_pid", meta.root_pid},
@@ -259,34 +297,21 @@ json SessionJson(const Session& session, const Analysis& analysis) {
             {"slow_page_faults", session.page_faults.size()},
             {"memory_map_calls", session.memory_map_calls.size()},
             {"gpu_activities", session.gpu_activities.size()},
-            {"quick_page_faults", quick_faults},
-            {"spin_lock_contentions", spins},
+            {"quick_page_faults", counted.quick_page_faults},
+            {"spin_lock_contentions", counted.spin_contentions},
             {"short_off_cpu_intervals", waits.off_cpu},
             {"short_futex_calls", waits.futex}}},
-          {"counted",
-           {{"quick_page_faults",
-             {{"count", quick_faults},
-              {"total_ns", quick_fault_ns},
-              {"under_ns", session.quick_page_fault_limit_ns}}},
-            {"spin_lock_contentions", {{"count", spins}, {"by_cpu", std::move(spins_by_cpu)}}},
-            {"short_off_cpu_intervals",
-             {{"count", waits.off_cpu},
-              {"total_ns", waits.off_cpu_ns},
-              {"under_ns", session.counted_waits_limit_ns}}},
-            {"short_futex_calls",
-             {{"count", waits.futex},
-              {"total_ns", waits.futex_ns},
-              {"under_ns", session.counted_waits_limit_ns}}}}},
-          {"lost", std::move(lost)},
-          {"recording_stopped", std::move(stops)},
+          {"counted", CountedJson(session, counted)},
+          {"lost", LostJson(session)},
+          {"recording_stopped", RecordingStopsJson(session)},
           {"unrecorded_processes", UnrecordedProcessesJson(session)},
           {"running_at_end", std::move(running)},
-          {"nested_sessions", std::move(nested)},
+          {"nested_sessions", NestedSessionsJson(session)},
           {"diagnostics", std::move(diagnostics)},
           {"messages", session.messages},
           {"outputs_not_written", UnwrittenOutputsJson(session)},
           {"processes", std::move(processes)},
-          {"threads", std::move(threads)},
+          {"threads", ThreadsJson(session, counted)},
           {"python", PythonJson(session)},
           {"native_stacks", NativeStacksJson(session)}};
 }

@@ -1,5 +1,7 @@
 #include "collector/analysis/analysis.h"
 
+#include <algorithm>
+
 #include "collector/analysis/gpu_timeline.h"
 #include "collector/analysis/numbering.h"
 #include "collector/analysis/report_view.h"
@@ -20,6 +22,12 @@ Analysis Analyze(const Session& session, const AnalysisOptions& options, const W
   analysis.gpu = SummarizeGpu(session, correlation);
   NumberCausesAndFreezes(analysis);
   MakeReportView(session, analysis);
+  // One session that recorded the whole job: its ranks are its processes.
+  const std::vector<JobSession> job = {{&session, &analysis, 0}};
+  analysis.rank_waits =
+      FindRankWaits(job, OwnChains(job),
+                    [&](int, uint32_t pid) { return RankOfProcess(session, pid); },
+                    WorldSizeOf(session));
   return analysis;
 }
 

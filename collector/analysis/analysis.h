@@ -16,6 +16,7 @@
 #include "collector/analysis/freezes.h"
 #include "collector/analysis/gpu_summary.h"
 #include "collector/analysis/report_view.h"
+#include "collector/analysis/rank_waits.h"
 #include "collector/analysis/slow_calls.h"
 #include "collector/analysis/wait_reader.h"
 #include "collector/model/model.h"
@@ -37,6 +38,9 @@ struct Analysis {
   // The thread the program's critical path starts from (critical_path.h); 0: none was found, and
   // no wait is known to be on it or off it.
   uint32_t critical_path_tid = 0;
+  // Ranks of the job (processes started with RANK, SLURM_PROCID...) that waited for each other:
+  // which, how long, and why the last to arrive was late (rank_waits.h). Empty without two ranks.
+  RankWaits rank_waits;
   // The stalls' freezes in time order, then those only the slow calls saw (freezes.h).
   std::vector<Freeze> freezes;
   std::vector<int> freezes_by_number;  // into freezes: freeze 1 first (numbering.h)

@@ -119,6 +119,17 @@ class Diagnoser {
     }
   }
 
+  // The chain of what held `tid` up over [start_ns, end_ns), followed as a stall's is from the
+  // thread that ended it.
+  std::vector<ChainLink> ChainFrom(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+    Stall stall;
+    stall.wait.start_ns = start_ns;
+    stall.wait.wake_ns = end_ns;
+    stall.wait.end_ns = end_ns;
+    stall.wait.waker_tid = tid;
+    FollowChain(stall);
+    return std::move(stall.chain);
+  }
   void Run() {
     FindStalls();
     CountProfilerCost();
@@ -1003,6 +1014,30 @@ void DiagnoseWaits(const Session& session, const WaitReader& waits,
                    const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
                    Analysis& analysis) {
   Diagnoser(session, waits, correlation, gpu_busy, analysis).Run();
+}
+
+struct ChainFollower::Parts {
+  Parts(const Session& session, const WaitReader& waits, const AnalysisOptions& options)
+      : correlation(session), gpu_busy(session), scratch(WithOptions(options)),
+        diagnoser(session, waits, correlation, gpu_busy, scratch) {}
+  static Analysis WithOptions(const AnalysisOptions& options) {
+    Analysis analysis;
+    analysis.options = options;
+    return analysis;
+  }
+  const GpuCorrelation correlation;
+  const GpuBusyTimeline gpu_busy;
+  Analysis scratch;
+  Diagnoser diagnoser;
+};
+
+ChainFollower::ChainFollower(const Session& session, const WaitReader& waits,
+                             const AnalysisOptions& options)
+    : parts_(std::make_unique<Parts>(session, waits, options)) {}
+ChainFollower::~ChainFollower() = default;
+
+std::vector<ChainLink> ChainFollower::From(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+  return parts_->diagnoser.ChainFrom(tid, start_ns, end_ns);
 }
 
 bool IsIdleWait(const Stall& stall) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 namespace gprof::collector {
 
 struct Analysis;
+struct AnalysisOptions;
 
 // What one thread was doing over a window: one link of a chain.
 struct ChainLink {
@@ -220,6 +222,20 @@ struct Cause {
 void DiagnoseWaits(const Session& session, const WaitReader& waits,
                    const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
                    Analysis& analysis);
+
+// What held a thread up over a window, link by link to the root, as a stall's chain is followed
+// from the thread that ended it: for a wait that a thread of another session ended (a rank on
+// another host that sent the bytes it read: collector/job/).
+class ChainFollower {
+ public:
+  ChainFollower(const Session& session, const WaitReader& waits, const AnalysisOptions& options);
+  ~ChainFollower();
+  std::vector<ChainLink> From(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
 
 // Whether a long wait is the thread's idle state rather than contention: a handoff (a condition
 // variable, join or event), or a poll on the GPU driver's device outside any CUDA call (the

@@ -12,6 +12,7 @@
 #include "collector/symbols/user_symbols.h"
 #include "collector/writers/report.h"
 #include "collector/writers/report_json_parts.h"
+#include "collector/writers/report_ranks.h"
 #include "collector/writers/report_tables.h"
 #include "collector/writers/words/diagnosis_sentences.h"
 #include "collector/writers/words/gpu_names.h"
@@ -56,15 +57,19 @@ json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays,
   json freezes = json::array();
   for (int f : call_freezes.order)
     freezes.push_back(FreezeJson(session, analysis, analysis.freezes[f]));
-  return {{"format", "gprof-run-report"},
-          {"version", 1},
-          {"session", SessionJson(session, analysis)},
-          {"threshold_ns", analysis.options.threshold_ns},
-          {"slow_calls", std::move(slow_calls)},
-          {"freezes", std::move(freezes)},
-          {"gpu", GpuSummaryJson(session, analysis.gpu)},
-          {"tables", TablesJson(session)},
-          {"diagnosis", DiagnosisJson(session, analysis, arrays)}};
+  json report = {{"format", "gprof-run-report"},
+                 {"version", 1},
+                 {"session", SessionJson(session, analysis)},
+                 {"threshold_ns", analysis.options.threshold_ns},
+                 {"slow_calls", std::move(slow_calls)},
+                 {"freezes", std::move(freezes)},
+                 {"gpu", GpuSummaryJson(session, analysis.gpu)},
+                 {"tables", TablesJson(session)},
+                 {"diagnosis", DiagnosisJson(session, analysis, arrays)}};
+  // A job's ranks that waited for each other (rank_waits.h), where there were.
+  if (!analysis.rank_waits.waits.empty())
+    report["ranks"] = RankWaitsJson({{&session, &analysis, 0}}, analysis.rank_waits);
+  return report;
 }
 
 // Writes json values as json::dump(1, ' ', false, replace) writes them, the same bytes, faster:

@@ -13,6 +13,7 @@
 #include "collector/analysis/analysis.h"
 #include "collector/model/model.h"
 #include "collector/writers/report.h"
+#include "collector/writers/report_ranks.h"
 #include "collector/writers/words/diagnosis_sentences.h"
 #include "collector/writers/words/lines.h"
 #include "collector/writers/words/names.h"
@@ -59,6 +60,7 @@ class TextReport {
     Header();
     Summary();
     Causes();
+    out_ << RankWaitsText({{&session_, &analysis_, 0}}, analysis_.rank_waits);
     Freezes();
     Gaps();
     Handoffs();

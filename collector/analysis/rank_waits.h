@@ -1,0 +1,98 @@
+// The job's view over its ranks: which rank waited for which, in each collective, and why the
+// rank that arrived last was late. A view over the stalls the diagnosis found (diagnosis.h), of
+// one session that recorded the whole job or of several merged (merge.h): a stall of a rank's
+// thread whose chain goes into another rank's process waited for that rank; the deepest rank the
+// chain reaches is the one that held it up, and the chain's root there is why.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "collector/analysis/diagnosis.h"
+#include "collector/model/model.h"
+
+namespace gprof::collector {
+
+struct Analysis;
+
+// One session of the job with its analysis, and how its clock maps onto the job's.
+struct JobSession {
+  const Session* session = nullptr;
+  const Analysis* analysis = nullptr;
+  int64_t offset_ns = 0;  // job time = session time + offset_ns
+};
+
+// A link of a chain in the session it lies in (a chain followed across sessions goes on in
+// another: merge.h).
+struct JobLink {
+  int session = 0;
+  ChainLink link;
+};
+
+// A stall's chain across the job's sessions: the stall's own chain, extended where it left its
+// session (a TCP read whose data another session's thread sent).
+struct JobChain {
+  int session = 0;  // the stall's
+  int stall = 0;    // into that session's Analysis::stalls
+  std::vector<JobLink> links;
+};
+
+// One wait of a rank that another rank ended.
+struct RankWait {
+  int waiting_rank = 0;
+  int late_rank = 0;
+  int session = 0;  // the waiting thread's, and its stall
+  int stall = 0;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;  // on the job's clock
+  uint64_t end_ns = 0;
+  std::optional<JobLink> root;  // the chain's root in the late rank: why it was late
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+// Waits of several ranks that overlap, each rank once: one collective (or one exchange), in which
+// `late_rank` arrived last and the others waited for it.
+struct Collective {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  std::vector<int> waits;  // into RankWaits::waits, longest first
+  int late_rank = 0;
+  uint64_t late_ns = 0;  // the longest wait for it: how late it was
+};
+
+struct RankTotals {
+  int rank = 0;
+  uint64_t waited_ns = 0;     // its threads waited for other ranks
+  uint64_t made_wait_ns = 0;  // other ranks' threads waited for it
+  size_t waits = 0, made_waits = 0;
+};
+
+struct RankWaits {
+  std::vector<RankWait> waits;          // by start
+  std::vector<Collective> collectives;  // the longest wait first
+  std::vector<RankTotals> ranks;        // the rank that made others wait most first
+  int world_size = 0;                   // the largest the processes were told, or the ranks seen
+};
+
+// A process's rank in the job (its environment's RANK, SLURM_PROCID...), when it has one.
+using RankOf = std::function<std::optional<int>(int session, uint32_t pid)>;
+
+// A process's rank in the job, from the environment it was started with; the largest world size
+// a process of the session was told (0: none).
+std::optional<int> RankOfProcess(const Session& session, uint32_t pid);
+int WorldSizeOf(const Session& session);
+// Whether a launcher started the process as a rank (its rank differs from its parent's), not a
+// process a rank forked (a DataLoader worker, which inherits its rank).
+bool StartedAsRank(const Session& session, uint32_t pid);
+
+// The ranks' waits for each other over `chains` (one per stall to look at; a session's stalls
+// without one are taken with their own chains).
+RankWaits FindRankWaits(const std::vector<JobSession>& sessions, const std::vector<JobChain>& chains,
+                        const RankOf& rank_of, int world_size);
+
+// The stalls' own chains, each in its session.
+std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions);
+
+}  // namespace gprof::collector

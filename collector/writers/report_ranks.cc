@@ -1,0 +1,97 @@
+#include "collector/writers/report_ranks.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "collector/model/value_format.h"
+#include "collector/writers/words/diagnosis_sentences.h"
+
+namespace gprof::collector {
+
+std::string RankName(int rank) { return "rank " + std::to_string(rank); }
+
+std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWaits& waits,
+                          size_t collectives_shown) {
+  if (waits.waits.empty()) return "";
+  std::ostringstream out;
+  const RankTotals& worst = waits.ranks.front();
+  out << "\nRANKS: " << waits.world_size << " ranks; " << RankName(worst.rank)
+      << " made the others wait most: " << FormatDuration(worst.made_wait_ns) << " in "
+      << worst.made_waits << " wait" << (worst.made_waits == 1 ? "" : "s") << "\n";
+  out << "  rank      waited for others   made others wait\n";
+  for (const RankTotals& rank : waits.ranks) {
+    std::string name = RankName(rank.rank);
+    out << "  " << name << std::string(name.size() < 10 ? 10 - name.size() : 1, ' ');
+    std::string waited = FormatDuration(rank.waited_ns) + " (" + std::to_string(rank.waits) + ")";
+    out << waited << std::string(waited.size() < 20 ? 20 - waited.size() : 1, ' ')
+        << FormatDuration(rank.made_wait_ns) << " (" << rank.made_waits << ")\n";
+  }
+  const size_t shown = std::min(collectives_shown, waits.collectives.size());
+  out << "  " << waits.collectives.size() << " collective"
+      << (waits.collectives.size() == 1 ? "" : "s")
+      << " or exchanges in which a rank arrived last; the longest waits:\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const Collective& collective = waits.collectives[i];
+    const RankWait& longest = waits.waits[collective.waits.front()];
+    const JobSession& waiting = sessions[longest.session];
+    out << "    at " << FormatOffset(*waiting.session,
+                                     static_cast<uint64_t>(static_cast<int64_t>(longest.start_ns) -
+                                                           waiting.offset_ns))
+        << ": " << RankName(collective.late_rank) << " arrived last, "
+        << FormatDuration(collective.late_ns) << " late; ";
+    for (size_t w = 0; w < collective.waits.size(); ++w) {
+      const RankWait& wait = waits.waits[collective.waits[w]];
+      out << (w == 0 ? "" : ", ") << RankName(wait.waiting_rank) << " waited "
+          << FormatDuration(wait.duration());
+    }
+    out << "\n";
+    if (longest.root) {
+      const Session& there = *sessions[longest.root->session].session;
+      out << "      why: " << DescribeLink(there, longest.root->link) << "\n";
+    }
+  }
+  return out.str();
+}
+
+nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const RankWaits& waits) {
+  using nlohmann::json;
+  json ranks = json::array(), all_waits = json::array(), collectives = json::array();
+  for (const RankTotals& rank : waits.ranks) {
+    ranks.push_back({{"rank", rank.rank},
+                     {"waited_ns", rank.waited_ns},
+                     {"waits", rank.waits},
+                     {"made_wait_ns", rank.made_wait_ns},
+                     {"made_waits", rank.made_waits}});
+  }
+  for (const RankWait& wait : waits.waits) {
+    json root = nullptr;
+    if (wait.root) {
+      const Session& there = *sessions[wait.root->session].session;
+      root = {{"session", wait.root->session},
+              {"pid", wait.root->link.pid},
+              {"tid", wait.root->link.tid},
+              {"text", DescribeLink(there, wait.root->link)}};
+    }
+    all_waits.push_back({{"waiting_rank", wait.waiting_rank},
+                         {"late_rank", wait.late_rank},
+                         {"session", wait.session},
+                         {"stall", wait.stall},
+                         {"tid", wait.tid},
+                         {"start_ns", wait.start_ns},
+                         {"end_ns", wait.end_ns},
+                         {"root", std::move(root)}});
+  }
+  for (const Collective& collective : waits.collectives) {
+    collectives.push_back({{"start_ns", collective.start_ns},
+                           {"end_ns", collective.end_ns},
+                           {"late_rank", collective.late_rank},
+                           {"late_ns", collective.late_ns},
+                           {"waits", collective.waits}});
+  }
+  return {{"world_size", waits.world_size},
+          {"ranks", std::move(ranks)},
+          {"waits", std::move(all_waits)},
+          {"collectives", std::move(collectives)}};
+}
+
+}  // namespace gprof::collector

@@ -1,0 +1,24 @@
+// The RANKS section of a report: each rank's time waiting for others and the time it made others
+// wait, worst first, then the collectives in which one rank arrived last, the longest wait first,
+// each with why that rank was late. The same words for one session and for a merged job.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "collector/analysis/rank_waits.h"
+
+namespace gprof::collector {
+
+// Empty when no rank waited for another.
+std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWaits& waits,
+                          size_t collectives_shown = 5);
+
+// The same facts for report.json: "ranks" (totals, worst first), "waits" and "collectives".
+nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const RankWaits& waits);
+
+// "rank 1".
+std::string RankName(int rank);
+
+}  // namespace gprof::collector

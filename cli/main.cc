@@ -16,6 +16,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
+#include "cli/merge_command.h"
 #include "cli/own_settings.h"
 #include "cli/run_command.h"
 #include "collector/model/model.h"
@@ -103,6 +104,7 @@ std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
 constexpr char kUsage[] =
     "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
+    "       gprof-run merge -o OUT DIR... [--threshold MS] [--collector-memory SIZE]\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
 
@@ -118,6 +120,9 @@ struct CommandLine {
   std::string report_dir;
   std::string report_threshold = "1";
   std::string report_collector_memory;
+  gprof::cli::MergeCommandOptions merge;
+  std::string merge_threshold = "1";
+  std::string merge_collector_memory;
 };
 
 // (--help lists the options in the order they are added: these functions add them in turn.)
@@ -298,6 +303,44 @@ CLI::App* AddReportOptions(CLI::App* app, CommandLine* line) {
   return report;
 }
 
+// The `merge -o OUT DIR...` subcommand, which it returns.
+CLI::App* AddMergeOptions(CLI::App* app, CommandLine* line) {
+  CLI::App* merge = app->add_subcommand(
+      "merge", "Explain several sessions of one job together (one per rank or host)");
+  merge->add_option("-o,--output", line->merge.output_dir,
+                    "A new directory for the merged report.txt, report.json, report.html and trace")
+      ->type_name("OUT")
+      ->required();
+  merge->add_option("dirs", line->merge.directories, "Session directories")
+      ->type_name("DIR")
+      ->required();
+  merge
+      ->add_option("--threshold", line->merge_threshold,
+                   "Explain waits and CUDA calls of at least MS milliseconds (default 1)")
+      ->type_name("MS")
+      ->check(CheckThreshold);
+  merge->add_option("--collector-memory", line->merge_collector_memory,
+                    "Memory the merge may hold records in (e.g. 4G); past it they are held in "
+                    "files in OUT")
+      ->type_name("SIZE")
+      ->check([](const std::string& text) {
+        return ParseSize(text) ? std::string() : Quoted(text) + " is not a size (512M, 4G)";
+      });
+  return merge;
+}
+
+// `gprof-run merge`: anything after its directories (a "--" included) is misuse.
+int Merge(const CLI::App& app, const CLI::App& merge, bool separator_given, CommandLine& line) {
+  std::vector<std::string> extra = merge.remaining();
+  if (extra.empty()) extra = app.remaining();
+  if (extra.empty() && separator_given) extra = {"--"};
+  if (!extra.empty()) return Misuse("merge: unexpected argument " + extra.front());
+  line.merge.threshold_ms = *ParseThresholdMs(line.merge_threshold);
+  if (!line.merge_collector_memory.empty())
+    line.merge.collector_memory_bytes = *ParseSize(line.merge_collector_memory);
+  return gprof::cli::MergeCommand(line.merge);
+}
+
 // `gprof-run report DIR`: anything after it (a "--" included) is misuse.
 int Report(const CLI::App& app, const CLI::App& report, bool separator_given,
            const CommandLine& line) {
@@ -355,6 +398,7 @@ int GprofRunMain(int argc, char** argv) {
   AddKernelOptions(&app, &line);
   AddLaunchOptions(&app, &line);
   CLI::App* report = AddReportOptions(&app, &line);
+  CLI::App* merge = AddMergeOptions(&app, &line);
 
   // Everything after the first "--" is the command, whatever its name: `gprof-run -- report x`
   // runs a program named report. CLI11 sees only what comes before.
@@ -374,6 +418,7 @@ int GprofRunMain(int argc, char** argv) {
   }
 
   if (report->parsed()) return Report(app, *report, options_end < argc, line);
+  if (merge->parsed()) return Merge(app, *merge, options_end < argc, line);
   return Run(app.remaining(), options_end < argc, after_separator, &line);
 }
 

@@ -27,7 +27,8 @@ namespace gprof::collector {
 struct AnalysisOptions {
   uint64_t threshold_ns = 1'000'000;  // CUDA calls, and sleeps, at least this long are explained
   uint64_t gap_threshold_ns = 1'000'000;  // GPU idle intervals at least this long
-  size_t max_chain = 6;                   // links followed from a wait to its root
+  size_t max_chain = 10;                  // links followed from a wait to its root (a gloo
+                                          // collective between two ranks takes 7)
 };
 
 struct Analysis {

@@ -2,14 +2,18 @@
 """straggler_ranks: torch.distributed gloo ranks, one of them late before each all_reduce for a
 known reason, for the tests of the job's rank waits (issue 37).
 
-  straggler_ranks.py launch --world N --late R --mode MODE [--steps S] [--prefix ARGS...]
+  straggler_ranks.py launch --world N --late R --mode MODE [--steps S] [--hosts]
+                            [--skew-ns N] [--prefix ARGS...]
   straggler_ranks.py rank --late R --mode MODE --steps S
 
 `launch` starts the ranks as torchrun and srun do (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT in each rank's environment; Debian's torchrun fails on Python 3.11): each as
 PREFIX... python3 straggler_ranks.py rank ..., where {rank} in PREFIX is the rank (a gprof-run per
 rank, `ip netns exec` for a host of its own). MASTER_ADDR and GLOO_SOCKET_IFNAME come from the
-launcher's environment when set (ranks in network namespaces), else loopback.
+launcher's environment when set (ranks in network namespaces), else loopback. With --hosts each
+rank's gprof-run is told a boot id of its own (GPROF_TEST_BOOT_ID, test-only), and with --skew-ns
+its wall clock is skewed by rank x N ns (GPROF_TEST_REALTIME_SKEW_NS, test-only): sessions of one
+machine the merge must align as another host's.
 
 Rank R is late before each all_reduce, by MODE:
   sleep       it sleeps 60-120 ms (time.sleep)
@@ -141,6 +145,8 @@ def free_port():
 def launch():
     world = int(arg("--world", "2"))
     prefix = sys.argv[sys.argv.index("--prefix") + 1:] if "--prefix" in sys.argv else []
+    before_prefix = sys.argv[:sys.argv.index("--prefix")] if prefix else sys.argv
+    sys.argv = before_prefix
     rank_args = ["--late", arg("--late", "1"), "--mode", arg("--mode", "sleep"),
                  "--steps", arg("--steps", "5")]
     env = dict(os.environ, WORLD_SIZE=str(world),
@@ -151,6 +157,10 @@ def launch():
         command = [part.replace("{rank}", str(r)) for part in prefix]
         command += [sys.executable, os.path.abspath(__file__), "rank"] + rank_args
         rank_env = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+        if "--hosts" in sys.argv:
+            rank_env["GPROF_TEST_BOOT_ID"] = f"test-host-{r}"
+        if arg("--skew-ns"):
+            rank_env["GPROF_TEST_REALTIME_SKEW_NS"] = str(r * int(arg("--skew-ns")))
         ifname = os.environ.get("GLOO_IFNAME_TEMPLATE")
         if ifname:
             rank_env["GLOO_SOCKET_IFNAME"] = ifname.replace("{rank}", str(r))

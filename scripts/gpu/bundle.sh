@@ -40,5 +40,8 @@ chmod +x .gpu/tools/bpftool
 # nvcc's default: the CUDA runtime linked in statically, as third-party binaries often are.
 /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 -o .gpu/cuda_free_freeze_static \
   scripts/gpu/cuda_free_freeze.cu
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+# Ignored by git, so that the device tool carries it (in a worktree too: its exclude file is the
+# common one).
+exclude=$(git rev-parse --git-path info/exclude)
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
 du -sh .gpu

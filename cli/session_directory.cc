@@ -18,7 +18,7 @@
 
 #include "cli/output_name.h"
 #include "collector/model/model.h"
-#include "collector/session/session_reader.h"
+#include "inject/format/session_directory.h"
 #include "inject/format/session_json.h"
 #include "inject/shared/file_owner.h"
 
@@ -142,14 +142,14 @@ Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
   bool session = false;
   while (const dirent* entry = readdir(listing)) {
     if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) empty = false;
-    if (strcmp(entry->d_name, collector::kSessionMetaFile) == 0) session = true;
+    if (strcmp(entry->d_name, format::kSessionMetaFile) == 0) session = true;
   }
   closedir(listing);
   if (!empty) return InUse(shown, session);
   // The claim: of the runs that found it empty, the one that makes session.json has it (O_EXCL is
   // atomic, also on NFS 3 and later); the others stop here. It is made empty and written once the
   // command is set up (WriteSessionMeta, through a temporary file renamed over it).
-  int claim = openat(dir->fd.get(), collector::kSessionMetaFile,
+  int claim = openat(dir->fd.get(), format::kSessionMetaFile,
                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (claim < 0) {
     if (errno == EEXIST) return InUse(shown, true);
@@ -372,7 +372,7 @@ std::string SessionMetaText(const RunDescription& run) {
   if (run.exit_signal) exit[key::kExitSignal] = *run.exit_signal;
   nlohmann::json meta = {
       {key::kFormat, key::kFormatName},
-      {key::kVersion, collector::kSessionMetaVersion},
+      {key::kVersion, format::kSessionMetaVersion},
       {key::kToolVersion, GPROF_VERSION},
       {key::kCommand, run.command},
       {key::kRootPid, run.root_pid},
@@ -408,7 +408,7 @@ std::string SessionMetaText(const RunDescription& run) {
                            {key::kMaxSizeRefusedBytes, run.size_refused_bytes}};
   }
   if (run.kernel_writes_stopped_ns != 0) {
-    meta[key::kRecordingStopped].push_back({{key::kStopFile, collector::kKernelFile},
+    meta[key::kRecordingStopped].push_back({{key::kStopFile, format::kKernelFile},
                                             {key::kStopTimeNs, run.kernel_writes_stopped_ns},
                                             {key::kStopCause, run.kernel_writes_stopped_cause},
                                             {key::kStopReason, run.kernel_writes_stopped_reason}});
@@ -450,7 +450,7 @@ std::string SessionMetaText(const RunDescription& run) {
 
 Status WriteSessionMeta(const SessionDirectory& directory, const LaunchSettings& as,
                         const RunDescription& run) {
-  const std::string final_name = collector::kSessionMetaFile;
+  const std::string final_name = format::kSessionMetaFile;
   const std::string temporary = final_name + ".tmp";
   auto shown = [&](const std::string& name) {
     return collector::PrintableName(directory.path + "/" + name);

@@ -22,27 +22,6 @@ namespace gprof::collector {
 namespace {
 
 // Why an output file could not be written.
-std::string WriteError(int error) {
-  if (error == EFBIG) return "the file size limit (ulimit -f) that gprof-run was started under";
-  return error != 0 ? strerror(error) : "unknown error";
-}
-
-Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
-                     const std::string& text) {
-  auto file = CreateOutputFile(dir_fd, name, path);
-  if (!file.ok())
-    return Status::Error(file.status().code(), "cannot write " + file.status().message());
-  errno = 0;
-  bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
-  int error = errno;
-  if (std::fclose(file->release()) != 0 && written) {
-    written = false;
-    error = errno;
-  }
-  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + path + ": " + WriteError(error));
-  return {};
-}
-
 // report.json, and a newline.
 Status WriteJsonFile(int dir_fd, const std::string& name, const std::string& path,
                      const Session& session, const Analysis& analysis) {

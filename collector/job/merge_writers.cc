@@ -13,6 +13,7 @@
 #include "collector/writers/output_file.h"
 #include "collector/writers/perfetto/merged_trace.h"
 #include "collector/writers/report.h"
+#include "collector/writers/report_html.h"
 
 namespace gprof::collector {
 namespace {
@@ -54,31 +55,6 @@ std::string ClockWords(const MergedSession& merged) {
   if (clock.messages > 0) text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
   text += ", within " + FormatDuration(clock.uncertainty_ns);
   return text;
-}
-
-Status WriteText(int dir_fd, const std::string& name, const std::string& shown,
-                 const std::string& text) {
-  auto file = CreateOutputFile(dir_fd, name, shown);
-  if (!file.ok()) return Status::Error(file.status().code(), "cannot write " + file.status().message());
-  bool written = std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
-  const int error = errno;
-  if (std::fclose(file->release()) != 0) written = false;
-  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + strerror(error));
-  return {};
-}
-
-std::string HtmlEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::vector<JobSession> Views(const MergedJob& job) {
@@ -136,7 +112,7 @@ Status WriteMergedJson(const MergedJob& job, int dir_fd, const std::string& show
   put("\n}\n");
   const int error = errno;
   if (std::fclose(file->release()) != 0) written = false;
-  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + strerror(error));
+  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + WriteError(error));
   return {};
 }
 
@@ -191,14 +167,14 @@ Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& ou
       unlinkat(out_fd, name.c_str(), 0);
     }
   };
-  note("report.txt", WriteText(out_fd, "report.txt", (dir / "report.txt").string(),
+  note("report.txt", WriteTextFile(out_fd, "report.txt", (dir / "report.txt").string(),
                                result.text_report));
   note("report.json", WriteMergedJson(job, out_fd, (dir / "report.json").string()));
   note("report.html",
-       WriteText(out_fd, "report.html", (dir / "report.html").string(),
+       WriteTextFile(out_fd, "report.html", (dir / "report.html").string(),
                  "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gprof-run merged "
                  "report</title></head>\n<body><pre>" +
-                     HtmlEscape(result.text_report) + "</pre></body></html>\n"));
+                     EscapeHtml(result.text_report) + "</pre></body></html>\n"));
   note("trace.perfetto-trace",
        WriteMergedTrace(job, out_fd, (dir / "trace.perfetto-trace").string()));
   return result;

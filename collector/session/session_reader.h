@@ -8,15 +8,17 @@
 
 #include "collector/model/model.h"
 #include "collector/session/read_progress.h"
+#include "inject/format/session_directory.h"
 #include "inject/shared/status.h"
 
 namespace gprof::collector {
 
-inline constexpr char kSessionMetaFile[] = "session.json";
-inline constexpr char kKernelFile[] = "kernel.gpr";
-inline constexpr char kInjectFilePrefix[] = "inject-";
-inline constexpr char kRecordingFileSuffix[] = ".gpr";
-inline constexpr int kSessionMetaVersion = 1;
+// The directory's file names are the contract's (inject/format/session_directory.h).
+using format::kInjectFilePrefix;
+using format::kKernelFile;
+using format::kRecordingFileSuffix;
+using format::kSessionMetaFile;
+using format::kSessionMetaVersion;
 
 // `progress`, when given, shows how far the read of the recording files is (read_progress.h).
 Expected<Session> ReadSession(const std::string& directory, ReadProgress* progress = nullptr);

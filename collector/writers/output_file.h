@@ -24,4 +24,11 @@ inline Expected<OutputFile> CreateOutputFile(const std::string& path) {
   return CreateOutputFile(AT_FDCWD, path, path);
 }
 
+// Why a write failed, in words ("the file size limit (ulimit -f) that gprof-run was started under").
+std::string WriteError(int error);
+
+// `text` written whole into a new `name` of `dir_fd` (shown as `path`); an error says why not.
+Status WriteTextFile(int dir_fd, const std::string& name, const std::string& path,
+                     const std::string& text);
+
 }  // namespace gprof::collector

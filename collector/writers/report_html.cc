@@ -20,9 +20,8 @@
 #include "collector/writers/words/sentences.h"
 
 namespace gprof::collector {
-namespace {
 
-std::string Escape(std::string_view text) {
+std::string EscapeHtml(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -37,6 +36,10 @@ std::string Escape(std::string_view text) {
   }
   return out;
 }
+
+namespace {
+
+std::string Escape(std::string_view text) { return EscapeHtml(text); }
 
 // The CSS class of each wait class's colour, and of the states that are no wait.
 const char* ClassCss(WaitClass wait_class) {

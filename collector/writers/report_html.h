@@ -23,6 +23,9 @@ struct HtmlReportOptions {
 };
 
 // The page; `text_report` (report.txt) is kept whole at its end, folded.
+// `text` with HTML's special characters escaped, for an element's text or an attribute.
+std::string EscapeHtml(std::string_view text);
+
 std::string RenderHtmlReport(const Session& session, const Analysis& analysis,
                              std::string_view text_report, const HtmlReportOptions& options = {});
 

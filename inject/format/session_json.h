@@ -3,7 +3,7 @@
 // spell one two ways. Each comment gives the value's JSON type and meaning; times are
 // CLOCK_MONOTONIC nanoseconds unless they say otherwise. Keys are only ever added: a reader skips
 // what it does not know, and a session of a newer format says so by its "version"
-// (collector::kSessionMetaVersion).
+// (session_directory.h, kSessionMetaVersion).
 #pragma once
 
 namespace gprof::format::session_json {

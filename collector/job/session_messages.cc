@@ -124,7 +124,7 @@ std::vector<JobChain> ChainsAcrossSessions(const std::vector<JobSession>& sessio
         if (links.empty()) break;
         for (ChainLink& link : links) {
           if (chain.links.size() == max_links) break;
-          chain.links.push_back({sender->session, std::move(link)});
+          chain.links.push_back({static_cast<int>(sender->session), std::move(link)});
         }
       }
       if (!chain.links.empty()) chains.push_back(std::move(chain));

@@ -90,6 +90,24 @@ TEST(VocabularyConsistency, EachCauseHasOneClassLabelInTextJsonAndHtml) {
   EXPECT_TRUE(host_late_said) << summary;
 }
 
+// Each cause is titled the same in report.txt's CAUSES, report.html's list and report.json.
+TEST(VocabularyConsistency, EachCauseHasOneTitleInTextJsonAndHtml) {
+  Outputs out = Render();
+  const nlohmann::json& causes = out.json["diagnosis"]["causes"];
+  ASSERT_GE(causes.size(), 3u) << out.text;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    const std::string title = causes[i].value("title", "");
+    ASSERT_FALSE(title.empty()) << causes[i].dump(1);
+    const std::string label = causes[i].value("label", "");
+    EXPECT_NE(out.text.find("\n  cause " + std::to_string(i + 1) + " [" + label + "] " + title +
+                            "\n"),
+              std::string::npos)
+        << title << "\n" << out.text;
+    EXPECT_NE(out.html.find("<b>[" + label + "]</b> " + EscapeHtml(title)), std::string::npos)
+        << title;
+  }
+}
+
 TEST(VocabularyConsistency, FreezeOneIsTheLongestInTextJsonAndHtml) {
   Outputs out = Render();
   const nlohmann::json& freezes = out.json["diagnosis"]["freezes"];

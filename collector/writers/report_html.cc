@@ -348,7 +348,7 @@ void HtmlReport::Summary() {
       out_ << "<li>";
       if (i < options_.max_causes) out_ << "<a href=\"#cause-" << cause.number << "\">";
       out_ << "<b>[" << CauseClassLabel(cause) << "]</b> "
-           << Escape(CauseIdentity(session_, cause));
+           << Escape(CauseTitle(session_, analysis_, cause));
       if (i < options_.max_causes) out_ << "</a>";
       out_ << "<br>" << Escape(CauseFacts(cause));
       if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
@@ -417,7 +417,7 @@ void HtmlReport::AddCauseFigure(size_t index) {
   Figure figure;
   figure.id = "cause-" + std::to_string(cause.number);
   figure.heading = std::to_string(cause.number) + ". [" + CauseClassLabel(cause) + "] " +
-                   CauseIdentity(session_, cause);
+                   CauseTitle(session_, analysis_, cause);
   figure.words.push_back(CauseFacts(cause));
   if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
     figure.words.push_back("held by " + Thread(cause.holder_tid));
@@ -489,7 +489,7 @@ void HtmlReport::AddFreezeFigure(size_t index) {
   figure.words.push_back(Threads(freeze.tids, 8));
   if (freeze.cause >= 0) {
     const Cause& cause = analysis_.causes[freeze.cause];
-    figure.words.push_back("all waited on " + CauseIdentity(session_, cause) + " [" +
+    figure.words.push_back("all waited on " + CauseTitle(session_, analysis_, cause) + " [" +
                            CauseClassLabel(cause) + "], cause " + std::to_string(cause.number));
   }
   figure.start_ns = figure.mark_start_ns = freeze.start_ns;

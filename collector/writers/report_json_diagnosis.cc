@@ -148,6 +148,7 @@ json CausesJson(const Session& session, const Analysis& diagnosis) {
          {"label", CauseClassLabel(cause)},
          {"kind", CauseKindName(cause.kind)},
          {"identity", CauseIdentity(session, cause)},
+         {"title", CauseTitle(session, diagnosis, cause)},
          {"object",
           cause.wait_class == WaitClass::kCpu ? json(nullptr) : ObjectJson(session, cause.object)},
          {"holder", cause.holder_tid != 0 ? ThreadRef(session, cause.holder_tid) : json(nullptr)},

@@ -53,24 +53,7 @@ std::string TextReport::FreezeRefs(const std::vector<int>& freezes) const {
 }
 
 std::string TextReport::CauseWhat(const Cause& cause) const {
-  if (cause.wait_class == WaitClass::kCpu) return "too few CPUs for the threads ready to run";
-  if (cause.kind == CauseKind::kHandoff) {
-    // Who waited for whom: the thread that ended most of the waits. What on: CAUSES says.
-    std::string text = Threads(cause.tids, 2) + " waited";
-    if (cause.holder_tid != 0) text += " for " + Thread(cause.holder_tid);
-    return text;
-  }
-  if (cause.wait_class == WaitClass::kOther && !cause.gaps.empty()) {
-    // A late thread: its name quoted as everywhere in the text.
-    const GpuGap& gap = analysis_.gaps[cause.gaps.front()];
-    if (gap.late_thread &&
-        (cause.kind == CauseKind::kModuleLoad || cause.kind == CauseKind::kLateHost))
-      return Thread(cause.thread_tid) + LateThreadWords(session_, cause);
-    return CauseIdentity(session_, cause);
-  }
-  if (cause.object.kind == WaitKind::kKernelFunction && cause.object.kernel_function.empty())
-    return CauseIdentity(session_, cause);
-  return ObjectWords(session_, cause.object, LockNames());
+  return CauseTitle(session_, analysis_, cause);
 }
 
 // The frames, one a line: the first after `first` ("at ", "slept at "), the others under it.

@@ -246,4 +246,29 @@ std::string CauseIdentity(const Session& session, const Cause& cause) {
   return DescribeWaitObject(session, cause.object);
 }
 
+std::string CauseTitle(const Session& session, const Analysis& analysis, const Cause& cause) {
+  if (cause.wait_class == WaitClass::kCpu) return "too few CPUs for the threads ready to run";
+  if (cause.kind == CauseKind::kHandoff) {
+    // Who waited for whom: the thread that ended most of the waits. What on: the cause says.
+    std::string text;
+    for (size_t i = 0; i < std::min<size_t>(2, cause.tids.size()); ++i)
+      text += (i == 0 ? "" : ", ") + QuotedThread(session, cause.tids[i]);
+    if (cause.tids.size() > 2) text += " and " + std::to_string(cause.tids.size() - 2) + " more";
+    text += " waited";
+    if (cause.holder_tid != 0) text += " for " + QuotedThread(session, cause.holder_tid);
+    return text;
+  }
+  if (cause.wait_class == WaitClass::kOther && !cause.gaps.empty()) {
+    // A late thread: its name quoted as everywhere in the reports.
+    const GpuGap& gap = analysis.gaps[cause.gaps.front()];
+    if (gap.late_thread &&
+        (cause.kind == CauseKind::kModuleLoad || cause.kind == CauseKind::kLateHost))
+      return QuotedThread(session, cause.thread_tid) + LateThreadWords(session, cause);
+    return CauseIdentity(session, cause);
+  }
+  if (cause.object.kind == WaitKind::kKernelFunction && cause.object.kernel_function.empty())
+    return CauseIdentity(session, cause);
+  return ObjectWords(session, cause.object, &analysis.lock_users);
+}
+
 }  // namespace gprof::collector

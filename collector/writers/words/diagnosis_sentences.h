@@ -66,6 +66,10 @@ std::string DescribeProfilerCost(const Session& session, const Analysis& diagnos
 // the heap), waited for in cuLaunchKernel"), or what it was ("too few CPUs for the threads ready
 // to run", "loader (12) loading a CUDA module in cudaLaunchKernel (...)").
 std::string CauseIdentity(const Session& session, const Cause& cause);
+// A cause as every report titles it: the lock or object in the reports' one notation (named by
+// its users where `analysis` knows them), the late thread, the CPUs, or for a handoff who waited
+// for whom ("main" (12) waited for "producer" (13)).
+std::string CauseTitle(const Session& session, const Analysis& analysis, const Cause& cause);
 // What a late thread's cause (kModuleLoad, kLateHost) says after the thread's name: " late to
 // launch the next GPU work (the GPU waited for the host)"; empty for other causes.
 std::string LateThreadWords(const Session& session, const Cause& cause);

@@ -8,13 +8,15 @@
 
 #include "collector/analysis/analysis.h"
 #include "collector/analysis/critical_path.h"
+#include "collector/analysis/diagnoser.h"
 #include "collector/analysis/gpu_timeline.h"
 #include "collector/analysis/user_lock.h"
 #include "collector/symbols/user_symbols.h"
 #include "inject/format/cuda_api_roles.h"
 #include "inject/format/session_format.h"
 
-namespace gprof::collector {
+namespace gprof::collector::diagnosis {
+
 namespace {
 
 // A lock on the heap (or a stack, or anonymous memory) is named by the code that waited on it, as
@@ -88,134 +90,65 @@ bool LoadsModules(std::string_view name) {
 // was short of CPU.
 constexpr double kCpuStarvedShare = 0.05;
 
-class Diagnoser {
- public:
-  Diagnoser(const Session& session, const WaitReader& reader, const GpuCorrelation& correlation,
-            const GpuBusyTimeline& gpu_busy, Analysis& analysis)
-      : session_(session),
-        reader_(reader),
-        correlation_(correlation),
-        gpu_busy_(gpu_busy),
-        analysis_(analysis) {
-    analysis_.kernel_recorded = session.meta.kernel_recording;
-    for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
-    // gprof-run's own threads, and any they created (task_starts are in time order).
-    for (const auto& [tid, role] : session.profiler_threads) ours_.insert(tid);
-    for (const TaskStart& start : session.task_starts) {
-      if (ours_.contains(start.parent_tid)) ours_.insert(start.tid);
+}  // namespace
+
+Diagnoser::Diagnoser(const Session& session, const WaitReader& reader,
+                     const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
+                     Analysis& analysis)
+    : session_(session),
+      reader_(reader),
+      correlation_(correlation),
+      gpu_busy_(gpu_busy),
+      analysis_(analysis) {
+  analysis_.kernel_recorded = session.meta.kernel_recording;
+  for (const TaskStart& start : session.task_starts) creator_of_[start.tid] = start.parent_tid;
+  // gprof-run's own threads, and any they created (task_starts are in time order).
+  for (const auto& [tid, role] : session.profiler_threads) ours_.insert(tid);
+  for (const TaskStart& start : session.task_starts) {
+    if (ours_.contains(start.parent_tid)) ours_.insert(start.tid);
+  }
+  analysis_.profiler_cost.tids.assign(ours_.begin(), ours_.end());
+  for (const std::string& name : session.api_names)
+    loading_call_names_.push_back(LoadsModules(name));
+  // A load CUPTI did not name a thread for is its call's thread's.
+  for (const ModuleLoad& load : session.module_loads) {
+    uint32_t tid = load.tid;
+    if (tid == 0) {
+      const ApiCall* call = correlation_.CallOf(load.pid, load.correlation_id);
+      if (call == nullptr) continue;
+      tid = call->tid;
     }
-    analysis_.profiler_cost.tids.assign(ours_.begin(), ours_.end());
-    for (const std::string& name : session.api_names)
-      loading_call_names_.push_back(LoadsModules(name));
-    // A load CUPTI did not name a thread for is its call's thread's.
-    for (const ModuleLoad& load : session.module_loads) {
-      uint32_t tid = load.tid;
-      if (tid == 0) {
-        const ApiCall* call = correlation_.CallOf(load.pid, load.correlation_id);
-        if (call == nullptr) continue;
-        tid = call->tid;
-      }
-      module_loads_[tid].push_back(&load);
-    }
+    module_loads_[tid].push_back(&load);
   }
+}
 
-  // The chain of what held `tid` up over [start_ns, end_ns), followed as a stall's is from the
-  // thread that ended it.
-  std::vector<ChainLink> ChainFrom(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
-    Stall stall;
-    stall.wait.start_ns = start_ns;
-    stall.wait.wake_ns = end_ns;
-    stall.wait.end_ns = end_ns;
-    stall.wait.waker_tid = tid;
-    FollowChain(stall);
-    return std::move(stall.chain);
-  }
-  void Run() {
-    FindStalls();
-    CountProfilerCost();
-    GroupCauses();
-    NameLocksByTheirUsers(session_, analysis_);
-    NamePythonLocks(session_, analysis_);
-    FindCpuStarvation();
-    FindGpuGaps();
-    Rank();
-  }
+void Diagnoser::Run() {
+  FindStalls();
+  CountProfilerCost();
+  GroupCauses();
+  NameLocksByTheirUsers(session_, analysis_);
+  NamePythonLocks(session_, analysis_);
+  FindCpuStarvation();
+  FindGpuGaps();
+  Rank();
+}
 
- private:
-  // Who held a wait up, and until when.
-  struct Holder {
-    uint32_t tid = 0;
-    uint64_t until_ns = 0;  // the end of its part: the wake, its release, or the wait's end
-    bool by_owner = false;  // named by the lock, not the wait's waker
-    bool released = false;  // by_owner: it released the lock at until_ns, before the wait ended
-    const MemoryMapCall* memory_call = nullptr;  // the memory map call the owner was in
-  };
-  ChainLink MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
-  // Fills the link's call_ns and other calls.
-  void TimeInCalls(ChainLink& link) const;
-  // The time the driver spent loading modules in `tid`'s calls during [start_ns, end_ns).
-  uint64_t ModuleLoadDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
-  // Fills stall.chain (and stall.deadlock_tid).
-  void FollowChain(Stall& stall) const;
-  // The thread that ended `wait` of `waiter` (its waker; for a kernel lock whose waker is not in
-  // the tree, its owner; else the holder the lock named), or none.
-  Holder HolderOf(uint32_t waiter, const Wait& wait) const;
-  Holder LockOwner(uint32_t tid, const Wait& wait) const;
-  // The thread of `waiter`'s process that held the GIL through `wait`, a wait for it that no
-  // recorded wake ended; or none.
-  Holder GilHolder(uint32_t waiter, const Wait& wait) const;
-  // Whether the chain, back at `closing.tid`, is a cycle of waits asleep all at once, each on a
-  // lock the next still held then.
-  bool IsDeadlock(const Stall& stall, const Holder& closing) const;
-  void FindStalls();
-  void CountProfilerCost();
-  void GroupCauses();
-  // Per stall, the producer a costly handoff waited for (0: not a costly handoff).
-  std::vector<uint32_t> HandoffProducers() const;
-  void FindCpuStarvation();
-  // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
-  uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
-  void FindGpuGaps();
-  void ExplainGap(GpuGap& gap);
-  // The cause of `key`, made from `first` when it is new.
-  int CauseFor(const std::string& key, Cause first);
-  void Rank();
-  bool WaitedForGpu(const Stall& stall) const {
-    if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
-    const uint64_t until = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
-    GpuUse use = gpu_busy_.UseDuring(stall.pid, stall.wait.start_ns, until);
-    return use.busy_ns * 2 >= until - stall.wait.start_ns;
-  }
-  // A wait inside a CUDA call ended by a thread of the process that made no CUDA call in the
-  // whole session (the driver's or the runtime's own thread, completing GPU work on the
-  // program's behalf) waited for the GPU side, busy or late: the GPU gap's host-late or driver
-  // cause, never a handoff to a producer of the program's.
-  bool EndedByTheDriver(const Stall& stall) const {
-    if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
-    const uint32_t waker = stall.wait.waker_tid;
-    auto thread = session_.threads.find(waker);
-    if (waker == 0 || waker == stall.tid || thread == session_.threads.end() ||
-        thread->second.pid != stall.pid)
-      return false;
-    return reader_.CallsDuring(waker, 0, UINT64_MAX).empty();
-  }
-  bool InTree(uint32_t tid) const { return session_.threads.contains(tid); }
-  bool Ours(uint32_t tid) const { return ours_.contains(tid); }
+bool Diagnoser::WaitedForGpu(const Stall& stall) const {
+  if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
+  const uint64_t until = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
+  GpuUse use = gpu_busy_.UseDuring(stall.pid, stall.wait.start_ns, until);
+  return use.busy_ns * 2 >= until - stall.wait.start_ns;
+}
 
-  const Session& session_;
-  const WaitReader& reader_;
-  const GpuCorrelation& correlation_;
-  const GpuBusyTimeline& gpu_busy_;
-  Analysis& analysis_;
-  std::unordered_map<uint32_t, uint32_t> creator_of_;  // tid -> the thread that created it
-  std::set<uint32_t> ours_;                            // gprof-run's own threads
-  CriticalPath path_;                                  // the threads the program's end waited for
-  std::map<std::string, int> cause_by_key_;
-  std::map<int, uint64_t> largest_gap_ns_;  // per late-host cause: its largest gap so far
-  // The session's module loads by the thread they happened on.
-  std::unordered_map<uint32_t, std::vector<const ModuleLoad*>> module_loads_;
-  std::vector<bool> loading_call_names_;  // by Session::api_names index: a call that loads modules
-};
+bool Diagnoser::EndedByTheDriver(const Stall& stall) const {
+  if (stall.call == nullptr || !gpu_busy_.Recorded(stall.pid)) return false;
+  const uint32_t waker = stall.wait.waker_tid;
+  auto thread = session_.threads.find(waker);
+  if (waker == 0 || waker == stall.tid || thread == session_.threads.end() ||
+      thread->second.pid != stall.pid)
+    return false;
+  return reader_.CallsDuring(waker, 0, UINT64_MAX).empty();
+}
 
 ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
   ChainLink link;
@@ -314,9 +247,13 @@ void Diagnoser::TimeInCalls(ChainLink& link) const {
   link.longest_other_call = time.longest_other;
 }
 
+namespace {
+
 // A link's window shorter than this, on CPU or short of one, is a moment: a thread about to hand
 // something on.
 constexpr uint64_t kMomentNs = 1'000'000;
+
+}  // namespace
 
 void Diagnoser::FollowChain(Stall& stall) const {
   std::vector<ChainLink>& chain = stall.chain;
@@ -508,6 +445,8 @@ void Diagnoser::FindStalls() {
   }
 }
 
+namespace {
+
 // A futex in the injected library's own memory: its data, or its zero-filled .bss in the anonymous
 // mapping just past them (the exit's wait for the writer's last flush).
 bool InInjectedLibrary(const Session& session, const WaitObject& object) {
@@ -524,6 +463,8 @@ bool InInjectedLibrary(const Session& session, const WaitObject& object) {
   std::string_view path = mapping->path;
   return path.substr(path.rfind('/') + 1).starts_with("libgprof_inject");
 }
+
+}  // namespace
 
 // Every wait of the program's that gprof-run's own thread held up: a lock it held (the loader's,
 // CUPTI's), or gprof-run's own signal the program waited for (the writer's last flush at exit).
@@ -552,6 +493,8 @@ int Diagnoser::CauseFor(const std::string& key, Cause first) {
   }
   return entry->second;
 }
+
+namespace {
 
 // A cause of no object: the CPUs, the GPU side, a late thread.
 Cause CauseOfKind(CauseKind kind, WaitClass wait_class, uint32_t thread_tid = 0) {
@@ -593,6 +536,8 @@ bool SamePlace(const Wait& a, const Wait& b) {
 // the last wait.
 constexpr double kPutAsideShare = 0.1;
 
+}  // namespace
+
 std::vector<uint32_t> Diagnoser::HandoffProducers() const {
   std::vector<uint32_t> producer(analysis_.stalls.size(), 0);
   std::map<uint32_t, std::vector<size_t>> by_thread;
@@ -626,8 +571,12 @@ std::vector<uint32_t> Diagnoser::HandoffProducers() const {
   return producer;
 }
 
+namespace {
+
 // A handoff that held the program up less than this share of its run is no cause.
 constexpr double kSmallestHandoffShare = 0.01;
+
+}  // namespace
 
 // Convoys on one object collapse into one cause: the key is the object, not the holder.
 void Diagnoser::GroupCauses() {
@@ -1008,12 +957,25 @@ void Diagnoser::Rank() {
   }
 }
 
-}  // namespace
+std::vector<ChainLink> Diagnoser::ChainFrom(uint32_t tid, uint64_t start_ns,
+                                            uint64_t end_ns) const {
+  Stall stall;
+  stall.wait.start_ns = start_ns;
+  stall.wait.wake_ns = end_ns;
+  stall.wait.end_ns = end_ns;
+  stall.wait.waker_tid = tid;
+  FollowChain(stall);
+  return std::move(stall.chain);
+}
+
+}  // namespace gprof::collector::diagnosis
+
+namespace gprof::collector {
 
 void DiagnoseWaits(const Session& session, const WaitReader& waits,
                    const GpuCorrelation& correlation, const GpuBusyTimeline& gpu_busy,
                    Analysis& analysis) {
-  Diagnoser(session, waits, correlation, gpu_busy, analysis).Run();
+  diagnosis::Diagnoser(session, waits, correlation, gpu_busy, analysis).Run();
 }
 
 struct ChainFollower::Parts {
@@ -1028,7 +990,7 @@ struct ChainFollower::Parts {
   const GpuCorrelation correlation;
   const GpuBusyTimeline gpu_busy;
   Analysis scratch;
-  Diagnoser diagnoser;
+  diagnosis::Diagnoser diagnoser;
 };
 
 ChainFollower::ChainFollower(const Session& session, const WaitReader& waits,

@@ -19,6 +19,13 @@
 
 namespace gprof::collector::diagnosis {
 
+// causes.cc: a cause's lock named by its waiters' code, and by their Python frames.
+void NameLocksByTheirUsers(const Session& session, Analysis& analysis);
+void NamePythonLocks(const Session& session, Analysis& analysis);
+// A cause of no object: the CPUs, the GPU side, a late thread.
+Cause CauseOfKind(CauseKind kind, WaitClass wait_class, uint32_t thread_tid = 0);
+void AddThread(std::vector<uint32_t>& tids, uint32_t tid);
+
 class Diagnoser {
  public:
   Diagnoser(const Session& session, const WaitReader& reader, const GpuCorrelation& correlation,

@@ -68,8 +68,6 @@ class Diagnoser {
   // Per stall, the producer a costly handoff waited for (0: not a costly handoff).
   std::vector<uint32_t> HandoffProducers() const;
   void FindCpuStarvation();
-  // Time `tid` was runnable in [start, end): preempted, or woken and not yet run.
-  uint64_t RunnableDuring(uint32_t tid, uint64_t start, uint64_t end) const;
   void FindGpuGaps();
   void ExplainGap(GpuGap& gap);
   // The cause of `key`, made from `first` when it is new.

@@ -1,10 +1,9 @@
-#include "collector/analysis/diagnoser.h"
-
 #include <algorithm>
 #include <map>
 #include <numeric>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/diagnoser.h"
 #include "collector/analysis/user_lock.h"
 #include "collector/symbols/user_symbols.h"
 

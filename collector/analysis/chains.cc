@@ -1,9 +1,8 @@
-#include "collector/analysis/diagnoser.h"
-
 #include <algorithm>
 #include <set>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/diagnoser.h"
 #include "collector/analysis/on_cpu_samples.h"
 #include "collector/analysis/wait_class.h"
 

@@ -1,5 +1,3 @@
-#include "collector/analysis/diagnoser.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/diagnoser.h"
 
 namespace gprof::collector::diagnosis {
 

@@ -1,8 +1,7 @@
-#include "collector/analysis/diagnoser.h"
-
 #include <algorithm>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/diagnoser.h"
 
 namespace gprof::collector::diagnosis {
 

@@ -21,12 +21,6 @@ SOURCE_SUFFIXES = (".cc", ".h", ".c")
 MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 120
 
-# Today's offenders in the rooms other work of issue 36 is splitting (bpf/, collector/analysis/,
-# collector/writers/): allowed until those splits land, then removed from here. An entry that no
-# longer offends fails the check, so that the list only shrinks.
-KNOWN_LONG_FILES = set()
-KNOWN_LONG_FUNCTIONS = set()
-
 
 def product_sources(root):
     """Paths relative to root, sorted."""
@@ -81,27 +75,15 @@ def check(root):
     """The problems found, one line each."""
     problems = []
     files = product_sources(root)
-    long_files = set()
     for path in files:
         lines = line_count(os.path.join(root, path))
         if lines > MAX_FILE_LINES:
-            long_files.add(path)
-            if path not in KNOWN_LONG_FILES:
-                problems.append(f"{path}: {lines} lines (at most {MAX_FILE_LINES})")
-    long_functions = set()
+            problems.append(f"{path}: {lines} lines (at most {MAX_FILE_LINES})")
     for path, name, first, last in function_spans(root, files):
         length = last - first + 1
         if length > MAX_FUNCTION_LINES:
-            long_functions.add((path, name))
-            if (path, name) not in KNOWN_LONG_FUNCTIONS:
-                problems.append(f"{path}:{first}: {name} is {length} lines "
-                                f"(at most {MAX_FUNCTION_LINES})")
-    for path in sorted(KNOWN_LONG_FILES - long_files):
-        problems.append(f"{path}: listed in KNOWN_LONG_FILES but no longer over "
-                        f"{MAX_FILE_LINES} lines: take it off the list")
-    for path, name in sorted(KNOWN_LONG_FUNCTIONS - long_functions):
-        problems.append(f"{path}: {name} listed in KNOWN_LONG_FUNCTIONS but no longer over "
-                        f"{MAX_FUNCTION_LINES} lines: take it off the list")
+            problems.append(f"{path}:{first}: {name} is {length} lines "
+                            f"(at most {MAX_FUNCTION_LINES})")
     for path in tracked_results(root):
         problems.append(f"{path}: a raw result file in the tree (results are written outside it; "
                         f"docs/performance.md keeps the figures)")

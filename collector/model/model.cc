@@ -321,6 +321,11 @@ std::string Session::ProcessRole(uint32_t pid) const {
   return role == process_roles->end() ? std::string() : role->second + RankWords(pid, true);
 }
 
+size_t Session::RecordedProcessCount() const {
+  return static_cast<size_t>(std::count_if(processes.begin(), processes.end(),
+                                           [](const auto& process) { return process.first != 0; }));
+}
+
 std::string Session::ProcessLabel(uint32_t pid) const {
   std::string what = ProcessRole(pid);
   if (what.empty()) {

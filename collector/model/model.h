@@ -744,6 +744,9 @@ struct Session {
   // parent's children of that role, in order of creation), else its executable's name
   // ("python3"), with " of rank 1" for a process of rank 1's; then "(pid N)".
   std::string ProcessLabel(uint32_t pid) const;
+  // The processes recorded, as every report counts them: not the entry for pid 0 (records that
+  // named no process).
+  size_t RecordedProcessCount() const;
   // The role alone ("rank 1", "DataLoader worker 1", "DataLoader worker 1 of rank 1"); empty
   // where neither a rank nor a Python role is known.
   std::string ProcessRole(uint32_t pid) const;

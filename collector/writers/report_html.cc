@@ -276,7 +276,7 @@ void HtmlReport::Header() {
   if (meta.exit_signal) out_ << "killed by signal " << *meta.exit_signal;
   if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0)
     out_ << " after " << FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
-  out_ << "; recorded " << Plural(session_.processes.size(), "process") << ", "
+  out_ << "; recorded " << Plural(session_.RecordedProcessCount(), "process") << ", "
        << Plural(session_.threads.size(), "thread") << ", "
        << WithThousands(session_.api_calls.size()) << " CUDA calls, ";
   if (!session_.gpu_activities.empty())

@@ -286,7 +286,7 @@ json SessionJson(const Session& session, const Analysis& analysis) {
           {"window", WindowJson(session)},
           {"max_size", MaxSizeJson(session)},
           {"counts",
-           {{"processes", session.processes.size()},
+           {{"processes", session.RecordedProcessCount()},
             {"threads", session.threads.size()},
             {"cuda_calls", session.api_calls.size()},
             {"off_cpu_intervals", session.off_cpu.size()},

@@ -176,8 +176,7 @@ void TextReport::Header() {
     out_ << "\n";
   }
   if (!meta.cut_short.empty()) out_ << "  CUT SHORT " << meta.cut_short_text << "\n";
-  size_t processes = std::count_if(session_.processes.begin(), session_.processes.end(),
-                                   [](const auto& p) { return p.first != 0; });
+  const size_t processes = session_.RecordedProcessCount();
   out_ << "  recorded  " << processes << (processes == 1 ? " process, " : " processes, ")
        << session_.threads.size() << " threads, " << WithThousands(session_.api_calls.size())
        << " CUDA calls, " << WithThousands(session_.off_cpu.size()) << " off-CPU intervals, "

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/dump_command.h"
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
 #include "cli/merge_command.h"
@@ -105,6 +106,7 @@ constexpr char kUsage[] =
     "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run merge -o OUT DIR... [--threshold MS] [--collector-memory SIZE]\n"
+    "       gprof-run dump -p PID[,PID...]\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
 
@@ -121,6 +123,7 @@ struct CommandLine {
   std::string report_threshold = "1";
   std::string report_collector_memory;
   gprof::cli::MergeCommandOptions merge;
+  gprof::cli::DumpCommandOptions dump;
   std::string merge_threshold = "1";
   std::string merge_collector_memory;
 };
@@ -329,6 +332,26 @@ CLI::App* AddMergeOptions(CLI::App* app, CommandLine* line) {
   return merge;
 }
 
+// The `dump -p PID[,PID...]` subcommand, which it returns.
+CLI::App* AddDumpOptions(CLI::App* app, CommandLine* line) {
+  CLI::App* dump = app->add_subcommand(
+      "dump", "What each thread of running processes waits on now, who holds it, and deadlocks "
+              "(read from /proc, without stopping them)");
+  dump->add_option("-p,--pid", line->dump.pids, "Processes to dump with their descendants")
+      ->type_name("PID[,PID...]")
+      ->required();
+  return dump;
+}
+
+// `gprof-run dump`: anything after its options is misuse.
+int Dump(const CLI::App& app, const CLI::App& dump, bool separator_given, CommandLine& line) {
+  std::vector<std::string> extra = dump.remaining();
+  if (extra.empty()) extra = app.remaining();
+  if (extra.empty() && separator_given) extra = {"--"};
+  if (!extra.empty()) return Misuse("dump: unexpected argument " + extra.front());
+  return gprof::cli::DumpCommand(line.dump);
+}
+
 // `gprof-run merge`: anything after its directories (a "--" included) is misuse.
 int Merge(const CLI::App& app, const CLI::App& merge, bool separator_given, CommandLine& line) {
   std::vector<std::string> extra = merge.remaining();
@@ -399,6 +422,7 @@ int GprofRunMain(int argc, char** argv) {
   AddLaunchOptions(&app, &line);
   CLI::App* report = AddReportOptions(&app, &line);
   CLI::App* merge = AddMergeOptions(&app, &line);
+  CLI::App* dump = AddDumpOptions(&app, &line);
 
   // Everything after the first "--" is the command, whatever its name: `gprof-run -- report x`
   // runs a program named report. CLI11 sees only what comes before.
@@ -419,6 +443,7 @@ int GprofRunMain(int argc, char** argv) {
 
   if (report->parsed()) return Report(app, *report, options_end < argc, line);
   if (merge->parsed()) return Merge(app, *merge, options_end < argc, line);
+  if (dump->parsed()) return Dump(app, *dump, options_end < argc, line);
   return Run(app.remaining(), options_end < argc, after_separator, &line);
 }
 

@@ -1,0 +1,47 @@
+#include "cli/dump_command.h"
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "cli/exit_codes.h"
+#include "collector/live/dump_analysis.h"
+#include "collector/live/proc_snapshot.h"
+#include "collector/model/model.h"
+#include "collector/writers/dump_text.h"
+
+namespace gprof::cli {
+namespace {
+
+int Fail(const std::string& line) {
+  fprintf(stderr, "gprof-run dump: %s\n", collector::PrintableName(line).c_str());
+  return kExitToolFailure;
+}
+
+}  // namespace
+
+int DumpCommand(const DumpCommandOptions& options) {
+  std::vector<pid_t> pids;
+  for (const std::string& given : options.pids) {
+    std::stringstream list(given);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      char* end = nullptr;
+      long pid = strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || pid <= 0 || pid > 0x3fffffff)
+        return Fail("'" + item + "' is not a process id");
+      pids.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  if (pids.empty()) return Fail("no process given: gprof-run dump -p PID[,PID...]");
+  Expected<collector::live::Snapshot> snapshot = collector::live::ReadProcessTrees(pids);
+  if (!snapshot.ok()) return Fail(snapshot.status().message());
+  collector::live::DumpAnalysis analysis = collector::live::AnalyzeDump(*snapshot);
+  std::string text = collector::DumpText(*snapshot, analysis);
+  fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace gprof::cli

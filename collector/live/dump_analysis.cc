@@ -1,0 +1,102 @@
+#include "collector/live/dump_analysis.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace gprof::collector::live {
+
+WaitKey WaitKeyOf(const ThreadSnapshot& thread) {
+  WaitKey key;
+  if (thread.running) {
+    key.syscall = -2;
+    return key;
+  }
+  if (!thread.in_syscall) {
+    key.state = thread.state;
+    return key;
+  }
+  key.syscall = thread.syscall;
+  if (thread.syscall == 202) {
+    key.pid = thread.pid;
+    key.address = thread.args[0];
+  }
+  key.object = thread.object;
+  return key;
+}
+
+namespace {
+
+std::vector<WaitGroup> GroupThreads(const Snapshot& snapshot) {
+  std::map<WaitKey, WaitGroup> groups;
+  for (const ProcessSnapshot& process : snapshot.processes) {
+    for (const ThreadSnapshot& thread : process.threads) {
+      WaitKey key = WaitKeyOf(thread);
+      WaitGroup& group = groups[key];
+      group.key = key;
+      if (group.threads.empty()) {
+        group.holder = thread.holder;
+        group.holder_source = thread.holder_source;
+      } else if (group.holder != thread.holder) {
+        group.holder = 0;
+        group.holder_source = HolderSource::kNone;
+      }
+      group.threads.push_back(&thread);
+    }
+  }
+  std::vector<WaitGroup> ordered;
+  for (auto& [key, group] : groups) ordered.push_back(std::move(group));
+  std::stable_sort(ordered.begin(), ordered.end(), [](const WaitGroup& a, const WaitGroup& b) {
+    return a.threads.size() > b.threads.size();
+  });
+  return ordered;
+}
+
+}  // namespace
+
+DumpAnalysis AnalyzeDump(const Snapshot& snapshot) {
+  DumpAnalysis analysis;
+  analysis.groups = GroupThreads(snapshot);
+  std::map<pid_t, pid_t> holder_of;  // waiter -> holder
+  for (const ProcessSnapshot& process : snapshot.processes)
+    for (const ThreadSnapshot& thread : process.threads)
+      if (thread.holder != 0 && thread.holder != thread.tid) holder_of[thread.tid] = thread.holder;
+
+  std::set<pid_t> holders;
+  for (const auto& [waiter, holder] : holder_of) holders.insert(holder);
+
+  // Cycles: follow each thread's holders until a thread without one or a thread seen before.
+  std::set<pid_t> in_cycle;
+  for (const auto& [start, first_holder] : holder_of) {
+    std::vector<pid_t> path{start};
+    pid_t next = first_holder;
+    while (holder_of.contains(next) &&
+           std::find(path.begin(), path.end(), next) == path.end()) {
+      path.push_back(next);
+      next = holder_of[next];
+    }
+    auto loop = std::find(path.begin(), path.end(), next);
+    if (loop == path.end()) continue;
+    std::vector<pid_t> members(loop, path.end());
+    std::rotate(members.begin(), std::min_element(members.begin(), members.end()), members.end());
+    if (in_cycle.contains(members.front())) continue;
+    in_cycle.insert(members.begin(), members.end());
+    analysis.deadlocks.push_back(Deadlock{members});
+  }
+
+  // Chains: from each waiter that holds nothing others wait for, through its holders, to a root
+  // (or into a deadlock); waiters with the same path share one chain.
+  std::map<std::vector<pid_t>, std::vector<pid_t>> waiters_of_path;
+  for (const auto& [waiter, first_holder] : holder_of) {
+    if (holders.contains(waiter) || in_cycle.contains(waiter)) continue;
+    std::vector<pid_t> path{first_holder};
+    while (holder_of.contains(path.back()) && !in_cycle.contains(path.back()) &&
+           path.size() <= holder_of.size())
+      path.push_back(holder_of[path.back()]);
+    waiters_of_path[path].push_back(waiter);
+  }
+  for (auto& [path, waiters] : waiters_of_path) analysis.chains.push_back(WaitChain{waiters, path});
+  return analysis;
+}
+
+}  // namespace gprof::collector::live

@@ -1,0 +1,326 @@
+// Reads /proc for `gprof-run dump`: every file with a size cap and every field checked before use.
+#include "collector/live/proc_snapshot.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace gprof::collector::live {
+namespace {
+
+constexpr size_t kMaxProcFile = 64 << 10;  // stat, syscall and stack are far smaller
+constexpr unsigned kKernelThreadFlag = 0x00200000;  // PF_KTHREAD in /proc/PID/stat's flags
+
+struct FileRead {
+  std::string text;
+  int error = 0;  // errno of the open or read; 0 when read
+};
+
+FileRead ReadProcFile(const std::string& path) {
+  FileRead result;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    result.error = errno;
+    return result;
+  }
+  char buffer[4096];
+  while (result.text.size() < kMaxProcFile) {
+    ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      result.error = errno;
+      break;
+    }
+    if (got == 0) break;
+    result.text.append(buffer, static_cast<size_t>(got));
+  }
+  close(fd);
+  return result;
+}
+
+bool Gone(int error) { return error == ENOENT || error == ESRCH; }
+
+struct StatFields {
+  std::string comm;
+  char state = '?';
+  pid_t ppid = 0;
+  unsigned flags = 0;
+};
+
+// "pid (comm) S ppid pgrp session tty tpgid flags ...": comm may hold spaces and ")", so it ends
+// at the last ")".
+std::optional<StatFields> ParseStat(const std::string& text) {
+  size_t open_paren = text.find('(');
+  size_t close_paren = text.rfind(')');
+  if (open_paren == std::string::npos || close_paren == std::string::npos ||
+      close_paren < open_paren)
+    return std::nullopt;
+  StatFields fields;
+  fields.comm = text.substr(open_paren + 1, close_paren - open_paren - 1);
+  std::istringstream rest(text.substr(close_paren + 1));
+  std::string state;
+  long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+  unsigned long flags = 0;
+  if (!(rest >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags) || state.size() != 1)
+    return std::nullopt;
+  fields.state = state[0];
+  fields.ppid = static_cast<pid_t>(ppid);
+  fields.flags = static_cast<unsigned>(flags);
+  return fields;
+}
+
+std::string ProcPath(pid_t pid, pid_t tid, const char* leaf) {
+  return "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/" + leaf;
+}
+
+std::vector<pid_t> NumericEntries(const std::string& dir) {
+  std::vector<pid_t> ids;
+  DIR* listing = opendir(dir.c_str());
+  if (listing == nullptr) return ids;
+  while (dirent* entry = readdir(listing)) {
+    char* end = nullptr;
+    long id = strtol(entry->d_name, &end, 10);
+    if (end != entry->d_name && *end == '\0' && id > 0 && id <= 0x3fffffff)
+      ids.push_back(static_cast<pid_t>(id));
+  }
+  closedir(listing);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::string YamaScope() {
+  FileRead scope = ReadProcFile("/proc/sys/kernel/yama/ptrace_scope");
+  if (scope.error != 0 || scope.text.empty()) return "";
+  switch (scope.text[0]) {
+    case '0': return "; Yama ptrace_scope is 0 (classic: same user)";
+    case '1': return "; Yama ptrace_scope is 1 (restricted: only a process's ancestors, or CAP_SYS_PTRACE)";
+    case '2': return "; Yama ptrace_scope is 2 (admin-only: CAP_SYS_PTRACE)";
+    case '3': return "; Yama ptrace_scope is 3 (no process may read another's: not even root)";
+    default: return "";
+  }
+}
+
+// Is `pid` a process that can be dumped? Its name and parent when it is.
+Expected<StatFields> CheckDumpable(pid_t pid) {
+  std::string id = std::to_string(pid);
+  FileRead stat = ReadProcFile("/proc/" + id + "/stat");
+  if (Gone(stat.error)) return Status::Error(StatusCode::kNotFound, "no process " + id);
+  if (stat.error != 0)
+    return Status::FromErrno(stat.error, "cannot read /proc/" + id + "/stat: " + strerror(stat.error));
+  std::optional<StatFields> fields = ParseStat(stat.text);
+  if (!fields) return Status::Error(StatusCode::kInvalid, "/proc/" + id + "/stat is malformed");
+  std::string named = "process " + id + " (" + fields->comm + ")";
+  if (fields->state == 'Z' || fields->state == 'X')
+    return Status::Error(StatusCode::kInvalid,
+                         named + " is a zombie: it has exited and its parent has not reaped it; "
+                                 "there is nothing left to dump");
+  if (fields->flags & kKernelThreadFlag)
+    return Status::Error(StatusCode::kInvalid,
+                         named + " is a kernel thread: it has no user space to dump");
+  // /proc/PID/syscall and the memory read need what ptrace's attach needs.
+  FileRead syscall = ReadProcFile("/proc/" + id + "/syscall");
+  if (syscall.error == EACCES || syscall.error == EPERM)
+    return Status::Error(StatusCode::kPermissionDenied,
+                         "cannot read /proc/" + id + "/syscall of " + named +
+                             ": permission denied; reading another user's process needs root or "
+                             "CAP_SYS_PTRACE" + YamaScope());
+  return *fields;
+}
+
+// "nr arg0 .. arg5 sp pc", "-1 sp pc" (not in a system call) or "running".
+void ParseSyscall(const FileRead& file, ThreadSnapshot* thread) {
+  if (file.error != 0) {
+    thread->exited = Gone(file.error);
+    thread->syscall_unreadable = strerror(file.error);
+    return;
+  }
+  if (file.text.starts_with("running")) {
+    thread->running = true;
+    return;
+  }
+  std::istringstream fields(file.text);
+  long long number = 0;
+  if (!(fields >> number)) {
+    thread->syscall_unreadable = "malformed";
+    return;
+  }
+  if (number < 0) return;
+  for (uint64_t& arg : thread->args) {
+    std::string text;
+    if (!(fields >> text)) {
+      thread->syscall_unreadable = "malformed";
+      return;
+    }
+    arg = strtoull(text.c_str(), nullptr, 16);
+  }
+  thread->in_syscall = true;
+  thread->syscall = number;
+}
+
+void ReadKernelStack(pid_t pid, ThreadSnapshot* thread) {
+  FileRead stack = ReadProcFile(ProcPath(pid, thread->tid, "stack"));
+  if (stack.error == EACCES || stack.error == EPERM) {
+    thread->kernel_stack_unreadable = "unreadable: needs root";
+    return;
+  }
+  if (stack.error != 0) {
+    thread->kernel_stack_unreadable = std::string("unreadable: ") + strerror(stack.error);
+    return;
+  }
+  std::istringstream lines(stack.text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    size_t start = line.find("] ");
+    std::string frame = start == std::string::npos ? line : line.substr(start + 2);
+    size_t offset = frame.find('+');
+    if (offset != std::string::npos) frame.resize(offset);
+    if (!frame.empty()) thread->kernel_stack.push_back(frame);
+  }
+}
+
+bool TakesFdFirst(int64_t number) {
+  switch (number) {
+    case 0: case 1: case 16: case 17: case 18: case 19: case 20: case 42: case 43: case 44:
+    case 45: case 46: case 47: case 72: case 73: case 232: case 281: case 288: case 441:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The futex word and the 12 bytes after it, read from the process's memory without stopping it.
+void ReadFutex(pid_t pid, ThreadSnapshot* thread) {
+  uint32_t words[4] = {};
+  iovec local{words, sizeof words};
+  iovec remote{reinterpret_cast<void*>(thread->args[0]), sizeof words};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof words))
+    return;
+  thread->futex_word = words[0];
+  unsigned command = static_cast<unsigned>(thread->args[1]) & FUTEX_CMD_MASK;
+  if (command == FUTEX_LOCK_PI || command == FUTEX_LOCK_PI2) {
+    thread->holder = static_cast<pid_t>(words[0] & FUTEX_TID_MASK);
+    thread->holder_source = HolderSource::kPiFutexWord;
+  } else if (command == FUTEX_WAIT && thread->args[2] == 2 && words[0] != 0) {
+    // glibc's lll_lock_wait waits for 2 on pthread_mutex_t's __lock; __owner follows __count.
+    thread->holder = static_cast<pid_t>(words[2]);
+    thread->holder_source = HolderSource::kMutexOwnerField;
+  }
+}
+
+ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
+  ThreadSnapshot thread;
+  thread.tid = tid;
+  thread.pid = pid;
+  FileRead stat = ReadProcFile(ProcPath(pid, tid, "stat"));
+  std::optional<StatFields> fields = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
+  if (!fields) {
+    thread.exited = Gone(stat.error);
+    return thread;
+  }
+  thread.name = fields->comm;
+  thread.state = fields->state;
+  ParseSyscall(ReadProcFile(ProcPath(pid, tid, "syscall")), &thread);
+  if (thread.in_syscall && TakesFdFirst(thread.syscall)) {
+    char target[512];
+    std::string link = "/proc/" + std::to_string(pid) + "/fd/" +
+                       std::to_string(static_cast<int>(thread.args[0]));
+    ssize_t length = readlink(link.c_str(), target, sizeof target - 1);
+    if (length > 0) thread.object.assign(target, static_cast<size_t>(length));
+  }
+  if (thread.in_syscall && thread.syscall == 202) ReadFutex(pid, &thread);
+  ReadKernelStack(pid, &thread);
+  return thread;
+}
+
+ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields) {
+  ProcessSnapshot process;
+  process.pid = pid;
+  process.ppid = fields.ppid;
+  process.name = fields.comm;
+  for (pid_t tid : NumericEntries("/proc/" + std::to_string(pid) + "/task"))
+    process.threads.push_back(ReadThread(pid, tid));
+  // A holder named by memory is kept only when it is one of this process's threads.
+  std::set<pid_t> tids;
+  for (const ThreadSnapshot& thread : process.threads) tids.insert(thread.tid);
+  for (ThreadSnapshot& thread : process.threads) {
+    if (thread.holder != 0 && !tids.contains(thread.holder)) {
+      thread.holder = 0;
+      thread.holder_source = HolderSource::kNone;
+    }
+  }
+  process.exited = access(("/proc/" + std::to_string(pid) + "/stat").c_str(), F_OK) != 0 ||
+                   process.threads.empty();
+  return process;
+}
+
+uint64_t NowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+}  // namespace
+
+Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
+  uint64_t start = NowNs();
+  Snapshot snapshot;
+  snapshot.requested = pids;
+  std::vector<std::pair<pid_t, StatFields>> roots;
+  for (pid_t pid : pids) {
+    Expected<StatFields> checked = CheckDumpable(pid);
+    if (!checked.ok()) return checked.status();
+    roots.emplace_back(pid, *checked);
+  }
+  // Every process's parent, to find the descendants.
+  std::map<pid_t, std::vector<std::pair<pid_t, StatFields>>> children;
+  for (pid_t pid : NumericEntries("/proc")) {
+    FileRead stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+    std::optional<StatFields> fields = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
+    if (fields) children[fields->ppid].emplace_back(pid, *fields);
+  }
+  std::set<pid_t> seen;
+  std::vector<std::pair<pid_t, StatFields>> pending(roots.rbegin(), roots.rend());
+  while (!pending.empty()) {
+    auto [pid, fields] = pending.back();
+    pending.pop_back();
+    if (!seen.insert(pid).second) continue;
+    if (fields.state == 'Z' || (fields.flags & kKernelThreadFlag)) continue;
+    snapshot.processes.push_back(ReadProcess(pid, fields));
+    auto found = children.find(pid);
+    if (found == children.end()) continue;
+    for (auto child = found->second.rbegin(); child != found->second.rend(); ++child)
+      pending.push_back(*child);
+  }
+  snapshot.read_ns = NowNs() - start;
+  return snapshot;
+}
+
+std::string SystemCallName(int64_t number) {
+#if defined(__x86_64__)
+  static const std::map<int64_t, const char*> kNames = {
+      {0, "read"}, {1, "write"}, {7, "poll"}, {16, "ioctl"}, {17, "pread64"}, {18, "pwrite64"},
+      {19, "readv"}, {20, "writev"}, {23, "select"}, {34, "pause"}, {35, "nanosleep"},
+      {42, "connect"}, {43, "accept"}, {44, "sendto"}, {45, "recvfrom"}, {46, "sendmsg"},
+      {47, "recvmsg"}, {61, "wait4"}, {72, "fcntl"}, {73, "flock"}, {128, "rt_sigtimedwait"},
+      {130, "rt_sigsuspend"}, {202, "futex"}, {230, "clock_nanosleep"}, {232, "epoll_wait"},
+      {247, "waitid"}, {270, "pselect6"}, {271, "ppoll"}, {281, "epoll_pwait"},
+      {288, "accept4"}, {441, "epoll_pwait2"}, {449, "futex_waitv"}};
+  auto found = kNames.find(number);
+  if (found != kNames.end()) return found->second;
+#endif
+  (void)number;
+  return "";
+}
+
+}  // namespace gprof::collector::live

@@ -1,0 +1,66 @@
+// A snapshot of running process trees read from /proc alone, without stopping them (issue 38,
+// `gprof-run dump`): each thread's state, the system call it is in and on what, its kernel stack,
+// and the owner a glibc mutex or a PI futex names. Only reads: no ptrace, no signal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inject/shared/status.h"
+
+namespace gprof::collector::live {
+
+// Where a futex's holder came from: the lock's own memory, read as it was at the snapshot.
+enum class HolderSource : uint8_t {
+  kNone,
+  kMutexOwnerField,  // pthread_mutex_t's __owner (the int 8 bytes after the futex word)
+  kPiFutexWord,      // a PI futex word's low 30 bits
+};
+
+struct ThreadSnapshot {
+  pid_t tid = 0;
+  pid_t pid = 0;       // its process
+  std::string name;    // comm
+  char state = '?';    // /proc/.../stat's state letter: R, S, D, T, t, Z, X, I
+  bool in_syscall = false;
+  bool running = false;  // /proc/.../syscall said "running"
+  int64_t syscall = -1;  // the system call number, when in_syscall
+  std::array<uint64_t, 6> args{};
+  std::string object;    // what an fd argument names: "pipe:[12]", "socket:[34]", a path
+  std::optional<uint32_t> futex_word;  // the futex word's value, read with process_vm_readv
+  pid_t holder = 0;                    // the lock's holder, 0 when unknown
+  HolderSource holder_source = HolderSource::kNone;
+  std::vector<std::string> kernel_stack;  // function names, innermost first
+  std::string kernel_stack_unreadable;    // why it is empty, when it could not be read
+  std::string syscall_unreadable;         // why the system call is unknown
+  bool exited = false;                    // gone while it was read: what was read is kept
+};
+
+struct ProcessSnapshot {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  std::string name;
+  std::vector<ThreadSnapshot> threads;
+  bool exited = false;  // exited while it was read
+};
+
+struct Snapshot {
+  std::vector<pid_t> requested;
+  std::vector<ProcessSnapshot> processes;  // each requested process, then its descendants
+  uint64_t read_ns = 0;                    // how long the reading took
+};
+
+// Reads each of `pids` and its descendants. Fails, with a line naming the problem, when a pid is
+// not a process that can be dumped: none such, a zombie, a kernel thread, or one whose /proc
+// entries this process may not read (naming the privilege and Yama's ptrace_scope).
+Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids);
+
+// The x86-64 name of system call `number` ("futex", "read"), or "" when this table lacks it.
+std::string SystemCallName(int64_t number);
+
+}  // namespace gprof::collector::live

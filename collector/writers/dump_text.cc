@@ -1,0 +1,220 @@
+#include "collector/writers/dump_text.h"
+
+#include <linux/futex.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+#include "collector/model/model.h"
+
+namespace gprof::collector {
+namespace {
+
+using live::HolderSource;
+using live::ThreadSnapshot;
+
+constexpr size_t kThreadsListedOneByOne = 3;  // larger groups show their first thread's stack
+constexpr size_t kKernelFramesShown = 6;
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  snprintf(text, sizeof text, "0x%" PRIx64, value);
+  return text;
+}
+
+std::string FutexOperation(uint64_t op) {
+  static const std::map<unsigned, const char*> kNames = {
+      {FUTEX_WAIT, "FUTEX_WAIT"},         {FUTEX_WAKE, "FUTEX_WAKE"},
+      {FUTEX_LOCK_PI, "FUTEX_LOCK_PI"},   {FUTEX_WAIT_BITSET, "FUTEX_WAIT_BITSET"},
+      {FUTEX_LOCK_PI2, "FUTEX_LOCK_PI2"}, {FUTEX_WAIT_REQUEUE_PI, "FUTEX_WAIT_REQUEUE_PI"}};
+  unsigned command = static_cast<unsigned>(op) & FUTEX_CMD_MASK;
+  auto found = kNames.find(command);
+  std::string name = found != kNames.end() ? found->second : "op " + std::to_string(command);
+  if (op & FUTEX_PRIVATE_FLAG) name += "_PRIVATE";
+  return name;
+}
+
+const char* StateWord(char state) {
+  switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "in uninterruptible sleep";
+    case 'T': return "stopped";
+    case 't': return "stopped by a tracer";
+    case 'Z': return "a zombie";
+    default: return "in an unknown state";
+  }
+}
+
+std::string HolderWords(const std::string& holder, HolderSource source) {
+  const char* from = source == HolderSource::kPiFutexWord ? "from the PI futex word's owner bits"
+                                                          : "from the mutex's owner field";
+  return "held by " + holder + " (" + from + ")";
+}
+
+class Writer {
+ public:
+  Writer(const live::Snapshot& snapshot, const live::DumpAnalysis& analysis)
+      : snapshot_(snapshot), analysis_(analysis) {
+    for (const live::ProcessSnapshot& process : snapshot.processes)
+      for (const ThreadSnapshot& thread : process.threads) threads_[thread.tid] = &thread;
+  }
+
+  std::string Text() {
+    Header();
+    Deadlocks();
+    Chains();
+    Groups();
+    out_ += "Since when: unknown for every thread (/proc does not say when a wait began).\n";
+    return out_;
+  }
+
+ private:
+  std::string Named(pid_t tid) const {
+    auto found = threads_.find(tid);
+    if (found == threads_.end()) return std::to_string(tid);
+    return std::to_string(tid) + " (" + PrintableName(found->second->name) + ")";
+  }
+
+  void Header() {
+    size_t thread_count = 0;
+    for (const live::ProcessSnapshot& process : snapshot_.processes)
+      thread_count += process.threads.size();
+    char line[200];
+    snprintf(line, sizeof line,
+             "gprof-run dump: %zu process%s, %zu thread%s, read from /proc in %.1f ms without "
+             "stopping them\n",
+             snapshot_.processes.size(), snapshot_.processes.size() == 1 ? "" : "es",
+             thread_count, thread_count == 1 ? "" : "s",
+             static_cast<double>(snapshot_.read_ns) / 1e6);
+    out_ += line;
+    for (const live::ProcessSnapshot& process : snapshot_.processes) {
+      out_ += "  process " + std::to_string(process.pid) + " (" + PrintableName(process.name) +
+              "), parent " + std::to_string(process.ppid) + ", " +
+              std::to_string(process.threads.size()) + " threads";
+      if (process.exited) out_ += ": it exited during the dump; what was read is kept";
+      out_ += "\n";
+    }
+    out_ += "\n";
+  }
+
+  void Deadlocks() {
+    for (const live::Deadlock& deadlock : analysis_.deadlocks) {
+      out_ += "DEADLOCK: " + std::to_string(deadlock.members.size()) + " threads wait for each other:";
+      for (size_t i = 0; i < deadlock.members.size(); ++i) {
+        pid_t next = deadlock.members[(i + 1) % deadlock.members.size()];
+        const ThreadSnapshot* member = threads_.at(deadlock.members[i]);
+        out_ += (i == 0 ? " " : "; ") + Named(member->tid) + " waits in " +
+                DescribeWait(*member) + " " + HolderWords(std::to_string(next), member->holder_source);
+      }
+      out_ += "\n";
+    }
+    if (!analysis_.deadlocks.empty()) out_ += "\n";
+  }
+
+  void Chains() {
+    if (analysis_.chains.empty()) return;
+    out_ += "Chains, from the waiters through the holders to the root:\n";
+    for (const live::WaitChain& chain : analysis_.chains) {
+      const ThreadSnapshot* first = threads_.at(chain.waiters.front());
+      out_ += "  " + (chain.waiters.size() == 1
+                          ? Named(first->tid)
+                          : std::to_string(chain.waiters.size()) + " threads (" +
+                                TidList(chain.waiters) + ")") +
+              " in " + DescribeWait(*first);
+      for (size_t i = 0; i < chain.path.size(); ++i) {
+        const ThreadSnapshot* link = threads_.at(chain.path[i]);
+        const ThreadSnapshot* waiter = i == 0 ? first : threads_.at(chain.path[i - 1]);
+        out_ += " " + HolderWords(std::to_string(link->tid), waiter->holder_source) + " -> " + Named(link->tid) +
+                " in " + DescribeWait(*link);
+      }
+      const ThreadSnapshot* last = threads_.at(chain.path.back());
+      out_ += last->holder == 0 ? " (the root)\n" : " (in the deadlock above)\n";
+    }
+    out_ += "\n";
+  }
+
+  static std::string TidList(const std::vector<pid_t>& tids) {
+    std::string list;
+    for (size_t i = 0; i < tids.size(); ++i) {
+      size_t run_end = i;
+      while (run_end + 1 < tids.size() && tids[run_end + 1] == tids[run_end] + 1) ++run_end;
+      if (!list.empty()) list += ",";
+      list += std::to_string(tids[i]);
+      if (run_end > i) list += "-" + std::to_string(tids[run_end]);
+      i = run_end;
+    }
+    return list;
+  }
+
+  void KernelStack(const ThreadSnapshot& thread) {
+    if (!thread.kernel_stack_unreadable.empty()) {
+      out_ += "      kernel stack " + thread.kernel_stack_unreadable + "\n";
+      return;
+    }
+    if (thread.kernel_stack.empty()) return;
+    out_ += "      kernel stack:";
+    for (size_t i = 0; i < thread.kernel_stack.size() && i < kKernelFramesShown; ++i)
+      out_ += (i == 0 ? " " : " < ") + thread.kernel_stack[i];
+    if (thread.kernel_stack.size() > kKernelFramesShown) out_ += " < ...";
+    out_ += "\n";
+  }
+
+  void Groups() {
+    out_ += "Threads by what they wait on:\n";
+    for (const live::WaitGroup& group : analysis_.groups) {
+      const ThreadSnapshot& first = *group.threads.front();
+      std::vector<pid_t> tids;
+      for (const ThreadSnapshot* thread : group.threads) tids.push_back(thread->tid);
+      std::string holder;
+      if (group.holder != 0)
+        holder = " " + HolderWords(Named(group.holder), group.holder_source);
+      size_t count = group.threads.size();
+      out_ += "  " + std::to_string(count) + (count == 1 ? " thread in " : " threads in ") +
+              DescribeWait(first) + holder + ": " + TidList(tids) + "\n";
+      if (count <= kThreadsListedOneByOne) {
+        for (const ThreadSnapshot* thread : group.threads) {
+          out_ += "    " + Named(thread->tid) + ", " + StateWord(thread->state);
+          if (thread->exited) out_ += ", exited during the dump";
+          out_ += "\n";
+          KernelStack(*thread);
+        }
+      } else {
+        out_ += "    the first, " + Named(first.tid) + ", " + StateWord(first.state) + "\n";
+        KernelStack(first);
+      }
+    }
+  }
+
+  const live::Snapshot& snapshot_;
+  const live::DumpAnalysis& analysis_;
+  std::map<pid_t, const ThreadSnapshot*> threads_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string DescribeWait(const ThreadSnapshot& thread) {
+  if (thread.running) return "running on a CPU";
+  if (!thread.syscall_unreadable.empty())
+    return "an unknown system call (/proc/.../syscall: " + thread.syscall_unreadable + ")";
+  if (!thread.in_syscall) return std::string("user space (") + StateWord(thread.state) + ")";
+  std::string name = live::SystemCallName(thread.syscall);
+  if (name.empty()) name = "system call " + std::to_string(thread.syscall);
+  if (thread.syscall == 202) {
+    std::string words = "futex " + Hex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
+    if (thread.futex_word) words += " (word " + std::to_string(*thread.futex_word) + ")";
+    return words;
+  }
+  if (!thread.object.empty())
+    return name + " fd " + std::to_string(static_cast<int>(thread.args[0])) + " (" +
+           PrintableName(thread.object) + ")";
+  return name;
+}
+
+std::string DumpText(const live::Snapshot& snapshot, const live::DumpAnalysis& analysis) {
+  return Writer(snapshot, analysis).Text();
+}
+
+}  // namespace gprof::collector

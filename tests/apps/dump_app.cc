@@ -1,0 +1,116 @@
+// Threads stuck in known ways for `gprof-run dump` (tests/dump_test.cc). Prints the thread ids
+// that matter, then "ready" once every thread is about to block, then sleeps until killed.
+//   deadlock:  two threads, each holding one pthread mutex and waiting for the other's
+//   sleeper:   one thread holds a mutex inside nanosleep, another waits for that mutex
+//   threads N: N threads blocked on one condition variable
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+namespace {
+
+pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t second_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t condition_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t never_signalled = PTHREAD_COND_INITIALIZER;
+pthread_barrier_t both_hold;
+std::atomic<int> started{0};
+
+pid_t Tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+void SleepForever() {
+  for (;;) pause();
+}
+
+void* TakeFirstThenSecond(void*) {
+  pthread_mutex_lock(&first_lock);
+  printf("first %d\n", Tid());
+  fflush(stdout);
+  pthread_barrier_wait(&both_hold);
+  pthread_mutex_lock(&second_lock);
+  return nullptr;
+}
+
+void* TakeSecondThenFirst(void*) {
+  pthread_mutex_lock(&second_lock);
+  printf("second %d\n", Tid());
+  fflush(stdout);
+  pthread_barrier_wait(&both_hold);
+  pthread_mutex_lock(&first_lock);
+  return nullptr;
+}
+
+void* HoldWhileSleeping(void*) {
+  pthread_mutex_lock(&first_lock);
+  printf("holder %d\n", Tid());
+  fflush(stdout);
+  started = 1;
+  for (;;) {
+    timespec hour{3600, 0};
+    nanosleep(&hour, nullptr);
+  }
+}
+
+void* WaitForHolder(void*) {
+  printf("waiter %d\n", Tid());
+  fflush(stdout);
+  pthread_mutex_lock(&first_lock);
+  return nullptr;
+}
+
+void* WaitForSignal(void*) {
+  pthread_mutex_lock(&condition_lock);
+  ++started;
+  for (;;) pthread_cond_wait(&never_signalled, &condition_lock);
+}
+
+void Start(void* (*body)(void*)) {
+  pthread_t thread;
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setstacksize(&attributes, 64 << 10);
+  if (pthread_create(&thread, &attributes, body, nullptr) != 0) {
+    perror("pthread_create");
+    exit(1);
+  }
+  pthread_attr_destroy(&attributes);
+}
+
+void Ready() {
+  puts("ready");
+  fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "deadlock") == 0) {
+    pthread_barrier_init(&both_hold, nullptr, 2);
+    Start(TakeFirstThenSecond);
+    Start(TakeSecondThenFirst);
+  } else if (strcmp(mode, "sleeper") == 0) {
+    Start(HoldWhileSleeping);
+    while (started == 0) usleep(1000);
+    Start(WaitForHolder);
+  } else if (strcmp(mode, "threads") == 0 && argc > 2) {
+    int count = atoi(argv[2]);
+    for (int i = 0; i < count; ++i) Start(WaitForSignal);
+    // Each has released the mutex inside pthread_cond_wait once it can be taken here.
+    while (started < count) usleep(1000);
+    pthread_mutex_lock(&condition_lock);
+    pthread_mutex_unlock(&condition_lock);
+  } else {
+    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N\n");
+    return 2;
+  }
+  Ready();
+  SleepForever();
+}

@@ -101,7 +101,8 @@ std::vector<pid_t> NumericEntries(const std::string& dir) {
 
 std::string YamaScope() {
   FileRead scope = ReadProcFile("/proc/sys/kernel/yama/ptrace_scope");
-  if (scope.error != 0 || scope.text.empty()) return "";
+  if (scope.error != 0 || scope.text.empty())
+    return "; Yama is not in this kernel (no /proc/sys/kernel/yama/ptrace_scope)";
   switch (scope.text[0]) {
     case '0': return "; Yama ptrace_scope is 0 (classic: same user)";
     case '1': return "; Yama ptrace_scope is 1 (restricted: only a process's ancestors, or CAP_SYS_PTRACE)";

@@ -33,6 +33,7 @@ void* TakeFirstThenSecond(void*) {
   pthread_mutex_lock(&first_lock);
   printf("first %d\n", Tid());
   fflush(stdout);
+  ++started;
   pthread_barrier_wait(&both_hold);
   pthread_mutex_lock(&second_lock);
   return nullptr;
@@ -42,6 +43,7 @@ void* TakeSecondThenFirst(void*) {
   pthread_mutex_lock(&second_lock);
   printf("second %d\n", Tid());
   fflush(stdout);
+  ++started;
   pthread_barrier_wait(&both_hold);
   pthread_mutex_lock(&first_lock);
   return nullptr;
@@ -61,6 +63,7 @@ void* HoldWhileSleeping(void*) {
 void* WaitForHolder(void*) {
   printf("waiter %d\n", Tid());
   fflush(stdout);
+  started = 2;
   pthread_mutex_lock(&first_lock);
   return nullptr;
 }
@@ -96,10 +99,12 @@ int main(int argc, char** argv) {
     pthread_barrier_init(&both_hold, nullptr, 2);
     Start(TakeFirstThenSecond);
     Start(TakeSecondThenFirst);
+    while (started < 2) usleep(1000);  // both have printed their ids
   } else if (strcmp(mode, "sleeper") == 0) {
     Start(HoldWhileSleeping);
     while (started == 0) usleep(1000);
     Start(WaitForHolder);
+    while (started < 2) usleep(1000);  // the waiter has printed its id
   } else if (strcmp(mode, "threads") == 0 && argc > 2) {
     int count = atoi(argv[2]);
     for (int i = 0; i < count; ++i) Start(WaitForSignal);

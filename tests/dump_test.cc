@@ -1,0 +1,214 @@
+// Issue 38, item 1's first slice and item 4: `gprof-run dump -p PID` on tests/apps/dump_app's
+// stuck threads (a deadlock, a holder asleep, 500 threads on one condition variable), and its
+// one-line refusals of what cannot be dumped. Reads /proc only: no BPF; the kernel stacks and
+// another user's process need root (skipped without it, failed under GPROF_REQUIRE_BPF=1).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_support.h"
+
+namespace gprof::test {
+namespace {
+
+#define GPROF_NEED_ROOT()                                       \
+  do {                                                          \
+    if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root");       \
+  } while (0)
+
+// dump_app in the background: its stdout read line by line until "ready", killed at the end.
+class StuckProgram {
+ public:
+  explicit StuckProgram(std::vector<std::string> args) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      std::vector<char*> argv;
+      std::string path = AppPath("dump_app");
+      argv.push_back(path.data());
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    out_ = out[0];
+  }
+  ~StuckProgram() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+
+  // Reads its output until "ready" (or 60 s without it); the lines before it.
+  std::string WaitReady() {
+    std::string text;
+    while (text.find("ready\n") == std::string::npos) {
+      pollfd readable{out_, POLLIN, 0};
+      if (poll(&readable, 1, 60'000) <= 0) break;
+      char buffer[256];
+      ssize_t got = read(out_, buffer, sizeof buffer);
+      if (got <= 0) break;
+      text.append(buffer, static_cast<size_t>(got));
+    }
+    printed_ += text;
+    return text;
+  }
+
+  // The number after `label ` in what it printed ("first 1234"), or -1.
+  int Printed(const std::string& label) const {
+    size_t at = printed_.find(label + " ");
+    return at == std::string::npos ? -1 : atoi(printed_.c_str() + at + label.size() + 1);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string printed_;
+};
+
+// `gprof-run dump -p PID` until its output holds `expected` (a thread prints before it blocks:
+// give it up to 30 s to get there); the last output.
+ProcessResult DumpUntil(pid_t pid, const std::string& expected) {
+  ProcessResult result;
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    result = RunGprof({"dump", "-p", std::to_string(pid)});
+    if (result.exit_code() != 0 || result.out.find(expected) != std::string::npos) break;
+    usleep(100'000);
+  }
+  return result;
+}
+
+std::string LineWith(const std::string& text, const std::string& needle) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.find(needle) != std::string::npos) return line;
+  return "";
+}
+
+TEST(DumpTest, NamesBothThreadsOfADeadlock) {
+  StuckProgram program({"deadlock"});
+  program.WaitReady();
+  int first = program.Printed("first"), second = program.Printed("second");
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "DEADLOCK");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string deadlock = LineWith(dump.out, "DEADLOCK");
+  ASSERT_FALSE(deadlock.empty()) << dump.out;
+  EXPECT_NE(deadlock.find(std::to_string(first) + " (dump_app) waits"), std::string::npos)
+      << deadlock;
+  EXPECT_NE(deadlock.find(std::to_string(second) + " (dump_app) waits"), std::string::npos)
+      << deadlock;
+  EXPECT_NE(deadlock.find("held by " + std::to_string(first) + " (from the mutex's owner field)"),
+            std::string::npos)
+      << deadlock;
+  EXPECT_NE(deadlock.find("held by " + std::to_string(second) + " (from the mutex's owner field)"),
+            std::string::npos)
+      << deadlock;
+}
+
+TEST(DumpTest, NamesTheHolderOfAMutexAndThatItSleeps) {
+  StuckProgram program({"sleeper"});
+  program.WaitReady();
+  int holder = program.Printed("holder"), waiter = program.Printed("waiter");
+  ASSERT_GT(holder, 0);
+  ASSERT_GT(waiter, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "(the root)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string chain = LineWith(dump.out, "  " + std::to_string(waiter) + " (dump_app) in futex");
+  ASSERT_FALSE(chain.empty()) << dump.out;
+  EXPECT_NE(chain.find("held by " + std::to_string(holder) + " (from the mutex's owner field) -> " +
+                       std::to_string(holder) + " (dump_app) in clock_nanosleep (the root)"),
+            std::string::npos)
+      << chain;
+  EXPECT_EQ(dump.out.find("DEADLOCK"), std::string::npos) << dump.out;
+}
+
+TEST(DumpTest, GroupsFiveHundredThreadsInAFewLines) {
+  StuckProgram program({"threads", "500"});
+  program.WaitReady();
+  ProcessResult dump = DumpUntil(program.pid(), "500 threads in futex");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  EXPECT_NE(dump.out.find("500 threads in futex"), std::string::npos) << dump.out;
+  EXPECT_LT(std::count(dump.out.begin(), dump.out.end(), '\n'), 20) << dump.out;
+}
+
+TEST(DumpTest, ShowsTheKernelStackOfAFutexWait) {
+  GPROF_NEED_ROOT();
+  StuckProgram program({"deadlock"});
+  program.WaitReady();
+  int first = program.Printed("first");
+  ProcessResult dump = DumpUntil(program.pid(), "DEADLOCK");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  size_t thread = dump.out.find("    " + std::to_string(first) + " (dump_app)");
+  ASSERT_NE(thread, std::string::npos) << dump.out;
+  std::string stack = LineWith(dump.out.substr(thread), "kernel stack");
+  EXPECT_NE(stack.find("kernel stack: futex"), std::string::npos) << stack;
+}
+
+// Each refusal: exit status 125 and one line on stderr naming the problem.
+void ExpectRefused(const ProcessResult& dump, const std::string& problem) {
+  EXPECT_EQ(dump.exit_code(), 125) << dump.out << dump.err;
+  EXPECT_TRUE(dump.out.empty()) << dump.out;
+  EXPECT_NE(dump.err.find(problem), std::string::npos) << dump.err;
+  EXPECT_EQ(std::count(dump.err.begin(), dump.err.end(), '\n'), 1) << dump.err;
+}
+
+TEST(DumpTest, RefusesAProcessThatDoesNotExist) {
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  ExpectRefused(RunGprof({"dump", "-p", std::to_string(gone)}),
+                "no process " + std::to_string(gone));
+}
+
+TEST(DumpTest, RefusesAZombie) {
+  pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  // Not reaped until the end: wait for the kernel to make it a zombie.
+  std::string stat;
+  for (int i = 0; i < 3000 && stat.find(") Z ") == std::string::npos; ++i) {
+    stat = ReadFile("/proc/" + std::to_string(zombie) + "/stat");
+    usleep(10'000);
+  }
+  ExpectRefused(RunGprof({"dump", "-p", std::to_string(zombie)}), "is a zombie");
+  waitpid(zombie, nullptr, 0);
+}
+
+TEST(DumpTest, RefusesAKernelThread) {
+  // Pid 2 is kthreadd in the first PID namespace.
+  ExpectRefused(RunGprof({"dump", "-p", "2"}), "(kthreadd) is a kernel thread");
+}
+
+TEST(DumpTest, RefusesWhatIsNotAProcessId) {
+  ExpectRefused(RunGprof({"dump", "-p", "12,x3"}), "'x3' is not a process id");
+}
+
+TEST(DumpTest, NamesThePrivilegeAnotherUsersProcessNeeds) {
+  GPROF_NEED_ROOT();
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok());
+  StuckProgram program({"sleeper"});  // root's
+  program.WaitReady();
+  ProcessSpec spec;
+  spec.run_as_uid = static_cast<int>(user.uid());
+  ProcessResult dump = RunGprof({"dump", "-p", std::to_string(program.pid())}, spec);
+  ExpectRefused(dump, "needs root or CAP_SYS_PTRACE");
+  EXPECT_NE(dump.err.find("Yama"), std::string::npos) << dump.err;
+}
+
+}  // namespace
+}  // namespace gprof::test

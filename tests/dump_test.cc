@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,9 +19,9 @@
 namespace gprof::test {
 namespace {
 
-#define GPROF_NEED_ROOT()                                       \
-  do {                                                          \
-    if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root");       \
+#define GPROF_NEED_ROOT()                                 \
+  do {                                                    \
+    if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root"); \
   } while (0)
 
 // dump_app in the background: its stdout read line by line until "ready", killed at the end.
@@ -66,6 +68,13 @@ class StuckProgram {
   }
 
   // The number after `label ` in what it printed ("first 1234"), or -1.
+  std::vector<int> AllPrinted(const std::string& label) const {
+    std::vector<int> values;
+    for (size_t at = printed_.find(label + " "); at != std::string::npos;
+         at = printed_.find(label + " ", at + 1))
+      values.push_back(atoi(printed_.c_str() + at + label.size() + 1));
+    return values;
+  }
   int Printed(const std::string& label) const {
     size_t at = printed_.find(label + " ");
     return at == std::string::npos ? -1 : atoi(printed_.c_str() + at + label.size() + 1);
@@ -80,14 +89,27 @@ class StuckProgram {
 
 // `gprof-run dump -p PID` until its output holds `expected` (a thread prints before it blocks:
 // give it up to 30 s to get there); the last output.
-ProcessResult DumpUntil(pid_t pid, const std::string& expected) {
+ProcessResult DumpUntil(pid_t pid, const std::function<bool(const std::string&)>& settled) {
   ProcessResult result;
   for (int attempt = 0; attempt < 300; ++attempt) {
     result = RunGprof({"dump", "-p", std::to_string(pid)});
-    if (result.exit_code() != 0 || result.out.find(expected) != std::string::npos) break;
+    if (result.exit_code() != 0 || settled(result.out)) break;
     usleep(100'000);
   }
   return result;
+}
+
+ProcessResult DumpUntil(pid_t pid, const std::string& expected) {
+  return DumpUntil(pid, [&](const std::string& out) {
+    return out.find(expected) != std::string::npos;
+  });
+}
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++count;
+  return count;
 }
 
 std::string LineWith(const std::string& text, const std::string& needle) {
@@ -118,6 +140,45 @@ TEST(DumpTest, NamesBothThreadsOfADeadlock) {
   EXPECT_NE(deadlock.find("held by " + std::to_string(second) + " (from the mutex's owner field)"),
             std::string::npos)
       << deadlock;
+}
+
+TEST(DumpTest, NamesEveryMemberOfADeadlockOfThree) {
+  StuckProgram program({"ring", "3"});
+  program.WaitReady();
+  std::vector<int> members = program.AllPrinted("member");
+  ASSERT_EQ(members.size(), 3u);
+  ProcessResult dump = DumpUntil(program.pid(), "DEADLOCK");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string deadlock = LineWith(dump.out, "DEADLOCK");
+  EXPECT_NE(deadlock.find("DEADLOCK: 3 threads wait for each other"), std::string::npos)
+      << deadlock;
+  for (int member : members) {
+    EXPECT_NE(deadlock.find(std::to_string(member) + " (dump_app) waits"), std::string::npos)
+        << member << ": " << deadlock;
+    EXPECT_NE(deadlock.find("held by " + std::to_string(member) + " (from the mutex's"),
+              std::string::npos)
+        << member << ": " << deadlock;
+  }
+}
+
+// Priority-inheriting mutexes: the kernel refuses the lock that would close the cycle (glibc then
+// parks that thread for good on a futex of its own), so two of the three wait in FUTEX_LOCK_PI,
+// their holders named by the futex word.
+TEST(DumpTest, NamesTheHoldersOfPriorityInheritingMutexes) {
+  StuckProgram program({"ring", "3", "pi"});
+  program.WaitReady();
+  std::vector<int> members = program.AllPrinted("member");
+  ASSERT_EQ(members.size(), 3u);
+  const std::string kFromWord = " (dump_app) (from the PI futex word's owner bits)";
+  ProcessResult dump = DumpUntil(program.pid(), [&](const std::string& out) {
+    return Occurrences(out, kFromWord) == 2;
+  });
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  size_t named = 0;
+  for (int member : members)
+    named += Occurrences(dump.out, "held by " + std::to_string(member) + kFromWord);
+  EXPECT_EQ(named, 2u) << dump.out;
+  EXPECT_EQ(Occurrences(dump.out, "FUTEX_LOCK_PI_PRIVATE"), 4u) << dump.out;  // chain + groups
 }
 
 TEST(DumpTest, NamesTheHolderOfAMutexAndThatItSleeps) {

@@ -70,8 +70,7 @@ DumpAnalysis AnalyzeDump(const Snapshot& snapshot) {
   for (const auto& [start, first_holder] : holder_of) {
     std::vector<pid_t> path{start};
     pid_t next = first_holder;
-    while (holder_of.contains(next) &&
-           std::find(path.begin(), path.end(), next) == path.end()) {
+    while (holder_of.contains(next) && std::find(path.begin(), path.end(), next) == path.end()) {
       path.push_back(next);
       next = holder_of[next];
     }

@@ -16,11 +16,11 @@ namespace gprof::collector::live {
 // What a thread waits on: its system call and that call's object. A futex is a process's own
 // (its address means nothing in another); other waits group across processes.
 struct WaitKey {
-  pid_t pid = 0;          // the futex's process; 0 for other waits
-  int64_t syscall = -1;   // -1: not in a system call; -2: running
-  uint64_t address = 0;   // the futex word's address
-  std::string object;     // an fd's object
-  char state = '?';       // for threads outside a system call
+  pid_t pid = 0;         // the futex's process; 0 for other waits
+  int64_t syscall = -1;  // -1: not in a system call; -2: running
+  uint64_t address = 0;  // the futex word's address
+  std::string object;    // an fd's object
+  char state = '?';      // for threads outside a system call
   auto operator<=>(const WaitKey&) const = default;
 };
 

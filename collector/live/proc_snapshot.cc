@@ -19,7 +19,7 @@
 namespace gprof::collector::live {
 namespace {
 
-constexpr size_t kMaxProcFile = 64 << 10;  // stat, syscall and stack are far smaller
+constexpr size_t kMaxProcFile = 64 << 10;           // stat, syscall and stack are far smaller
 constexpr unsigned kKernelThreadFlag = 0x00200000;  // PF_KTHREAD in /proc/PID/stat's flags
 
 struct FileRead {
@@ -104,11 +104,16 @@ std::string YamaScope() {
   if (scope.error != 0 || scope.text.empty())
     return "; Yama is not in this kernel (no /proc/sys/kernel/yama/ptrace_scope)";
   switch (scope.text[0]) {
-    case '0': return "; Yama ptrace_scope is 0 (classic: same user)";
-    case '1': return "; Yama ptrace_scope is 1 (restricted: only a process's ancestors, or CAP_SYS_PTRACE)";
-    case '2': return "; Yama ptrace_scope is 2 (admin-only: CAP_SYS_PTRACE)";
-    case '3': return "; Yama ptrace_scope is 3 (no process may read another's: not even root)";
-    default: return "";
+    case '0':
+      return "; Yama ptrace_scope is 0 (classic: same user)";
+    case '1':
+      return "; Yama ptrace_scope is 1 (restricted: only a process's ancestors, or CAP_SYS_PTRACE)";
+    case '2':
+      return "; Yama ptrace_scope is 2 (admin-only: CAP_SYS_PTRACE)";
+    case '3':
+      return "; Yama ptrace_scope is 3 (no process may read another's: not even root)";
+    default:
+      return "";
   }
 }
 
@@ -118,14 +123,16 @@ Expected<StatFields> CheckDumpable(pid_t pid) {
   FileRead stat = ReadProcFile("/proc/" + id + "/stat");
   if (Gone(stat.error)) return Status::Error(StatusCode::kNotFound, "no process " + id);
   if (stat.error != 0)
-    return Status::FromErrno(stat.error, "cannot read /proc/" + id + "/stat: " + strerror(stat.error));
+    return Status::FromErrno(stat.error,
+                             "cannot read /proc/" + id + "/stat: " + strerror(stat.error));
   std::optional<StatFields> fields = ParseStat(stat.text);
   if (!fields) return Status::Error(StatusCode::kInvalid, "/proc/" + id + "/stat is malformed");
   std::string named = "process " + id + " (" + fields->comm + ")";
   if (fields->state == 'Z' || fields->state == 'X')
     return Status::Error(StatusCode::kInvalid,
-                         named + " is a zombie: it has exited and its parent has not reaped it; "
-                                 "there is nothing left to dump");
+                         named +
+                             " is a zombie: it has exited and its parent has not reaped it; "
+                             "there is nothing left to dump");
   if (fields->flags & kKernelThreadFlag)
     return Status::Error(StatusCode::kInvalid,
                          named + " is a kernel thread: it has no user space to dump");
@@ -135,7 +142,8 @@ Expected<StatFields> CheckDumpable(pid_t pid) {
     return Status::Error(StatusCode::kPermissionDenied,
                          "cannot read /proc/" + id + "/syscall of " + named +
                              ": permission denied; reading another user's process needs root or "
-                             "CAP_SYS_PTRACE" + YamaScope());
+                             "CAP_SYS_PTRACE" +
+                             YamaScope());
   return *fields;
 }
 
@@ -192,8 +200,25 @@ void ReadKernelStack(pid_t pid, ThreadSnapshot* thread) {
 
 bool TakesFdFirst(int64_t number) {
   switch (number) {
-    case 0: case 1: case 16: case 17: case 18: case 19: case 20: case 42: case 43: case 44:
-    case 45: case 46: case 47: case 72: case 73: case 232: case 281: case 288: case 441:
+    case 0:
+    case 1:
+    case 16:
+    case 17:
+    case 18:
+    case 19:
+    case 20:
+    case 42:
+    case 43:
+    case 44:
+    case 45:
+    case 46:
+    case 47:
+    case 72:
+    case 73:
+    case 232:
+    case 281:
+    case 288:
+    case 441:
       return true;
     default:
       return false;
@@ -205,8 +230,7 @@ void ReadFutex(pid_t pid, ThreadSnapshot* thread) {
   uint32_t words[4] = {};
   iovec local{words, sizeof words};
   iovec remote{reinterpret_cast<void*>(thread->args[0]), sizeof words};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof words))
-    return;
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof words)) return;
   thread->futex_word = words[0];
   unsigned command = static_cast<unsigned>(thread->args[1]) & FUTEX_CMD_MASK;
   if (command == FUTEX_LOCK_PI || command == FUTEX_LOCK_PI2) {
@@ -234,8 +258,8 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
   ParseSyscall(ReadProcFile(ProcPath(pid, tid, "syscall")), &thread);
   if (thread.in_syscall && TakesFdFirst(thread.syscall)) {
     char target[512];
-    std::string link = "/proc/" + std::to_string(pid) + "/fd/" +
-                       std::to_string(static_cast<int>(thread.args[0]));
+    std::string link =
+        "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(static_cast<int>(thread.args[0]));
     ssize_t length = readlink(link.c_str(), target, sizeof target - 1);
     if (length > 0) thread.object.assign(target, static_cast<size_t>(length));
   }
@@ -309,14 +333,38 @@ Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
 
 std::string SystemCallName(int64_t number) {
 #if defined(__x86_64__)
-  static const std::map<int64_t, const char*> kNames = {
-      {0, "read"}, {1, "write"}, {7, "poll"}, {16, "ioctl"}, {17, "pread64"}, {18, "pwrite64"},
-      {19, "readv"}, {20, "writev"}, {23, "select"}, {34, "pause"}, {35, "nanosleep"},
-      {42, "connect"}, {43, "accept"}, {44, "sendto"}, {45, "recvfrom"}, {46, "sendmsg"},
-      {47, "recvmsg"}, {61, "wait4"}, {72, "fcntl"}, {73, "flock"}, {128, "rt_sigtimedwait"},
-      {130, "rt_sigsuspend"}, {202, "futex"}, {230, "clock_nanosleep"}, {232, "epoll_wait"},
-      {247, "waitid"}, {270, "pselect6"}, {271, "ppoll"}, {281, "epoll_pwait"},
-      {288, "accept4"}, {441, "epoll_pwait2"}, {449, "futex_waitv"}};
+  static const std::map<int64_t, const char*> kNames = {{0, "read"},
+                                                        {1, "write"},
+                                                        {7, "poll"},
+                                                        {16, "ioctl"},
+                                                        {17, "pread64"},
+                                                        {18, "pwrite64"},
+                                                        {19, "readv"},
+                                                        {20, "writev"},
+                                                        {23, "select"},
+                                                        {34, "pause"},
+                                                        {35, "nanosleep"},
+                                                        {42, "connect"},
+                                                        {43, "accept"},
+                                                        {44, "sendto"},
+                                                        {45, "recvfrom"},
+                                                        {46, "sendmsg"},
+                                                        {47, "recvmsg"},
+                                                        {61, "wait4"},
+                                                        {72, "fcntl"},
+                                                        {73, "flock"},
+                                                        {128, "rt_sigtimedwait"},
+                                                        {130, "rt_sigsuspend"},
+                                                        {202, "futex"},
+                                                        {230, "clock_nanosleep"},
+                                                        {232, "epoll_wait"},
+                                                        {247, "waitid"},
+                                                        {270, "pselect6"},
+                                                        {271, "ppoll"},
+                                                        {281, "epoll_pwait"},
+                                                        {288, "accept4"},
+                                                        {441, "epoll_pwait2"},
+                                                        {449, "futex_waitv"}};
   auto found = kNames.find(number);
   if (found != kNames.end()) return found->second;
 #endif

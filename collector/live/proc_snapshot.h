@@ -24,14 +24,14 @@ enum class HolderSource : uint8_t {
 
 struct ThreadSnapshot {
   pid_t tid = 0;
-  pid_t pid = 0;       // its process
-  std::string name;    // comm
-  char state = '?';    // /proc/.../stat's state letter: R, S, D, T, t, Z, X, I
+  pid_t pid = 0;     // its process
+  std::string name;  // comm
+  char state = '?';  // /proc/.../stat's state letter: R, S, D, T, t, Z, X, I
   bool in_syscall = false;
   bool running = false;  // /proc/.../syscall said "running"
   int64_t syscall = -1;  // the system call number, when in_syscall
   std::array<uint64_t, 6> args{};
-  std::string object;    // what an fd argument names: "pipe:[12]", "socket:[34]", a path
+  std::string object;  // what an fd argument names: "pipe:[12]", "socket:[34]", a path
   std::optional<uint32_t> futex_word;  // the futex word's value, read with process_vm_readv
   pid_t holder = 0;                    // the lock's holder, 0 when unknown
   HolderSource holder_source = HolderSource::kNone;

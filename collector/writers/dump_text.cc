@@ -37,13 +37,20 @@ std::string FutexOperation(uint64_t op) {
 
 const char* StateWord(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "in uninterruptible sleep";
-    case 'T': return "stopped";
-    case 't': return "stopped by a tracer";
-    case 'Z': return "a zombie";
-    default: return "in an unknown state";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "in uninterruptible sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "stopped by a tracer";
+    case 'Z':
+      return "a zombie";
+    default:
+      return "in an unknown state";
   }
 }
 
@@ -85,9 +92,8 @@ class Writer {
     snprintf(line, sizeof line,
              "gprof-run dump: %zu process%s, %zu thread%s, read from /proc in %.1f ms without "
              "stopping them\n",
-             snapshot_.processes.size(), snapshot_.processes.size() == 1 ? "" : "es",
-             thread_count, thread_count == 1 ? "" : "s",
-             static_cast<double>(snapshot_.read_ns) / 1e6);
+             snapshot_.processes.size(), snapshot_.processes.size() == 1 ? "" : "es", thread_count,
+             thread_count == 1 ? "" : "s", static_cast<double>(snapshot_.read_ns) / 1e6);
     out_ += line;
     for (const live::ProcessSnapshot& process : snapshot_.processes) {
       out_ += "  process " + std::to_string(process.pid) + " (" + PrintableName(process.name) +
@@ -101,12 +107,13 @@ class Writer {
 
   void Deadlocks() {
     for (const live::Deadlock& deadlock : analysis_.deadlocks) {
-      out_ += "DEADLOCK: " + std::to_string(deadlock.members.size()) + " threads wait for each other:";
+      out_ +=
+          "DEADLOCK: " + std::to_string(deadlock.members.size()) + " threads wait for each other:";
       for (size_t i = 0; i < deadlock.members.size(); ++i) {
         pid_t next = deadlock.members[(i + 1) % deadlock.members.size()];
         const ThreadSnapshot* member = threads_.at(deadlock.members[i]);
-        out_ += (i == 0 ? " " : "; ") + Named(member->tid) + " waits in " +
-                DescribeWait(*member) + " " + HolderWords(std::to_string(next), member->holder_source);
+        out_ += (i == 0 ? " " : "; ") + Named(member->tid) + " waits in " + DescribeWait(*member) +
+                " " + HolderWords(std::to_string(next), member->holder_source);
       }
       out_ += "\n";
     }
@@ -118,16 +125,16 @@ class Writer {
     out_ += "Chains, from the waiters through the holders to the root:\n";
     for (const live::WaitChain& chain : analysis_.chains) {
       const ThreadSnapshot* first = threads_.at(chain.waiters.front());
-      out_ += "  " + (chain.waiters.size() == 1
-                          ? Named(first->tid)
-                          : std::to_string(chain.waiters.size()) + " threads (" +
-                                TidList(chain.waiters) + ")") +
+      out_ += "  " +
+              (chain.waiters.size() == 1 ? Named(first->tid)
+                                         : std::to_string(chain.waiters.size()) + " threads (" +
+                                               TidList(chain.waiters) + ")") +
               " in " + DescribeWait(*first);
       for (size_t i = 0; i < chain.path.size(); ++i) {
         const ThreadSnapshot* link = threads_.at(chain.path[i]);
         const ThreadSnapshot* waiter = i == 0 ? first : threads_.at(chain.path[i - 1]);
-        out_ += " " + HolderWords(std::to_string(link->tid), waiter->holder_source) + " -> " + Named(link->tid) +
-                " in " + DescribeWait(*link);
+        out_ += " " + HolderWords(std::to_string(link->tid), waiter->holder_source) + " -> " +
+                Named(link->tid) + " in " + DescribeWait(*link);
       }
       const ThreadSnapshot* last = threads_.at(chain.path.back());
       out_ += last->holder == 0 ? " (the root)\n" : " (in the deadlock above)\n";
@@ -168,8 +175,7 @@ class Writer {
       std::vector<pid_t> tids;
       for (const ThreadSnapshot* thread : group.threads) tids.push_back(thread->tid);
       std::string holder;
-      if (group.holder != 0)
-        holder = " " + HolderWords(Named(group.holder), group.holder_source);
+      if (group.holder != 0) holder = " " + HolderWords(Named(group.holder), group.holder_source);
       size_t count = group.threads.size();
       out_ += "  " + std::to_string(count) + (count == 1 ? " thread in " : " threads in ") +
               DescribeWait(first) + holder + ": " + TidList(tids) + "\n";

@@ -3,6 +3,8 @@
 //   deadlock:  two threads, each holding one pthread mutex and waiting for the other's
 //   sleeper:   one thread holds a mutex inside nanosleep, another waits for that mutex
 //   threads N: N threads blocked on one condition variable
+//   ring N [pi]: N threads, thread i holding mutex i and waiting for mutex i+1 (mod N); with "pi",
+//              priority-inheriting mutexes (the kernel's PI futexes, whose word holds the owner)
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <vector>
@@ -74,12 +77,27 @@ void* WaitForSignal(void*) {
   for (;;) pthread_cond_wait(&never_signalled, &condition_lock);
 }
 
-void Start(void* (*body)(void*)) {
+constexpr int kMaxRing = 16;
+pthread_mutex_t ring_locks[kMaxRing];
+int ring_size = 0;
+
+void* HoldOneWaitForNext(void* argument) {
+  int index = static_cast<int>(reinterpret_cast<intptr_t>(argument));
+  pthread_mutex_lock(&ring_locks[index]);
+  printf("member %d\n", Tid());
+  fflush(stdout);
+  ++started;
+  while (started < ring_size) usleep(1000);
+  pthread_mutex_lock(&ring_locks[(index + 1) % ring_size]);
+  return nullptr;
+}
+
+void Start(void* (*body)(void*), void* argument = nullptr) {
   pthread_t thread;
   pthread_attr_t attributes;
   pthread_attr_init(&attributes);
   pthread_attr_setstacksize(&attributes, 64 << 10);
-  if (pthread_create(&thread, &attributes, body, nullptr) != 0) {
+  if (pthread_create(&thread, &attributes, body, argument) != 0) {
     perror("pthread_create");
     exit(1);
   }
@@ -105,6 +123,17 @@ int main(int argc, char** argv) {
     while (started == 0) usleep(1000);
     Start(WaitForHolder);
     while (started < 2) usleep(1000);  // the waiter has printed its id
+  } else if (strcmp(mode, "ring") == 0 && argc > 2) {
+    ring_size = atoi(argv[2]);
+    if (ring_size < 2 || ring_size > kMaxRing) return 2;
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    if (argc > 3 && strcmp(argv[3], "pi") == 0)
+      pthread_mutexattr_setprotocol(&attributes, PTHREAD_PRIO_INHERIT);
+    for (int i = 0; i < ring_size; ++i) pthread_mutex_init(&ring_locks[i], &attributes);
+    for (int i = 0; i < ring_size; ++i)
+      Start(HoldOneWaitForNext, reinterpret_cast<void*>(static_cast<intptr_t>(i)));
+    while (started < ring_size) usleep(1000);
   } else if (strcmp(mode, "threads") == 0 && argc > 2) {
     int count = atoi(argv[2]);
     for (int i = 0; i < count; ++i) Start(WaitForSignal);
@@ -113,7 +142,7 @@ int main(int argc, char** argv) {
     pthread_mutex_lock(&condition_lock);
     pthread_mutex_unlock(&condition_lock);
   } else {
-    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N\n");
+    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N | ring N [pi]\n");
     return 2;
   }
   Ready();

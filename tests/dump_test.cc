@@ -100,9 +100,8 @@ ProcessResult DumpUntil(pid_t pid, const std::function<bool(const std::string&)>
 }
 
 ProcessResult DumpUntil(pid_t pid, const std::string& expected) {
-  return DumpUntil(pid, [&](const std::string& out) {
-    return out.find(expected) != std::string::npos;
-  });
+  return DumpUntil(pid,
+                   [&](const std::string& out) { return out.find(expected) != std::string::npos; });
 }
 
 size_t Occurrences(const std::string& text, const std::string& needle) {
@@ -170,9 +169,8 @@ TEST(DumpTest, NamesTheHoldersOfPriorityInheritingMutexes) {
   std::vector<int> members = program.AllPrinted("member");
   ASSERT_EQ(members.size(), 3u);
   const std::string kFromWord = " (dump_app) (from the PI futex word's owner bits)";
-  ProcessResult dump = DumpUntil(program.pid(), [&](const std::string& out) {
-    return Occurrences(out, kFromWord) == 2;
-  });
+  ProcessResult dump = DumpUntil(
+      program.pid(), [&](const std::string& out) { return Occurrences(out, kFromWord) == 2; });
   ASSERT_EQ(dump.exit_code(), 0) << dump.err;
   size_t named = 0;
   for (int member : members)
@@ -196,6 +194,22 @@ TEST(DumpTest, NamesTheHolderOfAMutexAndThatItSleeps) {
             std::string::npos)
       << chain;
   EXPECT_EQ(dump.out.find("DEADLOCK"), std::string::npos) << dump.out;
+}
+
+TEST(DumpTest, NamesTheProcessHoldingAFileLock) {
+  TempDir dir;
+  StuckProgram program({"flock", dir.Sub("locked")});
+  program.WaitReady();
+  int locker = program.Printed("locker"), waiter = program.Printed("lockwaiter");
+  ASSERT_GT(locker, 0);
+  ASSERT_GT(waiter, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "(from /proc/locks)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string chain = LineWith(dump.out, "  " + std::to_string(waiter) + " (dump_app) in flock");
+  EXPECT_NE(chain.find("(" + dir.Sub("locked") + ") held by process " + std::to_string(locker) +
+                       " (from /proc/locks) -> " + std::to_string(locker) + " (dump_app) in pause"),
+            std::string::npos)
+      << dump.out;
 }
 
 TEST(DumpTest, GroupsFiveHundredThreadsInAFewLines) {

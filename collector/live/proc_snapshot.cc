@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,6 +245,42 @@ void ReadFutex(pid_t pid, ThreadSnapshot* thread) {
   }
 }
 
+// "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF": the holders of each file's locks, by
+// "major:minor:inode" (the waiters' lines, "1: -> FLOCK ...", are not holders).
+std::map<std::string, pid_t> FileLockHolders() {
+  std::map<std::string, pid_t> holders;
+  std::istringstream lines(ReadProcFile("/proc/locks").text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, file;
+    long pid = 0;
+    if (!(fields >> number >> kind) || kind == "->") continue;
+    if (!(fields >> mode >> access >> pid >> file) || pid <= 0) continue;
+    holders.emplace(file, static_cast<pid_t>(pid));
+  }
+  return holders;
+}
+
+// A thread in flock, or in fcntl's F_SETLKW or F_OFD_SETLKW: who holds a lock on the file.
+void FindFileLockHolder(pid_t pid, ThreadSnapshot* thread) {
+  bool waits_for_lock = thread->syscall == 73 ||
+                        (thread->syscall == 72 && (thread->args[1] == 7 || thread->args[1] == 38));
+  if (!waits_for_lock) return;
+  struct stat file {};
+  std::string link =
+      "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(static_cast<int>(thread->args[0]));
+  if (stat(link.c_str(), &file) != 0) return;
+  char key[64];
+  snprintf(key, sizeof key, "%02x:%02x:%lu", major(file.st_dev), minor(file.st_dev),
+           static_cast<unsigned long>(file.st_ino));
+  std::map<std::string, pid_t> holders = FileLockHolders();
+  auto found = holders.find(key);
+  if (found == holders.end() || found->second == pid) return;
+  thread->holder = found->second;
+  thread->holder_source = HolderSource::kFileLock;
+}
+
 ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
   ThreadSnapshot thread;
   thread.tid = tid;
@@ -264,6 +302,7 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
     if (length > 0) thread.object.assign(target, static_cast<size_t>(length));
   }
   if (thread.in_syscall && thread.syscall == 202) ReadFutex(pid, &thread);
+  if (thread.in_syscall) FindFileLockHolder(pid, &thread);
   ReadKernelStack(pid, &thread);
   return thread;
 }
@@ -279,7 +318,8 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields) {
   std::set<pid_t> tids;
   for (const ThreadSnapshot& thread : process.threads) tids.insert(thread.tid);
   for (ThreadSnapshot& thread : process.threads) {
-    if (thread.holder != 0 && !tids.contains(thread.holder)) {
+    if (thread.holder != 0 && thread.holder_source != HolderSource::kFileLock &&
+        !tids.contains(thread.holder)) {
       thread.holder = 0;
       thread.holder_source = HolderSource::kNone;
     }

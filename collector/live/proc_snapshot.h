@@ -20,6 +20,7 @@ enum class HolderSource : uint8_t {
   kNone,
   kMutexOwnerField,  // pthread_mutex_t's __owner (the int 8 bytes after the futex word)
   kPiFutexWord,      // a PI futex word's low 30 bits
+  kFileLock,         // /proc/locks: the process holding a lock on the file the fd names
 };
 
 struct ThreadSnapshot {
@@ -33,7 +34,7 @@ struct ThreadSnapshot {
   std::array<uint64_t, 6> args{};
   std::string object;  // what an fd argument names: "pipe:[12]", "socket:[34]", a path
   std::optional<uint32_t> futex_word;  // the futex word's value, read with process_vm_readv
-  pid_t holder = 0;                    // the lock's holder, 0 when unknown
+  pid_t holder = 0;  // the lock's holder, 0 when unknown; a process id for kFileLock
   HolderSource holder_source = HolderSource::kNone;
   std::vector<std::string> kernel_stack;  // function names, innermost first
   std::string kernel_stack_unreadable;    // why it is empty, when it could not be read

@@ -55,6 +55,7 @@ const char* StateWord(char state) {
 }
 
 std::string HolderWords(const std::string& holder, HolderSource source) {
+  if (source == HolderSource::kFileLock) return "held by process " + holder + " (from /proc/locks)";
   const char* from = source == HolderSource::kPiFutexWord ? "from the PI futex word's owner bits"
                                                           : "from the mutex's owner field";
   return "held by " + holder + " (" + from + ")";
@@ -98,7 +99,8 @@ class Writer {
     for (const live::ProcessSnapshot& process : snapshot_.processes) {
       out_ += "  process " + std::to_string(process.pid) + " (" + PrintableName(process.name) +
               "), parent " + std::to_string(process.ppid) + ", " +
-              std::to_string(process.threads.size()) + " threads";
+              std::to_string(process.threads.size()) +
+              (process.threads.size() == 1 ? " thread" : " threads");
       if (process.exited) out_ += ": it exited during the dump; what was read is kept";
       out_ += "\n";
     }
@@ -130,14 +132,20 @@ class Writer {
                                          : std::to_string(chain.waiters.size()) + " threads (" +
                                                TidList(chain.waiters) + ")") +
               " in " + DescribeWait(*first);
-      for (size_t i = 0; i < chain.path.size(); ++i) {
-        const ThreadSnapshot* link = threads_.at(chain.path[i]);
-        const ThreadSnapshot* waiter = i == 0 ? first : threads_.at(chain.path[i - 1]);
-        out_ += " " + HolderWords(std::to_string(link->tid), waiter->holder_source) + " -> " +
-                Named(link->tid) + " in " + DescribeWait(*link);
+      const ThreadSnapshot* waiter = first;
+      for (pid_t holder : chain.path) {
+        out_ += " " + HolderWords(std::to_string(holder), waiter->holder_source) + " -> ";
+        auto link = threads_.find(holder);
+        if (link == threads_.end()) {  // a file lock's holder outside the dumped trees
+          out_ += "process " + std::to_string(holder) + ", not dumped (the root)\n";
+          waiter = nullptr;
+          break;
+        }
+        waiter = link->second;
+        out_ += Named(holder) + " in " + DescribeWait(*waiter);
       }
-      const ThreadSnapshot* last = threads_.at(chain.path.back());
-      out_ += last->holder == 0 ? " (the root)\n" : " (in the deadlock above)\n";
+      if (waiter != nullptr)
+        out_ += waiter->holder == 0 ? " (the root)\n" : " (in the deadlock above)\n";
     }
     out_ += "\n";
   }

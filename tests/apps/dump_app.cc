@@ -5,14 +5,19 @@
 //   threads N: N threads blocked on one condition variable
 //   ring N [pi]: N threads, thread i holding mutex i and waiting for mutex i+1 (mod N); with "pi",
 //              priority-inheriting mutexes (the kernel's PI futexes, whose word holds the owner)
+//   flock FILE: a child process holds flock(FILE), a thread of this one waits for it
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <vector>
@@ -92,6 +97,35 @@ void* HoldOneWaitForNext(void* argument) {
   return nullptr;
 }
 
+const char* locked_file = nullptr;
+
+void* WaitForFileLock(void*) {
+  int fd = open(locked_file, O_RDWR | O_CLOEXEC);
+  printf("lockwaiter %d\n", Tid());
+  fflush(stdout);
+  started = 1;
+  flock(fd, LOCK_EX);
+  return nullptr;
+}
+
+// A child that holds flock(`path`) until killed (it dies with its parent); returns once it holds.
+void StartLockHolder(const char* path) {
+  int ready[2];
+  if (pipe(ready) != 0) exit(1);
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    if (write(ready[1], "x", 1) != 1) _exit(1);
+    SleepForever();
+  }
+  char byte;
+  if (read(ready[0], &byte, 1) != 1) exit(1);
+  printf("locker %d\n", child);
+  fflush(stdout);
+}
+
 void Start(void* (*body)(void*), void* argument = nullptr) {
   pthread_t thread;
   pthread_attr_t attributes;
@@ -134,6 +168,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < ring_size; ++i)
       Start(HoldOneWaitForNext, reinterpret_cast<void*>(static_cast<intptr_t>(i)));
     while (started < ring_size) usleep(1000);
+  } else if (strcmp(mode, "flock") == 0 && argc > 2) {
+    locked_file = argv[2];
+    StartLockHolder(locked_file);
+    Start(WaitForFileLock);
+    while (started == 0) usleep(1000);
   } else if (strcmp(mode, "threads") == 0 && argc > 2) {
     int count = atoi(argv[2]);
     for (int i = 0; i < count; ++i) Start(WaitForSignal);
@@ -142,7 +181,7 @@ int main(int argc, char** argv) {
     pthread_mutex_lock(&condition_lock);
     pthread_mutex_unlock(&condition_lock);
   } else {
-    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N | ring N [pi]\n");
+    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N | ring N [pi] | flock FILE\n");
     return 2;
   }
   Ready();

@@ -17,7 +17,7 @@ WaitKey WaitKeyOf(const ThreadSnapshot& thread) {
     return key;
   }
   key.syscall = thread.syscall;
-  if (thread.syscall == 202) {
+  if (thread.syscall == kFutexSystemCall) {
     key.pid = thread.pid;
     key.address = thread.args[0];
   }

@@ -201,6 +201,9 @@ void ReadKernelStack(pid_t pid, ThreadSnapshot* thread) {
 }
 
 bool TakesFdFirst(int64_t number) {
+#if !defined(__x86_64__)
+  return false;  // the numbers below are x86-64's
+#endif
   switch (number) {
     case 0:
     case 1:
@@ -264,6 +267,9 @@ std::map<std::string, pid_t> FileLockHolders() {
 
 // A thread in flock, or in fcntl's F_SETLKW or F_OFD_SETLKW: who holds a lock on the file.
 void FindFileLockHolder(pid_t pid, ThreadSnapshot* thread) {
+#if !defined(__x86_64__)
+  return;  // flock's and fcntl's numbers below are x86-64's
+#endif
   bool waits_for_lock = thread->syscall == 73 ||
                         (thread->syscall == 72 && (thread->args[1] == 7 || thread->args[1] == 38));
   if (!waits_for_lock) return;
@@ -301,7 +307,7 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
     ssize_t length = readlink(link.c_str(), target, sizeof target - 1);
     if (length > 0) thread.object.assign(target, static_cast<size_t>(length));
   }
-  if (thread.in_syscall && thread.syscall == 202) ReadFutex(pid, &thread);
+  if (thread.in_syscall && thread.syscall == kFutexSystemCall) ReadFutex(pid, &thread);
   if (thread.in_syscall) FindFileLockHolder(pid, &thread);
   ReadKernelStack(pid, &thread);
   return thread;

@@ -61,6 +61,14 @@ struct Snapshot {
 // entries this process may not read (naming the privilege and Yama's ptrace_scope).
 Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids);
 
+// The futex system call's number on this architecture (x86-64's; -1 elsewhere, where the
+// objects of system calls are not decoded yet).
+#if defined(__x86_64__)
+inline constexpr int64_t kFutexSystemCall = 202;
+#else
+inline constexpr int64_t kFutexSystemCall = -1;
+#endif
+
 // The x86-64 name of system call `number` ("futex", "read"), or "" when this table lacks it.
 std::string SystemCallName(int64_t number);
 

@@ -216,7 +216,7 @@ std::string DescribeWait(const ThreadSnapshot& thread) {
   if (!thread.in_syscall) return std::string("user space (") + StateWord(thread.state) + ")";
   std::string name = live::SystemCallName(thread.syscall);
   if (name.empty()) name = "system call " + std::to_string(thread.syscall);
-  if (thread.syscall == 202) {
+  if (thread.syscall == live::kFutexSystemCall) {
     std::string words = "futex " + Hex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
     if (thread.futex_word) words += " (word " + std::to_string(*thread.futex_word) + ")";
     return words;

@@ -143,8 +143,9 @@ Expected<StatFields> CheckDumpable(pid_t pid) {
   if (syscall.error == EACCES || syscall.error == EPERM)
     return Status::Error(StatusCode::kPermissionDenied,
                          "cannot read /proc/" + id + "/syscall of " + named +
-                             ": permission denied; reading another user's process needs root or "
-                             "CAP_SYS_PTRACE" +
+                             ": permission denied; reading it needs root or "
+                             "CAP_SYS_PTRACE over it (another user's process, or one that made "
+                             "itself non-dumpable)" +
                              YamaScope());
   return *fields;
 }

@@ -24,6 +24,7 @@ Rank R is late before each all_reduce, by MODE:
 Each rank prints, one line per fact (CLOCK_MONOTONIC ns of its own namespace):
   rank rank=<r> pid=<pid> tid=<main tid>
   wait rank=<r> start_ns=<ns> end_ns=<ns>     its time in each all_reduce after the first
+  logger rank=<r> tid=<tid>                   (lock) the logging thread of a step
 """
 import os
 import socket
@@ -103,6 +104,7 @@ def rank_main():
                                                   prefetch_factor=1))
 
     def logging_thread(step_ms, ready):
+        say(f"logger rank={rank} tid={threading.get_native_id()}")
         with lock:
             ready.set()
             spin(step_ms / 1000)

@@ -20,6 +20,7 @@ packages=(
   btrfs-progs                            # tests: a disk quota (a btrfs qgroup on a loop device)
   chromium                               # tests: report.html in a headless browser
   universal-ctags git                    # tests: the house's size rules (scripts/check_house.py)
+  iproute2                               # tests: hosts as network namespaces joined by veth pairs (ip)
   libc6-i386                             # tests: a 32-bit program under gprof-run (its loader)
 )
 

@@ -1,6 +1,7 @@
 #include "collector/analysis/analysis.h"
 
 #include <algorithm>
+#include <set>
 
 #include "collector/analysis/gpu_timeline.h"
 #include "collector/analysis/numbering.h"
@@ -22,12 +23,18 @@ Analysis Analyze(const Session& session, const AnalysisOptions& options, const W
   analysis.gpu = SummarizeGpu(session, correlation);
   NumberCausesAndFreezes(analysis);
   MakeReportView(session, analysis);
-  // One session that recorded the whole job: its ranks are its processes.
-  const std::vector<JobSession> job = {{&session, &analysis, 0}};
-  analysis.rank_waits =
-      FindRankWaits(job, OwnChains(job),
-                    [&](int, uint32_t pid) { return RankOfProcess(session, pid); },
-                    WorldSizeOf(session));
+  // One session that recorded the whole job: its ranks are its processes. With fewer than two,
+  // no rank can have waited for another here (a session of one rank: the merge's to say).
+  std::set<int> ranks;
+  for (const auto& [pid, process] : session.processes)
+    if (auto rank = RankOfProcess(session, pid)) ranks.insert(*rank);
+  if (ranks.size() >= 2) {
+    const std::vector<JobSession> job = {{&session, &analysis, 0}};
+    analysis.rank_waits =
+        FindRankWaits(job, OwnChains(job),
+                      [&](int, uint32_t pid) { return RankOfProcess(session, pid); },
+                      WorldSizeOf(session));
+  }
   return analysis;
 }
 

@@ -144,7 +144,9 @@ std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions) {
   for (size_t s = 0; s < sessions.size(); ++s) {
     const std::vector<Stall>& stalls = sessions[s].analysis->stalls;
     for (size_t i = 0; i < stalls.size(); ++i) {
-      if (stalls[i].chain.empty()) continue;
+      // Only a process's main thread waits for a rank (WaitForAnotherRank): no other chain is
+      // copied.
+      if (stalls[i].chain.empty() || stalls[i].tid != stalls[i].pid) continue;
       JobChain chain{static_cast<int>(s), static_cast<int>(i), {}};
       for (const ChainLink& link : stalls[i].chain)
         chain.links.push_back({static_cast<int>(s), link});

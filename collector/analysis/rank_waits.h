@@ -92,7 +92,7 @@ bool StartedAsRank(const Session& session, uint32_t pid);
 RankWaits FindRankWaits(const std::vector<JobSession>& sessions, const std::vector<JobChain>& chains,
                         const RankOf& rank_of, int world_size);
 
-// The stalls' own chains, each in its session.
+// The own chains of the stalls that may be a rank's waits (its main thread's), each in its session.
 std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions);
 
 }  // namespace gprof::collector

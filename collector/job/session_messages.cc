@@ -91,6 +91,7 @@ std::vector<JobChain> ChainsAcrossSessions(const std::vector<JobSession>& sessio
     const std::vector<Stall>& stalls = sessions[r].analysis->stalls;
     for (size_t i = 0; i < stalls.size(); ++i) {
       const Stall& stall = stalls[i];
+      if (stall.tid != stall.pid) continue;  // only a main thread's waits are a rank's
       JobChain chain{static_cast<int>(r), static_cast<int>(i), {}};
       for (const ChainLink& link : stall.chain) chain.links.push_back({static_cast<int>(r), link});
       // Where the chain ends asleep on bytes from elsewhere, it goes on in their sender's session.

@@ -16,7 +16,8 @@ namespace gprof::collector {
 // Every receive of one session whose bytes a send of another session queued.
 std::vector<SessionMessage> MessagesBetween(const std::vector<const Session*>& sessions);
 
-// The sessions' stalls' chains; where one ends at a thread woken by bytes that arrived from
+// The chains of the sessions' main threads' stalls (the waits a rank's can be); where one ends at
+// a thread woken by bytes that arrived from
 // another session (no thread of its own session ended the wait), it goes on in the sender's
 // session: what held the sender up from the wait's start until it sent them, and so on.
 std::vector<JobChain> ChainsAcrossSessions(const std::vector<JobSession>& sessions,

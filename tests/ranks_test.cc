@@ -138,6 +138,14 @@ TEST_F(Ranks, SessionsPerRankMergedNameTheRankWithTheSlowWorker) {
   ASSERT_EQ(report["sessions"].size(), 2u);
   ExpectStraggler(report["ranks"], run, 1, "DataLoader worker");
   EXPECT_NE(merged.out.find("RANKS: 2 ranks"), std::string::npos) << merged.out;
+  // The job's page links each session's own page, which is report.html as `report` writes it.
+  const std::string page = ReadFile(dir_.Sub("job/report.html"));
+  for (const char* name : {"session-1.html", "session-2.html"}) {
+    EXPECT_NE(page.find(std::string("href=\"") + name + "\""), std::string::npos) << page;
+    EXPECT_NE(ReadFile(dir_.Sub(std::string("job/") + name)).find("<h2 id=\"text\">"),
+              std::string::npos)
+        << name;
+  }
 }
 
 // A rank short of CPU: pinned to one CPU that two busy processes share.

@@ -170,11 +170,29 @@ Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& ou
   note("report.txt", WriteTextFile(out_fd, "report.txt", (dir / "report.txt").string(),
                                result.text_report));
   note("report.json", WriteMergedJson(job, out_fd, (dir / "report.json").string()));
+  // Each session's own page (its pictures, as `report` writes them), and the job's page: the
+  // merged text, and a link to each session's.
+  std::string links;
+  for (size_t i = 0; i < job.sessions.size(); ++i) {
+    const MergedSession& merged = job.sessions[i];
+    const std::string name = "session-" + std::to_string(i + 1) + ".html";
+    std::string page = RenderHtmlReport(*merged.session, merged.analysis,
+                                        RenderTextReport(*merged.session, merged.analysis));
+    Status written = WriteTextFile(out_fd, name, (dir / name).string(), page);
+    note(name, written);
+    if (written.ok()) {
+      links += "<li><a href=\"" + name + "\">session " + std::to_string(i + 1) + "</a>: " +
+               EscapeHtml(RanksOf(*merged.session)) + ", " +
+               EscapeHtml(PrintableName(merged.directory)) + "</li>\n";
+    }
+  }
   note("report.html",
        WriteTextFile(out_fd, "report.html", (dir / "report.html").string(),
-                 "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gprof-run merged "
-                 "report</title></head>\n<body><pre>" +
-                     EscapeHtml(result.text_report) + "</pre></body></html>\n"));
+                     "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gprof-run "
+                     "merged report</title></head>\n<body>\n<h1>gprof-run merged report</h1>\n"
+                     "<ul class=\"sessions\">\n" +
+                         links + "</ul>\n<pre>" + EscapeHtml(result.text_report) +
+                         "</pre>\n</body></html>\n"));
   note("trace.perfetto-trace",
        WriteMergedTrace(job, out_fd, (dir / "trace.perfetto-trace").string()));
   return result;

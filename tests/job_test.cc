@@ -25,7 +25,8 @@ Session ThreeRanks(const std::vector<uint64_t>& late_ms) {
   uint64_t at = 10 * kMs;
   for (uint64_t late : late_ms) {
     for (uint32_t waiter : {kRank0, kRank2}) {
-      OffCpuInterval& wait = builder.Sleep(waiter, at, at + late * kMs, at + late * kMs + 10000, kRank1);
+      OffCpuInterval& wait =
+          builder.Sleep(waiter, at, at + late * kMs, at + late * kMs + 10000, kRank1);
       wait.pid = waiter;
       wait.waker_pid = kRank1;
     }
@@ -62,8 +63,9 @@ TEST(RankWaits, TheLateRankIsNamedWithHowLateAndWhy) {
   EXPECT_NE(text.find("RANKS: 3 ranks; rank 1 made the others wait most: 320.0 ms in 6 waits"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("rank 1 arrived last, 80.0 ms late; rank 0 waited 80.0 ms, rank 2 waited 80.0 ms"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("rank 1 arrived last, 80.0 ms late; rank 0 waited 80.0 ms, rank 2 waited 80.0 ms"),
+      std::string::npos)
       << text;
 }
 
@@ -115,13 +117,16 @@ TEST(ClockAlignment, AnotherHostIsPlacedByItsAnchorsThenByItsMessages) {
   // above; the middle is within the flight time of the truth.
   std::vector<SessionMessage> messages;
   for (uint64_t t = 2'000'000'000; t < 3'000'000'000; t += 100'000'000) {
-    messages.push_back({0, 1, t, static_cast<uint64_t>(static_cast<int64_t>(t) + 50'000 - kTrueOffset)});
-    messages.push_back({1, 0, static_cast<uint64_t>(static_cast<int64_t>(t) - kTrueOffset), t + 50'000});
+    messages.push_back(
+        {0, 1, t, static_cast<uint64_t>(static_cast<int64_t>(t) + 50'000 - kTrueOffset)});
+    messages.push_back(
+        {1, 0, static_cast<uint64_t>(static_cast<int64_t>(t) - kTrueOffset), t + 50'000});
   }
   std::vector<SessionClock> clocks = AlignClocks({&a, &b}, messages);
   EXPECT_NEAR(static_cast<double>(clocks[1].offset_ns), static_cast<double>(kTrueOffset), 50'000);
   EXPECT_LE(clocks[1].uncertainty_ns, 50'000u);
-  EXPECT_NEAR(static_cast<double>(clocks[1].correction_ns), static_cast<double>(-kWallSkew), 50'000);
+  EXPECT_NEAR(static_cast<double>(clocks[1].correction_ns), static_cast<double>(-kWallSkew),
+              50'000);
   EXPECT_EQ(clocks[1].messages, messages.size());
   EXPECT_FALSE(clocks[1].same_boot);
 }

@@ -25,7 +25,7 @@ struct Span {
 };
 
 struct JobRun {
-  std::vector<Span> waits;  // each rank's all_reduce, as it measured it
+  std::vector<Span> waits;     // each rank's all_reduce, as it measured it
   std::set<uint32_t> loggers;  // the logging threads (the lock mode)
   std::string out;
 };
@@ -45,8 +45,8 @@ JobRun Launch(const std::vector<std::string>& argv, const std::string& shell_pre
   for (const Fact& fact : ParseFacts(result.out)) {
     if (fact.kind == "logger") run.loggers.insert(static_cast<uint32_t>(fact.Number("tid")));
     if (fact.kind != "wait") continue;
-    run.waits.push_back({static_cast<int>(fact.Number("rank")), fact.Number("start_ns"),
-                         fact.Number("end_ns")});
+    run.waits.push_back(
+        {static_cast<int>(fact.Number("rank")), fact.Number("start_ns"), fact.Number("end_ns")});
   }
   return run;
 }
@@ -128,11 +128,11 @@ TEST_F(Ranks, ALockHeldByTheLateRanksOwnLoggingThread) {
 
 // One session per rank, merged: rank 1's DataLoader worker is slow.
 TEST_F(Ranks, SessionsPerRankMergedNameTheRankWithTheSlowWorker) {
-  JobRun run = Launch({"/usr/bin/python3", Script(), "launch", "--world", "2", "--late", "1",
-                       "--mode", "dataloader", "--prefix", GprofRunPath(), "-q", "-o",
-                       dir_.Sub("r%q{RANK}"), "--"});
-  ProcessResult merged = RunProcess(Command({GprofRunPath(), "merge", "-o", dir_.Sub("job"),
-                                             dir_.Sub("r0"), dir_.Sub("r1")}));
+  JobRun run =
+      Launch({"/usr/bin/python3", Script(), "launch", "--world", "2", "--late", "1", "--mode",
+              "dataloader", "--prefix", GprofRunPath(), "-q", "-o", dir_.Sub("r%q{RANK}"), "--"});
+  ProcessResult merged = RunProcess(
+      Command({GprofRunPath(), "merge", "-o", dir_.Sub("job"), dir_.Sub("r0"), dir_.Sub("r1")}));
   ASSERT_EQ(merged.exit_code(), 0) << merged.err;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ASSERT_EQ(report["sessions"].size(), 2u);
@@ -164,12 +164,13 @@ TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
   if (getuid() != 0) GPROF_SKIP_OR_FAIL("network namespaces need root");
   const std::string id = std::to_string(getpid() % 100000);
   const std::string ns = "gprof-rk" + id + "-", link = "grk" + id + "v";
-  const std::string make =
-      "set -e; ip netns add " + ns + "0; ip netns add " + ns + "1; ip link add " + link +
-      "0 type veth peer name " + link + "1; ip link set " + link + "0 netns " + ns +
-      "0; ip link set " + link + "1 netns " + ns + "1; ip -n " + ns + "0 addr add 10.78.0.1/24 dev " +
-      link + "0; ip -n " + ns + "1 addr add 10.78.0.2/24 dev " + link + "1; for n in 0 1; do ip -n " +
-      ns + "$n link set " + link + "$n up; ip -n " + ns + "$n link set lo up; done";
+  const std::string make = "set -e; ip netns add " + ns + "0; ip netns add " + ns +
+                           "1; ip link add " + link + "0 type veth peer name " + link +
+                           "1; ip link set " + link + "0 netns " + ns + "0; ip link set " + link +
+                           "1 netns " + ns + "1; ip -n " + ns + "0 addr add 10.78.0.1/24 dev " +
+                           link + "0; ip -n " + ns + "1 addr add 10.78.0.2/24 dev " + link +
+                           "1; for n in 0 1; do ip -n " + ns + "$n link set " + link +
+                           "$n up; ip -n " + ns + "$n link set lo up; done";
   ProcessResult made = RunProcess(Command({"/bin/sh", "-c", make}));
   struct Cleanup {
     std::string ns;
@@ -178,13 +179,31 @@ TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
     }
   } cleanup{ns};
   ASSERT_EQ(made.exit_code(), 0) << made.err;
-  JobRun run = Launch({"/usr/bin/python3", Script(), "launch", "--world", "2", "--late", "1",
-                       "--mode", "sleep", "--hosts", "--skew-ns", "40000000", "--prefix", "ip",
-                       "netns", "exec", ns + "{rank}", GprofRunPath(), "-q", "-o",
-                       dir_.Sub("r%q{RANK}"), "--"},
+  JobRun run = Launch({"/usr/bin/python3",
+                       Script(),
+                       "launch",
+                       "--world",
+                       "2",
+                       "--late",
+                       "1",
+                       "--mode",
+                       "sleep",
+                       "--hosts",
+                       "--skew-ns",
+                       "40000000",
+                       "--prefix",
+                       "ip",
+                       "netns",
+                       "exec",
+                       ns + "{rank}",
+                       GprofRunPath(),
+                       "-q",
+                       "-o",
+                       dir_.Sub("r%q{RANK}"),
+                       "--"},
                       "MASTER_ADDR=10.78.0.1 GLOO_IFNAME_TEMPLATE=" + link + "{rank}");
-  ProcessResult merged = RunProcess(Command({GprofRunPath(), "merge", "-o", dir_.Sub("job"),
-                                             dir_.Sub("r0"), dir_.Sub("r1")}));
+  ProcessResult merged = RunProcess(
+      Command({GprofRunPath(), "merge", "-o", dir_.Sub("job"), dir_.Sub("r0"), dir_.Sub("r1")}));
   ASSERT_EQ(merged.exit_code(), 0) << merged.err;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ASSERT_EQ(report["sessions"].size(), 2u) << merged.out;

@@ -42,8 +42,8 @@ std::optional<RankWait> WaitForAnotherRank(const std::vector<JobSession>& sessio
   wait.stall = chain.stall;
   wait.tid = stall.tid;
   const uint64_t end = stall.wait.wake_ns != 0 ? stall.wait.wake_ns : stall.wait.end_ns;
-  wait.start_ns = static_cast<uint64_t>(static_cast<int64_t>(stall.wait.start_ns) +
-                                        job_session.offset_ns);
+  wait.start_ns =
+      static_cast<uint64_t>(static_cast<int64_t>(stall.wait.start_ns) + job_session.offset_ns);
   wait.end_ns = static_cast<uint64_t>(static_cast<int64_t>(end) + job_session.offset_ns);
   // Why it was late: the chain's root when it lies in that rank, else the deepest link there.
   const JobLink& last = chain.links.back();
@@ -102,9 +102,8 @@ std::vector<Collective> GroupCollectives(const std::vector<RankWait>& waits) {
     }
   }
   for (Collective& collective : collectives) {
-    std::stable_sort(collective.waits.begin(), collective.waits.end(), [&](int a, int b) {
-      return waits[a].duration() > waits[b].duration();
-    });
+    std::stable_sort(collective.waits.begin(), collective.waits.end(),
+                     [&](int a, int b) { return waits[a].duration() > waits[b].duration(); });
     const RankWait& longest = waits[collective.waits.front()];
     collective.late_rank = longest.late_rank;
     collective.late_ns = longest.duration();
@@ -156,8 +155,9 @@ std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions) {
   return chains;
 }
 
-RankWaits FindRankWaits(const std::vector<JobSession>& sessions, const std::vector<JobChain>& chains,
-                        const RankOf& rank_of, int world_size) {
+RankWaits FindRankWaits(const std::vector<JobSession>& sessions,
+                        const std::vector<JobChain>& chains, const RankOf& rank_of,
+                        int world_size) {
   RankWaits result;
   std::vector<RankWait> found;
   for (const JobChain& chain : chains) {

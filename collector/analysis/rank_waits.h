@@ -89,8 +89,8 @@ bool StartedAsRank(const Session& session, uint32_t pid);
 
 // The ranks' waits for each other over `chains` (one per stall to look at; a session's stalls
 // without one are taken with their own chains).
-RankWaits FindRankWaits(const std::vector<JobSession>& sessions, const std::vector<JobChain>& chains,
-                        const RankOf& rank_of, int world_size);
+RankWaits FindRankWaits(const std::vector<JobSession>& sessions,
+                        const std::vector<JobChain>& chains, const RankOf& rank_of, int world_size);
 
 // The own chains of the stalls that may be a rank's waits (its main thread's), each in its session.
 std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions);

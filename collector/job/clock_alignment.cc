@@ -21,8 +21,9 @@ std::optional<WallOffset> WallOffsetOf(const SessionMeta& meta) {
     if (best == nullptr || (*anchor)->uncertainty_ns < best->uncertainty_ns) best = &**anchor;
   }
   if (best == nullptr) return std::nullopt;
-  return WallOffset{static_cast<int64_t>(best->realtime_ns) - static_cast<int64_t>(best->monotonic_ns),
-                    best->uncertainty_ns};
+  return WallOffset{
+      static_cast<int64_t>(best->realtime_ns) - static_cast<int64_t>(best->monotonic_ns),
+      best->uncertainty_ns};
 }
 
 bool SameBoot(const SessionMeta& a, const SessionMeta& b) {
@@ -75,8 +76,8 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
       const int from = boot_of[message.from], to = boot_of[message.to];
       // sent + offset_from <= received + offset_to
       if (from == boot_of[0] && to == first) {
-        low = std::max(low, static_cast<int64_t>(message.sent_ns) -
-                                static_cast<int64_t>(message.received_ns));
+        low = std::max(
+            low, static_cast<int64_t>(message.sent_ns) - static_cast<int64_t>(message.received_ns));
         ++used;
       } else if (from == first && to == boot_of[0]) {
         high = std::min(high, static_cast<int64_t>(message.received_ns) -
@@ -104,10 +105,9 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
     clocks[first].correction_ns = corrected - placed;
     clocks[first].messages = used;
     boot_offset[first] = corrected;
-    boot_how[first] = (boot_how[first] == "REALTIME anchors" ? "REALTIME anchors, corrected by "
-                                                              : "placed by ") +
-                      std::to_string(used) + " message" + (used == 1 ? "" : "s") +
-                      " between hosts";
+    boot_how[first] =
+        (boot_how[first] == "REALTIME anchors" ? "REALTIME anchors, corrected by " : "placed by ") +
+        std::to_string(used) + " message" + (used == 1 ? "" : "s") + " between hosts";
   }
   for (size_t i = 0; i < sessions.size(); ++i) {
     const int first = boot_of[i];

@@ -48,8 +48,8 @@ Expected<MergedSession> ReadOne(const std::string& directory, const MergeOptions
   merged.waits = std::make_unique<WaitReader>(*merged.session);
   merged.analysis = Analyze(*merged.session, options.analysis, *merged.waits);
   for (const Diagnostic& diagnostic : merged.session->diagnostics) {
-    warnings->push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
-                        ": " + diagnostic.message);
+    warnings->push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) + ": " +
+                        diagnostic.message);
   }
   return merged;
 }
@@ -80,7 +80,8 @@ Expected<MergedJob> ReadJob(const std::vector<std::string>& directories,
   std::vector<JobSession> views;
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     job.sessions[i].clock = clocks[i];
-    views.push_back({job.sessions[i].session.get(), &job.sessions[i].analysis, clocks[i].offset_ns});
+    views.push_back(
+        {job.sessions[i].session.get(), &job.sessions[i].analysis, clocks[i].offset_ns});
   }
   // Each session's waits stay indexed until the chains that cross sessions are followed.
   std::vector<std::unique_ptr<ChainFollower>> followers;
@@ -90,14 +91,15 @@ Expected<MergedJob> ReadJob(const std::vector<std::string>& directories,
         std::make_unique<ChainFollower>(*merged.session, *merged.waits, options.analysis));
     follower_of.push_back(followers.back().get());
   }
-  std::vector<JobChain> chains = ChainsAcrossSessions(views, follower_of, options.analysis.max_chain * 3);
+  std::vector<JobChain> chains =
+      ChainsAcrossSessions(views, follower_of, options.analysis.max_chain * 3);
   followers.clear();
   for (MergedSession& merged : job.sessions) merged.waits.reset();
   int world_size = 0;
   for (const Session* session : sessions) world_size = std::max(world_size, WorldSizeOf(*session));
   job.rank_waits = FindRankWaits(
-      views, chains,
-      [&](int s, uint32_t pid) { return RankOfProcess(*sessions[s], pid); }, world_size);
+      views, chains, [&](int s, uint32_t pid) { return RankOfProcess(*sessions[s], pid); },
+      world_size);
   return job;
 }
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "collector/analysis/analysis.h"
+#include "collector/analysis/rank_waits.h"
 #include "collector/analysis/wait_reader.h"
 #include "collector/job/clock_alignment.h"
-#include "collector/analysis/rank_waits.h"
 #include "collector/model/model.h"
 #include "inject/shared/status.h"
 
@@ -26,7 +26,7 @@ struct MergeOptions {
 // One merged session: read, explained, placed on the job's clock.
 struct MergedSession {
   std::string directory;
-  std::unique_ptr<Session> session;  // never moved: the analysis points into it
+  std::unique_ptr<Session> session;   // never moved: the analysis points into it
   std::unique_ptr<WaitReader> waits;  // while the merge follows chains across sessions
   Analysis analysis;
   SessionClock clock;

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "collector/writers/report_ranks.h"
 #include "collector/model/value_format.h"
 #include "collector/writers/output_file.h"
 #include "collector/writers/perfetto/merged_trace.h"
 #include "collector/writers/report.h"
 #include "collector/writers/report_html.h"
+#include "collector/writers/report_ranks.h"
 
 namespace gprof::collector {
 namespace {
@@ -52,7 +52,8 @@ std::string ClockWords(const MergedSession& merged) {
   if (clock.how == "same boot")
     return clock.reference == 0 ? "the job's clock" : "the same boot's clock";
   std::string text = clock.how + ": " + SignedDuration(clock.offset_ns);
-  if (clock.messages > 0) text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
+  if (clock.messages > 0)
+    text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
   text += ", within " + FormatDuration(clock.uncertainty_ns);
   return text;
 }
@@ -68,12 +69,15 @@ std::vector<JobSession> Views(const MergedJob& job) {
 // their clocks were placed, and the ranks' waits; streamed, a session's report at a time.
 Status WriteMergedJson(const MergedJob& job, int dir_fd, const std::string& shown) {
   auto file = CreateOutputFile(dir_fd, "report.json", shown);
-  if (!file.ok()) return Status::Error(file.status().code(), "cannot write " + file.status().message());
+  if (!file.ok())
+    return Status::Error(file.status().code(), "cannot write " + file.status().message());
   bool written = true;
   auto put = [&](std::string_view text) {
     written &= std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
   };
-  auto dump = [](const json& value) { return value.dump(1, ' ', false, json::error_handler_t::replace); };
+  auto dump = [](const json& value) {
+    return value.dump(1, ' ', false, json::error_handler_t::replace);
+  };
   put("{\n \"format\": \"gprof-run-merged-report\",\n \"version\": 1,\n \"sessions\": [");
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     const MergedSession& merged = job.sessions[i];
@@ -112,7 +116,8 @@ Status WriteMergedJson(const MergedJob& job, int dir_fd, const std::string& show
   put("\n}\n");
   const int error = errno;
   if (std::fclose(file->release()) != 0) written = false;
-  if (!written) return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + WriteError(error));
+  if (!written)
+    return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + WriteError(error));
   return {};
 }
 
@@ -147,8 +152,8 @@ std::string RenderMergedText(const MergedJob& job, const std::string& out_direct
   out << (ranks.empty() ? "\nRANKS: no rank waited for another\n" : ranks);
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     const MergedSession& merged = job.sessions[i];
-    out << "\nSESSION " << i + 1 << " (" << RanksOf(*merged.session) << "): "
-        << PrintableName(merged.directory) << "\n";
+    out << "\nSESSION " << i + 1 << " (" << RanksOf(*merged.session)
+        << "): " << PrintableName(merged.directory) << "\n";
     std::string summary = SummaryOf(RenderTextReport(*merged.session, merged.analysis));
     out << (summary.empty() ? "  nothing to explain\n" : summary);
   }
@@ -167,8 +172,8 @@ Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& ou
       unlinkat(out_fd, name.c_str(), 0);
     }
   };
-  note("report.txt", WriteTextFile(out_fd, "report.txt", (dir / "report.txt").string(),
-                               result.text_report));
+  note("report.txt",
+       WriteTextFile(out_fd, "report.txt", (dir / "report.txt").string(), result.text_report));
   note("report.json", WriteMergedJson(job, out_fd, (dir / "report.json").string()));
   // Each session's own page (its pictures, as `report` writes them), and the job's page: the
   // merged text, and a link to each session's.
@@ -181,8 +186,8 @@ Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& ou
     Status written = WriteTextFile(out_fd, name, (dir / name).string(), page);
     note(name, written);
     if (written.ok()) {
-      links += "<li><a href=\"" + name + "\">session " + std::to_string(i + 1) + "</a>: " +
-               EscapeHtml(RanksOf(*merged.session)) + ", " +
+      links += "<li><a href=\"" + name + "\">session " + std::to_string(i + 1) +
+               "</a>: " + EscapeHtml(RanksOf(*merged.session)) + ", " +
                EscapeHtml(PrintableName(merged.directory)) + "</li>\n";
     }
   }

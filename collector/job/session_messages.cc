@@ -62,8 +62,7 @@ std::vector<SessionMessage> MessagesBetween(const std::vector<const Session*>& s
   const TcpStreams sends(sources);
   for (size_t r = 0; r < sessions.size(); ++r) {
     for (const TcpTransfer& receive : sessions[r]->tcp_transfers) {
-      if (receive.is_send || receive.bytes() == 0)
-        continue;
+      if (receive.is_send || receive.bytes() == 0) continue;
       auto sender = sends.SenderOf(r, receive);
       if (sender && sender->session != r)
         messages.push_back({static_cast<int>(sender->session), static_cast<int>(r),

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "collector/analysis/diagnosis.h"
-#include "collector/job/clock_alignment.h"
 #include "collector/analysis/rank_waits.h"
+#include "collector/job/clock_alignment.h"
 #include "collector/model/model.h"
 
 namespace gprof::collector {

@@ -34,9 +34,10 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
     const Collective& collective = waits.collectives[i];
     const RankWait& longest = waits.waits[collective.waits.front()];
     const JobSession& waiting = sessions[longest.session];
-    out << "    at " << FormatOffset(*waiting.session,
-                                     static_cast<uint64_t>(static_cast<int64_t>(longest.start_ns) -
-                                                           waiting.offset_ns))
+    out << "    at "
+        << FormatOffset(
+               *waiting.session,
+               static_cast<uint64_t>(static_cast<int64_t>(longest.start_ns) - waiting.offset_ns))
         << ": " << RankName(collective.late_rank) << " arrived last, "
         << FormatDuration(collective.late_ns) << " late; ";
     for (size_t w = 0; w < collective.waits.size(); ++w) {

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +11,7 @@
 #include <set>
 
 #include "cli/exit_codes.h"
-#include "cli/target_process.h"
+#include "cli/run_command.h"
 #include "collector/job/merge.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
@@ -20,15 +19,11 @@
 namespace gprof::cli {
 namespace {
 
-void Say(const std::string& line) {
-  std::string shown = collector::ShortenedWithLength(collector::PrintableName(line), 4096);
-  fprintf(stderr, "gprof-run: %s\n", shown.c_str());
-}
-
-// As root, the merge reads and writes as the sessions' owner, as `report` does: every session
-// directory one user's (then it runs as that user, for good), or all root's and changeable by no
-// one else. Sessions of several users are refused: none of them may read the others'.
+// As root, the merge reads and writes as the sessions' owner, as `report` does (ReportAsOwner):
+// every session directory one user's, or all root's and changeable by no one else. Sessions of
+// several users are refused: none of them may read the others'.
 std::string AsTheSessionsOwner(const std::vector<std::string>& directories) {
+  std::vector<collector::FileDescriptor> opened;
   std::set<uid_t> owners;
   for (const std::string& directory : directories) {
     auto dir = collector::OpenSessionDirectory(directory);
@@ -36,27 +31,18 @@ std::string AsTheSessionsOwner(const std::vector<std::string>& directories) {
     struct stat info {};
     if (fstat(dir->get(), &info) != 0)
       return collector::PrintableName(directory) + ": " + strerror(errno);
-    if (info.st_uid == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-      return collector::PrintableName(directory) +
-             " is writable by others: as root, gprof-run merges only directories no one else "
-             "can change";
     owners.insert(info.st_uid);
+    opened.push_back(std::move(*dir));
   }
   if (owners.size() > 1)
     return "the sessions belong to different users: as root, gprof-run merges only one user's "
            "sessions (run it as that user)";
-  const uid_t owner = *owners.begin();
-  if (owner == 0) return "";
-  passwd* user = getpwuid(owner);
-  if (user == nullptr)
-    return "the sessions belong to uid " + std::to_string(owner) +
-           ", who is no user here: as root, gprof-run merges them only as their owner";
-  LaunchSettings as;
-  as.run_as_uid = owner;
-  as.run_as_gid = user->pw_gid;
-  as.run_as_user = user->pw_name;
-  if (!DropPrivileges(as))
-    return "cannot switch to " + collector::PrintableName(user->pw_name) + ": " + strerror(errno);
+  // Root's: each is checked; one user's: the first switches to that user for good.
+  for (size_t i = 0; i < opened.size(); ++i) {
+    if (Status owned = ReportAsOwner(opened[i].get(), directories[i]); !owned.ok())
+      return owned.message();
+    if (*owners.begin() != 0) break;
+  }
   return "";
 }
 

@@ -50,10 +50,6 @@ constexpr int kPollIntervalMs = 100;
 // One line on stderr, escaped as the report escapes names: a path or an argument in it may hold
 // control characters and bytes that are not UTF-8.
 // A line is cut at 4 KiB, its length said: an argument in it may be a launcher's megabytes.
-void Say(const std::string& line) {
-  std::string shown = collector::ShortenedWithLength(collector::PrintableName(line), 4096);
-  fprintf(stderr, "gprof-run: %s\n", shown.c_str());
-}
 
 // libgprof_inject.so: given, or where the install (and the build tree, which mirrors it) puts it
 // relative to this executable: <prefix>/bin/gprof-run, <prefix>/lib/gprof-run/libgprof_inject.so.
@@ -300,39 +296,6 @@ void RecordSizeBudget(const SizeBudget& budget, RunDescription* run) {
   run->size_refused_bytes = counts.refused_bytes;
 }
 
-// `report` run as root on a directory that is not root's runs as the directory's owner, for good:
-// whatever the session's files name or link to is then read with the owner's rights, and the
-// reports are theirs. A directory of root's that others can change is refused: they could plant
-// what root would read.
-Status ReportAsOwner(int dir_fd, const std::string& directory) {
-  const std::string shown = collector::PrintableName(directory);
-  struct stat info {};
-  if (fstat(dir_fd, &info) != 0) return Status::FromErrno(errno, shown + ": " + strerror(errno));
-  if (info.st_uid == 0) {
-    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return {};
-    return Status::Error(
-        StatusCode::kInvalid,
-        shown +
-            " is writable by others: as root, gprof-run reports only on a directory no one "
-            "else can change");
-  }
-  passwd* owner = getpwuid(info.st_uid);
-  if (owner == nullptr) {
-    return Status::Error(
-        StatusCode::kInvalid,
-        shown + " belongs to uid " + std::to_string(info.st_uid) +
-            ", who is no user here: as root, gprof-run reports on a directory only as its owner");
-  }
-  LaunchSettings as;
-  as.run_as_uid = info.st_uid;
-  as.run_as_gid = owner->pw_gid;
-  as.run_as_user = owner->pw_name;
-  if (!DropPrivileges(as)) {
-    return Status::FromErrno(errno, "cannot switch to " + collector::PrintableName(owner->pw_name) +
-                                        ", who owns " + shown + ": " + strerror(errno));
-  }
-  return {};
-}
 
 // "exited with 3", "was killed by SIGTERM": how the command ended, for a line on stderr.
 std::string CommandEndText(int wait_status) {
@@ -594,6 +557,45 @@ int ReportOnSession(const RunOptions& options, int wait_status,
 }
 
 }  // namespace
+
+void Say(const std::string& line) {
+  std::string shown = collector::ShortenedWithLength(collector::PrintableName(line), 4096);
+  fprintf(stderr, "gprof-run: %s\n", shown.c_str());
+}
+
+// `report` run as root on a directory that is not root's runs as the directory's owner, for good:
+// whatever the session's files name or link to is then read with the owner's rights, and the
+// reports are theirs. A directory of root's that others can change is refused: they could plant
+// what root would read.
+Status ReportAsOwner(int dir_fd, const std::string& directory) {
+  const std::string shown = collector::PrintableName(directory);
+  struct stat info {};
+  if (fstat(dir_fd, &info) != 0) return Status::FromErrno(errno, shown + ": " + strerror(errno));
+  if (info.st_uid == 0) {
+    if ((info.st_mode & (S_IWGRP | S_IWOTH)) == 0) return {};
+    return Status::Error(
+        StatusCode::kInvalid,
+        shown +
+            " is writable by others: as root, gprof-run reports only on a directory no one "
+            "else can change");
+  }
+  passwd* owner = getpwuid(info.st_uid);
+  if (owner == nullptr) {
+    return Status::Error(
+        StatusCode::kInvalid,
+        shown + " belongs to uid " + std::to_string(info.st_uid) +
+            ", who is no user here: as root, gprof-run reports on a directory only as its owner");
+  }
+  LaunchSettings as;
+  as.run_as_uid = info.st_uid;
+  as.run_as_gid = owner->pw_gid;
+  as.run_as_user = owner->pw_name;
+  if (!DropPrivileges(as)) {
+    return Status::FromErrno(errno, "cannot switch to " + collector::PrintableName(owner->pw_name) +
+                                        ", who owns " + shown + ": " + strerror(errno));
+  }
+  return {};
+}
 
 int RunCommand(const RunOptions& options) {
   // Before any time is read: in a time namespace every time written is the kernel's.

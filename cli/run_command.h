@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "inject/shared/status.h"
+
 namespace gprof::cli {
 
 struct RunOptions {
@@ -30,6 +32,13 @@ struct RunOptions {
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.
 int RunCommand(const RunOptions& options);
+
+// One line on stderr, "gprof-run: ...", escaped as the report escapes names.
+void Say(const std::string& line);
+
+// `report` (and `merge`) run as root on a directory that is not root's run as its owner, for good;
+// a directory of root's that others can change is refused.
+Status ReportAsOwner(int dir_fd, const std::string& directory);
 
 // `gprof-run report DIR`: runs the collector again on a saved session and prints the report.
 int ReportCommand(const std::string& directory, double threshold_ms,

@@ -148,6 +148,21 @@ TEST_F(Ranks, SessionsPerRankMergedNameTheRankWithTheSlowWorker) {
   }
 }
 
+// torch.multiprocessing.spawn: no rank variable anywhere, each rank told its rank by an argument.
+// The three children that exchange gloo's data are numbered by the order they were started, so
+// the middle one, whose DataLoader worker is slow, is rank 1, and the report says the numbers were
+// inferred.
+TEST_F(Ranks, RanksStartedByTorchMultiprocessingSpawnAreNumberedByStartOrder) {
+  JobRun run = Launch({GprofRunPath(), "-q", "-o", dir_.Sub("job"), "--", "/usr/bin/python3",
+                       Script(), "spawn", "--world", "3", "--late", "1", "--mode", "dataloader"});
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectStraggler(report["ranks"], run, 1, "DataLoader worker 0 of rank 1");
+  EXPECT_EQ(report["ranks"]["ranks_inferred"], true) << report["ranks"].dump(1);
+  EXPECT_EQ(report["ranks"]["world_size"], 3) << report["ranks"].dump(1);
+  EXPECT_NE(ReadFile(dir_.Sub("job/report.txt")).find("no launcher variable named the ranks"),
+            std::string::npos);
+}
+
 // A rank short of CPU: pinned to one CPU that two busy processes share.
 TEST_F(Ranks, ACpuStarvedRank) {
   JobRun run = Launch({GprofRunPath(), "-q", "-o", dir_.Sub("job"), "--", "/usr/bin/python3",

@@ -306,7 +306,7 @@ std::string Session::RankWords(uint32_t pid, bool of) const {
   return (of ? " of rank " : "rank ") + std::to_string(*rank.rank);
 }
 
-std::string Session::ProcessRole(uint32_t pid) const {
+std::string Session::PythonRole(uint32_t pid) const {
   if (!process_roles) {
     process_roles = FindProcessRoles(*this);
     std::set<uint32_t> pids;
@@ -315,10 +315,15 @@ std::string Session::ProcessRole(uint32_t pid) const {
     }
     several_processes = pids.size() > 1;
   }
+  auto role = process_roles->find(pid);
+  return role == process_roles->end() ? std::string() : role->second;
+}
+
+std::string Session::ProcessRole(uint32_t pid) const {
+  std::string role = PythonRole(pid);
   std::string launched = RankWords(pid, /*of=*/false);
   if (!launched.empty()) return launched;
-  auto role = process_roles->find(pid);
-  return role == process_roles->end() ? std::string() : role->second + RankWords(pid, true);
+  return role.empty() ? role : role + RankWords(pid, true);
 }
 
 size_t Session::RecordedProcessCount() const {

@@ -85,6 +85,9 @@ struct RankIdentity {
   std::optional<uint32_t> local_rank;
   std::optional<uint32_t> world_size;
   std::string variable;  // the one the rank came from: "RANK", "SLURM_PROCID"...
+  // No variable said it: the rank is the process's place in the order its parent started the
+  // processes that exchange TCP data with each other (torch.multiprocessing.spawn's ranks).
+  bool inferred = false;
   bool operator==(const RankIdentity&) const = default;
 };
 
@@ -750,6 +753,8 @@ struct Session {
   // The role alone ("rank 1", "DataLoader worker 1", "DataLoader worker 1 of rank 1"); empty
   // where neither a rank nor a Python role is known.
   std::string ProcessRole(uint32_t pid) const;
+  // Its Python role alone, numbered ("multiprocessing child 2"); empty where its stacks show none.
+  std::string PythonRole(uint32_t pid) const;
   // "rank 1" for the process a launcher started as rank 1; " of rank 1" (`of` true) for one it
   // started; empty where the process has no rank, or is not of the kind asked.
   std::string RankWords(uint32_t pid, bool of) const;

@@ -24,4 +24,13 @@ std::optional<RankIdentity> RankFromVariableText(std::string_view text);
 // process session.json's (gprof-run's environment), through at most a few dozen generations.
 void InheritRanks(Session* session);
 
+// Ranks no launcher variable named: where two or more children that the multiprocessing module
+// started for one process (their Python stacks say so), none with a rank, exchange TCP data with
+// each other (directly, not through a third process), they are taken for the ranks of one job
+// started in order, as torch.multiprocessing.spawn starts rank i i-th: each such child is
+// numbered by when it started (its main thread's start, else its pid), the world size being their
+// count, marked inferred; their descendants inherit it. Workers that talk only to their parent or
+// to a server are no job, nor are a server and its client started as programs of their own.
+void InferStartedRanks(Session* session);
+
 }  // namespace gprof::collector

@@ -519,6 +519,7 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProg
   }
   builder.Finish();
   InheritRanks(&session);
+  InferStartedRanks(&session);
   FindUnrecordedProcesses(&session);
   CapDiagnostics(&session.diagnostics);
   for (Diagnostic& diagnostic : session.diagnostics)

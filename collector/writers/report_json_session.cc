@@ -65,6 +65,7 @@ json ProcessJson(const Session& session, const Process& process) {
     entry["local_rank"] = number(process.rank->local_rank);
     entry["world_size"] = number(process.rank->world_size);
     entry["rank_variable"] = process.rank->variable;
+    if (process.rank->inferred) entry["rank_inferred"] = true;
   }
   return entry;
 }

@@ -10,6 +10,20 @@ namespace gprof::collector {
 
 std::string RankName(int rank) { return "rank " + std::to_string(rank); }
 
+namespace {
+
+// Whether a rank of the job was numbered by the order its parent started it, no variable naming it.
+bool RanksInferred(const std::vector<JobSession>& sessions) {
+  for (const JobSession& job_session : sessions) {
+    for (const auto& [pid, process] : job_session.session->processes) {
+      if (process.rank && process.rank->inferred) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWaits& waits,
                           size_t collectives_shown) {
   if (waits.waits.empty()) return "";
@@ -18,6 +32,10 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
   out << "\nRANKS: " << waits.world_size << " ranks; " << RankName(worst.rank)
       << " made the others wait most: " << FormatDuration(worst.made_wait_ns) << " in "
       << worst.made_waits << " wait" << (worst.made_waits == 1 ? "" : "s") << "\n";
+  if (RanksInferred(sessions)) {
+    out << "  (no launcher variable named the ranks: each is numbered by the order in which their\n"
+           "  parent started them, as torch.multiprocessing.spawn starts rank 0 first)\n";
+  }
   out << "  rank      waited for others   made others wait\n";
   for (const RankTotals& rank : waits.ranks) {
     std::string name = RankName(rank.rank);
@@ -90,6 +108,7 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
                            {"waits", collective.waits}});
   }
   return {{"world_size", waits.world_size},
+          {"ranks_inferred", RanksInferred(sessions)},
           {"ranks", std::move(ranks)},
           {"waits", std::move(all_waits)},
           {"collectives", std::move(collectives)}};

@@ -4,12 +4,15 @@ known reason, for the tests of the job's rank waits (issue 37).
 
   straggler_ranks.py launch --world N --late R --mode MODE [--steps S] [--hosts]
                             [--skew-ns N] [--prefix ARGS...]
+  straggler_ranks.py spawn --world N --late R --mode MODE [--steps S]
   straggler_ranks.py rank --late R --mode MODE --steps S
 
 `launch` starts the ranks as torchrun and srun do (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT in each rank's environment; Debian's torchrun fails on Python 3.11): each as
 PREFIX... python3 straggler_ranks.py rank ..., where {rank} in PREFIX is the rank (a gprof-run per
-rank, `ip netns exec` for a host of its own). MASTER_ADDR and GLOO_SOCKET_IFNAME come from the
+rank, `ip netns exec` for a host of its own). `spawn` starts them with torch.multiprocessing.spawn
+instead: no rank variable in any environment, each rank told its rank by its argument, as
+init_process_group(rank=, world_size=) is. MASTER_ADDR and GLOO_SOCKET_IFNAME come from the
 launcher's environment when set (ranks in network namespaces), else loopback. With --hosts each
 rank's gprof-run is told a boot id of its own (GPROF_TEST_BOOT_ID, test-only), and with --skew-ns
 its wall clock is skewed by rank x N ns (GPROF_TEST_REALTIME_SKEW_NS, test-only): sessions of one
@@ -80,11 +83,12 @@ def busy_forever():
         pass
 
 
-def rank_main():
+def rank_main(rank=None, world=None):
     import torch
     import torch.distributed as dist
 
-    rank = int(os.environ["RANK"])
+    if rank is None:
+        rank = int(os.environ["RANK"])
     late = int(arg("--late"))
     mode = arg("--mode")
     steps = int(arg("--steps", "5"))
@@ -109,7 +113,10 @@ def rank_main():
             ready.set()
             spin(step_ms / 1000)
 
-    dist.init_process_group("gloo")
+    if world is None:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     gradients = torch.ones(1024)
     dist.all_reduce(gradients)  # the connection's first use, not a step
     for step in range(steps):
@@ -170,5 +177,22 @@ def launch():
     sys.exit(max(rank.wait() for rank in ranks))
 
 
+def spawned_rank(rank, world, rank_args):
+    sys.argv = [sys.argv[0], "rank"] + rank_args
+    rank_main(rank, world)
+
+
+def spawn():
+    import torch.multiprocessing
+
+    world = int(arg("--world", "2"))
+    rank_args = ["--late", arg("--late", "1"), "--mode", arg("--mode", "sleep"),
+                 "--steps", arg("--steps", "5")]
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    torch.multiprocessing.spawn(spawned_rank, args=(world, rank_args), nprocs=world)
+
+
 if __name__ == "__main__":
-    rank_main() if sys.argv[1:2] == ["rank"] else launch()
+    command = sys.argv[1:2]
+    rank_main() if command == ["rank"] else spawn() if command == ["spawn"] else launch()

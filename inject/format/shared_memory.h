@@ -36,7 +36,30 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between proces
 inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '2'};
 
 // The session's control (session_control.h).
-inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '3'};
+inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '4'};
+
+// The capture windows of --capture-range (inject/shared/capture_windows.h): what every recorder
+// of the session keeps is what starts inside one of them.
+struct CaptureWindowsState {
+  struct Window {
+    std::atomic<uint64_t> start_ns;  // CLOCK_MONOTONIC; 0: being opened
+    std::atomic<uint64_t> end_ns;    // 0: open (or being closed)
+    uint32_t opened_by_pid;          // in the opener's PID namespace; 0: gprof-run
+    uint32_t open_cause;             // CaptureSwitch
+    uint32_t closed_by_pid;
+    uint32_t close_cause;
+  };
+  static constexpr uint32_t kWindows = 1024;
+  std::atomic<uint32_t> mode;            // CaptureRange; 0: none (everything is recorded)
+  std::atomic<uint32_t> kernel_follows;  // 1: gprof-run's kernel recorder applies the windows
+  // Every open and close adds one: odd while window (transitions - 1) / 2 is open.
+  std::atomic<uint64_t> transitions;
+  std::atomic<uint64_t> kernel_applied;  // the transitions the kernel recorder applies
+  std::atomic<uint64_t> refused_opens;   // past kWindows: counted, not opened
+  Window windows[kWindows];
+};
+static_assert(sizeof(CaptureWindowsState::Window) == 32);
+static_assert(sizeof(CaptureWindowsState) == 32 + 1024 * 32);
 
 struct SessionControlState {
   struct Writer {
@@ -90,14 +113,15 @@ struct SessionControlState {
   WriterCalls writer_calls[kWriters];  // by the writer's slot
   std::atomic<uint64_t> nested_taken;  // may pass kNestedSessions: the rest are counted only
   NestedSession nested[kNestedSessions];
+  CaptureWindowsState capture;
 };
 static_assert(sizeof(SessionControlState::Writer) == 16);
 static_assert(sizeof(SessionControlState::Note) == 64);
 static_assert(sizeof(pthread_mutex_t) == 40, "glibc's x86-64 layout");
 static_assert(sizeof(SessionControlState::WriterCalls) == 17 * 64);
 static_assert(sizeof(SessionControlState::NestedSession) == 4112);
-static_assert(sizeof(SessionControlState) ==
-              40 + 40 + 512 * 16 + 64 * 64 + 512 * 17 * 64 + 8 + 16 * 4112);
+static_assert(sizeof(SessionControlState) == 40 + 40 + 512 * 16 + 64 * 64 + 512 * 17 * 64 + 8 +
+                                                 16 * 4112 + sizeof(CaptureWindowsState));
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between processes");
 
 }  // namespace gprof

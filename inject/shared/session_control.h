@@ -80,6 +80,9 @@ class SessionControl {
   // Names its own session `directory`, holding `calls` CUDA calls (UINT64_MAX: unknown).
   void NoteNestedSession(uint32_t pid, const char* directory, uint64_t calls);
 
+  // The capture windows of --capture-range (capture_windows.h); nullptr when not attached.
+  CaptureWindowsState* capture() const { return state_ != nullptr ? &state_->capture : nullptr; }
+
   // --- gprof-run ---
   void Close(uint64_t now_ns);
   uint64_t closing_at_ns() const;

@@ -15,6 +15,7 @@
 #include <initializer_list>
 
 #include "inject/bounded_queue.h"
+#include "inject/capture_range.h"
 #include "inject/real_symbol.h"
 #include "inject/recorder.h"
 #include "inject/shared/clock.h"
@@ -130,6 +131,16 @@ void SetStatus(format::CaptureMode mode, uint32_t version, const char* text) {
   NotifyWriter();
 }
 
+// cudaProfilerStart/Stop and the driver's cuProfilerStart/Stop (capture_range.h).
+bool IsProfilerSwitch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, bool start) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    return cbid == (start ? CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
+                          : CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+  }
+  return cbid ==
+         (start ? CUPTI_DRIVER_TRACE_CBID_cuProfilerStart : CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+}
+
 void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                             const void* data) {
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
@@ -137,6 +148,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   ApiCallState& state = t_api_call;
   if (call->callbackSite == CUPTI_API_ENTER) {
+    if (IsProfilerSwitch(domain, cbid, /*start=*/true)) OnProfilerStart();  // before it is timed
     if (state.depth++ == 0) {
       NoteContext(call->context);
       state.enter_ns = MonotonicNs();
@@ -148,6 +160,13 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
     }
     return;
   }
+  // After the stop is recorded (a nested cuProfilerStop closes nothing open any more).
+  struct CloseAfter {
+    bool stop;
+    ~CloseAfter() {
+      if (stop) OnProfilerStop();
+    }
+  } close_after{IsProfilerSwitch(domain, cbid, /*start=*/false)};
   if (state.depth == 0 || --state.depth != 0) return;  // nested, or an exit seen without its enter
   uint64_t exit_ns = MonotonicNs();
   int saved_errno = errno;

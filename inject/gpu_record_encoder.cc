@@ -145,10 +145,12 @@ bool GpuRecordEncoder::NameApi(uint32_t api_id) {
 }
 
 void GpuRecordEncoder::Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
-                              int64_t clock_offset_ns, const RecordingWindow& window) {
+                              int64_t clock_offset_ns, const RecordingWindow& window,
+                              const CaptureWindowsState* capture) {
   // Every kind recorded starts its timed part with `start`, on CUPTI's clock.
   auto outside = [&](uint64_t cupti_start) {
-    return !window.Contains(cupti_start - static_cast<uint64_t>(clock_offset_ns));
+    uint64_t start = cupti_start - static_cast<uint64_t>(clock_offset_ns);
+    return !window.Contains(start) || (capture != nullptr && !CaptureAdmits(capture, start));
   };
   CUpti_Activity* activity = nullptr;
   while (cupti.ActivityGetNextRecord(buffer, valid_size, &activity) == CUPTI_SUCCESS) {

@@ -10,6 +10,7 @@
 
 #include "inject/cupti_library.h"
 #include "inject/record_sink.h"
+#include "inject/shared/capture_windows.h"
 #include "inject/shared/recording_limits.h"
 
 namespace gprof::inject {
@@ -24,7 +25,8 @@ class GpuRecordEncoder {
   // CUPTI timed itself: those share the session's clock, unlike GPU records, which carry theirs
   // with the ClockOffsetRecords.
   void Encode(const CuptiLibrary& cupti, uint8_t* buffer, size_t valid_size,
-              int64_t clock_offset_ns, const RecordingWindow& window);
+              int64_t clock_offset_ns, const RecordingWindow& window,
+              const CaptureWindowsState* capture = nullptr);
 
   // Writes the ApiNameRecord of a CUPTI api id the first time it is used. True when named.
   bool NameApi(uint32_t api_id);

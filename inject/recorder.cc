@@ -15,6 +15,7 @@
 #include <new>
 
 #include "inject/bounded_queue.h"
+#include "inject/capture_range.h"
 #include "inject/native_stack.h"
 #include "inject/own_thread.h"
 #include "inject/process_limits.h"
@@ -210,6 +211,7 @@ void InitializeOnce() {
       g.control_unusable = true;
     }
   }
+  AttachCaptureRange(g.control_unusable ? nullptr : g.control_handle);
   g.active.store(true, std::memory_order_release);
 }
 
@@ -342,6 +344,10 @@ bool EnsureWriterRunning() {
 void SubmitCall(format::ApiCallRecord record) {
   if (!g.active.load(std::memory_order_relaxed)) return;  // stopped: CUPTI's callbacks still come
   if (!g.window.Contains(record.enter_ns)) return;
+  if (const CaptureWindowsState* capture = CaptureWindows();
+      capture != nullptr && !CaptureAdmits(capture, record.enter_ns)) {
+    return;
+  }
   ThreadState& state = t_thread_state;
   ThreadRing* ring = state.ring;
   if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {

@@ -57,7 +57,9 @@ namespace gprof::inject {
   X(cudaStreamDestroy) \
   X(cudaEventCreate) \
   X(cudaEventCreateWithFlags) \
-  X(cudaEventDestroy)
+  X(cudaEventDestroy) \
+  X(cudaProfilerStart) \
+  X(cudaProfilerStop)
 // clang-format on
 
 enum class RuntimeApi : uint32_t {

@@ -1,10 +1,12 @@
 // The CUDA runtime functions, interposed by LD_PRELOAD: each forwards to the real libcudart and
 // records the call (inject/recorder.h). The list and order live in runtime_api_table.h.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <atomic>
 
+#include "inject/capture_range.h"
 #include "inject/real_symbol.h"
 #include "inject/recorder.h"
 
@@ -168,6 +170,23 @@ cudaError_t cudaMemsetAsync_ptsz(void* ptr, int value, size_t count, cudaStream_
 }
 
 cudaError_t cudaDeviceSynchronize() { GPROF_FORWARD(cudaDeviceSynchronize, kNoStream, ); }
+
+// --capture-range=cudaProfilerApi (capture_range.h): the window opens before the start is timed
+// and closes after the stop, so that both calls are inside it.
+cudaError_t cudaProfilerStart() {
+  gprof::inject::OnProfilerStart();
+  GPROF_FORWARD(cudaProfilerStart, kNoStream, );
+}
+cudaError_t cudaProfilerStop() {
+  const auto real =
+      gprof::inject::RealFunction<decltype(&cudaProfilerStop)>(RuntimeApi::cudaProfilerStop);
+  cudaError_t result = real == nullptr
+                           ? cudaErrorSharedObjectSymbolNotFound
+                           : gprof::inject::RecordCall(RuntimeApi::cudaProfilerStop, kNoStream,
+                                                       [&] { return real(); });
+  gprof::inject::OnProfilerStop();
+  return result;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   GPROF_FORWARD(cudaStreamSynchronize, OnStream(stream), stream);
 }

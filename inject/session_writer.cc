@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "inject/capture_range.h"
 #include "inject/cupti_tracer.h"
 #include "inject/native_stack.h"
 #include "inject/own_descriptors.h"
@@ -387,7 +388,8 @@ void SessionWriter::DrainActivityBuffers() {
   ActivityBuffer buffer;
   while (TakeCompletedActivityBuffer(&buffer)) {
     if (cupti != nullptr) {
-      gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_, Window());
+      gpu_.Encode(*cupti, buffer.data, buffer.valid_size, clock_offset_ns_, Window(),
+                  CaptureWindows());
     }
     ReturnActivityBuffer(buffer.data);
   }

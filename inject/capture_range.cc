@@ -1,0 +1,61 @@
+#include "inject/capture_range.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "inject/shared/session_control.h"
+
+namespace gprof::inject {
+namespace {
+
+// Long enough for gprof-run's loop, which applies a change within its 10 ms slice; bounded, so
+// that a gprof-run that is gone or busy never holds the program.
+constexpr uint64_t kKernelWaitNs = 1'000'000'000;
+
+alignas(SessionControl) unsigned char g_control_storage[sizeof(SessionControl)];
+CaptureWindowsState g_own_windows;  // when the session's cannot be attached
+CaptureWindowsState* g_windows = nullptr;
+
+}  // namespace
+
+void AttachCaptureRange(const char* control_handle) {
+  const char* range = getenv(kCaptureRangeEnv);
+  if (range == nullptr) return;
+  uint32_t mode = static_cast<uint32_t>(strtoul(range, nullptr, 10));
+  if (mode == 0) return;
+  if (control_handle != nullptr && control_handle[0] != '\0') {
+    auto* control = new (g_control_storage) SessionControl;
+    if (control->Attach(control_handle) == 0) {
+      g_windows = control->capture();
+      return;
+    }
+  }
+  g_own_windows.mode.store(mode, std::memory_order_relaxed);
+  g_windows = &g_own_windows;
+}
+
+const CaptureWindowsState* CaptureWindows() { return g_windows; }
+
+void OnProfilerStart() {
+  if (g_windows == nullptr || g_windows->mode.load(std::memory_order_relaxed) !=
+                                  static_cast<uint32_t>(CaptureRange::kCudaProfilerApi)) {
+    return;
+  }
+  uint64_t transitions = 0;
+  OpenCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kProfilerApi,
+                    kKernelWaitNs, &transitions);
+}
+
+void OnProfilerStop() {
+  if (g_windows == nullptr || g_windows->mode.load(std::memory_order_relaxed) !=
+                                  static_cast<uint32_t>(CaptureRange::kCudaProfilerApi)) {
+    return;
+  }
+  uint64_t transitions = 0;
+  CloseCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kProfilerApi,
+                     kKernelWaitNs, &transitions);
+}
+
+}  // namespace gprof::inject

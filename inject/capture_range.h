@@ -1,0 +1,27 @@
+// --capture-range in one process: the session's capture windows (inject/shared/capture_windows.h)
+// as this process reads and switches them. gprof-run names the range in kCaptureRangeEnv; the
+// windows live in the session's control, so that one process's cudaProfilerStart opens the
+// window for every process of the session and for the kernel recorder.
+#pragma once
+
+#include "inject/shared/capture_windows.h"
+
+namespace gprof::inject {
+
+// Environment of the target: the CaptureRange as a number; unset or 0: no capture range.
+inline constexpr char kCaptureRangeEnv[] = "GPROF_CAPTURE_RANGE";
+
+// At activation: attaches the windows of the control `control_handle` names (nullptr: none)
+// when the environment sets a range. A control that cannot be attached leaves windows of this
+// process's own (its cudaProfilerStart/Stop still switch them; the kernel recorder does not).
+void AttachCaptureRange(const char* control_handle);
+// The windows, or nullptr without a capture range.
+const CaptureWindowsState* CaptureWindows();
+
+// cudaProfilerStart/Stop and cuProfilerStart/Stop, seen by the interposer or CUPTI: a start
+// opens a window before the call is timed, a stop closes it after; each then waits (a bounded
+// time) for the kernel recorder to apply it. Nothing without --capture-range=cudaProfilerApi.
+void OnProfilerStart();
+void OnProfilerStop();
+
+}  // namespace gprof::inject

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/capture_control.h"
 #include "cli/dump_command.h"
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
@@ -107,6 +108,7 @@ constexpr char kUsage[] =
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run merge -o OUT DIR... [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run dump -p PID[,PID...]\n"
+    "       gprof-run start|stop DIR (a session run with --capture-range)\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
 
@@ -118,6 +120,8 @@ struct CommandLine {
   std::string threshold = "1";
   std::string python_stacks = "on";
   std::string max_size;
+  std::string capture_range;
+  std::string switch_dir;  // `start DIR`, `stop DIR`
   std::string collector_memory;
   std::string report_dir;
   std::string report_threshold = "1";
@@ -262,6 +266,15 @@ void AddLaunchOptions(CLI::App* app, CommandLine* line) {
                   "Stop recording after SEC seconds of recording; the command runs on to its end")
       ->type_name("SEC")
       ->check(Seconds(/*allow_zero=*/false));
+  app->add_option("--capture-range", line->capture_range,
+                  "Record only inside windows: cudaProfilerApi (between the program's "
+                  "cudaProfilerStart and cudaProfilerStop, as often as it calls them) or manual "
+                  "(between 'gprof-run start DIR' and 'gprof-run stop DIR')")
+      ->type_name("RANGE")
+      ->check([](const std::string& text) {
+        auto range = gprof::cli::ParseCaptureRange(text);
+        return range.ok() ? std::string() : range.status().message();
+      });
   app->add_option("--max-size", line->max_size,
                   "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
                   "1024): recording stops there, the command runs on, and the report says what "
@@ -343,6 +356,27 @@ CLI::App* AddDumpOptions(CLI::App* app, CommandLine* line) {
   return dump;
 }
 
+// The `start DIR` and `stop DIR` subcommands, which it returns.
+std::pair<CLI::App*, CLI::App*> AddSwitchOptions(CLI::App* app, CommandLine* line) {
+  CLI::App* start = app->add_subcommand(
+      "start", "Open a recording window in a running session started with --capture-range");
+  start->add_option("dir", line->switch_dir, "Session directory")->type_name("DIR")->required();
+  CLI::App* stop = app->add_subcommand("stop", "Close the recording window 'start' opened");
+  stop->add_option("dir", line->switch_dir, "Session directory")->type_name("DIR")->required();
+  return {start, stop};
+}
+
+// `gprof-run start|stop DIR`: anything after it is misuse.
+int Switch(const CLI::App& app, const CLI::App& which, bool separator_given, bool start,
+           const CommandLine& line) {
+  std::vector<std::string> extra = which.remaining();
+  if (extra.empty()) extra = app.remaining();
+  if (extra.empty() && separator_given) extra = {"--"};
+  if (!extra.empty())
+    return Misuse(std::string(start ? "start" : "stop") + ": unexpected argument " + extra.front());
+  return gprof::cli::CaptureSwitchCommand(line.switch_dir, start);
+}
+
 // `gprof-run dump`: anything after its options is misuse.
 int Dump(const CLI::App& app, const CLI::App& dump, bool separator_given, CommandLine& line) {
   std::vector<std::string> extra = dump.remaining();
@@ -397,6 +431,11 @@ int Run(std::vector<std::string> command, bool separator_given,
   }
   run.threshold_ms = *ParseThresholdMs(line->threshold);
   if (!line->max_size.empty()) run.max_size_bytes = *ParseSize(line->max_size);
+  if (!line->capture_range.empty()) {
+    if (run.delay_s > 0 || run.duration_s > 0)
+      return Misuse("--capture-range cannot be combined with --delay or --duration");
+    run.capture_range = static_cast<uint32_t>(*gprof::cli::ParseCaptureRange(line->capture_range));
+  }
   if (!line->collector_memory.empty())
     run.collector_memory_bytes = *ParseSize(line->collector_memory);
   run.kernel_recording = !line->no_kernel;
@@ -423,6 +462,7 @@ int GprofRunMain(int argc, char** argv) {
   CLI::App* report = AddReportOptions(&app, &line);
   CLI::App* merge = AddMergeOptions(&app, &line);
   CLI::App* dump = AddDumpOptions(&app, &line);
+  auto [start, stop] = AddSwitchOptions(&app, &line);
 
   // Everything after the first "--" is the command, whatever its name: `gprof-run -- report x`
   // runs a program named report. CLI11 sees only what comes before.
@@ -444,6 +484,8 @@ int GprofRunMain(int argc, char** argv) {
   if (report->parsed()) return Report(app, *report, options_end < argc, line);
   if (merge->parsed()) return Merge(app, *merge, options_end < argc, line);
   if (dump->parsed()) return Dump(app, *dump, options_end < argc, line);
+  if (start->parsed()) return Switch(app, *start, options_end < argc, true, line);
+  if (stop->parsed()) return Switch(app, *stop, options_end < argc, false, line);
   return Run(app.remaining(), options_end < argc, after_separator, &line);
 }
 

@@ -18,11 +18,12 @@
 #include <sstream>
 
 #include "bpf/kernel_recorder.h"
+#include "cli/capture_control.h"
 #include "cli/clock_anchors.h"
 #include "cli/exit_codes.h"
-#include "cli/own_settings.h"
 #include "cli/inject_library.h"
 #include "cli/output_name.h"
+#include "cli/own_settings.h"
 #include "cli/session_closing.h"
 #include "cli/session_directory.h"
 #include "cli/target_process.h"
@@ -30,6 +31,7 @@
 #include "collector/model/value_format.h"
 #include "collector/session/rank_identity.h"
 #include "collector/session/session_files.h"
+#include "inject/capture_range.h"
 #include "inject/profiler_watch.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/disk_room.h"
@@ -46,6 +48,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kPollIntervalMs = 100;
+constexpr int kCaptureFollowMs = 10;  // how soon the kernel recorder follows a capture window
 
 // One line on stderr, escaped as the report escapes names: a path or an argument in it may hold
 // control characters and bytes that are not UTF-8.
@@ -178,6 +181,7 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
         variable.starts_with(std::string(kWindowEndEnv) + "=") ||
         variable.starts_with(std::string(kSizeBudgetEnv) + "=") ||
         variable.starts_with(std::string(kSessionControlEnv) + "=") ||
+        variable.starts_with(std::string(inject::kCaptureRangeEnv) + "=") ||
         variable.starts_with(std::string(inject::kProfilerPidEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
@@ -209,6 +213,10 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
     environment.push_back(std::string(kSizeBudgetEnv) + "=" + limits.budget);
   }
   environment.push_back(std::string(kSessionControlEnv) + "=" + limits.control);
+  if (options.capture_range != 0) {
+    environment.push_back(std::string(inject::kCaptureRangeEnv) + "=" +
+                          std::to_string(options.capture_range));
+  }
   return environment;
 }
 
@@ -358,7 +366,8 @@ bool CreateSharedState(const RunOptions& options, Session* session, RunOptions* 
     session->run.other_stops.push_back({"inject-*.gpr", 0, "memory_limit", why});
     launch_options->cuda_mode = "off";
   }
-  if (launch_options->cuda_mode != "off") {
+  // --capture-range switches every recorder through the control, the kernel's too.
+  if (launch_options->cuda_mode != "off" || options.capture_range != 0) {
     if (int rc = session->control.Create(owner.uid, owner.gid); rc != 0) {
       Say(std::string("cannot create the session's control (shared memory): ") + strerror(rc));
       DiscardSession(session->dir, session->launch);
@@ -446,7 +455,7 @@ RecordingLimits StartRecordingWindow(const RunOptions& options, Session* session
 // record of them settles. Returns the command's wait status; `kernel_running` says whether the
 // recorder still records.
 int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_t window_end_ns,
-                   RunDescription* run, bool* kernel_running) {
+                   KernelWindowFollower* capture, RunDescription* run, bool* kernel_running) {
   uint64_t window_end = window_end_ns != 0 ? window_end_ns : UINT64_MAX;
   *kernel_running = recorder != nullptr;
   // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
@@ -456,10 +465,16 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
     uint64_t now = MonotonicNs();
     if (*kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
       FinishKernelRecording(recorder, run);
+      capture->KernelStopped();
       *kernel_running = false;
       continue;
     }
     uint64_t wait_ms = kPollIntervalMs;
+    // A capture window's switch waits for the kernel recorder: it is looked at often.
+    if (*kernel_running && capture->following()) {
+      capture->Follow();
+      wait_ms = kCaptureFollowMs;
+    }
     if (*kernel_running) {
       uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
       wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
@@ -478,12 +493,16 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
 // and how the command ended, in the session's description. Returns the writers still open at
 // the close.
 std::vector<OpenWriter> EndRecording(int wait_status, bool kernel_running,
-                                     bpf::KernelRecorder* recorder, Session* session) {
+                                     bpf::KernelRecorder* recorder, KernelWindowFollower* capture,
+                                     Session* session) {
   RunDescription& run = session->run;
   run.end_anchor = ReadClockAnchor();
   run.end_monotonic_ns = run.end_anchor.monotonic_ns;
   std::vector<OpenWriter> open_at_close;
   if (session->control.attached()) {
+    // A window still open ends with the command, for the kernel recorder too.
+    EndCapture(&session->control, &run);
+    if (kernel_running) capture->Follow();
     open_at_close = CloseSession(&session->control, kernel_running ? recorder : nullptr);
   }
   if (kernel_running) FinishKernelRecording(recorder, &run);
@@ -637,6 +656,13 @@ int RunCommand(const RunOptions& options) {
       StartKernelRecorder(options, *inject_library, &session);
   RecordingLimits limits = StartRecordingWindow(options, &session);
   if (recorder) recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
+  KernelWindowFollower capture;
+  if (options.capture_range != 0 && session.control.attached()) {
+    capture.Start(&session.control, recorder.get(),
+                  static_cast<CaptureRange>(options.capture_range));
+    run.capture_range = CaptureRangeName(static_cast<CaptureRange>(options.capture_range));
+    run.capture_control = session.control.handle();
+  }
 
   session.launch.argv = options.command;
   session.launch.environment =
@@ -682,10 +708,10 @@ int RunCommand(const RunOptions& options) {
   }
 
   bool kernel_running = false;
-  int wait_status =
-      WaitForCommand(&*target, recorder.get(), limits.window_end_ns, &run, &kernel_running);
+  int wait_status = WaitForCommand(&*target, recorder.get(), limits.window_end_ns, &capture, &run,
+                                   &kernel_running);
   std::vector<OpenWriter> open_at_close =
-      EndRecording(wait_status, kernel_running, recorder.get(), &session);
+      EndRecording(wait_status, kernel_running, recorder.get(), &capture, &session);
   recorder.reset();  // root is needed no more
   return ReportOnSession(options, wait_status, open_at_close, &*target, &enclosing, &session);
 }

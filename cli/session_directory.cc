@@ -400,6 +400,21 @@ std::string SessionMetaText(const RunDescription& run) {
         {key::kWindowStartNs, run.window_start_ns},
         {key::kWindowEndNs, run.window_end_ns}};
   }
+  if (!run.capture_range.empty()) {
+    nlohmann::json windows = nlohmann::json::array();
+    for (const auto& window : run.capture_windows) {
+      windows.push_back({{key::kCaptureStartNs, window.start_ns},
+                         {key::kCaptureEndNs, window.end_ns},
+                         {key::kCaptureOpenedBy, window.opened_by},
+                         {key::kCaptureClosedBy, window.closed_by},
+                         {key::kCaptureOpenPid, window.open_pid},
+                         {key::kCaptureClosePid, window.close_pid}});
+    }
+    meta[key::kCapture] = {{key::kCaptureRange, run.capture_range},
+                           {key::kCaptureControl, run.capture_control},
+                           {key::kCaptureWindows, windows},
+                           {key::kCaptureRefusedOpens, run.capture_refused_opens}};
+  }
   if (run.max_size_bytes > 0) {
     meta[key::kMaxSize] = {{key::kMaxSizeLimitBytes, run.max_size_bytes},
                            {key::kMaxSizeUsedBytes, run.size_used_bytes},

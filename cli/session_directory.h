@@ -82,6 +82,17 @@ struct RunDescription {
   double duration_s = 0;  // 0: to the end
   unsigned long long window_start_ns = 0;
   unsigned long long window_end_ns = 0;
+  // --capture-range: the windows the session's recorders kept (inject/shared/capture_windows.h).
+  std::string capture_range;    // empty: none
+  std::string capture_control;  // the control's handle while the command runs
+  struct CaptureWindow {
+    unsigned long long start_ns = 0;
+    unsigned long long end_ns = 0;  // 0: open
+    std::string opened_by, closed_by;
+    unsigned open_pid = 0, close_pid = 0;
+  };
+  std::vector<CaptureWindow> capture_windows;
+  unsigned long long capture_refused_opens = 0;
   // --max-size: the size budget's counters at the end (inject/shared/recording_limits.h).
   unsigned long long max_size_bytes = 0;  // 0: no cap
   unsigned long long size_used_bytes = 0;

@@ -28,6 +28,7 @@ inline constexpr char kRecordingStopped[] = "recording_stopped";  // array of kS
 inline constexpr char kCudaMode[] = "cuda_mode";                  // string: gprof-run --cuda
 inline constexpr char kWindow[] = "window";     // object, with --delay/--duration: kWindow* below
 inline constexpr char kMaxSize[] = "max_size";  // object, with --max-size: kMaxSize* below
+inline constexpr char kCapture[] = "capture";   // object, with --capture-range: kCapture* below
 inline constexpr char kLost[] = "lost";         // array of kLost* objects; absent when none
 inline constexpr char kNestedSessions[] = "nested_sessions";  // array of kNested* objects
 inline constexpr char kRunningAtEnd[] = "running_at_end";     // array of kRunning* objects
@@ -89,6 +90,21 @@ inline constexpr char kWindowDelayS[] = "delay_s";              // number: secon
 inline constexpr char kWindowDurationS[] = "duration_s";        // number: seconds; null: no end
 inline constexpr char kWindowStartNs[] = "start_monotonic_ns";  // integer
 inline constexpr char kWindowEndNs[] = "end_monotonic_ns";      // integer; 0: no end
+
+// "capture": gprof-run --capture-range (inject/shared/capture_windows.h).
+inline constexpr char kCaptureRange[] = "range";      // string: "cudaProfilerApi", "manual"
+inline constexpr char kCaptureControl[] = "control";  // string: the control's handle, for
+                                                      // `gprof-run start|stop DIR` while it runs
+inline constexpr char kCaptureWindows[] = "windows";  // array of the windows below, in order
+inline constexpr char kCaptureRefusedOpens[] = "refused_opens";  // integer: past the windows' room
+// An element of "windows".
+inline constexpr char kCaptureStartNs[] = "start_monotonic_ns";  // integer
+inline constexpr char kCaptureEndNs[] = "end_monotonic_ns";      // integer; 0: still open
+inline constexpr char kCaptureOpenedBy[] = "opened_by";          // string: "cudaProfilerStart",
+                                                                 // "gprof-run start", ...
+inline constexpr char kCaptureClosedBy[] = "closed_by";          // string; "" while open
+inline constexpr char kCaptureOpenPid[] = "open_pid";            // integer; 0: gprof-run
+inline constexpr char kCaptureClosePid[] = "close_pid";          // integer; 0: gprof-run
 
 // "max_size": gprof-run --max-size, the size budget's counters at the end.
 inline constexpr char kMaxSizeLimitBytes[] = "limit_bytes";               // integer

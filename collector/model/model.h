@@ -581,6 +581,20 @@ struct NestedSession {
   std::string directory;  // its session directory, printable
   std::optional<uint64_t> calls;  // the CUDA calls its session holds; unset: unknown
 };
+// --capture-range: the windows every recorder kept (inject/shared/capture_windows.h).
+struct CaptureWindow {
+  uint64_t start_monotonic_ns = 0;
+  uint64_t end_monotonic_ns = 0;  // 0: open when gprof-run ended
+  std::string opened_by;          // "cudaProfilerStart", "gprof-run start"
+  std::string closed_by;          // "cudaProfilerStop", "gprof-run stop", "the command's end"
+  uint32_t open_pid = 0;          // 0: gprof-run
+  uint32_t close_pid = 0;
+};
+struct CaptureRanges {
+  std::string range;  // "cudaProfilerApi", "manual"
+  std::vector<CaptureWindow> windows;
+  uint64_t refused_opens = 0;  // windows not opened: past the room for them
+};
 struct RecordingSizeCap {
   uint64_t limit_bytes = 0;
   uint64_t used_bytes = 0;
@@ -625,6 +639,9 @@ struct SessionMeta {
   // --max-size: the cap on the recording files, and what it cut.
   using MaxSize = RecordingSizeCap;
   std::optional<MaxSize> max_size;
+  // --capture-range: recorded only inside these windows.
+  using Capture = CaptureRanges;
+  std::optional<Capture> capture;
   // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
   // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).
   // Empty: the command ran to its end, or there is no session.json to say.

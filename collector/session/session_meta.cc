@@ -106,6 +106,7 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
                                            key::kCudaMode,
                                            key::kWindow,
                                            key::kMaxSize,
+                                           key::kCapture,
                                            key::kRunningAtEnd,
                                            key::kLost,
                                            key::kNestedSessions,
@@ -121,6 +122,8 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
 // stays some hundred MiB, not the 5 GB that a tree of 64 MiB of "{}," takes.
 constexpr uint64_t kMaxCommandValues = uint64_t{1} << 20;
 constexpr uint64_t kMaxMemberValues = 1024;
+// --capture-range's windows: 1024 of 7 values each (inject/shared/capture_windows.h).
+constexpr uint64_t kMaxCaptureValues = 8 * 1024 + 16;
 
 // Builds the file's tree as nlohmann's own parser does, but only of what the reader looks at
 // (above), and ends with the parse error as a value instead of an exception.
@@ -144,7 +147,9 @@ class BoundedTree final : public nlohmann::json_sax<json> {
     if (open_.size() == 1) {  // a member of the file's object
       skip_value_ =
           std::find(std::begin(kKnownKeys), std::end(kKnownKeys), name) == std::end(kKnownKeys);
-      member_limit_ = name == key::kCommand ? kMaxCommandValues : kMaxMemberValues;
+      member_limit_ = name == key::kCommand   ? kMaxCommandValues
+                      : name == key::kCapture ? kMaxCaptureValues
+                                              : kMaxMemberValues;
       member_kept_ = 0;
     }
     key_ = std::move(name);
@@ -369,6 +374,30 @@ void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
         read.Integer<uint64_t>(*window, key::kWindow, key::kWindowStartNs).value_or(0);
     bounds.end_monotonic_ns =
         read.Integer<uint64_t>(*window, key::kWindow, key::kWindowEndNs).value_or(0);
+  }
+  if (const json* capture = read.Object(meta, "", key::kCapture)) {
+    SessionMeta::Capture& range = out->capture.emplace();
+    range.range = read.String(*capture, key::kCapture, key::kCaptureRange).value_or("");
+    range.refused_opens =
+        read.Integer<uint64_t>(*capture, key::kCapture, key::kCaptureRefusedOpens).value_or(0);
+    if (const json* windows = read.Array(*capture, key::kCapture, key::kCaptureWindows)) {
+      for (size_t i = 0; i < windows->size(); ++i) {
+        const json& entry = (*windows)[i];
+        std::string where =
+            std::string(key::kCapture) + "." + key::kCaptureWindows + "[" + std::to_string(i) + "]";
+        if (!entry.is_object()) continue;
+        CaptureWindow window;
+        window.start_monotonic_ns =
+            read.Integer<uint64_t>(entry, where, key::kCaptureStartNs).value_or(0);
+        window.end_monotonic_ns =
+            read.Integer<uint64_t>(entry, where, key::kCaptureEndNs).value_or(0);
+        window.opened_by = read.String(entry, where, key::kCaptureOpenedBy).value_or("");
+        window.closed_by = read.String(entry, where, key::kCaptureClosedBy).value_or("");
+        window.open_pid = read.Integer<uint32_t>(entry, where, key::kCaptureOpenPid).value_or(0);
+        window.close_pid = read.Integer<uint32_t>(entry, where, key::kCaptureClosePid).value_or(0);
+        if (window.start_monotonic_ns != 0) range.windows.push_back(std::move(window));
+      }
+    }
   }
   if (const json* size = read.Object(meta, "", key::kMaxSize)) {
     SessionMeta::MaxSize& cap = out->max_size.emplace();

@@ -82,6 +82,30 @@ json WindowJson(const Session& session) {
           {"text", WindowText(session)}};
 }
 
+// --capture-range and its windows, or null without one.
+json CaptureJson(const Session& session) {
+  if (!session.meta.capture) return nullptr;
+  const SessionMeta::Capture& capture = *session.meta.capture;
+  json windows = json::array();
+  for (size_t i = 0; i < capture.windows.size(); ++i) {
+    const CaptureWindow& window = capture.windows[i];
+    windows.push_back(
+        {{"start_monotonic_ns", window.start_monotonic_ns},
+         {"end_monotonic_ns",
+          window.end_monotonic_ns != 0 ? json(window.end_monotonic_ns) : json(nullptr)},
+         {"opened_by", window.opened_by},
+         {"closed_by", window.closed_by},
+         {"open_pid", window.open_pid},
+         {"close_pid", window.close_pid},
+         {"text", CaptureWindowText(session, i)}});
+  }
+  return {{"range", capture.range},
+          {"windows", windows},
+          {"refused_opens", capture.refused_opens},
+          {"text", CaptureText(session)},
+          {"after_text", CaptureTailText(session)}};
+}
+
 // --max-size and what it cut, or null without a cap.
 json MaxSizeJson(const Session& session) {
   if (!session.meta.max_size) return nullptr;
@@ -285,6 +309,7 @@ json SessionJson(const Session& session, const Analysis& analysis) {
                                : json{{"counted_under_ns", session.trace_detail_under_ns},
                                       {"full_detail_bytes_estimate", session.trace_full_bytes}}},
           {"window", WindowJson(session)},
+          {"capture", CaptureJson(session)},
           {"max_size", MaxSizeJson(session)},
           {"counts",
            {{"processes", session.RecordedProcessCount()},

@@ -204,6 +204,18 @@ void TextReport::Header() {
   CaptureLines();
   if (std::string window = WindowText(session_); !window.empty())
     out_ << "  window    " << window << "\n";
+  if (std::string capture = CaptureText(session_); !capture.empty()) {
+    out_ << "  range     " << capture << "\n";
+    constexpr size_t kShownWindows = 20;  // the rest are in report.json and the trace
+    size_t windows = session_.meta.capture->windows.size();
+    for (size_t i = 0; i < std::min(windows, kShownWindows); ++i)
+      out_ << "  window " << i + 1 << "  " << CaptureWindowText(session_, i) << "\n";
+    if (windows > kShownWindows)
+      out_ << "  ...       " << windows - kShownWindows
+           << " more windows: report.json lists them\n";
+    if (std::string tail = CaptureTailText(session_); !tail.empty())
+      out_ << "  after     " << tail << "\n";
+  }
   if (std::string cap = MaxSizeText(session_); !cap.empty()) {
     out_ << (session_.meta.max_size->stopped_at_monotonic_ns != 0 ? "  STOPPED   " : "  size      ")
          << cap << "\n";

@@ -34,9 +34,30 @@ class GprofRunEventWriter {
         event.timestamp_ns = session_.meta.max_size->stopped_at_monotonic_ns;
       WriteEvent(event);
     }
+    WriteCaptureWindows();
   }
 
  private:
+  // --capture-range: each window a slice, named by what it holds; what is between is unrecorded.
+  void WriteCaptureWindows() {
+    if (!session_.meta.capture) return;
+    WriteEvent(Instant("capture: " + CaptureText(session_)));
+    const auto& windows = session_.meta.capture->windows;
+    for (size_t i = 0; i < windows.size(); ++i) {
+      uint64_t end = windows[i].end_monotonic_ns != 0 ? windows[i].end_monotonic_ns
+                                                      : session_.meta.end_monotonic_ns;
+      if (end < windows[i].start_monotonic_ns) end = windows[i].start_monotonic_ns;
+      TrackEventSpec begin = Instant("recorded: window " + std::to_string(i + 1));
+      begin.type = TrackEventType::kSliceBegin;
+      begin.timestamp_ns = windows[i].start_monotonic_ns;
+      begin.Annotate(
+          vocabulary_.explanation, Annotation::Kind::kInternedString,
+          interner_.Intern(InternTable::kAnnotationStrings, CaptureWindowText(session_, i)));
+      WriteEvent(begin);
+      packets_.WriteSliceEnd(tracks_.GprofRun().sequence, end);
+    }
+  }
+
   TrackEventSpec Instant(const std::string& name) {
     TrackEventSpec event;
     event.timestamp_ns = SessionOrigin(session_);

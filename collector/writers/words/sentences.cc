@@ -86,6 +86,70 @@ std::string WindowText(const Session& session) {
   return text + " (" + options + "): what started outside was not recorded";
 }
 
+namespace {
+
+// The end of a window as the report shows it: the command's end for one left open.
+uint64_t CaptureEnd(const Session& session, const CaptureWindow& window) {
+  return window.end_monotonic_ns != 0 ? window.end_monotonic_ns : session.meta.end_monotonic_ns;
+}
+
+std::string SwitchWords(const std::string& by, uint32_t pid) {
+  if (by.empty()) return "?";
+  return pid != 0 ? by + " (pid " + std::to_string(pid) + ")" : by;
+}
+
+}  // namespace
+
+std::string CaptureText(const Session& session) {
+  if (!session.meta.capture) return {};
+  const SessionMeta::Capture& capture = *session.meta.capture;
+  std::string text = "--capture-range=" + capture.range + ": ";
+  if (capture.windows.empty()) {
+    text += "no window was opened: nothing was recorded";
+  } else {
+    uint64_t recorded = 0;
+    for (const CaptureWindow& window : capture.windows) {
+      uint64_t end = CaptureEnd(session, window);
+      if (end > window.start_monotonic_ns) recorded += end - window.start_monotonic_ns;
+    }
+    text += std::to_string(capture.windows.size()) +
+            (capture.windows.size() == 1 ? " window, " : " windows, ") + FormatDuration(recorded);
+    const SessionMeta& meta = session.meta;
+    if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0)
+      text += " of " + FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
+    text += " recorded: what started outside them was not recorded";
+  }
+  if (capture.refused_opens > 0) {
+    text += "; " + WithThousands(capture.refused_opens) +
+            " more starts found no room for a window and were ignored";
+  }
+  return text;
+}
+
+std::string CaptureWindowText(const Session& session, size_t index) {
+  const CaptureWindow& window = session.meta.capture->windows[index];
+  uint64_t end = CaptureEnd(session, window);
+  std::string text =
+      FormatOffset(session, window.start_monotonic_ns) + " to " + FormatOffset(session, end) +
+      ", " + FormatDuration(end > window.start_monotonic_ns ? end - window.start_monotonic_ns : 0) +
+      ", " + SwitchWords(window.opened_by, window.open_pid) + " to " +
+      SwitchWords(window.closed_by, window.close_pid);
+  uint64_t before = index == 0 ? session.meta.start_monotonic_ns
+                               : CaptureEnd(session, session.meta.capture->windows[index - 1]);
+  if (before != 0 && window.start_monotonic_ns > before) {
+    text += "; not recorded before it: " + FormatDuration(window.start_monotonic_ns - before);
+  }
+  return text;
+}
+
+std::string CaptureTailText(const Session& session) {
+  if (!session.meta.capture || session.meta.capture->windows.empty()) return {};
+  uint64_t last = CaptureEnd(session, session.meta.capture->windows.back());
+  uint64_t run_end = session.meta.end_monotonic_ns;
+  if (run_end <= last) return {};
+  return "not recorded after the last window: " + FormatDuration(run_end - last);
+}
+
 std::string NestedSessionText(const NestedSession& nested) {
   return "pid " + std::to_string(nested.pid) + " (gprof-run) recorded its command into " +
          nested.directory + " (" +

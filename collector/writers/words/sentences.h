@@ -25,6 +25,14 @@ std::string SleptWords(const Session& session, const WaitObject& object, WaitCla
 // What --delay / --duration kept: "recorded +5.000 s to +15.000 s, 10.000 s of 25.300 s (--delay 5
 // --duration 10): what started outside was not recorded"; empty when the run had no window.
 std::string WindowText(const Session& session);
+// What --capture-range kept: "--capture-range=cudaProfilerApi: 3 windows, 900.000 ms of 3.200 s
+// recorded: what started outside them was not recorded"; empty without a capture range.
+std::string CaptureText(const Session& session);
+// One capture window: "+0.512 s to +0.823 s, 311.000 ms, cudaProfilerStart (pid 12) to
+// cudaProfilerStop (pid 12); not recorded before it: 512.000 ms".
+std::string CaptureWindowText(const Session& session, size_t index);
+// What the last window left out: "not recorded after the last window: 1.200 s"; empty if nothing.
+std::string CaptureTailText(const Session& session);
 // What --max-size cut: "stopped at --max-size 256.0 KiB at +1.234 s: 5,120 records (1.2 MiB) not
 // written, nothing recorded from then on", or "within --max-size 256.0 KiB (used 80.0 KiB)"; empty
 // when the run had no cap.

@@ -5,6 +5,7 @@
 // Built with __CUDA_API_VERSION_INTERNAL, as NVIDIA builds the real library: cuda_runtime_api.h
 // then declares both the plain entry points and their _ptsz/_ptds variants, so every definition
 // below is checked against the real declaration.
+#include <cuda_profiler_api.h>
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -990,6 +991,13 @@ cudaError_t cudaMemsetAsync_ptsz(void* ptr, int value, size_t count, cudaStream_
 cudaError_t cudaDeviceSynchronize(void) {
   return Entry(FAKE_CUDA_RUNTIME_FUNCTION(cudaDeviceSynchronize, v3020),
                [] { return fake_cuda::DeviceSynchronize(); });
+}
+// A profiler's switch: nothing to do on a fake GPU, but seen by CUPTI and an interposer.
+cudaError_t cudaProfilerStart(void) {
+  return Entry(FAKE_CUDA_RUNTIME_FUNCTION(cudaProfilerStart, v4000), [] { return cudaSuccess; });
+}
+cudaError_t cudaProfilerStop(void) {
+  return Entry(FAKE_CUDA_RUNTIME_FUNCTION(cudaProfilerStop, v4000), [] { return cudaSuccess; });
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return Entry(FAKE_CUDA_RUNTIME_FUNCTION(cudaStreamSynchronize, v3020),

@@ -38,6 +38,10 @@ void AttachCaptureRange(const char* control_handle) {
 
 const CaptureWindowsState* CaptureWindows() { return g_windows; }
 
+bool CaptureClosedNow() {
+  return g_windows != nullptr && g_windows->transitions.load(std::memory_order_relaxed) % 2 == 0;
+}
+
 void OnProfilerStart() {
   if (g_windows == nullptr || g_windows->mode.load(std::memory_order_relaxed) !=
                                   static_cast<uint32_t>(CaptureRange::kCudaProfilerApi)) {

@@ -17,6 +17,9 @@ inline constexpr char kCaptureRangeEnv[] = "GPROF_CAPTURE_RANGE";
 void AttachCaptureRange(const char* control_handle);
 // The windows, or nullptr without a capture range.
 const CaptureWindowsState* CaptureWindows();
+// True when a capture range is set and no window is open: a call entering now is outside, and
+// is neither timed nor recorded (one load; a window opening meanwhile does not hold it).
+bool CaptureClosedNow();
 
 // cudaProfilerStart/Stop and cuProfilerStart/Stop, seen by the interposer or CUPTI: a start
 // opens a window before the call is timed, a stop closes it after; each then waits (a bounded

@@ -151,7 +151,8 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
     if (IsProfilerSwitch(domain, cbid, /*start=*/true)) OnProfilerStart();  // before it is timed
     if (state.depth++ == 0) {
       NoteContext(call->context);
-      state.enter_ns = MonotonicNs();
+      // Outside every capture window: neither timed nor recorded (0 marks it for the exit).
+      state.enter_ns = CaptureClosedNow() ? 0 : MonotonicNs();
       state.api_id =
           format::CuptiApiId(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? format::ApiDomain::kRuntime
                                                                    : format::ApiDomain::kDriver,
@@ -168,6 +169,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
     }
   } close_after{IsProfilerSwitch(domain, cbid, /*start=*/false)};
   if (state.depth == 0 || --state.depth != 0) return;  // nested, or an exit seen without its enter
+  if (state.enter_ns == 0) return;                       // entered outside every capture window
   uint64_t exit_ns = MonotonicNs();
   int saved_errno = errno;
   format::ApiCallRecord record{};

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "inject/capture_range.h"
 #include "inject/runtime_api_table.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/held_directory.h"
@@ -102,7 +103,7 @@ struct CallStream {
 template <typename Call>
 inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
   ThreadState& state = t_thread_state;
-  if (state.depth++ != 0 || !RecordingActive() || CuptiRecordsApiCalls()) {
+  if (state.depth++ != 0 || !RecordingActive() || CuptiRecordsApiCalls() || CaptureClosedNow()) {
     auto result = call();
     --state.depth;
     return result;

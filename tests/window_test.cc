@@ -62,7 +62,8 @@ std::vector<Window> CaptureWindows(const json& meta) {
 // Checks a session of capture_app against its own times: one window around each inside phase,
 // and nothing of any recorder that started outside them. `kernel`: the kernel recorder ran.
 void ExpectOnlyInsideWindows(const std::string& session_dir, const std::string& times,
-                             size_t expected_windows, const std::string& opened_by, bool kernel) {
+                             size_t expected_windows, const std::string& opened_by, bool kernel,
+                             bool gpu = true) {
   json meta = ReadJson(session_dir + "/session.json");
   std::vector<Window> windows = CaptureWindows(meta);
   std::vector<Window> phases = InsidePhases(times);
@@ -90,7 +91,7 @@ void ExpectOnlyInsideWindows(const std::string& session_dir, const std::string& 
       calls_in[i] += call.enter_ns >= windows[i].start_ns && call.enter_ns < windows[i].end_ns;
   }
   for (size_t i = 0; i < windows.size(); ++i) EXPECT_GT(calls_in[i], 0) << "window " << i + 1;
-  ASSERT_FALSE(session->gpu_activities.empty());
+  if (gpu) ASSERT_FALSE(session->gpu_activities.empty());
   for (const auto& gpu : session->gpu_activities)
     EXPECT_TRUE(inside(gpu.start_ns)) << "GPU work at " << gpu.start_ns;
   if (!kernel) return;
@@ -136,15 +137,24 @@ TEST(CaptureRange, ProfilerApiWindowsHoldOnlyWhatStartsInside) {
 }
 
 // Without the kernel recorder the injected library alone keeps to the windows, and the number of
-// windows is the program's own.
+// windows is the program's own; through CUPTI's callbacks and through the interposed functions.
 TEST(CaptureRange, ProfilerApiWindowsWithoutKernelRecorder) {
-  TempDir dir;
-  std::string session_dir = dir.Sub("s");
-  ProcessResult run = Gprof({"-o", session_dir, "--no-kernel", "--capture-range", "cudaProfilerApi",
-                             "--", AppPath("capture_app"), "--windows", "2", "--phase-ms", "200",
-                             "--times-out", dir.Sub("times")});
-  ASSERT_EQ(run.exit_code(), 0) << run.err;
-  ExpectOnlyInsideWindows(session_dir, dir.Sub("times"), 2, "cudaProfilerStart", false);
+  for (const char* cuda : {"cupti", "preload"}) {
+    SCOPED_TRACE(cuda);
+    TempDir dir;
+    std::string session_dir = dir.Sub("s");
+    ProcessResult run = Gprof({"-o", session_dir, "--no-kernel", "--cuda", cuda, "--capture-range",
+                               "cudaProfilerApi", "--", AppPath("capture_app"), "--windows", "2",
+                               "--phase-ms", "200", "--times-out", dir.Sub("times")});
+    ASSERT_EQ(run.exit_code(), 0) << run.err;
+    ExpectOnlyInsideWindows(session_dir, dir.Sub("times"), 2, "cudaProfilerStart", false,
+                            /*gpu=*/std::string(cuda) == "cupti");
+    std::string report = ReadFile(session_dir + "/report.txt");
+    EXPECT_NE(report.find(std::string(cuda) == "cupti" ? "API calls from callbacks"
+                                                       : "capture   interposition"),
+              std::string::npos)
+        << report;
+  }
 }
 
 // `gprof-run start DIR` and `stop DIR`, from another process while the command runs.
@@ -176,15 +186,19 @@ TEST(CaptureRange, OthersCannotSwitchASession) {
   chmod(dir.path().c_str(), 0755);
   std::string session_dir = dir.Sub("s");
   std::string attempt = dir.Sub("attempt");
-  // The app's start command runs as the other user; it must fail, so the app exits 1.
-  std::string start = "runuser -u " + other.name() + " -- " + GprofRunPath() + " start " +
-                      session_dir + " 2>" + attempt;
+  // The app's start command opens the session to the other user's reading (what a careless
+  // owner might do), then runs as them; it must fail at the control, so the app exits 1.
+  std::string start = "chmod 755 " + session_dir + " && chmod 644 " + session_dir +
+                      "/session.json && runuser -u " + other.name() + " -- " + GprofRunPath() +
+                      " start " + session_dir + " 2>" + attempt;
   ProcessResult run = Gprof({"-q", "-o", session_dir, "--no-kernel", "--capture-range=manual", "--",
                              AppPath("capture_app"), "--windows", "1", "--phase-ms", "100",
                              "--start-cmd", start, "--stop-cmd", "true"});
   EXPECT_EQ(run.exit_code(), 1) << run.err;
-  EXPECT_NE(ReadFile(attempt).find("gprof-run: "), std::string::npos) << ReadFile(attempt);
+  EXPECT_NE(ReadFile(attempt).find("is not running, or is not yours"), std::string::npos)
+      << ReadFile(attempt);
   json meta = ReadJson(session_dir + "/session.json");
+  ASSERT_TRUE(meta.contains("capture")) << meta.dump();
   EXPECT_TRUE(meta["capture"]["windows"].empty()) << meta.dump();
 }
 

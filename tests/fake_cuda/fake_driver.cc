@@ -29,6 +29,27 @@ std::atomic<const CuptiHooks*> cupti{nullptr};
 thread_local int runtime_call_depth = 0;
 thread_local uint32_t activity_correlation_id = 0;
 
+// libcuda.so.1 beside this library (the fake's driver, fake_libcuda.cc), loaded at the driver's
+// initialisation as the real runtime loads the real driver; null where there is none.
+std::atomic<void*> driver_library{nullptr};
+// Its entry points by cbid, looked up once each: kUnresolved until then, nullptr where it has none.
+constexpr size_t kMaxCbid = 4096;
+void* const kUnresolved = reinterpret_cast<void*>(uintptr_t{1});
+std::atomic<void*> entry_points[kMaxCbid];
+
+void LoadDriverLibrary() {
+  for (auto& entry : entry_points) entry.store(kUnresolved, std::memory_order_relaxed);
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&LoadDriverLibrary), &self) == 0 || self.dli_fname == nullptr)
+    return;
+  std::string path = self.dli_fname;
+  size_t slash = path.rfind('/');
+  path = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/libcuda.so.1";
+  // Only beside a shared runtime: the static one is in the program's own file.
+  if (std::strstr(self.dli_fname, "libcudart") == nullptr) return;
+  driver_library.store(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL), std::memory_order_release);
+}
+
 void LoadInjectionLibrary() {
   const char* path = std::getenv("CUDA_INJECTION64_PATH");
   if (path == nullptr || *path == '\0') return;
@@ -97,12 +118,24 @@ void InitializeDriver() {
   pthread_mutex_lock(&init_lock);
   if (!initialized.load(std::memory_order_relaxed)) {
     initializing = true;
+    if (driver_library.load() == nullptr) LoadDriverLibrary();
     LoadInjectionLibrary();
     cupti.store(FindMockCupti(), std::memory_order_release);
     initializing = false;
     initialized.store(true, std::memory_order_release);
   }
   pthread_mutex_unlock(&init_lock);
+}
+
+fake_cuda_driver_entry_point DriverEntryPoint(ApiFunction function) {
+  void* library = driver_library.load(std::memory_order_acquire);
+  if (library == nullptr || function.cbid >= kMaxCbid) return nullptr;
+  void* entry = entry_points[function.cbid].load(std::memory_order_acquire);
+  if (entry == kUnresolved) {
+    entry = dlsym(library, function.name);
+    entry_points[function.cbid].store(entry, std::memory_order_release);
+  }
+  return reinterpret_cast<fake_cuda_driver_entry_point>(entry);
 }
 
 const CuptiHooks* Cupti() { return cupti.load(std::memory_order_acquire); }

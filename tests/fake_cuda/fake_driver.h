@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "tests/fake_cuda/fake_libcuda.h"
 #include "tests/mock_cupti/mock_cupti.h"
 
 namespace fake_cuda {
@@ -100,12 +101,33 @@ cudaError_t RuntimeApi(ApiFunction function, const void* params, Body&& body,
 // same number in both enums.
 CUresult DriverResult(cudaError_t error);
 
-// Runs `body` as the driver API `function` (params from generated_cuda_meta.h).
+// The fake libcuda.so.1's entry point `function` (fake_libcuda.cc), or nullptr where the runtime
+// found no libcuda.so.1 next to itself (the static runtime): the runtime then runs the work itself.
+fake_cuda_driver_entry_point DriverEntryPoint(ApiFunction function);
+
+// Runs `body` as the driver API `function` (params from generated_cuda_meta.h): through the
+// driver library's entry point of that name, as the real runtime calls the real driver.
 template <typename Body>
 cudaError_t DriverApi(ApiFunction function, const void* params, Body&& body,
                       const char* symbol_name = nullptr) {
   ApiScope scope(CUPTI_CB_DOMAIN_DRIVER_API, function, params, symbol_name);
-  const cudaError_t result = body();
+  cudaError_t result;
+  if (const fake_cuda_driver_entry_point entry = DriverEntryPoint(function)) {
+    struct Call {
+      Body* body;
+      cudaError_t result;
+    } call{&body, cudaSuccess};
+    entry(
+        [](void* context) {
+          Call* the_call = static_cast<Call*>(context);
+          the_call->result = (*the_call->body)();
+          return static_cast<int>(the_call->result);
+        },
+        &call);
+    result = call.result;
+  } else {
+    result = body();
+  }
   const CUresult driver_result = DriverResult(result);
   scope.Exit(&driver_result);
   return result;

@@ -375,6 +375,7 @@ static __always_inline bool in_interrupt(void* ctx) {
 
 #include "bpf/python_stacks.bpf.h"
 #include "bpf/native_stacks.bpf.h"
+#include "bpf/cuda_probes.bpf.h"
 
 /* Whether the current task is a kernel thread: it has no user stack. */
 static __always_inline bool in_kernel_thread(void) {

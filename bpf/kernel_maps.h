@@ -17,6 +17,19 @@ struct gprof_stream_writes {
 
 /* ---- Map layouts shared by the BPF programs and the loader (not file records) ---- */
 
+/* Value of the `cuda_probe_names` array (bpf/cuda_probes.bpf.h): a probed cu* function's name, at
+ * the index its uprobes carry as their cookie. The loader fills it as it attaches them. */
+#define GPROF_CUDA_PROBE_MAX_FUNCTIONS 2048
+struct gprof_cuda_probe_name {
+  char name[GPROF_CUDA_PROBE_NAME_LEN];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct gprof_cuda_probe_name) == 48, "");
+#else
+_Static_assert(sizeof(struct gprof_cuda_probe_name) == 48, "gprof_cuda_probe_name layout");
+#endif
+
 /* Key of the `short_waits` hash map (bpf/short_waits.bpf.h), whose value is the reason's slot
  * (__u32) in the `short_wait_totals` array: the gprof_wait_count fields that name a reason. The
  * array's value: its running totals since the start. */

@@ -68,6 +68,11 @@ struct KernelRecorderOptions {
   // libgprof_inject.so as the target loads it: its slow-call marker is where slow CUDA calls'
   // Python stacks are taken (a uprobe). Empty: none.
   std::string python_marker_library;
+  // CUDA driver calls recorded by uprobes on the cu* entry points of the libcuda each process of
+  // the tree maps (bpf/cuda_probes.h): for processes no injected library records (gprof-run -p).
+  // A call at least cuda_probe_stack_min_ns long gets its user and Python stacks.
+  bool cuda_probes = false;
+  uint64_t cuda_probe_stack_min_ns = 1000000;
   // Attach every tracepoint program as raw_tp instead of tp_btf (GPROF_BPF_RAW_TP=1 in the
   // environment does the same). Without it, raw_tp is only the fallback of a tracepoint whose
   // tp_btf program cannot load or attach.

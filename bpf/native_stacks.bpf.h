@@ -19,6 +19,8 @@ const volatile __u64 waker_copy_min_ns = 0;
 
 #define NATIVE_SLOT_SCHED 0  /* sched_waking: interrupts are off there */
 #define NATIVE_SLOT_SAMPLE 1 /* the cpu-clock tick (an hrtimer interrupt) */
+#define NATIVE_SLOT_UPROBE 2 /* a slow CUDA call's return (cuda_probes.bpf.h): a task trap */
+#define NATIVE_SLOTS 3
 #define NATIVE_PAGE 4096
 
 /* One copy's record, built here and written with its real length (bpf_ringbuf_output). A page
@@ -29,8 +31,8 @@ struct native_copy {
   __u8 bytes[GPROF_NATIVE_STACK_MAX_BYTES + NATIVE_PAGE];
 };
 
-/* Two slots per CPU, at cpu * 2 + slot: a per-CPU array's values are limited to 32 KiB. The loader
- * sizes it (2 * possible_cpus). */
+/* NATIVE_SLOTS slots per CPU, at cpu * NATIVE_SLOTS + slot: a per-CPU array's values are limited to
+ * 32 KiB. The loader sizes it (NATIVE_SLOTS * possible_cpus). */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 2);
@@ -70,7 +72,7 @@ static __always_inline void native_stack(__u32 slot, __u32 kind, __u32 key_tid, 
   if (task->flags & PF_KTHREAD) return;
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return;
-  __u32 index = bpf_get_smp_processor_id() * 2 + slot;
+  __u32 index = bpf_get_smp_processor_id() * NATIVE_SLOTS + slot;
   struct native_copy* copy = bpf_map_lookup_elem(&native_copies, &index);
   if (!copy) return;
   __u64 pid_tgid = bpf_get_current_pid_tgid();

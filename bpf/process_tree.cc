@@ -88,6 +88,7 @@ void KernelRecorder::State::SnapshotMaps(uint32_t pid) {
   if (!WriteMaps(pid, &text, false)) return;
   maps_followups[pid] = {MonotonicNs() + kMapsFollowupNs[0], std::size(kMapsFollowupNs)};
   if (python) python->OnMaps(pid, text);
+  if (cuda) cuda->OnMaps(pid, text);
 }
 
 void KernelRecorder::State::FollowUpMaps(uint64_t now) {
@@ -101,6 +102,7 @@ void KernelRecorder::State::FollowUpMaps(uint64_t now) {
     uint64_t hash = processes[pid].maps_hash;
     bool read = WriteMaps(pid, &text, true);
     if (read && python && processes[pid].maps_hash != hash) python->OnMaps(pid, text);
+    if (read && cuda && processes[pid].maps_hash != hash) cuda->OnMaps(pid, text);
     size_t done = std::size(kMapsFollowupNs) - static_cast<size_t>(due.second) + 1;
     if (!read || --due.second <= 0) {
       it = maps_followups.erase(it);

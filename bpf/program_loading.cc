@@ -151,6 +151,7 @@ struct AttachPlan {
   bool python = false;
   std::string python_off_reason;
   bool python_marker = false;
+  bool cuda_probes = false;  // the uprobes on libcuda's entry points, attached per binary later
   bool python_on() const { return python && python_off_reason.empty(); }
   // On-CPU samples (native stacks, and Python stacks where Python is on): wanted, and why not.
   bool sample = false;
@@ -165,6 +166,9 @@ bool IsSampleProgram(const bpf_program* program) {
 }
 bool IsPythonMarkerProgram(const bpf_program* program) {
   return strcmp(bpf_program__name(program), "on_python_call_point") == 0;
+}
+bool IsCudaProbeProgram(const bpf_program* program) {
+  return strncmp(bpf_program__name(program), "on_cuda_", 8) == 0;
 }
 // The programs the Python walker is part of (with capture_python on).
 bool HasPythonWalker(const bpf_program* program) {
@@ -213,6 +217,7 @@ bool IsSwitchInStackTracepoint(const std::string& tracepoint) {
 bool Wanted(const AttachPlan& plan, const bpf_program* program) {
   if (IsSampleProgram(program)) return plan.sample_on();
   if (IsPythonMarkerProgram(program)) return plan.python_on() && plan.python_marker;
+  if (IsCudaProbeProgram(program)) return plan.cuda_probes;
   ProgramKind kind = KindOf(program);
   switch (kind.attach) {
     case ProgramKind::kTpBtf:
@@ -421,6 +426,7 @@ Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions&
   skel->rodata->count_under_ns = options.count_under_ns;
   skel->rodata->stacks_at_switch_in = plan.switch_in_stacks_off_reason.empty() ? 1 : 0;
   skel->rodata->capture_python = plan.python_on() ? 1 : 0;
+  skel->rodata->cuda_probe_stack_min_ns = options.cuda_probe_stack_min_ns;
   // A secure-execution process is a privileged one: only root's sessions look inside it.
   skel->rodata->hide_secure_exec =
       (options.file_uid >= 0 ? static_cast<uid_t>(options.file_uid) : geteuid()) != 0 ? 1 : 0;
@@ -444,9 +450,9 @@ Status SetProgramConstants(kernel_events_bpf* skel, const KernelRecorderOptions&
   int possible_cpus = libbpf_num_possible_cpus();
   if (possible_cpus <= 0) return LibbpfFailure("count the possible CPUs", possible_cpus);
   skel->rodata->possible_cpus = static_cast<uint32_t>(possible_cpus);
-  // Two native stack copies per CPU (native_stacks.bpf.h); one entry when none are taken.
+  // Three native stack copies per CPU (native_stacks.bpf.h); one entry when none are taken.
   rc = bpf_map__set_max_entries(skel->maps.native_copies,
-                                options.native_stack_bytes > 0 ? 2 * possible_cpus : 1);
+                                options.native_stack_bytes > 0 ? 3 * possible_cpus : 1);
   if (rc != 0) return LibbpfFailure("size the native stack copies' map", rc);
   return {};
 }
@@ -512,7 +518,8 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
     state.links.reserve(64);  // a push_back that throws would leak an attached link
     bpf_object__for_each_program(program, skel->obj) {
       if (!bpf_program__autoload(program)) continue;
-      if (IsSampleProgram(program) || IsPythonMarkerProgram(program)) continue;  // below
+      if (IsSampleProgram(program) || IsPythonMarkerProgram(program) || IsCudaProbeProgram(program))
+        continue;  // below, or per binary
       if (KindOf(program).attach == ProgramKind::kPerfEvent) {
         uint64_t config = program == skel->progs.on_major_fault_done
                               ? PERF_COUNT_SW_PAGE_FAULTS_MAJ
@@ -612,6 +619,7 @@ AttachPlan PlanFor(const KernelRecorderOptions& options) {
   plan.python = options.python_stacks;
   plan.sample = options.sample_hz > 0;
   plan.python_marker = !options.python_marker_library.empty();
+  plan.cuda_probes = options.cuda_probes;
   return plan;
 }
 
@@ -672,6 +680,16 @@ Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::StartOrThrow(
   state->notes = DescribePlan(plan, force_raw);
   AttachSamplingTick(*state, options, plan);
   AttachPythonParts(*state, options, plan);
+  if (plan.cuda_probes) {
+    State* s = state.get();
+    state->cuda = std::make_unique<CudaProbes>(state->skel->progs.on_cuda_enter,
+                                               state->skel->progs.on_cuda_exit,
+                                               bpf_map__fd(state->skel->maps.cuda_probe_names),
+                                               &state->links, [s](const std::string& note) {
+                                                 s->notes.push_back(note);
+                                                 s->EmitNote(note);
+                                               });
+  }
   NoteSettings(*state, options);
 
   if (Status opened = OpenRing(*state); !opened.ok()) return opened;

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bpf/cuda_probes.h"
 #include "bpf/kernel_events.skel.h"
 #include "bpf/kernel_maps.h"
 #include "bpf/kernel_recorder.h"
@@ -96,6 +97,7 @@ struct KernelRecorder::State {
   // when next, and how many looks are left. A snapshot is written only when the maps changed.
   std::map<uint32_t, std::pair<uint64_t, int>> maps_followups;
   std::unique_ptr<PythonStacks> python;  // Python stacks on
+  std::unique_ptr<CudaProbes> cuda;      // CUDA calls by uprobes on (cuda_probes)
 
   // The short_waits map's totals as last written, by key (its bytes), and when.
   std::map<std::string, gprof_short_wait_counts> wait_totals_written;
@@ -131,6 +133,7 @@ struct KernelRecorder::State {
     bpf_link__destroy(signal_link);
     signal_link = nullptr;
     python.reset();
+    cuda.reset();
     ring_buffer__free(ring);
     ring = nullptr;
     kernel_events_bpf__destroy(skel);
@@ -231,6 +234,8 @@ struct KernelRecorder::State {
   void EmitSymbols();
 
   void EmitNotes();
+  // One line of how the recording went, as a message record of kernel.gpr (and in notes).
+  void EmitNote(const std::string& note);
 };
 
 }  // namespace gprof::bpf

@@ -41,6 +41,8 @@ size_t BpfRecordSize(uint16_t type) {
       return sizeof(gprof_stream_read);
     case GPROF_REC_TCP_TRANSFER:
       return sizeof(gprof_tcp_transfer);
+    case GPROF_REC_CUDA_PROBE_CALL:
+      return sizeof(gprof_cuda_probe_call);
     default:
       return 0;
   }
@@ -161,6 +163,12 @@ void KernelRecorder::State::OnSample(const void* data, size_t size) {
       NoteUserStack(record.waker_user_stack_id);
       break;
     }
+    case GPROF_REC_CUDA_PROBE_CALL: {
+      gprof_cuda_probe_call record;
+      memcpy(&record, data, sizeof(record));
+      NoteUserStack(record.user_stack_id);
+      break;
+    }
     case GPROF_REC_LOCK_WAIT: {
       gprof_lock_wait record;
       memcpy(&record, data, sizeof(record));
@@ -274,7 +282,11 @@ int KernelRecorder::State::SampleCallback(void* context, void* data, size_t size
 }
 
 void KernelRecorder::State::EmitNotes() {
-  for (const std::string& note : notes) {
+  for (const std::string& note : notes) EmitNote(note);
+}
+
+void KernelRecorder::State::EmitNote(const std::string& note) {
+  {
     format::MessageRecord record{};
     record.header.size = static_cast<uint32_t>(sizeof(record) + note.size());
     record.header.type = format::kMessage;

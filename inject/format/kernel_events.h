@@ -54,6 +54,8 @@ enum gprof_kernel_record {
   GPROF_REC_LAUNCH_VARIABLES = 1024, /* written by the loader: a process's rank variables */
   GPROF_REC_TCP_TRANSFER = 1025, /* a read or write of a TCP socket: its connection and the bytes
                                     of the stream it moved */
+  GPROF_REC_CUDA_PROBE_CALL =
+      1026, /* a CUDA driver call seen by uprobes on libcuda (gprof-run -p) */
 };
 
 #define GPROF_COMM_LEN 16
@@ -639,6 +641,9 @@ enum gprof_native_stack_kind {
                               time_ns */
   GPROF_NATIVE_WAKER = 2,  /* the waker's at a wakeup (time_ns is the wakee's wake_ns): key = the
                               wakee's off-CPU interval (key_tid = the wakee, key_ns = its start) */
+  GPROF_NATIVE_CUDA_CALL =
+      3, /* at the return of a slow CUDA call seen by uprobes
+            (GPROF_REC_CUDA_PROBE_CALL): key_tid = tid, key_ns = its enter_ns */
 };
 
 enum gprof_native_stack_flags {
@@ -802,6 +807,30 @@ _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_signal) == 64, "gprof_signal layout");
 _Static_assert(sizeof(struct gprof_wait_count) == 104, "gprof_wait_count layout");
+#endif
+
+#define GPROF_CUDA_PROBE_NAME_LEN 48
+
+/* A CUDA driver call (a cu* entry point of libcuda), seen by a uprobe at its entry and a uretprobe
+ * at its return where no injected library records CUDA calls (gprof-run -p, bpf/cuda_probes.bpf.h):
+ * the outermost cu* call of a thread, a cu* function that calls another being one call. `name`:
+ * the function's, NUL-padded; return_value: its CUresult; user_stack_id: the thread's user stack
+ * at the return of a slow call, from the caller's frame on (a frame-pointer walk; < 0: none). */
+struct gprof_cuda_probe_call {
+  struct gprof_rec_hdr hdr;
+  __u32 pid;
+  __u32 tid;
+  __u64 enter_ns;
+  __u64 exit_ns;
+  __s32 return_value;
+  __s32 user_stack_id;
+  char name[GPROF_CUDA_PROBE_NAME_LEN];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct gprof_cuda_probe_call) == 88, "");
+#else
+_Static_assert(sizeof(struct gprof_cuda_probe_call) == 88, "gprof_cuda_probe_call layout");
 #endif
 
 #endif /* GPROF_KERNEL_EVENTS_H */

@@ -1,0 +1,143 @@
+#include "bpf/cuda_probes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "bpf/kernel_maps.h"
+
+namespace gprof::bpf {
+namespace {
+
+// An exported function of the CUDA driver API: "cu" and a capital (cuLaunchKernel, cuMemcpyAsync),
+// not the runtime's "cuda..." nor a lower-case internal name.
+bool IsDriverEntryPoint(const char* name) {
+  return name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z' &&
+         strlen(name) < GPROF_CUDA_PROBE_NAME_LEN;
+}
+
+bool IsLibcuda(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return name.starts_with("libcuda.so");
+}
+
+struct EntryPoint {
+  std::string name;
+  uint64_t file_offset;
+};
+
+// The defined cu* functions of an ELF shared object's dynamic symbol table, each with the file
+// offset a uprobe takes (its address, less its section's address, plus the section's offset);
+// aliases at one offset once. Every header and index read is checked by libelf.
+std::vector<EntryPoint> DriverEntryPoints(int fd) {
+  std::vector<EntryPoint> found;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return found;
+  std::set<uint64_t> offsets;
+  Elf_Scn* section = nullptr;
+  while ((section = elf_nextscn(elf, section)) != nullptr) {
+    GElf_Shdr header;
+    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_DYNSYM) continue;
+    Elf_Data* data = elf_getdata(section, nullptr);
+    if (data == nullptr || header.sh_entsize == 0) continue;
+    size_t count = header.sh_size / header.sh_entsize;
+    for (size_t i = 0; i < count && found.size() < GPROF_CUDA_PROBE_MAX_FUNCTIONS; ++i) {
+      GElf_Sym symbol;
+      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) continue;
+      if (GELF_ST_TYPE(symbol.st_info) != STT_FUNC || symbol.st_shndx == SHN_UNDEF ||
+          symbol.st_shndx >= SHN_LORESERVE || symbol.st_value == 0)
+        continue;
+      const char* name = elf_strptr(elf, header.sh_link, symbol.st_name);
+      if (name == nullptr || !IsDriverEntryPoint(name)) continue;
+      GElf_Shdr code;
+      Elf_Scn* code_section = elf_getscn(elf, symbol.st_shndx);
+      if (code_section == nullptr || gelf_getshdr(code_section, &code) == nullptr ||
+          symbol.st_value < code.sh_addr || symbol.st_value - code.sh_addr >= code.sh_size)
+        continue;
+      uint64_t offset = symbol.st_value - code.sh_addr + code.sh_offset;
+      if (offsets.insert(offset).second) found.push_back({name, offset});
+    }
+  }
+  elf_end(elf);
+  return found;
+}
+
+}  // namespace
+
+void CudaProbes::OnMaps(uint32_t pid, const std::string& maps_text) {
+  std::istringstream lines(maps_text);
+  for (std::string line; std::getline(lines, line);) {
+    // start-end perms offset dev inode path
+    std::istringstream fields(line);
+    std::string range, perms, offset, device, inode, path;
+    if (!(fields >> range >> perms >> offset >> device >> inode)) continue;
+    std::getline(fields >> std::ws, path);
+    if (perms.find('x') == std::string::npos || !IsLibcuda(path)) continue;
+    Probe(pid, range, path);
+  }
+}
+
+void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string& path) {
+  // The mapped file itself, through the process's map_files link: not its path, which may name
+  // another file in this mount namespace, or one a user swapped since.
+  std::string mapped = "/proc/" + std::to_string(pid) + "/map_files/" + range;
+  int fd = open(mapped.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
+      !probed_.insert({info.st_dev, info.st_ino}).second) {
+    close(fd);
+    return;
+  }
+  std::vector<EntryPoint> entry_points = DriverEntryPoints(fd);
+  const std::string binary = "/proc/self/fd/" + std::to_string(fd);
+  size_t attached = 0;
+  int first_error = 0;
+  for (const EntryPoint& entry : entry_points) {
+    int64_t index = IndexOf(entry.name);
+    if (index < 0) break;
+    for (bool retprobe : {false, true}) {
+      LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = static_cast<uint64_t>(index),
+                  .retprobe = retprobe);
+      links_->reserve(links_->size() + 1);  // a push_back that throws would leak the link
+      bpf_link* link = bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, -1,
+                                                       binary.c_str(), entry.file_offset, &options);
+      if (link == nullptr) {
+        if (first_error == 0) first_error = errno;
+        continue;
+      }
+      links_->push_back(link);
+      attached += retprobe ? 1 : 0;
+    }
+  }
+  close(fd);  // the probes hold the inode
+  std::string line = "kernel recorder: CUDA driver calls recorded by uprobes on " +
+                     std::to_string(attached) + " of " + std::to_string(entry_points.size()) +
+                     " cu* entry points of " + path;
+  if (first_error != 0) line += std::string(" (") + strerror(first_error) + ")";
+  note_(line);
+}
+
+int64_t CudaProbes::IndexOf(const std::string& name) {
+  auto found = function_index_.find(name);
+  if (found != function_index_.end()) return found->second;
+  if (function_index_.size() >= GPROF_CUDA_PROBE_MAX_FUNCTIONS) return -1;
+  uint32_t index = static_cast<uint32_t>(function_index_.size());
+  gprof_cuda_probe_name value{};
+  memcpy(value.name, name.data(), std::min(name.size(), sizeof(value.name) - 1));
+  if (bpf_map_update_elem(names_fd_, &index, &value, BPF_ANY) != 0) return -1;
+  function_index_.emplace(name, index);
+  return index;
+}
+
+}  // namespace gprof::bpf

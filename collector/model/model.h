@@ -595,6 +595,12 @@ struct CaptureRanges {
   std::vector<CaptureWindow> windows;
   uint64_t refused_opens = 0;  // windows not opened: past the room for them
 };
+// gprof-run -p: running processes recorded for a while, not a command gprof-run started.
+struct AttachedRecording {
+  std::vector<uint32_t> pids;  // as given
+  uint32_t processes = 0;      // with their descendants at the start
+  std::string ended;           // "duration", "signal", "exited", "max_size"; empty: unknown
+};
 struct RecordingSizeCap {
   uint64_t limit_bytes = 0;
   uint64_t used_bytes = 0;
@@ -642,6 +648,8 @@ struct SessionMeta {
   // --capture-range: recorded only inside these windows.
   using Capture = CaptureRanges;
   std::optional<Capture> capture;
+  // gprof-run -p: the processes ran before and after the recording; none has an exit status.
+  std::optional<AttachedRecording> attach;
   // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
   // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).
   // Empty: the command ran to its end, or there is no session.json to say.

@@ -63,6 +63,8 @@ const char* KernelRecordName(uint32_t type) {
       return "pipe and socket reads";
     case GPROF_REC_TCP_TRANSFER:
       return "TCP reads and writes";
+    case GPROF_REC_CUDA_PROBE_CALL:
+      return "CUDA calls (uprobes)";
     default:
       return "records";
   }
@@ -195,6 +197,8 @@ void KernelRecordDecoder::Decode(const RecordView& record) {
       return DecodeLaunchVariables(record);
     case GPROF_REC_TCP_TRANSFER:
       return DecodeTcpTransfer(record);
+    case GPROF_REC_CUDA_PROBE_CALL:
+      return DecodeCudaProbeCall(record);
     default:
       return;  // a newer recorder's record: skipped by design
   }
@@ -693,6 +697,7 @@ void KernelRecordDecoder::DecodePythonThread(const RecordView& record) {
 
 void KernelRecordDecoder::Finish() {
   native_.Finish();
+  FinishCudaProbeCalls();
   // A Python thread's native_id is its id in its process's PID namespace: in a container that is
   // not the kernel's (pid_namespaces.h).
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> host_tid;  // (pid, namespace tid) -> tid

@@ -62,6 +62,9 @@ class KernelRecordDecoder {
   void DecodePythonCode(const RecordView& record);
   void DecodePythonThread(const RecordView& record);
   void DecodeWaitCount(const RecordView& record);
+  // cuda_probe_records.cc: a CUDA driver call the uprobes saw, as a CUDA call of the session.
+  void DecodeCudaProbeCall(const RecordView& record);
+  void FinishCudaProbeCalls();
   void ReserveForTheMix(uint64_t file_records);
   // Session::comms' index of a name as the kernel wrote it (a NUL-padded comm field).
   uint32_t CommIndex(const char (&comm)[16]);
@@ -75,6 +78,10 @@ class KernelRecordDecoder {
   Session* session_;
   ThreadSightings* threads_;
   std::string path_;
+  // The uprobes' calls' API names, by name; their user stacks, by (tid, enter_ns), named once
+  // every user stack is read.
+  std::unordered_map<std::string, uint32_t> probe_api_names_;
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint32_t, int32_t>> probe_call_stacks_;
   // One Session::lost entry per (kind, record type), its counts summed over CPUs and records.
   std::map<std::pair<uint32_t, uint32_t>, size_t> lost_entries_;
   // By the name's bytes up to its NUL, zero-padded: made printable once per name, not once per

@@ -23,7 +23,9 @@ void NativeStackDecoder::Decode(const RecordView& record) {
     return;
   }
   session_->native.record_bytes += record.bytes.size();
-  if (raw.kind != GPROF_NATIVE_SAMPLE && raw.kind != GPROF_NATIVE_WAKER) return;  // a newer kind
+  if (raw.kind != GPROF_NATIVE_SAMPLE && raw.kind != GPROF_NATIVE_WAKER &&
+      raw.kind != GPROF_NATIVE_CUDA_CALL)
+    return;  // a newer kind
   Copy copy;
   copy.kind = raw.kind;
   copy.key_tid = raw.key_tid;
@@ -61,7 +63,10 @@ void NativeStackDecoder::Keep(const Copy& copy, NativeStack stack) {
   auto [it, inserted] = stack_index_.try_emplace({stack.pid, stack.ips},
                                                  static_cast<uint32_t>(native.stack_set.size()));
   if (inserted) native.stack_set.push_back(std::move(stack));
-  if (copy.kind == GPROF_NATIVE_SAMPLE) {
+  if (copy.kind == GPROF_NATIVE_CUDA_CALL) {
+    // A slow CUDA call's, as the injected library's native stack of a slow call.
+    session_->call_stacks[{copy.key_tid, copy.key_ns}] = native.stack_set[it->second];
+  } else if (copy.kind == GPROF_NATIVE_SAMPLE) {
     native.samples.push_back(
         {copy.copy.capture_ns, copy.copy.pid, copy.copy.tid, it->second, copy.in_kernel});
   } else {

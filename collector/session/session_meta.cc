@@ -114,7 +114,8 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
                                            key::kClockAnchors,
                                            key::kTimeNamespace,
                                            key::kTestRealtimeSkewNs,
-                                           key::kRank};
+                                           key::kRank,
+                                           key::kAttach};
 
 // Values kept of one top-level member, the values inside it included. The command's arguments:
 // more than Linux lets a command have (about 700,000 empty ones fill its 6 MiB), so that a whole
@@ -398,6 +399,22 @@ void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
         if (window.start_monotonic_ns != 0) range.windows.push_back(std::move(window));
       }
     }
+  }
+  if (const json* attach = read.Object(meta, "", key::kAttach)) {
+    AttachedRecording& attached = out->attach.emplace();
+    const std::string where = key::kAttach + std::string(".") + key::kAttachPids;
+    if (const json* pids = read.Array(*attach, key::kAttach, key::kAttachPids)) {
+      for (size_t i = 0; i < pids->size(); ++i) {
+        const json& pid = (*pids)[i];
+        if (pid.is_number_unsigned() && pid.get<uint64_t>() > 0 && pid.get<uint64_t>() < (1u << 30))
+          attached.pids.push_back(pid.get<uint32_t>());
+        else
+          read.BadElement(where, i, pid, "a process id");
+      }
+    }
+    attached.processes =
+        read.Integer<uint32_t>(*attach, key::kAttach, key::kAttachProcesses).value_or(0);
+    attached.ended = read.String(*attach, key::kAttach, key::kAttachEnded).value_or("");
   }
   if (const json* size = read.Object(meta, "", key::kMaxSize)) {
     SessionMeta::MaxSize& cap = out->max_size.emplace();

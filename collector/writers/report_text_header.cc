@@ -166,6 +166,7 @@ void TextReport::Header() {
     if (meta.root_pid != 0) out_ << "  (pid " << meta.root_pid << ")";
     out_ << "\n";
   }
+  if (meta.attach) out_ << "  attached  " << AttachedText(meta) << "\n";
   if (meta.exit_code || meta.exit_signal) {
     out_ << "  exit      "
          << (meta.exit_code ? "status " + std::to_string(*meta.exit_code)

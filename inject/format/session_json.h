@@ -41,6 +41,15 @@ inline constexpr char kTestRealtimeSkewNs[] = "test_realtime_skew_ns";
 // object: kRank* below, the rank the launcher gave gprof-run's environment (which the command
 // inherits); absent when it names none.
 inline constexpr char kRank[] = "rank";
+// object: kAttach* below, when gprof-run -p recorded running processes instead of a command it
+// started; absent for a launched command.
+inline constexpr char kAttach[] = "attach";
+
+// "attach": gprof-run -p PID[,PID...].
+inline constexpr char kAttachPids[] = "pids";            // array of integers: the processes given
+inline constexpr char kAttachProcesses[] = "processes";  // integer: with their descendants then
+inline constexpr char kAttachEnded[] =
+    "ended";  // string: "duration", "signal", "exited", "max_size"
 
 // "host": the machine, to tell sessions of one boot (one kernel clock) from those of others.
 inline constexpr char kHostName[] = "name";       // string: gethostname()

@@ -157,6 +157,27 @@ std::string NestedSessionText(const NestedSession& nested) {
          " CUDA calls): those are in that session, not this one";
 }
 
+std::string AttachedText(const SessionMeta& meta) {
+  if (!meta.attach) return {};
+  const AttachedRecording& attach = *meta.attach;
+  std::string text = "to running process" + std::string(attach.pids.size() == 1 ? " " : "es ");
+  for (size_t i = 0; i < attach.pids.size(); ++i)
+    text += (i == 0 ? "" : ", ") + std::to_string(attach.pids[i]);
+  if (attach.processes > attach.pids.size()) {
+    const uint32_t more = attach.processes - static_cast<uint32_t>(attach.pids.size());
+    text += " and " + std::to_string(more) + (more == 1 ? " descendant" : " descendants");
+  }
+  if (meta.end_monotonic_ns > meta.start_monotonic_ns && meta.start_monotonic_ns != 0)
+    text += ", for " + FormatDuration(meta.end_monotonic_ns - meta.start_monotonic_ns);
+  const std::string ended = attach.ended == "duration"   ? "--duration elapsed"
+                            : attach.ended == "signal"   ? "gprof-run was interrupted"
+                            : attach.ended == "exited"   ? "the processes had all exited"
+                            : attach.ended == "max_size" ? "--max-size was reached"
+                                                         : "";
+  if (!ended.empty()) text += " (until " + ended + ")";
+  return text + ": not started by gprof-run, which recorded only that window";
+}
+
 std::string MaxSizeText(const Session& session) {
   if (!session.meta.max_size) return {};
   const SessionMeta::MaxSize& cap = *session.meta.max_size;

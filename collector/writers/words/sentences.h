@@ -40,6 +40,8 @@ std::string MaxSizeText(const Session& session);
 // A nested gprof-run's session: "pid 12 (gprof-run) recorded its command into /tmp/inner (1,234 CUDA
 // calls): those are in that session, not this one".
 std::string NestedSessionText(const NestedSession& nested);
+// gprof-run -p: which running processes were recorded, for how long, and what ended it.
+std::string AttachedText(const SessionMeta& meta);
 // "Spin(long long) on stream 13", "Memcpy HtoD of 73.4 MiB (pageable to device) on stream 7".
 // `short_names`: the kernel's name shortened for the text (report_words.h).
 std::string DescribeGpuActivity(const Session& session, const GpuActivity& activity,

@@ -105,6 +105,7 @@ std::function<std::string(const std::string&)> Seconds(bool allow_zero) {
 
 constexpr char kUsage[] =
     "Usage: gprof-run [OPTIONS] [--] CMD [ARGS...]\n"
+    "       gprof-run [OPTIONS] -p PID[,PID...] [--duration SEC]\n"
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run merge -o OUT DIR... [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run dump -p PID[,PID...]\n"
@@ -275,6 +276,10 @@ void AddLaunchOptions(CLI::App* app, CommandLine* line) {
         auto range = gprof::cli::ParseCaptureRange(text);
         return range.ok() ? std::string() : range.status().message();
       });
+  app->add_option("-p,--pid", line->run.attach_pids,
+                  "Record these running processes and their descendants, not a command: until "
+                  "--duration SEC, Ctrl-C, or their end; they run on untouched")
+      ->type_name("PID[,PID...]");
   app->add_option("--max-size", line->max_size,
                   "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
                   "1024): recording stops there, the command runs on, and the report says what "
@@ -425,7 +430,11 @@ int Run(std::vector<std::string> command, bool separator_given,
   // A "--" after the command's name is the command's own argument.
   if (!run.command.empty() && separator_given) run.command.push_back("--");
   run.command.insert(run.command.end(), after_separator.begin(), after_separator.end());
-  if (run.command.empty()) {
+  if (!run.attach_pids.empty()) {
+    if (!run.command.empty() || separator_given)
+      return Misuse("-p records running processes: no command goes with it");
+    if (run.delay_s > 0) return Misuse("-p starts recording at once: no --delay goes with it");
+  } else if (run.command.empty()) {
     return Misuse(
         "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");
   }
@@ -441,6 +450,7 @@ int Run(std::vector<std::string> command, bool separator_given,
   run.kernel_recording = !line->no_kernel;
   run.python_stacks = line->python_stacks == "on";
   run.print_report = !line->quiet;
+  if (!run.attach_pids.empty()) return gprof::cli::AttachCommand(run);
   return gprof::cli::RunCommand(run);
 }
 

@@ -19,6 +19,8 @@
 
 #include "bpf/kernel_recorder.h"
 #include "cli/capture_control.h"
+#include "cli/attach_target.h"
+#include "cli/attach_window.h"
 #include "cli/clock_anchors.h"
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
@@ -377,18 +379,10 @@ bool CreateSharedState(const RunOptions& options, Session* session, RunOptions* 
   return true;
 }
 
-// The kernel recorder, started before the command: loading it takes a while, and --delay counts
-// from the command's start, which the window (in every recorder's settings) must know. Null when
-// it is off; why is then in the session's description.
-std::unique_ptr<bpf::KernelRecorder> StartKernelRecorder(const RunOptions& options,
-                                                         const std::string& inject_library,
-                                                         Session* session) {
-  RunDescription& run = session->run;
-  if (session->no_room) return nullptr;  // said in the session's stops
-  if (!options.kernel_recording) {
-    run.kernel_recording_note = "turned off with --no-kernel";
-    return nullptr;
-  }
+// The kernel recorder's settings for a run's options.
+bpf::KernelRecorderOptions KernelOptionsFor(const RunOptions& options,
+                                            const std::string& inject_library,
+                                            const Session& session) {
   bpf::KernelRecorderOptions kernel_options;
   kernel_options.ring_buffer_bytes = uint64_t{options.ring_buffer_mb} << 20;
   kernel_options.device_prefix = options.device_prefix;
@@ -401,9 +395,25 @@ std::unique_ptr<bpf::KernelRecorder> StartKernelRecorder(const RunOptions& optio
   kernel_options.python_marker_library = inject_library;
   kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
   // The directory through its descriptor, and kernel.gpr born the session owner's.
-  kernel_options.size_budget = session->budget.handle();
-  kernel_options.file_uid = SessionFileOwner(session->launch).uid;
-  kernel_options.file_gid = SessionFileOwner(session->launch).gid;
+  kernel_options.size_budget = session.budget.handle();
+  kernel_options.file_uid = SessionFileOwner(session.launch).uid;
+  kernel_options.file_gid = SessionFileOwner(session.launch).gid;
+  return kernel_options;
+}
+
+// The kernel recorder, started before the command: loading it takes a while, and --delay counts
+// from the command's start, which the window (in every recorder's settings) must know. Null when
+// it is off; why is then in the session's description.
+std::unique_ptr<bpf::KernelRecorder> StartKernelRecorder(const RunOptions& options,
+                                                         const std::string& inject_library,
+                                                         Session* session) {
+  RunDescription& run = session->run;
+  if (session->no_room) return nullptr;  // said in the session's stops
+  if (!options.kernel_recording) {
+    run.kernel_recording_note = "turned off with --no-kernel";
+    return nullptr;
+  }
+  bpf::KernelRecorderOptions kernel_options = KernelOptionsFor(options, inject_library, *session);
   auto started = bpf::KernelRecorder::Start(session->dir.FilePath(), kernel_options);
   if (!started.ok()) {
     KernelRecordingOff(started.status().message(),
@@ -714,6 +724,98 @@ int RunCommand(const RunOptions& options) {
       EndRecording(wait_status, kernel_running, recorder.get(), &capture, &session);
   recorder.reset();  // root is needed no more
   return ReportOnSession(options, wait_status, open_at_close, &*target, &enclosing, &session);
+}
+
+int AttachCommand(const RunOptions& options) {
+  auto [monotonic_offset_ns, boottime_offset_ns] = TakeOwnTimeNamespaceOffsets();
+  auto pids = ParsePidList(options.attach_pids);
+  if (!pids.ok()) {
+    Say(pids.status().message());
+    return kExitToolFailure;
+  }
+  if (Status allowed = CheckAttachTargets(*pids); !allowed.ok()) {
+    Say(allowed.message());
+    return kExitToolFailure;
+  }
+  LaunchSettings launch;
+  if (Status sudo = ApplySudoUser(options, &launch); !sudo.ok()) {
+    Say(sudo.message());
+    return kExitToolFailure;
+  }
+  auto output_dir = ExpandOutputName(options.output_dir);
+  if (!output_dir.ok()) {
+    Say(output_dir.status().message());
+    return kExitToolFailure;
+  }
+  auto session_dir =
+      CreateSessionDirectory(*output_dir, "attach-" + std::to_string(pids->front()), launch);
+  if (!session_dir.ok()) {
+    Say(session_dir.status().message());
+    return kExitToolFailure;
+  }
+  Session session{std::move(*session_dir), std::move(launch)};
+  RunDescription& run = session.run;
+  run.time_namespace_monotonic_ns = monotonic_offset_ns;
+  run.time_namespace_boottime_ns = boottime_offset_ns;
+  // Nothing is injected: the processes' CUDA calls come from the kernel recorder's uprobes.
+  RunOptions attach_options = options;
+  attach_options.cuda_mode = "off";
+  attach_options.delay_s = 0;
+  auto fail = [&](const std::string& line) {
+    Say(line);
+    DiscardSession(session.dir, session.launch);
+    return kExitToolFailure;
+  };
+  if (NoRoomToRecord(session.dir.fd.get(), &run)) return fail(run.other_stops.front().reason);
+  if (!CreateSharedState(attach_options, &session, &attach_options)) return kExitToolFailure;
+  bpf::KernelRecorderOptions kernel_options = KernelOptionsFor(attach_options, "", session);
+  kernel_options.cuda_probes = true;
+  kernel_options.cuda_probe_stack_min_ns = static_cast<uint64_t>(options.threshold_ms * 1e6);
+  auto started = bpf::KernelRecorder::Start(session.dir.FilePath(), kernel_options);
+  if (!started.ok()) return fail("cannot attach: " + started.status().message());
+  std::unique_ptr<bpf::KernelRecorder> recorder = std::move(*started);
+  RecordingLimits limits = StartRecordingWindow(attach_options, &session);
+  recorder->SetWindow(limits.window_start_ns, limits.window_end_ns);
+  auto tracked = TrackProcessTrees(recorder.get(), *pids);
+  if (!tracked.ok()) {
+    recorder->Finish();
+    return fail("cannot attach: " + tracked.status().message());
+  }
+  run.command = ProcessCommandLine(pids->front());
+  for (std::string& argument : run.command) argument = collector::PrintableName(argument);
+  run.root_pid = pids->front();
+  run.kernel_recording = true;
+  run.kernel_stack_min_ns = kernel_options.stack_min_ns;
+  run.cuda_mode = "off";
+  run.attach.emplace();
+  run.attach->pids.assign(pids->begin(), pids->end());
+  run.attach->processes = static_cast<int>(tracked->size());
+  if (Status written = WriteSessionMeta(session.dir, session.launch, run); !written.ok()) {
+    recorder->Finish();
+    return fail(written.message());
+  }
+  Say("recording " + std::to_string(tracked->size()) + " running process" +
+      (tracked->size() == 1 ? "" : "es") + (options.duration_s > 0 ? "" : " until Ctrl-C") +
+      " into " + collector::PrintableName(session.dir.path));
+  run.attach->ended = RecordUntilWindowEnds(recorder.get(), limits.window_end_ns);
+  run.end_anchor = ReadClockAnchor();
+  run.end_monotonic_ns = run.end_anchor.monotonic_ns;
+  FinishKernelRecording(recorder.get(), &run);
+  run.finished = true;
+  recorder.reset();  // every program, link and map of the recorder closed: detached
+  if (!DropPrivileges(session.launch)) {
+    Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno));
+    return kExitToolFailure;
+  }
+  if (session.budget.attached()) RecordSizeBudget(session.budget, &run);
+  if (Status written = WriteSessionMeta(session.dir, session.launch, run); !written.ok())
+    Say("warning: " + written.message());
+  collector::CollectOptions collect_options =
+      CollectOptionsFor(options.threshold_ms, options.collector_memory_bytes);
+  collect_options.directory_fd = session.dir.fd.get();
+  auto result = collector::Collect(session.dir.path, collect_options);
+  SayReport(result, options.print_report, session.dir.path);
+  return result.ok() ? 0 : kExitToolFailure;
 }
 
 int ReportCommand(const std::string& directory, double threshold_ms,

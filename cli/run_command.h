@@ -29,10 +29,17 @@ struct RunOptions {
   uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
   bool python_stacks = true;             // --python-stacks=on|off
   uint32_t sample_hz = 99;               // --sample-hz; 0: no on-CPU samples
+  std::vector<std::string> attach_pids;  // -p: record these running processes, no command
 };
 
 // Returns the status gprof-run exits with: the command's, or one of exit_codes.h.
 int RunCommand(const RunOptions& options);
+
+// `gprof-run -p PID[,PID...] [--duration SEC]`: records running processes and their descendants
+// (kernel recorder, Python stacks, CUDA calls through uprobes) until SEC elapses, SIGINT or
+// SIGTERM, or they have all exited, then reports as on a launched command. They run on, untouched.
+// Returns 0, or kExitToolFailure with one line on stderr.
+int AttachCommand(const RunOptions& options);
 
 // One line on stderr, "gprof-run: ...", escaped as the report escapes names.
 void Say(const std::string& line);

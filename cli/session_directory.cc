@@ -415,6 +415,11 @@ std::string SessionMetaText(const RunDescription& run) {
                            {key::kCaptureWindows, windows},
                            {key::kCaptureRefusedOpens, run.capture_refused_opens}};
   }
+  if (run.attach) {
+    meta[key::kAttach] = {{key::kAttachPids, run.attach->pids},
+                          {key::kAttachProcesses, run.attach->processes},
+                          {key::kAttachEnded, run.attach->ended}};
+  }
   if (run.max_size_bytes > 0) {
     meta[key::kMaxSize] = {{key::kMaxSizeLimitBytes, run.max_size_bytes},
                            {key::kMaxSizeUsedBytes, run.size_used_bytes},

@@ -135,6 +135,14 @@ struct RunDescription {
     std::optional<unsigned long long> calls;
   };
   std::vector<Nested> nested_sessions;
+  // gprof-run -p: the running processes recorded (no command was started, none has an exit
+  // status), how many the tree held with their descendants, and what ended the recording.
+  struct Attach {
+    std::vector<int> pids;
+    int processes = 0;
+    std::string ended;  // "duration", "signal", "exited", "max_size"
+  };
+  std::optional<Attach> attach;
 };
 
 // session.json's contents for `run`.

@@ -95,7 +95,7 @@ void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string
   if (fd < 0) return;
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
-      !probed_.insert({info.st_dev, info.st_ino}).second) {
+      !probed_.insert({pid, info.st_dev, info.st_ino}).second) {
     close(fd);
     return;
   }
@@ -110,8 +110,9 @@ void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string
       LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = static_cast<uint64_t>(index),
                   .retprobe = retprobe);
       links_->reserve(links_->size() + 1);  // a push_back that throws would leak the link
-      bpf_link* link = bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, -1,
-                                                       binary.c_str(), entry.file_offset, &options);
+      bpf_link* link =
+          bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, static_cast<pid_t>(pid),
+                                          binary.c_str(), entry.file_offset, &options);
       if (link == nullptr) {
         if (first_error == 0) first_error = errno;
         continue;
@@ -121,9 +122,9 @@ void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string
     }
   }
   close(fd);  // the probes hold the inode
-  std::string line = "kernel recorder: CUDA driver calls recorded by uprobes on " +
-                     std::to_string(attached) + " of " + std::to_string(entry_points.size()) +
-                     " cu* entry points of " + path;
+  std::string line = "kernel recorder: CUDA driver calls of pid " + std::to_string(pid) +
+                     " recorded by uprobes on " + std::to_string(attached) + " of " +
+                     std::to_string(entry_points.size()) + " cu* entry points of " + path;
   if (first_error != 0) line += std::string(" (") + strerror(first_error) + ")";
   note_(line);
 }

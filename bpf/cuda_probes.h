@@ -1,7 +1,7 @@
 // CUDA driver calls without the injected library (gprof-run -p): finds the libcuda each process of
 // the tree maps (its /proc/PID/maps snapshots), reads its exported cu* functions from the ELF
-// dynamic symbol table, and attaches a uprobe and a uretprobe to each (bpf/cuda_probes.bpf.h), once
-// per binary, for every process that maps it; the programs record only the tree's calls.
+// dynamic symbol table, and attaches a uprobe and a uretprobe to each (bpf/cuda_probes.bpf.h) for
+// that process only: other processes that map the same libcuda (another user's job) take no trap.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,7 +46,9 @@ class CudaProbes {
   int names_fd_;
   std::vector<bpf_link*>* links_;
   std::function<void(const std::string&)> note_;
-  std::set<std::pair<dev_t, ino_t>> probed_;  // binaries, by device and inode
+  // (process, binary's device, inode) probed; a pid reused by another process is probed anew
+  // only if it maps another binary (its probes of the first still filter to its pid).
+  std::set<std::tuple<uint32_t, dev_t, ino_t>> probed_;
   std::map<std::string, uint32_t> function_index_;
 };
 

@@ -98,7 +98,7 @@ bool CudaRounds(int worker) {
   for (uint32_t round = 0; !stop.load(); ++round) {
     apps::Check(cudaMemcpyAsync(device, host.data(), kWords * 4, cudaMemcpyHostToDevice, stream),
                 "cudaMemcpyAsync");
-    apps::Check(fake_cuda::LaunchKernel(50, stream), "cudaLaunchKernel");
+    apps::Check(fake_cuda::LaunchKernel(400, stream), "cudaLaunchKernel");
     apps::Check(cudaMemcpyAsync(back.data(), device, kWords * 4, cudaMemcpyDeviceToHost, stream),
                 "cudaMemcpyAsync");
     apps::Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

@@ -29,16 +29,17 @@ std::atomic<const CuptiHooks*> cupti{nullptr};
 thread_local int runtime_call_depth = 0;
 thread_local uint32_t activity_correlation_id = 0;
 
-// libcuda.so.1 beside this library (the fake's driver, fake_libcuda.cc), loaded at the driver's
-// initialisation as the real runtime loads the real driver; null where there is none.
+// libcuda.so.1 beside this library (the fake's driver, fake_libcuda.cc), loaded when this library
+// is (the real runtime loads the driver at its first call, which would take the dynamic loader's
+// lock there: tests that hold that lock meanwhile expect the first call not to); null where there
+// is none.
 std::atomic<void*> driver_library{nullptr};
-// Its entry points by cbid, looked up once each: kUnresolved until then, nullptr where it has none.
+// Its entry points by cbid, all looked up when it is loaded: dlsym takes the dynamic loader's lock,
+// which a first call must not (as for the load itself).
 constexpr size_t kMaxCbid = 4096;
-void* const kUnresolved = reinterpret_cast<void*>(uintptr_t{1});
-std::atomic<void*> entry_points[kMaxCbid];
+void* entry_points[kMaxCbid];
 
-void LoadDriverLibrary() {
-  for (auto& entry : entry_points) entry.store(kUnresolved, std::memory_order_relaxed);
+__attribute__((constructor)) void LoadDriverLibrary() {
   Dl_info self{};
   if (dladdr(reinterpret_cast<void*>(&LoadDriverLibrary), &self) == 0 || self.dli_fname == nullptr)
     return;
@@ -47,7 +48,14 @@ void LoadDriverLibrary() {
   path = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/libcuda.so.1";
   // Only beside a shared runtime: the static one is in the program's own file.
   if (std::strstr(self.dli_fname, "libcudart") == nullptr) return;
-  driver_library.store(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL), std::memory_order_release);
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return;
+#define FAKE_CUDA_RESOLVE_ENTRY_POINT(name)                 \
+  static_assert(CUPTI_DRIVER_TRACE_CBID_##name < kMaxCbid); \
+  entry_points[CUPTI_DRIVER_TRACE_CBID_##name] = dlsym(library, #name);
+  FAKE_CUDA_DRIVER_ENTRY_POINTS(FAKE_CUDA_RESOLVE_ENTRY_POINT)
+#undef FAKE_CUDA_RESOLVE_ENTRY_POINT
+  driver_library.store(library, std::memory_order_release);
 }
 
 void LoadInjectionLibrary() {
@@ -118,7 +126,6 @@ void InitializeDriver() {
   pthread_mutex_lock(&init_lock);
   if (!initialized.load(std::memory_order_relaxed)) {
     initializing = true;
-    if (driver_library.load() == nullptr) LoadDriverLibrary();
     LoadInjectionLibrary();
     cupti.store(FindMockCupti(), std::memory_order_release);
     initializing = false;
@@ -128,14 +135,9 @@ void InitializeDriver() {
 }
 
 fake_cuda_driver_entry_point DriverEntryPoint(ApiFunction function) {
-  void* library = driver_library.load(std::memory_order_acquire);
-  if (library == nullptr || function.cbid >= kMaxCbid) return nullptr;
-  void* entry = entry_points[function.cbid].load(std::memory_order_acquire);
-  if (entry == kUnresolved) {
-    entry = dlsym(library, function.name);
-    entry_points[function.cbid].store(entry, std::memory_order_release);
-  }
-  return reinterpret_cast<fake_cuda_driver_entry_point>(entry);
+  if (driver_library.load(std::memory_order_acquire) == nullptr || function.cbid >= kMaxCbid)
+    return nullptr;
+  return reinterpret_cast<fake_cuda_driver_entry_point>(entry_points[function.cbid]);
 }
 
 const CuptiHooks* Cupti() { return cupti.load(std::memory_order_acquire); }

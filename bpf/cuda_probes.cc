@@ -6,9 +6,12 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -83,17 +86,38 @@ void CudaProbes::OnMaps(uint32_t pid, const std::string& maps_text) {
     if (!(fields >> range >> perms >> offset >> device >> inode)) continue;
     std::getline(fields >> std::ws, path);
     if (perms.find('x') == std::string::npos || !IsLibcuda(path)) continue;
-    Probe(pid, range, path);
+    Probe(pid, range, device, strtoull(inode.c_str(), nullptr, 10), path);
   }
 }
 
-void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string& path) {
+void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string& device,
+                       uint64_t inode, const std::string& path) {
   // The mapped file itself, through the process's map_files link: not its path, which may name
-  // another file in this mount namespace, or one a user swapped since.
-  std::string mapped = "/proc/" + std::to_string(pid) + "/map_files/" + range;
-  int fd = open(mapped.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  // another file in this mount namespace, or one a user swapped since. That link needs
+  // CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE); without it, the path as the process sees it
+  // (through its root), taken only if it is the file mapped (the maps line's device and inode).
+  const std::string proc = "/proc/" + std::to_string(pid);
+  int fd = open((proc + "/map_files/" + range).c_str(), O_RDONLY | O_CLOEXEC);
   struct stat info {};
+  if (fd < 0) {
+    fd = open((proc + "/root" + path).c_str(), O_RDONLY | O_CLOEXEC);
+    unsigned major_number = 0, minor_number = 0;
+    if (fd >= 0 && (fstat(fd, &info) != 0 || info.st_ino != inode ||
+                    sscanf(device.c_str(), "%x:%x", &major_number, &minor_number) != 2 ||
+                    major(info.st_dev) != major_number || minor(info.st_dev) != minor_number)) {
+      close(fd);
+      fd = -1;
+      errno = ESTALE;
+    }
+  }
+  if (fd < 0) {
+    if (unreadable_.insert(pid).second) {
+      note_("kernel recorder: CUDA driver calls of pid " + std::to_string(pid) +
+            " not recorded (cannot open the libcuda it maps, " + path + ": " + strerror(errno) +
+            ")");
+    }
+    return;
+  }
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
       !probed_.insert({pid, info.st_dev, info.st_ino}).second) {
     close(fd);

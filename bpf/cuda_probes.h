@@ -36,7 +36,10 @@ class CudaProbes {
   size_t functions() const { return function_index_.size(); }
 
  private:
-  void Probe(uint32_t pid, const std::string& range, const std::string& path);
+  // Probes the libcuda mapped at `range` ("start-end") of process `pid`: the file of that maps
+  // line (`device` "major:minor" in hex, `inode`), known by `path`.
+  void Probe(uint32_t pid, const std::string& range, const std::string& device, uint64_t inode,
+             const std::string& path);
   // The cookie of `name`: its index into cuda_probe_names, given at its first binary; -1 once the
   // map is full.
   int64_t IndexOf(const std::string& name);
@@ -50,6 +53,7 @@ class CudaProbes {
   // only if it maps another binary (its probes of the first still filter to its pid).
   std::set<std::tuple<uint32_t, dev_t, ino_t>> probed_;
   std::map<std::string, uint32_t> function_index_;
+  std::set<uint32_t> unreadable_;  // processes whose libcuda could not be opened (said once)
 };
 
 }  // namespace gprof::bpf

@@ -802,6 +802,10 @@ int AttachCommand(const RunOptions& options) {
   run.end_monotonic_ns = run.end_anchor.monotonic_ns;
   FinishKernelRecording(recorder.get(), &run);
   run.finished = true;
+  // Which processes' CUDA calls the uprobes recorded, and why not where they could not.
+  for (const std::string& note : recorder->notes()) {
+    if (note.starts_with("kernel recorder: CUDA driver calls")) Say(note.substr(17));
+  }
   recorder.reset();  // every program, link and map of the recorder closed: detached
   if (!DropPrivileges(session.launch)) {
     Say(std::string("cannot switch to the invoking user to build the report: ") + strerror(errno));

@@ -169,6 +169,12 @@ std::string AttachAndCompare(const std::string& mode, const TempDir& dir) {
   EXPECT_NE(meta.find("\"attach\""), std::string::npos) << meta;
   EXPECT_NE(meta.find("\"pids\":[" + std::to_string(pid) + "]"), std::string::npos) << meta;
   EXPECT_NE(meta.find("\"ended\":\"duration\""), std::string::npos) << meta;
+  std::string json = ReadFile(session + "/report.json");
+  json.erase(std::remove_if(json.begin(), json.end(), [](char c) { return std::isspace(c); }),
+             json.end());
+  EXPECT_NE(json.find("\"attach\":{\"ended\":\"duration\",\"pids\":[" + std::to_string(pid) + "]"),
+            std::string::npos)
+      << json.substr(0, 2000);
   std::string report = ReadFile(session + "/report.txt");
   EXPECT_NE(report.find("attached  to running process " + std::to_string(pid)), std::string::npos)
       << report;

@@ -106,6 +106,16 @@ json CaptureJson(const Session& session) {
           {"after_text", CaptureTailText(session)}};
 }
 
+// gprof-run -p: the running processes recorded and what ended it, or null for a launched command.
+json AttachJson(const Session& session) {
+  if (!session.meta.attach) return nullptr;
+  const AttachedRecording& attach = *session.meta.attach;
+  return {{"pids", attach.pids},
+          {"processes", attach.processes},
+          {"ended", attach.ended.empty() ? json(nullptr) : json(attach.ended)},
+          {"text", AttachedText(session.meta)}};
+}
+
 // --max-size and what it cut, or null without a cap.
 json MaxSizeJson(const Session& session) {
   if (!session.meta.max_size) return nullptr;
@@ -310,6 +320,7 @@ json SessionJson(const Session& session, const Analysis& analysis) {
                                       {"full_detail_bytes_estimate", session.trace_full_bytes}}},
           {"window", WindowJson(session)},
           {"capture", CaptureJson(session)},
+          {"attach", AttachJson(session)},
           {"max_size", MaxSizeJson(session)},
           {"counts",
            {{"processes", session.RecordedProcessCount()},

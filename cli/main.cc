@@ -434,6 +434,8 @@ int Run(std::vector<std::string> command, bool separator_given,
     if (!run.command.empty() || separator_given)
       return Misuse("-p records running processes: no command goes with it");
     if (run.delay_s > 0) return Misuse("-p starts recording at once: no --delay goes with it");
+    if (line->no_kernel)
+      return Misuse("-p records through the kernel: no --no-kernel goes with it");
   } else if (run.command.empty()) {
     return Misuse(
         "no command given: gprof-run [OPTIONS] [--] CMD [ARGS...], or gprof-run report DIR");

@@ -376,6 +376,8 @@ TEST(Attach, RefusesWhatCannotBeAttachedTo) {
   // A command and -p together.
   ProcessResult both = RunGprof({"-p", std::to_string(app.pid()), "--", "true"});
   EXPECT_EQ(both.exit_code(), 125) << both.err;
+  ExpectRefusal({"-p", std::to_string(app.pid()), "--no-kernel"}, "no --no-kernel goes with it");
+  ExpectRefusal({"-p", std::to_string(app.pid()), "--delay", "1"}, "no --delay goes with it");
 }
 
 // gprof-run's own pid: a shell that execs gprof-run gives it its own pid ($$).

@@ -335,6 +335,31 @@ TEST(Attach, EndOfTheProcessesEndsTheRecording) {
   EXPECT_NE(CompactMeta(dir.Sub("s")).find("\"ended\":\"exited\""), std::string::npos);
 }
 
+// Several processes at once (-p A,B: the ranks of a job on one host): both are recorded, the pipe's
+// waits and the CUDA loop's calls, and both run on.
+TEST(Attach, SeveralProcessesAtOnce) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  RunningApp pipe_app("pipe", dir.Sub("pipe.out"));
+  RunningApp cuda_app("cuda", dir.Sub("cuda.out"));
+  ASSERT_TRUE(pipe_app.WaitThreads(3));
+  ASSERT_TRUE(cuda_app.WaitThreads(3));
+  const std::string pids = std::to_string(pipe_app.pid()) + "," + std::to_string(cuda_app.pid());
+  ProcessResult gprof = RunGprof({"-p", pids, "--duration", "1.5", "-o", dir.Sub("s")});
+  EXPECT_EQ(gprof.exit_code(), 0) << gprof.err;
+  EXPECT_NE(CompactMeta(dir.Sub("s")).find("\"pids\":[" + pids + "]"), std::string::npos);
+  std::string report = ReadFile(dir.Sub("s/report.txt"));
+  EXPECT_NE(report.find("to running processes " + std::to_string(pipe_app.pid()) + ", " +
+                        std::to_string(cuda_app.pid())),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("recorded  2 processes"), std::string::npos) << report;
+  EXPECT_NE(report.find("cuStreamSynchronize"), std::string::npos) << report;
+  int pipe_status = pipe_app.Stop(), cuda_status = cuda_app.Stop();
+  EXPECT_TRUE(WIFEXITED(pipe_status) && WEXITSTATUS(pipe_status) == 3) << pipe_status;
+  EXPECT_TRUE(WIFEXITED(cuda_status) && WEXITSTATUS(cuda_status) == 4) << cuda_status;
+}
+
 // One line, status 125, naming what is wrong, for what cannot be attached to.
 void ExpectRefusal(const std::vector<std::string>& args, const std::string& words,
                    ProcessSpec spec = {}) {

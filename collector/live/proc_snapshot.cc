@@ -18,6 +18,9 @@
 #include <set>
 #include <sstream>
 
+#include "collector/live/native_stacks.h"
+#include "collector/session/process_maps.h"
+
 namespace gprof::collector::live {
 namespace {
 
@@ -167,17 +170,23 @@ void ParseSyscall(const FileRead& file, ThreadSnapshot* thread) {
     thread->syscall_unreadable = "malformed";
     return;
   }
-  if (number < 0) return;
-  for (uint64_t& arg : thread->args) {
+  auto next_hex = [&fields](uint64_t* value) {
     std::string text;
-    if (!(fields >> text)) {
-      thread->syscall_unreadable = "malformed";
-      return;
+    if (!(fields >> text)) return false;
+    *value = strtoull(text.c_str(), nullptr, 16);
+    return true;
+  };
+  if (number >= 0) {
+    for (uint64_t& arg : thread->args) {
+      if (!next_hex(&arg)) {
+        thread->syscall_unreadable = "malformed";
+        return;
+      }
     }
-    arg = strtoull(text.c_str(), nullptr, 16);
+    thread->in_syscall = true;
+    thread->syscall = number;
   }
-  thread->in_syscall = true;
-  thread->syscall = number;
+  thread->user_registers = next_hex(&thread->user_sp) && next_hex(&thread->user_pc);
 }
 
 void ReadKernelStack(pid_t pid, ThreadSnapshot* thread) {
@@ -231,14 +240,51 @@ bool TakesFdFirst(int64_t number) {
   }
 }
 
-// The futex word and the 12 bytes after it, read from the process's memory without stopping it.
+// x86-64 glibc's pthread_rwlock_t (since 2.25), in 32-bit words: __readers, __writers,
+// __wrphase_futex, __writers_futex, two pads, __cur_writer. A reader waits on __wrphase_futex, a
+// writer on __writers_futex, each for 1 | PTHREAD_RWLOCK_FUTEX_USED (3).
+constexpr int kRwlockWrphaseFutex = 2, kRwlockWritersFutex = 3, kRwlockCurWriter = 6;
+constexpr uint32_t kRwlockWriteLocked = 3;  // __readers' PTHREAD_RWLOCK_WRPHASE | WRLOCKED
+constexpr uint32_t kRwlockFutexWaited = 3;
+
+// A wait on a rwlock held by a writer: `around` holds the 16 bytes before the futex word, the word
+// and the 16 after it; the writer's tid when the words around it are a write-locked rwlock's.
+pid_t RwlockWriter(const uint32_t* around, size_t word) {
+  for (int at : {kRwlockWrphaseFutex, kRwlockWritersFutex}) {
+    const uint32_t* lock = around + word - at;
+    int other = at == kRwlockWrphaseFutex ? kRwlockWritersFutex : kRwlockWrphaseFutex;
+    if ((lock[0] & kRwlockWriteLocked) == kRwlockWriteLocked && (lock[other] & 1) != 0 &&
+        static_cast<int32_t>(lock[kRwlockCurWriter]) > 0)
+      return static_cast<pid_t>(lock[kRwlockCurWriter]);
+  }
+  return 0;
+}
+
+// The futex word and the 12 bytes after it, read from the process's memory without stopping it;
+// for a rwlock, the 16 bytes before it and 4 more after (each only where readable).
 void ReadFutex(pid_t pid, ThreadSnapshot* thread) {
-  uint32_t words[4] = {};
-  iovec local{words, sizeof words};
-  iovec remote{reinterpret_cast<void*>(thread->args[0]), sizeof words};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof words)) return;
+  constexpr size_t kBefore = 4, kAfter = 5;  // words
+  uint32_t around[kBefore + kAfter] = {};
+  uint32_t* words = around + kBefore;
+  auto read = [pid](void* into, uint64_t from, size_t bytes) {
+    iovec local{into, bytes};
+    iovec remote{reinterpret_cast<void*>(from), bytes};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+  };
+  if (!read(words, thread->args[0], 16)) return;
+  bool rwlock_read = read(around, thread->args[0] - kBefore * 4, kBefore * 4) &&
+                     read(words + 4, thread->args[0] + 16, 4);
   thread->futex_word = words[0];
   unsigned command = static_cast<unsigned>(thread->args[1]) & FUTEX_CMD_MASK;
+  bool waits = command == FUTEX_WAIT || command == FUTEX_WAIT_BITSET;
+  if (rwlock_read && waits && thread->args[2] == kRwlockFutexWaited &&
+      words[0] == kRwlockFutexWaited) {
+    if (pid_t writer = RwlockWriter(around, kBefore); writer != 0) {
+      thread->holder = writer;
+      thread->holder_source = HolderSource::kRwlockWriter;
+      return;
+    }
+  }
   if (command == FUTEX_LOCK_PI || command == FUTEX_LOCK_PI2) {
     thread->holder = static_cast<pid_t>(words[0] & FUTEX_TID_MASK);
     thread->holder_source = HolderSource::kPiFutexWord;
@@ -288,7 +334,7 @@ void FindFileLockHolder(pid_t pid, ThreadSnapshot* thread) {
   thread->holder_source = HolderSource::kFileLock;
 }
 
-ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
+ThreadSnapshot ReadThread(pid_t pid, pid_t tid, StackUnwinder& unwinder) {
   ThreadSnapshot thread;
   thread.tid = tid;
   thread.pid = pid;
@@ -311,16 +357,34 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid) {
   if (thread.in_syscall && thread.syscall == kFutexSystemCall) ReadFutex(pid, &thread);
   if (thread.in_syscall) FindFileLockHolder(pid, &thread);
   ReadKernelStack(pid, &thread);
+  ReadNativeStack(unwinder, &thread);
   return thread;
 }
 
-ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields) {
+// The process's maps and executable, which name its native stacks' frames.
+void ReadMaps(pid_t pid, Session* maps) {
+  Process& process = maps->processes[static_cast<uint32_t>(pid)];
+  process.pid = static_cast<uint32_t>(pid);
+  char exe[4096];
+  ssize_t length = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+  if (length > 0) process.exe.assign(exe, static_cast<size_t>(length));
+  FileRead text = ReadProcFile("/proc/" + std::to_string(pid) + "/maps");
+  if (text.error == 0) process.maps = {MapsSnapshot{0, ParseMaps(text.text)}};
+}
+
+ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snapshot,
+                            StackUnwinder& unwinder) {
   ProcessSnapshot process;
   process.pid = pid;
   process.ppid = fields.ppid;
   process.name = fields.comm;
-  for (pid_t tid : NumericEntries("/proc/" + std::to_string(pid) + "/task"))
-    process.threads.push_back(ReadThread(pid, tid));
+  ReadMaps(pid, &snapshot->maps);
+  for (pid_t tid : NumericEntries("/proc/" + std::to_string(pid) + "/task")) {
+    process.threads.push_back(ReadThread(pid, tid, unwinder));
+    const ThreadSnapshot& thread = process.threads.back();
+    snapshot->stopped_ns += thread.stopped_ns;
+    if (thread.stack_path == StackPath::kStopped) ++snapshot->threads_stopped;
+  }
   // A holder named by memory is kept only when it is one of this process's threads.
   std::set<pid_t> tids;
   for (const ThreadSnapshot& thread : process.threads) tids.insert(thread.tid);
@@ -361,6 +425,7 @@ Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
     std::optional<StatFields> fields = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
     if (fields) children[fields->ppid].emplace_back(pid, *fields);
   }
+  StackUnwinder unwinder(snapshot.maps);
   std::set<pid_t> seen;
   std::vector<std::pair<pid_t, StatFields>> pending(roots.rbegin(), roots.rend());
   while (!pending.empty()) {
@@ -368,7 +433,7 @@ Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
     pending.pop_back();
     if (!seen.insert(pid).second) continue;
     if (fields.state == 'Z' || (fields.flags & kKernelThreadFlag)) continue;
-    snapshot.processes.push_back(ReadProcess(pid, fields));
+    snapshot.processes.push_back(ReadProcess(pid, fields, &snapshot, unwinder));
     auto found = children.find(pid);
     if (found == children.end()) continue;
     for (auto child = found->second.rbegin(); child != found->second.rend(); ++child)

@@ -1,6 +1,7 @@
 // A snapshot of running process trees read from /proc alone, without stopping them (issue 38,
 // `gprof-run dump`): each thread's state, the system call it is in and on what, its kernel stack,
-// and the owner a glibc mutex or a PI futex names. Only reads: no ptrace, no signal.
+// its native stack (native_stacks.h: a thread is stopped only where /proc cannot give it), and
+// the owner a glibc mutex or a PI futex names.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "collector/model/model.h"
 #include "inject/shared/status.h"
 
 namespace gprof::collector::live {
@@ -21,6 +23,14 @@ enum class HolderSource : uint8_t {
   kMutexOwnerField,  // pthread_mutex_t's __owner (the int 8 bytes after the futex word)
   kPiFutexWord,      // a PI futex word's low 30 bits
   kFileLock,         // /proc/locks: the process holding a lock on the file the fd names
+  kRwlockWriter,     // pthread_rwlock_t's __cur_writer, for a reader or writer waiting on it
+};
+
+// How a thread's native stack was read.
+enum class StackPath : uint8_t {
+  kNotRead,          // not at all: native_stack.cut_short says why
+  kWithoutStopping,  // copied from the stack pointer /proc gave, the thread left running
+  kStopped,          // the thread stopped (ptrace) for stopped_ns to take its registers and stack
 };
 
 struct ThreadSnapshot {
@@ -40,6 +50,12 @@ struct ThreadSnapshot {
   std::string kernel_stack_unreadable;    // why it is empty, when it could not be read
   std::string syscall_unreadable;         // why the system call is unknown
   bool exited = false;                    // gone while it was read: what was read is kept
+  // The user stack pointer and program counter /proc/.../syscall ends with (when not running).
+  bool user_registers = false;
+  uint64_t user_sp = 0, user_pc = 0;
+  NativeStack native_stack;  // innermost first; named through Snapshot::maps
+  StackPath stack_path = StackPath::kNotRead;
+  uint64_t stopped_ns = 0;  // how long it was stopped to read it (kStopped)
 };
 
 struct ProcessSnapshot {
@@ -54,6 +70,10 @@ struct Snapshot {
   std::vector<pid_t> requested;
   std::vector<ProcessSnapshot> processes;  // each requested process, then its descendants
   uint64_t read_ns = 0;                    // how long the reading took
+  uint64_t stopped_ns = 0;                 // the time threads were stopped, all of them together
+  size_t threads_stopped = 0;
+  // Each process's maps and executable as they were read, to name the native stacks' frames.
+  Session maps;
 };
 
 // Reads each of `pids` and its descendants. Fails, with a line naming the problem, when a pid is

@@ -21,6 +21,11 @@ constexpr size_t kMaxFrames = 256;
 // DWARF register numbers of x86-64 (the psABI's): what the injected library takes.
 constexpr int kDwarfRbp = 6;  // then 7, rsp
 constexpr int kDwarfRip = 16;
+// rbp where it is not known: an address no stack can have (not canonical), so that a frame whose
+// caller is found through rbp reads near it, and the unwinding says it needed the frame pointer
+// instead of ending there as if at the thread's first frame.
+constexpr uint64_t kUnknownRbp = 0xdead'0000'0000'0000;
+constexpr uint64_t kNearUnknownRbp = 1 << 20;
 
 bool IsFile(const Mapping& mapping) { return mapping.path.starts_with('/'); }
 
@@ -49,6 +54,7 @@ struct AddressSpace {
   std::vector<std::string> unusable;     // code files not here, or no longer the file mapped
   const StackCopy* copy = nullptr;       // the copy being unwound
   bool read_past_copy = false;           // a caller's frame lay past the copy's end
+  bool needed_rbp = false;               // a caller's frame was found through the unknown rbp
 };
 
 // The file behind a module (its user data), opened only when it is still the one that was mapped.
@@ -106,7 +112,12 @@ bool GetThread(Dwfl*, pid_t tid, void* arg, void** thread_arg) {
 bool ReadMemory(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
   auto* space = static_cast<AddressSpace*>(arg);
   const StackCopy* copy = space->copy;
-  if (copy == nullptr || address < copy->rsp) return false;
+  if (copy == nullptr) return false;
+  if (!copy->rbp_known && address + kNearUnknownRbp - kUnknownRbp < 2 * kNearUnknownRbp) {
+    space->needed_rbp = true;
+    return false;
+  }
+  if (address < copy->rsp) return false;
   if (address - copy->rsp > copy->bytes.size() ||
       copy->bytes.size() - (address - copy->rsp) < sizeof(*result)) {
     space->read_past_copy = true;
@@ -118,7 +129,7 @@ bool ReadMemory(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
 
 bool SetInitialRegisters(Dwfl_Thread* thread, void* arg) {
   const StackCopy* copy = static_cast<AddressSpace*>(arg)->copy;
-  const Dwarf_Word frame[2] = {copy->rbp, copy->rsp};
+  const Dwarf_Word frame[2] = {copy->rbp_known ? copy->rbp : kUnknownRbp, copy->rsp};
   const Dwarf_Word pc = copy->rip;
   if (!dwfl_thread_state_registers(thread, kDwarfRbp, 2, frame) ||
       !dwfl_thread_state_registers(thread, kDwarfRip, 1, &pc))
@@ -267,6 +278,7 @@ std::optional<NativeStack> StackUnwinder::Unwind(const StackCopy& copy, bool fin
   }
   impl_->space.copy = &copy;
   impl_->space.read_past_copy = false;
+  impl_->space.needed_rbp = false;
   Frames frames;
   int result =
       dwfl_getthread_frames(impl_->space.dwfl, static_cast<pid_t>(copy.tid), CollectFrame, &frames);
@@ -297,7 +309,9 @@ std::optional<NativeStack> StackUnwinder::Unwind(const StackCopy& copy, bool fin
   }
   // The unwinding ends cleanly at the thread's first frame (its CFI says so); one that needed a
   // caller's frame past the copy was cut by the copy's size.
-  if (stack.cut_short.empty() && impl_->space.read_past_copy) {
+  if (stack.cut_short.empty() && impl_->space.needed_rbp) {
+    stack.cut_short = "the unwinding needed the frame pointer (rbp), which was not read";
+  } else if (stack.cut_short.empty() && impl_->space.read_past_copy) {
     stack.cut_short = copy.bytes.size() >= copy.requested_bytes
                           ? "truncated: deeper than the " +
                                 std::to_string(copy.requested_bytes / 1024) +

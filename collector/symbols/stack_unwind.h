@@ -28,6 +28,10 @@ struct StackCopy {
   uint64_t enter_ns = 0;    // the call
   uint64_t capture_ns = 0;  // the call's exit: the maps of that moment
   uint64_t rip = 0, rsp = 0, rbp = 0;
+  // False where only rip and rsp are known (`gprof-run dump`'s threads blocked in a system call:
+  // /proc/PID/task/TID/syscall gives those two): a frame whose caller is found through rbp ends
+  // the unwinding, cut_short saying that it needed the frame pointer.
+  bool rbp_known = true;
   uint32_t requested_bytes = 0;
   int32_t error = 0;           // errno of a copy that failed
   std::vector<uint8_t> bytes;  // from rsp up
@@ -45,9 +49,9 @@ class StackUnwinder {
   StackUnwinder& operator=(const StackUnwinder&) = delete;
 
   // The copy's stack, innermost first, the frames of the recording itself (the injected library's
-  // and CUPTI's, on top, where own_frames_on_top) left out. nullopt when a frame lies in no mapping of the maps recorded
-  // so far and `final` is false: a library mapped after the latest snapshot read yet, to be
-  // unwound again once the process's later maps are read.
+  // and CUPTI's, on top, where own_frames_on_top) left out. nullopt when a frame lies in no mapping
+  // of the maps recorded so far and `final` is false: a library mapped after the latest snapshot
+  // read yet, to be unwound again once the process's later maps are read.
   std::optional<NativeStack> Unwind(const StackCopy& copy, bool final);
 
  private:

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "collector/model/model.h"
+#include "collector/writers/words/lines.h"
 
 namespace gprof::collector {
 namespace {
@@ -56,9 +57,24 @@ const char* StateWord(char state) {
 
 std::string HolderWords(const std::string& holder, HolderSource source) {
   if (source == HolderSource::kFileLock) return "held by process " + holder + " (from /proc/locks)";
-  const char* from = source == HolderSource::kPiFutexWord ? "from the PI futex word's owner bits"
-                                                          : "from the mutex's owner field";
+  const char* from = source == HolderSource::kPiFutexWord    ? "from the PI futex word's owner bits"
+                     : source == HolderSource::kRwlockWriter ? "from the rwlock's writer field"
+                                                             : "from the mutex's owner field";
   return "held by " + holder + " (" + from + ")";
+}
+
+// "stopped 0 us" when every stack was read without a stop; else how long, in all, and how many.
+std::string StoppedWords(uint64_t stopped_ns, size_t threads) {
+  if (threads == 0) return "stopped 0 us: no thread was stopped";
+  return "stopped " + std::to_string((stopped_ns + 500) / 1000) +
+         " us in all: " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+         " stopped briefly (ptrace) to read a native stack";
+}
+
+std::string StackPathWords(const ThreadSnapshot& thread) {
+  if (thread.stack_path == live::StackPath::kStopped)
+    return "stopped " + std::to_string((thread.stopped_ns + 500) / 1000) + " us to read it";
+  return "read without stopping it";
 }
 
 class Writer {
@@ -90,12 +106,11 @@ class Writer {
     for (const live::ProcessSnapshot& process : snapshot_.processes)
       thread_count += process.threads.size();
     char line[200];
-    snprintf(line, sizeof line,
-             "gprof-run dump: %zu process%s, %zu thread%s, read from /proc in %.1f ms without "
-             "stopping them\n",
+    snprintf(line, sizeof line, "gprof-run dump: %zu process%s, %zu thread%s, read in %.1f ms; ",
              snapshot_.processes.size(), snapshot_.processes.size() == 1 ? "" : "es", thread_count,
              thread_count == 1 ? "" : "s", static_cast<double>(snapshot_.read_ns) / 1e6);
     out_ += line;
+    out_ += StoppedWords(snapshot_.stopped_ns, snapshot_.threads_stopped) + "\n";
     for (const live::ProcessSnapshot& process : snapshot_.processes) {
       out_ += "  process " + std::to_string(process.pid) + " (" + PrintableName(process.name) +
               "), parent " + std::to_string(process.ppid) + ", " +
@@ -176,6 +191,25 @@ class Writer {
     out_ += "\n";
   }
 
+  void NativeStackLines(const ThreadSnapshot& thread) {
+    const NativeStack& stack = thread.native_stack;
+    if (stack.ips.empty()) {
+      out_ += "      native stack unknown: " +
+              (stack.cut_short.empty() ? std::string("no frame") : stack.cut_short) + "\n";
+      return;
+    }
+    out_ += "      native stack (" + StackPathWords(thread) + "):\n";
+    std::vector<StackFrame> frames = ResolveStack(snapshot_.maps, static_cast<uint32_t>(thread.pid),
+                                                  stack.ips, nullptr, kLatest);
+    for (const std::string& line : FoldedFrameLines(frames)) out_ += "        " + line + "\n";
+    if (!stack.cut_short.empty()) out_ += "        ... (" + stack.cut_short + ")\n";
+  }
+
+  void Stacks(const ThreadSnapshot& thread) {
+    KernelStack(thread);
+    NativeStackLines(thread);
+  }
+
   void Groups() {
     out_ += "Threads by what they wait on:\n";
     for (const live::WaitGroup& group : analysis_.groups) {
@@ -192,11 +226,11 @@ class Writer {
           out_ += "    " + Named(thread->tid) + ", " + StateWord(thread->state);
           if (thread->exited) out_ += ", exited during the dump";
           out_ += "\n";
-          KernelStack(*thread);
+          Stacks(*thread);
         }
       } else {
         out_ += "    the first, " + Named(first.tid) + ", " + StateWord(first.state) + "\n";
-        KernelStack(first);
+        Stacks(first);
       }
     }
   }

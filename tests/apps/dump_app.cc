@@ -6,6 +6,9 @@
 //   ring N [pi]: N threads, thread i holding mutex i and waiting for mutex i+1 (mod N); with "pi",
 //              priority-inheriting mutexes (the kernel's PI futexes, whose word holds the owner)
 //   flock FILE: a child process holds flock(FILE), a thread of this one waits for it
+//   spin:      one thread always on a CPU, in SpinOnCpu (its stack needs a brief stop)
+//   vla:       one thread asleep under a frame addressed through rbp (a variable-length array)
+//   rwlock:    a writer holds a rwlock inside nanosleep; a reader and another writer wait for it
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -97,6 +100,69 @@ void* HoldOneWaitForNext(void* argument) {
   return nullptr;
 }
 
+volatile uint64_t spins = 0;
+
+extern "C" __attribute__((noinline)) void SpinOnCpu() {
+  for (;;) spins = spins + 1;
+}
+
+void* Spin(void*) {
+  printf("spinner %d\n", Tid());
+  fflush(stdout);
+  started = 1;
+  SpinOnCpu();
+  return nullptr;
+}
+
+// Its frame is addressed through rbp (the array's size is known only at run time): unwinding it
+// needs the frame pointer, which /proc's syscall line does not give.
+extern "C" __attribute__((noinline)) void SleepUnderVariableFrame(int size) {
+  volatile char scratch[size];
+  scratch[0] = 1;
+  started = 1;
+  for (;;) {
+    timespec hour{3600, 0};
+    nanosleep(&hour, nullptr);
+  }
+  asm volatile("" ::"r"(scratch[0]) : "memory");
+}
+
+void* VariableFrame(void*) {
+  printf("vla %d\n", Tid());
+  fflush(stdout);
+  SleepUnderVariableFrame(100 + static_cast<int>(Tid() % 7));
+  return nullptr;
+}
+
+pthread_rwlock_t shared_state = PTHREAD_RWLOCK_INITIALIZER;
+
+void* HoldRwlockWhileSleeping(void*) {
+  pthread_rwlock_wrlock(&shared_state);
+  printf("writer %d\n", Tid());
+  fflush(stdout);
+  started = 1;
+  for (;;) {
+    timespec hour{3600, 0};
+    nanosleep(&hour, nullptr);
+  }
+}
+
+void* ReadRwlock(void*) {
+  printf("reader %d\n", Tid());
+  fflush(stdout);
+  ++started;
+  pthread_rwlock_rdlock(&shared_state);
+  return nullptr;
+}
+
+void* WriteRwlock(void*) {
+  printf("nextwriter %d\n", Tid());
+  fflush(stdout);
+  ++started;
+  pthread_rwlock_wrlock(&shared_state);
+  return nullptr;
+}
+
 const char* locked_file = nullptr;
 
 void* WaitForFileLock(void*) {
@@ -173,6 +239,18 @@ int main(int argc, char** argv) {
     StartLockHolder(locked_file);
     Start(WaitForFileLock);
     while (started == 0) usleep(1000);
+  } else if (strcmp(mode, "spin") == 0) {
+    Start(Spin);
+    while (started == 0) usleep(1000);
+  } else if (strcmp(mode, "vla") == 0) {
+    Start(VariableFrame);
+    while (started == 0) usleep(1000);
+  } else if (strcmp(mode, "rwlock") == 0) {
+    Start(HoldRwlockWhileSleeping);
+    while (started == 0) usleep(1000);
+    Start(ReadRwlock);
+    Start(WriteRwlock);
+    while (started < 3) usleep(1000);
   } else if (strcmp(mode, "threads") == 0 && argc > 2) {
     int count = atoi(argv[2]);
     for (int i = 0; i < count; ++i) Start(WaitForSignal);
@@ -181,7 +259,10 @@ int main(int argc, char** argv) {
     pthread_mutex_lock(&condition_lock);
     pthread_mutex_unlock(&condition_lock);
   } else {
-    fprintf(stderr, "usage: dump_app deadlock | sleeper | threads N | ring N [pi] | flock FILE\n");
+    fprintf(
+        stderr,
+        "usage: dump_app deadlock | sleeper | threads N | ring N [pi] | flock FILE | spin | vla | "
+        "rwlock\n");
     return 2;
   }
   Ready();

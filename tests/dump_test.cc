@@ -119,6 +119,45 @@ std::string LineWith(const std::string& text, const std::string& needle) {
   return "";
 }
 
+// The lines the text gives thread `tid` in its group: its name and state, then its stacks, to the
+// next thread or group.
+std::string ThreadSection(const std::string& out, int tid) {
+  size_t start = out.find("\n    " + std::to_string(tid) + " (");
+  if (start == std::string::npos) start = out.find("the first, " + std::to_string(tid) + " (");
+  if (start == std::string::npos) return "";
+  std::istringstream lines(out.substr(start + 1));
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    bool next = !section.empty() && line.size() > 4 &&
+                ((line.starts_with("    ") && isdigit(static_cast<unsigned char>(line[4]))) ||
+                 (line.starts_with("  ") && isdigit(static_cast<unsigned char>(line[2]))) ||
+                 !line.starts_with("  "));
+    if (next) break;
+    section += line + "\n";
+  }
+  return section;
+}
+
+// The frame lines of `section`'s native stack, in order.
+std::vector<std::string> NativeFrames(const std::string& section) {
+  std::vector<std::string> frames;
+  size_t start = section.find("native stack (");
+  if (start == std::string::npos) return frames;
+  std::istringstream lines(section.substr(start));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.starts_with("        "))
+    frames.push_back(line.substr(8));
+  return frames;
+}
+
+// Where in `frames` the first frame holding `name` is; frames.size() when none.
+size_t FrameIndex(const std::vector<std::string>& frames, const std::string& name) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (frames[i].find(name) != std::string::npos) return i;
+  return frames.size();
+}
+
 TEST(DumpTest, NamesBothThreadsOfADeadlock) {
   StuckProgram program({"deadlock"});
   program.WaitReady();
@@ -218,7 +257,13 @@ TEST(DumpTest, GroupsFiveHundredThreadsInAFewLines) {
   ProcessResult dump = DumpUntil(program.pid(), "500 threads in futex");
   ASSERT_EQ(dump.exit_code(), 0) << dump.err;
   EXPECT_NE(dump.out.find("500 threads in futex"), std::string::npos) << dump.out;
-  EXPECT_LT(std::count(dump.out.begin(), dump.out.end(), '\n'), 20) << dump.out;
+  EXPECT_LT(std::count(dump.out.begin(), dump.out.end(), '\n'), 30) << dump.out;
+  // Each blocked in the kernel: none stopped; the group's first shows where it waits.
+  EXPECT_NE(dump.out.find("; stopped 0 us"), std::string::npos) << dump.out;
+  std::vector<std::string> frames = NativeFrames(dump.out.substr(dump.out.find("500 threads in")));
+  EXPECT_LT(FrameIndex(frames, "pthread_cond_wait"), FrameIndex(frames, "WaitForSignal"))
+      << dump.out;
+  EXPECT_LT(FrameIndex(frames, "WaitForSignal"), frames.size()) << dump.out;
 }
 
 TEST(DumpTest, ShowsTheKernelStackOfAFutexWait) {
@@ -232,6 +277,125 @@ TEST(DumpTest, ShowsTheKernelStackOfAFutexWait) {
   ASSERT_NE(thread, std::string::npos) << dump.out;
   std::string stack = LineWith(dump.out.substr(thread), "kernel stack");
   EXPECT_NE(stack.find("kernel stack: futex"), std::string::npos) << stack;
+}
+
+// Both threads of a deadlock, blocked in the kernel: their native stacks, with symbols and source
+// lines, read from the stack pointers /proc gives, without stopping either.
+TEST(DumpTest, ShowsBothDeadlockedThreadsNativeStacksWithoutStoppingThem) {
+  StuckProgram program({"deadlock"});
+  program.WaitReady();
+  int first = program.Printed("first"), second = program.Printed("second");
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "DEADLOCK");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  EXPECT_NE(dump.out.find("; stopped 0 us"), std::string::npos) << dump.out;
+  for (auto [tid, body] :
+       {std::pair{first, "TakeFirstThenSecond"}, {second, "TakeSecondThenFirst"}}) {
+    std::string section = ThreadSection(dump.out, tid);
+    EXPECT_NE(section.find("native stack (read without stopping it):"), std::string::npos)
+        << section << dump.out;
+    std::vector<std::string> frames = NativeFrames(section);
+    size_t lock = FrameIndex(frames, "pthread_mutex_lock");
+    size_t caller = FrameIndex(frames, body);
+    ASSERT_LT(caller, frames.size()) << section;
+    EXPECT_LT(lock, caller) << section;
+    EXPECT_NE(frames[caller].find("at dump_app.cc:"), std::string::npos) << section;
+  }
+}
+
+// The holder that sleeps: where it sleeps (nanosleep, called from its own function), and the
+// waiter's stack in pthread_mutex_lock.
+TEST(DumpTest, ShowsWhereAMutexHolderSleeps) {
+  StuckProgram program({"sleeper"});
+  program.WaitReady();
+  int holder = program.Printed("holder"), waiter = program.Printed("waiter");
+  ProcessResult dump = DumpUntil(program.pid(), "(the root)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::vector<std::string> held = NativeFrames(ThreadSection(dump.out, holder));
+  EXPECT_LT(FrameIndex(held, "nanosleep"), FrameIndex(held, "HoldWhileSleeping")) << dump.out;
+  EXPECT_LT(FrameIndex(held, "HoldWhileSleeping"), held.size()) << dump.out;
+  std::vector<std::string> waiting = NativeFrames(ThreadSection(dump.out, waiter));
+  EXPECT_LT(FrameIndex(waiting, "pthread_mutex_lock"), FrameIndex(waiting, "WaitForHolder"))
+      << dump.out;
+  EXPECT_LT(FrameIndex(waiting, "WaitForHolder"), waiting.size()) << dump.out;
+}
+
+// A thread always on a CPU: /proc gives no registers of a running thread, so it is stopped, only
+// it and only while its registers and stack are copied; the time is said, and it runs on after,
+// no longer traced.
+TEST(DumpTest, StopsOnlyARunningThreadBrieflyForItsStack) {
+  StuckProgram program({"spin"});
+  program.WaitReady();
+  int spinner = program.Printed("spinner");
+  ASSERT_GT(spinner, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "SpinOnCpu");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string section = ThreadSection(dump.out, spinner);
+  EXPECT_NE(section.find("native stack (stopped "), std::string::npos) << dump.out;
+  std::vector<std::string> frames = NativeFrames(section);
+  ASSERT_FALSE(frames.empty()) << dump.out;
+  EXPECT_NE(frames[0].find("SpinOnCpu"), std::string::npos) << section;
+  EXPECT_LT(FrameIndex(frames, "Spin+"), frames.size()) << section;
+  EXPECT_NE(dump.out.find(" us in all: 1 thread stopped briefly"), std::string::npos) << dump.out;
+  // The main thread, in pause, was read without a stop.
+  EXPECT_NE(ThreadSection(dump.out, program.pid()).find("read without stopping it"),
+            std::string::npos)
+      << dump.out;
+  std::string status = ReadFile("/proc/" + std::to_string(program.pid()) + "/task/" +
+                                std::to_string(spinner) + "/status");
+  EXPECT_NE(status.find("TracerPid:\t0\n"), std::string::npos) << status;
+  std::string stat = ReadFile("/proc/" + std::to_string(program.pid()) + "/task/" +
+                              std::to_string(spinner) + "/stat");
+  EXPECT_EQ(stat.find(") t "), std::string::npos) << stat;
+  EXPECT_EQ(stat.find(") T "), std::string::npos) << stat;
+}
+
+// A frame addressed through rbp (a variable-length array) under the sleeping call: its caller
+// cannot be found from the stack pointer alone, so that thread is stopped to read rbp, and its
+// stack goes on past that frame to the thread's function.
+TEST(DumpTest, StopsAThreadWhoseStackNeedsTheFramePointer) {
+  StuckProgram program({"vla"});
+  program.WaitReady();
+  int thread = program.Printed("vla");
+  ASSERT_GT(thread, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "SleepUnderVariableFrame");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string section = ThreadSection(dump.out, thread);
+  EXPECT_NE(section.find("native stack (stopped "), std::string::npos) << dump.out;
+  std::vector<std::string> frames = NativeFrames(section);
+  size_t variable = FrameIndex(frames, "SleepUnderVariableFrame");
+  ASSERT_LT(variable, frames.size()) << section;
+  EXPECT_LT(variable, FrameIndex(frames, "::VariableFrame+")) << section;
+  EXPECT_LT(FrameIndex(frames, "::VariableFrame+"), frames.size()) << section;
+}
+
+// A rwlock held by a writer asleep: a reader and a writer wait on its two futex words; both are
+// chained to the writer, named by the rwlock's __cur_writer.
+TEST(DumpTest, NamesTheWriterHoldingARwlock) {
+  StuckProgram program({"rwlock"});
+  program.WaitReady();
+  int writer = program.Printed("writer"), reader = program.Printed("reader"),
+      next = program.Printed("nextwriter");
+  ASSERT_GT(writer, 0);
+  ASSERT_GT(reader, 0);
+  ASSERT_GT(next, 0);
+  const std::string kHeld = "held by " + std::to_string(writer) +
+                            " (dump_app) (from the rwlock's "
+                            "writer field)";
+  ProcessResult dump = DumpUntil(
+      program.pid(), [&](const std::string& out) { return Occurrences(out, kHeld) == 2; });
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  EXPECT_EQ(Occurrences(dump.out, kHeld), 2u) << dump.out;
+  std::string chain = LineWith(dump.out, "(from the rwlock's writer field) -> ");
+  EXPECT_NE(chain.find(std::to_string(std::min(reader, next)) + "-" +
+                       std::to_string(std::max(reader, next))),
+            std::string::npos)
+      << chain;
+  EXPECT_NE(
+      chain.find("-> " + std::to_string(writer) + " (dump_app) in clock_nanosleep (the root)"),
+      std::string::npos)
+      << chain;
 }
 
 // Each refusal: exit status 125 and one line on stderr naming the problem.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "cli/dump_python.h"
 #include "cli/exit_codes.h"
 #include "collector/live/dump_analysis.h"
 #include "collector/live/proc_snapshot.h"
@@ -38,6 +39,7 @@ int DumpCommand(const DumpCommandOptions& options) {
   if (pids.empty()) return Fail("no process given: gprof-run dump -p PID[,PID...]");
   Expected<collector::live::Snapshot> snapshot = collector::live::ReadProcessTrees(pids);
   if (!snapshot.ok()) return Fail(snapshot.status().message());
+  AddPythonStacks(&*snapshot);
   collector::live::DumpAnalysis analysis = collector::live::AnalyzeDump(*snapshot);
   std::string text = collector::DumpText(*snapshot, analysis);
   fwrite(text.data(), 1, text.size(), stdout);

@@ -19,7 +19,9 @@ WaitKey WaitKeyOf(const ThreadSnapshot& thread) {
   key.syscall = thread.syscall;
   if (thread.syscall == kFutexSystemCall) {
     key.pid = thread.pid;
-    key.address = thread.args[0];
+    key.address = thread.lock_address != 0 ? thread.lock_address : thread.args[0];
+    key.object = thread.lock_name;
+    return key;
   }
   key.object = thread.object;
   return key;

@@ -24,6 +24,14 @@ enum class HolderSource : uint8_t {
   kPiFutexWord,      // a PI futex word's low 30 bits
   kFileLock,         // /proc/locks: the process holding a lock on the file the fd names
   kRwlockWriter,     // pthread_rwlock_t's __cur_writer, for a reader or writer waiting on it
+  kGilLastHolder,    // CPython's GIL: locked, and its last_holder's thread
+};
+
+// A Python frame, as the thread's interpreter has it.
+struct PythonFrameLine {
+  std::string file;
+  int line = 0;  // 0: unknown
+  std::string function;
 };
 
 // How a thread's native stack was read.
@@ -56,10 +64,18 @@ struct ThreadSnapshot {
   NativeStack native_stack;  // innermost first; named through Snapshot::maps
   StackPath stack_path = StackPath::kNotRead;
   uint64_t stopped_ns = 0;  // how long it was stopped to read it (kStopped)
+  // Its Python stack, innermost first (empty: no Python frames, or no readable CPython), and why
+  // it ends early where it does ("incomplete", "truncated").
+  std::vector<PythonFrameLine> python_stack;
+  std::string python_stack_cut;
+  // The lock its futex wait is known to be, and the lock's address: "the GIL".
+  std::string lock_name;
+  uint64_t lock_address = 0;
 };
 
 struct ProcessSnapshot {
   pid_t pid = 0;
+  std::string python;  // the CPython it runs ("CPython 3.11"), or why it cannot be read; "" none
   pid_t ppid = 0;
   std::string name;
   std::vector<ThreadSnapshot> threads;

@@ -59,7 +59,9 @@ std::string HolderWords(const std::string& holder, HolderSource source) {
   if (source == HolderSource::kFileLock) return "held by process " + holder + " (from /proc/locks)";
   const char* from = source == HolderSource::kPiFutexWord    ? "from the PI futex word's owner bits"
                      : source == HolderSource::kRwlockWriter ? "from the rwlock's writer field"
-                                                             : "from the mutex's owner field";
+                     : source == HolderSource::kGilLastHolder
+                         ? "from the GIL's locked and last_holder fields"
+                         : "from the mutex's owner field";
   return "held by " + holder + " (" + from + ")";
 }
 
@@ -116,6 +118,7 @@ class Writer {
               "), parent " + std::to_string(process.ppid) + ", " +
               std::to_string(process.threads.size()) +
               (process.threads.size() == 1 ? " thread" : " threads");
+      if (!process.python.empty()) out_ += ", " + PrintableName(process.python);
       if (process.exited) out_ += ": it exited during the dump; what was read is kept";
       out_ += "\n";
     }
@@ -205,8 +208,19 @@ class Writer {
     if (!stack.cut_short.empty()) out_ += "        ... (" + stack.cut_short + ")\n";
   }
 
+  void PythonStackLines(const ThreadSnapshot& thread) {
+    if (thread.python_stack.empty()) return;
+    out_ += "      Python stack:\n";
+    for (const live::PythonFrameLine& frame : thread.python_stack)
+      out_ += "        " + PrintableName(frame.file) + ":" +
+              (frame.line > 0 ? std::to_string(frame.line) : std::string("?")) + " " +
+              PrintableName(frame.function) + "\n";
+    if (!thread.python_stack_cut.empty()) out_ += "        ... (" + thread.python_stack_cut + ")\n";
+  }
+
   void Stacks(const ThreadSnapshot& thread) {
     KernelStack(thread);
+    PythonStackLines(thread);
     NativeStackLines(thread);
   }
 
@@ -253,6 +267,8 @@ std::string DescribeWait(const ThreadSnapshot& thread) {
   if (thread.syscall == live::kFutexSystemCall) {
     std::string words = "futex " + Hex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
     if (thread.futex_word) words += " (word " + std::to_string(*thread.futex_word) + ")";
+    if (!thread.lock_name.empty())
+      return thread.lock_name + " at " + Hex(thread.lock_address) + " (" + words + ")";
     return words;
   }
   if (!thread.object.empty())

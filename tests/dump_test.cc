@@ -27,14 +27,14 @@ namespace {
 // dump_app in the background: its stdout read line by line until "ready", killed at the end.
 class StuckProgram {
  public:
-  explicit StuckProgram(std::vector<std::string> args) {
+  explicit StuckProgram(std::vector<std::string> args) : StuckProgram(AppPath("dump_app"), args) {}
+  StuckProgram(std::string path, std::vector<std::string> args) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
       std::vector<char*> argv;
-      std::string path = AppPath("dump_app");
       argv.push_back(path.data());
       for (std::string& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
@@ -396,6 +396,100 @@ TEST(DumpTest, NamesTheWriterHoldingARwlock) {
       chain.find("-> " + std::to_string(writer) + " (dump_app) in clock_nanosleep (the root)"),
       std::string::npos)
       << chain;
+}
+
+// The CPythons to test: Debian's (CI has it), and pyenv's 3.9 to 3.13 where installed.
+std::vector<std::string> Pythons() {
+  std::vector<std::string> found{"/usr/bin/python3"};
+  for (const char* version : {"3.9", "3.10", "3.11", "3.12", "3.13"}) {
+    ProcessResult ls =
+        RunProcess(Command({"/bin/sh", "-c",
+                            std::string("ls -d /root/.pyenv/versions/") + version +
+                                ".*/bin/python" + version + " 2>/dev/null | tail -1"}));
+    std::string path = ls.out.substr(0, ls.out.find('\n'));
+    if (!path.empty() && access(path.c_str(), X_OK) == 0) found.push_back(path);
+  }
+  return found;
+}
+
+// The line of tests/apps/py_dump.py that holds `text`, as "py_dump.py:N".
+std::string PyDumpLine(const std::string& text) {
+  std::istringstream lines(ReadFile(SourceDir() + "/tests/apps/py_dump.py"));
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number)
+    if (line.find(text) != std::string::npos) return "py_dump.py:" + std::to_string(number);
+  return "not in py_dump.py: " + text;
+}
+
+// The frame lines of `section`'s Python stack, in order.
+std::vector<std::string> PythonFrames(const std::string& section) {
+  std::vector<std::string> frames;
+  size_t start = section.find("Python stack:");
+  if (start == std::string::npos) return frames;
+  std::istringstream lines(section.substr(start));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.starts_with("        "))
+    frames.push_back(line.substr(8));
+  return frames;
+}
+
+// Python threads that want the GIL while the main thread keeps it inside a C call that sleeps:
+// they are grouped as waiting for the GIL, whose holder is named from the GIL's own fields and
+// chained to where it sleeps; each thread's Python stack says its line.
+TEST(DumpTest, NamesTheHolderOfTheGilThatPythonThreadsWaitFor) {
+  for (const std::string& python : Pythons()) {
+    SCOPED_TRACE(python);
+    StuckProgram program(python, {SourceDir() + "/tests/apps/py_dump.py", "gil", "3"});
+    program.WaitReady();
+    int holder = program.Printed("holder");
+    std::vector<int> spinners = program.AllPrinted("spinner");
+    ASSERT_GT(holder, 0);
+    ASSERT_EQ(spinners.size(), 3u);
+    const std::string kHeld = "held by " + std::to_string(holder) + " (python";
+    ProcessResult dump = DumpUntil(program.pid(), "3 threads in the GIL at ");
+    ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+    std::string group = LineWith(dump.out, "3 threads in the GIL at ");
+    EXPECT_NE(group.find(kHeld), std::string::npos) << dump.out;
+    EXPECT_NE(group.find("(from the GIL's locked and last_holder fields)"), std::string::npos)
+        << group;
+    std::string chain = LineWith(dump.out, "threads (" + std::to_string(spinners.front()));
+    EXPECT_NE(chain.find("-> " + std::to_string(holder) + " (python"), std::string::npos)
+        << dump.out;
+    EXPECT_NE(chain.find("clock_nanosleep (the root)"), std::string::npos) << chain;
+    std::vector<std::string> held = PythonFrames(ThreadSection(dump.out, holder));
+    ASSERT_FALSE(held.empty()) << dump.out;
+    EXPECT_NE(held[0].find(PyDumpLine("PyDLL(None).sleep") + " main"), std::string::npos)
+        << dump.out;
+    for (int spinner : spinners) {
+      std::vector<std::string> frames = PythonFrames(ThreadSection(dump.out, spinner));
+      ASSERT_FALSE(frames.empty()) << spinner << "\n" << dump.out;
+      EXPECT_NE(frames[0].find(" want_the_gil"), std::string::npos) << dump.out;
+    }
+  }
+}
+
+// A Python thread blocked in queue.get(): its Python stack, innermost first, from the queue
+// module's get to the line of the program that called it.
+TEST(DumpTest, ShowsThePythonLineOfAThreadBlockedInQueueGet) {
+  for (const std::string& python : Pythons()) {
+    SCOPED_TRACE(python);
+    StuckProgram program(python, {SourceDir() + "/tests/apps/py_dump.py", "queue"});
+    program.WaitReady();
+    int getter = program.Printed("getter");
+    ASSERT_GT(getter, 0);
+    std::vector<std::string> frames;
+    ProcessResult dump = DumpUntil(program.pid(), [&](const std::string& out) {
+      frames = PythonFrames(ThreadSection(out, getter));
+      return FrameIndex(frames, " wait_for_work") < frames.size();
+    });
+    ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+    size_t get = FrameIndex(frames, "queue.py:");
+    size_t caller = FrameIndex(frames, PyDumpLine("work.get()") + " wait_for_work");
+    ASSERT_LT(caller, frames.size()) << dump.out;
+    EXPECT_LT(get, caller) << dump.out;
+    EXPECT_NE(frames[get].find("get"), std::string::npos) << dump.out;
+  }
 }
 
 // Each refusal: exit status 125 and one line on stderr naming the problem.

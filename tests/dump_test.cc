@@ -398,6 +398,30 @@ TEST(DumpTest, NamesTheWriterHoldingARwlock) {
       << chain;
 }
 
+// On the fake CUDA runtime, a GPU that never finishes: the thread in cudaDeviceSynchronize holds
+// the driver lock while it waits, a launch on another thread waits for that lock; the launcher is
+// chained to the synchronizing thread, whose native stack names the CUDA call and its caller.
+TEST(DumpTest, ShowsAThreadStuckInCudaDeviceSynchronizeAndTheLaunchBehindIt) {
+  StuckProgram program(AppPath("dump_cuda_app"), {});
+  program.WaitReady();
+  int sync = program.Printed("sync"), launcher = program.Printed("launcher");
+  ASSERT_GT(sync, 0);
+  ASSERT_GT(launcher, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "(the root)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string chain = LineWith(dump.out, "  " + std::to_string(launcher) + " (dump_cuda_app) in");
+  EXPECT_NE(chain.find("held by " + std::to_string(sync) + " (from the mutex's owner field) -> " +
+                       std::to_string(sync) + " (dump_cuda_app)"),
+            std::string::npos)
+      << dump.out;
+  std::vector<std::string> frames = NativeFrames(ThreadSection(dump.out, sync));
+  size_t call = FrameIndex(frames, "cudaDeviceSynchronize");
+  ASSERT_LT(call, frames.size()) << dump.out;
+  EXPECT_LT(call, FrameIndex(frames, "::Synchronize+0x")) << dump.out;
+  std::vector<std::string> launching = NativeFrames(ThreadSection(dump.out, launcher));
+  EXPECT_LT(FrameIndex(launching, "cudaLaunchKernel"), launching.size()) << dump.out;
+}
+
 // The CPythons to test: Debian's (CI has it), and pyenv's 3.9 to 3.13 where installed.
 std::vector<std::string> Pythons() {
   std::vector<std::string> found{"/usr/bin/python3"};

@@ -76,23 +76,36 @@ class OpenElf {
 
 std::string ElfError() { return elf_errmsg(-1); }
 
+}  // namespace
+
+int OpenRegularFile(const std::string& path) {
+  int path_fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (path_fd < 0) return -1;
+  struct stat info {};
+  if (fstat(path_fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(path_fd);
+    errno = EINVAL;
+    return -1;
+  }
+  int fd = open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(), O_RDONLY | O_CLOEXEC);
+  int open_errno = errno;
+  close(path_fd);
+  errno = open_errno;
+  return fd;
+}
+
+namespace {
+
 // `path` opened as an ELF file: a regular file only, so that a device file is never touched. The
 // path comes from a session's maps, where a device (a mapping of /dev/nvidia0, or a hostile
 // session's /dev/watchdog) acts when opened and a FIFO blocks, and may change between a check and
 // the open: it is opened first with O_PATH, which opens nothing, to see what it names; then that
 // same file, through /proc/self/fd, for reading.
 Expected<std::unique_ptr<OpenElf>> OpenElfFile(const std::string& path) {
-  int path_fd = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (path_fd < 0) return Status::FromErrno(errno, path + ": " + std::strerror(errno));
-  struct stat info {};
-  if (fstat(path_fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    close(path_fd);
+  int fd = OpenRegularFile(path);
+  if (fd < 0 && errno == EINVAL)
     return Status::Error(StatusCode::kInvalid, path + ": not a regular file");
-  }
-  int fd = open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(), O_RDONLY | O_CLOEXEC);
-  int open_errno = errno;
-  close(path_fd);
-  if (fd < 0) return Status::FromErrno(open_errno, path + ": " + std::strerror(open_errno));
+  if (fd < 0) return Status::FromErrno(errno, path + ": " + std::strerror(errno));
   auto elf = std::make_unique<OpenElf>(fd);
   if (elf->get() == nullptr || elf_kind(elf->get()) != ELF_K_ELF)
     return Status::Error(StatusCode::kInvalid, path + ": not an ELF file");

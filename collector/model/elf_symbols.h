@@ -42,6 +42,12 @@ struct ElfZeroFilledSection {
   uint64_t size = 0;
 };
 
+// `path` opened for reading only when it is a regular file, and that same file: it is opened
+// first with O_PATH (which opens nothing: a device that acts when opened, a FIFO that blocks) to
+// see what it names, then through /proc/self/fd. -1 with errno set otherwise (EINVAL: not a
+// regular file). For paths that a process's maps name, which its user may change at any time.
+int OpenRegularFile(const std::string& path);
+
 // The separate debug file of the ELF file `path` (that build's: the same build-id, or the CRC its
 // debug link names), looked for as ElfSymbolFile::Read looks; empty when there is none.
 std::string FindDebugFile(const std::string& path, const std::string& debug_root = kDebugFileRoot);

@@ -62,7 +62,7 @@ int OpenModuleFile(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, char*
                    Elf**) {
   const auto* file = static_cast<const ModuleFile*>(*userdata);
   if (file == nullptr) return -1;
-  int fd = open(file->path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenRegularFile(file->path);  // never a device or FIFO the path was swapped for
   if (fd < 0) return -1;
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
@@ -81,7 +81,7 @@ int OpenDebugFile(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char* fil
   if (file_name == nullptr) return -1;
   std::string debug = FindDebugFile(file_name);
   if (debug.empty()) return -1;
-  int fd = open(debug.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenRegularFile(debug);
   if (fd >= 0) *debuginfo_file_name = strdup(debug.c_str());
   return fd;
 }

@@ -1,13 +1,10 @@
 #include "collector/writers/dump_text.h"
 
-#include <linux/futex.h>
-
-#include <cinttypes>
 #include <cstdio>
 #include <map>
 
 #include "collector/model/model.h"
-#include "collector/writers/words/lines.h"
+#include "collector/writers/words/dump_words.h"
 
 namespace gprof::collector {
 namespace {
@@ -17,67 +14,6 @@ using live::ThreadSnapshot;
 
 constexpr size_t kThreadsListedOneByOne = 3;  // larger groups show their first thread's stack
 constexpr size_t kKernelFramesShown = 6;
-
-std::string Hex(uint64_t value) {
-  char text[24];
-  snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
-
-std::string FutexOperation(uint64_t op) {
-  static const std::map<unsigned, const char*> kNames = {
-      {FUTEX_WAIT, "FUTEX_WAIT"},         {FUTEX_WAKE, "FUTEX_WAKE"},
-      {FUTEX_LOCK_PI, "FUTEX_LOCK_PI"},   {FUTEX_WAIT_BITSET, "FUTEX_WAIT_BITSET"},
-      {FUTEX_LOCK_PI2, "FUTEX_LOCK_PI2"}, {FUTEX_WAIT_REQUEUE_PI, "FUTEX_WAIT_REQUEUE_PI"}};
-  unsigned command = static_cast<unsigned>(op) & FUTEX_CMD_MASK;
-  auto found = kNames.find(command);
-  std::string name = found != kNames.end() ? found->second : "op " + std::to_string(command);
-  if (op & FUTEX_PRIVATE_FLAG) name += "_PRIVATE";
-  return name;
-}
-
-const char* StateWord(char state) {
-  switch (state) {
-    case 'R':
-      return "running";
-    case 'S':
-      return "sleeping";
-    case 'D':
-      return "in uninterruptible sleep";
-    case 'T':
-      return "stopped";
-    case 't':
-      return "stopped by a tracer";
-    case 'Z':
-      return "a zombie";
-    default:
-      return "in an unknown state";
-  }
-}
-
-std::string HolderWords(const std::string& holder, HolderSource source) {
-  if (source == HolderSource::kFileLock) return "held by process " + holder + " (from /proc/locks)";
-  const char* from = source == HolderSource::kPiFutexWord    ? "from the PI futex word's owner bits"
-                     : source == HolderSource::kRwlockWriter ? "from the rwlock's writer field"
-                     : source == HolderSource::kGilLastHolder
-                         ? "from the GIL's locked and last_holder fields"
-                         : "from the mutex's owner field";
-  return "held by " + holder + " (" + from + ")";
-}
-
-// "stopped 0 us" when every stack was read without a stop; else how long, in all, and how many.
-std::string StoppedWords(uint64_t stopped_ns, size_t threads) {
-  if (threads == 0) return "stopped 0 us: no thread was stopped";
-  return "stopped " + std::to_string((stopped_ns + 500) / 1000) +
-         " us in all: " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-         " stopped briefly (ptrace) to read a native stack";
-}
-
-std::string StackPathWords(const ThreadSnapshot& thread) {
-  if (thread.stack_path == live::StackPath::kStopped)
-    return "stopped " + std::to_string((thread.stopped_ns + 500) / 1000) + " us to read it";
-  return "read without stopping it";
-}
 
 class Writer {
  public:
@@ -194,34 +130,29 @@ class Writer {
     out_ += "\n";
   }
 
-  void NativeStackLines(const ThreadSnapshot& thread) {
-    const NativeStack& stack = thread.native_stack;
-    if (stack.ips.empty()) {
-      out_ += "      native stack unknown: " +
-              (stack.cut_short.empty() ? std::string("no frame") : stack.cut_short) + "\n";
+  void NativeStack(const ThreadSnapshot& thread) {
+    if (thread.native_stack.ips.empty()) {
+      const std::string& why = thread.native_stack.cut_short;
+      out_ += "      native stack unknown: " + (why.empty() ? std::string("no frame") : why) + "\n";
       return;
     }
     out_ += "      native stack (" + StackPathWords(thread) + "):\n";
-    std::vector<StackFrame> frames = ResolveStack(snapshot_.maps, static_cast<uint32_t>(thread.pid),
-                                                  stack.ips, nullptr, kLatest);
-    for (const std::string& line : FoldedFrameLines(frames)) out_ += "        " + line + "\n";
-    if (!stack.cut_short.empty()) out_ += "        ... (" + stack.cut_short + ")\n";
+    for (const std::string& line : NativeStackLines(snapshot_, thread))
+      out_ += "        " + line + "\n";
   }
 
-  void PythonStackLines(const ThreadSnapshot& thread) {
+  void PythonStack(const ThreadSnapshot& thread) {
     if (thread.python_stack.empty()) return;
     out_ += "      Python stack:\n";
     for (const live::PythonFrameLine& frame : thread.python_stack)
-      out_ += "        " + PrintableName(frame.file) + ":" +
-              (frame.line > 0 ? std::to_string(frame.line) : std::string("?")) + " " +
-              PrintableName(frame.function) + "\n";
+      out_ += "        " + PythonFrameText(frame) + "\n";
     if (!thread.python_stack_cut.empty()) out_ += "        ... (" + thread.python_stack_cut + ")\n";
   }
 
   void Stacks(const ThreadSnapshot& thread) {
     KernelStack(thread);
-    PythonStackLines(thread);
-    NativeStackLines(thread);
+    PythonStack(thread);
+    NativeStack(thread);
   }
 
   void Groups() {
@@ -256,26 +187,6 @@ class Writer {
 };
 
 }  // namespace
-
-std::string DescribeWait(const ThreadSnapshot& thread) {
-  if (thread.running) return "running on a CPU";
-  if (!thread.syscall_unreadable.empty())
-    return "an unknown system call (/proc/.../syscall: " + thread.syscall_unreadable + ")";
-  if (!thread.in_syscall) return std::string("user space (") + StateWord(thread.state) + ")";
-  std::string name = live::SystemCallName(thread.syscall);
-  if (name.empty()) name = "system call " + std::to_string(thread.syscall);
-  if (thread.syscall == live::kFutexSystemCall) {
-    std::string words = "futex " + Hex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
-    if (thread.futex_word) words += " (word " + std::to_string(*thread.futex_word) + ")";
-    if (!thread.lock_name.empty())
-      return thread.lock_name + " at " + Hex(thread.lock_address) + " (" + words + ")";
-    return words;
-  }
-  if (!thread.object.empty())
-    return name + " fd " + std::to_string(static_cast<int>(thread.args[0])) + " (" +
-           PrintableName(thread.object) + ")";
-  return name;
-}
 
 std::string DumpText(const live::Snapshot& snapshot, const live::DumpAnalysis& analysis) {
   return Writer(snapshot, analysis).Text();

@@ -11,7 +11,4 @@ namespace gprof::collector {
 
 std::string DumpText(const live::Snapshot& snapshot, const live::DumpAnalysis& analysis);
 
-// What `thread` waits on, in words: "futex 0x7f12 FUTEX_WAIT_PRIVATE", "read fd 5 (pipe:[12])".
-std::string DescribeWait(const live::ThreadSnapshot& thread);
-
 }  // namespace gprof::collector

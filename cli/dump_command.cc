@@ -1,5 +1,6 @@
 #include "cli/dump_command.h"
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 #include <cstdio>
@@ -11,7 +12,9 @@
 #include "collector/live/dump_analysis.h"
 #include "collector/live/proc_snapshot.h"
 #include "collector/model/model.h"
+#include "collector/writers/dump_json.h"
 #include "collector/writers/dump_text.h"
+#include "collector/writers/output_file.h"
 
 namespace gprof::cli {
 namespace {
@@ -43,6 +46,13 @@ int DumpCommand(const DumpCommandOptions& options) {
   collector::live::DumpAnalysis analysis = collector::live::AnalyzeDump(*snapshot);
   std::string text = collector::DumpText(*snapshot, analysis);
   fwrite(text.data(), 1, text.size(), stdout);
+  fflush(stdout);
+  for (const auto& [path, write] : {std::pair{options.json_path, &collector::DumpJson},
+                                    {options.html_path, &collector::DumpHtml}}) {
+    if (path.empty()) continue;
+    Status written = collector::WriteTextFile(AT_FDCWD, path, path, write(*snapshot, analysis));
+    if (!written.ok()) return Fail(written.message());
+  }
   return 0;
 }
 

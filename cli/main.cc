@@ -108,7 +108,7 @@ constexpr char kUsage[] =
     "       gprof-run [OPTIONS] -p PID[,PID...] [--duration SEC]\n"
     "       gprof-run report DIR [--threshold MS] [--collector-memory SIZE]\n"
     "       gprof-run merge -o OUT DIR... [--threshold MS] [--collector-memory SIZE]\n"
-    "       gprof-run dump -p PID[,PID...]\n"
+    "       gprof-run dump -p PID[,PID...] [--json FILE] [--html FILE]\n"
     "       gprof-run start|stop DIR (a session run with --capture-range)\n"
     "The command's output, input and exit status are its own; the report goes to stderr and,\n"
     "with the Perfetto trace, into the session directory.";
@@ -354,10 +354,14 @@ CLI::App* AddMergeOptions(CLI::App* app, CommandLine* line) {
 CLI::App* AddDumpOptions(CLI::App* app, CommandLine* line) {
   CLI::App* dump = app->add_subcommand(
       "dump", "What each thread of running processes waits on now, who holds it, and deadlocks "
-              "(read from /proc, without stopping them)");
+              "(a thread is stopped only briefly, where /proc cannot tell)");
   dump->add_option("-p,--pid", line->dump.pids, "Processes to dump with their descendants")
       ->type_name("PID[,PID...]")
       ->required();
+  dump->add_option("--json", line->dump.json_path, "Also write the dump as JSON to FILE")
+      ->type_name("FILE");
+  dump->add_option("--html", line->dump.html_path, "Also write the dump as an HTML page to FILE")
+      ->type_name("FILE");
   return dump;
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -514,6 +515,52 @@ TEST(DumpTest, ShowsThePythonLineOfAThreadBlockedInQueueGet) {
     EXPECT_LT(get, caller) << dump.out;
     EXPECT_NE(frames[get].find("get"), std::string::npos) << dump.out;
   }
+}
+
+// --json and --html: the same dump, in the text's words. The JSON has every thread with its
+// wait, holder and stacks; the HTML page is the text.
+TEST(DumpTest, WritesTheDumpAsJsonAndHtmlInTheTextsWords) {
+  TempDir dir;
+  StuckProgram program({"deadlock"});
+  program.WaitReady();
+  int first = program.Printed("first"), second = program.Printed("second");
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  ProcessResult dump;
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    dump = RunGprof({"dump", "-p", std::to_string(program.pid()), "--json", dir.Sub("dump.json"),
+                     "--html", dir.Sub("dump.html")});
+    if (dump.exit_code() != 0 || dump.out.find("DEADLOCK") != std::string::npos) break;
+    usleep(100'000);
+  }
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  nlohmann::json json = nlohmann::json::parse(ReadFile(dir.Sub("dump.json")), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << ReadFile(dir.Sub("dump.json"));
+  ASSERT_EQ(json["deadlocks"].size(), 1u) << json.dump(2);
+  EXPECT_EQ(json["stopped"], "stopped 0 us: no thread was stopped");
+  EXPECT_NE(dump.out.find(json["stopped"].get<std::string>()), std::string::npos) << dump.out;
+  size_t checked = 0;
+  for (const nlohmann::json& thread : json["threads"]) {
+    // Every wait is said as the text says it.
+    EXPECT_NE(dump.out.find(thread["wait"].get<std::string>()), std::string::npos)
+        << thread.dump(2) << dump.out;
+    int tid = thread["tid"];
+    if (tid != first && tid != second) continue;
+    ++checked;
+    EXPECT_EQ(thread["holder"]["id"], tid == first ? second : first) << thread.dump(2);
+    EXPECT_EQ(thread["holder"]["from"], "from the mutex's owner field") << thread.dump(2);
+    EXPECT_EQ(thread["native_stack"]["read"], "read without stopping it") << thread.dump(2);
+    std::vector<std::string> lines = thread["native_stack"]["lines"];
+    EXPECT_EQ(lines, NativeFrames(ThreadSection(dump.out, tid))) << thread.dump(2);
+    EXPECT_LT(FrameIndex(lines, tid == first ? "TakeFirstThenSecond" : "TakeSecondThenFirst"),
+              lines.size())
+        << thread.dump(2);
+  }
+  EXPECT_EQ(checked, 2u) << json.dump(2);
+  std::string html = ReadFile(dir.Sub("dump.html"));
+  std::string deadlock = LineWith(dump.out, "DEADLOCK");
+  EXPECT_NE(html.find(deadlock.substr(0, deadlock.find(" FUTEX"))), std::string::npos) << html;
+  EXPECT_NE(html.find("futex_do_wait &lt; "), std::string::npos) << html;
 }
 
 // Each refusal: exit status 125 and one line on stderr naming the problem.

@@ -68,10 +68,11 @@ bool ReadUserRegisters(pid_t pid, pid_t tid, uint64_t* sp, uint64_t* pc) {
   return true;
 }
 
-// Whether the unwinding reached the thread's first frame, or stopped only at the copy's end.
-bool UnwoundWell(const NativeStack& stack) {
-  return !stack.ips.empty() &&
-         (stack.cut_short.empty() || stack.cut_short.starts_with("truncated"));
+// Whether stopping the thread could give a better stack than the one unwound without its rbp:
+// only where the unwinding needed rbp. Any other end (a library replaced since it was mapped, the
+// copy's end) would end a stopped thread's unwinding the same way.
+bool NeedsRegisters(const NativeStack& stack) {
+  return stack.ips.empty() || stack.cut_short == kNeededFramePointer;
 }
 
 // The thread stopped with ptrace only while its registers and stack are copied: seize (no stop,
@@ -139,7 +140,7 @@ void ReadNativeStack(StackUnwinder& unwinder, ThreadSnapshot* thread) {
         ReadUserRegisters(thread->pid, thread->tid, &sp, &pc) && sp == copy.rsp && pc == copy.rip;
     if (still) {
       std::optional<NativeStack> stack = unwinder.Unwind(copy, /*final=*/true);
-      if (stack && UnwoundWell(*stack)) {
+      if (stack && !NeedsRegisters(*stack)) {
         thread->native_stack = std::move(*stack);
         thread->stack_path = StackPath::kWithoutStopping;
         return;

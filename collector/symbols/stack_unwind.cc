@@ -310,7 +310,7 @@ std::optional<NativeStack> StackUnwinder::Unwind(const StackCopy& copy, bool fin
   // The unwinding ends cleanly at the thread's first frame (its CFI says so); one that needed a
   // caller's frame past the copy was cut by the copy's size.
   if (stack.cut_short.empty() && impl_->space.needed_rbp) {
-    stack.cut_short = "the unwinding needed the frame pointer (rbp), which was not read";
+    stack.cut_short = kNeededFramePointer;
   } else if (stack.cut_short.empty() && impl_->space.read_past_copy) {
     stack.cut_short = copy.bytes.size() >= copy.requested_bytes
                           ? "truncated: deeper than the " +

@@ -40,6 +40,10 @@ struct StackCopy {
   bool own_frames_on_top = true;
 };
 
+// NativeStack::cut_short of a copy without rbp (rbp_known false) whose unwinding needed it.
+inline constexpr char kNeededFramePointer[] =
+    "the unwinding needed the frame pointer (rbp), which was not read";
+
 class StackUnwinder {
  public:
   // Reads `session`'s processes' maps as they are when Unwind is called.

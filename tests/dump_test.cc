@@ -517,6 +517,41 @@ TEST(DumpTest, ShowsThePythonLineOfAThreadBlockedInQueueGet) {
   }
 }
 
+// Three processes of one program dumped together, as the ranks of a job: two with a holder asleep
+// and its waiter, one deadlocked. The deadlocked one's two threads are named as not where their
+// counterparts in the two others are; nothing of the two that agree is.
+TEST(DumpTest, NamesTheProcessThatIsNotWhereTheOthersAre) {
+  StuckProgram one({"sleeper"}), two({"sleeper"}), odd({"deadlock"});
+  one.WaitReady();
+  two.WaitReady();
+  odd.WaitReady();
+  int first = odd.Printed("first"), second = odd.Printed("second");
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  std::string pids =
+      std::to_string(one.pid()) + "," + std::to_string(odd.pid()) + "," + std::to_string(two.pid());
+  ProcessResult dump;
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    dump = RunGprof({"dump", "-p", pids});
+    if (dump.exit_code() != 0 || (Occurrences(dump.out, "(the root)") == 2 &&
+                                  dump.out.find("DEADLOCK") != std::string::npos))
+      break;
+    usleep(100'000);
+  }
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  size_t start = dump.out.find("Not where the others are (3 processes compared");
+  ASSERT_NE(start, std::string::npos) << dump.out;
+  std::string section = dump.out.substr(start, dump.out.find("\n\n", start) - start);
+  EXPECT_EQ(Occurrences(section, "\n  process "), 2u) << section;
+  EXPECT_EQ(Occurrences(section, "\n  process " + std::to_string(odd.pid()) + ": "), 2u) << section;
+  EXPECT_NE(section.find(": " + std::to_string(first) + " (dump_app) in futex"), std::string::npos)
+      << section;
+  EXPECT_NE(section.find(": " + std::to_string(second) + " (dump_app) in futex"), std::string::npos)
+      << section;
+  EXPECT_NE(section.find("in 2 other processes, as "), std::string::npos) << section;
+  EXPECT_NE(section.find("HoldWhileSleeping"), std::string::npos) << section;
+}
+
 // --json and --html: the same dump, in the text's words. The JSON has every thread with its
 // wait, holder and stacks; the HTML page is the text.
 TEST(DumpTest, WritesTheDumpAsJsonAndHtmlInTheTextsWords) {

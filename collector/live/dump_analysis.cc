@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+
+#include "collector/symbols/user_symbols.h"
 
 namespace gprof::collector::live {
 
@@ -54,11 +57,69 @@ std::vector<WaitGroup> GroupThreads(const Snapshot& snapshot) {
   return ordered;
 }
 
+// Where a thread is, comparable across processes of one program: its system call and frames.
+std::string Place(const Snapshot& snapshot, const ThreadSnapshot& thread) {
+  std::string place = thread.running ? "running" : std::to_string(thread.syscall);
+  const std::vector<uint64_t>& ips = thread.native_stack.ips;
+  for (size_t i = 0; i < ips.size(); ++i) {
+    AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
+    place += "|" + FrameText(LocateUserAddress(snapshot.maps, static_cast<uint32_t>(thread.pid),
+                                               ips[i], kLatest, use),
+                             ips[i]);
+  }
+  for (const PythonFrameLine& frame : thread.python_stack)
+    place += "|" + frame.file + ":" + std::to_string(frame.line);
+  return place;
+}
+
+// Each requested process's threads (its descendants' too), by (name, place among that name's).
+std::vector<OddThread> FindOddThreads(const Snapshot& snapshot) {
+  std::vector<OddThread> odd;
+  if (snapshot.requested.size() < 3) return odd;  // with two, neither is the odd one
+  std::map<pid_t, pid_t> root_of;                 // process -> the requested process above it
+  for (const ProcessSnapshot& process : snapshot.processes) {
+    bool requested = std::find(snapshot.requested.begin(), snapshot.requested.end(), process.pid) !=
+                     snapshot.requested.end();
+    auto parent = root_of.find(process.ppid);
+    root_of[process.pid] = requested || parent == root_of.end() ? process.pid : parent->second;
+  }
+  // (name, index) -> root -> the thread
+  std::map<std::pair<std::string, size_t>, std::map<pid_t, const ThreadSnapshot*>> roles;
+  std::map<std::pair<pid_t, std::string>, size_t> seen;
+  for (const ProcessSnapshot& process : snapshot.processes) {
+    pid_t root = root_of[process.pid];
+    for (const ThreadSnapshot& thread : process.threads) {
+      size_t index = seen[{root, thread.name}]++;
+      roles[{thread.name, index}][root] = &thread;
+    }
+  }
+  for (const auto& [role, by_root] : roles) {
+    if (by_root.size() < 3) continue;
+    std::map<std::string, std::vector<std::pair<pid_t, const ThreadSnapshot*>>> by_place;
+    for (const auto& [root, thread] : by_root)
+      by_place[Place(snapshot, *thread)].emplace_back(root, thread);
+    if (by_place.size() < 2) continue;
+    auto usual = std::max_element(by_place.begin(), by_place.end(), [](auto& a, auto& b) {
+      return a.second.size() < b.second.size();
+    });
+    if (usual->second.size() * 2 <= by_root.size()) continue;  // no majority: no odd one
+    for (const auto& [place, threads] : by_place) {
+      if (&place == &usual->first) continue;
+      for (const auto& [root, thread] : threads)
+        odd.push_back(OddThread{root, thread, usual->second.front().second, usual->second.size()});
+    }
+  }
+  std::stable_sort(odd.begin(), odd.end(),
+                   [](const OddThread& a, const OddThread& b) { return a.process < b.process; });
+  return odd;
+}
+
 }  // namespace
 
 DumpAnalysis AnalyzeDump(const Snapshot& snapshot) {
   DumpAnalysis analysis;
   analysis.groups = GroupThreads(snapshot);
+  analysis.odd_threads = FindOddThreads(snapshot);
   std::map<pid_t, pid_t> holder_of;  // waiter -> holder
   for (const ProcessSnapshot& process : snapshot.processes)
     for (const ThreadSnapshot& thread : process.threads)

@@ -42,10 +42,22 @@ struct Deadlock {
   std::vector<pid_t> members;  // each waits for the next; the last for the first
 };
 
+// Several processes dumped together (the ranks of a job): a thread whose counterparts in the other
+// processes (the same name, the same place among the threads of that name) are all somewhere else,
+// where they agree among themselves. Threads are compared by their system call and their native
+// and Python frames, named (addresses differ between processes; names and offsets do not).
+struct OddThread {
+  pid_t process = 0;  // the requested process it belongs to
+  const ThreadSnapshot* thread = nullptr;
+  const ThreadSnapshot* usual = nullptr;  // one of the others, where they all are
+  size_t others = 0;                      // how many processes agree on that
+};
+
 struct DumpAnalysis {
   std::vector<WaitGroup> groups;  // largest first
   std::vector<WaitChain> chains;
   std::vector<Deadlock> deadlocks;
+  std::vector<OddThread> odd_threads;  // with 3 or more processes requested
 };
 
 WaitKey WaitKeyOf(const ThreadSnapshot& thread);

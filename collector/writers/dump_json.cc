@@ -79,6 +79,13 @@ std::string DumpJson(const live::Snapshot& snapshot, const live::DumpAnalysis& a
                       {"holder", Holder(group.holder, group.holder_source)},
                       {"threads", tids}});
   }
+  json odd_threads = json::array();
+  for (const live::OddThread& odd : analysis.odd_threads)
+    odd_threads.push_back({{"process", odd.process},
+                           {"tid", odd.thread->tid},
+                           {"wait", DescribeWait(*odd.thread)},
+                           {"as_in_the_others", odd.usual->tid},
+                           {"others", odd.others}});
   json root = {{"format", "gprof-run dump"},
                {"version", 1},
                {"read_ms", static_cast<double>(snapshot.read_ns) / 1e6},
@@ -90,7 +97,8 @@ std::string DumpJson(const live::Snapshot& snapshot, const live::DumpAnalysis& a
                {"threads", threads},
                {"deadlocks", deadlocks},
                {"chains", chains},
-               {"groups", groups}};
+               {"groups", groups},
+               {"not_where_the_others_are", odd_threads}};
   return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

@@ -26,6 +26,7 @@ class Writer {
   std::string Text() {
     Header();
     Deadlocks();
+    OddThreads();
     Chains();
     Groups();
     out_ += "Since when: unknown for every thread (/proc does not say when a wait began).\n";
@@ -74,6 +75,29 @@ class Writer {
       out_ += "\n";
     }
     if (!analysis_.deadlocks.empty()) out_ += "\n";
+  }
+
+  // The threads of one process that are not where their counterparts in the others are.
+  void OddThreads() {
+    if (analysis_.odd_threads.empty()) return;
+    out_ += "Not where the others are (" + std::to_string(snapshot_.requested.size()) +
+            " processes compared, threads matched by name):\n";
+    for (const live::OddThread& odd : analysis_.odd_threads) {
+      out_ += "  process " + std::to_string(odd.process) + ": " + Named(odd.thread->tid) + " in " +
+              DescribeWait(*odd.thread) + WhereInCode(*odd.thread) + "; in " +
+              std::to_string(odd.others) + " other processes, as " + Named(odd.usual->tid) +
+              ", in " + DescribeWait(*odd.usual) + WhereInCode(*odd.usual) + "\n";
+    }
+    out_ += "\n";
+  }
+
+  // " at f+0x1c  at file.cc:12": the first line of its stack that is the program's own, or its
+  // Python stack's innermost frame.
+  std::string WhereInCode(const ThreadSnapshot& thread) const {
+    if (!thread.python_stack.empty()) return " at " + PythonFrameText(thread.python_stack.front());
+    for (const std::string& line : NativeStackLines(snapshot_, thread))
+      if (!line.starts_with("...") && line.find(" in ") == std::string::npos) return " at " + line;
+    return "";
   }
 
   void Chains() {

@@ -65,15 +65,16 @@ void AddToProcess(ProcessSnapshot* process) {
   }
   bpf::ProcessMemory memory(static_cast<uint32_t>(process->pid));
   std::vector<bpf::PythonThreadRead> reads = bpf::ReadPythonThreads(memory, python);
+  // glibc's struct pthread holds the thread's id in its own PID namespace.
   std::map<pid_t, ThreadSnapshot*> by_tid;
-  for (ThreadSnapshot& thread : process->threads) by_tid[thread.tid] = &thread;
+  for (ThreadSnapshot& thread : process->threads) by_tid[thread.ns_tid] = &thread;
   std::map<uint64_t, pid_t> tid_of_tstate;
   std::vector<uint64_t> tstates;
   for (const bpf::PythonThreadRead& read : reads) {
     tstates.push_back(read.tstate);
     auto thread = by_tid.find(static_cast<pid_t>(read.tid));
     if (thread == by_tid.end()) continue;  // not one of the threads read (or a torn read)
-    tid_of_tstate[read.tstate] = thread->first;
+    tid_of_tstate[read.tstate] = thread->second->tid;
     thread->second->python_stack = FrameLines(read, python.objects.line_format);
     if (read.incomplete)
       thread->second->python_stack_cut = "incomplete: the thread moved while it was read";

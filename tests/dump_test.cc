@@ -552,6 +552,36 @@ TEST(DumpTest, NamesTheProcessThatIsNotWhereTheOthersAre) {
   EXPECT_NE(section.find("HoldWhileSleeping"), std::string::npos) << section;
 }
 
+// A process in its own PID namespace (a container), addressed by this namespace's pid: both pids
+// are said, and the mutex's owner field, which holds the holder's id in the container's
+// namespace, still names the holder, by this namespace's id.
+TEST(DumpTest, NamesTheHolderInsideAnotherPidNamespace) {
+  GPROF_NEED_ROOT();
+  // --kill-child: the namespace's init (dump_app) dies with unshare, which the test kills.
+  StuckProgram program("/usr/bin/unshare",
+                       {"--pid", "--kill-child", AppPath("dump_app"), "sleeper"});
+  program.WaitReady();
+  int holder_inside = program.Printed("holder");
+  ASSERT_GT(holder_inside, 0);
+  ProcessResult dump = DumpUntil(program.pid(), "(the root)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string process = LineWith(dump.out, "(dump_app), parent " + std::to_string(program.pid()));
+  EXPECT_NE(process.find(", pid 1 in its own PID namespace"), std::string::npos) << dump.out;
+  std::string chain = LineWith(dump.out, "(from the mutex's owner field) -> ");
+  size_t held = chain.find("held by ");
+  ASSERT_NE(held, std::string::npos) << dump.out;
+  int holder = atoi(chain.c_str() + held + 8);
+  pid_t app = atoi(process.c_str() + process.find("process ") + 8);
+  std::string status =
+      ReadFile("/proc/" + std::to_string(app) + "/task/" + std::to_string(holder) + "/status");
+  std::string nspid = LineWith(status, "NSpid:");
+  EXPECT_TRUE(nspid.ends_with("\t" + std::to_string(holder_inside))) << nspid << "\n" << dump.out;
+  EXPECT_NE(
+      chain.find("-> " + std::to_string(holder) + " (dump_app) in clock_nanosleep (the root)"),
+      std::string::npos)
+      << chain;
+}
+
 // --json and --html: the same dump, in the text's words. The JSON has every thread with its
 // wait, holder and stacks; the HTML page is the text.
 TEST(DumpTest, WritesTheDumpAsJsonAndHtmlInTheTextsWords) {

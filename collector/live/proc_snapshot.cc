@@ -334,6 +334,18 @@ void FindFileLockHolder(pid_t pid, ThreadSnapshot* thread) {
   thread->holder_source = HolderSource::kFileLock;
 }
 
+// The id /proc/.../status's NSpid line ends with: the one in the innermost PID namespace the
+// task is in; `ours` when the line is missing.
+pid_t InnermostId(const std::string& status_path, pid_t ours) {
+  std::string status = ReadProcFile(status_path).text;
+  size_t line = status.find("\nNSpid:");
+  if (line == std::string::npos) return ours;
+  std::istringstream ids(status.substr(line + 7, status.find('\n', line + 1) - line - 7));
+  long id = 0, last = ours;
+  while (ids >> id) last = id;
+  return static_cast<pid_t>(last);
+}
+
 ThreadSnapshot ReadThread(pid_t pid, pid_t tid, StackUnwinder& unwinder) {
   ThreadSnapshot thread;
   thread.tid = tid;
@@ -346,6 +358,7 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid, StackUnwinder& unwinder) {
   }
   thread.name = fields->comm;
   thread.state = fields->state;
+  thread.ns_tid = InnermostId(ProcPath(pid, tid, "status"), tid);
   ParseSyscall(ReadProcFile(ProcPath(pid, tid, "syscall")), &thread);
   if (thread.in_syscall && TakesFdFirst(thread.syscall)) {
     char target[512];
@@ -385,16 +398,17 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
     snapshot->stopped_ns += thread.stopped_ns;
     if (thread.stack_path == StackPath::kStopped) ++snapshot->threads_stopped;
   }
-  // A holder named by memory is kept only when it is one of this process's threads.
-  std::set<pid_t> tids;
-  for (const ThreadSnapshot& thread : process.threads) tids.insert(thread.tid);
+  // A holder named by memory is a thread id of the process's own PID namespace: kept, as ours,
+  // only when it is one of this process's threads.
+  std::map<pid_t, pid_t> ours;
+  for (const ThreadSnapshot& thread : process.threads) ours[thread.ns_tid] = thread.tid;
   for (ThreadSnapshot& thread : process.threads) {
-    if (thread.holder != 0 && thread.holder_source != HolderSource::kFileLock &&
-        !tids.contains(thread.holder)) {
-      thread.holder = 0;
-      thread.holder_source = HolderSource::kNone;
-    }
+    if (thread.holder == 0 || thread.holder_source == HolderSource::kFileLock) continue;
+    auto holder = ours.find(thread.holder);
+    thread.holder = holder == ours.end() ? 0 : holder->second;
+    if (thread.holder == 0) thread.holder_source = HolderSource::kNone;
   }
+  process.ns_pid = InnermostId("/proc/" + std::to_string(pid) + "/status", pid);
   process.exited = access(("/proc/" + std::to_string(pid) + "/stat").c_str(), F_OK) != 0 ||
                    process.threads.empty();
   return process;

@@ -42,7 +42,8 @@ enum class StackPath : uint8_t {
 };
 
 struct ThreadSnapshot {
-  pid_t tid = 0;
+  pid_t tid = 0;     // in gprof-run's PID namespace
+  pid_t ns_tid = 0;  // in its own (a container's): what its process's memory names it by
   pid_t pid = 0;     // its process
   std::string name;  // comm
   char state = '?';  // /proc/.../stat's state letter: R, S, D, T, t, Z, X, I
@@ -75,6 +76,7 @@ struct ThreadSnapshot {
 
 struct ProcessSnapshot {
   pid_t pid = 0;
+  pid_t ns_pid = 0;    // its pid in its own PID namespace (a container's); = pid in ours
   std::string python;  // the CPython it runs ("CPython 3.11"), or why it cannot be read; "" none
   pid_t ppid = 0;
   std::string name;

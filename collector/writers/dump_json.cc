@@ -33,6 +33,7 @@ json ThreadJson(const live::Snapshot& snapshot, const live::ThreadSnapshot& thre
       {"cut_short", thread.native_stack.cut_short.empty() ? json(nullptr)
                                                           : json(thread.native_stack.cut_short)}};
   return {{"tid", thread.tid},
+          {"tid_in_its_namespace", thread.ns_tid},
           {"pid", thread.pid},
           {"name", thread.name},
           {"state", StateWord(thread.state)},
@@ -62,6 +63,7 @@ std::string DumpJson(const live::Snapshot& snapshot, const live::DumpAnalysis& a
     }
     processes.push_back({{"pid", process.pid},
                          {"ppid", process.ppid},
+                         {"pid_in_its_namespace", process.ns_pid},
                          {"name", process.name},
                          {"python", process.python.empty() ? json(nullptr) : json(process.python)},
                          {"exited_during_the_dump", process.exited},

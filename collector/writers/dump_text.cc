@@ -55,6 +55,9 @@ class Writer {
               "), parent " + std::to_string(process.ppid) + ", " +
               std::to_string(process.threads.size()) +
               (process.threads.size() == 1 ? " thread" : " threads");
+      if (process.ns_pid != 0 && process.ns_pid != process.pid)
+        out_ += ", pid " + std::to_string(process.ns_pid) +
+                " in its own PID namespace (a container's; the ids shown are this one's)";
       if (!process.python.empty()) out_ += ", " + PrintableName(process.python);
       if (process.exited) out_ += ": it exited during the dump; what was read is kept";
       out_ += "\n";

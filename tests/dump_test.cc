@@ -81,6 +81,12 @@ class StuckProgram {
     return at == std::string::npos ? -1 : atoi(printed_.c_str() + at + label.size() + 1);
   }
   pid_t pid() const { return pid_; }
+  // Waits for it to end; its wait status.
+  int Wait() {
+    int status = -1;
+    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = -1;
+    return status;
+  }
 
  private:
   pid_t pid_ = -1;
@@ -472,7 +478,11 @@ TEST(DumpTest, NamesTheHolderOfTheGilThatPythonThreadsWaitFor) {
     ASSERT_GT(holder, 0);
     ASSERT_EQ(spinners.size(), 3u);
     const std::string kHeld = "held by " + std::to_string(holder) + " (python";
-    ProcessResult dump = DumpUntil(program.pid(), "3 threads in the GIL at ");
+    // Until the main thread is in its C call and the three wait (it too waits for the GIL at
+    // first, to print).
+    ProcessResult dump = DumpUntil(program.pid(), [&](const std::string& out) {
+      return LineWith(out, "3 threads in the GIL at ").find(kHeld) != std::string::npos;
+    });
     ASSERT_EQ(dump.exit_code(), 0) << dump.err;
     std::string group = LineWith(dump.out, "3 threads in the GIL at ");
     EXPECT_NE(group.find(kHeld), std::string::npos) << dump.out;
@@ -580,6 +590,30 @@ TEST(DumpTest, NamesTheHolderInsideAnotherPidNamespace) {
       chain.find("-> " + std::to_string(holder) + " (dump_app) in clock_nanosleep (the root)"),
       std::string::npos)
       << chain;
+}
+
+// A process that exits while it is dumped (this one ends itself the moment a dump stops its
+// spinning thread): what was read before is kept (its main thread's stacks), and the dump says
+// that it exited, and exits 0.
+TEST(DumpTest, KeepsWhatWasReadOfAProcessThatExitsDuringTheDump) {
+  StuckProgram program({"exit-when-traced"});
+  program.WaitReady();
+  ProcessResult dump;
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    dump = RunGprof({"dump", "-p", std::to_string(program.pid())});
+    if (dump.exit_code() != 0 || dump.out.find("exited during the dump") != std::string::npos)
+      break;
+    usleep(10'000);
+  }
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string process = LineWith(dump.out, "  process " + std::to_string(program.pid()) + " (");
+  EXPECT_NE(process.find(": it exited during the dump; what was read is kept"), std::string::npos)
+      << dump.out;
+  std::vector<std::string> main_frames = NativeFrames(ThreadSection(dump.out, program.pid()));
+  EXPECT_LT(FrameIndex(main_frames, "pause"), main_frames.size()) << dump.out;
+  EXPECT_NE(dump.out.find("stopped briefly (ptrace)"), std::string::npos) << dump.out;
+  int status = program.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status;
 }
 
 // --json and --html: the same dump, in the text's words. The JSON has every thread with its

@@ -68,6 +68,20 @@ bool ReadUserRegisters(pid_t pid, pid_t tid, uint64_t* sp, uint64_t* pc) {
   return true;
 }
 
+// Whether the thread has exited (its /proc entry is gone, or only a zombie is left).
+bool ThreadGone(pid_t pid, pid_t tid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return true;
+  char text[512];
+  ssize_t got = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (got <= 0) return true;
+  text[got] = '\0';
+  const char* state = strrchr(text, ')');
+  return state == nullptr || (state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X'));
+}
+
 // Whether stopping the thread could give a better stack than the one unwound without its rbp:
 // only where the unwinding needed rbp. Any other end (a library replaced since it was mapped, the
 // copy's end) would end a stopped thread's unwinding the same way.
@@ -99,6 +113,7 @@ bool CopyStopped(pid_t pid, pid_t tid, StackCopy* copy, uint64_t* stopped_ns, st
     waited = waitpid(tid, &status, __WALL);
   } while (waited < 0 && errno == EINTR);
   if (waited != tid || !WIFSTOPPED(status)) {
+    *stopped_ns = NowNs() - start;
     *why = "it exited while it was stopped to read its stack";
     return false;
   }
@@ -147,7 +162,8 @@ void ReadNativeStack(StackUnwinder& unwinder, ThreadSnapshot* thread) {
       }
     }
   }
-  if (thread->exited) {
+  if (thread->exited || ThreadGone(thread->pid, thread->tid)) {
+    thread->exited = true;
     thread->native_stack.cut_short = "it exited before its stack was read";
     return;
   }
@@ -163,6 +179,11 @@ void ReadNativeStack(StackUnwinder& unwinder, ThreadSnapshot* thread) {
   uint64_t stopped_ns = 0;
   bool copied = CopyStopped(thread->pid, thread->tid, &copy, &stopped_ns, &why);
   thread->stopped_ns = stopped_ns;
+  if (!copied && ThreadGone(thread->pid, thread->tid)) {
+    thread->exited = true;
+    thread->native_stack.cut_short = "it exited while its stack was read";
+    return;
+  }
   if (!copied) {
     thread->native_stack.cut_short = why;
     return;

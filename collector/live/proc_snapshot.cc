@@ -396,7 +396,7 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
     process.threads.push_back(ReadThread(pid, tid, unwinder));
     const ThreadSnapshot& thread = process.threads.back();
     snapshot->stopped_ns += thread.stopped_ns;
-    if (thread.stack_path == StackPath::kStopped) ++snapshot->threads_stopped;
+    if (thread.stopped_ns > 0) ++snapshot->threads_stopped;
   }
   // A holder named by memory is a thread id of the process's own PID namespace: kept, as ours,
   // only when it is one of this process's threads.
@@ -409,8 +409,10 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
     if (thread.holder == 0) thread.holder_source = HolderSource::kNone;
   }
   process.ns_pid = InnermostId("/proc/" + std::to_string(pid) + "/status", pid);
-  process.exited = access(("/proc/" + std::to_string(pid) + "/stat").c_str(), F_OK) != 0 ||
-                   process.threads.empty();
+  // Gone, or a zombie now (its parent has not reaped it yet).
+  FileRead stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  std::optional<StatFields> now = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
+  process.exited = !now || now->state == 'Z' || now->state == 'X' || process.threads.empty();
   return process;
 }
 

@@ -9,6 +9,8 @@
 //   spin:      one thread always on a CPU, in SpinOnCpu (its stack needs a brief stop)
 //   vla:       one thread asleep under a frame addressed through rbp (a variable-length array)
 //   rwlock:    a writer holds a rwlock inside nanosleep; a reader and another writer wait for it
+//   exit-when-traced: a thread on a CPU, and one that ends the process (exit status 3) the moment
+//              the first is traced: a dump that stops the first sees the process exit meanwhile
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -134,6 +136,34 @@ void* VariableFrame(void*) {
   return nullptr;
 }
 
+pid_t spinner_tid = 0;
+
+// Reads the spinner's TracerPid until it is not 0 (a dump stopping it), then ends the process.
+void* ExitWhenTraced(void*) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(spinner_tid));
+  started = 2;
+  for (;;) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char text[4096];
+    ssize_t got = fd < 0 ? 0 : read(fd, text, sizeof text - 1);
+    if (fd >= 0) close(fd);
+    if (got <= 0) continue;
+    text[got] = '\0';
+    const char* tracer = strstr(text, "TracerPid:\t");
+    if (tracer != nullptr && tracer[11] != '0') _exit(3);
+  }
+}
+
+void* SpinForExit(void*) {
+  spinner_tid = Tid();
+  printf("spinner %d\n", Tid());
+  fflush(stdout);
+  started = 1;
+  SpinOnCpu();
+  return nullptr;
+}
+
 pthread_rwlock_t shared_state = PTHREAD_RWLOCK_INITIALIZER;
 
 void* HoldRwlockWhileSleeping(void*) {
@@ -242,6 +272,11 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "spin") == 0) {
     Start(Spin);
     while (started == 0) usleep(1000);
+  } else if (strcmp(mode, "exit-when-traced") == 0) {
+    Start(SpinForExit);
+    while (started == 0) usleep(1000);
+    Start(ExitWhenTraced);
+    while (started < 2) usleep(1000);
   } else if (strcmp(mode, "vla") == 0) {
     Start(VariableFrame);
     while (started == 0) usleep(1000);
@@ -262,7 +297,7 @@ int main(int argc, char** argv) {
     fprintf(
         stderr,
         "usage: dump_app deadlock | sleeper | threads N | ring N [pi] | flock FILE | spin | vla | "
-        "rwlock\n");
+        "rwlock | exit-when-traced\n");
     return 2;
   }
   Ready();

@@ -607,7 +607,7 @@ TEST(DumpTest, KeepsWhatWasReadOfAProcessThatExitsDuringTheDump) {
   }
   ASSERT_EQ(dump.exit_code(), 0) << dump.err;
   std::string process = LineWith(dump.out, "  process " + std::to_string(program.pid()) + " (");
-  EXPECT_NE(process.find(": it exited during the dump; what was read is kept"), std::string::npos)
+  ASSERT_NE(process.find(": it exited during the dump; what was read is kept"), std::string::npos)
       << dump.out;
   std::vector<std::string> main_frames = NativeFrames(ThreadSection(dump.out, program.pid()));
   EXPECT_LT(FrameIndex(main_frames, "pause"), main_frames.size()) << dump.out;

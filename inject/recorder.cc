@@ -368,6 +368,23 @@ void SubmitCall(format::ApiCallRecord record) {
   }
 }
 
+void SubmitNvtxEvent(format::NvtxEventRecord record, const char* text) {
+  if (!g.active.load(std::memory_order_relaxed)) return;
+  if (!g.window.Contains(record.time_ns)) return;
+  ThreadState& state = t_thread_state;
+  ThreadRing* ring = state.ring;
+  if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
+    ring = RegisterThread();
+    if (ring == nullptr) {
+      g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  record.header = {static_cast<uint32_t>(sizeof(record) + record.text_len), format::kNvtxEvent, 0};
+  record.tid = ring->tid;
+  if (ring->PushEvent(record, text)) NotifyWriter();
+}
+
 void NoteProfilerThread(format::ProfilerThreadRole role) {
   if (t_profiler_role != 0) return;
   t_profiler_role = static_cast<uint32_t>(role);

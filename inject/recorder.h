@@ -51,6 +51,10 @@ void SetCuptiRecordsApiCalls(bool enabled);
 // did not start inside the recording window (--delay, --duration) is left out, silently.
 void SubmitCall(format::ApiCallRecord record);
 
+// Stores one NVTX event of the calling thread with `record.text_len` bytes of `text` (tid and
+// header filled in here), like SubmitCall: never blocks; not counted as a CUDA call.
+void SubmitNvtxEvent(format::NvtxEventRecord record, const char* text);
+
 // Starts the writer thread if it is not running yet (CUPTI delivers GPU records before any API
 // call may have been recorded). False when recording is off or the thread cannot start.
 bool EnsureWriterRunning();

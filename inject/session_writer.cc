@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -448,6 +449,10 @@ void SessionWriter::DrainRings() {
     uint64_t tail = ring->tail.load(std::memory_order_relaxed);
     for (; tail < head; ++tail) {
       const format::ApiCallRecord& record = ring->slots[tail % ThreadRing::kSlots];
+      if (record.header.type == format::kNvtxEvent) {
+        tail += AppendNvtxEvent(*ring, tail) - 1;
+        continue;
+      }
       if (record.api_id >= (1u << 16)) gpu_.NameApi(record.api_id);  // a CUPTI id
       Append(&record, sizeof(record));
       ++staged_calls_;  // after Append: a flush it made first holds only the calls before
@@ -465,6 +470,22 @@ void SessionWriter::DrainRings() {
       ReleaseRing(ring);
     }
   }
+}
+
+uint64_t SessionWriter::AppendNvtxEvent(const ThreadRing& ring, uint64_t at) {
+  format::NvtxEventRecord event;
+  memcpy(&event, &ring.slots[at % ThreadRing::kSlots], sizeof(event));
+  char text[ThreadRing::TextSlots(format::kNvtxMaxText) * sizeof(format::ApiCallRecord)];
+  uint64_t text_len = event.text_len <= format::kNvtxMaxText ? event.text_len : 0;
+  for (uint64_t copied = 0, slot = at + 1; copied < text_len; ++slot) {
+    uint64_t piece = std::min<uint64_t>(text_len - copied, sizeof(format::ApiCallRecord));
+    memcpy(text + copied, &ring.slots[slot % ThreadRing::kSlots], piece);
+    copied += piece;
+  }
+  event.text_len = static_cast<uint16_t>(text_len);
+  event.header = {static_cast<uint32_t>(sizeof(event) + text_len), format::kNvtxEvent, 0};
+  Append(&event, sizeof(event), text, text_len);
+  return 1 + ThreadRing::TextSlots(text_len);
 }
 
 void SessionWriter::RefreshThreadNames() {

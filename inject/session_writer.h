@@ -12,6 +12,7 @@
 #include "inject/record_sink.h"
 #include "inject/shared/chunk_file_writer.h"
 #include "inject/shared/session_control.h"
+#include "inject/thread_ring.h"
 
 namespace gprof::inject {
 
@@ -52,6 +53,8 @@ class SessionWriter : public RecordSink {
   // What every pass writes, in the order a reader needs it (names before their uses).
   void DrainAll();
   void DrainRings();
+  // Writes the NVTX event at slot `at` of `ring` with its text; returns the slots it took.
+  uint64_t AppendNvtxEvent(const ThreadRing& ring, uint64_t at);
   void DrainActivityBuffers();
   void WriteCaptureStatus();
   void WriteClockOffset();

@@ -1,10 +1,11 @@
-// A single-producer, single-consumer ring of CUDA call records: the calling thread pushes, the
+// A single-producer, single-consumer ring of CUDA call records (and NVTX events, PushEvent): the calling thread pushes, the
 // writer thread drains. Pushing is two loads, a 56-byte copy and a release store: no lock, no
 // allocation, no syscall on the CUDA call's path. A full ring drops and counts, never blocks.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "inject/format/session_format.h"
 
@@ -47,6 +48,31 @@ struct alignas(64) ThreadRing {
     slots[h % kSlots] = record;
     head.store(h + 1, std::memory_order_release);
     return used + 1 == kWakeWriterAt;
+  }
+
+  // An NVTX event and its text, in 1 + TextSlots(text_len) consecutive slots (the text from the
+  // second on, wrapping as the ring does), published at once. Same contract as Push.
+  static constexpr uint64_t TextSlots(uint64_t text_len) {
+    return (text_len + sizeof(format::ApiCallRecord) - 1) / sizeof(format::ApiCallRecord);
+  }
+  bool PushEvent(const format::NvtxEventRecord& record, const char* text) {
+    static_assert(sizeof(format::NvtxEventRecord) <= sizeof(format::ApiCallRecord));
+    uint64_t needed = 1 + TextSlots(record.text_len);
+    uint64_t h = head.load(std::memory_order_relaxed);
+    uint64_t used = h - tail.load(std::memory_order_acquire);
+    if (used + needed > kSlots) {
+      dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    memcpy(&slots[h % kSlots], &record, sizeof(record));
+    for (uint64_t copied = 0, slot = h + 1; copied < record.text_len; ++slot) {
+      uint64_t piece = record.text_len - copied;
+      if (piece > sizeof(format::ApiCallRecord)) piece = sizeof(format::ApiCallRecord);
+      memcpy(&slots[slot % kSlots], text + copied, piece);
+      copied += piece;
+    }
+    head.store(h + needed, std::memory_order_release);
+    return used < kWakeWriterAt && used + needed >= kWakeWriterAt;
   }
 };
 

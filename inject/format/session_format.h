@@ -91,6 +91,7 @@ enum RecordType : uint16_t {
   kStackCopy = 20,
   kProfilerThread = 21,
   kNamespaces = 22,
+  kNvtxEvent = 23,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -457,6 +458,38 @@ struct RecordingStoppedRecord {
   uint32_t reserved;
 };
 static_assert(sizeof(RecordingStoppedRecord) == 40);
+
+enum class NvtxEventKind : uint16_t {
+  kPush = 1,            // a push/pop range opens on `tid` (nvtxRangePush*, nvtxDomainRangePushEx)
+  kPop = 2,             // the innermost open push/pop range of `domain_id` on `tid` closes
+  kStart = 3,           // a start/end range `range_id` opens (it may end on another thread)
+  kEnd = 4,             // start/end range `range_id` closes
+  kMark = 5,            // an instant
+  kDomainCreate = 6,    // `domain_id` is named by the text
+  kRegisterString = 7,  // `string_id` (of `domain_id`) is the text
+  kNameCategory = 8,    // `category` of `domain_id` is named by the text
+  kNameThread = 9,      // the thread `category` (an OS thread id) is named by the text
+};
+
+// One NVTX call of the program (inject/nvtx_tool.cc), on thread `tid`. Followed by `text_len`
+// bytes: the ad-hoc message (at most kNvtxMaxText bytes, cut there; UTF-16/32 messages kept as
+// ASCII with '?' for the rest), or the name a kDomainCreate/kRegisterString/kNameCategory/
+// kNameThread gives. A message given as a registered string carries its `string_id` instead and
+// no text. Domain 0 is NVTX's default domain; ids are the process's own.
+struct NvtxEventRecord {
+  RecordHeader header;
+  uint64_t time_ns;
+  uint64_t range_id;   // kStart, kEnd: the id nvtxRangeStart* returned; else 0
+  uint32_t tid;        // kernel thread id of the calling thread
+  uint32_t domain_id;  // 0: the default domain
+  uint32_t string_id;  // the message as a registered string; 0: none (the text is the message)
+  uint32_t category;   // the event's category (0: none); kNameThread: the thread named
+  uint16_t kind;       // NvtxEventKind
+  uint16_t text_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(NvtxEventRecord) == 48);
+inline constexpr uint32_t kNvtxMaxText = 216;
 
 // A record struct with its header filled in, for `trailing_bytes` more bytes after it.
 template <typename Record>

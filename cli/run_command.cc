@@ -47,6 +47,9 @@ extern char** environ;
 namespace gprof::cli {
 namespace {
 
+// The user's own NVTX_INJECTION64_PATH, for the injected library to forward to (nvtx_tool.cc).
+constexpr char kNvtxChainEnv[] = "GPROF_NVTX_CHAIN_PATH";
+
 namespace fs = std::filesystem;
 
 constexpr int kPollIntervalMs = 100;
@@ -175,7 +178,18 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
       }
       continue;
     }
+    if (inject && variable.starts_with("NVTX_INJECTION64_PATH=")) {
+      // The user's own NVTX tool keeps being called: the injected library forwards to it.
+      std::string existing(variable.substr(strlen("NVTX_INJECTION64_PATH=")));
+      if (!existing.empty() && existing != inject_library) {
+        Say("NVTX_INJECTION64_PATH is already set (" + existing +
+            "): gprof-run records NVTX and forwards every NVTX call to it");
+        environment.push_back(std::string(kNvtxChainEnv) + "=" + existing);
+      }
+      continue;
+    }
     if (variable.starts_with("GPROF_SESSION_DIR=") ||
+        variable.starts_with(std::string(kNvtxChainEnv) + "=") ||
         variable.starts_with(std::string(kSessionDirIdEnv) + "=") ||
         variable.starts_with("GPROF_CUDA_MODE=") ||
         variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
@@ -193,6 +207,8 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   if (!inject) return environment;
   environment.push_back("LD_PRELOAD=" + preload);
   if (use_cupti && !injection.empty()) environment.push_back("CUDA_INJECTION64_PATH=" + injection);
+  // Every NVTX instance in the tree (each library has its own) asks this at its first call.
+  environment.push_back("NVTX_INJECTION64_PATH=" + inject_library);
   environment.push_back("GPROF_SESSION_DIR=" + session_dir);
   environment.push_back(std::string(kSessionDirIdEnv) + "=" + limits.session_dir_id);
   environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
@@ -683,6 +699,11 @@ int RunCommand(const RunOptions& options) {
     run.command.push_back(collector::PrintableName(arg));
   run.inject_library = *inject_library;
   run.cuda_mode = options.cuda_mode;
+  for (const std::string& variable : session.launch.environment) {
+    if (variable.starts_with(std::string(kNvtxChainEnv) + "=")) {
+      run.nvtx_tool = variable.substr(strlen(kNvtxChainEnv) + 1);
+    }
+  }
 
   auto target = TargetProcess::Spawn(session.launch);
   if (!target.ok()) {

@@ -393,6 +393,7 @@ std::string SessionMetaText(const RunDescription& run) {
       {key::kCudaMode, run.cuda_mode},
   };
   AddPlace(run, &meta);
+  if (!run.nvtx_tool.empty()) meta[key::kNvtxTool] = collector::PrintableName(run.nvtx_tool);
   if (run.window_start_ns != 0) {
     meta[key::kWindow] = {
         {key::kWindowDelayS, run.delay_s},

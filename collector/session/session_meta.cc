@@ -104,6 +104,7 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
                                            key::kInjectLibrary,
                                            key::kRecordingStopped,
                                            key::kCudaMode,
+                                           key::kNvtxTool,
                                            key::kWindow,
                                            key::kMaxSize,
                                            key::kCapture,
@@ -505,6 +506,7 @@ void ReadRun(MetaReader& read, const json& meta, SessionMeta* out) {
   out->exit_signal = read.Integer<int>(exit, key::kExit, key::kExitSignal, 1, SIGRTMAX);
   out->inject_library = read.String(meta, "", key::kInjectLibrary).value_or("");
   out->cuda_mode = read.String(meta, "", key::kCudaMode).value_or("");
+  out->nvtx_tool = read.String(meta, "", key::kNvtxTool).value_or("");
   // Sessions of gprof-run before "finished" was written: an end time meant the same.
   bool finished = read.Boolean(meta, "", key::kFinished).value_or(out->end_monotonic_ns != 0);
   if (!finished) {

@@ -26,6 +26,9 @@ inline constexpr char kKernelRecording[] = "kernel_recording";  // object: kKern
 inline constexpr char kInjectLibrary[] = "inject_library";      // string: libgprof_inject.so's path
 inline constexpr char kRecordingStopped[] = "recording_stopped";  // array of kStop* objects
 inline constexpr char kCudaMode[] = "cuda_mode";                  // string: gprof-run --cuda
+// string: the user's own NVTX_INJECTION64_PATH, which the injected library forwarded every NVTX
+// call to (docs/nvtx.md); absent when none was set.
+inline constexpr char kNvtxTool[] = "nvtx_tool";
 inline constexpr char kWindow[] = "window";     // object, with --delay/--duration: kWindow* below
 inline constexpr char kMaxSize[] = "max_size";  // object, with --max-size: kMaxSize* below
 inline constexpr char kCapture[] = "capture";   // object, with --capture-range: kCapture* below

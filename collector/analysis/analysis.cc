@@ -23,6 +23,7 @@ Analysis Analyze(const Session& session, const AnalysisOptions& options, const W
   analysis.gpu = SummarizeGpu(session, correlation);
   NumberCausesAndFreezes(analysis);
   MakeReportView(session, analysis);
+  PlaceInRanges(session, analysis);
   // One session that recorded the whole job: its ranks are its processes. With fewer than two,
   // no rank can have waited for another here (a session of one rank: the merge's to say).
   std::set<int> ranks;

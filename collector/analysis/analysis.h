@@ -15,6 +15,7 @@
 #include "collector/analysis/diagnosis.h"
 #include "collector/analysis/freezes.h"
 #include "collector/analysis/gpu_summary.h"
+#include "collector/analysis/nvtx_ranges.h"
 #include "collector/analysis/report_view.h"
 #include "collector/analysis/rank_waits.h"
 #include "collector/analysis/slow_calls.h"
@@ -60,6 +61,7 @@ struct Analysis {
   CountedTotals counted;
   std::vector<GapTotals> gap_totals;
   GapTotals all_gaps;
+  std::vector<RangeTotals> ranges;  // the RANGES table (nvtx_ranges.h), longest total first
   uint64_t slow_call_count() const { return blocked_calls.size(); }
 };
 

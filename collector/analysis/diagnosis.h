@@ -126,6 +126,8 @@ struct GpuGap {
   // (Stall::profiler_tid): gprof-run's own cost, no cause.
   bool profiler_cost = false;
   int cause = -1;
+  // The NVTX ranges the thread that launched `after` was in meanwhile, outermost first.
+  std::vector<uint32_t> nvtx_ranges;
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
@@ -215,6 +217,8 @@ struct Cause {
   int longest_stall = -1;
   int told_release = -1;
   int longest_gap = -1;
+  // The NVTX ranges its longest wait (else its longest gap) happened in, outermost first.
+  std::vector<uint32_t> nvtx_ranges;
 };
 
 // The pipeline's steps over the waits (analysis.h): fills analysis.stalls, causes, gaps,

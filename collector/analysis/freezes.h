@@ -40,6 +40,8 @@ struct Freeze {
   std::optional<CallsInFreeze> calls;  // the slow calls blocked in it, where there were
   size_t number = 0;                   // in every output: 1 the longest (numbering.h)
   int longest_stall = -1;              // its longest wait, the one told (report_view.h); -1: none
+  // The NVTX ranges its threads were in, each thread's outermost first (nvtx_ranges.h).
+  std::vector<uint32_t> nvtx_ranges;
   // Seen in the stalls (the diagnosis's waits), not only in slow calls: those come first in
   // Analysis::freezes, and are the ones the diagnosis's writers picture.
   bool of_stalls() const { return !stalls.empty(); }

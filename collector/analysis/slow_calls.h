@@ -45,6 +45,7 @@ struct BlockedCall {
   const Wait* MainWait() const { return main_wait >= 0 ? &waits[main_wait] : nullptr; }
   int freeze = -1;                   // index into Analysis::freezes, when it froze with others
   std::optional<GpuDuringCall> gpu;  // none: the process's GPU timeline was not recorded
+  std::vector<uint32_t> nvtx_ranges;  // the NVTX ranges it was made in, outermost first
 };
 
 // What a lock holder did while others waited for it.

@@ -627,6 +627,7 @@ struct SessionMeta {
   uint32_t root_pid = 0;
   std::string inject_library;  // the path gprof-run preloaded; empty: unknown
   std::string cuda_mode;       // --cuda: "auto", "cupti", "preload", "off"; empty: unknown
+  std::string nvtx_tool;       // the user's own NVTX tool, forwarded to; empty: none
   uint64_t start_monotonic_ns = 0;
   uint64_t end_monotonic_ns = 0;
   uint64_t start_realtime_ns = 0;
@@ -678,6 +679,30 @@ struct SessionMeta {
   std::optional<RankIdentity> rank;
 };
 
+// An NVTX range of the program (docs/nvtx.md). Push/pop ranges nest on their thread; a start/end
+// range stays on the thread that started it, wherever it ended.
+struct NvtxRange {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;  // the recording's end where it never closed (`open`)
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t name = 0;      // Session::nvtx_strings: the message ("" when it had none)
+  uint32_t domain = 0;    // Session::nvtx_strings: the domain's name; 0 ("") the default domain
+  uint32_t category = 0;  // Session::nvtx_strings: the category's name, or its number; 0: none
+  uint16_t depth = 0;     // open push/pop ranges of its thread around it (any domain)
+  uint8_t start_end = 0;  // 1: nvtxRangeStart/End, 0: push/pop
+  uint8_t open = 0;       // 1: still open when the recording ended
+};
+
+// An NVTX mark: an instant.
+struct NvtxMark {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t name = 0;    // Session::nvtx_strings
+  uint32_t domain = 0;  // Session::nvtx_strings
+};
+
 struct Session {
   std::string directory;
   SessionMeta meta;
@@ -726,6 +751,9 @@ struct Session {
   uint64_t memory_map_calls_lost = 0;  // the kernel recorder's, counted in `lost` too
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
+  std::vector<std::string> nvtx_strings{std::string()};  // printable; [0] is ""
+  RecordVector<NvtxRange> nvtx_ranges;                    // sorted by start_ns
+  std::vector<NvtxMark> nvtx_marks;                       // sorted by time_ns
   // The collector's outputs that could not be written (a full disk): the reports that could be
   // name them.
   struct UnwrittenOutput {

@@ -26,6 +26,8 @@ std::optional<size_t> TidOffset(uint16_t type) {
       return offsetof(GpuOverheadRecord, tid);
     case kProfilerThread:
       return offsetof(ProfilerThreadRecord, tid);
+    case kNvtxEvent:
+      return offsetof(NvtxEventRecord, tid);
   }
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 #include "collector/session/chunk_reader.h"
 #include "collector/session/kernel_events_records.h"
 #include "collector/session/lock_owners.h"
+#include "collector/session/nvtx_records.h"
 #include "collector/session/pid_namespaces.h"
 #include "collector/session/process_maps.h"
 #include "collector/session/rank_identity.h"
@@ -68,6 +69,7 @@ class SessionBuilder {
   void ReadInjectFile(int dir_fd, const std::string& name, const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
+    NvtxRecordDecoder nvtx(session_, path);
     bool reserved = false;
     // A process in a PID namespace of its own names it first: its ids become the kernel's.
     std::optional<NamespaceTranslation> translation;
@@ -92,7 +94,8 @@ class SessionBuilder {
         ReserveLarge(session_->api_calls, session_->api_calls.size() + record.file_records);
         reserved = true;
       }
-      if (!capture.Decode(record)) DecodeInject(record, record.writer_pid, &api_index, path);
+      if (!capture.Decode(record) && !nvtx.Decode(record))
+        DecodeInject(record, record.writer_pid, &api_index, path);
     };
     ReadGuarded(path, &session_->diagnostics, [&] {
       auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics, progress_);
@@ -111,6 +114,7 @@ class SessionBuilder {
       }
     });
     capture.Finish();
+    nvtx.Finish(session_->meta.end_monotonic_ns);
   }
 
   void ReadKernelFile(int dir_fd, const std::string& name, const std::string& path) {
@@ -314,6 +318,9 @@ void SessionBuilder::Finish() {
   SortByTime(session_->api_calls, [](const ApiCall& call) { return call.enter_ns; });
   SortByTime(session_->off_cpu, start_of);
   SortByTime(session_->futex_calls, start_of);
+  std::stable_sort(session_->nvtx_ranges.begin(), session_->nvtx_ranges.end(), by_start);
+  std::stable_sort(session_->nvtx_marks.begin(), session_->nvtx_marks.end(),
+                   [](const NvtxMark& a, const NvtxMark& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->task_starts.begin(), session_->task_starts.end(),
             [](const TaskStart& a, const TaskStart& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->gpu_activities.begin(), session_->gpu_activities.end(), by_start);

@@ -217,6 +217,10 @@ class HtmlReport {
   void AddFreezeFigure(size_t index);
   void AddGapFigure(size_t index);
   void AddChainWords(Figure& figure, const Stall& stall) const;
+  void AddRangeWords(Figure& figure, const std::vector<uint32_t>& ranges) const {
+    if (std::string words = InRangesWords(session_, ranges); !words.empty())
+      figure.words.push_back(words);
+  }
   // The longest stretch one of the first of `tids` was runnable (preempted, or woken and not yet
   // run): one pass over the off-CPU record.
   std::optional<std::pair<uint64_t, uint64_t>> LongestRunnable(
@@ -419,6 +423,7 @@ void HtmlReport::AddCauseFigure(size_t index) {
   figure.heading = std::to_string(cause.number) + ". [" + CauseClassLabel(cause) + "] " +
                    CauseTitle(session_, analysis_, cause);
   figure.words.push_back(CauseFacts(cause));
+  AddRangeWords(figure, cause.nvtx_ranges);
   if (cause.holder_tid != 0 && cause.wait_class != WaitClass::kCpu)
     figure.words.push_back("held by " + Thread(cause.holder_tid));
   if (cause.root)
@@ -487,6 +492,7 @@ void HtmlReport::AddFreezeFigure(size_t index) {
                    FormatDuration(freeze.end_ns - freeze.start_ns) + ", " +
                    Plural(freeze.tids.size(), "thread");
   figure.words.push_back(Threads(freeze.tids, 8));
+  AddRangeWords(figure, freeze.nvtx_ranges);
   if (freeze.cause >= 0) {
     const Cause& cause = analysis_.causes[freeze.cause];
     figure.words.push_back("all waited on " + CauseTitle(session_, analysis_, cause) + " [" +
@@ -525,6 +531,7 @@ void HtmlReport::AddGapFigure(size_t index) {
                FormatOffset(session_, gap.after_call->enter_ns) + ")";
   figure.words.push_back(between);
   figure.words.push_back(GapWaitWords(session_, gap, &analysis_.lock_users));
+  AddRangeWords(figure, gap.nvtx_ranges);
   if (!gap.gpu_side && gap.late_thread && gap.module_load_ns > 0)
     figure.words.push_back(ModuleLoadWords(gap));
   if (gap.cause >= 0)
@@ -916,6 +923,21 @@ void HtmlReport::Tables() {
       out_ << "</tr>\n";
     }
     tail(kernels.size());
+  }
+  if (!analysis_.ranges.empty()) {
+    out_ << "<h2 id=\"ranges\">Ranges (NVTX) by name</h2>\n<table><tr><th>name</th>"
+         << "<th>count</th><th>total</th><th>blocked</th><th>GPU idle</th></tr>\n";
+    for (size_t i = 0; i < std::min(analysis_.ranges.size(), options_.max_table_rows); ++i) {
+      const RangeTotals& range = analysis_.ranges[i];
+      out_ << "<tr><td class=\"mono\">" << Escape(RangeName(session_, range.name, range.domain))
+           << "</td><td class=\"n\">" << WithThousands(range.count) << "</td><td class=\"n\">"
+           << FormatDuration(range.total_ns) << "</td><td class=\"n\">"
+           << FormatDuration(range.blocked_ns) << "</td><td class=\"n\">"
+           << FormatDuration(range.gpu_idle_ns) << "</td></tr>\n";
+    }
+    tail(analysis_.ranges.size());
+    out_ << "<p>blocked: time its thread slept inside the ranges; GPU idle: its process's GPU "
+            "gaps inside them.</p>\n";
   }
 }
 

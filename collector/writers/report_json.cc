@@ -65,6 +65,7 @@ json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays,
                  {"freezes", std::move(freezes)},
                  {"gpu", GpuSummaryJson(session, analysis.gpu)},
                  {"tables", TablesJson(session)},
+                 {"nvtx_ranges", RangeTableJson(session, analysis)},
                  {"diagnosis", DiagnosisJson(session, analysis, arrays)}};
   // A job's ranks that waited for each other (rank_waits.h), where there were.
   if (!analysis.rank_waits.waits.empty())

@@ -161,7 +161,8 @@ json CausesJson(const Session& session, const Analysis& diagnosis) {
          {"threads", std::move(threads)},
          {"stalls", cause.stalls},
          {"freezes", cause.freezes},
-         {"gaps", cause.gaps}});
+         {"gaps", cause.gaps},
+         {"nvtx", InRangesJson(session, cause.nvtx_ranges)}});
   }
   return causes;
 }
@@ -178,7 +179,8 @@ json StallFreezesJson(const Session& session, const Analysis& diagnosis) {
                        {"end_ns", freeze.end_ns},
                        {"threads", std::move(threads)},
                        {"stalls", freeze.stalls},
-                       {"cause", IndexOrNull(freeze.cause)}});
+                       {"cause", IndexOrNull(freeze.cause)},
+                       {"nvtx", InRangesJson(session, freeze.nvtx_ranges)}});
   }
   return freezes;
 }
@@ -203,7 +205,8 @@ json GapsJson(const Session& session, const Analysis& diagnosis) {
          {"module_load_ns", gap.module_load_ns},
          {"gpu_side", gap.gpu_side},
          {"profiler_cost", gap.profiler_cost},
-         {"cause", IndexOrNull(gap.cause)}});
+         {"cause", IndexOrNull(gap.cause)},
+         {"nvtx", InRangesJson(session, gap.nvtx_ranges)}});
   }
   return gaps;
 }

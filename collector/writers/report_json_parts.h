@@ -51,6 +51,11 @@ json ObjectJson(const Session& session, const std::optional<WaitObject>& object)
 json WaitJson(const Session& session, const Wait& wait);
 json MemoryMapCallJson(const MemoryMapCall* call);
 json OnCpuJson(const OnCpuActivity& ran);
+// Where the program said it was (NVTX ranges, outermost first): {"text": "in train_step >
+// forward", "ranges": [{"name", "domain", "thread", "start_ns", "end_ns"}...]}; null when none.
+json InRangesJson(const Session& session, const std::vector<uint32_t>& ranges);
+// The RANGES table (Analysis::ranges).
+json RangeTableJson(const Session& session, const Analysis& analysis);
 // `freeze_number`: the index of the freeze it was blocked in among the top level's freezes, or -1.
 json BlockedCallJson(const Session& session, const BlockedCall& blocked, int freeze_number);
 json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& numbered);

@@ -340,6 +340,35 @@ json WaitJson(const Session& session, const Wait& wait) {
   return out;
 }
 
+json InRangesJson(const Session& session, const std::vector<uint32_t>& ranges) {
+  if (ranges.empty()) return nullptr;
+  json list = json::array();
+  for (uint32_t index : ranges) {
+    const NvtxRange& range = session.nvtx_ranges[index];
+    list.push_back(Object({{"name", session.nvtx_strings[range.name]},
+                           {"domain", session.nvtx_strings[range.domain]},
+                           {"thread", ThreadRef(session, range.tid)},
+                           {"start_ns", range.start_ns},
+                           {"end_ns", range.end_ns}}));
+  }
+  return Object({{"text", InRangesWords(session, ranges)}, {"ranges", std::move(list)}});
+}
+
+json RangeTableJson(const Session& session, const Analysis& analysis) {
+  json rows = json::array();
+  for (const RangeTotals& range : analysis.ranges) {
+    rows.push_back(Object({{"name", session.nvtx_strings[range.name]},
+                           {"domain", session.nvtx_strings[range.domain]},
+                           {"text", RangeName(session, range.name, range.domain)},
+                           {"count", range.count},
+                           {"open", range.open},
+                           {"total_ns", range.total_ns},
+                           {"blocked_ns", range.blocked_ns},
+                           {"gpu_idle_ns", range.gpu_idle_ns}}));
+  }
+  return rows;
+}
+
 // `freeze_number`: the index of the freeze it was blocked in among the top level's freezes, or -1.
 json BlockedCallJson(const Session& session, const BlockedCall& blocked, int freeze_number) {
   json waits = json::array();
@@ -355,6 +384,7 @@ json BlockedCallJson(const Session& session, const BlockedCall& blocked, int fre
   out["waits"] = std::move(waits);
   out["gpu"] = GpuJson(session, blocked.gpu, "the call");
   out["native_stack"] = NativeStackJson(session, blocked.call);
+  out["nvtx"] = InRangesJson(session, blocked.nvtx_ranges);
   AddCallPythonJson(session, blocked.call, &out);
   return out;
 }
@@ -423,7 +453,8 @@ json FreezeJson(const Session& session, const Analysis& analysis, const Freeze& 
                  {"object", ObjectJson(session, freeze.object)},
                  {"thread_count", freeze.thread_count()},
                  {"members", std::move(members)},
-                 {"holder", HolderJson(session, freeze.holder)}});
+                 {"holder", HolderJson(session, freeze.holder)},
+                 {"nvtx", InRangesJson(session, numbered.nvtx_ranges)}});
 }
 
 }  // namespace gprof::collector::report_json

@@ -334,6 +334,7 @@ void TextReport::Causes() {
       out_ << "     on " << ObjectWords(session_, cause.object, LockNames()) << " ["
            << WaitClassName(cause.wait_class) << "]\n";
     }
+    RangesLine(cause.nvtx_ranges, "     ");
     std::vector<std::string> facts;
     if (cause.gpu_idle_ns > 0) facts.push_back(CauseGpuIdleWords(cause));
     if (cause.kind == CauseKind::kHandoff) {
@@ -416,6 +417,7 @@ void TextReport::Freezes() {
          << ", " << FormatDuration(freeze.end_ns - freeze.start_ns) << ": ";
     if (freeze.of_stalls()) {
       out_ << Threads(freeze.tids, 6) << "\n";
+      RangesLine(freeze.nvtx_ranges, "     ");
       FreezeLines(freeze);
       if (freeze.calls) FreezeDetail(*freeze.calls, false);
     } else {
@@ -425,6 +427,7 @@ void TextReport::Freezes() {
                    ? "one lock"
                    : "one wait")
            << "\n";
+      RangesLine(freeze.nvtx_ranges, "     ");
       FreezeDetail(calls, true);
     }
   }
@@ -574,6 +577,7 @@ void TextReport::Gaps() {
     if (!gap.gpu_side && gap.late_thread && gap.module_load_ns > 0)
       out_ << "; " << ModuleLoadWords(gap);
     out_ << cause << "\n";
+    RangesLine(gap.nvtx_ranges, "     ");
     if (!gap.gpu_side && gap.late_thread) {
       if (gap.stall >= 0) {
         const Stall& stall = analysis_.stalls[gap.stall];
@@ -666,6 +670,7 @@ void TextReport::OtherSlowCalls() {
     const BlockedCall& blocked = analysis_.blocked_calls[by_duration[i]];
     out_ << "  " << Thread(blocked.call->tid) << " in " << Call(*blocked.call) << "\n      "
          << Breakdown(blocked) << "\n";
+    RangesLine(blocked.nvtx_ranges, "      ");
     // A freeze's holder: its stack and GPU are told with the freeze.
     if (auto held = held_by_.find(blocked.call); held != held_by_.end()) {
       out_ << "      it held the lock of freeze " << held->second
@@ -716,6 +721,21 @@ void TextReport::Tables() {
            << "\n";
     }
   }
+  if (!analysis_.ranges.empty()) {
+    // The program's own phases (NVTX): which loses time, in one look.
+    const auto& ranges = analysis_.ranges;
+    out_ << "\nRANGES (NVTX) by total time";
+    if (ranges.size() > kTableRows)
+      out_ << " (" << kTableRows << " of " << ranges.size() << "; all in report.json)";
+    out_ << "\n" << row({"total", "count", "blocked", "GPU idle", "name"}) << "\n";
+    for (size_t i = 0; i < std::min(kTableRows, ranges.size()); ++i) {
+      const RangeTotals& range = ranges[i];
+      out_ << row({FormatDuration(range.total_ns), WithThousands(range.count),
+                   FormatDuration(range.blocked_ns), FormatDuration(range.gpu_idle_ns),
+                   RangeName(session_, range.name, range.domain)})
+           << "\n";
+    }
+  }
   std::vector<KernelRow> kernels = KernelTable(session_);
   if (!kernels.empty()) {
     out_ << "\nGPU KERNELS by total time";
@@ -733,6 +753,11 @@ void TextReport::Tables() {
 }
 
 // What the classes in brackets mean, those the text used.
+void TextReport::RangesLine(const std::vector<uint32_t>& ranges, const char* indent) {
+  if (std::string words = InRangesWords(session_, ranges); !words.empty())
+    out_ << indent << OneLine(words) << "\n";
+}
+
 void TextReport::Legend() {
   const std::string text = out_.str();
   std::vector<std::string> used;

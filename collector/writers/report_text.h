@@ -154,6 +154,8 @@ class TextReport {
   void OtherSlowCalls();
   void Tables();
   void Legend();
+  // "in train_step > forward" on a line of its own, where the program said where it was (NVTX).
+  void RangesLine(const std::vector<uint32_t>& ranges, const char* indent);
   std::string Breakdown(const BlockedCall& blocked) const;
 
   const Session& session_;

@@ -91,6 +91,8 @@ class TimelineWriter {
 
   void RunPendingUpTo(uint64_t time_ns);
   void Run(const Pending& pending);
+  void BeginNvtxRange(const NvtxRange& range);
+  uint64_t InnermostRangeIid(uint32_t tid, uint64_t time_ns);
   void BeginApiCall(const ApiCall& call);
   void BeginOffCpu(size_t index);
   void BeginRunnable(EventTrack& track, size_t index);
@@ -135,6 +137,10 @@ class TimelineWriter {
   std::vector<uint64_t> launch_flow_ids_;               // of the API call being written
   std::vector<uint64_t> api_name_iids_;                 // by Session::api_names index; 0: not yet
   std::unordered_map<uint64_t, uint64_t> stream_iids_;  // by stream handle
+  // Each thread's NVTX ranges begun and maybe still open, innermost last; the name each GPU
+  // activity's launch was made in (the activity's nvtx_range annotation), by activity index.
+  std::unordered_map<uint32_t, std::vector<const NvtxRange*>> open_ranges_;
+  std::unordered_map<size_t, uint64_t> launch_range_iids_;
   PendingQueue<Pending> pending_;
   uint64_t next_order_ = 0;
 };
@@ -218,6 +224,7 @@ std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& sessio
 }
 
 void TimelineWriter::Write() {
+  RecordCursor nvtx_ranges(session_.nvtx_ranges);
   RecordCursor api_calls(session_.api_calls);
   RecordCursor off_cpu(session_.off_cpu);
   RecordCursor futex_calls(session_.futex_calls);
@@ -230,7 +237,8 @@ void TimelineWriter::Write() {
   while (true) {
     // Pairwise, without branches: which vector comes next changes from one record to the next.
     uint64_t next =
-        std::min(std::min(std::min(api_calls.next_start(), off_cpu.next_start()),
+        std::min(std::min(std::min(std::min(nvtx_ranges.next_start(), api_calls.next_start()),
+                                   off_cpu.next_start()),
                           std::min(futex_calls.next_start(), futex_waitv_calls.next_start())),
                  std::min(std::min(memory_map_calls.next_start(), device_waits.next_start()),
                           std::min(std::min(page_faults.next_start(), lock_waits.next_start()),
@@ -240,7 +248,9 @@ void TimelineWriter::Write() {
     // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
     // before the slice it ends in. On the kernel track, what holds the others first: a system
     // call, then a page fault in it, then a lock wait in that.
-    if (api_calls.next_start() == next) {
+    if (nvtx_ranges.next_start() == next) {  // a range holds the calls that start with it
+      BeginNvtxRange(session_.nvtx_ranges[nvtx_ranges.Take()]);
+    } else if (api_calls.next_start() == next) {
       BeginApiCall(session_.api_calls[api_calls.Take()]);
     } else if (off_cpu.next_start() == next) {
       BeginOffCpu(off_cpu.Take());
@@ -280,6 +290,31 @@ void TimelineWriter::Run(const Pending& pending) {
   }
 }
 
+// An NVTX range on its thread's track, nested with the CUDA calls it holds; its domain (else
+// "nvtx") as category.
+void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
+  TrackEventSpec event;
+  event.timestamp_ns = range.start_ns;
+  event.name_iid = interner_.Intern(InternTable::kEventNames,
+                                    range.name != 0 ? session_.nvtx_strings[range.name] : "(unnamed)");
+  event.category_iid = range.domain != 0 ? interner_.Intern(InternTable::kCategories,
+                                                            session_.nvtx_strings[range.domain])
+                                         : vocabulary_.nvtx;
+  if (range.open) event.Annotate(vocabulary_.still_open_at_end, Annotation::Kind::kUint, 1);
+  open_ranges_[range.tid].push_back(&range);
+  BeginSlice(tracks_.Thread(range.tid, range.pid).thread, event, range.end_ns);
+}
+
+// The name of the innermost NVTX range open on `tid` at `time_ns` (times only grow), 0: none.
+uint64_t TimelineWriter::InnermostRangeIid(uint32_t tid, uint64_t time_ns) {
+  auto found = open_ranges_.find(tid);
+  if (found == open_ranges_.end()) return 0;
+  std::vector<const NvtxRange*>& open = found->second;
+  while (!open.empty() && open.back()->end_ns <= time_ns) open.pop_back();
+  if (open.empty() || open.back()->name == 0) return 0;
+  return interner_.Intern(InternTable::kAnnotationStrings, session_.nvtx_strings[open.back()->name]);
+}
+
 void TimelineWriter::BeginApiCall(const ApiCall& call) {
   TrackEventSpec event;
   event.timestamp_ns = call.enter_ns;
@@ -293,8 +328,10 @@ void TimelineWriter::BeginApiCall(const ApiCall& call) {
   if (call.return_code != 0) event.AnnotateInt(vocabulary_.return_code, call.return_code);
   launch_flow_ids_.clear();
   for (const GpuActivity* activity : correlation_.ActivitiesOf(call)) {
-    if (LaunchFlowOrigin(*activity) == &call)
-      launch_flow_ids_.push_back(flow_ids_.Launch(IndexOf(*activity)));
+    if (LaunchFlowOrigin(*activity) != &call) continue;
+    launch_flow_ids_.push_back(flow_ids_.Launch(IndexOf(*activity)));
+    if (uint64_t range = InnermostRangeIid(call.tid, call.enter_ns))
+      launch_range_iids_[IndexOf(*activity)] = range;
   }
   event.flow_ids = launch_flow_ids_;
   event.callstack_iid = callstacks_.OfCall(call, session_.python.CudaCall(call.tid, call.enter_ns));
@@ -322,6 +359,10 @@ void TimelineWriter::BeginGpuActivity(size_t index) {
     event.Annotate(vocabulary_.graph_node_id, Annotation::Kind::kUint, activity.graph_node_id);
   }
   if (LaunchFlowOrigin(activity) != nullptr) event.terminating_flow_id = flow_ids_.Launch(index);
+  if (auto range = launch_range_iids_.find(index); range != launch_range_iids_.end()) {
+    event.Annotate(vocabulary_.nvtx_range, Annotation::Kind::kInternedString, range->second);
+    launch_range_iids_.erase(range);
+  }
   uint64_t end = activity.end_ns;
   if (auto clipped = clipped_gpu_ends_.find(index); clipped != clipped_gpu_ends_.end()) {
     end = clipped->second;

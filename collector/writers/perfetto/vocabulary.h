@@ -19,6 +19,7 @@ struct Vocabulary {
         gpu(interner.Intern(InternTable::kCategories, "gpu")),
         kernel(interner.Intern(InternTable::kCategories, "kernel")),
         signal(interner.Intern(InternTable::kCategories, "signal")),
+        nvtx(interner.Intern(InternTable::kCategories, "nvtx")),
         stream(Name(interner, "stream")),
         correlation_id(Name(interner, "correlation_id")),
         return_code(Name(interner, "return_code")),
@@ -66,14 +67,16 @@ struct Vocabulary {
         prot(Name(interner, "prot")),
         flags(Name(interner, "flags")),
         major(Name(interner, "major")),
-        outcome(Name(interner, "outcome")) {}
+        outcome(Name(interner, "outcome")),
+        nvtx_range(Name(interner, "nvtx_range")),
+        still_open_at_end(Name(interner, "still_open_at_end")) {}
 
   static uint64_t Name(StringInterner& interner, std::string_view name) {
     return interner.Intern(InternTable::kAnnotationNames, name);
   }
 
   // Categories.
-  uint64_t cuda, sched, futex, gprof_run, gpu, kernel, signal;
+  uint64_t cuda, sched, futex, gprof_run, gpu, kernel, signal, nvtx;
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, still_off_cpu_at_end, waker;
@@ -84,6 +87,7 @@ struct Vocabulary {
   uint64_t location, uaddrs;
   uint64_t lock, lock_kind, owner, owner_inferred, explanation, cause, cause_rank, fd, request,
       length, address, prot, flags, major, outcome;
+  uint64_t nvtx_range, still_open_at_end;
 };
 
 }  // namespace gprof::collector::perfetto

@@ -247,4 +247,35 @@ std::string HolderGpuWindow(const Session& session, const HolderActivity& holder
   return holder.call != nullptr ? "its " + session.ApiName(*holder.call) : "the hold";
 }
 
+std::string RangeName(const Session& session, uint32_t name, uint32_t domain) {
+  std::string text = name != 0 ? session.nvtx_strings[name] : "(unnamed)";
+  if (domain != 0) text += " [" + session.nvtx_strings[domain] + "]";
+  return text;
+}
+
+std::string InRangesWords(const Session& session, const std::vector<uint32_t>& ranges) {
+  if (ranges.empty()) return "";
+  // Each thread's path (its ranges come together, outermost first), then the threads of each
+  // path, in the order given.
+  std::vector<std::pair<uint32_t, std::string>> paths;
+  for (uint32_t index : ranges) {
+    const NvtxRange& range = session.nvtx_ranges[index];
+    if (paths.empty() || paths.back().first != range.tid) paths.push_back({range.tid, ""});
+    std::string& path = paths.back().second;
+    path += (path.empty() ? "" : " > ") + RangeName(session, range.name, range.domain);
+  }
+  if (paths.size() == 1) return "in " + paths[0].second;
+  std::vector<std::pair<std::string, std::string>> grouped;  // path, its threads
+  for (const auto& [tid, path] : paths) {
+    auto same = std::find_if(grouped.begin(), grouped.end(),
+                             [&](const auto& entry) { return entry.first == path; });
+    if (same == grouped.end()) same = grouped.insert(grouped.end(), {path, ""});
+    same->second += (same->second.empty() ? "" : ", ") + QuotedThread(session, tid);
+  }
+  std::string text = "in ";
+  for (size_t i = 0; i < grouped.size(); ++i)
+    text += (i == 0 ? "" : "; ") + grouped[i].first + " (" + grouped[i].second + ")";
+  return text;
+}
+
 }  // namespace gprof::collector

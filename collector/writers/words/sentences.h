@@ -55,4 +55,12 @@ std::string DescribeGpuDuring(const Session& session, const GpuDuringCall& gpu,
 // What a holder's GPU use was measured over: "its cudaFree", or "the hold" outside any call.
 std::string HolderGpuWindow(const Session& session, const HolderActivity& holder);
 
+// An NVTX range as the outputs name it: its message, then its domain in brackets where it has
+// one ("forward", "load [loader]"); "(unnamed)" for a range without a message.
+std::string RangeName(const Session& session, uint32_t name, uint32_t domain);
+// Where the program said it was (the ranges, outermost first, nvtx_ranges.h): "in train_step >
+// forward"; of several threads, each path with its threads: "in train_step > forward ("a" (12),
+// "b" (14)); load [loader] ("worker" (13))". Empty when there were none.
+std::string InRangesWords(const Session& session, const std::vector<uint32_t>& ranges);
+
 }  // namespace gprof::collector

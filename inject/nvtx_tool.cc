@@ -16,6 +16,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "inject/nvtx_tool.h"
+
+#include <limits.h>
+
 #include "inject/process_limits.h"
 #include "inject/recorder.h"
 #include "nvtx3/nvToolsExt.h"
@@ -49,6 +53,20 @@ struct Tool {
 constinit Tool g_tool;
 
 __thread int t_push_depth __attribute__((tls_model("initial-exec")));
+
+// NVTX_INJECTION64_PATH as the process started, to tell at exit whether the program changed it.
+constexpr char kNvtxVariable[] = "NVTX_INJECTION64_PATH";
+char g_started_variable[PATH_MAX] = {};
+bool g_started_with_variable = false;
+
+// A copy into a buffer of ours before main: nothing created, nothing called.
+__attribute__((constructor)) void KeepStartingVariable() {
+  if (SecureExecution()) return;
+  const char* value = getenv(kNvtxVariable);
+  if (value == nullptr || strlen(value) >= sizeof(g_started_variable)) return;
+  strcpy(g_started_variable, value);
+  g_started_with_variable = true;
+}
 
 template <typename Function>
 Function ChainedCore(int cbid) {
@@ -424,6 +442,13 @@ NvtxInitializeInjectionNvtxFunc_t ChainedToolLocked() {
         "NVTX_INJECTION64_PATH named an NVTX tool that could not be loaded (not called): ", path);
     return nullptr;
   }
+  // Another gprof-run's injected library (an enclosing session's, of another build): it records
+  // into this session's directory too if initialised; the enclosing session sees the CUDA calls.
+  if (dlsym(library, "InitializeInjection") != nullptr) {
+    Say(format::MessageLevel::kInfo,
+        "NVTX_INJECTION64_PATH named another gprof-run's injected library; not called: ", path);
+    return nullptr;
+  }
   Say(format::MessageLevel::kInfo,
       "NVTX_INJECTION64_PATH named the user's own NVTX tool; gprof-run records NVTX and forwards "
       "every call to it: ",
@@ -465,6 +490,19 @@ void Fill(const NvtxExportTableCallbacks* callbacks, NvtxCallbackModule module,
 }
 
 }  // namespace
+
+void NoteNvtxVariableChanged() {
+  if (!g_started_with_variable) return;
+  const char* now = getenv(kNvtxVariable);
+  if (now != nullptr && strcmp(now, g_started_variable) == 0) return;
+  Say(format::MessageLevel::kWarning,
+      now == nullptr ? "the program unset NVTX_INJECTION64_PATH: NVTX first used after that is "
+                       "not recorded"
+                     : "the program changed NVTX_INJECTION64_PATH: NVTX first used after that is "
+                       "not recorded; it names ",
+      now == nullptr ? "" : now);
+}
+
 }  // namespace gprof::inject
 
 using namespace gprof::inject;
@@ -519,9 +557,3 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   Fill(callbacks, NVTX_CB_MODULE_CORE2, core2, NVTX_CBID_CORE2_SIZE);
   return 1;
 }
-
-// An NVTX instance whose first call comes after the program took NVTX_INJECTION64_PATH out of its
-// environment still finds us here: NVTX's static-injection path reads this pointer, and in a
-// shared library (built -fPIC, as they are) its weak definition yields to this one, preloaded.
-extern "C" __attribute__((visibility("default")))
-NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr = InitializeInjectionNvtx2;

@@ -17,6 +17,7 @@
 #include "inject/bounded_queue.h"
 #include "inject/capture_range.h"
 #include "inject/native_stack.h"
+#include "inject/nvtx_tool.h"
 #include "inject/own_thread.h"
 #include "inject/process_limits.h"
 #include "inject/python_marker.h"
@@ -424,6 +425,7 @@ void ShutdownRecording() {
       g.writer_pid != getpid() || g.shutting_down.exchange(true)) {
     return;
   }
+  NoteNvtxVariableChanged();
   RunBeforeShutdown();
   g.stop_requested.store(true, std::memory_order_release);
   NotifyWriter();

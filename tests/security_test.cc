@@ -161,7 +161,7 @@ TEST(Security, UnderSudoTheCommandRunsAsTheInvokingUserWhoOwnsTheSession) {
   const std::set<std::string> added = {
       "LD_PRELOAD",           "CUDA_INJECTION64_PATH",    "GPROF_SESSION_DIR",
       "GPROF_CUDA_MODE",      "GPROF_STACK_THRESHOLD_NS", "GPROF_RUN_PID",
-      "GPROF_SESSION_CONTROL", "GPROF_SESSION_DIR_ID"};
+      "GPROF_SESSION_CONTROL", "GPROF_SESSION_DIR_ID", "NVTX_INJECTION64_PATH"};
   for (const auto& [name, value] : given) {
     if (name.starts_with("GPROF_") && added.contains(name)) continue;
     auto found = identity.environment.find(name);

@@ -22,10 +22,10 @@ uint32_t NvtxRecordDecoder::Intern(const std::string& printable) {
 
 bool NvtxRecordDecoder::Decode(const RecordView& record) {
   if (record.type != format::kNvtxEvent) return false;
-  format::NvtxEventRecord raw;
-  auto text = ReadRecord(record.bytes, &raw)
-                  ? TrailingText<format::NvtxEventRecord>(record.bytes, raw.text_len)
-                  : std::string_view();
+  format::NvtxEventRecord raw{};
+  std::string_view text;
+  if (ReadRecord(record.bytes, &raw))
+    text = TrailingText<format::NvtxEventRecord>(record.bytes, raw.text_len);
   if (record.bytes.size() < sizeof(raw) || text.size() != raw.text_len ||
       raw.text_len > format::kNvtxMaxText) {
     session_->diagnostics.push_back(

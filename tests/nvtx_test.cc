@@ -123,6 +123,14 @@ TEST(Nvtx, RangesTableMatchesWhatTheProgramDid) {
     if (event.type == kSliceBegin && event.categories.size() == 1)
       slices[{event.categories[0], event.name}] += 1;
   }
+  // GPU work launched inside a range carries it: every launcher's kernel, launched in "forward".
+  uint64_t tagged = 0;
+  for (const DecodedEvent& event : trace.events) {
+    auto range = event.annotations.find("nvtx_range");
+    if (event.type == kSliceBegin && range != event.annotations.end() && range->second == "forward")
+      ++tagged;
+  }
+  EXPECT_GE(tagged, truth[Key("", "forward")].count * 9 / 10) << "kernels tagged with their range";
   EXPECT_EQ(slices[Key("nvtx", "forward")],
             truth[Key("", "forward")].count);
   EXPECT_EQ(slices[Key("loader", "hold")],

@@ -135,6 +135,13 @@ TEST(Nvtx, RangesTableMatchesWhatTheProgramDid) {
             truth[Key("", "forward")].count);
   EXPECT_EQ(slices[Key("loader", "hold")],
             truth[Key("loader", "hold")].count);
+  uint64_t marks = 0;  // the holder's "round" in "loader", one a round
+  for (const DecodedEvent& event : trace.events) {
+    if (event.type == kInstant && event.name == "round" && event.categories.size() == 1 &&
+        event.categories[0] == "loader")
+      ++marks;
+  }
+  EXPECT_EQ(marks, truth[Key("loader", "hold")].count);
 }
 
 // A freeze inside the program's ranges is placed inside them, innermost last, in report.txt and
@@ -175,6 +182,7 @@ TEST(Nvtx, FreezesAndSlowCallsSayTheRangesTheyHappenedIn) {
   EXPECT_GE(placed, 3u) << report["freezes"];
   std::string text = ReadFile(dir.Sub("s/report.txt"));
   EXPECT_NE(text.find("in train_step > forward"), std::string::npos) << text;
+  ExpectReadableReport(text);
   // Blocked inside "forward": at least most of the slow launches' time (asleep in them).
   const json* forward = RangeRow(report, "", "forward");
   ASSERT_NE(forward, nullptr);

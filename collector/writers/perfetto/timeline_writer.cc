@@ -92,6 +92,7 @@ class TimelineWriter {
   void RunPendingUpTo(uint64_t time_ns);
   void Run(const Pending& pending);
   void BeginNvtxRange(const NvtxRange& range);
+  void WriteNvtxMark(const NvtxMark& mark);
   uint64_t InnermostRangeIid(uint32_t tid, uint64_t time_ns);
   void BeginApiCall(const ApiCall& call);
   void BeginOffCpu(size_t index);
@@ -147,6 +148,8 @@ class TimelineWriter {
 
 uint64_t StartOf(const ApiCall& call) { return call.enter_ns; }
 uint64_t EndOf(const ApiCall& call) { return call.exit_ns; }
+uint64_t StartOf(const NvtxMark& mark) { return mark.time_ns; }
+uint64_t EndOf(const NvtxMark& mark) { return mark.time_ns; }
 template <typename Record>
 uint64_t StartOf(const Record& record) {
   return record.start_ns;
@@ -225,6 +228,7 @@ std::unordered_map<size_t, uint64_t> ClipOverlapsOnStreams(const Session& sessio
 
 void TimelineWriter::Write() {
   RecordCursor nvtx_ranges(session_.nvtx_ranges);
+  RecordCursor nvtx_marks(session_.nvtx_marks);
   RecordCursor api_calls(session_.api_calls);
   RecordCursor off_cpu(session_.off_cpu);
   RecordCursor futex_calls(session_.futex_calls);
@@ -238,7 +242,7 @@ void TimelineWriter::Write() {
     // Pairwise, without branches: which vector comes next changes from one record to the next.
     uint64_t next =
         std::min(std::min(std::min(std::min(nvtx_ranges.next_start(), api_calls.next_start()),
-                                   off_cpu.next_start()),
+                                   std::min(off_cpu.next_start(), nvtx_marks.next_start())),
                           std::min(futex_calls.next_start(), futex_waitv_calls.next_start())),
                  std::min(std::min(memory_map_calls.next_start(), device_waits.next_start()),
                           std::min(std::min(page_faults.next_start(), lock_waits.next_start()),
@@ -250,6 +254,8 @@ void TimelineWriter::Write() {
     // call, then a page fault in it, then a lock wait in that.
     if (nvtx_ranges.next_start() == next) {  // a range holds the calls that start with it
       BeginNvtxRange(session_.nvtx_ranges[nvtx_ranges.Take()]);
+    } else if (nvtx_marks.next_start() == next) {
+      WriteNvtxMark(session_.nvtx_marks[nvtx_marks.Take()]);
     } else if (api_calls.next_start() == next) {
       BeginApiCall(session_.api_calls[api_calls.Take()]);
     } else if (off_cpu.next_start() == next) {
@@ -303,6 +309,18 @@ void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
   if (range.open) event.Annotate(vocabulary_.still_open_at_end, Annotation::Kind::kUint, 1);
   open_ranges_[range.tid].push_back(&range);
   BeginSlice(tracks_.Thread(range.tid, range.pid).thread, event, range.end_ns);
+}
+
+// An NVTX mark: an instant on its thread's track.
+void TimelineWriter::WriteNvtxMark(const NvtxMark& mark) {
+  TrackEventSpec event;
+  event.timestamp_ns = mark.time_ns;
+  event.name_iid = interner_.Intern(InternTable::kEventNames,
+                                    mark.name != 0 ? session_.nvtx_strings[mark.name] : "(unnamed)");
+  event.category_iid = mark.domain != 0 ? interner_.Intern(InternTable::kCategories,
+                                                          session_.nvtx_strings[mark.domain])
+                                        : vocabulary_.nvtx;
+  packets_.WriteTrackEvent(tracks_.Thread(mark.tid, mark.pid).thread.sequence, event);
 }
 
 // The name of the innermost NVTX range open on `tid` at `time_ns` (times only grow), 0: none.

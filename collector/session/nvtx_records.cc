@@ -8,15 +8,25 @@ namespace gprof::collector {
 
 using format::NvtxEventKind;
 
+namespace {
+
+// PyTorch's emit_nvtx names each operator's range "aten::addmm, seq = 12, op_id = 40, sizes =
+// [[64, 10]], input_op_ids = [...]": the details of one call. Kept, every range would be a name
+// of its own; the operator is the name (docs/nvtx.md).
+std::string_view WithoutCallDetails(std::string_view text) {
+  for (std::string_view detail : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "}) {
+    if (size_t at = text.find(detail); at != std::string_view::npos && at > 0) text = text.substr(0, at);
+  }
+  return text;
+}
+
+}  // namespace
+
 uint32_t NvtxRecordDecoder::Intern(const std::string& printable) {
   if (printable.empty()) return 0;
-  auto [it, inserted] = string_index_.try_emplace(printable, 0);
-  if (inserted) {
-    // Shared with earlier files of the session: look there once per new text of this file.
-    auto found = std::find(session_->nvtx_strings.begin(), session_->nvtx_strings.end(), printable);
-    it->second = static_cast<uint32_t>(found - session_->nvtx_strings.begin());
-    if (found == session_->nvtx_strings.end()) session_->nvtx_strings.push_back(printable);
-  }
+  auto [it, inserted] =
+      string_index_->try_emplace(printable, static_cast<uint32_t>(session_->nvtx_strings.size()));
+  if (inserted) session_->nvtx_strings.push_back(printable);
   return it->second;
 }
 
@@ -33,7 +43,7 @@ bool NvtxRecordDecoder::Decode(const RecordView& record) {
     return true;
   }
   pid_ = record.writer_pid;
-  uint32_t printable = Intern(PrintableName(text));
+  uint32_t printable = Intern(PrintableName(WithoutCallDetails(text)));
   switch (static_cast<NvtxEventKind>(raw.kind)) {
     case NvtxEventKind::kDomainCreate:
       domains_[raw.domain_id] = printable;

@@ -15,11 +15,14 @@
 
 namespace gprof::collector {
 
+// The session's NVTX texts, each stored once in Session::nvtx_strings.
+using NvtxStringIndex = std::unordered_map<std::string, uint32_t>;
+
 // One per inject file (one process): NVTX ids are the process's own.
 class NvtxRecordDecoder {
  public:
-  NvtxRecordDecoder(Session* session, std::string path)
-      : session_(session), path_(std::move(path)) {}
+  NvtxRecordDecoder(Session* session, NvtxStringIndex* strings, std::string path)
+      : session_(session), string_index_(strings), path_(std::move(path)) {}
 
   // Decodes `record` when it is an NVTX event; false when its type is not.
   bool Decode(const RecordView& record);
@@ -44,13 +47,13 @@ class NvtxRecordDecoder {
   uint32_t CategoryOf(const Event& event);
 
   Session* session_;
+  NvtxStringIndex* string_index_;
   std::string path_;
   uint32_t pid_ = 0;
   std::vector<Event> events_;
   std::unordered_map<uint32_t, uint32_t> domains_;                   // id -> nvtx_strings
   std::unordered_map<uint32_t, uint32_t> strings_;                   // id -> nvtx_strings
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> category_names_;  // (domain, category)
-  std::unordered_map<std::string, uint32_t> string_index_;
 };
 
 }  // namespace gprof::collector

@@ -69,7 +69,7 @@ class SessionBuilder {
   void ReadInjectFile(int dir_fd, const std::string& name, const std::string& path) {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
-    NvtxRecordDecoder nvtx(session_, path);
+    NvtxRecordDecoder nvtx(session_, &nvtx_strings_, path);
     bool reserved = false;
     // A process in a PID namespace of its own names it first: its ids become the kernel's.
     std::optional<NamespaceTranslation> translation;
@@ -145,6 +145,7 @@ class SessionBuilder {
   ThreadSightings threads_;
   std::unordered_map<std::string, uint32_t> api_name_index_;
   KernelNameIndex kernel_name_index_;
+  NvtxStringIndex nvtx_strings_;
 };
 
 uint32_t SessionBuilder::InternApiName(std::string_view name) {

@@ -7,7 +7,8 @@
 // marks "round" there, launches a long kernel and calls cudaDeviceSynchronize: the launches issued
 // meanwhile block (a freeze inside "train_step > forward"). The main thread names itself with
 // nvtxNameOsThreadA, holds the wide-string range "main" (nvtxRangePushW) around it all, and
-// starts "never_ended" in the default domain and never ends it.
+// starts "never_ended" in the default domain and never ends it, and pushes "op::fake" five times
+// with per-call details in its name, as PyTorch's emit_nvtx names operators.
 //
 // --late-library PATH: first takes NVTX_INJECTION64_PATH out of the environment, then (after
 // the threads) dlopens PATH (nvtx_late_lib.cc) and runs its nvtx_late_lib_work, whose NVTX
@@ -154,6 +155,16 @@ int main(int argc, char** argv) {
   nvtxRangePushW(L"main");
   nvtxRangeStartA("never_ended");
   nvtxStringHandle_t train_step = nvtxDomainRegisterStringA(nullptr, "train_step");
+  // Ranges named as PyTorch's emit_nvtx names an operator's calls: one name, details per call.
+  for (int call = 0; call < 5; ++call) {
+    std::string name = "op::fake, seq = " + std::to_string(call) +
+                       ", op_id = " + std::to_string(100 + call) + ", sizes = [[2, 3]]";
+    uint64_t start = apps::MonotonicNs();
+    nvtxRangePushA(name.c_str());
+    apps::SleepNs(200'000);
+    nvtxRangePop();
+    Add("", "op::fake", apps::MonotonicNs() - start);
+  }
   std::atomic<bool> stop{false};
   std::vector<std::thread> launchers;
   for (int i = 0; i < options.launchers; ++i)

@@ -8,17 +8,16 @@
 // GPROF_NVTX_CHAIN_PATH: it is initialised against shadow tables of ours, and each handler calls
 // its function after recording.
 #define NVTX_NO_IMPL
+#include "inject/nvtx_tool.h"
+
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-
-#include "inject/nvtx_tool.h"
-
-#include <limits.h>
 
 #include "inject/process_limits.h"
 #include "inject/recorder.h"
@@ -37,9 +36,9 @@ constexpr uint32_t kMaxHandles = 4096;  // domains and registered strings kept f
 
 struct Tool {
   pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-  bool chain_tried = false;                              // under init_lock
+  bool chain_tried = false;                                // under init_lock
   NvtxInitializeInjectionNvtxFunc_t chain_init = nullptr;  // under init_lock
-  NvtxGetExportTableFunc_t initialising = nullptr;       // the instance being set up; init_lock
+  NvtxGetExportTableFunc_t initialising = nullptr;         // the instance being set up; init_lock
   // The chained tool's handlers, as its initialisation left them in our shadow tables.
   std::atomic<NvtxFunctionPointer> chain_core[NVTX_CBID_CORE_SIZE] = {};
   std::atomic<NvtxFunctionPointer> chain_core2[NVTX_CBID_CORE2_SIZE] = {};
@@ -152,10 +151,10 @@ nvtxEventAttributes_t ForChain(const nvtxEventAttributes_t* attributes) {
   if (Holds(attributes, offsetof(nvtxEventAttributes_t, message) + sizeof(nvtxMessageValue_t)) &&
       attributes->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
     uint32_t id = StringId(attributes->message.registered);
-    copy.message.registered =
-        id != 0 && id < kMaxHandles
-            ? static_cast<nvtxStringHandle_t>(g_tool.chain_string[id].load(std::memory_order_acquire))
-            : nullptr;
+    copy.message.registered = id != 0 && id < kMaxHandles
+                                  ? static_cast<nvtxStringHandle_t>(
+                                        g_tool.chain_string[id].load(std::memory_order_acquire))
+                                  : nullptr;
   }
   return copy;
 }

@@ -1,6 +1,7 @@
-// A single-producer, single-consumer ring of CUDA call records (and NVTX events, PushEvent): the calling thread pushes, the
-// writer thread drains. Pushing is two loads, a 56-byte copy and a release store: no lock, no
-// allocation, no syscall on the CUDA call's path. A full ring drops and counts, never blocks.
+// A single-producer, single-consumer ring of CUDA call records (and NVTX events, PushEvent): the
+// calling thread pushes, the writer thread drains. Pushing is two loads, a 56-byte copy and a
+// release store: no lock, no allocation, no syscall on the CUDA call's path. A full ring drops and
+// counts, never blocks.
 #pragma once
 
 #include <atomic>

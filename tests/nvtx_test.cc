@@ -79,8 +79,13 @@ const json* RangeRow(const json& report, const std::string& domain, const std::s
 }
 
 std::vector<std::string> AppArgs(const std::string& truth, int launchers, int rounds) {
-  return {AppPath("nvtx_app"), "--launchers", std::to_string(launchers), "--rounds",
-          std::to_string(rounds), "--truth", truth};
+  return {AppPath("nvtx_app"),
+          "--launchers",
+          std::to_string(launchers),
+          "--rounds",
+          std::to_string(rounds),
+          "--truth",
+          truth};
 }
 
 // Every range name the program used, with its count and time, in report.json's and report.txt's
@@ -131,10 +136,8 @@ TEST(Nvtx, RangesTableMatchesWhatTheProgramDid) {
       ++tagged;
   }
   EXPECT_GE(tagged, truth[Key("", "forward")].count * 9 / 10) << "kernels tagged with their range";
-  EXPECT_EQ(slices[Key("nvtx", "forward")],
-            truth[Key("", "forward")].count);
-  EXPECT_EQ(slices[Key("loader", "hold")],
-            truth[Key("loader", "hold")].count);
+  EXPECT_EQ(slices[Key("nvtx", "forward")], truth[Key("", "forward")].count);
+  EXPECT_EQ(slices[Key("loader", "hold")], truth[Key("loader", "hold")].count);
   uint64_t marks = 0;  // the holder's "round" in "loader", one a round
   for (const DecodedEvent& event : trace.events) {
     if (event.type == kInstant && event.name == "round" && event.categories.size() == 1 &&
@@ -186,7 +189,8 @@ TEST(Nvtx, FreezesAndSlowCallsSayTheRangesTheyHappenedIn) {
   // Blocked inside "forward": at least most of the slow launches' time (asleep in them).
   const json* forward = RangeRow(report, "", "forward");
   ASSERT_NE(forward, nullptr);
-  EXPECT_GE((*forward)["blocked_ns"].get<double>(), 0.5 * double(truth[Key("", "forward")].slow_launch_ns));
+  EXPECT_GE((*forward)["blocked_ns"].get<double>(),
+            0.5 * double(truth[Key("", "forward")].slow_launch_ns));
 }
 
 // A user's own NVTX tool keeps getting every call, with its own handles and ids, as it does
@@ -258,7 +262,8 @@ TEST(Nvtx, NoNvtxNoRanges) {
   ASSERT_EQ(run.exit_code(), alone.exit_code()) << run.err;
   // Its output is its own (stream handles are addresses: they differ from run to run).
   std::regex address("0x[0-9a-f]+");
-  EXPECT_EQ(std::regex_replace(run.out, address, "0x"), std::regex_replace(alone.out, address, "0x"));
+  EXPECT_EQ(std::regex_replace(run.out, address, "0x"),
+            std::regex_replace(alone.out, address, "0x"));
   json report = ReadJson(dir.Sub("s/report.json"));
   ASSERT_TRUE(report.contains("nvtx_ranges"));
   EXPECT_TRUE(report["nvtx_ranges"].empty());

@@ -158,10 +158,15 @@ TEST(Security, UnderSudoTheCommandRunsAsTheInvokingUserWhoOwnsTheSession) {
 
   // The environment is sudo's, untouched, plus what the injected library needs.
   std::map<std::string, std::string> given = EnvironmentFor(spec);
-  const std::set<std::string> added = {
-      "LD_PRELOAD",           "CUDA_INJECTION64_PATH",    "GPROF_SESSION_DIR",
-      "GPROF_CUDA_MODE",      "GPROF_STACK_THRESHOLD_NS", "GPROF_RUN_PID",
-      "GPROF_SESSION_CONTROL", "GPROF_SESSION_DIR_ID", "NVTX_INJECTION64_PATH"};
+  const std::set<std::string> added = {"LD_PRELOAD",
+                                       "CUDA_INJECTION64_PATH",
+                                       "GPROF_SESSION_DIR",
+                                       "GPROF_CUDA_MODE",
+                                       "GPROF_STACK_THRESHOLD_NS",
+                                       "GPROF_RUN_PID",
+                                       "GPROF_SESSION_CONTROL",
+                                       "GPROF_SESSION_DIR_ID",
+                                       "NVTX_INJECTION64_PATH"};
   for (const auto& [name, value] : given) {
     if (name.starts_with("GPROF_") && added.contains(name)) continue;
     auto found = identity.environment.find(name);

@@ -29,9 +29,10 @@ std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> SleepsB
 
 uint64_t AsleepDuring(const std::vector<std::pair<uint64_t, uint64_t>>& sleeps, uint64_t start_ns,
                       uint64_t end_ns) {
-  auto first = std::lower_bound(
-      sleeps.begin(), sleeps.end(), start_ns,
-      [](const std::pair<uint64_t, uint64_t>& sleep, uint64_t time) { return sleep.second <= time; });
+  auto first = std::lower_bound(sleeps.begin(), sleeps.end(), start_ns,
+                                [](const std::pair<uint64_t, uint64_t>& sleep, uint64_t time) {
+                                  return sleep.second <= time;
+                                });
   uint64_t asleep = 0;
   for (auto it = first; it != sleeps.end() && it->first < end_ns; ++it)
     asleep += Overlap(it->first, it->second, start_ns, end_ns);
@@ -97,8 +98,8 @@ void PlaceInRanges(const Session& session, Analysis& analysis) {
   for (GpuGap& gap : analysis.gaps) {
     // The thread the GPU waited for: the one that launched the work that ended the gap.
     uint32_t tid = gap.after_call != nullptr ? gap.after_call->tid
-                   : gap.late_thread        ? gap.late_thread->tid
-                                            : 0;
+                   : gap.late_thread         ? gap.late_thread->tid
+                                             : 0;
     if (tid != 0) gap.nvtx_ranges = RangesAt(session, tid, Middle(gap.start_ns, gap.end_ns));
   }
   for (Cause& cause : analysis.causes) {

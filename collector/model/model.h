@@ -752,8 +752,8 @@ struct Session {
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
   std::vector<std::string> nvtx_strings{std::string()};  // printable; [0] is ""
-  RecordVector<NvtxRange> nvtx_ranges;                    // sorted by start_ns
-  RecordVector<NvtxMark> nvtx_marks;                      // sorted by time_ns
+  RecordVector<NvtxRange> nvtx_ranges;                   // sorted by start_ns
+  RecordVector<NvtxMark> nvtx_marks;                     // sorted by time_ns
   // The collector's outputs that could not be written (a full disk): the reports that could be
   // name them.
   struct UnwrittenOutput {

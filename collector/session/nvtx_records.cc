@@ -15,7 +15,8 @@ namespace {
 // of its own; the operator is the name (docs/nvtx.md).
 std::string_view WithoutCallDetails(std::string_view text) {
   for (std::string_view detail : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "}) {
-    if (size_t at = text.find(detail); at != std::string_view::npos && at > 0) text = text.substr(0, at);
+    if (size_t at = text.find(detail); at != std::string_view::npos && at > 0)
+      text = text.substr(0, at);
   }
   return text;
 }
@@ -39,7 +40,8 @@ bool NvtxRecordDecoder::Decode(const RecordView& record) {
   if (record.bytes.size() < sizeof(raw) || text.size() != raw.text_len ||
       raw.text_len > format::kNvtxMaxText) {
     session_->diagnostics.push_back(
-        {path_, record.chunk_offset, "malformed NVTX event record skipped (" + RecordPlace(record) + ")"});
+        {path_, record.chunk_offset,
+         "malformed NVTX event record skipped (" + RecordPlace(record) + ")"});
     return true;
   }
   pid_ = record.writer_pid;

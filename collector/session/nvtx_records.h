@@ -51,8 +51,8 @@ class NvtxRecordDecoder {
   std::string path_;
   uint32_t pid_ = 0;
   std::vector<Event> events_;
-  std::unordered_map<uint32_t, uint32_t> domains_;                   // id -> nvtx_strings
-  std::unordered_map<uint32_t, uint32_t> strings_;                   // id -> nvtx_strings
+  std::unordered_map<uint32_t, uint32_t> domains_;                    // id -> nvtx_strings
+  std::unordered_map<uint32_t, uint32_t> strings_;                    // id -> nvtx_strings
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> category_names_;  // (domain, category)
 };
 

@@ -35,8 +35,9 @@
 
 namespace {
 
-constexpr const char* kUsage = "nvtx_app [--launchers N] [--rounds R] [--long-kernel-ms M] "
-                               "[--late-library PATH] [--truth FILE]";
+constexpr const char* kUsage =
+    "nvtx_app [--launchers N] [--rounds R] [--long-kernel-ms M] "
+    "[--late-library PATH] [--truth FILE]";
 constexpr uint64_t kLaunchIntervalNs = 500'000;
 constexpr uint64_t kRoundSpacingNs = 100'000'000;
 constexpr uint64_t kSlowCallNs = 1'000'000;
@@ -176,8 +177,9 @@ int main(int argc, char** argv) {
   nvtxRangePop();
   if (options.late_library != nullptr) {
     void* library = dlopen(options.late_library, RTLD_NOW | RTLD_LOCAL);
-    auto* work = library != nullptr ? reinterpret_cast<void (*)()>(dlsym(library, "nvtx_late_lib_work"))
-                                    : nullptr;
+    auto* work = library != nullptr
+                     ? reinterpret_cast<void (*)()>(dlsym(library, "nvtx_late_lib_work"))
+                     : nullptr;
     if (work == nullptr) {
       std::fprintf(stderr, "nvtx_app: %s: %s\n", options.late_library, dlerror());
       return 2;

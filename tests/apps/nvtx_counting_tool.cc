@@ -22,15 +22,20 @@ void CheckDomain(nvtxDomainHandle_t domain) {
 }
 int Push(const nvtxEventAttributes_t* attributes) {
   if (attributes->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
-    if (attributes->message.registered == kString) ++g_registered_uses;
-    else ++g_foreign_handles;
+    if (attributes->message.registered == kString)
+      ++g_registered_uses;
+    else
+      ++g_foreign_handles;
   }
   return int(g_pushes++);
 }
 int PushA(const char*) { return int(g_pushes++); }
 int PushW(const wchar_t*) { return int(g_pushes++); }
 int Pop() { return int(g_pops++); }
-nvtxRangeId_t StartA(const char*) { ++g_starts; return kRangeId; }
+nvtxRangeId_t StartA(const char*) {
+  ++g_starts;
+  return kRangeId;
+}
 nvtxRangeId_t DomainStart(nvtxDomainHandle_t domain, const nvtxEventAttributes_t*) {
   CheckDomain(domain);
   ++g_starts;
@@ -45,7 +50,10 @@ void DomainMark(nvtxDomainHandle_t domain, const nvtxEventAttributes_t*) {
   CheckDomain(domain);
   ++g_marks;
 }
-nvtxDomainHandle_t DomainCreate(const char*) { ++g_domains; return kDomain; }
+nvtxDomainHandle_t DomainCreate(const char*) {
+  ++g_domains;
+  return kDomain;
+}
 nvtxStringHandle_t RegisterString(nvtxDomainHandle_t domain, const char*) {
   CheckDomain(domain);
   ++g_strings;

@@ -301,8 +301,8 @@ void TimelineWriter::Run(const Pending& pending) {
 void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
   TrackEventSpec event;
   event.timestamp_ns = range.start_ns;
-  event.name_iid = interner_.Intern(InternTable::kEventNames,
-                                    range.name != 0 ? session_.nvtx_strings[range.name] : "(unnamed)");
+  event.name_iid = interner_.Intern(
+      InternTable::kEventNames, range.name != 0 ? session_.nvtx_strings[range.name] : "(unnamed)");
   event.category_iid = range.domain != 0 ? interner_.Intern(InternTable::kCategories,
                                                             session_.nvtx_strings[range.domain])
                                          : vocabulary_.nvtx;
@@ -315,10 +315,10 @@ void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
 void TimelineWriter::WriteNvtxMark(const NvtxMark& mark) {
   TrackEventSpec event;
   event.timestamp_ns = mark.time_ns;
-  event.name_iid = interner_.Intern(InternTable::kEventNames,
-                                    mark.name != 0 ? session_.nvtx_strings[mark.name] : "(unnamed)");
+  event.name_iid = interner_.Intern(
+      InternTable::kEventNames, mark.name != 0 ? session_.nvtx_strings[mark.name] : "(unnamed)");
   event.category_iid = mark.domain != 0 ? interner_.Intern(InternTable::kCategories,
-                                                          session_.nvtx_strings[mark.domain])
+                                                           session_.nvtx_strings[mark.domain])
                                         : vocabulary_.nvtx;
   packets_.WriteTrackEvent(tracks_.Thread(mark.tid, mark.pid).thread.sequence, event);
 }
@@ -330,7 +330,8 @@ uint64_t TimelineWriter::InnermostRangeIid(uint32_t tid, uint64_t time_ns) {
   std::vector<const NvtxRange*>& open = found->second;
   while (!open.empty() && open.back()->end_ns <= time_ns) open.pop_back();
   if (open.empty() || open.back()->name == 0) return 0;
-  return interner_.Intern(InternTable::kAnnotationStrings, session_.nvtx_strings[open.back()->name]);
+  return interner_.Intern(InternTable::kAnnotationStrings,
+                          session_.nvtx_strings[open.back()->name]);
 }
 
 void TimelineWriter::BeginApiCall(const ApiCall& call) {

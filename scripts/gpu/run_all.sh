@@ -8,7 +8,7 @@
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
 #   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers handoffs
-#                                     python_stacks short_waits python_cost kernel_cost
+#                                     python_stacks dump attach nvtx short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
 set -u
@@ -86,6 +86,20 @@ run() {
         cmp $work/plain.out $work/ns.out && python3 scripts/gpu/check_recorded_whole.py \
         $work/torch/report.json worker0 worker1"
       cp "$work/torch/report.txt" "$results/containers_torch.report.txt" 2>/dev/null
+      ;;
+    dump)
+      # Issue 38: `gprof-run dump` on PyTorch programs made to hang (a CUDA wait beside an RLock's
+      # holder and waiters; a DataLoader worker that never returns): the threads' Python lines.
+      part dump 120 scripts/gpu/validate_dump.sh .gpu/build/bin/gprof-run "$results/dump"
+      ;;
+    attach)
+      # Issue 38: `gprof-run -p PID --duration 5` on a running PyTorch loop: its CUDA calls from
+      # uprobes on the real libcuda, the loop's rate before, during and after.
+      part attach 120 scripts/gpu/validate_attach.sh .gpu/build/bin/gprof-run "$results/attach"
+      ;;
+    nvtx)
+      # Issue 39: torch.cuda.nvtx ranges and emit_nvtx's operators against torch.profiler.
+      part nvtx 330 env OUT="$results" GPROF_BUILD="$PWD/.gpu/build" scripts/gpu/nvtx_torch.sh
       ;;
     handoffs)
       # Issue 35: a DataLoader-bound training loop; the GPU's idle time followed through the main

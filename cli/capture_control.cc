@@ -13,6 +13,7 @@
 #include "cli/run_command.h"
 #include "collector/model/model.h"
 #include "collector/session/session_files.h"
+#include "inject/format/session_format.h"
 #include "inject/format/session_json.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/file_owner.h"
@@ -34,6 +35,8 @@ const char* SwitchName(uint32_t cause, bool open) {
       return open ? "gprof-run start" : "gprof-run stop";
     case CaptureSwitch::kSessionEnd:
       return "the command's end";
+    case CaptureSwitch::kNvtxRange:
+      return open ? "the NVTX range's start" : "the NVTX range's end";
     case CaptureSwitch::kNone:
       break;
   }
@@ -70,12 +73,20 @@ Expected<CaptureRange> ParseCaptureRange(const std::string& text) {
   if (text == "cudaProfilerApi") return CaptureRange::kCudaProfilerApi;
   if (text == "manual") return CaptureRange::kManual;
   if (text.starts_with("nvtx:")) {
-    return Status::Error(StatusCode::kInvalid,
-                         "--capture-range=nvtx:NAME needs NVTX recording, which this build "
-                         "lacks; use cudaProfilerApi or manual");
+    const std::string name = text.substr(5);
+    // As the injected library compares it: the recorded message, ASCII, at most its length.
+    if (name.empty() || name.size() > format::kNvtxMaxText ||
+        !std::all_of(name.begin(), name.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f && c != '?'; })) {
+      return Status::Error(StatusCode::kInvalid,
+                           "--capture-range=nvtx:NAME: NAME must be 1 to " +
+                               std::to_string(format::kNvtxMaxText) +
+                               " printable ASCII characters (the range's message)");
+    }
+    return CaptureRange::kNvtx;
   }
-  return Status::Error(StatusCode::kInvalid,
-                       "--capture-range " + text + ": expected cudaProfilerApi or manual");
+  return Status::Error(StatusCode::kInvalid, "--capture-range " + text +
+                                                 ": expected cudaProfilerApi, manual or nvtx:NAME");
 }
 
 const char* CaptureRangeName(CaptureRange range) {
@@ -84,6 +95,8 @@ const char* CaptureRangeName(CaptureRange range) {
       return "cudaProfilerApi";
     case CaptureRange::kManual:
       return "manual";
+    case CaptureRange::kNvtx:
+      return "nvtx";
     case CaptureRange::kNone:
       break;
   }

@@ -122,6 +122,7 @@ struct CommandLine {
   std::string python_stacks = "on";
   std::string max_size;
   std::string capture_range;
+  std::string capture_range_end;
   std::string switch_dir;  // `start DIR`, `stop DIR`
   std::string collector_memory;
   std::string report_dir;
@@ -270,12 +271,19 @@ void AddLaunchOptions(CLI::App* app, CommandLine* line) {
   app->add_option("--capture-range", line->capture_range,
                   "Record only inside windows: cudaProfilerApi (between the program's "
                   "cudaProfilerStart and cudaProfilerStop, as often as it calls them) or manual "
-                  "(between 'gprof-run start DIR' and 'gprof-run stop DIR')")
+                  "(between 'gprof-run start DIR' and 'gprof-run stop DIR') or nvtx:NAME (while "
+                  "the program's NVTX range NAME is open: its first, or each with "
+                  "--capture-range-end=repeat)")
       ->type_name("RANGE")
       ->check([](const std::string& text) {
         auto range = gprof::cli::ParseCaptureRange(text);
         return range.ok() ? std::string() : range.status().message();
       });
+  app->add_option("--capture-range-end", line->capture_range_end,
+                  "With --capture-range=nvtx:NAME: stop (only the first such range, the default) "
+                  "or repeat (every one)")
+      ->type_name("stop|repeat")
+      ->check(CLI::IsMember({"stop", "repeat"}));
   app->add_option("-p,--pid", line->run.attach_pids,
                   "Record these running processes and their descendants, not a command: until "
                   "--duration SEC, Ctrl-C, or their end; they run on untouched")
@@ -450,7 +458,13 @@ int Run(std::vector<std::string> command, bool separator_given,
     if (run.delay_s > 0 || run.duration_s > 0)
       return Misuse("--capture-range cannot be combined with --delay or --duration");
     run.capture_range = static_cast<uint32_t>(*gprof::cli::ParseCaptureRange(line->capture_range));
+    if (line->capture_range.starts_with("nvtx:")) {
+      run.capture_nvtx_name = line->capture_range.substr(5);
+      run.capture_repeat = line->capture_range_end == "repeat";
+    }
   }
+  if (!line->capture_range_end.empty() && run.capture_nvtx_name.empty())
+    return Misuse("--capture-range-end needs --capture-range=nvtx:NAME");
   if (!line->collector_memory.empty())
     run.collector_memory_bytes = *ParseSize(line->collector_memory);
   run.kernel_recording = !line->no_kernel;

@@ -198,6 +198,8 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
         variable.starts_with(std::string(kSizeBudgetEnv) + "=") ||
         variable.starts_with(std::string(kSessionControlEnv) + "=") ||
         variable.starts_with(std::string(inject::kCaptureRangeEnv) + "=") ||
+        variable.starts_with(std::string(inject::kCaptureNvtxEnv) + "=") ||
+        variable.starts_with(std::string(inject::kCaptureEndEnv) + "=") ||
         variable.starts_with(std::string(inject::kProfilerPidEnv) + "=") ||
         (!options.cupti_library.empty() && variable.starts_with("GPROF_CUPTI_LIB="))) {
       continue;  // this run's own settings follow
@@ -234,6 +236,11 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   if (options.capture_range != 0) {
     environment.push_back(std::string(inject::kCaptureRangeEnv) + "=" +
                           std::to_string(options.capture_range));
+  }
+  if (!options.capture_nvtx_name.empty()) {
+    environment.push_back(std::string(inject::kCaptureNvtxEnv) + "=" + options.capture_nvtx_name);
+    environment.push_back(std::string(inject::kCaptureEndEnv) + "=" +
+                          (options.capture_repeat ? "repeat" : "stop"));
   }
   return environment;
 }
@@ -687,6 +694,10 @@ int RunCommand(const RunOptions& options) {
     capture.Start(&session.control, recorder.get(),
                   static_cast<CaptureRange>(options.capture_range));
     run.capture_range = CaptureRangeName(static_cast<CaptureRange>(options.capture_range));
+    if (!options.capture_nvtx_name.empty()) {
+      run.capture_range += ":" + options.capture_nvtx_name;
+      if (options.capture_repeat) run.capture_range += " (every range)";
+    }
     run.capture_control = session.control.handle();
   }
 

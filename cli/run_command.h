@@ -26,6 +26,8 @@ struct RunOptions {
   double duration_s = 0;                 // --duration: and lasts this long; 0: to the end
   uint64_t max_size_bytes = 0;           // --max-size: cap on the recording files; 0: none
   uint32_t capture_range = 0;            // --capture-range: a CaptureRange; 0: none
+  std::string capture_nvtx_name;         // --capture-range=nvtx:NAME's NAME
+  bool capture_repeat = false;           // --capture-range-end=repeat: every such range
   uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
   bool python_stacks = true;             // --python-stacks=on|off
   uint32_t sample_hz = 99;               // --sample-hz; 0: no on-CPU samples

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "inject/shared/session_control.h"
@@ -17,6 +18,15 @@ constexpr uint64_t kKernelWaitNs = 1'000'000'000;
 alignas(SessionControl) unsigned char g_control_storage[sizeof(SessionControl)];
 CaptureWindowsState g_own_windows;  // when the session's cannot be attached
 CaptureWindowsState* g_windows = nullptr;
+// --capture-range=nvtx:NAME's NAME, as the environment gave it (read once at activation).
+const char* g_nvtx_name = nullptr;
+size_t g_nvtx_name_length = 0;
+bool g_nvtx_repeat = false;
+
+bool RangeIs(CaptureRange range) {
+  return g_windows != nullptr &&
+         g_windows->mode.load(std::memory_order_relaxed) == static_cast<uint32_t>(range);
+}
 
 }  // namespace
 
@@ -25,6 +35,12 @@ void AttachCaptureRange(const char* control_handle) {
   if (range == nullptr) return;
   uint32_t mode = static_cast<uint32_t>(strtoul(range, nullptr, 10));
   if (mode == 0) return;
+  if (mode == static_cast<uint32_t>(CaptureRange::kNvtx)) {
+    g_nvtx_name = getenv(kCaptureNvtxEnv);
+    g_nvtx_name_length = g_nvtx_name == nullptr ? 0 : strlen(g_nvtx_name);
+    const char* end = getenv(kCaptureEndEnv);
+    g_nvtx_repeat = end != nullptr && strcmp(end, "repeat") == 0;
+  }
   if (control_handle != nullptr && control_handle[0] != '\0') {
     auto* control = new (g_control_storage) SessionControl;
     if (control->Attach(control_handle) == 0) {
@@ -59,6 +75,27 @@ void OnProfilerStop() {
   }
   uint64_t transitions = 0;
   CloseCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kProfilerApi,
+                     kKernelWaitNs, &transitions);
+}
+
+bool IsNvtxCaptureName(const char* text, size_t length) {
+  return g_nvtx_name != nullptr && RangeIs(CaptureRange::kNvtx) &&
+         length == g_nvtx_name_length && memcmp(text, g_nvtx_name, length) == 0;
+}
+
+void OnNvtxCaptureRangeOpened() {
+  if (!RangeIs(CaptureRange::kNvtx)) return;
+  // Only the first window of the session, unless every such range was asked for.
+  if (!g_nvtx_repeat && g_windows->transitions.load(std::memory_order_acquire) != 0) return;
+  uint64_t transitions = 0;
+  OpenCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kNvtxRange,
+                    kKernelWaitNs, &transitions);
+}
+
+void OnNvtxCaptureRangeClosed() {
+  if (!RangeIs(CaptureRange::kNvtx)) return;
+  uint64_t transitions = 0;
+  CloseCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kNvtxRange,
                      kKernelWaitNs, &transitions);
 }
 

@@ -4,12 +4,18 @@
 // window for every process of the session and for the kernel recorder.
 #pragma once
 
+#include <cstddef>
+
 #include "inject/shared/capture_windows.h"
 
 namespace gprof::inject {
 
 // Environment of the target: the CaptureRange as a number; unset or 0: no capture range.
 inline constexpr char kCaptureRangeEnv[] = "GPROF_CAPTURE_RANGE";
+// With --capture-range=nvtx:NAME: NAME, the message of the ranges that open windows.
+inline constexpr char kCaptureNvtxEnv[] = "GPROF_CAPTURE_NVTX";
+// "repeat": every such range opens a window; unset or "stop": only the session's first one.
+inline constexpr char kCaptureEndEnv[] = "GPROF_CAPTURE_END";
 
 // At activation: attaches the windows of the control `control_handle` names (nullptr: none)
 // when the environment sets a range. A control that cannot be attached leaves windows of this
@@ -26,5 +32,13 @@ bool CaptureClosedNow();
 // time) for the kernel recorder to apply it. Nothing without --capture-range=cudaProfilerApi.
 void OnProfilerStart();
 void OnProfilerStop();
+
+// --capture-range=nvtx:NAME: whether the NVTX message `text` (`length` bytes, as recorded: ASCII,
+// other characters '?') is NAME. False without that range.
+bool IsNvtxCaptureName(const char* text, size_t length);
+// A range named NAME was pushed or started: opens a window (only the session's first, unless
+// --capture-range-end=repeat). Closed when that range is: OnNvtxCaptureRangeClosed.
+void OnNvtxCaptureRangeOpened();
+void OnNvtxCaptureRangeClosed();
 
 }  // namespace gprof::inject

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "inject/capture_range.h"
 #include "inject/process_limits.h"
 #include "inject/recorder.h"
 #include "nvtx3/nvToolsExt.h"
@@ -45,6 +46,10 @@ struct Tool {
   // The chained tool's handle for each of our domain and string ids.
   std::atomic<void*> chain_domain[kMaxHandles] = {};
   std::atomic<void*> chain_string[kMaxHandles] = {};
+  // Registered strings that are --capture-range=nvtx:NAME's NAME, by id.
+  std::atomic<bool> string_names_capture[kMaxHandles] = {};
+  // The start/end range of that name that opened the window now open (0: none).
+  std::atomic<uint64_t> capture_range_id{0};
   std::atomic<uint32_t> next_domain{1};
   std::atomic<uint32_t> next_string{1};
   std::atomic<uint64_t> next_range{1};
@@ -52,6 +57,8 @@ struct Tool {
 constinit Tool g_tool;
 
 __thread int t_push_depth __attribute__((tls_model("initial-exec")));
+// 1 + the push depth at which this thread pushed the range that opened the window; 0: none.
+__thread int t_capture_level __attribute__((tls_model("initial-exec")));
 
 // NVTX_INJECTION64_PATH as the process started, to tell at exit whether the program changed it.
 constexpr char kNvtxVariable[] = "NVTX_INJECTION64_PATH";
@@ -110,7 +117,9 @@ bool Holds(const nvtxEventAttributes_t* attributes, size_t end) {
   return attributes != nullptr && attributes->size >= end;
 }
 
-void Record(NvtxEventKind kind, uint32_t domain, uint64_t range_id,
+// Records one event; returns whether it opens a range named as --capture-range=nvtx:NAME asks
+// (whose window it then opens first, so that the range's own push is in it).
+bool Record(NvtxEventKind kind, uint32_t domain, uint64_t range_id,
             const nvtxEventAttributes_t* attributes, const char* ascii = nullptr,
             const wchar_t* wide = nullptr, uint32_t category = 0) {
   NvtxEventRecord record{};
@@ -140,7 +149,37 @@ void Record(NvtxEventKind kind, uint32_t domain, uint64_t range_id,
         break;
     }
   }
+  bool names_capture = false;
+  if (kind == NvtxEventKind::kPush || kind == NvtxEventKind::kStart) {
+    names_capture = record.text_len != 0 ? IsNvtxCaptureName(text, record.text_len)
+                    : record.string_id != 0 && record.string_id < kMaxHandles &&
+                        g_tool.string_names_capture[record.string_id].load(
+                            std::memory_order_relaxed);
+  }
+  if (names_capture) OnNvtxCaptureRangeOpened();
   SubmitNvtxEvent(record, text);
+  return names_capture;
+}
+
+// After a push: remembers the level of the capture range's push, the outermost one.
+void NoteCapturePush(bool names_capture, int level) {
+  if (names_capture && t_capture_level == 0) t_capture_level = level + 1;
+}
+// After a pop to `level`: the capture range's pop closes its window.
+void NoteCapturePop(int level) {
+  if (t_capture_level != 0 && level == t_capture_level - 1) {
+    t_capture_level = 0;
+    OnNvtxCaptureRangeClosed();
+  }
+}
+void NoteCaptureStart(bool names_capture, uint64_t id) {
+  uint64_t none = 0;
+  if (names_capture) g_tool.capture_range_id.compare_exchange_strong(none, id);
+}
+void NoteCaptureEnd(uint64_t id) {
+  uint64_t expected = id;
+  if (id != 0 && g_tool.capture_range_id.compare_exchange_strong(expected, 0))
+    OnNvtxCaptureRangeClosed();
 }
 
 // The attributes as the chained tool knows them: its own handle for a registered message.
@@ -189,48 +228,53 @@ nvtxRangeId_t RangeStartEx(const nvtxEventAttributes_t* attributes) {
   auto chained = ChainedCore<nvtxRangeStartEx_impl_fntype>(NVTX_CBID_CORE_RangeStartEx);
   nvtxEventAttributes_t copy = ForChain(attributes);
   uint64_t id = RangeId(chained ? chained(attributes ? &copy : nullptr) : 0);
-  Record(NvtxEventKind::kStart, 0, id, attributes);
+  NoteCaptureStart(Record(NvtxEventKind::kStart, 0, id, attributes), id);
   return id;
 }
 nvtxRangeId_t RangeStartA(const char* message) {
   auto chained = ChainedCore<nvtxRangeStartA_impl_fntype>(NVTX_CBID_CORE_RangeStartA);
   uint64_t id = RangeId(chained ? chained(message) : 0);
-  Record(NvtxEventKind::kStart, 0, id, nullptr, message);
+  NoteCaptureStart(Record(NvtxEventKind::kStart, 0, id, nullptr, message), id);
   return id;
 }
 nvtxRangeId_t RangeStartW(const wchar_t* message) {
   auto chained = ChainedCore<nvtxRangeStartW_impl_fntype>(NVTX_CBID_CORE_RangeStartW);
   uint64_t id = RangeId(chained ? chained(message) : 0);
-  Record(NvtxEventKind::kStart, 0, id, nullptr, nullptr, message);
+  NoteCaptureStart(Record(NvtxEventKind::kStart, 0, id, nullptr, nullptr, message), id);
   return id;
 }
 void RangeEnd(nvtxRangeId_t id) {
   Record(NvtxEventKind::kEnd, 0, id, nullptr);
+  NoteCaptureEnd(id);
   if (auto chained = ChainedCore<nvtxRangeEnd_impl_fntype>(NVTX_CBID_CORE_RangeEnd)) chained(id);
 }
 int RangePushEx(const nvtxEventAttributes_t* attributes) {
-  Record(NvtxEventKind::kPush, 0, 0, attributes);
+  bool names_capture = Record(NvtxEventKind::kPush, 0, 0, attributes);
   int level = PushLevel();
+  NoteCapturePush(names_capture, level);
   auto chained = ChainedCore<nvtxRangePushEx_impl_fntype>(NVTX_CBID_CORE_RangePushEx);
   if (!chained) return level;
   nvtxEventAttributes_t copy = ForChain(attributes);
   return chained(attributes ? &copy : nullptr);
 }
 int RangePushA(const char* message) {
-  Record(NvtxEventKind::kPush, 0, 0, nullptr, message);
+  bool names_capture = Record(NvtxEventKind::kPush, 0, 0, nullptr, message);
   int level = PushLevel();
+  NoteCapturePush(names_capture, level);
   auto chained = ChainedCore<nvtxRangePushA_impl_fntype>(NVTX_CBID_CORE_RangePushA);
   return chained ? chained(message) : level;
 }
 int RangePushW(const wchar_t* message) {
-  Record(NvtxEventKind::kPush, 0, 0, nullptr, nullptr, message);
+  bool names_capture = Record(NvtxEventKind::kPush, 0, 0, nullptr, nullptr, message);
   int level = PushLevel();
+  NoteCapturePush(names_capture, level);
   auto chained = ChainedCore<nvtxRangePushW_impl_fntype>(NVTX_CBID_CORE_RangePushW);
   return chained ? chained(message) : level;
 }
 int RangePop() {
   Record(NvtxEventKind::kPop, 0, 0, nullptr);
   int level = PopLevel();
+  NoteCapturePop(level);
   auto chained = ChainedCore<nvtxRangePop_impl_fntype>(NVTX_CBID_CORE_RangePop);
   return chained ? chained() : level;
 }
@@ -274,17 +318,19 @@ nvtxRangeId_t DomainRangeStartEx(nvtxDomainHandle_t domain,
     chained_id = chained(ChainDomain(domain), attributes ? &copy : nullptr);
   }
   uint64_t id = RangeId(chained_id);
-  Record(NvtxEventKind::kStart, DomainId(domain), id, attributes);
+  NoteCaptureStart(Record(NvtxEventKind::kStart, DomainId(domain), id, attributes), id);
   return id;
 }
 void DomainRangeEnd(nvtxDomainHandle_t domain, nvtxRangeId_t id) {
   Record(NvtxEventKind::kEnd, DomainId(domain), id, nullptr);
+  NoteCaptureEnd(id);
   auto chained = ChainedCore2<nvtxDomainRangeEnd_impl_fntype>(NVTX_CBID_CORE2_DomainRangeEnd);
   if (chained) chained(ChainDomain(domain), id);
 }
 int DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
-  Record(NvtxEventKind::kPush, DomainId(domain), 0, attributes);
+  bool names_capture = Record(NvtxEventKind::kPush, DomainId(domain), 0, attributes);
   int level = PushLevel();
+  NoteCapturePush(names_capture, level);
   auto chained = ChainedCore2<nvtxDomainRangePushEx_impl_fntype>(NVTX_CBID_CORE2_DomainRangePushEx);
   if (!chained) return level;
   nvtxEventAttributes_t copy = ForChain(attributes);
@@ -293,6 +339,7 @@ int DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* at
 int DomainRangePop(nvtxDomainHandle_t domain) {
   Record(NvtxEventKind::kPop, DomainId(domain), 0, nullptr);
   int level = PopLevel();
+  NoteCapturePop(level);
   auto chained = ChainedCore2<nvtxDomainRangePop_impl_fntype>(NVTX_CBID_CORE2_DomainRangePop);
   return chained ? chained(ChainDomain(domain)) : level;
 }
@@ -331,6 +378,10 @@ uint32_t Register(std::atomic<uint32_t>& next, NvtxEventKind kind, uint32_t doma
   record.domain_id = kind == NvtxEventKind::kDomainCreate ? id : domain;
   record.string_id = kind == NvtxEventKind::kRegisterString ? id : 0;
   record.text_len = ascii != nullptr ? CopyAscii(ascii, text) : CopyWide(wide, text);
+  if (kind == NvtxEventKind::kRegisterString && id < kMaxHandles &&
+      IsNvtxCaptureName(text, record.text_len)) {
+    g_tool.string_names_capture[id].store(true, std::memory_order_relaxed);
+  }
   SubmitNvtxEvent(record, text);
   return id;
 }

@@ -157,6 +157,49 @@ TEST(CaptureRange, ProfilerApiWindowsWithoutKernelRecorder) {
   }
 }
 
+// --capture-range=nvtx:NAME: the program's NVTX range NAME (nested in an outer range, holding an
+// inner one) opens and closes the window: every such range with --capture-range-end=repeat, only
+// the first without.
+TEST(CaptureRange, NvtxRangeWindows) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::string every = dir.Sub("every");
+  ProcessResult run =
+      Gprof({"-o", every, "--capture-range=nvtx:load step", "--capture-range-end=repeat", "--",
+             AppPath("capture_app"), "--nvtx", "load step", "--windows", "3", "--phase-ms",
+             std::to_string(kPhaseMs), "--times-out", dir.Sub("every.times")});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  ExpectOnlyInsideWindows(every, dir.Sub("every.times"), 3, "the NVTX range's start", true);
+  EXPECT_NE(ReadFile(every + "/report.txt").find("--capture-range=nvtx:load step (every range)"),
+            std::string::npos);
+
+  std::string first = dir.Sub("first");
+  run = Gprof({"-o", first, "--capture-range=nvtx:load step", "--", AppPath("capture_app"),
+               "--nvtx", "load step", "--windows", "2", "--phase-ms", "200", "--times-out",
+               dir.Sub("first.times")});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json meta = ReadJson(first + "/session.json");
+  std::vector<Window> windows = CaptureWindows(meta);
+  std::vector<Window> phases = InsidePhases(dir.Sub("first.times"));
+  ASSERT_EQ(windows.size(), 1u) << meta.dump();
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_LE(windows[0].start_ns, phases[0].start_ns);
+  EXPECT_GE(windows[0].end_ns, phases[0].end_ns);
+  EXPECT_LT(windows[0].end_ns, phases[1].start_ns);
+  auto session = collector::ReadSession(first);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_FALSE(session->api_calls.empty());
+  for (const auto& call : session->api_calls) {
+    EXPECT_TRUE(call.enter_ns >= windows[0].start_ns && call.enter_ns < windows[0].end_ns)
+        << "a CUDA call at " << call.enter_ns;
+  }
+
+  ProcessResult bad = Gprof({"-o", dir.Sub("bad"), "--capture-range=nvtx:", "--", "/bin/true"});
+  EXPECT_EQ(bad.exit_code(), 125);
+  EXPECT_NE(bad.err.find("NAME must be 1 to 216 printable ASCII characters"), std::string::npos)
+      << bad.err;
+}
+
 // `gprof-run start DIR` and `stop DIR`, from another process while the command runs.
 TEST(CaptureRange, StartAndStopFromOutside) {
   GPROF_NEED_BPF();

@@ -17,6 +17,7 @@ enum class CaptureRange : uint32_t {
   kNone = 0,             // everything is recorded
   kCudaProfilerApi = 1,  // between cudaProfilerStart/cuProfilerStart and ...Stop
   kManual = 2,           // between `gprof-run start DIR` and `gprof-run stop DIR`
+  kNvtx = 3,             // while an NVTX range of the name --capture-range=nvtx:NAME gives is open
 };
 
 // What opened or closed a window (append only: written in session.json as a number too).
@@ -25,6 +26,7 @@ enum class CaptureSwitch : uint32_t {
   kProfilerApi = 1,  // cudaProfilerStart/Stop, cuProfilerStart/Stop
   kCommand = 2,      // gprof-run start/stop DIR
   kSessionEnd = 3,   // the command ended with a window open
+  kNvtxRange = 4,    // the NVTX range --capture-range=nvtx:NAME names was opened / closed
 };
 
 // Opens a window now; false when one is open already or none is left (then counted). The

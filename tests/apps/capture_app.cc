@@ -6,7 +6,9 @@
 // inside phases). Each phase it allocates and frees device memory and sleeps the rest of the phase
 // in one nanosleep (one long off-CPU interval per phase). Between phases it switches recording:
 // cudaProfilerStart/cudaProfilerStop, or with --start-cmd/--stop-cmd those shell commands
-// (`gprof-run start DIR`), run to their end.
+// (`gprof-run start DIR`), run to their end, or with --nvtx NAME an NVTX range NAME pushed and
+// popped (nested in a range "run" that spans every phase, and holding a range "inner" of its own
+// in each inside phase, so that only NAME's own pop ends it).
 //
 // --times-out FILE receives, as ground truth, one line per inside phase:
 //   inside <CLOCK_MONOTONIC ns after the switch on> <ns before the switch off>
@@ -14,6 +16,7 @@
 // capture_app --bench-calls N makes N cudaStreamQuery calls in a row instead, and prints
 // `calls=N elapsed_ns=T` (scripts/bench/capture_cost.py: the cost of a call outside a window).
 #include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <atomic>
 #include <cstring>
@@ -27,7 +30,7 @@ namespace {
 
 constexpr const char* kUsage =
     "capture_app [--windows N] [--phase-ms MS] [--start-cmd CMD --stop-cmd CMD] "
-    "[--times-out FILE] | capture_app --bench-calls N";
+    "[--nvtx NAME] [--times-out FILE] | capture_app --bench-calls N";
 
 struct Options {
   int windows = 3;
@@ -35,6 +38,7 @@ struct Options {
   const char* start_cmd = nullptr;
   const char* stop_cmd = nullptr;
   const char* times_out = nullptr;
+  const char* nvtx = nullptr;
   long bench_calls = 0;
 };
 
@@ -57,6 +61,8 @@ Options ParseOptions(int argc, char** argv) {
       options.stop_cmd = value;
     } else if (std::strcmp(flag, "--bench-calls") == 0) {
       options.bench_calls = apps::ParseInt(value, 1, 1'000'000'000, kUsage);
+    } else if (std::strcmp(flag, "--nvtx") == 0) {
+      options.nvtx = value;
     } else if (std::strcmp(flag, "--times-out") == 0) {
       options.times_out = value;
     } else {
@@ -72,6 +78,16 @@ Options ParseOptions(int argc, char** argv) {
 }
 
 void Switch(const Options& options, bool on) {
+  if (options.nvtx != nullptr) {
+    if (on) {
+      nvtxRangePushA(options.nvtx);
+      nvtxRangePushA("inner");
+    } else {
+      nvtxRangePop();  // inner
+      nvtxRangePop();
+    }
+    return;
+  }
   if (options.start_cmd == nullptr) {
     apps::Check(on ? cudaProfilerStart() : cudaProfilerStop(),
                 on ? "cudaProfilerStart" : "cudaProfilerStop");
@@ -124,6 +140,7 @@ int main(int argc, char** argv) {
   });
   const uint64_t phase_ns = options.phase_ms * 1'000'000;
   std::string times;
+  if (options.nvtx != nullptr) nvtxRangePushA("run");
   for (int window = 0; window < options.windows; ++window) {
     Phase(phase_ns);  // outside
     Switch(options, true);
@@ -134,6 +151,7 @@ int main(int argc, char** argv) {
     times += "inside " + std::to_string(on_ns) + " " + std::to_string(off_ns) + "\n";
   }
   Phase(phase_ns);  // outside, to the end
+  if (options.nvtx != nullptr) nvtxRangePop();  // run
   done.store(true);
   worker.join();
   if (options.times_out != nullptr) {

@@ -34,7 +34,7 @@ struct FileHeader {
   uint32_t header_size;  // sizeof(FileHeader) at the writer; readers skip what they do not know
   uint32_t source;       // Source
   uint32_t clock_id;     // kClockMonotonic
-  uint64_t features;     // reserved for optional capabilities, 0 today
+  uint64_t features;     // FileFeatures
   uint32_t pid;          // writing process (the target process for kInject)
   uint32_t reserved0;
   uint64_t start_monotonic_ns;
@@ -42,6 +42,13 @@ struct FileHeader {
   uint64_t reserved1;
 };
 static_assert(sizeof(FileHeader) == 64);
+
+enum FileFeatures : uint64_t {
+  // --flight-recorder: chunks of data older than the seconds kept were punched out of the file
+  // (zeros where they were, the file's length unchanged); the chunks of state (names, maps,
+  // stacks: what later records refer to) were all kept. A reader skips the zeros to the next chunk.
+  kFeatureTrimmed = 1u << 0,
+};
 
 inline constexpr uint32_t kChunkMagic = 0x4b4e4843;      // "CHNK" in a little-endian dump
 inline constexpr uint32_t kMaxChunkRawSize = 64u << 20;  // a reader refuses anything larger

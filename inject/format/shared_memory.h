@@ -36,7 +36,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between proces
 inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '2'};
 
 // The session's control (session_control.h).
-inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '4'};
+inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '5'};
 
 // The capture windows of --capture-range (inject/shared/capture_windows.h): what every recorder
 // of the session keeps is what starts inside one of them.
@@ -49,6 +49,18 @@ struct CaptureWindowsState {
     uint32_t closed_by_pid;
     uint32_t close_cause;
   };
+  // --flight-recorder (cli/flight_recorder.h): one window from the start, closed for good a short
+  // tail after the first trigger fires (or at `gprof-run stop`, or at the command's end).
+  struct Flight {
+    uint64_t keep_ns;               // --flight-recorder SEC: data older than this is trimmed
+    uint64_t freeze_ns;             // --trigger freeze:MS, for the CUDA calls; 0: none
+    std::atomic<uint32_t> fired;    // CaptureSwitch of the first trigger; 0: none yet
+    uint32_t pid;                   // what fired: the process (its own PID namespace's number)
+    uint32_t tid;                   // and thread; 0 for a hang
+    uint32_t api_id;                // the CUDA call's (an ApiNameRecord's id); 0: not a call
+    std::atomic<uint64_t> fired_ns;  // CLOCK_MONOTONIC when it fired; 0: not yet stored
+    uint64_t duration_ns;           // the call's, the blocked interval's, or the hang's
+  };
   static constexpr uint32_t kWindows = 1024;
   std::atomic<uint32_t> mode;            // CaptureRange; 0: none (everything is recorded)
   std::atomic<uint32_t> kernel_follows;  // 1: gprof-run's kernel recorder applies the windows
@@ -56,10 +68,12 @@ struct CaptureWindowsState {
   std::atomic<uint64_t> transitions;
   std::atomic<uint64_t> kernel_applied;  // the transitions the kernel recorder applies
   std::atomic<uint64_t> refused_opens;   // past kWindows: counted, not opened
+  Flight flight;
   Window windows[kWindows];
 };
 static_assert(sizeof(CaptureWindowsState::Window) == 32);
-static_assert(sizeof(CaptureWindowsState) == 32 + 1024 * 32);
+static_assert(sizeof(CaptureWindowsState::Flight) == 48);
+static_assert(sizeof(CaptureWindowsState) == 32 + 48 + 1024 * 32);
 
 struct SessionControlState {
   struct Writer {

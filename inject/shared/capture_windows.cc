@@ -28,6 +28,11 @@ bool OpenCaptureWindow(CaptureWindowsState* state, uint32_t pid, CaptureSwitch c
   do {
     *transitions = seen;
     if (seen % 2 == 1) return false;  // open already: a second start changes nothing
+    // A flight recording, once stopped, stays stopped: what it holds is the time before that.
+    if (seen > 0 && state->mode.load(std::memory_order_relaxed) ==
+                        static_cast<uint32_t>(CaptureRange::kFlight)) {
+      return false;
+    }
     if (seen / 2 >= CaptureWindowsState::kWindows) {
       state->refused_opens.fetch_add(1, std::memory_order_relaxed);
       return false;
@@ -72,6 +77,32 @@ bool CaptureAdmits(const CaptureWindowsState* state, uint64_t ns) {
     return end == 0 || ns < end;
   }
   return false;
+}
+
+bool FireFlightTrigger(CaptureWindowsState* state, CaptureSwitch cause, uint32_t pid, uint32_t tid,
+                       uint32_t api_id, uint64_t at_ns, uint64_t duration_ns) {
+  auto& flight = state->flight;
+  uint32_t none = 0;
+  if (!flight.fired.compare_exchange_strong(none, static_cast<uint32_t>(cause),
+                                            std::memory_order_acq_rel)) {
+    return false;
+  }
+  flight.pid = pid;
+  flight.tid = tid;
+  flight.api_id = api_id;
+  flight.duration_ns = duration_ns;
+  flight.fired_ns.store(at_ns != 0 ? at_ns : 1, std::memory_order_release);
+  return true;
+}
+
+uint64_t FlightTrimBefore(const CaptureWindowsState* state, uint64_t now_ns) {
+  if (state->mode.load(std::memory_order_relaxed) != static_cast<uint32_t>(CaptureRange::kFlight))
+    return 0;
+  uint64_t keep = state->flight.keep_ns;
+  CaptureWindow latest{};
+  if (keep == 0 || !LatestCaptureWindow(state, &latest) || latest.start_ns == 0) return 0;
+  uint64_t end = latest.end_ns != 0 ? latest.end_ns : now_ns;
+  return end > keep ? end - keep : 0;
 }
 
 bool LatestCaptureWindow(const CaptureWindowsState* state, CaptureWindow* window) {

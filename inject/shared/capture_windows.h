@@ -18,6 +18,7 @@ enum class CaptureRange : uint32_t {
   kCudaProfilerApi = 1,  // between cudaProfilerStart/cuProfilerStart and ...Stop
   kManual = 2,           // between `gprof-run start DIR` and `gprof-run stop DIR`
   kNvtx = 3,             // while an NVTX range of the name --capture-range=nvtx:NAME gives is open
+  kFlight = 4,           // --flight-recorder: one window from the start to a trigger or the end
 };
 
 // What opened or closed a window (append only: written in session.json as a number too).
@@ -27,6 +28,9 @@ enum class CaptureSwitch : uint32_t {
   kCommand = 2,      // gprof-run start/stop DIR
   kSessionEnd = 3,   // the command ended with a window open
   kNvtxRange = 4,    // the NVTX range --capture-range=nvtx:NAME names was opened / closed
+  kFlightStart = 5,  // --flight-recorder: the window opened before the command started
+  kFreezeTrigger = 6,  // --trigger freeze:MS: a CUDA call took MS or longer
+  kHangTrigger = 7,    // --trigger hang:SEC: no CUDA call finished for SEC
 };
 
 // Opens a window now; false when one is open already or none is left (then counted). The
@@ -43,6 +47,14 @@ bool CloseCaptureWindow(CaptureWindowsState* state, uint32_t pid, CaptureSwitch 
                         uint64_t kernel_wait_ns, uint64_t* transitions);
 // True when what starts at `ns` is to be recorded: no capture range, or inside a window.
 bool CaptureAdmits(const CaptureWindowsState* state, uint64_t ns);
+
+// --flight-recorder: notes the first trigger (later ones change nothing); false when one fired
+// already. `pid`, `tid`, `api_id`: what fired, 0 where nothing names it.
+bool FireFlightTrigger(CaptureWindowsState* state, CaptureSwitch cause, uint32_t pid, uint32_t tid,
+                       uint32_t api_id, uint64_t at_ns, uint64_t duration_ns);
+// --flight-recorder: each recorder trims the data it wrote before this time (0: nothing to trim):
+// the window's end, or now while it is open, less the seconds kept.
+uint64_t FlightTrimBefore(const CaptureWindowsState* state, uint64_t now_ns);
 
 // A window as read: end_ns 0 while still open.
 struct CaptureWindow {

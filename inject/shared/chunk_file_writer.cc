@@ -115,6 +115,8 @@ int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::
   header.pid = pid;
   header.start_monotonic_ns = MonotonicNs();  // the host's, in a time namespace too
   header.start_realtime_ns = ClockNs(CLOCK_REALTIME);
+  if (trims_) header.features |= format::kFeatureTrimmed;
+  trimmable_.clear();
   int error = WriteAll(&header, sizeof(header), nullptr, 0);
   if (error != 0) {  // no room even for the header: leave no half file behind
     close(fd_);
@@ -124,7 +126,8 @@ int ChunkFileWriter::Create(HeldDirectory* directory, const char* name, format::
   return error;
 }
 
-int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_count) {
+int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_count,
+                           bool trimmable) {
   refused_for_room_ = false;
   if (fd_ < 0) return EBADF;
   if (size == 0) return 0;
@@ -181,6 +184,9 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
   int error = WriteAll(&chunk, sizeof(chunk), payload, payload_size);
   if (error == 0) {
     ++sequence_;
+    if (trims_ && trimmable) {
+      trimmable_.push_back({whole_size, bytes_written_ - whole_size, MonotonicNs()});
+    }
   } else if (bytes_written_ != whole_size) {
     // Part of the chunk got out (the disk filled up mid-write): cut it off, so the file stays a
     // run of whole chunks and a later chunk (a stop record, once there is room) follows the last
@@ -190,6 +196,30 @@ int ChunkFileWriter::Write(const void* records, size_t size, uint32_t record_cou
     }
   }
   return error;
+}
+
+uint64_t ChunkFileWriter::TrimBefore(uint64_t before_ns) {
+  if (fd_ < 0 || trim_error_ != 0 || trimmable_.empty() || !StillOurs()) return 0;
+  uint64_t punched = 0;
+  while (!trimmable_.empty() && trimmable_.front().written_ns < before_ns) {
+    // Chunks written one after another (no state chunk between them) go in one call.
+    uint64_t offset = trimmable_.front().offset, end = offset;
+    while (!trimmable_.empty() && trimmable_.front().written_ns < before_ns &&
+           trimmable_.front().offset == end) {
+      end += trimmable_.front().size;
+      trimmable_.pop_front();
+    }
+    if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(end - offset)) != 0) {
+      trim_error_ = errno;  // EOPNOTSUPP: a filesystem without holes; the file then grows
+      trimmable_.clear();
+      break;
+    }
+    punched += end - offset;
+  }
+  if (punched > 0) budget_.Refund(punched);
+  bytes_trimmed_ += punched;
+  return punched;
 }
 
 void ChunkFileWriter::Close() {

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "inject/format/session_format.h"
@@ -51,6 +52,18 @@ class ChunkFileWriter {
   // True once the budget refused a chunk (of any writer of the session): data is no longer written.
   bool budget_stopped() const { return budget_.stopped(); }
 
+  // --flight-recorder: chunks written as trimmable (data, not state) may later be punched out by
+  // TrimBefore; the file header says so (format::kFeatureTrimmed). Before Create.
+  void KeepRecentDataOnly() { trims_ = true; }
+  bool trims() const { return trims_; }
+  // Punches out of the file the trimmable chunks written before `before_ns` (CLOCK_MONOTONIC):
+  // their disk blocks go, their bytes read as zeros, the file keeps its length, and the --max-size
+  // budget gets them back. Returns the bytes punched now; 0 when the filesystem cannot (then
+  // trim_error() says why) or the file is not ours at the moment (tried again next time).
+  uint64_t TrimBefore(uint64_t before_ns);
+  int trim_error() const { return trim_error_; }
+  uint64_t bytes_trimmed() const { return bytes_trimmed_; }
+
   // Creates `path`, which must not exist yet, and writes the file header. Returns 0, an errno
   // (ENOSPC with refused_for_room(): the disk margin would be passed), or kSizeBudgetRefused (the
   // size budget is spent); no file is created then.
@@ -66,7 +79,8 @@ class ChunkFileWriter {
   // size limit, RLIMIT_FSIZE, less 4 KiB kept for closing records: passing it would raise
   // SIGXFSZ); on failure nothing of the chunk stays in the file (what got out is truncated away)
   // and nothing of it counts.
-  int Write(const void* records, size_t size, uint32_t record_count);
+  // `trimmable`: data that KeepRecentDataOnly lets TrimBefore punch out later.
+  int Write(const void* records, size_t size, uint32_t record_count, bool trimmable = false);
   // Closes the file; a writer that was never created or is already closed ignores the call.
   void Close();
 
@@ -99,6 +113,13 @@ class ChunkFileWriter {
   bool closing_ = false;
   uint64_t sequence_ = 0;
   uint64_t bytes_written_ = 0;
+  struct TrimmableChunk {
+    uint64_t offset, size, written_ns;
+  };
+  bool trims_ = false;
+  std::deque<TrimmableChunk> trimmable_;  // in file order: as many as SEC seconds write
+  int trim_error_ = 0;
+  uint64_t bytes_trimmed_ = 0;
   const ZstdApi* zstd_ = nullptr;
   void* cctx_ = nullptr;
   char* compressed_ = nullptr;  // reused between chunks

@@ -34,6 +34,10 @@ void KernelRecorder::SetWindow(uint64_t start_ns, uint64_t end_ns) {
   state_->skel->data->window_length_ns = window.length_ns;
 }
 
+void KernelRecorder::TrimBefore(uint64_t before_ns) {
+  if (state_->writer.trims() && before_ns != 0) state_->writer.TrimBefore(before_ns);
+}
+
 bool KernelRecorder::size_budget_stopped() const { return state_->writer.budget_stopped(); }
 
 int KernelRecorder::Poll(int timeout_ms) try {

@@ -80,6 +80,8 @@ struct KernelRecorderOptions {
   // The handle of the session's --max-size budget (inject/shared/recording_limits.h) that
   // kernel.gpr is charged to; empty: no cap.
   std::string size_budget;
+  // --flight-recorder: kernel.gpr's data chunks may be punched out later (TrimBefore).
+  bool trimmed = false;
   // kernel.gpr is made with these file-system ids (inject/shared/file_owner.h): under sudo, the
   // invoking user's, so that it is theirs from its first moment. -1: this process's.
   int file_uid = -1;
@@ -127,6 +129,10 @@ class KernelRecorder {
   // Records only intervals that start in [start_ns, end_ns) on CLOCK_MONOTONIC (end 0: no end;
   // inject/shared/recording_limits.h). Before the target runs; the caller Finishes at the end.
   void SetWindow(uint64_t start_ns, uint64_t end_ns);
+
+  // --flight-recorder (options.trimmed): punches out of kernel.gpr the chunks of data written
+  // before `before_ns`; the chunks of state (stacks, processes, threads, maps) stay.
+  void TrimBefore(uint64_t before_ns);
 
   // True once the session's size budget refused a chunk: the caller may Finish early.
   bool size_budget_stopped() const;

@@ -644,6 +644,7 @@ Status CreateOutput(KernelRecorder::State& state, const std::string& session_dir
       return Status::Error(StatusCode::kIo, std::string("attach the size budget: ") + strerror(rc));
     }
   }
+  if (options.trimmed) state.writer.KeepRecentDataOnly();
   int rc;
   {
     FileOwnerScope owner(options.file_uid, options.file_gid);

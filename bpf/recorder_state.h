@@ -71,6 +71,7 @@ struct KernelRecorder::State {
 
   std::vector<char> staged;
   uint32_t staged_records = 0;
+  bool staged_trimmable = false;  // --flight-recorder: data, not state (one kind per chunk)
   uint64_t last_flush_ns = 0;
 
   std::unordered_set<int32_t> stacks_written;

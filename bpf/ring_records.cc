@@ -48,6 +48,29 @@ size_t BpfRecordSize(uint16_t type) {
   }
 }
 
+// --flight-recorder: what the threads did, which goes once older than the seconds kept. Every
+// other record (stacks, processes and threads, maps, symbols, counts, losses, messages, and any
+// type this list does not know) names what later records refer to, and stays.
+bool IsTrimmableRecord(uint16_t type) {
+  switch (type) {
+    case GPROF_REC_OFFCPU:
+    case GPROF_REC_FUTEX:
+    case GPROF_REC_LOCK_WAIT:
+    case GPROF_REC_DEVICE_WAIT:
+    case GPROF_REC_PAGE_FAULT:
+    case GPROF_REC_MEMORY_MAP:
+    case GPROF_REC_FUTEX_WAITV:
+    case GPROF_REC_SIGNAL:
+    case GPROF_REC_PYTHON_STACK:
+    case GPROF_REC_NATIVE_STACK:
+    case GPROF_REC_STREAM_READ:
+    case GPROF_REC_TCP_TRANSFER:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void KernelRecorder::State::StopWriting(const char* cause, const char* why) {
@@ -64,7 +87,7 @@ void KernelRecorder::State::Flush() {
   if (staged.empty()) return;
   int error = writes_stopped_ns != 0 && !final_write
                   ? ENOSPC
-                  : writer.Write(staged.data(), staged.size(), staged_records);
+                  : writer.Write(staged.data(), staged.size(), staged_records, staged_trimmable);
   if (error == 0) {
     records_written += staged_records;
   } else if (error != ChunkFileWriter::kSizeBudgetRefused) {  // the budget counts what it refuses
@@ -98,6 +121,13 @@ void KernelRecorder::State::Flush() {
 
 void KernelRecorder::State::Append(const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
+  if (writer.trims() && size >= sizeof(gprof_rec_hdr)) {  // a chunk holds data or state
+    gprof_rec_hdr hdr{};
+    memcpy(&hdr, bytes, sizeof(hdr));
+    bool trimmable = IsTrimmableRecord(hdr.type);
+    if (!staged.empty() && trimmable != staged_trimmable) Flush();
+    staged_trimmable = trimmable;
+  }
   staged.insert(staged.end(), bytes, bytes + size);
   ++staged_records;
   if (staged.size() >= kFlushBytes) Flush();

@@ -50,6 +50,13 @@ void AttachCaptureRange(const char* control_handle) {
   }
   g_own_windows.mode.store(mode, std::memory_order_relaxed);
   g_windows = &g_own_windows;
+  // A flight recording records from the start; without the session's control it has no trigger
+  // and keeps all it records (gprof-run cannot tell it to stop).
+  if (mode == static_cast<uint32_t>(CaptureRange::kFlight)) {
+    uint64_t transitions = 0;
+    OpenCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kFlightStart, 0,
+                      &transitions);
+  }
 }
 
 const CaptureWindowsState* CaptureWindows() { return g_windows; }
@@ -97,6 +104,17 @@ void OnNvtxCaptureRangeClosed() {
   uint64_t transitions = 0;
   CloseCaptureWindow(g_windows, static_cast<uint32_t>(getpid()), CaptureSwitch::kNvtxRange,
                      kKernelWaitNs, &transitions);
+}
+
+void OnFlightCall(const format::ApiCallRecord& call) {
+  if (g_windows == nullptr) return;
+  uint64_t freeze_ns = g_windows->flight.freeze_ns;
+  if (freeze_ns == 0 || call.exit_ns - call.enter_ns < freeze_ns ||
+      g_windows->flight.fired.load(std::memory_order_relaxed) != 0) {
+    return;
+  }
+  FireFlightTrigger(g_windows, CaptureSwitch::kFreezeTrigger, static_cast<uint32_t>(getpid()),
+                    call.tid, call.api_id, call.exit_ns, call.exit_ns - call.enter_ns);
 }
 
 }  // namespace gprof::inject

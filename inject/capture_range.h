@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "inject/format/session_format.h"
 #include "inject/shared/capture_windows.h"
 
 namespace gprof::inject {
@@ -40,5 +41,10 @@ bool IsNvtxCaptureName(const char* text, size_t length);
 // --capture-range-end=repeat). Closed when that range is: OnNvtxCaptureRangeClosed.
 void OnNvtxCaptureRangeOpened();
 void OnNvtxCaptureRangeClosed();
+
+// --flight-recorder --trigger freeze:MS: a recorded call that took MS or longer fires the trigger
+// (the first one only; gprof-run then ends the recording a short tail later). One load and a
+// compare otherwise.
+void OnFlightCall(const format::ApiCallRecord& call);
 
 }  // namespace gprof::inject

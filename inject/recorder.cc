@@ -363,6 +363,7 @@ void SubmitCall(format::ApiCallRecord record) {
   record.header = {sizeof(record), format::kApiCall, 0};
   record.tid = ring->tid;
   if (ring->Push(record)) NotifyWriter();
+  OnFlightCall(record);
   if (record.exit_ns - record.enter_ns >= g.stack_threshold_ns) {
     CaptureSlowCallStack(record.tid, record.enter_ns, record.exit_ns);
     gprof_python_stack_point(record.tid, record.enter_ns);

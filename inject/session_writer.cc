@@ -23,6 +23,7 @@
 #include "inject/recorder.h"
 #include "inject/ring_registry.h"
 #include "inject/runtime_api_table.h"
+#include "inject/shared/capture_windows.h"
 #include "inject/shared/clock.h"
 #include "inject/shared/disk_room.h"
 #include "inject/shared/namespaces.h"
@@ -39,6 +40,27 @@ constexpr uint64_t kNameRefreshIntervalNs = 500'000'000;
 // writer asks for the rest. (Not in a busy process: a flush can take long enough for the threads'
 // rings to fill meanwhile, and its buffers come anyway.)
 constexpr uint64_t kCuptiFlushIntervalNs = 500'000'000;
+// --flight-recorder: how often old data is punched out; the file holds up to this much more.
+constexpr uint64_t kTrimIntervalNs = 1'000'000'000;
+
+// --flight-recorder: records of what happened, which go once older than the seconds kept. Every
+// other record (names, maps, process and clock facts, messages, loss counts, and any type this
+// list does not know) names or places what later records refer to, and stays.
+bool IsTrimmableRecord(uint16_t type) {
+  switch (type) {
+    case format::kApiCall:
+    case format::kGpuKernel:
+    case format::kGpuMemcpy:
+    case format::kGpuMemset:
+    case format::kGpuSync:
+    case format::kGpuOverhead:
+    case format::kCallStack:
+    case format::kStackCopy:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // The writer's own memory for /proc files of any size (the maps of a large process, the command
 // line): mapped and grown with mremap, never taken from the program's heap, whose allocator's
@@ -165,6 +187,13 @@ int SessionWriter::Open(const char* session_dir) {
       if (int profiler_pid = 0; profiler.Gone(&profiler_pid)) return ESRCH;
     }
   }
+  // --flight-recorder: the data chunks older than the seconds kept are punched out (Cycle).
+  if (const CaptureWindowsState* capture = CaptureWindows();
+      capture != nullptr && capture->flight.keep_ns != 0 &&
+      capture->mode.load(std::memory_order_relaxed) ==
+          static_cast<uint32_t>(CaptureRange::kFlight)) {
+    file_.KeepRecentDataOnly();
+  }
   int error = EEXIST;
   // The same pid comes back when a process execs: each image gets its own file.
   // A process in a PID namespace of its own (a container's) names its namespace too: two
@@ -238,6 +267,10 @@ void SessionWriter::Cycle(bool force_flush) {
     last_name_refresh_ns_ = now;
   }
   if (force_flush || staged_bytes_ > 0) Flush();
+  if (file_.trims() && now - last_trim_ns_ >= kTrimIntervalNs) {
+    file_.TrimBefore(FlightTrimBefore(CaptureWindows(), now));
+    last_trim_ns_ = now;
+  }
 }
 
 void SessionWriter::Finish() {
@@ -250,6 +283,7 @@ void SessionWriter::Finish() {
   }
   Flush();                          // after a stop: only counts
   if (stopped_) WriteStopRecord();  // the first, or one with what was lost since
+  if (file_.trims()) file_.TrimBefore(FlightTrimBefore(CaptureWindows(), MonotonicNs()));
   file_.Close();
   if (stopped_ && !stop_written_) {  // the file could not say it: the control file does
     control_.Note(static_cast<uint32_t>(getpid()), name_.c_str(), stop_cause_, stop_error_,
@@ -586,6 +620,13 @@ void SessionWriter::AccountStagedCalls() {
 
 void SessionWriter::Append(const void* head, size_t head_size, const void* tail, size_t tail_size) {
   size_t size = head_size + tail_size;
+  if (file_.trims()) {  // a chunk holds data or state, never both
+    format::RecordHeader header{};
+    memcpy(&header, head, sizeof(header));
+    bool trimmable = IsTrimmableRecord(header.type);
+    if (staged_bytes_ > 0 && trimmable != staged_trimmable_) Flush();
+    staged_trimmable_ = trimmable;
+  }
   if (staged_bytes_ + size > kStagingBytes) Flush();
   if (size > kStagingBytes) {
     // Larger than the staging buffer (a huge maps file, which comes whole): a chunk of its own.
@@ -620,7 +661,8 @@ void SessionWriter::Flush() {
     if (!stop_written_) WriteStopRecord();  // the disk may have room again
     return;
   }
-  if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_); error != 0) {
+  if (int error = file_.Write(staging_.get(), staged_bytes_, staged_records_, staged_trimmable_);
+      error != 0) {
     if (error == ChunkFileWriter::kSizeBudgetRefused) {  // --max-size: the budget counts them
       staged_bytes_ = 0;
       staged_records_ = 0;

@@ -78,6 +78,8 @@ class SessionWriter : public RecordSink {
   std::unique_ptr<uint8_t[]> staging_;
   size_t staged_bytes_ = 0;
   uint32_t staged_records_ = 0;
+  bool staged_trimmable_ = false;  // --flight-recorder: data, not state (one kind per chunk)
+  uint64_t last_trim_ns_ = 0;
   // CUDA calls among the staged records (calls, and calls counted as dropped): once they leave
   // staging (written, or counted as lost) the session's control counts them as accounted for.
   uint64_t staged_calls_ = 0;

@@ -117,6 +117,17 @@ inline constexpr char kCaptureOpenedBy[] = "opened_by";          // string: "cud
 inline constexpr char kCaptureClosedBy[] = "closed_by";          // string; "" while open
 inline constexpr char kCaptureOpenPid[] = "open_pid";            // integer; 0: gprof-run
 inline constexpr char kCaptureClosePid[] = "close_pid";          // integer; 0: gprof-run
+// "flight" in "capture", with range "flight": gprof-run --flight-recorder (cli/flight_recorder.h).
+inline constexpr char kFlight[] = "flight";                     // object: the keys below
+inline constexpr char kFlightKeepNs[] = "keep_ns";              // integer: --flight-recorder SEC
+inline constexpr char kFlightFreezeNs[] = "freeze_ns";          // integer; 0: no freeze trigger
+inline constexpr char kFlightHangNs[] = "hang_ns";              // integer; 0: no hang trigger
+inline constexpr char kFlightEndedBy[] = "ended_by";            // "freeze", "hang", "stop", "end"
+inline constexpr char kFlightFiredNs[] = "fired_monotonic_ns";  // integer; 0: no trigger fired
+inline constexpr char kFlightDurationNs[] = "duration_ns";  // the call's (freeze), silence's (hang)
+inline constexpr char kFlightPid[] = "pid";                 // the call's process (freeze); 0: none
+inline constexpr char kFlightTid[] = "tid";                 // and thread
+inline constexpr char kFlightApiId[] = "api_id";            // the call's, in that process's names
 
 // "max_size": gprof-run --max-size, the size budget's counters at the end.
 inline constexpr char kMaxSizeLimitBytes[] = "limit_bytes";               // integer

@@ -590,10 +590,24 @@ struct CaptureWindow {
   uint32_t open_pid = 0;          // 0: gprof-run
   uint32_t close_pid = 0;
 };
+// --flight-recorder: the one window it records in, the seconds it keeps, and what ended it.
+struct FlightRecording {
+  uint64_t keep_ns = 0;    // --flight-recorder SEC
+  uint64_t freeze_ns = 0;  // --trigger freeze:MS; 0: none
+  uint64_t hang_ns = 0;    // --trigger hang:SEC; 0: none
+  // What ended the recording: "freeze", "hang" (a trigger), "stop" (gprof-run stop), "end" (the
+  // command's end).
+  std::string ended_by;
+  uint64_t fired_monotonic_ns = 0;  // when the trigger fired; 0: none fired
+  uint64_t duration_ns = 0;         // the call's (freeze) or the silence's (hang)
+  uint32_t pid = 0, tid = 0;        // the call's process and thread (freeze)
+  uint32_t api_id = 0;              // the call's, in that process's names
+};
 struct CaptureRanges {
-  std::string range;  // "cudaProfilerApi", "manual"
+  std::string range;  // "cudaProfilerApi", "manual", "flight"
   std::vector<CaptureWindow> windows;
   uint64_t refused_opens = 0;  // windows not opened: past the room for them
+  std::optional<FlightRecording> flight;
 };
 // gprof-run -p: running processes recorded for a while, not a command gprof-run started.
 struct AttachedRecording {
@@ -749,6 +763,10 @@ struct Session {
   std::vector<RecordingStop> recording_stops;           // sorted by time_ns
   std::vector<UnrecordedProcess> unrecorded_processes;  // by pid
   uint64_t memory_map_calls_lost = 0;  // the kernel recorder's, counted in `lost` too
+  // --flight-recorder: the chunks of data older than the seconds kept, which the recorders
+  // punched out of their files (chunk_reader.h), and their bytes.
+  uint64_t trimmed_chunks = 0;
+  uint64_t trimmed_bytes = 0;
   std::vector<Diagnostic> diagnostics;
   std::vector<std::string> messages;  // from the injected library: "pid 12: ..."
   std::vector<std::string> nvtx_strings{std::string()};  // printable; [0] is ""

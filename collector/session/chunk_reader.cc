@@ -268,6 +268,13 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
     at += sizeof(chunk) + chunk.stored_size;
   }
 
+  // A file the flight recorder trimmed: zeros where the chunks of old data were.
+  const bool trimmed_file = (summary.header.features & format::kFeatureTrimmed) != 0;
+  auto zeros = [](std::span<const uint8_t> span) {
+    return std::all_of(span.begin(), span.end(), [](uint8_t byte) { return byte == 0; });
+  };
+  bool after_trim = false;
+
   ChunkDecoder decoder;
   std::vector<uint8_t> raw;
   uint64_t expected_sequence = 0;
@@ -282,6 +289,13 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
       break;
     }
     memcpy(&chunk, bytes.data(), sizeof(chunk));
+    if (trimmed_file && zeros(bytes)) {
+      uint64_t next = FindChunkMagic(file, offset + 1, &bytes, progress);
+      summary.trimmed_bytes += next - offset;
+      after_trim = true;
+      offset = next;
+      continue;
+    }
     if (!plausible(chunk)) {
       uint64_t next = FindChunkMagic(file, offset + 1, &bytes, progress);
       // A hole (bytes never written: a file extended by truncate or a seek) is not the writer's
@@ -314,11 +328,14 @@ Expected<ChunkFileSummary> ReadChunkFile(int dir_fd, const std::string& name,
                                                 : FindChunkMagic(file, offset + 1, &bytes, progress);
       continue;
     }
-    if (chunk.sequence != expected_sequence) {
+    if (after_trim && chunk.sequence > expected_sequence) {
+      summary.trimmed_chunks += chunk.sequence - expected_sequence;
+    } else if (chunk.sequence != expected_sequence) {
       report(offset, "chunk sequence jumps from " + std::to_string(expected_sequence) + " to " +
                          std::to_string(chunk.sequence) + ": chunks in between are missing");
     }
     expected_sequence = chunk.sequence + 1;
+    after_trim = false;
     error = VisitRecords(raw, offset, summary.header.pid, announced, chunk.record_count, visit,
                          &summary.records);
     if (!error.empty()) {

@@ -34,6 +34,10 @@ struct ChunkFileSummary {
   uint64_t chunks = 0;
   uint64_t records = 0;
   uint64_t damaged_chunks = 0;
+  // --flight-recorder (format::kFeatureTrimmed): the chunks of old data punched out by the writer,
+  // which read as zeros and are skipped without a diagnostic, and their bytes.
+  uint64_t trimmed_chunks = 0;
+  uint64_t trimmed_bytes = 0;
 };
 
 using RecordVisitor = std::function<void(const RecordView&)>;

@@ -400,6 +400,20 @@ void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
         if (window.start_monotonic_ns != 0) range.windows.push_back(std::move(window));
       }
     }
+    if (const json* flight = read.Object(*capture, key::kCapture, key::kFlight)) {
+      const std::string where = std::string(key::kCapture) + "." + key::kFlight;
+      FlightRecording& kept = range.flight.emplace();
+      kept.keep_ns = read.Integer<uint64_t>(*flight, where, key::kFlightKeepNs).value_or(0);
+      kept.freeze_ns = read.Integer<uint64_t>(*flight, where, key::kFlightFreezeNs).value_or(0);
+      kept.hang_ns = read.Integer<uint64_t>(*flight, where, key::kFlightHangNs).value_or(0);
+      kept.ended_by = read.String(*flight, where, key::kFlightEndedBy).value_or("");
+      kept.fired_monotonic_ns =
+          read.Integer<uint64_t>(*flight, where, key::kFlightFiredNs).value_or(0);
+      kept.duration_ns = read.Integer<uint64_t>(*flight, where, key::kFlightDurationNs).value_or(0);
+      kept.pid = read.Integer<uint32_t>(*flight, where, key::kFlightPid).value_or(0);
+      kept.tid = read.Integer<uint32_t>(*flight, where, key::kFlightTid).value_or(0);
+      kept.api_id = read.Integer<uint32_t>(*flight, where, key::kFlightApiId).value_or(0);
+    }
   }
   if (const json* attach = read.Object(meta, "", key::kAttach)) {
     AttachedRecording& attached = out->attach.emplace();

@@ -99,6 +99,7 @@ class SessionBuilder {
     };
     ReadGuarded(path, &session_->diagnostics, [&] {
       auto summary = ReadChunkFile(dir_fd, name, path, visit, &session_->diagnostics, progress_);
+      CountTrimmed(summary);
       if (!summary.ok()) {
         session_->diagnostics.push_back({path, 0, summary.status().message()});
         // Nothing of it read (unreadable to its owner, say, under `umask 0777`): whatever calls
@@ -123,6 +124,7 @@ class SessionBuilder {
       auto summary = ReadChunkFile(
           dir_fd, name, path, [&](const RecordView& record) { kernel.Decode(record); },
           &session_->diagnostics, progress_);
+      CountTrimmed(summary);
       if (!summary.ok()) session_->diagnostics.push_back({path, 0, summary.status().message()});
     });
     kernel.Finish();
@@ -131,6 +133,12 @@ class SessionBuilder {
   void Finish();
 
  private:
+  void CountTrimmed(const Expected<ChunkFileSummary>& summary) {
+    if (!summary.ok()) return;
+    session_->trimmed_chunks += summary->trimmed_chunks;
+    session_->trimmed_bytes += summary->trimmed_bytes;
+  }
+
   void Malformed(const std::string& path, const RecordView& record, const char* what) {
     session_->diagnostics.push_back(
         {path, record.chunk_offset,

@@ -99,7 +99,27 @@ json CaptureJson(const Session& session) {
          {"close_pid", window.close_pid},
          {"text", CaptureWindowText(session, i)}});
   }
+  json flight = nullptr;
+  if (const auto& kept = capture.flight) {
+    auto [start, end] = FlightSpan(session);
+    flight = {{"keep_ns", kept->keep_ns},
+              {"freeze_trigger_ns", kept->freeze_ns},
+              {"hang_trigger_ns", kept->hang_ns},
+              {"ended_by", kept->ended_by},
+              {"fired_monotonic_ns", kept->fired_monotonic_ns != 0
+                                         ? json(kept->fired_monotonic_ns)
+                                         : json(nullptr)},
+              {"duration_ns", kept->duration_ns},
+              {"pid", kept->pid},
+              {"tid", kept->tid},
+              {"held_start_monotonic_ns", start},
+              {"held_end_monotonic_ns", end},
+              {"trimmed_chunks", session.trimmed_chunks},
+              {"trimmed_bytes", session.trimmed_bytes},
+              {"text", FlightText(session)}};
+  }
   return {{"range", capture.range},
+          {"flight", flight},
           {"windows", windows},
           {"refused_opens", capture.refused_opens},
           {"text", CaptureText(session)},

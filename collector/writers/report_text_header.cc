@@ -205,7 +205,10 @@ void TextReport::Header() {
   CaptureLines();
   if (std::string window = WindowText(session_); !window.empty())
     out_ << "  window    " << window << "\n";
-  if (std::string capture = CaptureText(session_); !capture.empty()) {
+  if (std::string flight = FlightHeldText(session_); !flight.empty()) {
+    out_ << "  flight    " << flight << "\n";  // its one window is the span it held
+    out_ << "  trigger   " << FlightEndText(session_) << "\n";
+  } else if (std::string capture = CaptureText(session_); !capture.empty()) {
     out_ << "  range     " << capture << "\n";
     constexpr size_t kShownWindows = 20;  // the rest are in report.json and the trace
     size_t windows = session_.meta.capture->windows.size();

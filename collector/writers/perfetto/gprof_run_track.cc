@@ -41,6 +41,20 @@ class GprofRunEventWriter {
   // --capture-range: each window a slice, named by what it holds; what is between is unrecorded.
   void WriteCaptureWindows() {
     if (!session_.meta.capture) return;
+    if (std::string flight = FlightText(session_); !flight.empty()) {
+      // Its one window is the span it held: one slice, and the trigger as an instant.
+      WriteEvent(Instant("flight recorder: " + flight));
+      auto [start, end] = FlightSpan(session_);
+      if (end == 0) return;
+      TrackEventSpec begin = Instant("recorded: the flight recorder's last seconds");
+      begin.type = TrackEventType::kSliceBegin;
+      begin.timestamp_ns = start;
+      begin.Annotate(vocabulary_.explanation, Annotation::Kind::kInternedString,
+                     interner_.Intern(InternTable::kAnnotationStrings, flight));
+      WriteEvent(begin);
+      packets_.WriteSliceEnd(tracks_.GprofRun().sequence, end);
+      return;
+    }
     WriteEvent(Instant("capture: " + CaptureText(session_)));
     const auto& windows = session_.meta.capture->windows;
     for (size_t i = 0; i < windows.size(); ++i) {

@@ -100,9 +100,71 @@ std::string SwitchWords(const std::string& by, uint32_t pid) {
 
 }  // namespace
 
+std::pair<uint64_t, uint64_t> FlightSpan(const Session& session) {
+  if (!session.meta.capture || !session.meta.capture->flight ||
+      session.meta.capture->windows.empty()) {
+    return {0, 0};
+  }
+  const CaptureWindow& window = session.meta.capture->windows.front();
+  uint64_t end = CaptureEnd(session, window);
+  uint64_t keep = session.meta.capture->flight->keep_ns;
+  uint64_t start = std::max(window.start_monotonic_ns, end > keep ? end - keep : 0);
+  return {start, std::max(start, end)};
+}
+
+std::string FlightHeldText(const Session& session) {
+  if (!session.meta.capture || !session.meta.capture->flight) return {};
+  const FlightRecording& flight = *session.meta.capture->flight;
+  char seconds[32];
+  snprintf(seconds, sizeof(seconds), "%g", flight.keep_ns / 1e9);
+  std::string text = std::string("--flight-recorder ") + seconds + " s: ";
+  auto [start, end] = FlightSpan(session);
+  if (end == 0) return text + "nothing was recorded";
+  text += "held the last " + FormatDuration(end - start) + ", " + FormatOffset(session, start) +
+          " to " + FormatOffset(session, end);
+  if (session.trimmed_chunks > 0 || session.trimmed_bytes > 0) {
+    text += " (older records trimmed: " + WithThousands(session.trimmed_chunks) + " chunks, " +
+            FormatBytes(session.trimmed_bytes) + ")";
+  }
+  return text;
+}
+
+std::string FlightEndText(const Session& session) {
+  if (!session.meta.capture || !session.meta.capture->flight) return {};
+  const FlightRecording& flight = *session.meta.capture->flight;
+  uint64_t end = FlightSpan(session).second;
+  uint64_t fired = flight.fired_monotonic_ns;
+  std::string after = fired != 0 && end > fired ? FormatDuration(end - fired) + " later" : "then";
+  if (flight.ended_by == "freeze") {
+    std::string call = "a CUDA call";
+    for (const ApiCall& each : session.api_calls) {
+      if (each.tid == flight.tid && each.exit_ns == fired) {
+        call = session.ApiName(each);
+        break;
+      }
+    }
+    return "the freeze trigger fired at " + FormatOffset(session, fired) + " (" + call + " took " +
+           FormatDuration(flight.duration_ns) + " on thread " + std::to_string(flight.tid) +
+           ", pid " + std::to_string(flight.pid) + ") and the recording ended " + after;
+  }
+  if (flight.ended_by == "hang") {
+    return "the hang trigger fired at " + FormatOffset(session, fired) +
+           " (no CUDA call finished for " + FormatDuration(flight.duration_ns) +
+           ") and the recording ended " + after;
+  }
+  if (flight.ended_by == "stop") return "ended by gprof-run stop, no trigger fired";
+  return "ended with the command, no trigger fired";
+}
+
+std::string FlightText(const Session& session) {
+  std::string held = FlightHeldText(session);
+  return held.empty() ? held : held + "; " + FlightEndText(session);
+}
+
 std::string CaptureText(const Session& session) {
   if (!session.meta.capture) return {};
   const SessionMeta::Capture& capture = *session.meta.capture;
+  if (capture.flight) return FlightText(session);
   std::string text = "--capture-range=" + capture.range + ": ";
   if (capture.windows.empty()) {
     text += "no window was opened: nothing was recorded";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "collector/analysis/analysis.h"
 #include "collector/model/model.h"
@@ -28,6 +29,16 @@ std::string WindowText(const Session& session);
 // What --capture-range kept: "--capture-range=cudaProfilerApi: 3 windows, 900.000 ms of 3.200 s
 // recorded: what started outside them was not recorded"; empty without a capture range.
 std::string CaptureText(const Session& session);
+// What --flight-recorder held and what ended it: "--flight-recorder 10 s: held the last 10.000 s,
+// +15.301 s to +25.301 s (older records trimmed: 412 chunks, 1.2 MiB); the freeze trigger fired at
+// +24.301 s (cudaStreamSynchronize took 812.000 ms on thread 4243, pid 4242) and the recording
+// ended 1.000 s later"; empty without a flight recording. CaptureText says the same then.
+std::string FlightText(const Session& session);
+// Its two halves, as report.txt's "flight" and "trigger" lines say them.
+std::string FlightHeldText(const Session& session);
+std::string FlightEndText(const Session& session);
+// The span a flight recording held: [start, end) on the session's clock; {0, 0} without one.
+std::pair<uint64_t, uint64_t> FlightSpan(const Session& session);
 // One capture window: "+0.512 s to +0.823 s, 311.000 ms, cudaProfilerStart (pid 12) to
 // cudaProfilerStop (pid 12); not recorded before it: 512.000 ms".
 std::string CaptureWindowText(const Session& session, size_t index);

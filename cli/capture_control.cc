@@ -37,6 +37,12 @@ const char* SwitchName(uint32_t cause, bool open) {
       return "the command's end";
     case CaptureSwitch::kNvtxRange:
       return open ? "the NVTX range's start" : "the NVTX range's end";
+    case CaptureSwitch::kFlightStart:
+      return "the flight recorder's start";
+    case CaptureSwitch::kFreezeTrigger:
+      return "the freeze trigger";
+    case CaptureSwitch::kHangTrigger:
+      return "the hang trigger";
     case CaptureSwitch::kNone:
       break;
   }
@@ -97,6 +103,8 @@ const char* CaptureRangeName(CaptureRange range) {
       return "manual";
     case CaptureRange::kNvtx:
       return "nvtx";
+    case CaptureRange::kFlight:
+      return "flight";
     case CaptureRange::kNone:
       break;
   }
@@ -195,6 +203,11 @@ int CaptureSwitchCommand(const std::string& directory, bool start) {
             : CloseCaptureWindow(state, 0, CaptureSwitch::kCommand, kKernelWaitNs, &transitions);
   uint64_t window = (transitions + 1) / 2;
   if (!changed) {
+    if (start && state->mode.load(std::memory_order_acquire) ==
+                     static_cast<uint32_t>(CaptureRange::kFlight)) {
+      Say(shown + ": a flight recording, once stopped, is not started again");
+      return kExitToolFailure;
+    }
     if (start && transitions % 2 == 0) {
       Say(shown + ": no room for another window (" + std::to_string(CaptureWindowsState::kWindows) +
           " at most)");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/capture_control.h"
+#include "cli/flight_recorder.h"
 #include "cli/dump_command.h"
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
@@ -123,6 +124,7 @@ struct CommandLine {
   std::string max_size;
   std::string capture_range;
   std::string capture_range_end;
+  std::vector<std::string> triggers;
   std::string switch_dir;  // `start DIR`, `stop DIR`
   std::string collector_memory;
   std::string report_dir;
@@ -288,6 +290,22 @@ void AddLaunchOptions(CLI::App* app, CommandLine* line) {
                   "Record these running processes and their descendants, not a command: until "
                   "--duration SEC, Ctrl-C, or their end; they run on untouched")
       ->type_name("PID[,PID...]");
+  app->add_option("--flight-recorder", line->run.flight_recorder_s,
+                  "Keep only the last SEC seconds of the recording (every recorder, in bounded "
+                  "disk), written and explained at the command's end, at 'gprof-run stop DIR', or "
+                  "a second after a --trigger fires; the command runs on untouched")
+      ->type_name("SEC")
+      ->check(Seconds(/*allow_zero=*/false));
+  app->add_option("--trigger", line->triggers,
+                  "With --flight-recorder: end the recording at freeze:MS (a CUDA call took MS "
+                  "milliseconds or longer) or hang:SEC (no CUDA call finished for SEC seconds); "
+                  "may be given twice")
+      ->type_name("freeze:MS|hang:SEC")
+      ->check([](const std::string& text) {
+        gprof::cli::RunOptions ignored;
+        gprof::Status parsed = gprof::cli::ParseFlightTrigger(text, &ignored);
+        return parsed.ok() ? std::string() : parsed.message();
+      });
   app->add_option("--max-size", line->max_size,
                   "Cap on the recording's bytes on disk (e.g. 500M, 2G; K, M, G, T are powers of "
                   "1024): recording stops there, the command runs on, and the report says what "
@@ -465,6 +483,17 @@ int Run(std::vector<std::string> command, bool separator_given,
   }
   if (!line->capture_range_end.empty() && run.capture_nvtx_name.empty())
     return Misuse("--capture-range-end needs --capture-range=nvtx:NAME");
+  if (!line->triggers.empty() && run.flight_recorder_s <= 0)
+    return Misuse("--trigger needs --flight-recorder SEC");
+  for (const std::string& trigger : line->triggers) {
+    if (gprof::Status parsed = gprof::cli::ParseFlightTrigger(trigger, &run); !parsed.ok())
+      return Misuse(parsed.message());
+  }
+  if (run.flight_recorder_s > 0) {
+    if (run.capture_range != 0 || run.delay_s > 0 || run.duration_s > 0)
+      return Misuse("--flight-recorder cannot be combined with --capture-range, --delay or --duration");
+    run.capture_range = static_cast<uint32_t>(gprof::CaptureRange::kFlight);
+  }
   if (!line->collector_memory.empty())
     run.collector_memory_bytes = *ParseSize(line->collector_memory);
   run.kernel_recording = !line->no_kernel;

@@ -21,6 +21,7 @@
 #include "cli/capture_control.h"
 #include "cli/attach_target.h"
 #include "cli/attach_window.h"
+#include "cli/flight_recorder.h"
 #include "cli/clock_anchors.h"
 #include "cli/exit_codes.h"
 #include "cli/inject_library.h"
@@ -419,6 +420,7 @@ bpf::KernelRecorderOptions KernelOptionsFor(const RunOptions& options,
   kernel_options.count_under_ns = uint64_t{options.count_under_us} * 1000;
   // The directory through its descriptor, and kernel.gpr born the session owner's.
   kernel_options.size_budget = session.budget.handle();
+  kernel_options.trimmed = options.flight_recorder_s > 0;
   kernel_options.file_uid = SessionFileOwner(session.launch).uid;
   kernel_options.file_gid = SessionFileOwner(session.launch).gid;
   return kernel_options;
@@ -488,14 +490,18 @@ RecordingLimits StartRecordingWindow(const RunOptions& options, Session* session
 // record of them settles. Returns the command's wait status; `kernel_running` says whether the
 // recorder still records.
 int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_t window_end_ns,
-                   KernelWindowFollower* capture, RunDescription* run, bool* kernel_running) {
+                   KernelWindowFollower* capture, FlightRecorder* flight, RunDescription* run,
+                   bool* kernel_running) {
   uint64_t window_end = window_end_ns != 0 ? window_end_ns : UINT64_MAX;
   *kernel_running = recorder != nullptr;
   // Signals are recorded on after the recording stops, for the forwarding (SettleForwards).
   bool signals_recorded = recorder != nullptr && recorder->records_signals();
   int wait_status = 0;
-  while (!target->Reap(/*block=*/!*kernel_running && !signals_recorded, &wait_status)) {
+  while (!target->Reap(/*block=*/!*kernel_running && !signals_recorded && !flight->active(),
+                       &wait_status)) {
     uint64_t now = MonotonicNs();
+    // (Before the window follows: a trigger's close is applied to the kernel recorder at once.)
+    flight->Tick(*kernel_running ? recorder : nullptr, now);
     if (*kernel_running && (now >= window_end || recorder->size_budget_stopped())) {
       FinishKernelRecording(recorder, run);
       capture->KernelStopped();
@@ -512,6 +518,10 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
       uint64_t until_end_ms = (window_end - now) / 1'000'000 + 1;  // no overflow: now < window_end
       wait_ms = std::min<uint64_t>(wait_ms, until_end_ms);
     }
+    if (recorder == nullptr) {  // only the flight recorder's turns
+      poll(nullptr, 0, static_cast<int>(wait_ms));
+      continue;
+    }
     // A forward waits for the kernel's record of signals (a few ms): the wait is cut short.
     int until_forward_ms =
         target->SettleForwards(recorder->TakeSignals(), recorder->signals_drained_ns());
@@ -527,7 +537,7 @@ int WaitForCommand(TargetProcess* target, bpf::KernelRecorder* recorder, uint64_
 // the close.
 std::vector<OpenWriter> EndRecording(int wait_status, bool kernel_running,
                                      bpf::KernelRecorder* recorder, KernelWindowFollower* capture,
-                                     Session* session) {
+                                     const FlightRecorder& flight, Session* session) {
   RunDescription& run = session->run;
   run.end_anchor = ReadClockAnchor();
   run.end_monotonic_ns = run.end_anchor.monotonic_ns;
@@ -535,7 +545,9 @@ std::vector<OpenWriter> EndRecording(int wait_status, bool kernel_running,
   if (session->control.attached()) {
     // A window still open ends with the command, for the kernel recorder too.
     EndCapture(&session->control, &run);
+    flight.Describe(&run);
     if (kernel_running) capture->Follow();
+    if (kernel_running) flight.TrimKernelRecord(recorder);
     open_at_close = CloseSession(&session->control, kernel_running ? recorder : nullptr);
   }
   if (kernel_running) FinishKernelRecording(recorder, &run);
@@ -700,6 +712,11 @@ int RunCommand(const RunOptions& options) {
     }
     run.capture_control = session.control.handle();
   }
+  FlightRecorder flight;
+  if (options.flight_recorder_s > 0 && session.control.attached()) {
+    flight.Start(&session.control, options);
+    capture.Follow();  // the kernel recorder records from the command's first moment
+  }
 
   session.launch.argv = options.command;
   session.launch.environment =
@@ -750,10 +767,10 @@ int RunCommand(const RunOptions& options) {
   }
 
   bool kernel_running = false;
-  int wait_status = WaitForCommand(&*target, recorder.get(), limits.window_end_ns, &capture, &run,
-                                   &kernel_running);
+  int wait_status = WaitForCommand(&*target, recorder.get(), limits.window_end_ns, &capture,
+                                   &flight, &run, &kernel_running);
   std::vector<OpenWriter> open_at_close =
-      EndRecording(wait_status, kernel_running, recorder.get(), &capture, &session);
+      EndRecording(wait_status, kernel_running, recorder.get(), &capture, flight, &session);
   recorder.reset();  // root is needed no more
   return ReportOnSession(options, wait_status, open_at_close, &*target, &enclosing, &session);
 }

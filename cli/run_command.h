@@ -28,6 +28,9 @@ struct RunOptions {
   uint32_t capture_range = 0;            // --capture-range: a CaptureRange; 0: none
   std::string capture_nvtx_name;         // --capture-range=nvtx:NAME's NAME
   bool capture_repeat = false;           // --capture-range-end=repeat: every such range
+  double flight_recorder_s = 0;          // --flight-recorder: seconds kept; 0: none
+  uint64_t freeze_trigger_ns = 0;        // --trigger freeze:MS; 0: none
+  uint64_t hang_trigger_ns = 0;          // --trigger hang:SEC; 0: none
   uint64_t collector_memory_bytes = 0;   // --collector-memory; 0: the collector's default
   bool python_stacks = true;             // --python-stacks=on|off
   uint32_t sample_hz = 99;               // --sample-hz; 0: no on-CPU samples

@@ -415,6 +415,17 @@ std::string SessionMetaText(const RunDescription& run) {
                            {key::kCaptureControl, run.capture_control},
                            {key::kCaptureWindows, windows},
                            {key::kCaptureRefusedOpens, run.capture_refused_opens}};
+    if (const auto& flight = run.flight) {
+      meta[key::kCapture][key::kFlight] = {{key::kFlightKeepNs, flight->keep_ns},
+                                           {key::kFlightFreezeNs, flight->freeze_ns},
+                                           {key::kFlightHangNs, flight->hang_ns},
+                                           {key::kFlightEndedBy, flight->ended_by},
+                                           {key::kFlightFiredNs, flight->fired_monotonic_ns},
+                                           {key::kFlightDurationNs, flight->duration_ns},
+                                           {key::kFlightPid, flight->pid},
+                                           {key::kFlightTid, flight->tid},
+                                           {key::kFlightApiId, flight->api_id}};
+    }
   }
   if (run.attach) {
     meta[key::kAttach] = {{key::kAttachPids, run.attach->pids},

@@ -94,6 +94,7 @@ struct RunDescription {
   };
   std::vector<CaptureWindow> capture_windows;
   unsigned long long capture_refused_opens = 0;
+  std::optional<collector::FlightRecording> flight;  // --flight-recorder
   // --max-size: the size budget's counters at the end (inject/shared/recording_limits.h).
   unsigned long long max_size_bytes = 0;  // 0: no cap
   unsigned long long size_used_bytes = 0;

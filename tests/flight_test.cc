@@ -1,0 +1,236 @@
+// The flight recorder (issue 39 item 6): --flight-recorder SEC keeps only the last SEC seconds of
+// every recorder, and --trigger freeze:MS|hang:SEC ends the recording a short tail after what it
+// waits for; the report says the span held and what ended it.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <dirent.h>
+#include <map>
+#include <regex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collector/session/session_reader.h"
+#include "tests/test_support.h"
+
+namespace gprof::test {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kSecondNs = 1'000'000'000;
+// How much older than the span held a kept record may be: a chunk holds up to a flush interval
+// of records (200 ms, 250 ms) and is punched out a second after it is due at the latest.
+constexpr uint64_t kSlackNs = 1'500'000'000;
+
+json ReadJson(const std::string& path) {
+  json parsed = json::parse(ReadFile(path), nullptr, false);
+  EXPECT_FALSE(parsed.is_discarded()) << path;
+  return parsed;
+}
+
+// The app's own times: "freeze START END", "silent START END", "end NS".
+std::map<std::string, std::vector<uint64_t>> AppTimes(const std::string& path) {
+  std::map<std::string, std::vector<uint64_t>> times;
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    for (uint64_t ns; words >> ns;) times[name].push_back(ns);
+  }
+  return times;
+}
+
+std::vector<std::string> Files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* entry = readdir(d)) {
+      std::string name = entry->d_name;
+      if (name.starts_with(prefix) && name.ends_with(".gpr")) names.push_back(dir + "/" + name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+struct Held {
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+// The span the report says the recording held, checked against what the files hold: every CUDA
+// call and off-CPU interval kept ends inside it (less the slack), and there are some.
+Held ExpectOnlyTheSpanHeld(const std::string& session_dir, bool kernel) {
+  json report = ReadJson(session_dir + "/report.json");
+  const json& flight = report["session"]["capture"]["flight"];
+  EXPECT_TRUE(flight.is_object()) << report["session"]["capture"].dump();
+  if (!flight.is_object()) return {};
+  Held held{flight["held_start_monotonic_ns"].get<uint64_t>(),
+            flight["held_end_monotonic_ns"].get<uint64_t>()};
+  auto session = collector::ReadSession(session_dir);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return held;
+  EXPECT_FALSE(session->api_calls.empty());
+  uint64_t oldest_call = UINT64_MAX;
+  for (const auto& call : session->api_calls) oldest_call = std::min(oldest_call, call.exit_ns);
+  EXPECT_GE(oldest_call + kSlackNs, held.start_ns)
+      << "a CUDA call ended " << (held.start_ns - oldest_call) / 1e9 << " s before the span held";
+  EXPECT_GT(session->trimmed_chunks, 0u) << "nothing was trimmed";
+  for (const auto& diagnostic : session->diagnostics)
+    ADD_FAILURE() << diagnostic.file << ": " << diagnostic.message;
+  if (kernel) {
+    EXPECT_FALSE(session->off_cpu.empty());
+    uint64_t oldest = UINT64_MAX;
+    for (const auto& interval : session->off_cpu) oldest = std::min(oldest, interval.end_ns);
+    EXPECT_GE(oldest + kSlackNs, held.start_ns)
+        << "an off-CPU interval ended " << (held.start_ns - oldest) / 1e9
+        << " s before the span held";
+  }
+  return held;
+}
+
+TEST(FlightRecorder, FreezeTriggerKeepsTheLastSecondsAndExplainsTheFreeze) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  ProcessResult run = RunGprof({"-o", session_dir, "--flight-recorder", "10", "--trigger",
+                                "freeze:400", "--", AppPath("flight_app"), "--calm-s", "25",
+                                "--freeze-ms", "1500", "--after-s", "4", "--times-out",
+                                dir.Sub("times")});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_NE(run.out.find("flight_app: done"), std::string::npos) << "the program ran on to its end";
+  auto times = AppTimes(dir.Sub("times"));
+  ASSERT_EQ(times["freeze"].size(), 2u);
+  uint64_t freeze_end = times["freeze"][1];
+
+  json meta = ReadJson(session_dir + "/session.json");
+  const json& flight = meta["capture"]["flight"];
+  ASSERT_TRUE(flight.is_object()) << meta.dump();
+  EXPECT_EQ(flight["ended_by"], "freeze");
+  EXPECT_GE(flight["duration_ns"].get<uint64_t>(), 1'400'000'000u);
+  uint64_t fired = flight["fired_monotonic_ns"].get<uint64_t>();
+  EXPECT_LE(fired, freeze_end);
+  EXPECT_GE(fired + 100'000'000, freeze_end);
+
+  Held held = ExpectOnlyTheSpanHeld(session_dir, /*kernel=*/true);
+  // The last 10 s before the recording ended, a short tail after the freeze: about 10 s.
+  EXPECT_NEAR((held.end_ns - held.start_ns) / 1e9, 10.0, 0.5);
+  EXPECT_GE(held.end_ns, fired + 900'000'000u);
+  EXPECT_LE(held.end_ns, fired + 3 * kSecondNs);
+  // Nothing after the tail: the program's 4 calm seconds after it are not recorded.
+  auto session = collector::ReadSession(session_dir);
+  ASSERT_TRUE(session.ok());
+  bool freeze_kept = false;
+  for (const auto& call : session->api_calls) {
+    EXPECT_LT(call.enter_ns, held.end_ns) << "a call after the recording ended";
+    freeze_kept |= call.exit_ns - call.enter_ns >= 1'400'000'000u;
+  }
+  EXPECT_TRUE(freeze_kept);
+
+  // The same words in the report, report.json and the trace.
+  std::string report = ReadFile(session_dir + "/report.txt");
+  ExpectReadableReport(report);
+  EXPECT_NE(report.find("  flight    --flight-recorder 10 s: held the last "), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("  trigger   the freeze trigger fired at "), std::string::npos) << report;
+  // The worker's cudaStreamSynchronize waits for the long kernel, and so does the other thread's
+  // cudaFree (the fake runtime's, as the real one, synchronizes): whichever returns first fires.
+  std::regex trigger_call(
+      R"(\((cudaStreamSynchronize|cudaFree) took 1\.[45]\d\d s on thread \d+, pid \d+\))");
+  EXPECT_TRUE(std::regex_search(report, trigger_call)) << report;
+  json report_json = ReadJson(session_dir + "/report.json");
+  std::string text = report_json["session"]["capture"]["flight"]["text"];
+  EXPECT_NE(text.find("the freeze trigger fired at"), std::string::npos) << text;
+  std::string trace = ReadFile(session_dir + "/trace.perfetto-trace");
+  EXPECT_NE(trace.find("flight recorder: " + text), std::string::npos);
+}
+
+TEST(FlightRecorder, HangTriggerFiresWhenNoCallFinishes) {
+  GPROF_NEED_BPF();
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  ProcessResult run = RunGprof({"-o", session_dir, "--flight-recorder", "5", "--trigger",
+                                "hang:2", "--trigger", "freeze:5000", "--", AppPath("flight_app"),
+                                "--calm-s", "12", "--silent-s", "5", "--after-s", "2",
+                                "--times-out", dir.Sub("times")});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  auto times = AppTimes(dir.Sub("times"));
+  ASSERT_EQ(times["silent"].size(), 2u);
+  json meta = ReadJson(session_dir + "/session.json");
+  const json& flight = meta["capture"]["flight"];
+  ASSERT_TRUE(flight.is_object()) << meta.dump();
+  EXPECT_EQ(flight["ended_by"], "hang");
+  uint64_t fired = flight["fired_monotonic_ns"].get<uint64_t>();
+  // Two seconds into the silence (give or take gprof-run's turn and the last calls' ends).
+  EXPECT_GE(fired, times["silent"][0] + 1'500'000'000u);
+  EXPECT_LT(fired, times["silent"][1]);
+  Held held = ExpectOnlyTheSpanHeld(session_dir, /*kernel=*/true);
+  EXPECT_NEAR((held.end_ns - held.start_ns) / 1e9, 5.0, 0.5);
+  std::string report = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(report.find("  trigger   the hang trigger fired at "), std::string::npos) << report;
+  EXPECT_NE(report.find("(no CUDA call finished for "), std::string::npos) << report;
+}
+
+// Without a trigger the recording holds the last seconds before the command's end; a file cut
+// mid-chunk after that (a full disk, a crash) still reads, trimmed parts and all.
+TEST(FlightRecorder, CommandEndWithoutTriggerAndACutFileStillRead) {
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  bool kernel = BpfUnavailableReason().empty();
+  std::vector<std::string> args = {"-o", session_dir, "--flight-recorder", "3"};
+  if (!kernel) args.push_back("--no-kernel");
+  for (std::string arg : {"--", "flight_app", "--calm-s", "9"})
+    args.push_back(arg == "flight_app" ? AppPath(arg) : arg);
+  ProcessResult run = RunGprof(args);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  json meta = ReadJson(session_dir + "/session.json");
+  ASSERT_TRUE(meta["capture"]["flight"].is_object()) << meta.dump();
+  EXPECT_EQ(meta["capture"]["flight"]["ended_by"], "end");
+  Held held = ExpectOnlyTheSpanHeld(session_dir, kernel);
+  EXPECT_NEAR((held.end_ns - held.start_ns) / 1e9, 3.0, 0.5);
+  std::string report = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(report.find("  trigger   ended with the command, no trigger fired"),
+            std::string::npos)
+      << report;
+
+  // Cut each injected library's file in its last chunk: what came before still reads.
+  auto before = collector::ReadSession(session_dir);
+  ASSERT_TRUE(before.ok());
+  std::vector<std::string> inject_files = Files(session_dir, "inject-");
+  ASSERT_FALSE(inject_files.empty());
+  for (const std::string& path : inject_files) {
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    ASSERT_EQ(truncate(path.c_str(), st.st_size - 20), 0);
+  }
+  auto after = collector::ReadSession(session_dir);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_FALSE(after->api_calls.empty());
+  EXPECT_EQ(after->trimmed_chunks, before->trimmed_chunks);
+  bool cut_said = false;
+  for (const auto& diagnostic : after->diagnostics)
+    cut_said |= diagnostic.message.find("the writer was stopped mid-chunk") != std::string::npos;
+  EXPECT_TRUE(cut_said);
+  ProcessResult report_again = RunGprof({"report", session_dir});
+  EXPECT_EQ(report_again.exit_code(), 0) << report_again.err;
+  EXPECT_NE(report_again.out.find("  flight    --flight-recorder 3 s: held the last "),
+            std::string::npos)
+      << report_again.out;
+}
+
+TEST(FlightRecorder, TriggerNeedsTheFlightRecorder) {
+  ProcessResult run = RunGprof({"--trigger", "freeze:100", "--", "true"});
+  EXPECT_NE(run.exit_code(), 0) << run.err;
+  EXPECT_NE(run.err.find("--trigger needs --flight-recorder SEC"), std::string::npos) << run.err;
+  run = RunGprof({"--flight-recorder", "5", "--trigger", "sometimes", "--", "true"});
+  EXPECT_NE(run.exit_code(), 0);
+  EXPECT_NE(run.err.find("expected freeze:MS"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace gprof::test

@@ -101,7 +101,8 @@ void FlightRecorder::Tick(bpf::KernelRecorder* recorder, uint64_t now_ns) {
 }
 
 void FlightRecorder::TrimKernelRecord(bpf::KernelRecorder* recorder) const {
-  if (control_ != nullptr) recorder->TrimBefore(FlightTrimBefore(control_->capture(), MonotonicNs()));
+  if (control_ != nullptr)
+    recorder->TrimBefore(FlightTrimBefore(control_->capture(), MonotonicNs()));
 }
 
 void FlightRecorder::Describe(RunDescription* run) const {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "cli/capture_control.h"
-#include "cli/flight_recorder.h"
 #include "cli/dump_command.h"
 #include "cli/exit_codes.h"
+#include "cli/flight_recorder.h"
 #include "cli/inject_library.h"
 #include "cli/merge_command.h"
 #include "cli/own_settings.h"

@@ -1,15 +1,15 @@
 // The flight recorder (issue 39 item 6): --flight-recorder SEC keeps only the last SEC seconds of
 // every recorder, and --trigger freeze:MS|hang:SEC ends the recording a short tail after what it
 // waits for; the report says the span held and what ended it.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <dirent.h>
 #include <map>
-#include <regex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,10 +98,10 @@ TEST(FlightRecorder, FreezeTriggerKeepsTheLastSecondsAndExplainsTheFreeze) {
   GPROF_NEED_BPF();
   TempDir dir;
   std::string session_dir = dir.Sub("s");
-  ProcessResult run = RunGprof({"-o", session_dir, "--flight-recorder", "10", "--trigger",
-                                "freeze:400", "--", AppPath("flight_app"), "--calm-s", "25",
-                                "--freeze-ms", "1500", "--after-s", "4", "--times-out",
-                                dir.Sub("times")});
+  ProcessResult run =
+      RunGprof({"-o", session_dir, "--flight-recorder", "10", "--trigger", "freeze:400", "--",
+                AppPath("flight_app"), "--calm-s", "25", "--freeze-ms", "1500", "--after-s", "4",
+                "--times-out", dir.Sub("times")});
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   EXPECT_NE(run.out.find("flight_app: done"), std::string::npos) << "the program ran on to its end";
   auto times = AppTimes(dir.Sub("times"));
@@ -154,10 +154,10 @@ TEST(FlightRecorder, HangTriggerFiresWhenNoCallFinishes) {
   GPROF_NEED_BPF();
   TempDir dir;
   std::string session_dir = dir.Sub("s");
-  ProcessResult run = RunGprof({"-o", session_dir, "--flight-recorder", "5", "--trigger",
-                                "hang:2", "--trigger", "freeze:5000", "--", AppPath("flight_app"),
-                                "--calm-s", "12", "--silent-s", "5", "--after-s", "2",
-                                "--times-out", dir.Sub("times")});
+  ProcessResult run =
+      RunGprof({"-o", session_dir, "--flight-recorder", "5", "--trigger", "hang:2", "--trigger",
+                "freeze:5000", "--", AppPath("flight_app"), "--calm-s", "12", "--silent-s", "5",
+                "--after-s", "2", "--times-out", dir.Sub("times")});
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   auto times = AppTimes(dir.Sub("times"));
   ASSERT_EQ(times["silent"].size(), 2u);
@@ -194,8 +194,7 @@ TEST(FlightRecorder, CommandEndWithoutTriggerAndACutFileStillRead) {
   Held held = ExpectOnlyTheSpanHeld(session_dir, kernel);
   EXPECT_NEAR((held.end_ns - held.start_ns) / 1e9, 3.0, 0.5);
   std::string report = ReadFile(session_dir + "/report.txt");
-  EXPECT_NE(report.find("  trigger   ended with the command, no trigger fired"),
-            std::string::npos)
+  EXPECT_NE(report.find("  trigger   ended with the command, no trigger fired"), std::string::npos)
       << report;
 
   // Cut each injected library's file in its last chunk: what came before still reads.

@@ -106,9 +106,8 @@ json CaptureJson(const Session& session) {
               {"freeze_trigger_ns", kept->freeze_ns},
               {"hang_trigger_ns", kept->hang_ns},
               {"ended_by", kept->ended_by},
-              {"fired_monotonic_ns", kept->fired_monotonic_ns != 0
-                                         ? json(kept->fired_monotonic_ns)
-                                         : json(nullptr)},
+              {"fired_monotonic_ns",
+               kept->fired_monotonic_ns != 0 ? json(kept->fired_monotonic_ns) : json(nullptr)},
               {"duration_ns", kept->duration_ns},
               {"pid", kept->pid},
               {"tid", kept->tid},

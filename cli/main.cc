@@ -491,7 +491,8 @@ int Run(std::vector<std::string> command, bool separator_given,
   }
   if (run.flight_recorder_s > 0) {
     if (run.capture_range != 0 || run.delay_s > 0 || run.duration_s > 0)
-      return Misuse("--flight-recorder cannot be combined with --capture-range, --delay or --duration");
+      return Misuse(
+          "--flight-recorder cannot be combined with --capture-range, --delay or --duration");
     run.capture_range = static_cast<uint32_t>(gprof::CaptureRange::kFlight);
   }
   if (!line->collector_memory.empty())

@@ -52,14 +52,14 @@ struct CaptureWindowsState {
   // --flight-recorder (cli/flight_recorder.h): one window from the start, closed for good a short
   // tail after the first trigger fires (or at `gprof-run stop`, or at the command's end).
   struct Flight {
-    uint64_t keep_ns;               // --flight-recorder SEC: data older than this is trimmed
-    uint64_t freeze_ns;             // --trigger freeze:MS, for the CUDA calls; 0: none
-    std::atomic<uint32_t> fired;    // CaptureSwitch of the first trigger; 0: none yet
-    uint32_t pid;                   // what fired: the process (its own PID namespace's number)
-    uint32_t tid;                   // and thread; 0 for a hang
-    uint32_t api_id;                // the CUDA call's (an ApiNameRecord's id); 0: not a call
+    uint64_t keep_ns;                // --flight-recorder SEC: data older than this is trimmed
+    uint64_t freeze_ns;              // --trigger freeze:MS, for the CUDA calls; 0: none
+    std::atomic<uint32_t> fired;     // CaptureSwitch of the first trigger; 0: none yet
+    uint32_t pid;                    // what fired: the process (its own PID namespace's number)
+    uint32_t tid;                    // and thread; 0 for a hang
+    uint32_t api_id;                 // the CUDA call's (an ApiNameRecord's id); 0: not a call
     std::atomic<uint64_t> fired_ns;  // CLOCK_MONOTONIC when it fired; 0: not yet stored
-    uint64_t duration_ns;           // the call's, the blocked interval's, or the hang's
+    uint64_t duration_ns;            // the call's (freeze), or the silence's (hang)
   };
   static constexpr uint32_t kWindows = 1024;
   std::atomic<uint32_t> mode;            // CaptureRange; 0: none (everything is recorded)

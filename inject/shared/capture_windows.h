@@ -24,11 +24,11 @@ enum class CaptureRange : uint32_t {
 // What opened or closed a window (append only: written in session.json as a number too).
 enum class CaptureSwitch : uint32_t {
   kNone = 0,
-  kProfilerApi = 1,  // cudaProfilerStart/Stop, cuProfilerStart/Stop
-  kCommand = 2,      // gprof-run start/stop DIR
-  kSessionEnd = 3,   // the command ended with a window open
-  kNvtxRange = 4,    // the NVTX range --capture-range=nvtx:NAME names was opened / closed
-  kFlightStart = 5,  // --flight-recorder: the window opened before the command started
+  kProfilerApi = 1,    // cudaProfilerStart/Stop, cuProfilerStart/Stop
+  kCommand = 2,        // gprof-run start/stop DIR
+  kSessionEnd = 3,     // the command ended with a window open
+  kNvtxRange = 4,      // the NVTX range --capture-range=nvtx:NAME names was opened / closed
+  kFlightStart = 5,    // --flight-recorder: the window opened before the command started
   kFreezeTrigger = 6,  // --trigger freeze:MS: a CUDA call took MS or longer
   kHangTrigger = 7,    // --trigger hang:SEC: no CUDA call finished for SEC
 };

@@ -222,6 +222,43 @@ TEST(FlightRecorder, CommandEndWithoutTriggerAndACutFileStillRead) {
       << report_again.out;
 }
 
+// Asked from outside: `gprof-run stop DIR` ends the recording at once (the command runs on, and
+// nothing after the stop is recorded), and `gprof-run start DIR` does not start it again.
+TEST(FlightRecorder, StopFromOutsideEndsItForGood) {
+  TempDir dir;
+  std::string session_dir = dir.Sub("s");
+  bool kernel = BpfUnavailableReason().empty();
+  std::string script = AppPath("flight_app") + " --calm-s 9 & sleep 6; " + GprofRunPath() +
+                       " stop " + session_dir + "; echo stop=$?; " + GprofRunPath() + " start " +
+                       session_dir + "; echo start=$?; wait";
+  std::vector<std::string> args = {"-o", session_dir, "--flight-recorder", "2"};
+  if (!kernel) args.push_back("--no-kernel");
+  for (std::string arg : {"--", "sh", "-c", script.c_str()}) args.push_back(arg);
+  ProcessResult run = RunGprof(args);
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_NE(run.out.find("stop=0"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("start=125"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("a flight recording, once stopped, is not started again"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.out.find("flight_app: done"), std::string::npos);
+  json meta = ReadJson(session_dir + "/session.json");
+  ASSERT_TRUE(meta["capture"]["flight"].is_object()) << meta.dump();
+  EXPECT_EQ(meta["capture"]["flight"]["ended_by"], "stop");
+  Held held = ExpectOnlyTheSpanHeld(session_dir, kernel);
+  EXPECT_NEAR((held.end_ns - held.start_ns) / 1e9, 2.0, 0.5);
+  // The program ran 3 s on after the stop: none of it is recorded.
+  uint64_t end = meta["end"]["monotonic_ns"].get<uint64_t>();
+  EXPECT_GT(end, held.end_ns + 2 * kSecondNs);
+  auto session = collector::ReadSession(session_dir);
+  ASSERT_TRUE(session.ok());
+  for (const auto& call : session->api_calls)
+    EXPECT_LT(call.enter_ns, held.end_ns) << "a call after the stop";
+  std::string report = ReadFile(session_dir + "/report.txt");
+  EXPECT_NE(report.find("  trigger   ended by gprof-run stop, no trigger fired"), std::string::npos)
+      << report;
+}
+
 TEST(FlightRecorder, TriggerNeedsTheFlightRecorder) {
   ProcessResult run = RunGprof({"--trigger", "freeze:100", "--", "true"});
   EXPECT_NE(run.exit_code(), 0) << run.err;

@@ -322,9 +322,11 @@ void KernelRecorder::FinishRecording() {
   // After a stop, what is staged is lost; the loss counts get one last try (the disk may have
   // room again). Write failures so far; records of a failing final chunk can only reach stats().
   if (s.writes_stopped_ns != 0) {
-    s.lost_to_writes += s.staged_records;
+    s.lost_to_writes += s.staged_records + s.staged_state_records;
     s.staged.clear();
     s.staged_records = 0;
+    s.staged_state.clear();
+    s.staged_state_records = 0;
     s.final_write = true;
   }
   if (s.lost_stacks > 0) {

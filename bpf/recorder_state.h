@@ -31,6 +31,8 @@ namespace gprof::bpf {
 
 constexpr size_t kFlushBytes = 1u << 20;  // write a chunk once this much is staged
 constexpr uint64_t kFlushIntervalNs = 250'000'000;
+constexpr size_t kStateFlushBytes = 256u << 10;
+constexpr uint64_t kStateFlushIntervalNs = 10'000'000'000;
 constexpr uint64_t kWaitCountIntervalNs = 1'000'000'000;  // short waits' totals read this often
 constexpr int kPollSliceMs = 100;                         // the longest wait in Poll (see there)
 constexpr uint64_t kMinRingBufferBytes = 16ull << 20;
@@ -71,7 +73,15 @@ struct KernelRecorder::State {
 
   std::vector<char> staged;
   uint32_t staged_records = 0;
-  bool staged_trimmable = false;  // --flight-recorder: data, not state (one kind per chunk)
+  // --flight-recorder: state (stacks, processes, maps: what data records refer to) is staged apart
+  // and written in chunks of its own, which are never trimmed. Each such chunk keeps a block of
+  // the file on disk whatever is punched around it, so the stacks that keep appearing are written
+  // together, every kStateFlushIntervalNs or kStateFlushBytes; other state goes out with the next
+  // data (a thread's start before its waits).
+  std::vector<char> staged_state;
+  uint32_t staged_state_records = 0;
+  uint64_t state_staged_ns = 0;  // when its oldest record was staged
+  bool state_due = false;        // it holds more than stacks and symbols
   uint64_t last_flush_ns = 0;
 
   std::unordered_set<int32_t> stacks_written;
@@ -154,6 +164,8 @@ struct KernelRecorder::State {
   void StopWriting(const char* cause, const char* why);
 
   void Flush();
+  // One staged buffer out as a chunk (Flush's work); `trimmable`: data.
+  void WriteStaged(std::vector<char>* buffer, uint32_t* records, bool trimmable);
 
   void Append(const void* data, size_t size);
 

@@ -83,15 +83,16 @@ void KernelRecorder::State::StopWriting(const char* cause, const char* why) {
   }
 }
 
-void KernelRecorder::State::Flush() {
-  if (staged.empty()) return;
+void KernelRecorder::State::WriteStaged(std::vector<char>* buffer, uint32_t* records,
+                                        bool trimmable) {
+  if (buffer->empty()) return;
   int error = writes_stopped_ns != 0 && !final_write
                   ? ENOSPC
-                  : writer.Write(staged.data(), staged.size(), staged_records, staged_trimmable);
+                  : writer.Write(buffer->data(), buffer->size(), *records, trimmable);
   if (error == 0) {
-    records_written += staged_records;
+    records_written += *records;
   } else if (error != ChunkFileWriter::kSizeBudgetRefused) {  // the budget counts what it refuses
-    lost_to_writes += staged_records;
+    lost_to_writes += *records;
     if (writes_stopped_ns == 0) {
       char why[200];
       if (writer.refused_for_room()) {
@@ -114,19 +115,35 @@ void KernelRecorder::State::Flush() {
       }
     }
   }
-  staged.clear();
-  staged_records = 0;
-  last_flush_ns = MonotonicNs();
+  buffer->clear();
+  *records = 0;
+}
+
+void KernelRecorder::State::Flush() {
+  uint64_t now = MonotonicNs();
+  if (!staged_state.empty() && (finished || state_due || staged_state.size() >= kStateFlushBytes ||
+                                now - state_staged_ns >= kStateFlushIntervalNs)) {
+    WriteStaged(&staged_state, &staged_state_records, /*trimmable=*/false);
+    state_due = false;
+  }
+  WriteStaged(&staged, &staged_records, writer.trims());
+  last_flush_ns = now;
 }
 
 void KernelRecorder::State::Append(const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
-  if (writer.trims() && size >= sizeof(gprof_rec_hdr)) {  // a chunk holds data or state
+  if (writer.trims() && size >= sizeof(gprof_rec_hdr)) {
     gprof_rec_hdr hdr{};
     memcpy(&hdr, bytes, sizeof(hdr));
-    bool trimmable = IsTrimmableRecord(hdr.type);
-    if (!staged.empty() && trimmable != staged_trimmable) Flush();
-    staged_trimmable = trimmable;
+    if (!IsTrimmableRecord(hdr.type)) {
+      if (staged_state.empty()) state_staged_ns = MonotonicNs();
+      state_due |= hdr.type != GPROF_REC_KERNEL_STACK && hdr.type != GPROF_REC_USER_STACK &&
+                   hdr.type != GPROF_REC_KERNEL_SYMBOL;
+      staged_state.insert(staged_state.end(), bytes, bytes + size);
+      ++staged_state_records;
+      if (staged_state.size() >= kStateFlushBytes) Flush();
+      return;
+    }
   }
   staged.insert(staged.end(), bytes, bytes + size);
   ++staged_records;

@@ -89,7 +89,8 @@ def over_time(gprof, app, seconds, keep, work, flight):
 
 def summary(samples, keep):
     """Medians of the samples after the first `keep` seconds, and the growth over that part."""
-    later = [s for s in samples if s["t_s"] > keep + 2] or samples
+    alive = [s for s in samples if s["gprof_rss_kib"] > 0 and s["target_rss_kib"] > 0] or samples
+    later = [s for s in alive if s["t_s"] > keep + 2] or alive
     out = {}
     for key in ("gprof_rss_kib", "target_rss_kib", "disk_used_bytes", "disk_length_bytes"):
         values = [s[key] for s in later]

@@ -46,8 +46,16 @@ constexpr uint64_t kTrimIntervalNs = 1'000'000'000;
 // --flight-recorder: records of what happened, which go once older than the seconds kept. Every
 // other record (names, maps, process and clock facts, messages, loss counts, and any type this
 // list does not know) names or places what later records refer to, and stays.
-bool IsTrimmableRecord(uint16_t type) {
-  switch (type) {
+bool IsTrimmableRecord(const void* head, size_t head_size) {
+  format::RecordHeader header{};
+  memcpy(&header, head, sizeof(header));
+  if (header.type == format::kNvtxEvent && head_size >= sizeof(format::NvtxEventRecord)) {
+    // Ranges and marks are data; names of domains, strings, categories and threads are state.
+    format::NvtxEventRecord event;
+    memcpy(&event, head, sizeof(event));
+    return event.kind <= static_cast<uint16_t>(format::NvtxEventKind::kMark);
+  }
+  switch (header.type) {
     case format::kApiCall:
     case format::kGpuKernel:
     case format::kGpuMemcpy:
@@ -621,9 +629,7 @@ void SessionWriter::AccountStagedCalls() {
 void SessionWriter::Append(const void* head, size_t head_size, const void* tail, size_t tail_size) {
   size_t size = head_size + tail_size;
   if (file_.trims()) {  // a chunk holds data or state, never both
-    format::RecordHeader header{};
-    memcpy(&header, head, sizeof(header));
-    bool trimmable = IsTrimmableRecord(header.type);
+    bool trimmable = IsTrimmableRecord(head, head_size);
     if (staged_bytes_ > 0 && trimmable != staged_trimmable_) Flush();
     staged_trimmable_ = trimmable;
   }

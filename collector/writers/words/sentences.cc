@@ -328,7 +328,8 @@ std::string InRangesWords(const Session& session, const std::vector<uint32_t>& r
   }
   if (paths.size() == 1) return "in " + paths[0].second;
   std::vector<std::pair<std::string, std::string>> grouped;  // path, its threads
-  for (const auto& [tid, path] : paths) {
+  for (const auto& [tid, thread_path] : paths) {
+    const std::string& path = thread_path;  // a lambda may not capture a structured binding
     auto same = std::find_if(grouped.begin(), grouped.end(),
                              [&](const auto& entry) { return entry.first == path; });
     if (same == grouped.end()) same = grouped.insert(grouped.end(), {path, ""});

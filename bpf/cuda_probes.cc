@@ -22,9 +22,24 @@ namespace {
 
 // An exported function of the CUDA driver API: "cu" and a capital (cuLaunchKernel, cuMemcpyAsync),
 // not the runtime's "cuda..." nor a lower-case internal name.
+// The driver calls that block, launch, copy, allocate or load, and their _v2/_ptsz/_ptds forms:
+// not every cu* function. Removing a uprobe waits for RCU grace periods, one removal after
+// another (about 100 ms each on these kernels, even from many threads): a real libcuda's some
+// 700 cu* functions, two probes each, took minutes to detach.
+constexpr const char* kProbedPrefixes[] = {
+    "cuLaunch",          "cuGraphLaunch",        "cuGraphInstantiate", "cuMemcpy",
+    "cuMemset",          "cuMemAlloc",           "cuMemFree",          "cuMemHost",
+    "cuMemPrefetch",     "cuStreamSynchronize",  "cuStreamQuery",      "cuStreamWaitEvent",
+    "cuStreamBeginCapture", "cuStreamEndCapture", "cuEventSynchronize", "cuEventQuery",
+    "cuEventRecord",     "cuCtxSynchronize",     "cuModuleLoad",       "cuLibraryLoad",
+    "cuInit",            "cuDevicePrimaryCtxRetain", "cuCtxCreate"};
+
 bool IsDriverEntryPoint(const char* name) {
-  return name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z' &&
-         strlen(name) < GPROF_CUDA_PROBE_NAME_LEN;
+  if (strlen(name) >= GPROF_CUDA_PROBE_NAME_LEN) return false;
+  for (const char* prefix : kProbedPrefixes) {
+    if (strncmp(name, prefix, strlen(prefix)) == 0) return true;
+  }
+  return false;
 }
 
 bool IsLibcuda(const std::string& path) {

@@ -127,13 +127,27 @@ size_t ReadSmallProcFile(const char* path, char* out, size_t capacity) {
   return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
+// The report's warning for a process that records without the session's budget or control
+// (NamespacesRecord's flags `unreachable`). EINVAL: no such segment here (another IPC namespace,
+// `unshare -i`); EPERM or ENOSYS: a seccomp filter that refuses System V shared memory.
+void SaySharedMemoryUnreachable(uint32_t unreachable, int error) {
+  char text[240];
+  snprintf(text, sizeof(text),
+           "recorded without the session's shared memory (%s: %s): %sit may have written after "
+           "the command ended",
+           strerror(error), error == EINVAL ? "another IPC namespace" : "shmat refused",
+           (unreachable & format::kSizeBudgetUnreachable) != 0
+               ? "--max-size was not enforced on this process's file, and "
+               : "");
+  PostMessage(format::MessageLevel::kWarning, text);
+}
+
 }  // namespace
 
 SessionWriter::SessionWriter() : staging_(new uint8_t[kStagingBytes]) {
   // Never grown while the program runs: a new thread's view must not allocate.
   ring_views_.reserve(kMaxRings);
 }
-
 
 int SessionWriter::Open(const char* session_dir) {
   pid_t pid = getpid();
@@ -240,20 +254,7 @@ int SessionWriter::Open(const char* session_dir) {
   }
   WriteNamespaces(pid_namespace, profiler_namespace, unreachable);
   WriteProcessInfo();
-  if (unreachable != 0) {
-    // EINVAL: no such segment here (another IPC namespace, `unshare -i`); EPERM or ENOSYS: a
-    // seccomp filter that refuses System V shared memory.
-    char text[240];
-    snprintf(text, sizeof(text),
-             "recorded without the session's shared memory (%s: %s): %sit may have written after "
-             "the command ended",
-             strerror(unreachable_error),
-             unreachable_error == EINVAL ? "another IPC namespace" : "shmat refused",
-             (unreachable & format::kSizeBudgetUnreachable) != 0
-                 ? "--max-size was not enforced on this process's file, and "
-                 : "");
-    PostMessage(format::MessageLevel::kWarning, text);
-  }
+  if (unreachable != 0) SaySharedMemoryUnreachable(unreachable, unreachable_error);
   WriteApiNames();
   WriteMaps();
   Flush();

@@ -95,7 +95,7 @@ run() {
     attach)
       # Issue 38: `gprof-run -p PID --duration 5` on a running PyTorch loop: its CUDA calls from
       # uprobes on the real libcuda, the loop's rate before, during and after.
-      part attach 120 scripts/gpu/validate_attach.sh .gpu/build/bin/gprof-run "$results/attach"
+      part attach 180 scripts/gpu/validate_attach.sh .gpu/build/bin/gprof-run "$results/attach"
       ;;
     nvtx)
       # Issue 39: torch.cuda.nvtx ranges and emit_nvtx's operators against torch.profiler.

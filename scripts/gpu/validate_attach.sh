@@ -18,7 +18,7 @@ gprof_status=$?
 attach_end=$(date +%s.%N)
 wait "$loop"
 loop_status=$?
-echo "gprof-run -p: exit $gprof_status, $(echo "$attach_end - $attach_start" | bc) s in all"
+echo "gprof-run -p: exit $gprof_status, $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$attach_end" "$attach_start") s in all"
 echo "loop: exit $loop_status, stdout: $(cat "$out/loop.out")"
 grep -m1 "recording" "$out/gprof.err"
 sed -n '1,12p' "$out/session/report.txt"

@@ -22,7 +22,7 @@ for mode in lock dataloader; do
   start=$(date +%s.%N)
   "$gprof" dump -p "$program" --json "$out/$mode.dump.json" > "$out/$mode.dump.txt" \
     2> "$out/$mode.dump.err"
-  echo "$mode: dump exit $?, $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "$mode: dump exit $?, $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$(date +%s.%N)" "$start") s"
   kill -9 "$program" 2>/dev/null
   pkill -9 -P "$program" 2>/dev/null
   wait "$program" 2>/dev/null

@@ -409,10 +409,21 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
     if (thread.holder == 0) thread.holder_source = HolderSource::kNone;
   }
   process.ns_pid = InnermostId("/proc/" + std::to_string(pid) + "/status", pid);
-  // Gone, or a zombie now (its parent has not reaped it yet).
-  FileRead stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
-  std::optional<StatFields> now = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
-  process.exited = !now || now->state == 'Z' || now->state == 'X' || process.threads.empty();
+  // Gone, or a zombie now (its parent has not reaped it yet). A thread that ended while it was
+  // read may be the process's exit under way (exit_group ends the threads one by one): it is
+  // given up to 50 ms to finish, so that the process is not said to live on when it is ending.
+  auto ended = [&] {
+    FileRead stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+    std::optional<StatFields> now = stat.error == 0 ? ParseStat(stat.text) : std::nullopt;
+    return !now || now->state == 'Z' || now->state == 'X';
+  };
+  const bool thread_ended = std::any_of(process.threads.begin(), process.threads.end(),
+                                        [](const ThreadSnapshot& thread) { return thread.exited; });
+  process.exited = ended() || process.threads.empty();
+  for (int waited_ms = 0; thread_ended && !process.exited && waited_ms < 50; ++waited_ms) {
+    usleep(1000);
+    process.exited = ended();
+  }
   return process;
 }
 

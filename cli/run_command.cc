@@ -620,6 +620,20 @@ int ReportOnSession(const RunOptions& options, int wait_status,
   return ExitStatusOf(wait_status);
 }
 
+// The session directory -o names (expanded), for a command or an attach named `name`. Under sudo
+// the session is the invoking user's: made by them, every file theirs from its first moment, and
+// named only through the directory's descriptor while this runs as root.
+Expected<std::unique_ptr<Session>> MakeSession(const RunOptions& options,
+                                               const std::string& name) {
+  LaunchSettings launch;
+  if (Status sudo = ApplySudoUser(options, &launch); !sudo.ok()) return sudo;
+  auto output_dir = ExpandOutputName(options.output_dir);
+  if (!output_dir.ok()) return output_dir.status();
+  auto session_dir = CreateSessionDirectory(*output_dir, name, launch);
+  if (!session_dir.ok()) return session_dir.status();
+  return std::unique_ptr<Session>(new Session{std::move(*session_dir), std::move(launch)});
+}
+
 }  // namespace
 
 void Say(const std::string& line) {
@@ -672,24 +686,12 @@ int RunCommand(const RunOptions& options) {
     Say(inject_library.status().message());
     return kExitToolFailure;
   }
-  // Under sudo the session is the invoking user's: made by them, every file theirs from its first
-  // moment, and named only through the directory's descriptor while this runs as root.
-  LaunchSettings launch;
-  if (Status sudo = ApplySudoUser(options, &launch); !sudo.ok()) {
-    Say(sudo.message());
+  auto made = MakeSession(options, options.command.front());
+  if (!made.ok()) {
+    Say(made.status().message());
     return kExitToolFailure;
   }
-  auto output_dir = ExpandOutputName(options.output_dir);
-  if (!output_dir.ok()) {
-    Say(output_dir.status().message());
-    return kExitToolFailure;
-  }
-  auto session_dir = CreateSessionDirectory(*output_dir, options.command.front(), launch);
-  if (!session_dir.ok()) {
-    Say(session_dir.status().message());
-    return kExitToolFailure;
-  }
-  Session session{std::move(*session_dir), std::move(launch)};
+  Session& session = **made;
   RunDescription& run = session.run;
   run.time_namespace_monotonic_ns = monotonic_offset_ns;
   run.time_namespace_boottime_ns = boottime_offset_ns;
@@ -786,23 +788,12 @@ int AttachCommand(const RunOptions& options) {
     Say(allowed.message());
     return kExitToolFailure;
   }
-  LaunchSettings launch;
-  if (Status sudo = ApplySudoUser(options, &launch); !sudo.ok()) {
-    Say(sudo.message());
+  auto made = MakeSession(options, "attach-" + std::to_string(pids->front()));
+  if (!made.ok()) {
+    Say(made.status().message());
     return kExitToolFailure;
   }
-  auto output_dir = ExpandOutputName(options.output_dir);
-  if (!output_dir.ok()) {
-    Say(output_dir.status().message());
-    return kExitToolFailure;
-  }
-  auto session_dir =
-      CreateSessionDirectory(*output_dir, "attach-" + std::to_string(pids->front()), launch);
-  if (!session_dir.ok()) {
-    Say(session_dir.status().message());
-    return kExitToolFailure;
-  }
-  Session session{std::move(*session_dir), std::move(launch)};
+  Session& session = **made;
   RunDescription& run = session.run;
   run.time_namespace_monotonic_ns = monotonic_offset_ns;
   run.time_namespace_boottime_ns = boottime_offset_ns;

@@ -92,6 +92,7 @@ class TimelineWriter {
   void RunPendingUpTo(uint64_t time_ns);
   void Run(const Pending& pending);
   void BeginNvtxRange(const NvtxRange& range);
+  TrackEventSpec NvtxEvent(uint32_t name, uint32_t domain, uint64_t time_ns);
   void WriteNvtxMark(const NvtxMark& mark);
   uint64_t InnermostRangeIid(uint32_t tid, uint64_t time_ns);
   void BeginApiCall(const ApiCall& call);
@@ -296,16 +297,21 @@ void TimelineWriter::Run(const Pending& pending) {
   }
 }
 
-// An NVTX range on its thread's track, nested with the CUDA calls it holds; its domain (else
-// "nvtx") as category.
-void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
+// An NVTX range's or mark's event: its name, and its domain (else "nvtx") as category.
+TrackEventSpec TimelineWriter::NvtxEvent(uint32_t name, uint32_t domain, uint64_t time_ns) {
   TrackEventSpec event;
-  event.timestamp_ns = range.start_ns;
-  event.name_iid = interner_.Intern(
-      InternTable::kEventNames, range.name != 0 ? session_.nvtx_strings[range.name] : "(unnamed)");
-  event.category_iid = range.domain != 0 ? interner_.Intern(InternTable::kCategories,
-                                                            session_.nvtx_strings[range.domain])
-                                         : vocabulary_.nvtx;
+  event.timestamp_ns = time_ns;
+  event.name_iid = interner_.Intern(InternTable::kEventNames,
+                                    name != 0 ? session_.nvtx_strings[name] : "(unnamed)");
+  event.category_iid =
+      domain != 0 ? interner_.Intern(InternTable::kCategories, session_.nvtx_strings[domain])
+                  : vocabulary_.nvtx;
+  return event;
+}
+
+// An NVTX range on its thread's track, nested with the CUDA calls it holds.
+void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
+  TrackEventSpec event = NvtxEvent(range.name, range.domain, range.start_ns);
   if (range.open) event.Annotate(vocabulary_.still_open_at_end, Annotation::Kind::kUint, 1);
   open_ranges_[range.tid].push_back(&range);
   BeginSlice(tracks_.Thread(range.tid, range.pid).thread, event, range.end_ns);
@@ -313,14 +319,8 @@ void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
 
 // An NVTX mark: an instant on its thread's track.
 void TimelineWriter::WriteNvtxMark(const NvtxMark& mark) {
-  TrackEventSpec event;
-  event.timestamp_ns = mark.time_ns;
-  event.name_iid = interner_.Intern(
-      InternTable::kEventNames, mark.name != 0 ? session_.nvtx_strings[mark.name] : "(unnamed)");
-  event.category_iid = mark.domain != 0 ? interner_.Intern(InternTable::kCategories,
-                                                           session_.nvtx_strings[mark.domain])
-                                        : vocabulary_.nvtx;
-  packets_.WriteTrackEvent(tracks_.Thread(mark.tid, mark.pid).thread.sequence, event);
+  packets_.WriteTrackEvent(tracks_.Thread(mark.tid, mark.pid).thread.sequence,
+                           NvtxEvent(mark.name, mark.domain, mark.time_ns));
 }
 
 // The name of the innermost NVTX range open on `tid` at `time_ns` (times only grow), 0: none.

@@ -6,10 +6,13 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -140,25 +143,19 @@ void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string
   }
   std::vector<EntryPoint> entry_points = DriverEntryPoints(fd);
   const std::string binary = "/proc/self/fd/" + std::to_string(fd);
-  size_t attached = 0;
-  int first_error = 0;
+  std::vector<uint64_t> offsets, cookies;
   for (const EntryPoint& entry : entry_points) {
     int64_t index = IndexOf(entry.name);
     if (index < 0) break;
-    for (bool retprobe : {false, true}) {
-      LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = static_cast<uint64_t>(index),
-                  .retprobe = retprobe);
-      links_->reserve(links_->size() + 1);  // a push_back that throws would leak the link
-      bpf_link* link =
-          bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, static_cast<pid_t>(pid),
-                                          binary.c_str(), entry.file_offset, &options);
-      if (link == nullptr) {
-        if (first_error == 0) first_error = errno;
-        continue;
-      }
-      links_->push_back(link);
-      attached += retprobe ? 1 : 0;
-    }
+    offsets.push_back(entry.file_offset);
+    cookies.push_back(static_cast<uint64_t>(index));
+  }
+  int first_error = 0;
+  size_t attached = 0;
+  if (!offsets.empty()) {
+    auto attach = multi_ ? &CudaProbes::AttachMulti : &CudaProbes::AttachEach;
+    (this->*attach)(enter_, false, pid, binary, offsets, cookies, &first_error);
+    attached = (this->*attach)(exit_, true, pid, binary, offsets, cookies, &first_error);
   }
   close(fd);  // the probes hold the inode
   std::string line = "kernel recorder: CUDA driver calls of pid " + std::to_string(pid) +
@@ -166,6 +163,75 @@ void CudaProbes::Probe(uint32_t pid, const std::string& range, const std::string
                      std::to_string(entry_points.size()) + " cu* entry points of " + path;
   if (first_error != 0) line += std::string(" (") + strerror(first_error) + ")";
   note_(line);
+}
+
+size_t CudaProbes::AttachEach(bpf_program* program, bool retprobe, uint32_t pid,
+                              const std::string& binary, const std::vector<uint64_t>& offsets,
+                              const std::vector<uint64_t>& cookies, int* first_error) {
+  size_t attached = 0;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = cookies[i], .retprobe = retprobe);
+    links_->reserve(links_->size() + 1);  // a push_back that throws would leak the link
+    bpf_link* link = bpf_program__attach_uprobe_opts(program, static_cast<pid_t>(pid),
+                                                     binary.c_str(), offsets[i], &options);
+    if (link == nullptr) {
+      if (*first_error == 0) *first_error = errno;
+      continue;
+    }
+    links_->push_back(link);
+    ++attached;
+  }
+  return attached;
+}
+
+size_t CudaProbes::AttachMulti(bpf_program* program, bool retprobe, uint32_t pid,
+                               const std::string& binary, const std::vector<uint64_t>& offsets,
+                               const std::vector<uint64_t>& cookies, int* first_error) {
+  // union bpf_attr's link_create for BPF_TRACE_UPROBE_MULTI (linux/bpf.h since 6.6), written out:
+  // libbpf 1.1 has no call for it and the build's kernel headers may predate it.
+  struct UprobeMultiLinkCreate {
+    uint32_t prog_fd;
+    uint32_t target_fd;
+    uint32_t attach_type;
+    uint32_t flags;
+    uint64_t path;
+    uint64_t offsets;
+    uint64_t ref_ctr_offsets;
+    uint64_t cookies;
+    uint32_t count;
+    uint32_t multi_flags;  // BPF_F_UPROBE_MULTI_RETURN: 1
+    uint32_t pid;
+    uint32_t padding;
+  };
+  static_assert(sizeof(UprobeMultiLinkCreate) == 64);
+  static_assert(offsetof(UprobeMultiLinkCreate, path) == 16);
+  static_assert(offsetof(UprobeMultiLinkCreate, pid) == 56);
+  UprobeMultiLinkCreate attr{};
+  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(program));
+  attr.attach_type = kAttachUprobeMulti;
+  attr.path = reinterpret_cast<uintptr_t>(binary.c_str());
+  attr.offsets = reinterpret_cast<uintptr_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uintptr_t>(cookies.data());
+  attr.count = static_cast<uint32_t>(offsets.size());
+  attr.multi_flags = retprobe ? 1 : 0;
+  attr.pid = pid;
+  link_fds_->reserve(link_fds_->size() + 1);  // a push_back that throws would leak the link
+  long fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+  if (fd < 0) {
+    if (*first_error == 0) *first_error = errno;
+    return 0;
+  }
+  link_fds_->push_back(static_cast<int>(fd));
+  return offsets.size();
+}
+
+bool KernelHasUprobeMulti() {
+  struct utsname name {};
+  unsigned major_version = 0, minor_version = 0;
+  if (uname(&name) != 0 || sscanf(name.release, "%u.%u", &major_version, &minor_version) != 2) {
+    return false;
+  }
+  return major_version > 6 || (major_version == 6 && minor_version >= 6);
 }
 
 int64_t CudaProbes::IndexOf(const std::string& name) {

@@ -152,6 +152,7 @@ struct AttachPlan {
   std::string python_off_reason;
   bool python_marker = false;
   bool cuda_probes = false;  // the uprobes on libcuda's entry points, attached per binary later
+  bool cuda_probes_multi = false;  // ...as one uprobe_multi link per binary and direction
   bool python_on() const { return python && python_off_reason.empty(); }
   // On-CPU samples (native stacks, and Python stacks where Python is on): wanted, and why not.
   bool sample = false;
@@ -484,6 +485,10 @@ Status LoadAndAttach(KernelRecorder::State& state, const KernelRecorderOptions& 
     bpf_object__for_each_program(program, skel->obj) {
       bpf_program__set_autoload(program, Wanted(plan, program));
       bpf_program__set_log_level(program, g_print_debug ? 1 : 4);
+      // A program of a uprobe_multi link is loaded for that attach type.
+      if (plan.cuda_probes_multi && IsCudaProbeProgram(program)) {
+        bpf_program__set_expected_attach_type(program, kAttachUprobeMulti);
+      }
     }
     int rc = kernel_events_bpf__load(skel);
     if (rc != 0) {
@@ -620,6 +625,7 @@ AttachPlan PlanFor(const KernelRecorderOptions& options) {
   plan.sample = options.sample_hz > 0;
   plan.python_marker = !options.python_marker_library.empty();
   plan.cuda_probes = options.cuda_probes;
+  plan.cuda_probes_multi = options.cuda_probes && KernelHasUprobeMulti();
   return plan;
 }
 
@@ -683,13 +689,13 @@ Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::StartOrThrow(
   AttachPythonParts(*state, options, plan);
   if (plan.cuda_probes) {
     State* s = state.get();
-    state->cuda = std::make_unique<CudaProbes>(state->skel->progs.on_cuda_enter,
-                                               state->skel->progs.on_cuda_exit,
-                                               bpf_map__fd(state->skel->maps.cuda_probe_names),
-                                               &state->links, [s](const std::string& note) {
-                                                 s->notes.push_back(note);
-                                                 s->EmitNote(note);
-                                               });
+    state->cuda = std::make_unique<CudaProbes>(
+        state->skel->progs.on_cuda_enter, state->skel->progs.on_cuda_exit,
+        bpf_map__fd(state->skel->maps.cuda_probe_names), plan.cuda_probes_multi, &state->links,
+        &state->link_fds, [s](const std::string& note) {
+          s->notes.push_back(note);
+          s->EmitNote(note);
+        });
   }
   NoteSettings(*state, options);
 

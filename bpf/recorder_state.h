@@ -8,6 +8,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -59,6 +60,7 @@ bool ReadProcFile(const std::string& path, size_t limit, std::string* text);
 struct KernelRecorder::State {
   kernel_events_bpf* skel = nullptr;
   std::vector<bpf_link*> links;
+  std::vector<int> link_fds;  // links libbpf 1.1 cannot make (cuda_probes' uprobe_multi)
   ring_buffer* ring = nullptr;
   ChunkFileWriter writer;
   int stacks_fd = -1;
@@ -137,6 +139,8 @@ struct KernelRecorder::State {
   void DetachAll() {
     for (bpf_link* link : links) bpf_link__destroy(link);
     links.clear();
+    for (int fd : link_fds) close(fd);
+    link_fds.clear();
   }
 
   void Release() {

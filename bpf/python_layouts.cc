@@ -143,6 +143,9 @@ std::optional<PythonObjectLayout> TableObjectLayout(uint32_t version_hex) {
     l.values_values = 0;  // ma_values is the array itself
     l.heaptype_cached_keys = minor == 0x0309 ? 864 : 872;
     l.interp_modules = 856;
+    l.frame_localsplus = minor == 0x0309 ? 360 : 352;  // after 3.10's smaller f_stackdepth fields
+    l.frame_valuestack = 64;
+    l.code_stacksize = 32;
   } else {
     l.code_has_qualname = true;
     l.code_size = 16;
@@ -153,6 +156,7 @@ std::optional<PythonObjectLayout> TableObjectLayout(uint32_t version_hex) {
     l.keys_nentries = 24;
     l.keys_indices = 32;
     l.values_values = 0;
+    l.frame_localsplus = 72;
     if (minor == 0x030b) {
       l.code_firstlineno = 72;
       l.code_filename = 112;
@@ -162,6 +166,8 @@ std::optional<PythonObjectLayout> TableObjectLayout(uint32_t version_hex) {
       l.unicode_compact_size = 72;
       l.heaptype_cached_keys = 872;
       l.interp_modules = 888;
+      l.code_stacksize = 68;
+      l.code_nlocalsplus = 76;
     } else {
       l.code_firstlineno = 68;
       l.code_filename = 112;
@@ -170,6 +176,8 @@ std::optional<PythonObjectLayout> TableObjectLayout(uint32_t version_hex) {
       l.unicode_ascii_size = 40;
       l.unicode_compact_size = 56;
       l.long_tagged = true;
+      l.code_stacksize = 64;
+      l.code_nlocalsplus = 72;
       l.heaptype_cached_keys = 880;
       l.interp_modules = minor == 0x030c ? 944 : 7656;
       if (minor == 0x030d) l.values_values = 8;  // capacity, size, embedded, valid, then values
@@ -275,6 +283,7 @@ Expected<DebugLayout> ReadDebugOffsets(std::span<const uint8_t> bytes, uint32_t 
               Inside(d.interpreter_frame.executable, d.interpreter_frame.size, 8) &&
               Inside(d.interpreter_frame.instr_ptr, d.interpreter_frame.size, 8) &&
               Inside(d.interpreter_frame.owner, d.interpreter_frame.size, 1) &&
+              d.interpreter_frame.localsplus <= d.interpreter_frame.size &&
               Inside(d.code_object.filename, d.code_object.size, 8) &&
               Inside(d.code_object.qualname, d.code_object.size, 8) &&
               Inside(d.code_object.linetable, d.code_object.size, 8) &&
@@ -334,6 +343,7 @@ Expected<DebugLayout> ReadDebugOffsets(std::span<const uint8_t> bytes, uint32_t 
   l.dict_values = static_cast<uint16_t>(d.dict_object.ma_values);
   l.type_flags = static_cast<uint16_t>(d.type_object.tp_flags);
   l.interp_modules = static_cast<uint16_t>(d.interpreter_state.imports_modules);
+  l.frame_localsplus = static_cast<uint16_t>(d.interpreter_frame.localsplus);
   FinishHeader(&l);
   return layout;
 }

@@ -46,6 +46,7 @@ void WalkFrames(const ProcessMemory& memory, const PythonInterpreter& python,
     }
     uint64_t code = At<uint64_t>(buffer, o.frame_code);
     uint64_t instr_field = o.frame_kind == GPROF_PY_FRAMES_OBJECTS ? 0 : o.frame_instr;
+    uint64_t address = frame;
     frame = At<uint64_t>(buffer, o.frame_previous);
     // The eval loop's entry shim (3.12 on) is no frame of the program's.
     if (o.frame_kind != GPROF_PY_FRAMES_OBJECTS && o.frame_owner != kPyNone &&
@@ -75,6 +76,7 @@ void WalkFrames(const ProcessMemory& memory, const PythonInterpreter& python,
       return;
     }
     PythonFrameRead read;
+    read.address = address;
     read.key.code = code;
     read.key.firstlineno = At<int32_t>(code_buffer, o.code_firstlineno);
     read.key.tag = static_cast<uint32_t>(At<uint64_t>(code_buffer, o.code_filename) ^

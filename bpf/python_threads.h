@@ -16,6 +16,7 @@
 namespace gprof::bpf {
 
 struct PythonFrameRead {
+  uint64_t address = 0;  // the frame: a PyFrameObject (3.9, 3.10), an interpreter frame after
   PythonCodeKey key;
   int32_t offset = -1;  // the instruction's byte offset in the code; -1: not started
   PythonCode code;      // its file, name and line table (code.error: not read)

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "bpf/python_locks.h"
 #include "bpf/python_threads.h"
 #include "collector/symbols/python_lines.h"
 
@@ -47,10 +48,81 @@ std::vector<collector::live::PythonFrameLine> FrameLines(const bpf::PythonThread
   return lines;
 }
 
+// The frame's function ends with `name` ("Condition.wait" from 3.11, "wait" before) in a file
+// named `file`.
+bool FrameIs(const bpf::PythonFrameRead& frame, const std::string& file, const std::string& name) {
+  return frame.code.error == 0 && frame.code.filename.ends_with("/" + file) &&
+         frame.code.name.ends_with(name);
+}
+
 bool WaitsOnFutexWord(const ThreadSnapshot& thread) {
   if (!thread.in_syscall || thread.syscall != collector::live::kFutexSystemCall) return false;
   unsigned command = static_cast<unsigned>(thread.args[1]) & FUTEX_CMD_MASK;
   return command == FUTEX_WAIT || command == FUTEX_WAIT_BITSET;
+}
+
+// The threading lock `thread` waits for (found in its frames: python_locks.h), and its holder
+// where the lock names it (an RLock) or one thread's `with` block says it (a Lock, inferred).
+void DescribePythonLock(const bpf::ProcessMemory& memory, const bpf::PythonInterpreter& python,
+                        const std::map<pid_t, const bpf::PythonThreadRead*>& read_of_tid,
+                        const std::map<uint64_t, pid_t>& tid_of_ident, ProcessSnapshot* process,
+                        ThreadSnapshot* thread) {
+  auto read = read_of_tid.find(thread->tid);
+  if (read == read_of_tid.end()) return;
+  const bpf::PythonThreadRead& waiter = *read->second;
+  std::optional<bpf::PythonLock> lock =
+      bpf::PythonLockWaitedOn(memory, python, waiter, thread->args[0]);
+  if (!lock) return;
+  thread->lock_address = lock->object;
+  if (lock->type == bpf::PythonLockType::kRLock) {
+    thread->lock_name = "the threading.RLock";
+    auto owner = tid_of_ident.find(lock->owner);
+    if (lock->owner == 0) {
+      thread->holder_unknown = "the RLock had no owner when it was read (released meanwhile)";
+    } else if (owner == tid_of_ident.end()) {
+      thread->holder_unknown = "its owner field names no Python thread of the process";
+    } else if (owner->second != thread->tid) {
+      thread->holder = owner->second;
+      thread->holder_source = HolderSource::kRlockOwner;
+      thread->holder_note = "it has taken it " + std::to_string(lock->count) +
+                            (lock->count == 1 ? " time" : " times");
+    }
+    return;
+  }
+  // Condition.wait sleeps on a lock of its own, which it took itself: the condition is the wait.
+  const std::vector<bpf::PythonFrameRead>& frames = waiter.frames;
+  if (FrameIs(frames[lock->frame], "threading.py", "wait") && lock->frame_first_local != 0) {
+    thread->lock_name = "the threading.Condition";
+    thread->lock_address = lock->frame_first_local;  // Condition.wait's self
+    std::string caller;
+    if (lock->frame + 1 < frames.size() && frames[lock->frame + 1].code.error == 0)
+      caller = ", called from " + frames[lock->frame + 1].code.name;
+    thread->holder_unknown = "it waits to be notified (Condition.wait" + caller +
+                             "); which thread would notify it is not known";
+    return;
+  }
+  thread->lock_name = "the threading.Lock";
+  std::vector<pid_t> inside;
+  for (const auto& [tid, other] : read_of_tid) {
+    if (tid == thread->tid) continue;
+    bool waits_too = false;  // a waiter in `with lock:` holds lock.__exit__ too
+    for (const ThreadSnapshot& each : process->threads)
+      if (each.tid == tid) waits_too = WaitsOnFutexWord(each) && each.args[0] == thread->args[0];
+    if (!waits_too && bpf::InsideWithBlock(memory, python, *other, lock->object))
+      inside.push_back(tid);
+  }
+  if (inside.size() == 1) {
+    thread->holder = inside.front();
+    thread->holder_source = HolderSource::kInsideWithBlock;
+  } else if (inside.empty()) {
+    thread->holder_unknown =
+        "a threading.Lock keeps no owner, and no thread is inside `with` on it (it was taken by "
+        "acquire(), or by a thread that has ended)";
+  } else {
+    thread->holder_unknown = "a threading.Lock keeps no owner, and " +
+                             std::to_string(inside.size()) +
+                             " threads hold its __exit__ (one is inside `with` on it)";
+  }
 }
 
 void AddToProcess(ProcessSnapshot* process) {
@@ -68,13 +140,16 @@ void AddToProcess(ProcessSnapshot* process) {
   // glibc's struct pthread holds the thread's id in its own PID namespace.
   std::map<pid_t, ThreadSnapshot*> by_tid;
   for (ThreadSnapshot& thread : process->threads) by_tid[thread.ns_tid] = &thread;
-  std::map<uint64_t, pid_t> tid_of_tstate;
+  std::map<uint64_t, pid_t> tid_of_tstate, tid_of_ident;
+  std::map<pid_t, const bpf::PythonThreadRead*> read_of_tid;
   std::vector<uint64_t> tstates;
   for (const bpf::PythonThreadRead& read : reads) {
     tstates.push_back(read.tstate);
     auto thread = by_tid.find(static_cast<pid_t>(read.tid));
     if (thread == by_tid.end()) continue;  // not one of the threads read (or a torn read)
     tid_of_tstate[read.tstate] = thread->second->tid;
+    tid_of_ident[read.pthread] = thread->second->tid;
+    read_of_tid[thread->second->tid] = &read;
     thread->second->python_stack = FrameLines(read, python.objects.line_format);
     if (read.incomplete)
       thread->second->python_stack_cut = "incomplete: the thread moved while it was read";
@@ -94,6 +169,9 @@ void AddToProcess(ProcessSnapshot* process) {
       thread.holder_source = HolderSource::kGilLastHolder;
     }
   }
+  for (ThreadSnapshot& thread : process->threads)
+    if (WaitsOnFutexWord(thread) && thread.lock_name.empty())
+      DescribePythonLock(memory, python, read_of_tid, tid_of_ident, process, &thread);
 }
 
 }  // namespace

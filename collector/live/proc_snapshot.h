@@ -25,7 +25,12 @@ enum class HolderSource : uint8_t {
   kFileLock,         // /proc/locks: the process holding a lock on the file the fd names
   kRwlockWriter,     // pthread_rwlock_t's __cur_writer, for a reader or writer waiting on it
   kGilLastHolder,    // CPython's GIL: locked, and its last_holder's thread
+  kRlockOwner,       // a Python threading.RLock's rlock_owner
+  kInsideWithBlock,  // inferred: the one thread inside `with` on a Python threading.Lock
 };
+
+// A holder that the lock's memory does not name, but that is inferred from what threads do.
+inline bool Inferred(HolderSource source) { return source == HolderSource::kInsideWithBlock; }
 
 // A Python frame, as the thread's interpreter has it.
 struct PythonFrameLine {
@@ -55,6 +60,8 @@ struct ThreadSnapshot {
   std::optional<uint32_t> futex_word;  // the futex word's value, read with process_vm_readv
   pid_t holder = 0;  // the lock's holder, 0 when unknown; a process id for kFileLock
   HolderSource holder_source = HolderSource::kNone;
+  std::string holder_note;     // more of the holder: "it has taken it 2 times"
+  std::string holder_unknown;  // why a lock that is known has no holder named
   std::vector<std::string> kernel_stack;  // function names, innermost first
   std::string kernel_stack_unreadable;    // why it is empty, when it could not be read
   std::string syscall_unreadable;         // why the system call is unknown
@@ -69,7 +76,8 @@ struct ThreadSnapshot {
   // it ends early where it does ("incomplete", "truncated").
   std::vector<PythonFrameLine> python_stack;
   std::string python_stack_cut;
-  // The lock its futex wait is known to be, and the lock's address: "the GIL".
+  // The lock its futex wait is known to be, and the lock's address: "the GIL",
+  // "the threading.RLock" (the Python object's address).
   std::string lock_name;
   uint64_t lock_address = 0;
 };

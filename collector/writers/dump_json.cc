@@ -11,11 +11,17 @@ namespace {
 
 using nlohmann::json;
 
-json Holder(pid_t holder, live::HolderSource source) {
+json Holder(pid_t holder, live::HolderSource source, const std::string& note) {
   if (holder == 0) return nullptr;
   return json{{"id", holder},
               {"is_process", source == live::HolderSource::kFileLock},
-              {"from", HolderSourceWords(source)}};
+              {"from", HolderSourceWords(source)},
+              {"inferred", live::Inferred(source)},
+              {"note", note.empty() ? json(nullptr) : json(note)}};
+}
+
+json HolderUnknown(const std::string& why) {
+  return why.empty() ? json(nullptr) : json(HolderUnknownWords(why));
 }
 
 json ThreadJson(const live::Snapshot& snapshot, const live::ThreadSnapshot& thread) {
@@ -39,7 +45,8 @@ json ThreadJson(const live::Snapshot& snapshot, const live::ThreadSnapshot& thre
           {"state", StateWord(thread.state)},
           {"wait", DescribeWait(thread)},
           {"lock", thread.lock_name.empty() ? json(nullptr) : json(thread.lock_name)},
-          {"holder", Holder(thread.holder, thread.holder_source)},
+          {"holder", Holder(thread.holder, thread.holder_source, thread.holder_note)},
+          {"holder_unknown", HolderUnknown(thread.holder_unknown)},
           {"exited_during_the_dump", thread.exited},
           {"kernel_stack", thread.kernel_stack},
           {"kernel_stack_unreadable", thread.kernel_stack_unreadable.empty()
@@ -78,7 +85,11 @@ std::string DumpJson(const live::Snapshot& snapshot, const live::DumpAnalysis& a
     json tids = json::array();
     for (const live::ThreadSnapshot* thread : group.threads) tids.push_back(thread->tid);
     groups.push_back({{"wait", DescribeWait(*group.threads.front())},
-                      {"holder", Holder(group.holder, group.holder_source)},
+                      {"holder", Holder(group.holder, group.holder_source,
+                                        group.threads.front()->holder_note)},
+                      {"holder_unknown", group.holder != 0 ? json(nullptr)
+                                                           : HolderUnknown(
+                                                                 group.threads.front()->holder_unknown)},
                       {"threads", tids}});
   }
   json odd_threads = json::array();

@@ -73,7 +73,7 @@ class Writer {
         pid_t next = deadlock.members[(i + 1) % deadlock.members.size()];
         const ThreadSnapshot* member = threads_.at(deadlock.members[i]);
         out_ += (i == 0 ? " " : "; ") + Named(member->tid) + " waits in " + DescribeWait(*member) +
-                " " + HolderWords(std::to_string(next), member->holder_source);
+                " " + HolderWords(std::to_string(next), member->holder_source, member->holder_note);
       }
       out_ += "\n";
     }
@@ -115,7 +115,8 @@ class Writer {
               " in " + DescribeWait(*first);
       const ThreadSnapshot* waiter = first;
       for (pid_t holder : chain.path) {
-        out_ += " " + HolderWords(std::to_string(holder), waiter->holder_source) + " -> ";
+        out_ += " " + HolderWords(std::to_string(holder), waiter->holder_source, waiter->holder_note) +
+                " -> ";
         auto link = threads_.find(holder);
         if (link == threads_.end()) {  // a file lock's holder outside the dumped trees
           out_ += "process " + std::to_string(holder) + ", not dumped (the root)\n";
@@ -189,7 +190,10 @@ class Writer {
       std::vector<pid_t> tids;
       for (const ThreadSnapshot* thread : group.threads) tids.push_back(thread->tid);
       std::string holder;
-      if (group.holder != 0) holder = " " + HolderWords(Named(group.holder), group.holder_source);
+      if (group.holder != 0)
+        holder = " " + HolderWords(Named(group.holder), group.holder_source, first.holder_note);
+      else if (!first.holder_unknown.empty())
+        holder = " (" + HolderUnknownWords(first.holder_unknown) + ")";
       size_t count = group.threads.size();
       out_ += "  " + std::to_string(count) + (count == 1 ? " thread in " : " threads in ") +
               DescribeWait(first) + holder + ": " + TidList(tids) + "\n";

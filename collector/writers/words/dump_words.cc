@@ -62,14 +62,22 @@ const char* HolderSourceWords(live::HolderSource source) {
       return "from the rwlock's writer field";
     case live::HolderSource::kGilLastHolder:
       return "from the GIL's locked and last_holder fields";
+    case live::HolderSource::kRlockOwner:
+      return "from the RLock's owner field";
+    case live::HolderSource::kInsideWithBlock:
+      return "inferred: the one thread inside `with` on it; a threading.Lock keeps no owner";
   }
   return "";
 }
 
-std::string HolderWords(const std::string& holder, live::HolderSource source) {
+std::string HolderWords(const std::string& holder, live::HolderSource source,
+                        const std::string& note) {
   std::string who = source == live::HolderSource::kFileLock ? "process " + holder : holder;
-  return "held by " + who + " (" + HolderSourceWords(source) + ")";
+  return "held by " + who + " (" + HolderSourceWords(source) + (note.empty() ? "" : "; " + note) +
+         ")";
 }
+
+std::string HolderUnknownWords(const std::string& why) { return "holder unknown: " + why; }
 
 // "stopped 0 us" when every stack was read without a stop; else how long, in all, and how many.
 std::string StoppedWords(uint64_t stopped_ns, size_t threads) {

@@ -18,8 +18,12 @@ std::string DumpHex(uint64_t value);
 std::string FutexOperation(uint64_t op);
 // /proc's state letter in words: "sleeping", "running", "in uninterruptible sleep".
 const char* StateWord(char state);
-// "held by 12 (from the mutex's owner field)", "held by process 40 (from /proc/locks)".
-std::string HolderWords(const std::string& holder, live::HolderSource source);
+// "held by 12 (from the mutex's owner field)", "held by process 40 (from /proc/locks)",
+// "held by 12 (from the RLock's owner field; it has taken it 2 times)" with a `note`.
+std::string HolderWords(const std::string& holder, live::HolderSource source,
+                        const std::string& note = "");
+// "holder unknown: WHY", for a known lock whose holder is not.
+std::string HolderUnknownWords(const std::string& why);
 // Where a holder was read: "from the mutex's owner field"; "" for none.
 const char* HolderSourceWords(live::HolderSource source);
 // "stopped 0 us: no thread was stopped", "stopped 34 us in all: 1 thread stopped briefly ...".

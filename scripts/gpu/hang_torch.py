@@ -3,7 +3,9 @@ one line per fact (`tid role=... tid=N`) and then hangs until killed:
 
   lock        the main thread waits in torch.cuda.synchronize() behind a kernel that spins for
               minutes (torch.cuda._sleep), while a thread "holder" holds an RLock and sleeps in
-              time.sleep, and two threads "waiter-N" wait for that RLock in acquire()
+              time.sleep, and two threads "waiter-N" wait for that RLock in acquire(); and a
+              thread "lock-holder" inside `with` on a threading.Lock sleeps while "lock-waiter"
+              waits for it (a Lock keeps no owner: dump infers its holder)
   dataloader  the main thread waits in next() for a batch that a DataLoader worker never makes
               (its __getitem__ sleeps forever in never_returns)
   train       a training loop that never ends (for `gprof-run -p PID --duration 5`)
@@ -20,15 +22,15 @@ def say(line):
     os.write(1, (line + "\n").encode())
 
 
-def hold(lock, ready):
-    say(f"tid role=holder tid={threading.get_native_id()}")
+def hold(lock, ready, role="holder"):
+    say(f"tid role={role} tid={threading.get_native_id()}")
     with lock:
         ready.set()
         time.sleep(3600)
 
 
-def wait_for(lock):
-    say(f"tid role=waiter tid={threading.get_native_id()}")
+def wait_for(lock, role="waiter"):
+    say(f"tid role={role} tid={threading.get_native_id()}")
     with lock:
         pass
 
@@ -41,6 +43,10 @@ def lock_mode():
     ready.wait()
     for n in range(2):
         threading.Thread(target=wait_for, args=(lock,), name=f"waiter-{n}", daemon=True).start()
+    plain, plain_ready = threading.Lock(), threading.Event()
+    threading.Thread(target=hold, args=(plain, plain_ready, "lock-holder"), daemon=True).start()
+    plain_ready.wait()
+    threading.Thread(target=wait_for, args=(plain, "lock-waiter"), daemon=True).start()
     say(f"tid role=main tid={threading.get_native_id()}")
     torch.cuda._sleep(1 << 40)  # minutes of spinning on the GPU
     torch.cuda.synchronize()

@@ -9,6 +9,7 @@
 
 #include "cli/dump_python.h"
 #include "cli/exit_codes.h"
+#include "collector/live/cuda_driver_waits.h"
 #include "collector/live/dump_analysis.h"
 #include "collector/live/proc_snapshot.h"
 #include "collector/model/model.h"
@@ -43,6 +44,7 @@ int DumpCommand(const DumpCommandOptions& options) {
   Expected<collector::live::Snapshot> snapshot = collector::live::ReadProcessTrees(pids);
   if (!snapshot.ok()) return Fail(snapshot.status().message());
   AddPythonStacks(&*snapshot);
+  collector::live::InferCudaDriverHolders(&*snapshot);
   collector::live::DumpAnalysis analysis = collector::live::AnalyzeDump(*snapshot);
   std::string text = collector::DumpText(*snapshot, analysis);
   fwrite(text.data(), 1, text.size(), stdout);

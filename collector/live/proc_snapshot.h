@@ -20,17 +20,20 @@ namespace gprof::collector::live {
 // Where a futex's holder came from: the lock's own memory, read as it was at the snapshot.
 enum class HolderSource : uint8_t {
   kNone,
-  kMutexOwnerField,  // pthread_mutex_t's __owner (the int 8 bytes after the futex word)
-  kPiFutexWord,      // a PI futex word's low 30 bits
-  kFileLock,         // /proc/locks: the process holding a lock on the file the fd names
-  kRwlockWriter,     // pthread_rwlock_t's __cur_writer, for a reader or writer waiting on it
-  kGilLastHolder,    // CPython's GIL: locked, and its last_holder's thread
-  kRlockOwner,       // a Python threading.RLock's rlock_owner
-  kInsideWithBlock,  // inferred: the one thread inside `with` on a Python threading.Lock
+  kMutexOwnerField,   // pthread_mutex_t's __owner (the int 8 bytes after the futex word)
+  kPiFutexWord,       // a PI futex word's low 30 bits
+  kFileLock,          // /proc/locks: the process holding a lock on the file the fd names
+  kRwlockWriter,      // pthread_rwlock_t's __cur_writer, for a reader or writer waiting on it
+  kGilLastHolder,     // CPython's GIL: locked, and its last_holder's thread
+  kRlockOwner,        // a Python threading.RLock's rlock_owner
+  kInsideWithBlock,   // inferred: the one thread inside `with` on a Python threading.Lock
+  kInsideCudaDriver,  // inferred: the one thread working inside the CUDA driver
 };
 
 // A holder that the lock's memory does not name, but that is inferred from what threads do.
-inline bool Inferred(HolderSource source) { return source == HolderSource::kInsideWithBlock; }
+inline bool Inferred(HolderSource source) {
+  return source == HolderSource::kInsideWithBlock || source == HolderSource::kInsideCudaDriver;
+}
 
 // A Python frame, as the thread's interpreter has it.
 struct PythonFrameLine {
@@ -60,8 +63,8 @@ struct ThreadSnapshot {
   std::optional<uint32_t> futex_word;  // the futex word's value, read with process_vm_readv
   pid_t holder = 0;  // the lock's holder, 0 when unknown; a process id for kFileLock
   HolderSource holder_source = HolderSource::kNone;
-  std::string holder_note;     // more of the holder: "it has taken it 2 times"
-  std::string holder_unknown;  // why a lock that is known has no holder named
+  std::string holder_note;                // more of the holder: "it has taken it 2 times"
+  std::string holder_unknown;             // why a lock that is known has no holder named
   std::vector<std::string> kernel_stack;  // function names, innermost first
   std::string kernel_stack_unreadable;    // why it is empty, when it could not be read
   std::string syscall_unreadable;         // why the system call is unknown

@@ -7,9 +7,11 @@
 // below is checked against the real declaration.
 #include <cuda_profiler_api.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -137,14 +139,30 @@ struct Driver {
 // The driver lock, in this library's .bss as the real one is in libcuda's data: the futex address a
 // profiler sees blocked launches wait on. Plain pthread mutex, so contention is a real futex wait.
 pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
+// FAKE_CUDA_OWNERLESS_DRIVER_LOCK=1 (read at load): the driver lock is this semaphore, which keeps
+// no owner, and cudaDeviceSynchronize spins while the GPU drains (the real driver's default
+// schedule): a lock of the real libcuda as `gprof-run dump` sees it, whose holder nothing names.
+bool ownerless_driver_lock = false;
+sem_t driver_semaphore;
 
 // Never destroyed, so exiting while threads are inside calls is safe. Replaced in a forked child.
 Driver* driver = nullptr;
 
 class DriverLock {
  public:
-  DriverLock() { pthread_mutex_lock(&driver_lock); }
-  ~DriverLock() { pthread_mutex_unlock(&driver_lock); }
+  DriverLock() {
+    if (!ownerless_driver_lock)
+      pthread_mutex_lock(&driver_lock);
+    else
+      while (sem_wait(&driver_semaphore) != 0) {
+      }
+  }
+  ~DriverLock() {
+    if (!ownerless_driver_lock)
+      pthread_mutex_unlock(&driver_lock);
+    else
+      sem_post(&driver_semaphore);
+  }
   DriverLock(const DriverLock&) = delete;
   DriverLock& operator=(const DriverLock&) = delete;
 };
@@ -154,10 +172,14 @@ class DriverLock {
 // old state.
 void ResetInForkedChild() {
   pthread_mutex_init(&driver_lock, nullptr);
+  sem_init(&driver_semaphore, 0, 1);
   driver = new Driver;
 }
 
 __attribute__((constructor)) void Initialize() {
+  const char* ownerless = getenv("FAKE_CUDA_OWNERLESS_DRIVER_LOCK");
+  ownerless_driver_lock = ownerless != nullptr && strcmp(ownerless, "1") == 0;
+  sem_init(&driver_semaphore, 0, 1);
   driver = new Driver;
   pthread_atfork(nullptr, nullptr, &ResetInForkedChild);
 }
@@ -661,7 +683,10 @@ cudaError_t DeviceSynchronize() {
     // Holds the driver lock while the GPU drains, asleep until the fake-gpu thread wakes it.
     DriverLock lock;
     const uint64_t start_ns = MonotonicNs();
-    driver->gpu.WaitSleeping(driver->gpu.LastSubmitted());
+    if (ownerless_driver_lock)
+      driver->gpu.WaitSpinning(driver->gpu.LastSubmitted());
+    else
+      driver->gpu.WaitSleeping(driver->gpu.LastSubmitted());
     ReportHostWait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, start_ns, nullptr,
                    nullptr);
     return cudaSuccess;

@@ -66,6 +66,8 @@ const char* HolderSourceWords(live::HolderSource source) {
       return "from the RLock's owner field";
     case live::HolderSource::kInsideWithBlock:
       return "inferred: the one thread inside `with` on it; a threading.Lock keeps no owner";
+    case live::HolderSource::kInsideCudaDriver:
+      return "inferred: the one thread working inside the CUDA driver, on a CPU or in an ioctl";
   }
   return "";
 }

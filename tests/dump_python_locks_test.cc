@@ -2,7 +2,9 @@
 // (tests/apps/py_locks.py, py_dump.py): an RLock's owner from its owner field, a Lock's holder
 // inferred from the one thread inside `with` on it (and marked inferred), why a Lock taken by
 // acquire() has no holder named, and a Condition's waiter waiting to be notified. Each case on
-// Debian's CPython and pyenv's 3.9 to 3.13 where installed. Reads /proc only: no BPF.
+// Debian's CPython and pyenv's 3.9 to 3.13 where installed. And the CUDA driver's lock, whose
+// holder is inferred too (the fake runtime, tests/apps/dump_cuda_app). Reads /proc only: no BPF.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -88,8 +90,10 @@ void ExpectRlockOwnerNamed(int times) {
     for (int waiter : waiters) {
       frames = PythonFrames(ThreadSection(dump.out, waiter));
       ASSERT_FALSE(frames.empty()) << waiter << "\n" << dump.out;
-      bool waits = frames[0].find(PyLocksLine("with lock:  # the waiter's line") + " wait_with") != std::string::npos ||
-                   frames[0].find(PyLocksLine("lock.acquire(blocking=True)") + " wait_acquire") != std::string::npos;
+      bool waits = frames[0].find(PyLocksLine("with lock:  # the waiter's line") + " wait_with") !=
+                       std::string::npos ||
+                   frames[0].find(PyLocksLine("lock.acquire(blocking=True)") + " wait_acquire") !=
+                       std::string::npos;
       EXPECT_TRUE(waits) << frames[0] << "\n" << dump.out;
     }
   }
@@ -113,15 +117,13 @@ TEST(DumpPythonLocksTest, InfersTheHolderOfALockFromTheWithBlockItIsIn) {
     ASSERT_GT(holder, 0);
     ASSERT_EQ(waiters.size(), 2u);
     ASSERT_TRUE(Settled(program.pid(), waiters, {holder}));
-    ProcessResult dump = RunGprof(
-        {"dump", "-p", std::to_string(program.pid()), "--json", dir.Sub("dump.json")});
+    ProcessResult dump =
+        RunGprof({"dump", "-p", std::to_string(program.pid()), "--json", dir.Sub("dump.json")});
     ASSERT_EQ(dump.exit_code(), 0) << dump.err;
     std::string group = LineWith(dump.out, "2 threads in the threading.Lock at ");
-    EXPECT_NE(group.find("held by " + std::to_string(holder) + " (python"),
-              std::string::npos)
+    EXPECT_NE(group.find("held by " + std::to_string(holder) + " (python"), std::string::npos)
         << dump.out;
-    EXPECT_NE(group.find(") (inferred: the one thread inside `with` on it"),
-              std::string::npos)
+    EXPECT_NE(group.find(") (inferred: the one thread inside `with` on it"), std::string::npos)
         << dump.out;
     std::vector<std::string> frames = PythonFrames(ThreadSection(dump.out, holder));
     EXPECT_LT(FrameIndex(frames, PyLocksLine("  sleep_in_c()") + " hold_with"), frames.size())
@@ -186,6 +188,32 @@ TEST(DumpPythonLocksTest, SaysAThreadInQueueGetWaitsToBeNotified) {
         << dump.out;
     EXPECT_NE(group.find(": " + std::to_string(getter)), std::string::npos) << group;
   }
+}
+
+// On the fake CUDA runtime with a driver lock that keeps no owner (a semaphore, as a lock of the
+// real libcuda shows none gprof-run can read): a thread spins in cudaDeviceSynchronize holding it,
+// a launch waits for it. The launch waits for the CUDA driver's lock, and its holder is inferred:
+// the one thread working inside the driver.
+TEST(DumpPythonLocksTest, InfersTheHolderOfTheCudaDriversLockFromTheThreadWorkingInIt) {
+  setenv("FAKE_CUDA_OWNERLESS_DRIVER_LOCK", "1", 1);
+  StuckProgram program(AppPath("dump_cuda_app"), {});
+  unsetenv("FAKE_CUDA_OWNERLESS_DRIVER_LOCK");
+  program.WaitReady();
+  int sync = program.Printed("sync"), launcher = program.Printed("launcher");
+  ASSERT_GT(sync, 0);
+  ASSERT_GT(launcher, 0);
+  ASSERT_TRUE(Settled(program.pid(), {launcher}, {}));
+  ProcessResult dump = RunGprof({"dump", "-p", std::to_string(program.pid())});
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::string group = LineWith(dump.out, "1 thread in the CUDA driver's lock at ");
+  EXPECT_NE(group.find("held by " + std::to_string(sync) +
+                       " (dump_cuda_app) (inferred: the one thread working inside the CUDA "
+                       "driver"),
+            std::string::npos)
+      << dump.out;
+  EXPECT_NE(group.find(": " + std::to_string(launcher)), std::string::npos) << group;
+  std::vector<std::string> frames = NativeFrames(ThreadSection(dump.out, sync));
+  EXPECT_LT(FrameIndex(frames, "cudaDeviceSynchronize"), frames.size()) << dump.out;
 }
 
 }  // namespace

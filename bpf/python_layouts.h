@@ -69,7 +69,7 @@ struct PythonObjectLayout {
   uint16_t interp_modules = 0;
   // A frame's slots, its locals then its value stack (`gprof-run dump` looks there for the lock a
   // thread waits for), and the code object's counts that bound them.
-  uint16_t frame_localsplus = 0;        // 3.9, 3.10: PyFrameObject's; 3.11 on: the interpreter frame's
+  uint16_t frame_localsplus = 0;  // 3.9, 3.10: PyFrameObject's; 3.11 on: the interpreter frame's
   uint16_t frame_valuestack = kPyNone;  // 3.9, 3.10: f_valuestack (after locals, cells, frees)
   uint16_t code_stacksize = 0;
   uint16_t code_nlocalsplus = kPyNone;  // 3.11 on: locals, cells and free variables

@@ -11,12 +11,12 @@ namespace {
 // Field offsets that are the same in 3.9 to 3.13 (x86-64, the default build): each object starts
 // with ob_refcnt and ob_type.
 constexpr uint64_t kObType = 8;
-constexpr uint64_t kTypeName = 24;        // PyTypeObject.tp_name, after PyObject_VAR_HEAD
-constexpr uint64_t kMethodDef = 16;       // PyCFunctionObject.m_ml (its first field: ml_name)
-constexpr uint64_t kMethodSelf = 24;      // PyCFunctionObject.m_self
-constexpr uint64_t kLockSemaphore = 16;   // lockobject.lock_lock, rlockobject.rlock_lock
-constexpr uint64_t kRlockOwner = 24;      // rlockobject.rlock_owner
-constexpr uint64_t kRlockCount = 32;      // rlockobject.rlock_count
+constexpr uint64_t kTypeName = 24;             // PyTypeObject.tp_name, after PyObject_VAR_HEAD
+constexpr uint64_t kMethodDef = 16;            // PyCFunctionObject.m_ml (its first field: ml_name)
+constexpr uint64_t kMethodSelf = 24;           // PyCFunctionObject.m_self
+constexpr uint64_t kLockSemaphore = 16;        // lockobject.lock_lock, rlockobject.rlock_lock
+constexpr uint64_t kRlockOwner = 24;           // rlockobject.rlock_owner
+constexpr uint64_t kRlockCount = 32;           // rlockobject.rlock_count
 constexpr uint64_t kMaxRefcount = 1ull << 31;  // more is no live lock or method (or immortal)
 constexpr size_t kMaxSlots = 1024;             // a frame's locals and stack read at most
 

@@ -84,13 +84,12 @@ std::string DumpJson(const live::Snapshot& snapshot, const live::DumpAnalysis& a
   for (const live::WaitGroup& group : analysis.groups) {
     json tids = json::array();
     for (const live::ThreadSnapshot* thread : group.threads) tids.push_back(thread->tid);
-    groups.push_back({{"wait", DescribeWait(*group.threads.front())},
-                      {"holder", Holder(group.holder, group.holder_source,
-                                        group.threads.front()->holder_note)},
-                      {"holder_unknown", group.holder != 0 ? json(nullptr)
-                                                           : HolderUnknown(
-                                                                 group.threads.front()->holder_unknown)},
-                      {"threads", tids}});
+    groups.push_back(
+        {{"wait", DescribeWait(*group.threads.front())},
+         {"holder", Holder(group.holder, group.holder_source, group.threads.front()->holder_note)},
+         {"holder_unknown",
+          group.holder != 0 ? json(nullptr) : HolderUnknown(group.threads.front()->holder_unknown)},
+         {"threads", tids}});
   }
   json odd_threads = json::array();
   for (const live::OddThread& odd : analysis.odd_threads)

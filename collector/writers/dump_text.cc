@@ -115,7 +115,8 @@ class Writer {
               " in " + DescribeWait(*first);
       const ThreadSnapshot* waiter = first;
       for (pid_t holder : chain.path) {
-        out_ += " " + HolderWords(std::to_string(holder), waiter->holder_source, waiter->holder_note) +
+        out_ += " " +
+                HolderWords(std::to_string(holder), waiter->holder_source, waiter->holder_note) +
                 " -> ";
         auto link = threads_.find(holder);
         if (link == threads_.end()) {  // a file lock's holder outside the dumped trees

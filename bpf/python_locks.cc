@@ -10,7 +10,6 @@ namespace {
 
 // Field offsets that are the same in 3.9 to 3.13 (x86-64, the default build): each object starts
 // with ob_refcnt and ob_type.
-constexpr uint64_t kObType = 8;
 constexpr uint64_t kTypeName = 24;             // PyTypeObject.tp_name, after PyObject_VAR_HEAD
 constexpr uint64_t kMethodDef = 16;            // PyCFunctionObject.m_ml (its first field: ml_name)
 constexpr uint64_t kMethodSelf = 24;           // PyCFunctionObject.m_self
@@ -19,6 +18,9 @@ constexpr uint64_t kRlockOwner = 24;           // rlockobject.rlock_owner
 constexpr uint64_t kRlockCount = 32;           // rlockobject.rlock_count
 constexpr uint64_t kMaxRefcount = 1ull << 31;  // more is no live lock or method (or immortal)
 constexpr size_t kMaxSlots = 1024;             // a frame's locals and stack read at most
+// acquire() is a C function: the frame that called it is the innermost (a few more for C code in
+// between that calls back into Python).
+constexpr size_t kWaiterFramesSearched = 3;
 
 uint64_t Word(const ProcessMemory& memory, uint64_t address) {
   uint64_t value = 0;
@@ -92,7 +94,7 @@ std::optional<PythonLock> PythonLockWaitedOn(const ProcessMemory& memory,
                                              const PythonInterpreter& python,
                                              const PythonThreadRead& thread, uint64_t address) {
   TypeNames types(memory);
-  for (size_t i = 0; i < thread.frames.size(); ++i) {
+  for (size_t i = 0; i < thread.frames.size() && i < kWaiterFramesSearched; ++i) {
     std::vector<uint64_t> slots = FrameSlots(memory, python, thread.frames[i]);
     for (uint64_t slot : slots) {
       uint64_t object = slot;
@@ -114,19 +116,18 @@ std::optional<PythonLock> PythonLockWaitedOn(const ProcessMemory& memory,
   return std::nullopt;
 }
 
-bool InsideWithBlock(const ProcessMemory& memory, const PythonInterpreter& python,
-                     const PythonThreadRead& thread, uint64_t lock) {
+std::vector<uint64_t> InsideWithBlocks(const ProcessMemory& memory, const PythonInterpreter& python,
+                                       const PythonThreadRead& thread) {
   TypeNames types(memory);
+  std::vector<uint64_t> objects;
   for (const PythonFrameRead& frame : thread.frames) {
     for (uint64_t slot : FrameSlots(memory, python, frame)) {
-      if (types.Of(slot) != "builtin_function_or_method" ||
-          Word(memory, slot + kMethodSelf) != lock)
-        continue;
+      if (types.Of(slot) != "builtin_function_or_method") continue;
       if (ShortName(memory, Word(memory, Word(memory, slot + kMethodDef))) == "__exit__")
-        return true;
+        objects.push_back(Word(memory, slot + kMethodSelf));
     }
   }
-  return false;
+  return objects;
 }
 
 }  // namespace gprof::bpf

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "bpf/python_reader.h"
 #include "bpf/python_threads.h"
@@ -28,16 +29,16 @@ struct PythonLock {
   uint64_t frame_first_local = 0;  // that frame's first local: `self` in a method
 };
 
-// The lock whose semaphore is futex `address` that `thread`'s frames hold, innermost first.
+// The lock whose semaphore is futex `address` that `thread`'s innermost frames hold.
 std::optional<PythonLock> PythonLockWaitedOn(const ProcessMemory& memory,
                                              const PythonInterpreter& python,
                                              const PythonThreadRead& thread, uint64_t address);
 
-// Whether a frame of `thread` holds `lock`'s bound __exit__: the thread is inside `with lock:`.
-// A slot above the live top of a frame's value stack is read too (3.11 and 3.12 do not store the
-// top of a running frame's stack): it may hold a method of a `with` block already left, whose
-// object is checked to be alive (a sane reference count, still a bound builtin method).
-bool InsideWithBlock(const ProcessMemory& memory, const PythonInterpreter& python,
-                     const PythonThreadRead& thread, uint64_t lock);
+// The objects whose bound builtin __exit__ a frame of `thread` holds: the locks it is inside
+// `with` on. A slot above the live top of a frame's value stack is read too (3.11 and 3.12 do not
+// store the top of a running frame's stack): it may hold a method of a `with` block already left,
+// whose object is checked to be alive (a sane reference count, still a bound builtin method).
+std::vector<uint64_t> InsideWithBlocks(const ProcessMemory& memory, const PythonInterpreter& python,
+                                       const PythonThreadRead& thread);
 
 }  // namespace gprof::bpf

@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -63,10 +64,17 @@ bool WaitsOnFutexWord(const ThreadSnapshot& thread) {
 
 // The threading lock `thread` waits for (found in its frames: python_locks.h), and its holder
 // where the lock names it (an RLock) or one thread's `with` block says it (a Lock, inferred).
+struct PythonThreads {
+  std::map<pid_t, const bpf::PythonThreadRead*> read_of_tid;
+  std::map<uint64_t, pid_t> tid_of_ident;  // thread_id (pthread_self()) -> tid
+  // tid -> the locks it is inside `with` on, read at the first Lock a thread waits on.
+  std::optional<std::map<pid_t, std::vector<uint64_t>>> inside_with;
+};
+
 void DescribePythonLock(const bpf::ProcessMemory& memory, const bpf::PythonInterpreter& python,
-                        const std::map<pid_t, const bpf::PythonThreadRead*>& read_of_tid,
-                        const std::map<uint64_t, pid_t>& tid_of_ident, ProcessSnapshot* process,
-                        ThreadSnapshot* thread) {
+                        PythonThreads* threads, ProcessSnapshot* process, ThreadSnapshot* thread) {
+  const auto& read_of_tid = threads->read_of_tid;
+  const auto& tid_of_ident = threads->tid_of_ident;
   auto read = read_of_tid.find(thread->tid);
   if (read == read_of_tid.end()) return;
   const bpf::PythonThreadRead& waiter = *read->second;
@@ -102,14 +110,19 @@ void DescribePythonLock(const bpf::ProcessMemory& memory, const bpf::PythonInter
     return;
   }
   thread->lock_name = "the threading.Lock";
+  if (!threads->inside_with) {
+    threads->inside_with.emplace();
+    for (const auto& [tid, read] : read_of_tid)
+      (*threads->inside_with)[tid] = bpf::InsideWithBlocks(memory, python, *read);
+  }
   std::vector<pid_t> inside;
-  for (const auto& [tid, other] : read_of_tid) {
-    if (tid == thread->tid) continue;
-    bool waits_too = false;  // a waiter in `with lock:` holds lock.__exit__ too
-    for (const ThreadSnapshot& each : process->threads)
-      if (each.tid == tid) waits_too = WaitsOnFutexWord(each) && each.args[0] == thread->args[0];
-    if (!waits_too && bpf::InsideWithBlock(memory, python, *other, lock->object))
-      inside.push_back(tid);
+  for (const ThreadSnapshot& other : process->threads) {
+    // A waiter in `with lock:` holds lock.__exit__ too.
+    bool waits_too = WaitsOnFutexWord(other) && other.args[0] == thread->args[0];
+    auto locks = threads->inside_with->find(other.tid);
+    if (other.tid != thread->tid && !waits_too && locks != threads->inside_with->end() &&
+        std::find(locks->second.begin(), locks->second.end(), lock->object) != locks->second.end())
+      inside.push_back(other.tid);
   }
   if (inside.size() == 1) {
     thread->holder = inside.front();
@@ -140,16 +153,16 @@ void AddToProcess(ProcessSnapshot* process) {
   // glibc's struct pthread holds the thread's id in its own PID namespace.
   std::map<pid_t, ThreadSnapshot*> by_tid;
   for (ThreadSnapshot& thread : process->threads) by_tid[thread.ns_tid] = &thread;
-  std::map<uint64_t, pid_t> tid_of_tstate, tid_of_ident;
-  std::map<pid_t, const bpf::PythonThreadRead*> read_of_tid;
+  std::map<uint64_t, pid_t> tid_of_tstate;
+  PythonThreads python_threads;
   std::vector<uint64_t> tstates;
   for (const bpf::PythonThreadRead& read : reads) {
     tstates.push_back(read.tstate);
     auto thread = by_tid.find(static_cast<pid_t>(read.tid));
     if (thread == by_tid.end()) continue;  // not one of the threads read (or a torn read)
     tid_of_tstate[read.tstate] = thread->second->tid;
-    tid_of_ident[read.pthread] = thread->second->tid;
-    read_of_tid[thread->second->tid] = &read;
+    python_threads.tid_of_ident[read.pthread] = thread->second->tid;
+    python_threads.read_of_tid[thread->second->tid] = &read;
     thread->second->python_stack = FrameLines(read, python.objects.line_format);
     if (read.incomplete)
       thread->second->python_stack_cut = "incomplete: the thread moved while it was read";
@@ -171,7 +184,7 @@ void AddToProcess(ProcessSnapshot* process) {
   }
   for (ThreadSnapshot& thread : process->threads)
     if (WaitsOnFutexWord(thread) && thread.lock_name.empty())
-      DescribePythonLock(memory, python, read_of_tid, tid_of_ident, process, &thread);
+      DescribePythonLock(memory, python, &python_threads, process, &thread);
 }
 
 }  // namespace

@@ -171,10 +171,12 @@ TEST_F(Ranks, ACpuStarvedRank) {
   ExpectStraggler(report["ranks"], run, 1, "waiting for a CPU");
 }
 
-// Two "hosts": each rank in a network namespace of its own joined by a veth pair, recorded by its
-// own gprof-run, told a boot id of its own, rank 1's wall clock 40 ms ahead. The merge places
-// rank 1's session by its anchors (40 ms off), then corrects it by their TCP messages: the same
-// machine's clock, so the corrected offset is 0 within the uncertainty it states.
+// Two "hosts": each rank in a network namespace of its own joined by a veth pair and in a time
+// namespace of its own (CLOCK_MONOTONIC and BOOTTIME 7 s ahead for rank 0, 17 s for rank 1),
+// recorded by its own gprof-run, told a boot id of its own, rank 1's wall clock 40 ms ahead. The
+// merge places rank 1's session by its anchors (40 ms off), then corrects it by their TCP
+// messages: the same machine's clock, so the corrected offset is 0 within the uncertainty it
+// states.
 TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
   if (getuid() != 0) GPROF_SKIP_OR_FAIL("network namespaces need root");
   const std::string id = std::to_string(getpid() % 100000);
@@ -211,6 +213,13 @@ TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
                        "netns",
                        "exec",
                        ns + "{rank}",
+                       "/usr/bin/unshare",
+                       "-T",
+                       "--monotonic",
+                       "{rank}7",
+                       "--boottime",
+                       "{rank}7",
+                       "-f",
                        GprofRunPath(),
                        "-q",
                        "-o",
@@ -231,7 +240,9 @@ TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
       << clock.dump();
   EXPECT_LT(uncertainty, 2'000'000u) << clock.dump();
   EXPECT_NEAR(static_cast<double>(correction), -40e6, 2e6) << clock.dump();
-  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
+  // The waiting rank 0 measured its waits on its namespace's clock, 7 s ahead of the kernel's,
+  // which rank 0's gprof-run wrote and the job's clock is.
+  ExpectStraggler(report["ranks"], run, 1, "nanosleep", 7'000'000'000);
   EXPECT_NE(merged.out.find("corrected by"), std::string::npos) << merged.out;
 }
 

@@ -164,18 +164,34 @@ static __always_inline void futex_waitv_call(struct gprof_syscall_pending* entry
   }
 }
 
+/* The socket path runs at every read and write of the tree, so in a tp_btf program (`btf`, a
+ * constant the compiler folds) it reads the kernel's objects with plain loads, which the verifier
+ * allows on pointers whose type it knows (a load that faults reads 0, as a failed probe read leaves
+ * it), instead of a probe read per field (a helper call each, tens of ns). A pointer the program
+ * holds as a number (read from an array of pointers, kept in a map, a void *) is given its type by
+ * bpf_rdonly_cast, which the verifier turns into a plain move. A raw_tp program reads with probe
+ * reads. */
+extern void* bpf_rdonly_cast(const void* obj, __u32 btf_id) __ksym;
+#define KERNEL_PTR(btf, type, value)                                                    \
+  ((btf) ? (struct type*)bpf_rdonly_cast((void*)(value), bpf_core_type_id_kernel(struct type)) \
+         : (struct type*)(value))
+#define KERNEL_FIELD(btf, ptr, field) ((btf) ? (ptr)->field : BPF_CORE_READ(ptr, field))
+
 /* The current task's open file `fd`, or NULL; found as the kernel finds it:
  * task->files->fdt->fd[fd], bounded by max_fds. */
-static __always_inline struct file* fd_file(__s32 fd) {
+static __always_inline struct file* fd_file_of(__s32 fd, bool btf) {
   if (fd < 0) return NULL;
   struct task_struct* task = bpf_get_current_task_btf();
-  struct fdtable* fdt = BPF_CORE_READ(task, files, fdt);
-  if (!fdt || (__u32)fd >= BPF_CORE_READ(fdt, max_fds)) return NULL;
-  struct file** files = BPF_CORE_READ(fdt, fd);
+  struct fdtable* fdt =
+      btf ? (struct fdtable*)task->files->fdt : BPF_CORE_READ(task, files, fdt);
+  if (!fdt || (__u32)fd >= KERNEL_FIELD(btf, fdt, max_fds)) return NULL;
+  struct file** files = KERNEL_FIELD(btf, fdt, fd);
   struct file* file = NULL;
-  if (bpf_probe_read_kernel(&file, sizeof(file), &files[fd]) != 0) return NULL;
-  return file;
+  if (bpf_probe_read_kernel(&file, sizeof(file), &files[fd]) != 0 || !file) return NULL;
+  return KERNEL_PTR(btf, file, file);
 }
+
+static __always_inline struct file* fd_file(__s32 fd) { return fd_file_of(fd, false); }
 
 /* The name of the file `fd` (its dentry's: no directory), cut to fit and NUL-padded; all NUL when
  * there is none. */
@@ -207,12 +223,28 @@ static __always_inline bool device_fd(__s32 fd, char name[GPROF_COMM_LEN]) {
 /* Pipes and sockets ---------------------------------------------------------------------------- */
 
 /* The socket behind an open file, or NULL when it is none (or has no sock). */
-static __always_inline struct sock* file_sock(struct file* file, __u32* mode) {
+static __always_inline struct sock* file_sock(struct file* file, __u32* mode, bool btf) {
   if (!file) return NULL;
-  *mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+  struct inode* inode = KERNEL_FIELD(btf, file, f_inode);
+  *mode = KERNEL_FIELD(btf, inode, i_mode) & S_IFMT;
   if (*mode != S_IFSOCK) return NULL;
-  struct socket* sock = BPF_CORE_READ(file, private_data);
-  return sock ? BPF_CORE_READ(sock, sk) : NULL;
+  struct socket* sock = KERNEL_PTR(btf, socket, KERNEL_FIELD(btf, file, private_data));
+  return sock ? KERNEL_FIELD(btf, sock, sk) : NULL;
+}
+
+/* A socket's own IPv6 address (`remote` false) or its peer's, as two words. */
+static __always_inline void ipv6_address(__u64 words[2], struct sock* sk, bool remote, bool btf) {
+  if (!btf) {
+    if (remote)
+      BPF_CORE_READ_INTO(words, sk, __sk_common.skc_v6_daddr);
+    else
+      BPF_CORE_READ_INTO(words, sk, __sk_common.skc_v6_rcv_saddr);
+    return;
+  }
+  const __u32* address = remote ? sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32
+                                : sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32;
+  words[0] = address[0] | (__u64)address[1] << 32;
+  words[1] = address[2] | (__u64)address[3] << 32;
 }
 
 /* The receiving end of a pipe or socket (an open file of the current task), as a stream_writes
@@ -221,45 +253,46 @@ static __always_inline struct sock* file_sock(struct file* file, __u32* mode) {
  * its peer; a TCP or UDP socket is known by its addresses and ports, which its peer sees swapped:
  * the key hashes (receiver, sender) in that order, so both sides find one key. */
 static __always_inline __u64 stream_end_of(struct file* file, __u32 mode, struct sock* sk,
-                                           bool reader, __u32* kind) {
+                                           bool reader, __u32* kind, bool btf) {
   if (mode == S_IFIFO) {
     *kind = GPROF_STREAM_PIPE;
-    return (__u64)BPF_CORE_READ(file, private_data);
+    return (__u64)KERNEL_FIELD(btf, file, private_data);
   }
   if (!sk) return 0;
-  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  __u16 family = KERNEL_FIELD(btf, sk, __sk_common.skc_family);
   if (family == AF_UNIX) {
     *kind = GPROF_STREAM_UNIX;
-    return reader ? (__u64)sk : (__u64)BPF_CORE_READ((struct unix_sock*)sk, peer);
+    struct unix_sock* unix_end = KERNEL_PTR(btf, unix_sock, sk);
+    return reader ? (__u64)sk : (__u64)KERNEL_FIELD(btf, unix_end, peer);
   }
   if (family != AF_INET && family != AF_INET6) return 0;
   *kind = GPROF_STREAM_INET;
-  __u64 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr) |
-                (__u64)BPF_CORE_READ(sk, __sk_common.skc_num) << 32;
-  __u64 remote = BPF_CORE_READ(sk, __sk_common.skc_daddr) |
-                 (__u64)bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport)) << 32;
+  __u64 local = KERNEL_FIELD(btf, sk, __sk_common.skc_rcv_saddr) |
+                (__u64)KERNEL_FIELD(btf, sk, __sk_common.skc_num) << 32;
+  __u64 remote = KERNEL_FIELD(btf, sk, __sk_common.skc_daddr) |
+                 (__u64)bpf_ntohs(KERNEL_FIELD(btf, sk, __sk_common.skc_dport)) << 32;
   if (family == AF_INET6 && bpf_core_field_exists(sk->__sk_common.skc_v6_daddr)) {
     __u64 words[2] = {};
-    BPF_CORE_READ_INTO(&words, sk, __sk_common.skc_v6_rcv_saddr);
+    ipv6_address(words, sk, false, btf);
     local ^= words[0] * 0x9e3779b97f4a7c15ull ^ words[1];
-    BPF_CORE_READ_INTO(&words, sk, __sk_common.skc_v6_daddr);
+    ipv6_address(words, sk, true, btf);
     remote ^= words[0] * 0x9e3779b97f4a7c15ull ^ words[1];
   }
   __u64 receiver = reader ? local : remote, sender = reader ? remote : local;
   return (receiver * 0xc2b2ae3d27d4eb4full ^ sender) | 1;
 }
 
-static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* kind) {
+static __always_inline __u64 stream_end(struct file* file, bool reader, __u32* kind, bool btf) {
   __u32 mode = 0;
-  struct sock* sk = file_sock(file, &mode);
-  return stream_end_of(file, mode, sk, reader, kind);
+  struct sock* sk = file_sock(file, &mode, btf);
+  return stream_end_of(file, mode, sk, reader, kind, btf);
 }
 
 /* A write of a thread of the tree to a pipe or socket: the last writer of the end it reaches. */
 static __always_inline void note_stream_write(struct file* file, __u32 mode, struct sock* sk,
-                                              __u32 pid, __u32 tid, __u64 now) {
+                                              __u32 pid, __u32 tid, __u64 now, bool btf) {
   __u32 kind = 0;
-  __u64 end = stream_end_of(file, mode, sk, false, &kind);
+  __u64 end = stream_end_of(file, mode, sk, false, &kind, btf);
   if (end == 0) return;
   struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
   if (writes) {
@@ -282,9 +315,9 @@ static __always_inline void note_stream_write(struct file* file, __u32 mode, str
  * tree's last writers to the end it read, when it is a pipe or socket. */
 static __always_inline void stream_read_done(const struct gprof_syscall_pending* entry, __u32 tid,
                                              __u64 now, long ret, __u64 wait_start_ns,
-                                             __u64 wake_ns) {
+                                             __u64 wake_ns, bool btf) {
   __u32 kind = 0;
-  __u64 end = stream_end((struct file*)entry->stream.file, true, &kind);
+  __u64 end = stream_end(KERNEL_PTR(btf, file, entry->stream.file), true, &kind, btf);
   if (end == 0) return;
   struct gprof_stream_writes* writes = bpf_map_lookup_elem(&stream_writes, &end);
   if (!writes) return;
@@ -310,18 +343,18 @@ static __always_inline void stream_read_done(const struct gprof_syscall_pending*
 #define IPPROTO_TCP 6
 
 /* `sk` when it is a TCP socket (IPv4 or IPv6), else NULL. */
-static __always_inline struct sock* tcp_sock_of(struct sock* sk) {
+static __always_inline struct sock* tcp_sock_of(struct sock* sk, bool btf) {
   if (!sk) return NULL;
-  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  __u16 family = KERNEL_FIELD(btf, sk, __sk_common.skc_family);
   if (family != AF_INET && family != AF_INET6) return NULL;
-  return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP ? sk : NULL;
+  return KERNEL_FIELD(btf, sk, sk_protocol) == IPPROTO_TCP ? sk : NULL;
 }
 
 /* Where a TCP socket's stream is: the next byte a send queues (write_seq), or the next byte a
  * receive hands to the program (copied_seq). */
-static __always_inline __u32 tcp_position(struct sock* sk, bool send) {
-  struct tcp_sock* tcp = (struct tcp_sock*)sk;
-  return send ? BPF_CORE_READ(tcp, write_seq) : BPF_CORE_READ(tcp, copied_seq);
+static __always_inline __u32 tcp_position(struct sock* sk, bool send, bool btf) {
+  struct tcp_sock* tcp = KERNEL_PTR(btf, tcp_sock, sk);
+  return send ? KERNEL_FIELD(btf, tcp, write_seq) : KERNEL_FIELD(btf, tcp, copied_seq);
 }
 
 /* An IPv4 address (network order) as IPv6's ::ffff:a.b.c.d, so that an IPv4 socket and an IPv6
@@ -336,10 +369,10 @@ static __always_inline void mapped_ipv4(__u8 address[16], __u32 ipv4) {
 /* The return of a send or receive on a TCP socket: a record when it moved bytes. */
 static __always_inline void tcp_transfer_done(const struct gprof_syscall_pending* entry, __u32 tid,
                                               __u64 now, bool send, __u64 wait_start_ns,
-                                              __u64 wake_ns) {
-  struct sock* sk = (struct sock*)entry->stream.tcp_sock;
-  if (!sk) return;
-  __u32 seq = tcp_position(sk, send);
+                                              __u64 wake_ns, bool btf) {
+  if (!entry->stream.tcp_sock) return;
+  struct sock* sk = KERNEL_PTR(btf, sock, entry->stream.tcp_sock);
+  __u32 seq = tcp_position(sk, send, btf);
   if (seq == entry->stream.seq) return; /* nothing moved: an error, EAGAIN, a peek */
   struct gprof_tcp_transfer* rec = reserve(sizeof(*rec), GPROF_REC_TCP_TRANSFER);
   if (!rec) return;
@@ -354,14 +387,14 @@ static __always_inline void tcp_transfer_done(const struct gprof_syscall_pending
   rec->direction = send ? GPROF_TCP_SEND : GPROF_TCP_RECEIVE;
   rec->syscall_nr = (__u16)entry->nr;
   rec->fd = (__s32)entry->args[0];
-  rec->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
-  rec->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-  if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET6) {
-    BPF_CORE_READ_INTO(&rec->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
-    BPF_CORE_READ_INTO(&rec->remote_addr, sk, __sk_common.skc_v6_daddr);
+  rec->local_port = KERNEL_FIELD(btf, sk, __sk_common.skc_num);
+  rec->remote_port = bpf_ntohs(KERNEL_FIELD(btf, sk, __sk_common.skc_dport));
+  if (KERNEL_FIELD(btf, sk, __sk_common.skc_family) == AF_INET6) {
+    ipv6_address((__u64*)rec->local_addr, sk, false, btf);
+    ipv6_address((__u64*)rec->remote_addr, sk, true, btf);
   } else {
-    mapped_ipv4(rec->local_addr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
-    mapped_ipv4(rec->remote_addr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+    mapped_ipv4(rec->local_addr, KERNEL_FIELD(btf, sk, __sk_common.skc_rcv_saddr));
+    mapped_ipv4(rec->remote_addr, KERNEL_FIELD(btf, sk, __sk_common.skc_daddr));
   }
   submit(rec);
 }
@@ -506,12 +539,12 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   struct pt_regs* regs = (struct pt_regs*)ctx[0];
   if (is_stream_write(nr) || is_stream_read(nr)) {
     __s32 fd = btf ? (__s32)regs->di : (__s32)BPF_CORE_READ(regs, di);
-    struct file* file = fd_file(fd);
+    struct file* file = fd_file_of(fd, btf);
     __u32 mode = 0;
-    struct sock* sk = file_sock(file, &mode);
-    struct sock* tcp = tcp_sock_of(sk);
+    struct sock* sk = file_sock(file, &mode, btf);
+    struct sock* tcp = tcp_sock_of(sk, btf);
     bool send = is_stream_write(nr);
-    if (send) note_stream_write(file, mode, sk, pid_tgid >> 32, tid, start_ns);
+    if (send) note_stream_write(file, mode, sk, pid_tgid >> 32, tid, start_ns, btf);
     if (send && !tcp) return 0;
     /* A read, or a write of a TCP socket: what its return needs (nothing else of the entry is read
      * then). */
@@ -521,7 +554,7 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
     entry->args[0] = (__u64)fd;
     entry->stream.file = (__u64)file;
     entry->stream.tcp_sock = (__u64)tcp;
-    entry->stream.seq = tcp ? tcp_position(tcp, send) : 0;
+    entry->stream.seq = tcp ? tcp_position(tcp, send, btf) : 0;
     entry->start_ns = start_ns;
     return 0;
   }
@@ -684,11 +717,11 @@ static __always_inline int on_sys_exit(u64* ctx, bool btf) {
         wait_start_ns = thread->unexplained_wait_start_ns;
         wake_ns = thread->unexplained_wake_ns;
         thread->unexplained_wake_ns = 0;
-        stream_read_done(entry, tid, now, ret, wait_start_ns, wake_ns);
+        stream_read_done(entry, tid, now, ret, wait_start_ns, wake_ns, btf);
       }
-      tcp_transfer_done(entry, tid, now, false, wait_start_ns, wake_ns);
+      tcp_transfer_done(entry, tid, now, false, wait_start_ns, wake_ns, btf);
     } else if (is_stream_write(nr)) {
-      tcp_transfer_done(entry, tid, now, true, 0, 0);
+      tcp_transfer_done(entry, tid, now, true, 0, 0, btf);
     } else if (is_futex_syscall(nr)) {
       if (!count_short_futex(thread, tid, now)) emit_futex(entry, tid, now, ret);
     } else if (nr == NR_FUTEX_WAITV) {

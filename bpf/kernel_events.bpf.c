@@ -237,9 +237,9 @@ struct {
   __type(value, struct gprof_fault_state);
 } fault_pending SEC(".maps");
 
-/* The tree's last writes to each pipe or socket end (struct gprof_stream_writes), by the receiving
- * end (stream_end): what a read after a wait that no thread of the tree ended names as the
- * writer. LRU: an end nobody writes to any more ages out. */
+/* The tree's last writes to each pipe or non-TCP socket end (struct gprof_stream_writes), by the
+ * receiving end (stream_end): what a read after a wait that no thread of the tree ended names as
+ * the writer. LRU: an end nobody writes to any more ages out. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);

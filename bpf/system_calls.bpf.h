@@ -366,16 +366,16 @@ static __always_inline void mapped_ipv4(__u8 address[16], __u32 ipv4) {
   __builtin_memcpy(address + 12, &ipv4, 4);
 }
 
-/* The return of a send or receive on a TCP socket: a record when it moved bytes. */
-static __always_inline void tcp_transfer_done(const struct gprof_syscall_pending* entry, __u32 tid,
+/* The return of a send or receive on a TCP socket: a record when it moved bytes (true). */
+static __always_inline bool tcp_transfer_done(const struct gprof_syscall_pending* entry, __u32 tid,
                                               __u64 now, bool send, __u64 wait_start_ns,
                                               __u64 wake_ns, bool btf) {
-  if (!entry->stream.tcp_sock) return;
+  if (!entry->stream.tcp_sock) return false;
   struct sock* sk = KERNEL_PTR(btf, sock, entry->stream.tcp_sock);
   __u32 seq = tcp_position(sk, send, btf);
-  if (seq == entry->stream.seq) return; /* nothing moved: an error, EAGAIN, a peek */
+  if (seq == entry->stream.seq) return false; /* nothing moved: an error, EAGAIN, a peek */
   struct gprof_tcp_transfer* rec = reserve(sizeof(*rec), GPROF_REC_TCP_TRANSFER);
-  if (!rec) return;
+  if (!rec) return true;
   rec->pid = entry->pid;
   rec->tid = tid;
   rec->start_ns = entry->start_ns;
@@ -397,6 +397,7 @@ static __always_inline void tcp_transfer_done(const struct gprof_syscall_pending
     mapped_ipv4(rec->remote_addr, KERNEL_FIELD(btf, sk, __sk_common.skc_daddr));
   }
   submit(rec);
+  return true;
 }
 
 /* How many fds of a poll or select call are looked at for a device: a GPU driver's poll is on a
@@ -544,8 +545,12 @@ static __always_inline int on_sys_enter(u64* ctx, bool btf) {
     struct sock* sk = file_sock(file, &mode, btf);
     struct sock* tcp = tcp_sock_of(sk, btf);
     bool send = is_stream_write(nr);
-    if (send) note_stream_write(file, mode, sk, pid_tgid >> 32, tid, start_ns, btf);
-    if (send && !tcp) return 0;
+    /* A TCP send is recorded whole (below), and names itself to the read its bytes woke: only
+     * other writes are noted by the end they reach. */
+    if (send && !tcp) {
+      note_stream_write(file, mode, sk, pid_tgid >> 32, tid, start_ns, btf);
+      return 0;
+    }
     /* A read, or a write of a TCP socket: what its return needs (nothing else of the entry is read
      * then). */
     struct gprof_syscall_pending* entry = &thread->syscall;
@@ -711,15 +716,18 @@ static __always_inline int on_sys_exit(u64* ctx, bool btf) {
     __u64 now = bpf_ktime_get_ns();
     if (is_stream_read(nr)) {
       /* The first read that got data after a wait nobody of the tree ended says whose data it
-       * was. */
-      __u64 wait_start_ns = 0, wake_ns = 0;
-      if (thread->unexplained_wake_ns != 0 && ret > 0) {
-        wait_start_ns = thread->unexplained_wait_start_ns;
-        wake_ns = thread->unexplained_wake_ns;
+       * was: a TCP read by its transfer record (its bytes name their send; a peek, which moves
+       * none, leaves the wait to the read that does), another by the end's last writers. */
+      bool woken = thread->unexplained_wake_ns != 0 && ret > 0;
+      __u64 wait_start_ns = woken ? thread->unexplained_wait_start_ns : 0;
+      __u64 wake_ns = woken ? thread->unexplained_wake_ns : 0;
+      if (entry->stream.tcp_sock) {
+        if (tcp_transfer_done(entry, tid, now, false, wait_start_ns, wake_ns, btf))
+          thread->unexplained_wake_ns = 0;
+      } else if (woken) {
         thread->unexplained_wake_ns = 0;
         stream_read_done(entry, tid, now, ret, wait_start_ns, wake_ns, btf);
       }
-      tcp_transfer_done(entry, tid, now, false, wait_start_ns, wake_ns, btf);
     } else if (is_stream_write(nr)) {
       tcp_transfer_done(entry, tid, now, true, 0, 0, btf);
     } else if (is_futex_syscall(nr)) {

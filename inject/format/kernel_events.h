@@ -692,10 +692,11 @@ struct gprof_stream_writer {
   __u32 tid; /* 0: none */
 };
 
-/* The first read (of at least one byte) of a pipe or socket by a thread of the tree after an
- * off-CPU interval of at least the stack threshold that an interrupt, a kernel thread or a task
- * outside the tree ended, with the tree's last four writes to the end it read (most recent
- * first), as the writers' system calls found it: what ended the wait, when it was data. */
+/* The first read (of at least one byte) of a pipe or a socket other than TCP (a TCP read's
+ * gprof_tcp_transfer says it) by a thread of the tree after an off-CPU interval of at least the
+ * stack threshold that an interrupt, a kernel thread or a task outside the tree ended, with the
+ * tree's last four writes to the end it read (most recent first), as the writers' system calls
+ * found it: what ended the wait, when it was data. */
 struct gprof_stream_read {
   struct gprof_rec_hdr hdr;
   __u32 pid;

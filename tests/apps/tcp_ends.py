@@ -2,6 +2,8 @@
 """tcp_ends: the two ends of one TCP connection, each printing every send and receive it made.
 
   tcp_ends.py server ADDRESS PORT     accept one connection; answer each message
+  tcp_ends.py server-peek ADDRESS PORT   the same, peeking at each message's first byte
+                                         (MSG_PEEK: it moves none) before reading it
   tcp_ends.py client ADDRESS PORT     connect (retrying for 20 s), send messages from two threads
 
 The client's two threads take turns (a lock and a condition), each sleeping 5-25 ms before its
@@ -74,7 +76,7 @@ def family_of(address):
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
-def server(address, port):
+def server(address, port, peek=False):
     listener = socket.socket(family_of(address), socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((address, port))
@@ -83,6 +85,8 @@ def server(address, port):
     thread_line("server")
     ends = Counted(conn)
     for i in range(MESSAGES):
+        if peek:
+            conn.recv(1, socket.MSG_PEEK)
         ends.recv_exactly(SIZES[i % len(SIZES)])
         ends.send_all(b"k" * ANSWER)
     conn.close()
@@ -131,4 +135,7 @@ def client(address, port):
 
 if __name__ == "__main__":
     role, address, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    server(address, port) if role == "server" else client(address, port)
+    if role.startswith("server"):
+        server(address, port, peek=role == "server-peek")
+    else:
+        client(address, port)

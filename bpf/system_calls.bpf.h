@@ -235,10 +235,11 @@ static __always_inline struct sock* file_sock(struct file* file, __u32* mode, bo
 /* A socket's own IPv6 address (`remote` false) or its peer's, as two words. */
 static __always_inline void ipv6_address(__u64 words[2], struct sock* sk, bool remote, bool btf) {
   if (!btf) {
+    /* Sized by hand: BPF_CORE_READ_INTO would take sizeof(*words), one word. */
     if (remote)
-      BPF_CORE_READ_INTO(words, sk, __sk_common.skc_v6_daddr);
+      bpf_core_read(words, 16, &sk->__sk_common.skc_v6_daddr);
     else
-      BPF_CORE_READ_INTO(words, sk, __sk_common.skc_v6_rcv_saddr);
+      bpf_core_read(words, 16, &sk->__sk_common.skc_v6_rcv_saddr);
     return;
   }
   const __u32* address = remote ? sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32

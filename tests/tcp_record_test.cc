@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -96,6 +97,22 @@ class TcpRecord : public ::testing::Test {
     EXPECT_GE(calls, 2u * 12) << "12 messages and 12 answers";
   }
 
+  // Both ends' addresses, as each transfer names them: loopback's, IPv4 as ::ffff:127.0.0.1.
+  static void ExpectLoopbackAddresses(const Session& session, bool ipv6) {
+    std::array<uint8_t, 16> loopback{};
+    if (ipv6) {
+      loopback[15] = 1;
+    } else {
+      loopback[10] = loopback[11] = 0xff;
+      loopback[12] = 127;
+      loopback[15] = 1;
+    }
+    for (const TcpTransfer& t : session.tcp_transfers) {
+      EXPECT_EQ(t.local.address, loopback) << "a transfer of " << t.tid;
+      EXPECT_EQ(t.remote.address, loopback) << "a transfer of " << t.tid;
+    }
+  }
+
   // The server's waits that a message's arrival ended, named by the send of its bytes.
   size_t WaitsEndedByTheirBytes(const Session& session) {
     const uint32_t server = printed_.roles["server"];
@@ -124,6 +141,7 @@ class TcpRecord : public ::testing::Test {
 TEST_F(TcpRecord, AReadAfterAnInterruptsWakeupIsSaidByItsTransferAlone) {
   Session session = Record("127.0.0.1", "server");
   ExpectEveryCallRecorded(session);
+  ExpectLoopbackAddresses(session, false);
   const uint32_t server = printed_.roles["server"];
   size_t after_wait = 0;
   for (const TcpTransfer& t : session.tcp_transfers)
@@ -143,12 +161,21 @@ TEST_F(TcpRecord, APeekLeavesTheWaitToTheReadThatMovesTheBytes) {
 }
 
 // The raw_tp twins (GPROF_BPF_RAW_TP=1, as on a kernel whose tp_btf cannot be used) read the
-// socket with probe reads: the same transfers, over IPv4 and IPv6.
-TEST_F(TcpRecord, TheRawTracepointProgramsRecordEveryTransferToo) {
+// socket with probe reads: the same transfers and addresses, over IPv4 and IPv6; and the tp_btf
+// ones over IPv6, whose addresses are read as words.
+TEST_F(TcpRecord, BothKindsOfProgramsRecordEveryTransferWithItsAddresses) {
   for (const std::string address : {"127.0.0.1", "::1"}) {
     SCOPED_TRACE(address);
     Session session = Record(address, "server", {"GPROF_BPF_RAW_TP=1"});
     ExpectEveryCallRecorded(session);
+    ExpectLoopbackAddresses(session, address == "::1");
+    EXPECT_GE(WaitsEndedByTheirBytes(session), 6u);
+  }
+  {
+    SCOPED_TRACE("tp_btf over ::1");
+    Session session = Record("::1", "server");
+    ExpectEveryCallRecorded(session);
+    ExpectLoopbackAddresses(session, true);
     EXPECT_GE(WaitsEndedByTheirBytes(session), 6u);
   }
 }

@@ -732,9 +732,9 @@ enum gprof_tcp_direction {
 /* A system call of a thread of the tree on a TCP socket (IPv4 or IPv6) that moved bytes through
  * it: a send's queued bytes (the tcp_sock's write_seq at entry and at exit), a receive's consumed
  * ones (copied_seq at entry and exit; a peek moves none and is not recorded). Sequence numbers
- * wrap at 2^32. Where the call is the first read after an off-CPU interval that an interrupt, a
- * kernel thread or a task outside the tree ended (as gprof_stream_read), that interval's start
- * and wake; else 0. */
+ * wrap at 2^32. Where the call is the first receive that moved bytes after an off-CPU interval
+ * that an interrupt, a kernel thread or a task outside the tree ended (for a pipe or another
+ * socket, gprof_stream_read says it), that interval's start and wake; else 0. */
 struct gprof_tcp_transfer {
   struct gprof_rec_hdr hdr;
   __u32 pid;

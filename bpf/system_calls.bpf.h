@@ -169,10 +169,9 @@ static __always_inline void futex_waitv_call(struct gprof_syscall_pending* entry
  * allows on pointers whose type it knows (a load that faults reads 0, as a failed probe read leaves
  * it), instead of a probe read per field (a helper call each, tens of ns). A pointer the program
  * holds as a number (read from an array of pointers, kept in a map, a void *) is given its type by
- * bpf_rdonly_cast, which the verifier turns into a plain move. A raw_tp program reads with probe
- * reads. */
-/* Weak: on a kernel without it (before 6.2) the tp_btf programs that call it fail to load and
- * the loader falls back to their raw_tp twins, rather than the whole object failing. */
+ * bpf_rdonly_cast, which the verifier turns into a plain move (weak: on a kernel without it, before
+ * 6.2, the tp_btf programs that call it fail to load and the loader falls back to their raw_tp
+ * twins, rather than the whole object failing). A raw_tp program reads with probe reads. */
 extern void* bpf_rdonly_cast(const void* obj, __u32 btf_id) __weak __ksym;
 #define KERNEL_PTR(btf, type, value)                                                    \
   ((btf) ? (struct type*)bpf_rdonly_cast((void*)(value), bpf_core_type_id_kernel(struct type)) \

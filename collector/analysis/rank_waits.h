@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "collector/analysis/diagnosis.h"
@@ -29,6 +30,9 @@ struct JobSession {
 struct JobLink {
   int session = 0;
   ChainLink link;
+  // DescribeLink's words for it, where its session is no longer held when they are written (the
+  // merge reads one session at a time: its links point into nothing); empty: said from the session.
+  std::string text;
 };
 
 // A stall's chain across the job's sessions: the stall's own chain, extended where it left its

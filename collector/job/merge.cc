@@ -3,10 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <sstream>
-
 #include "collector/analysis/wait_reader.h"
+#include "collector/job/job_chains.h"
 #include "collector/job/merge_writers.h"
 #include "collector/job/session_messages.h"
 #include "collector/model/record_storage.h"
@@ -14,7 +12,6 @@
 #include "collector/session/read_progress.h"
 #include "collector/session/session_files.h"
 #include "collector/session/session_reader.h"
-#include "collector/writers/perfetto/merged_trace.h"
 
 namespace gprof::collector {
 namespace {
@@ -31,86 +28,114 @@ class SpillInto {
   SpillInto& operator=(const SpillInto&) = delete;
 };
 
-Expected<MergedSession> ReadOne(const std::string& directory, const MergeOptions& options,
-                                std::vector<std::string>* warnings) {
+Expected<Session> Read(const std::string& directory, const MergeOptions& options) {
   auto dir = OpenSessionDirectory(directory);
   if (!dir.ok())
     return Status::Error(StatusCode::kNotFound,
                          PrintableName(directory) + ": no such session directory");
-  MergedSession merged;
-  merged.directory = directory;
-  auto session = [&] {
-    ReadProgress progress(options.progress_fd);
-    return ReadSession(dir->get(), directory, &progress);
-  }();
-  if (!session.ok()) return session.status();
-  merged.session = std::make_unique<Session>(std::move(*session));
-  merged.waits = std::make_unique<WaitReader>(*merged.session);
-  merged.analysis = Analyze(*merged.session, options.analysis, *merged.waits);
-  for (const Diagnostic& diagnostic : merged.session->diagnostics) {
-    warnings->push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) + ": " +
-                        diagnostic.message);
-  }
-  return merged;
+  ReadProgress progress(options.progress_fd);
+  return ReadSession(dir->get(), directory, &progress);
 }
 
-}  // namespace
-
-Expected<MergedJob> ReadJob(const std::vector<std::string>& directories,
-                            const MergeOptions& options, std::vector<std::string>* warnings) {
+// The first pass: each session's summary, and its damage said once.
+Expected<MergedJob> Summarize(const std::vector<std::string>& directories,
+                              const MergeOptions& options, std::vector<std::string>* warnings) {
   MergedJob job;
   for (const std::string& directory : directories) {
-    auto merged = ReadOne(directory, options, warnings);
-    if (!merged.ok()) return merged.status();
-    job.sessions.push_back(std::move(*merged));
+    auto session = Read(directory, options);
+    if (!session.ok()) return session.status();
+    for (const Diagnostic& diagnostic : session->diagnostics) {
+      warnings->push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
+                          ": " + diagnostic.message);
+    }
+    job.sessions.push_back({directory, Summarize(*session), {}, 0});
   }
   // The trace's long-run guard over all the sessions: one length under which short waits are
   // only counted, the same for every rank.
-  std::vector<Session*> mutable_sessions;
-  for (MergedSession& merged : job.sessions) mutable_sessions.push_back(merged.session.get());
-  ShareTraceDetail(mutable_sessions);
+  std::vector<TraceDetailCounts> counts;
+  for (const MergedSession& merged : job.sessions) counts.push_back(merged.summary.trace_counts);
+  uint64_t unused = 0;
+  job.trace_detail_under_ns = TraceDetailFor(counts, kTraceMaxBytes, &unused);
+  for (MergedSession& merged : job.sessions)
+    TraceDetailFor({&merged.summary.trace_counts, 1}, kTraceMaxBytes, &merged.trace_full_bytes);
   std::vector<const Session*> sessions;
   std::vector<const SessionMeta*> metas;
   for (const MergedSession& merged : job.sessions) {
-    sessions.push_back(merged.session.get());
-    metas.push_back(&merged.session->meta);
+    sessions.push_back(&merged.summary.kept);
+    metas.push_back(&merged.summary.kept.meta);
   }
   job.messages = MessagesBetween(sessions);
   std::vector<SessionClock> clocks = AlignClocks(metas, job.messages);
-  std::vector<JobSession> views;
-  for (size_t i = 0; i < job.sessions.size(); ++i) {
-    job.sessions[i].clock = clocks[i];
-    views.push_back(
-        {job.sessions[i].session.get(), &job.sessions[i].analysis, clocks[i].offset_ns});
-  }
-  // Each session's waits stay indexed until the chains that cross sessions are followed.
-  std::vector<std::unique_ptr<ChainFollower>> followers;
-  std::vector<const ChainFollower*> follower_of;
-  for (MergedSession& merged : job.sessions) {
-    followers.push_back(
-        std::make_unique<ChainFollower>(*merged.session, *merged.waits, options.analysis));
-    follower_of.push_back(followers.back().get());
-  }
-  std::vector<JobChain> chains =
-      ChainsAcrossSessions(views, follower_of, options.analysis.max_chain * 3);
-  followers.clear();
-  for (MergedSession& merged : job.sessions) merged.waits.reset();
-  int world_size = 0;
-  for (const Session* session : sessions) world_size = std::max(world_size, WorldSizeOf(*session));
-  job.rank_waits = FindRankWaits(
-      views, chains, [&](int s, uint32_t pid) { return RankOfProcess(*sessions[s], pid); },
-      world_size);
+  for (size_t i = 0; i < job.sessions.size(); ++i) job.sessions[i].clock = clocks[i];
   return job;
 }
+
+// A session's chains that another session's ask of it: read it again for them.
+Status AnswerChains(size_t i, const MergedJob& job, const MergeOptions& options,
+                    JobChains* chains) {
+  auto session = Read(job.sessions[i].directory, options);
+  if (!session.ok()) return session.status();
+  WaitReader waits(*session);
+  ChainFollower follower(*session, waits, options.analysis);
+  chains->Answer(static_cast<int>(i), *session, follower);
+  return {};
+}
+
+}  // namespace
 
 Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
                                     const std::string& out_directory, int out_fd,
                                     const MergeOptions& options) {
   SpillInto spill(out_fd, out_directory, options.memory_budget_bytes);
   MergeResult result;
-  auto job = ReadJob(directories, options, &result.warnings);
-  if (!job.ok()) return job.status();
-  return WriteMergedJob(*job, out_directory, out_fd, std::move(result));
+  auto summarized = Summarize(directories, options, &result.warnings);
+  if (!summarized.ok()) return summarized.status();
+  MergedJob& job = *summarized;
+  std::vector<int64_t> offsets;
+  for (const MergedSession& merged : job.sessions) offsets.push_back(merged.clock.offset_ns);
+  std::vector<const SessionSummary*> summaries;
+  for (const MergedSession& merged : job.sessions) summaries.push_back(&merged.summary);
+  JobChains chains(std::move(summaries), offsets, options.analysis.max_chain * 3);
+  MergedOutputs outputs(job, out_directory, out_fd);
+  // The second pass: each session explained and written, its chains started, and those of the
+  // sessions before it that ask it followed into it.
+  for (size_t i = 0; i < job.sessions.size(); ++i) {
+    auto session = Read(directories[i], options);
+    if (!session.ok()) return session.status();
+    Analysis analysis;
+    {
+      WaitReader waits(*session);  // its index is large: gone before the outputs are made
+      analysis = Analyze(*session, options.analysis, waits);
+      KeepStalls(analysis, &job.sessions[i].summary);
+      chains.Start(static_cast<int>(i), *session, analysis);
+      if (chains.WaitsFor(static_cast<int>(i))) {
+        ChainFollower follower(*session, waits, options.analysis);
+        chains.Answer(static_cast<int>(i), *session, follower);
+      }
+    }
+    session->trace_detail_under_ns = job.trace_detail_under_ns;
+    session->trace_full_bytes = job.sessions[i].trace_full_bytes;
+    outputs.Add(i, *session, analysis);
+  }
+  // Later passes: the sessions that chains of later sessions went on into, read again.
+  while (chains.Waiting()) {
+    for (size_t i = 0; i < job.sessions.size(); ++i) {
+      if (!chains.WaitsFor(static_cast<int>(i))) continue;
+      if (Status answered = AnswerChains(i, job, options, &chains); !answered.ok())
+        return answered;
+    }
+  }
+  int world_size = 0;
+  for (const MergedSession& merged : job.sessions)
+    world_size = std::max(world_size, WorldSizeOf(merged.summary.kept));
+  std::vector<JobSession> views;
+  for (const MergedSession& merged : job.sessions)
+    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
+  job.rank_waits = FindRankWaits(
+      views, std::move(chains).Chains(),
+      [&](int s, uint32_t pid) { return RankOfProcess(job.sessions[s].summary.kept, pid); },
+      world_size);
+  return outputs.Finish(std::move(result));
 }
 
 }  // namespace gprof::collector

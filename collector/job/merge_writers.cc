@@ -61,29 +61,34 @@ std::string ClockWords(const MergedSession& merged) {
 std::vector<JobSession> Views(const MergedJob& job) {
   std::vector<JobSession> views;
   for (const MergedSession& merged : job.sessions)
-    views.push_back({merged.session.get(), &merged.analysis, merged.clock.offset_ns});
+    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
   return views;
 }
 
-// report.json of the job: its sessions (each with its own whole report.json as "report"), how
-// their clocks were placed, and the ranks' waits; streamed, a session's report at a time.
-Status WriteMergedJson(const MergedJob& job, int dir_fd, const std::string& shown) {
-  auto file = CreateOutputFile(dir_fd, "report.json", shown);
-  if (!file.ok())
-    return Status::Error(file.status().code(), "cannot write " + file.status().message());
-  bool written = true;
-  auto put = [&](std::string_view text) {
-    written &= std::fwrite(text.data(), 1, text.size(), file->get()) == text.size();
-  };
-  auto dump = [](const json& value) {
-    return value.dump(1, ' ', false, json::error_handler_t::replace);
-  };
-  put("{\n \"format\": \"gprof-run-merged-report\",\n \"version\": 1,\n \"sessions\": [");
-  for (size_t i = 0; i < job.sessions.size(); ++i) {
-    const MergedSession& merged = job.sessions[i];
-    const SessionMeta& meta = merged.session->meta;
+std::string Dump(const json& value) {
+  return value.dump(1, ' ', false, json::error_handler_t::replace);
+}
+
+// report.json of the job, streamed: its sessions (each with its own whole report.json as
+// "report") as they are held, how their clocks were placed, and at the end the ranks' waits.
+class MergedJson {
+ public:
+  MergedJson(int dir_fd, const std::string& shown) : shown_(shown) {
+    auto file = CreateOutputFile(dir_fd, "report.json", shown);
+    if (!file.ok()) {
+      status_ = Status::Error(file.status().code(), "cannot write " + file.status().message());
+      return;
+    }
+    file_ = std::move(*file);
+    Put("{\n \"format\": \"gprof-run-merged-report\",\n \"version\": 1,\n \"sessions\": [");
+  }
+
+  void Add(size_t i, const MergedSession& merged, const Session& session,
+           const Analysis& analysis) {
+    if (!status_.ok()) return;
+    const SessionMeta& meta = session.meta;
     json ranks = json::array();
-    for (const auto& [pid, process] : merged.session->processes) {
+    for (const auto& [pid, process] : session.processes) {
       if (!process.rank || !process.rank->rank) continue;
       const RankIdentity& rank = *process.rank;
       ranks.push_back({{"pid", pid},
@@ -102,46 +107,51 @@ Status WriteMergedJson(const MergedJob& job, int dir_fd, const std::string& show
                    {"how", merged.clock.how},
                    {"correction_ns", merged.clock.correction_ns},
                    {"messages", merged.clock.messages}}}};
-    std::string text = dump(head);
+    std::string text = Dump(head);
     text.pop_back();  // the closing brace: the report follows
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    put(i == 0 ? "\n" : ",\n");
-    put(text);
-    put(",\n \"report\": ");
-    WriteJsonReport(*merged.session, merged.analysis, put);
-    put("\n}");
+    Put(i == 0 ? "\n" : ",\n");
+    Put(text);
+    Put(",\n \"report\": ");
+    WriteJsonReport(session, analysis, [&](std::string_view block) { Put(block); });
+    Put("\n}");
   }
-  put("\n ],\n \"messages\": " + std::to_string(job.messages.size()) + ",\n \"ranks\": ");
-  put(dump(RankWaitsJson(Views(job), job.rank_waits)));
-  put("\n}\n");
-  const int error = errno;
-  if (std::fclose(file->release()) != 0) written = false;
-  if (!written)
-    return Status::Error(StatusCode::kIo, "cannot write " + shown + ": " + WriteError(error));
-  return {};
-}
 
-Status WriteMergedTrace(const MergedJob& job, int dir_fd, const std::string& shown) {
-  std::vector<TraceSession> sessions;
-  for (const MergedSession& merged : job.sessions) {
-    std::string label = RanksOf(*merged.session);
-    if (label == "no rank") label = merged.session->meta.host_name;
-    sessions.push_back({merged.session.get(), &merged.analysis, merged.clock.offset_ns, label});
+  Status Finish(const MergedJob& job) {
+    if (!status_.ok()) return status_;
+    Put("\n ],\n \"messages\": " + std::to_string(job.messages.size()) + ",\n \"ranks\": ");
+    Put(Dump(RankWaitsJson(Views(job), job.rank_waits)));
+    Put("\n}\n");
+    if (std::fclose(file_.release()) != 0 && error_ == 0) error_ = errno != 0 ? errno : EIO;
+    if (error_ != 0)
+      return Status::Error(StatusCode::kIo, "cannot write " + shown_ + ": " + WriteError(error_));
+    return {};
   }
-  return WriteMergedPerfettoTrace(sessions, dir_fd, "trace.perfetto-trace", shown);
-}
+
+ private:
+  void Put(std::string_view text) {
+    if (error_ == 0 && std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size())
+      error_ = errno != 0 ? errno : EIO;
+  }
+
+  std::string shown_;
+  OutputFile file_{nullptr, &std::fclose};
+  Status status_;
+  int error_ = 0;
+};
 
 }  // namespace
 
-std::string RenderMergedText(const MergedJob& job, const std::string& out_directory) {
+std::string RenderMergedText(const MergedJob& job, const std::vector<std::string>& summaries,
+                             const std::string& out_directory) {
   std::ostringstream out;
   out << "gprof-run merged report: " << PrintableName(out_directory) << "\n";
   out << "  sessions  " << job.sessions.size() << ", on the clock of the first:\n";
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     const MergedSession& merged = job.sessions[i];
-    const SessionMeta& meta = merged.session->meta;
+    const SessionMeta& meta = merged.summary.kept.meta;
     out << "    " << i + 1 << ". " << PrintableName(merged.directory) << ": "
-        << RanksOf(*merged.session);
+        << RanksOf(merged.summary.kept);
     if (!meta.host_name.empty()) out << ", host " << PrintableName(meta.host_name);
     out << "; " << ClockWords(merged) << "\n";
   }
@@ -152,54 +162,97 @@ std::string RenderMergedText(const MergedJob& job, const std::string& out_direct
   out << (ranks.empty() ? "\nRANKS: no rank waited for another\n" : ranks);
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     const MergedSession& merged = job.sessions[i];
-    out << "\nSESSION " << i + 1 << " (" << RanksOf(*merged.session)
+    out << "\nSESSION " << i + 1 << " (" << RanksOf(merged.summary.kept)
         << "): " << PrintableName(merged.directory) << "\n";
-    std::string summary = SummaryOf(RenderTextReport(*merged.session, merged.analysis));
+    const std::string& summary = i < summaries.size() ? summaries[i] : std::string();
     out << (summary.empty() ? "  nothing to explain\n" : summary);
   }
   return out.str();
 }
 
-Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& out_directory,
-                                     int out_fd, MergeResult result) {
-  const std::filesystem::path dir(out_directory);
-  result.text_report = RenderMergedText(job, out_directory);
+struct MergedOutputs::State {
+  const MergedJob& job;
+  std::filesystem::path dir;
+  std::string shown_directory;
+  int out_fd;
+  MergedJson json;
+  MergedTraceWriter trace;
+  Status trace_opened;
+  std::vector<std::string> summaries;  // each session's SUMMARY section
+  std::vector<Status> pages;           // session-N.html, as written
+};
+
+MergedOutputs::MergedOutputs(const MergedJob& job, const std::string& out_directory, int out_fd)
+    : state_(new State{job, std::filesystem::path(out_directory), out_directory, out_fd,
+                       MergedJson(out_fd, (std::filesystem::path(out_directory) / "report.json")
+                                              .string()),
+                       MergedTraceWriter(out_fd, "trace.perfetto-trace",
+                                         (std::filesystem::path(out_directory) /
+                                          "trace.perfetto-trace")
+                                             .string()),
+                       {}, {}, {}}) {
+  std::vector<int64_t> starts;
+  std::vector<std::string> directories;
+  for (const MergedSession& merged : job.sessions) {
+    starts.push_back(static_cast<int64_t>(merged.summary.start_monotonic_ns) +
+                     merged.clock.offset_ns);
+    directories.push_back(merged.summary.kept.directory);
+  }
+  state_->trace_opened = state_->trace.Open(starts, directories);
+}
+
+MergedOutputs::~MergedOutputs() = default;
+
+void MergedOutputs::Add(size_t i, const Session& session, const Analysis& analysis) {
+  const MergedSession& merged = state_->job.sessions[i];
+  const std::string text = RenderTextReport(session, analysis);
+  state_->summaries.push_back(SummaryOf(text));
+  state_->json.Add(i, merged, session, analysis);
+  // Its own page (its pictures, as `report` writes them).
+  const std::string name = "session-" + std::to_string(i + 1) + ".html";
+  state_->pages.push_back(WriteTextFile(state_->out_fd, name, (state_->dir / name).string(),
+                                        RenderHtmlReport(session, analysis, text)));
+  std::string label = RanksOf(merged.summary.kept);
+  if (label == "no rank") label = session.meta.host_name;
+  state_->trace.Add({&session, &analysis, merged.clock.offset_ns, label});
+}
+
+MergeResult MergedOutputs::Finish(MergeResult result) {
+  State& state = *state_;
+  const MergedJob& job = state.job;
+  const std::filesystem::path& dir = state.dir;
+  result.text_report = RenderMergedText(job, state.summaries, state.shown_directory);
   auto note = [&](const std::string& name, const Status& status) {
     if (status.ok()) {
       result.written.push_back((dir / name).string());
     } else {
       result.warnings.push_back(status.message());
-      unlinkat(out_fd, name.c_str(), 0);
+      unlinkat(state.out_fd, name.c_str(), 0);
     }
   };
-  note("report.txt",
-       WriteTextFile(out_fd, "report.txt", (dir / "report.txt").string(), result.text_report));
-  note("report.json", WriteMergedJson(job, out_fd, (dir / "report.json").string()));
-  // Each session's own page (its pictures, as `report` writes them), and the job's page: the
-  // merged text, and a link to each session's.
+  note("report.txt", WriteTextFile(state.out_fd, "report.txt", (dir / "report.txt").string(),
+                                   result.text_report));
+  note("report.json", state.json.Finish(job));
+  // The job's page: the merged text, and a link to each session's.
   std::string links;
-  for (size_t i = 0; i < job.sessions.size(); ++i) {
+  for (size_t i = 0; i < state.pages.size(); ++i) {
     const MergedSession& merged = job.sessions[i];
     const std::string name = "session-" + std::to_string(i + 1) + ".html";
-    std::string page = RenderHtmlReport(*merged.session, merged.analysis,
-                                        RenderTextReport(*merged.session, merged.analysis));
-    Status written = WriteTextFile(out_fd, name, (dir / name).string(), page);
-    note(name, written);
-    if (written.ok()) {
+    note(name, state.pages[i]);
+    if (state.pages[i].ok()) {
       links += "<li><a href=\"" + name + "\">session " + std::to_string(i + 1) +
-               "</a>: " + EscapeHtml(RanksOf(*merged.session)) + ", " +
+               "</a>: " + EscapeHtml(RanksOf(merged.summary.kept)) + ", " +
                EscapeHtml(PrintableName(merged.directory)) + "</li>\n";
     }
   }
   note("report.html",
-       WriteTextFile(out_fd, "report.html", (dir / "report.html").string(),
+       WriteTextFile(state.out_fd, "report.html", (dir / "report.html").string(),
                      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gprof-run "
                      "merged report</title></head>\n<body>\n<h1>gprof-run merged report</h1>\n"
                      "<ul class=\"sessions\">\n" +
                          links + "</ul>\n<pre>" + EscapeHtml(result.text_report) +
                          "</pre>\n</body></html>\n"));
-  note("trace.perfetto-trace",
-       WriteMergedTrace(job, out_fd, (dir / "trace.perfetto-trace").string()));
+  note("trace.perfetto-trace", state.trace.Close());
   return result;
 }
 

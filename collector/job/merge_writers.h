@@ -2,19 +2,38 @@
 // section, then each session's SUMMARY), report.json (the same facts, each session's whole
 // report.json inside), report.html (report.txt as a page, linking session-N.html, each session's
 // own page with its pictures) and the trace (each session's timeline on the job's clock, its
-// processes named by rank).
+// processes named by rank). Written as the merge goes: each session's part while it is held,
+// the rest once the ranks' waits are known.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "collector/job/merge.h"
 
 namespace gprof::collector {
 
-std::string RenderMergedText(const MergedJob& job, const std::string& out_directory);
+class MergedOutputs {
+ public:
+  // `job` (its sessions' summaries and clocks, its messages) must outlive this.
+  MergedOutputs(const MergedJob& job, const std::string& out_directory, int out_fd);
+  ~MergedOutputs();
+  MergedOutputs(const MergedOutputs&) = delete;
+  MergedOutputs& operator=(const MergedOutputs&) = delete;
 
-// Writes the four files into `out_fd`; what could not be written is in the warnings.
-Expected<MergeResult> WriteMergedJob(const MergedJob& job, const std::string& out_directory,
-                                     int out_fd, MergeResult result);
+  // Session `i`, held with its analysis (in order, each once): its part of report.json and of
+  // the trace, its own page and its SUMMARY.
+  void Add(size_t i, const Session& session, const Analysis& analysis);
+  // The rest, once job.rank_waits is known: report.txt, report.json's end, report.html, the
+  // trace's end. What could not be written is in the warnings.
+  MergeResult Finish(MergeResult result);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+std::string RenderMergedText(const MergedJob& job, const std::vector<std::string>& summaries,
+                             const std::string& out_directory);
 
 }  // namespace gprof::collector

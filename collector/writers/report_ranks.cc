@@ -22,6 +22,11 @@ bool RanksInferred(const std::vector<JobSession>& sessions) {
   return false;
 }
 
+std::string WordsOf(const std::vector<JobSession>& sessions, const JobLink& link) {
+  if (!link.text.empty()) return link.text;
+  return DescribeLink(*sessions[link.session].session, link.link);
+}
+
 }  // namespace
 
 std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWaits& waits,
@@ -65,8 +70,7 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
     }
     out << "\n";
     if (longest.root) {
-      const Session& there = *sessions[longest.root->session].session;
-      out << "      why: " << DescribeLink(there, longest.root->link) << "\n";
+      out << "      why: " << WordsOf(sessions, *longest.root) << "\n";
     }
   }
   return out.str();
@@ -85,11 +89,10 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
   for (const RankWait& wait : waits.waits) {
     json root = nullptr;
     if (wait.root) {
-      const Session& there = *sessions[wait.root->session].session;
       root = {{"session", wait.root->session},
               {"pid", wait.root->link.pid},
               {"tid", wait.root->link.tid},
-              {"text", DescribeLink(there, wait.root->link)}};
+              {"text", WordsOf(sessions, *wait.root)}};
     }
     all_waits.push_back({{"waiting_rank", wait.waiting_rank},
                          {"late_rank", wait.late_rank},

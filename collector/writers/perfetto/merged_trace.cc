@@ -23,36 +23,75 @@ void ShareTraceDetail(std::span<Session* const> sessions, uint64_t max_bytes) {
   }
 }
 
-Status WriteMergedPerfettoTrace(const std::vector<TraceSession>& sessions, int dir_fd,
-                                const std::string& name, const std::string& path) {
-  for (const TraceSession& part : sessions) {
-    if (static_cast<int64_t>(part.session->meta.start_monotonic_ns) + part.offset_ns < 0) {
-      return Status::Error(StatusCode::kInvalid, "cannot write Perfetto trace " + path +
-                                                     ": session " + part.session->directory +
-                                                     " would start before the job's clock");
+struct MergedTraceWriter::State {
+  perfetto::TraceFile file;
+  std::string path;
+  Status status;
+  bool open = false;
+  size_t added = 0;
+  perfetto::SessionEnd end{1, 0};
+};
+
+MergedTraceWriter::MergedTraceWriter(int dir_fd, const std::string& name, const std::string& path)
+    : state_(new State{perfetto::TraceFile(dir_fd, name, path), path}) {}
+
+MergedTraceWriter::~MergedTraceWriter() = default;
+
+Status MergedTraceWriter::Open(const std::vector<int64_t>& starts_ns,
+                               const std::vector<std::string>& directories) {
+  for (size_t i = 0; i < starts_ns.size(); ++i) {
+    if (starts_ns[i] < 0) {
+      state_->status = Status::Error(
+          StatusCode::kInvalid, "cannot write Perfetto trace " + state_->path +
+                                    ": session " + directories[i] +
+                                    " would start before the job's clock");
+      return state_->status;
     }
   }
-  perfetto::TraceFile file(dir_fd, name, path);
-  if (Status opened = file.Open(); !opened.ok()) return opened;
+  state_->status = state_->file.Open();
+  state_->open = state_->status.ok();
+  return state_->status;
+}
+
+void MergedTraceWriter::Add(const TraceSession& part) {
+  const size_t i = state_->added++;
+  if (!state_->open || !state_->status.ok()) return;
   // Exceptions stop at the module boundary; the only one expected here is running out of memory.
   try {
-    perfetto::SessionEnd end{1, 0};
-    for (size_t i = 0; i < sessions.size(); ++i) {
-      const TraceSession& part = sessions[i];
-      perfetto::SessionScope scope;
-      scope.first_sequence_id = end.next_sequence_id;
-      scope.clock_snapshot = i == 0;
-      scope.placement.time_offset_ns = static_cast<uint64_t>(part.offset_ns);
-      scope.placement.flow_id_offset = end.max_flow_id;
-      scope.tracks.uuid_salt = uint64_t{i} << perfetto::kTrackUuidSaltShift;
-      scope.tracks.label = part.label;
-      end = perfetto::WriteSessionPackets(*part.session, part.analysis, file, scope);
-    }
-    return file.Close();
+    perfetto::SessionScope scope;
+    scope.first_sequence_id = state_->end.next_sequence_id;
+    scope.clock_snapshot = i == 0;
+    scope.placement.time_offset_ns = static_cast<uint64_t>(part.offset_ns);
+    scope.placement.flow_id_offset = state_->end.max_flow_id;
+    scope.tracks.uuid_salt = uint64_t{i} << perfetto::kTrackUuidSaltShift;
+    scope.tracks.label = part.label;
+    state_->end = perfetto::WriteSessionPackets(*part.session, part.analysis, state_->file, scope);
   } catch (const std::exception& error) {
-    return Status::Error(StatusCode::kOutOfMemory,
-                         "cannot write Perfetto trace " + path + ": " + error.what());
+    state_->status = Status::Error(StatusCode::kOutOfMemory, "cannot write Perfetto trace " +
+                                                                 state_->path + ": " +
+                                                                 error.what());
   }
+}
+
+Status MergedTraceWriter::Close() {
+  if (!state_->open) return state_->status;
+  state_->open = false;
+  Status closed = state_->file.Close();
+  return state_->status.ok() ? closed : state_->status;
+}
+
+Status WriteMergedPerfettoTrace(const std::vector<TraceSession>& sessions, int dir_fd,
+                                const std::string& name, const std::string& path) {
+  std::vector<int64_t> starts;
+  std::vector<std::string> directories;
+  for (const TraceSession& part : sessions) {
+    starts.push_back(static_cast<int64_t>(part.session->meta.start_monotonic_ns) + part.offset_ns);
+    directories.push_back(part.session->directory);
+  }
+  MergedTraceWriter writer(dir_fd, name, path);
+  if (Status opened = writer.Open(starts, directories); !opened.ok()) return opened;
+  for (const TraceSession& part : sessions) writer.Add(part);
+  return writer.Close();
 }
 
 }  // namespace gprof::collector

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,5 +39,25 @@ void ShareTraceDetail(std::span<Session* const> sessions, uint64_t max_bytes = k
 // before the job clock's 0 (its start_monotonic_ns + offset_ns < 0).
 Status WriteMergedPerfettoTrace(const std::vector<TraceSession>& sessions, int dir_fd,
                                 const std::string& name, const std::string& path);
+
+// The same file made a session at a time, for sessions that are not all held at once (the merge
+// reads them one by one): Open, Add each in order (the session need not outlive the call), Close.
+// The first error is kept; what follows it is not written.
+class MergedTraceWriter {
+ public:
+  MergedTraceWriter(int dir_fd, const std::string& name, const std::string& path);
+  ~MergedTraceWriter();
+  MergedTraceWriter(const MergedTraceWriter&) = delete;
+  MergedTraceWriter& operator=(const MergedTraceWriter&) = delete;
+
+  // `starts_ns`: each session's start_monotonic_ns + offset_ns, checked before anything is made.
+  Status Open(const std::vector<int64_t>& starts_ns, const std::vector<std::string>& directories);
+  void Add(const TraceSession& part);
+  Status Close();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace gprof::collector

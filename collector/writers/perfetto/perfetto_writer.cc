@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <vector>
 
 #include "collector/writers/perfetto/diagnosis_tracks.h"
 #include "collector/writers/perfetto/gprof_run_track.h"
@@ -57,30 +58,42 @@ uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* fu
 
 uint64_t TraceDetailFor(std::span<const Session* const> sessions, uint64_t max_bytes,
                         uint64_t* full_bytes) {
-  // Durations by power of two of microseconds: bucket k holds [2^(k-1), 2^k) us (0: under 1 us).
-  constexpr size_t kBuckets = 11;  // up to 1024 us
-  std::array<uint64_t, kBuckets> shorter{};
+  std::vector<TraceDetailCounts> counts;
+  for (const Session* session : sessions) counts.push_back(CountTraceDetail(*session));
+  return TraceDetailFor(counts, max_bytes, full_bytes);
+}
+
+TraceDetailCounts CountTraceDetail(const Session& session) {
+  TraceDetailCounts counts;
   auto note = [&](uint64_t duration_ns) {
     uint64_t us = duration_ns / 1000;
     size_t bucket = 0;
-    while (us != 0 && bucket < kBuckets) us >>= 1, ++bucket;
-    if (bucket < kBuckets) ++shorter[bucket];
+    while (us != 0 && bucket < counts.shorter.size()) us >>= 1, ++bucket;
+    if (bucket < counts.shorter.size()) ++counts.shorter[bucket];
   };
-  uint64_t records = 0;
-  for (const Session* session : sessions) {
-    for (const OffCpuInterval& interval : session->off_cpu) note(interval.duration());
-    for (const FutexCall& call : session->futex_calls) note(call.duration());
-    records += session->off_cpu.size() + session->futex_calls.size() + session->api_calls.size() +
-               session->gpu_activities.size() + session->lock_waits.size() +
-               session->device_waits.size() + session->page_faults.size() +
-               session->memory_map_calls.size();
+  for (const OffCpuInterval& interval : session.off_cpu) note(interval.duration());
+  for (const FutexCall& call : session.futex_calls) note(call.duration());
+  counts.records = session.off_cpu.size() + session.futex_calls.size() + session.api_calls.size() +
+                   session.gpu_activities.size() + session.lock_waits.size() +
+                   session.device_waits.size() + session.page_faults.size() +
+                   session.memory_map_calls.size();
+  return counts;
+}
+
+uint64_t TraceDetailFor(std::span<const TraceDetailCounts> sessions, uint64_t max_bytes,
+                        uint64_t* full_bytes) {
+  TraceDetailCounts all;
+  for (const TraceDetailCounts& counts : sessions) {
+    all.records += counts.records;
+    for (size_t bucket = 0; bucket < all.shorter.size(); ++bucket)
+      all.shorter[bucket] += counts.shorter[bucket];
   }
-  *full_bytes = records * kTraceBytesPerRecord;
+  *full_bytes = all.records * kTraceBytesPerRecord;
   if (*full_bytes <= max_bytes) return 0;
-  uint64_t left = records;
-  for (size_t bucket = 0; bucket < kBuckets; ++bucket) {
-    left -= shorter[bucket];  // those under 2^bucket us
-    if (left * kTraceBytesPerRecord <= max_bytes || bucket + 1 == kBuckets)
+  uint64_t left = all.records;
+  for (size_t bucket = 0; bucket < all.shorter.size(); ++bucket) {
+    left -= all.shorter[bucket];  // those under 2^bucket us
+    if (left * kTraceBytesPerRecord <= max_bytes || bucket + 1 == all.shorter.size())
       return (uint64_t{1} << bucket) * 1000;
   }
   return 0;

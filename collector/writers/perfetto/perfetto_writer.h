@@ -33,6 +33,8 @@
 // memory does not grow with the session.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -61,6 +63,17 @@ uint64_t TraceDetailFor(const Session& session, uint64_t max_bytes, uint64_t* fu
 // The same for sessions written into one trace (merged_trace.h): one length for them all, so that
 // the trace as a whole stays under `max_bytes` and the sessions' short waits are cut alike.
 uint64_t TraceDetailFor(std::span<const Session* const> sessions, uint64_t max_bytes,
+                        uint64_t* full_bytes);
+// What the guard reads of a session, to decide for sessions that are not all held at once (the
+// merge reads them one at a time): its records and its waits by length.
+struct TraceDetailCounts {
+  uint64_t records = 0;
+  // Off-CPU intervals and futex calls by power of two of microseconds: [k] holds [2^(k-1), 2^k)
+  // us (0: under 1 us), up to 1024 us.
+  std::array<uint64_t, 11> shorter{};
+};
+TraceDetailCounts CountTraceDetail(const Session& session);
+uint64_t TraceDetailFor(std::span<const TraceDetailCounts> sessions, uint64_t max_bytes,
                         uint64_t* full_bytes);
 
 // Writes `session` to `path` (created or truncated). The session's record vectors must be sorted as

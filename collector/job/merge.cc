@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "collector/analysis/wait_reader.h"
 #include "collector/job/job_chains.h"
 #include "collector/job/merge_writers.h"
@@ -28,28 +30,49 @@ class SpillInto {
   SpillInto& operator=(const SpillInto&) = delete;
 };
 
-Expected<Session> Read(const std::string& directory, const MergeOptions& options) {
-  auto dir = OpenSessionDirectory(directory);
-  if (!dir.ok())
-    return Status::Error(StatusCode::kNotFound,
-                         PrintableName(directory) + ": no such session directory");
-  ReadProgress progress(options.progress_fd);
-  return ReadSession(dir->get(), directory, &progress);
+// The session directories, each opened once for every pass: a pass reads what the first did.
+Expected<std::vector<FileDescriptor>> OpenAll(const std::vector<std::string>& directories) {
+  std::vector<FileDescriptor> opened;
+  for (const std::string& directory : directories) {
+    auto dir = OpenSessionDirectory(directory);
+    if (!dir.ok())
+      return Status::Error(StatusCode::kNotFound,
+                           PrintableName(directory) + ": no such session directory");
+    opened.push_back(std::move(*dir));
+  }
+  return opened;
 }
 
-// The first pass: each session's summary, and its damage said once.
+Expected<Session> Read(const MergedSession& merged, const MergeOptions& options) {
+  ReadProgress progress(options.progress_fd);
+  return ReadSession(merged.dir_fd, merged.directory, &progress);
+}
+
+// The first pass: each session's summary, and its damage said once. Read from the last to the
+// first, so that the first, which the second pass starts with, is still held (`first`).
 Expected<MergedJob> Summarize(const std::vector<std::string>& directories,
-                              const MergeOptions& options, std::vector<std::string>* warnings) {
+                              const std::vector<FileDescriptor>& opened,
+                              const MergeOptions& options, std::vector<std::string>* warnings,
+                              std::optional<Session>* first) {
   MergedJob job;
-  for (const std::string& directory : directories) {
-    auto session = Read(directory, options);
+  job.sessions.resize(directories.size());
+  std::vector<std::vector<std::string>> damage(directories.size());
+  for (size_t i = directories.size(); i-- > 0;) {
+    MergedSession& merged = job.sessions[i];
+    merged.directory = directories[i];
+    merged.dir_fd = opened[i].get();
+    first->reset();
+    auto session = Read(merged, options);
     if (!session.ok()) return session.status();
     for (const Diagnostic& diagnostic : session->diagnostics) {
-      warnings->push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
+      damage[i].push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
                           ": " + diagnostic.message);
     }
-    job.sessions.push_back({directory, Summarize(*session), {}, 0});
+    merged.summary = Summarize(*session);
+    first->emplace(std::move(*session));
   }
+  for (const std::vector<std::string>& said : damage)
+    warnings->insert(warnings->end(), said.begin(), said.end());
   // The trace's long-run guard over all the sessions: one length under which short waits are
   // only counted, the same for every rank.
   std::vector<TraceDetailCounts> counts;
@@ -73,7 +96,7 @@ Expected<MergedJob> Summarize(const std::vector<std::string>& directories,
 // A session's chains that another session's ask of it: read it again for them.
 Status AnswerChains(size_t i, const MergedJob& job, const MergeOptions& options,
                     JobChains* chains) {
-  auto session = Read(job.sessions[i].directory, options);
+  auto session = Read(job.sessions[i], options);
   if (!session.ok()) return session.status();
   WaitReader waits(*session);
   ChainFollower follower(*session, waits, options.analysis);
@@ -88,7 +111,10 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
                                     const MergeOptions& options) {
   SpillInto spill(out_fd, out_directory, options.memory_budget_bytes);
   MergeResult result;
-  auto summarized = Summarize(directories, options, &result.warnings);
+  auto opened = OpenAll(directories);
+  if (!opened.ok()) return opened.status();
+  std::optional<Session> held;  // the first session, read last in the first pass
+  auto summarized = Summarize(directories, *opened, options, &result.warnings, &held);
   if (!summarized.ok()) return summarized.status();
   MergedJob& job = *summarized;
   std::vector<int64_t> offsets;
@@ -100,7 +126,8 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
   // The second pass: each session explained and written, its chains started, and those of the
   // sessions before it that ask it followed into it.
   for (size_t i = 0; i < job.sessions.size(); ++i) {
-    auto session = Read(directories[i], options);
+    auto session = held ? Expected<Session>(std::move(*held)) : Read(job.sessions[i], options);
+    held.reset();
     if (!session.ok()) return session.status();
     Analysis analysis;
     {

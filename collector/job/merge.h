@@ -31,6 +31,7 @@ struct MergeOptions {
 // What the merge keeps of one session: its summary, placed on the job's clock.
 struct MergedSession {
   std::string directory;
+  int dir_fd = -1;  // opened once, read in each pass
   SessionSummary summary;
   SessionClock clock;
   uint64_t trace_full_bytes = 0;  // its own trace at full detail (the guard's estimate)
@@ -49,7 +50,7 @@ struct MergeResult {
   std::vector<std::string> written;   // paths of the files written
 };
 
-// Reads `directories` (each opened once per pass, relative to nothing else), merges them, and
+// Reads `directories` (each opened once, relative to nothing else), merges them, and
 // writes the reports and trace into the directory `out_fd` (shown as `out_directory`), where
 // records past the memory budget are spilled meanwhile. Fails when a session cannot be read.
 Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,

@@ -65,6 +65,17 @@ std::vector<JobSession> Views(const MergedJob& job) {
   return views;
 }
 
+// The ranks' collectives as a picture (report_ranks.h), where a rank waited for another.
+std::string CollectivesFigure(const RankWaits& waits) {
+  std::string svg = RankWaitsSvg(waits);
+  if (svg.empty()) return "";
+  return "<h2>Collectives: who waited, who was late</h2>\n<p>Each collective in which a rank "
+         "arrived last, the longest waits first: the late rank's lateness in red, each waiting "
+         "rank's wait in blue, on the collective's own time scale (hover a bar for its "
+         "figures).</p>\n" +
+         svg + "\n";
+}
+
 std::string Dump(const json& value) {
   return value.dump(1, ' ', false, json::error_handler_t::replace);
 }
@@ -250,8 +261,8 @@ MergeResult MergedOutputs::Finish(MergeResult result) {
                      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gprof-run "
                      "merged report</title></head>\n<body>\n<h1>gprof-run merged report</h1>\n"
                      "<ul class=\"sessions\">\n" +
-                         links + "</ul>\n<pre>" + EscapeHtml(result.text_report) +
-                         "</pre>\n</body></html>\n"));
+                         links + "</ul>\n" + CollectivesFigure(job.rank_waits) + "<pre>" +
+                         EscapeHtml(result.text_report) + "</pre>\n</body></html>\n"));
   note("trace.perfetto-trace", state.trace.Close());
   return result;
 }

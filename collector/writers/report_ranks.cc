@@ -76,6 +76,53 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
   return out.str();
 }
 
+std::string RankWaitsSvg(const RankWaits& waits, size_t collectives_shown) {
+  if (waits.collectives.empty()) return "";
+  constexpr int kLabel = 150, kBars = 560, kBar = 12, kGap = 4, kRowGap = 14;
+  const size_t shown = std::min(collectives_shown, waits.collectives.size());
+  std::ostringstream rows;
+  int y = 4;
+  for (size_t i = 0; i < shown; ++i) {
+    const Collective& collective = waits.collectives[i];
+    // The row's time scale: from its first wait's start to its last wait's end, or as long as
+    // the late rank was late if that is longer.
+    const uint64_t span = std::max<uint64_t>(
+        std::max(collective.end_ns - collective.start_ns, collective.late_ns), 1);
+    auto x = [&](uint64_t offset_ns) {
+      return kLabel + static_cast<int>(static_cast<double>(offset_ns) * kBars / span);
+    };
+    const std::string late_words = RankName(collective.late_rank) + " arrived last, " +
+                                   FormatDuration(collective.late_ns) + " late";
+    rows << "<g class=\"collective\" data-late-rank=\"" << collective.late_rank << "\">";
+    rows << "<text x=\"4\" y=\"" << y + kBar - 2 << "\" font-size=\"11\">" << i + 1 << ". "
+         << RankName(collective.late_rank) << " late</text>";
+    rows << "<rect class=\"late\" x=\"" << kLabel << "\" y=\"" << y << "\" width=\""
+         << std::max(1, x(collective.late_ns) - kLabel) << "\" height=\"" << kBar
+         << "\" fill=\"#d62728\"><title>" << late_words << "</title></rect>";
+    y += kBar + kGap;
+    for (int index : collective.waits) {
+      const RankWait& wait = waits.waits[index];
+      const std::string words = RankName(wait.waiting_rank) + " waited " +
+                                FormatDuration(wait.duration()) + " for " +
+                                RankName(wait.late_rank);
+      const int from = x(wait.start_ns - collective.start_ns);
+      rows << "<text x=\"14\" y=\"" << y + kBar - 2 << "\" font-size=\"11\">"
+           << RankName(wait.waiting_rank) << "</text>";
+      rows << "<rect class=\"wait\" data-rank=\"" << wait.waiting_rank << "\" x=\"" << from
+           << "\" y=\"" << y << "\" width=\""
+           << std::max(1, x(wait.end_ns - collective.start_ns) - from) << "\" height=\"" << kBar
+           << "\" fill=\"#1f77b4\"><title>" << words << "</title></rect>";
+      y += kBar + kGap;
+    }
+    rows << "</g>";
+    y += kRowGap - kGap;
+  }
+  std::ostringstream out;
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ranks\" width=\""
+      << kLabel + kBars + 10 << "\" height=\"" << y << "\">" << rows.str() << "</svg>";
+  return out.str();
+}
+
 nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const RankWaits& waits) {
   using nlohmann::json;
   json ranks = json::array(), all_waits = json::array(), collectives = json::array();

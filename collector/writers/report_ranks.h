@@ -18,6 +18,12 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
 // The same facts for report.json: "ranks" (totals, worst first), "waits" and "collectives".
 nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const RankWaits& waits);
 
+// The collectives as a picture for report.html (an inline SVG, no script): one row per collective,
+// the longest waits first as the text lists them, each rank's wait a bar on the row's own time
+// scale and the rank that arrived last a red bar as long as it was late; each bar's <title> says
+// it in words. Empty when no rank waited for another.
+std::string RankWaitsSvg(const RankWaits& waits, size_t collectives_shown = 12);
+
 // "rank 1".
 std::string RankName(int rank);
 

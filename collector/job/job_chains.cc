@@ -66,7 +66,11 @@ JobChains::~JobChains() = default;
 void JobChains::Start(int s, const Session& session, const Analysis& analysis) {
   for (size_t i = 0; i < analysis.stalls.size(); ++i) {
     const Stall& stall = analysis.stalls[i];
-    if (stall.tid != stall.pid) continue;  // only a main thread's waits are a rank's
+    // Only a rank's main thread's waits can be a rank's wait for another (rank_waits.h): the
+    // other stalls' chains are not followed, their links not described.
+    if (stall.tid != stall.pid || stall.profiler_tid != 0 || !StartedAsRank(session, stall.pid) ||
+        !RankOfProcess(session, stall.pid))
+      continue;
     Pending pending;
     pending.chain = {s, static_cast<int>(i), {}};
     for (const ChainLink& link : stall.chain) pending.chain.links.push_back(Detached(session, s, link));

@@ -27,8 +27,8 @@ SessionSummary Summarize(const Session& session);
 // The stalls of `analysis` that the ranks' waits read (rank_waits.h), at the same indices.
 void KeepStalls(const Analysis& analysis, SessionSummary* summary);
 
-// `link` of `session` with its words (DescribeLink) and without what points into the session,
-// which will be let go.
+// `link` of `session` without what points into the session, which will be let go, and with its
+// words (DescribeLink) where it is in a rank's process (only such a link is a rank wait's root).
 JobLink Detached(const Session& session, int session_index, const ChainLink& link);
 
 }  // namespace gprof::collector

@@ -128,7 +128,7 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     auto session = held ? Expected<Session>(std::move(*held)) : Read(job.sessions[i], options);
     held.reset();
-    if (!session.ok()) return session.status();
+    if (!session.ok()) return outputs.Abandon(session.status());
     Analysis analysis;
     {
       WaitReader waits(*session);  // its index is large: gone before the outputs are made
@@ -149,7 +149,7 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
     for (size_t i = 0; i < job.sessions.size(); ++i) {
       if (!chains.WaitsFor(static_cast<int>(i))) continue;
       if (Status answered = AnswerChains(i, job, options, &chains); !answered.ok())
-        return answered;
+        return outputs.Abandon(answered);
     }
   }
   int world_size = 0;

@@ -228,6 +228,16 @@ void MergedOutputs::Add(size_t i, const Session& session, const Analysis& analys
   state_->trace.Add({&session, &analysis, merged.clock.offset_ns, label});
 }
 
+Status MergedOutputs::Abandon(Status error) {
+  State& state = *state_;
+  (void)state.trace.Close();
+  (void)state.json.Finish(state.job);
+  for (const char* name : {"report.json", "trace.perfetto-trace"}) unlinkat(state.out_fd, name, 0);
+  for (size_t i = 0; i < state.pages.size(); ++i)
+    unlinkat(state.out_fd, ("session-" + std::to_string(i + 1) + ".html").c_str(), 0);
+  return error;
+}
+
 MergeResult MergedOutputs::Finish(MergeResult result) {
   State& state = *state_;
   const MergedJob& job = state.job;

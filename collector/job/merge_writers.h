@@ -27,6 +27,9 @@ class MergedOutputs {
   // The rest, once job.rank_waits is known: report.txt, report.json's end, report.html, the
   // trace's end. What could not be written is in the warnings.
   MergeResult Finish(MergeResult result);
+  // A session could not be read again (changed since the first pass): the files begun are
+  // removed, and `error` returned.
+  Status Abandon(Status error);
 
  private:
   struct State;

@@ -25,12 +25,10 @@ std::string FindChromium() {
 
 // The page as the browser parsed it.
 std::string RenderedDom(const std::string& chromium, const std::string& page, const TempDir& dir) {
-  ProcessSpec spec = Command({chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                              "--disable-dev-shm-usage", "--no-first-run",
-                              "--disable-background-networking",
-                              "--user-data-dir=" + dir.Sub("profile"),
-                              "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom",
-                              "file://" + page});
+  ProcessSpec spec = Command(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+       "--no-first-run", "--disable-background-networking", "--user-data-dir=" + dir.Sub("profile"),
+       "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://" + page});
   spec.timeout_s = 90;
   ProcessResult result = RunProcess(spec);
   EXPECT_EQ(result.exit_code(), 0) << result.err;
@@ -43,10 +41,10 @@ TEST(MergedHtml, ThePageDrawsEachCollectivesLateRankAndWaits) {
   if (chromium.empty())
     GPROF_SKIP_OR_FAIL("chromium is not installed (scripts/setup.sh installs it)");
   TempDir dir;
-  ProcessSpec launch = Command(
-      {"/usr/bin/python3", SourceDir() + "/tests/apps/ranks/straggler_ranks.py", "launch",
-       "--world", "3", "--late", "2", "--mode", "sleep", "--prefix", GprofRunPath(), "-q", "-o",
-       dir.Sub("r%q{RANK}"), "--"});
+  ProcessSpec launch =
+      Command({"/usr/bin/python3", SourceDir() + "/tests/apps/ranks/straggler_ranks.py", "launch",
+               "--world", "3", "--late", "2", "--mode", "sleep", "--prefix", GprofRunPath(), "-q",
+               "-o", dir.Sub("r%q{RANK}"), "--"});
   launch.timeout_s = 180;
   ProcessResult ran = RunProcess(launch);
   ASSERT_EQ(ran.exit_code(), 0) << ran.out << ran.err;
@@ -61,15 +59,14 @@ TEST(MergedHtml, ThePageDrawsEachCollectivesLateRankAndWaits) {
   ASSERT_NE(dom.find("<svg"), std::string::npos) << dom.substr(0, 2000);
   // Each collective drawn: its late rank as the report names it, a red bar for its lateness and
   // a bar per waiting rank; the longest wait's bar as long as the lateness (the same figure).
-  static const std::regex group(
-      "<g class=\"collective\" data-late-rank=\"(\\d+)\">(.*?)</g>");
+  static const std::regex group("<g class=\"collective\" data-late-rank=\"(\\d+)\">(.*?)</g>");
   static const std::regex late_bar("<rect class=\"late\"[^>]* width=\"(\\d+)\"");
   static const std::regex wait_bar(
       "<rect class=\"wait\" data-rank=\"(\\d+)\"[^>]* width=\"(\\d+)\"[^>]*><title>(rank \\d+ "
       "waited [^<]* for rank (\\d+))</title>");
   size_t drawn = 0;
-  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), group);
-       it != std::sregex_iterator(); ++it, ++drawn) {
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), group); it != std::sregex_iterator();
+       ++it, ++drawn) {
     ASSERT_LT(drawn, collectives.size());
     const nlohmann::json& collective = collectives[drawn];
     EXPECT_EQ(std::stoi((*it)[1].str()), collective["late_rank"].get<int>());
@@ -85,7 +82,8 @@ TEST(MergedHtml, ThePageDrawsEachCollectivesLateRankAndWaits) {
     for (auto bar = std::sregex_iterator(body.begin(), body.end(), wait_bar);
          bar != std::sregex_iterator(); ++bar, ++waits) {
       ASSERT_LT(waits, collective["waits"].size()) << body;
-      const nlohmann::json& wait = report["ranks"]["waits"][collective["waits"][waits].get<size_t>()];
+      const nlohmann::json& wait =
+          report["ranks"]["waits"][collective["waits"][waits].get<size_t>()];
       EXPECT_EQ(std::stoi((*bar)[1].str()), wait["waiting_rank"].get<int>()) << body;
       EXPECT_EQ(std::stoi((*bar)[4].str()), wait["late_rank"].get<int>()) << body;
       longest = std::max(longest, std::stoi((*bar)[2].str()));

@@ -50,8 +50,8 @@ class MergeMemory : public ::testing::Test {
         {"200000", "2"}, {"300000", "4"}, {"400000", "6"}};
     for (const auto& [records, threads] : made) {
       const std::string session = dir_.Sub(std::string("s") + records);
-      ProcessResult generated = RunProcess(Command(
-          {BuildDir() + "/bin/bench_session_gen", session, records, "--threads", threads}));
+      ProcessResult generated = RunProcess(
+          Command({BuildDir() + "/bin/bench_session_gen", session, records, "--threads", threads}));
       ASSERT_EQ(generated.exit_code(), 0) << generated.err;
       sessions_.push_back(session);
     }
@@ -88,8 +88,8 @@ class MergeMemory : public ::testing::Test {
 TEST_F(MergeMemory, SixSessionsPeakNearTheLargestOnesReport) {
   long report_kib = 0, merge_kib = 0;
   Measure({}, &report_kib, &merge_kib);
-  EXPECT_LT(merge_kib, report_kib * 3 / 2) << "merge " << merge_kib << " KiB, report "
-                                           << report_kib << " KiB";
+  EXPECT_LT(merge_kib, report_kib * 3 / 2)
+      << "merge " << merge_kib << " KiB, report " << report_kib << " KiB";
 }
 
 // With little memory for records (past it they go to files in OUT), the merge keeps to the same
@@ -97,8 +97,8 @@ TEST_F(MergeMemory, SixSessionsPeakNearTheLargestOnesReport) {
 TEST_F(MergeMemory, SixSessionsWithLittleCollectorMemoryPeakAsOneReport) {
   long report_kib = 0, merge_kib = 0;
   Measure({"--collector-memory", "8M"}, &report_kib, &merge_kib);
-  EXPECT_LT(merge_kib, report_kib * 3 / 2) << "merge " << merge_kib << " KiB, report "
-                                           << report_kib << " KiB";
+  EXPECT_LT(merge_kib, report_kib * 3 / 2)
+      << "merge " << merge_kib << " KiB, report " << report_kib << " KiB";
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ void JobChains::Start(int s, const Session& session, const Analysis& analysis) {
       continue;
     Pending pending;
     pending.chain = {s, static_cast<int>(i), {}};
-    for (const ChainLink& link : stall.chain) pending.chain.links.push_back(Detached(session, s, link));
+    for (const ChainLink& link : stall.chain)
+      pending.chain.links.push_back(Detached(session, s, link));
     pending.stall_wait = stall.wait;
     pending.stall_wait.waker_call = nullptr;
     pending.stall_wait.data_send = nullptr;

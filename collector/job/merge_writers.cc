@@ -194,14 +194,18 @@ struct MergedOutputs::State {
 };
 
 MergedOutputs::MergedOutputs(const MergedJob& job, const std::string& out_directory, int out_fd)
-    : state_(new State{job, std::filesystem::path(out_directory), out_directory, out_fd,
-                       MergedJson(out_fd, (std::filesystem::path(out_directory) / "report.json")
-                                              .string()),
-                       MergedTraceWriter(out_fd, "trace.perfetto-trace",
-                                         (std::filesystem::path(out_directory) /
-                                          "trace.perfetto-trace")
-                                             .string()),
-                       {}, {}, {}}) {
+    : state_(new State{
+          job,
+          std::filesystem::path(out_directory),
+          out_directory,
+          out_fd,
+          MergedJson(out_fd, (std::filesystem::path(out_directory) / "report.json").string()),
+          MergedTraceWriter(
+              out_fd, "trace.perfetto-trace",
+              (std::filesystem::path(out_directory) / "trace.perfetto-trace").string()),
+          {},
+          {},
+          {}}) {
   std::vector<int64_t> starts;
   std::vector<std::string> directories;
   for (const MergedSession& merged : job.sessions) {

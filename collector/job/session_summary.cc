@@ -52,7 +52,8 @@ void KeepStalls(const Analysis& analysis, SessionSummary* summary) {
 
 JobLink Detached(const Session& session, int session_index, const ChainLink& link) {
   // Only a link in a rank's process can be the root of a rank's wait: only its words are said.
-  JobLink kept{session_index, {},
+  JobLink kept{session_index,
+               {},
                RankOfProcess(session, link.pid) ? DescribeLink(session, link) : std::string()};
   ChainLink& copy = kept.link;
   copy.pid = link.pid;

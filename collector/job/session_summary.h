@@ -15,8 +15,8 @@
 namespace gprof::collector {
 
 struct SessionSummary {
-  Session kept;         // no records but its TCP transfers; nothing in it points elsewhere
-  Analysis stalls;      // only stalls: each main thread's with its ids and wait times
+  Session kept;     // no records but its TCP transfers; nothing in it points elsewhere
+  Analysis stalls;  // only stalls: each main thread's with its ids and wait times
   TraceDetailCounts trace_counts;
   uint64_t start_monotonic_ns = 0;  // session.json's (kept.meta's may be the first record's)
 };

@@ -118,8 +118,8 @@ std::string RankWaitsSvg(const RankWaits& waits, size_t collectives_shown) {
     y += kRowGap - kGap;
   }
   std::ostringstream out;
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ranks\" width=\""
-      << kLabel + kBars + 10 << "\" height=\"" << y << "\">" << rows.str() << "</svg>";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ranks\" width=\"" << kLabel + kBars + 10
+      << "\" height=\"" << y << "\">" << rows.str() << "</svg>";
   return out.str();
 }
 

@@ -41,10 +41,9 @@ Status MergedTraceWriter::Open(const std::vector<int64_t>& starts_ns,
                                const std::vector<std::string>& directories) {
   for (size_t i = 0; i < starts_ns.size(); ++i) {
     if (starts_ns[i] < 0) {
-      state_->status = Status::Error(
-          StatusCode::kInvalid, "cannot write Perfetto trace " + state_->path +
-                                    ": session " + directories[i] +
-                                    " would start before the job's clock");
+      state_->status = Status::Error(StatusCode::kInvalid,
+                                     "cannot write Perfetto trace " + state_->path + ": session " +
+                                         directories[i] + " would start before the job's clock");
       return state_->status;
     }
   }
@@ -67,9 +66,9 @@ void MergedTraceWriter::Add(const TraceSession& part) {
     scope.tracks.label = part.label;
     state_->end = perfetto::WriteSessionPackets(*part.session, part.analysis, state_->file, scope);
   } catch (const std::exception& error) {
-    state_->status = Status::Error(StatusCode::kOutOfMemory, "cannot write Perfetto trace " +
-                                                                 state_->path + ": " +
-                                                                 error.what());
+    state_->status =
+        Status::Error(StatusCode::kOutOfMemory,
+                      "cannot write Perfetto trace " + state_->path + ": " + error.what());
   }
 }
 

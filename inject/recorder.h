@@ -55,6 +55,10 @@ void SubmitCall(format::ApiCallRecord record);
 // header filled in here), like SubmitCall: never blocks; not counted as a CUDA call.
 void SubmitNvtxEvent(format::NvtxEventRecord record, const char* text);
 
+// Stores one NCCL profiler event of the calling thread (inject/nccl_profiler.cc) with the
+// function's and datatype's names (tid and header filled in here), like SubmitNvtxEvent.
+void SubmitNcclEvent(format::NcclEventRecord record, const char* func, const char* datatype);
+
 // Starts the writer thread if it is not running yet (CUPTI delivers GPU records before any API
 // call may have been recorded). False when recording is off or the thread cannot start.
 bool EnsureWriterRunning();

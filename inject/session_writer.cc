@@ -55,6 +55,12 @@ bool IsTrimmableRecord(const void* head, size_t head_size) {
     memcpy(&event, head, sizeof(event));
     return event.kind <= static_cast<uint16_t>(format::NvtxEventKind::kMark);
   }
+  if (header.type == format::kNcclEvent && head_size >= sizeof(format::NcclEventRecord)) {
+    // Collectives are data; a communicator's start names what they belong to.
+    format::NcclEventRecord event;
+    memcpy(&event, head, sizeof(event));
+    return event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit);
+  }
   switch (header.type) {
     case format::kApiCall:
     case format::kGpuKernel:
@@ -496,6 +502,10 @@ void SessionWriter::DrainRings() {
         tail += AppendNvtxEvent(*ring, tail) - 1;
         continue;
       }
+      if (record.header.type == format::kNcclEvent) {
+        tail += AppendSpanning(*ring, tail) - 1;
+        continue;
+      }
       if (record.api_id >= (1u << 16)) gpu_.NameApi(record.api_id);  // a CUPTI id
       Append(&record, sizeof(record));
       ++staged_calls_;  // after Append: a flush it made first holds only the calls before
@@ -529,6 +539,22 @@ uint64_t SessionWriter::AppendNvtxEvent(const ThreadRing& ring, uint64_t at) {
   event.header = {static_cast<uint32_t>(sizeof(event) + text_len), format::kNvtxEvent, 0};
   Append(&event, sizeof(event), text, text_len);
   return 1 + ThreadRing::TextSlots(text_len);
+}
+
+uint64_t SessionWriter::AppendSpanning(const ThreadRing& ring, uint64_t at) {
+  constexpr uint64_t kMaxSize = sizeof(format::NcclEventRecord) + 2 * format::kNcclMaxText;
+  char bytes[ThreadRing::TextSlots(kMaxSize) * sizeof(format::ApiCallRecord)];
+  format::RecordHeader header;
+  memcpy(&header, &ring.slots[at % ThreadRing::kSlots], sizeof(header));
+  // Only this library pushes it; a size out of bounds would mean a bug: skip the one slot.
+  if (header.size < sizeof(header) || header.size > kMaxSize) return 1;
+  for (uint64_t copied = 0, slot = at; copied < header.size; ++slot) {
+    uint64_t piece = std::min<uint64_t>(header.size - copied, sizeof(format::ApiCallRecord));
+    memcpy(bytes + copied, &ring.slots[slot % ThreadRing::kSlots], piece);
+    copied += piece;
+  }
+  Append(bytes, header.size);
+  return ThreadRing::TextSlots(header.size);
 }
 
 void SessionWriter::RefreshThreadNames() {

@@ -55,6 +55,8 @@ class SessionWriter : public RecordSink {
   void DrainRings();
   // Writes the NVTX event at slot `at` of `ring` with its text; returns the slots it took.
   uint64_t AppendNvtxEvent(const ThreadRing& ring, uint64_t at);
+  // A record pushed whole across slots (ThreadRing::PushSpanning); returns the slots it took.
+  uint64_t AppendSpanning(const ThreadRing& ring, uint64_t at);
   void DrainActivityBuffers();
   void WriteCaptureStatus();
   void WriteClockOffset();

@@ -75,6 +75,27 @@ struct alignas(64) ThreadRing {
     head.store(h + needed, std::memory_order_release);
     return used < kWakeWriterAt && used + needed >= kWakeWriterAt;
   }
+
+  // A whole record of `size` bytes (its header's size), in TextSlots(size) consecutive slots,
+  // wrapping as the ring does; the writer copies header.size bytes back. Same contract as Push.
+  bool PushSpanning(const void* bytes, uint32_t size) {
+    uint64_t needed = TextSlots(size);
+    uint64_t h = head.load(std::memory_order_relaxed);
+    uint64_t used = h - tail.load(std::memory_order_acquire);
+    if (used + needed > kSlots) {
+      dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    const char* from = static_cast<const char*>(bytes);
+    for (uint64_t copied = 0, slot = h; copied < size; ++slot) {
+      uint64_t piece = size - copied;
+      if (piece > sizeof(format::ApiCallRecord)) piece = sizeof(format::ApiCallRecord);
+      memcpy(&slots[slot % kSlots], from + copied, piece);
+      copied += piece;
+    }
+    head.store(h + needed, std::memory_order_release);
+    return used < kWakeWriterAt && used + needed >= kWakeWriterAt;
+  }
 };
 
 }  // namespace gprof::inject

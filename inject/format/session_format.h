@@ -99,6 +99,7 @@ enum RecordType : uint16_t {
   kProfilerThread = 21,
   kNamespaces = 22,
   kNvtxEvent = 23,
+  kNcclEvent = 24,
 };
 
 // Once per file, first: who is writing. Followed by `exe_len` bytes of the executable path and
@@ -497,6 +498,45 @@ struct NvtxEventRecord {
 };
 static_assert(sizeof(NvtxEventRecord) == 48);
 inline constexpr uint32_t kNvtxMaxText = 216;
+
+enum class NcclEventKind : uint16_t {
+  kCollective = 1,  // a collective enqueued on a communicator (ncclProfileColl)
+  kP2p = 2,         // a send or receive enqueued (ncclProfileP2p)
+  kCommInit = 3,    // NCCL initialised the plugin for a communicator: rank, size, version, chain
+};
+
+enum NcclEventFlags : uint16_t {
+  kNcclHasSeqNumber = 1u << 0,  // `seq_number` is NCCL's own, per communicator
+  kNcclHasCommHash = 1u << 1,   // `comm_hash` is NCCL's (v2/v3 descriptors, v4+ init)
+  kNcclChained = 1u << 2,       // kCommInit: the user's own plugin was loaded and is called too
+  kNcclChainFailed = 1u << 3,   // kCommInit: the user's plugin could not be loaded or lacks
+                                // `version`: it is not called (the text names it)
+};
+
+// One NCCL profiler plugin event of the program (inject/nccl_profiler.cc). Followed by `func_len`
+// bytes of the function's name ("AllReduce"; kCommInit: the user's chained plugin) and
+// `datatype_len` bytes of the datatype's ("ncclFloat32"; kCommInit: the communicator's name).
+// Times are the host's, on the recording clock: a collective's start is its enqueue's start
+// (the rank arrived), its stop the enqueue's end; the GPU ran it later.
+struct NcclEventRecord {
+  RecordHeader header;
+  uint64_t start_ns;
+  uint64_t stop_ns;     // kCommInit: = start_ns
+  uint64_t comm_hash;   // kNcclHasCommHash, else 0
+  uint64_t seq_number;  // kNcclHasSeqNumber, else 0
+  uint64_t count;       // elements
+  uint32_t tid;         // the thread that started it
+  int32_t rank;         // in the communicator
+  int32_t n_ranks;      // 0: not told (v2/v3)
+  int32_t peer;         // kP2p: the peer; kCollective: the root (-1: none)
+  uint16_t kind;        // NcclEventKind
+  uint16_t flags;       // NcclEventFlags
+  uint16_t version;     // the plugin interface NCCL asked for (2..6)
+  uint8_t func_len;
+  uint8_t datatype_len;
+};
+static_assert(sizeof(NcclEventRecord) == 72);
+inline constexpr uint32_t kNcclMaxText = 255;
 
 // A record struct with its header filled in, for `trailing_bytes` more bytes after it.
 template <typename Record>

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pwd.h>
+#include <strings.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,6 +51,9 @@ namespace {
 
 // The user's own NVTX_INJECTION64_PATH, for the injected library to forward to (nvtx_tool.cc).
 constexpr char kNvtxChainEnv[] = "GPROF_NVTX_CHAIN_PATH";
+// The user's own NCCL_PROFILER_PLUGIN, for the injected library's NCCL plugin to chain
+// (inject/nccl_profiler.cc).
+constexpr char kNcclChainEnv[] = "GPROF_NCCL_CHAIN_PLUGIN";
 
 namespace fs = std::filesystem;
 
@@ -156,6 +160,7 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   bool inject = options.cuda_mode != "off";
   bool use_cupti = options.cuda_mode == "auto" || options.cuda_mode == "cupti";
   std::string preload = PreloadPath(inject_library);
+  bool nccl_plugin_off = false;  // the user set NCCL_PROFILER_PLUGIN=none
   std::string injection = inject_library;
   for (const std::string& entry : StartingEnvironment()) {
     std::string_view variable(entry);
@@ -189,8 +194,23 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
       }
       continue;
     }
+    if (inject && variable.starts_with("NCCL_PROFILER_PLUGIN=")) {
+      // NCCL loads one plugin: the injected library, which loads the user's and calls it too.
+      // "none" turns NCCL's plugins off: kept, as the user asked.
+      std::string existing(variable.substr(strlen("NCCL_PROFILER_PLUGIN=")));
+      if (strcasecmp(existing.c_str(), "none") == 0) {
+        nccl_plugin_off = true;
+        environment.emplace_back(variable);
+      } else if (!existing.empty() && existing != inject_library) {
+        Say("NCCL_PROFILER_PLUGIN is already set (" + existing +
+            "): gprof-run records NCCL's collectives and forwards every event to it");
+        environment.push_back(std::string(kNcclChainEnv) + "=" + existing);
+      }
+      continue;
+    }
     if (variable.starts_with("GPROF_SESSION_DIR=") ||
         variable.starts_with(std::string(kNvtxChainEnv) + "=") ||
+        variable.starts_with(std::string(kNcclChainEnv) + "=") ||
         variable.starts_with(std::string(kSessionDirIdEnv) + "=") ||
         variable.starts_with("GPROF_CUDA_MODE=") ||
         variable.starts_with("GPROF_STACK_THRESHOLD_NS=") ||
@@ -212,6 +232,8 @@ std::vector<std::string> TargetEnvironment(const RunOptions& options,
   if (use_cupti && !injection.empty()) environment.push_back("CUDA_INJECTION64_PATH=" + injection);
   // Every NVTX instance in the tree (each library has its own) asks this at its first call.
   environment.push_back("NVTX_INJECTION64_PATH=" + inject_library);
+  // NCCL 2.24+ loads its profiler plugin from here at a communicator's creation.
+  if (!nccl_plugin_off) environment.push_back("NCCL_PROFILER_PLUGIN=" + inject_library);
   environment.push_back("GPROF_SESSION_DIR=" + session_dir);
   environment.push_back(std::string(kSessionDirIdEnv) + "=" + limits.session_dir_id);
   environment.push_back("GPROF_CUDA_MODE=" + options.cuda_mode);
@@ -732,6 +754,9 @@ int RunCommand(const RunOptions& options) {
   for (const std::string& variable : session.launch.environment) {
     if (variable.starts_with(std::string(kNvtxChainEnv) + "=")) {
       run.nvtx_tool = variable.substr(strlen(kNvtxChainEnv) + 1);
+    }
+    if (variable.starts_with(std::string(kNcclChainEnv) + "=")) {
+      run.nccl_plugin = variable.substr(strlen(kNcclChainEnv) + 1);
     }
   }
 

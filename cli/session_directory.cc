@@ -394,6 +394,8 @@ std::string SessionMetaText(const RunDescription& run) {
   };
   AddPlace(run, &meta);
   if (!run.nvtx_tool.empty()) meta[key::kNvtxTool] = collector::PrintableName(run.nvtx_tool);
+  if (!run.nccl_plugin.empty())
+    meta[key::kNcclPlugin] = collector::PrintableName(run.nccl_plugin);
   if (run.window_start_ns != 0) {
     meta[key::kWindow] = {
         {key::kWindowDelayS, run.delay_s},

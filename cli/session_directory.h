@@ -75,6 +75,7 @@ struct RunDescription {
   uint64_t kernel_stack_min_ns = 0;  // off-CPU stacks only for intervals this long (0: every one)
   std::string inject_library;
   std::string nvtx_tool;  // the user's own NVTX_INJECTION64_PATH, forwarded to; empty: none
+  std::string nccl_plugin;  // the user's own NCCL_PROFILER_PLUGIN, chained; empty: none
   std::string cuda_mode;  // --cuda
 
   // --delay / --duration: recording only in [window_start_ns, window_end_ns) (start 0: no

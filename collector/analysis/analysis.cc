@@ -4,6 +4,7 @@
 #include <set>
 
 #include "collector/analysis/gpu_timeline.h"
+#include "collector/analysis/nccl_collectives.h"
 #include "collector/analysis/numbering.h"
 #include "collector/analysis/report_view.h"
 
@@ -29,12 +30,21 @@ Analysis Analyze(const Session& session, const AnalysisOptions& options, const W
   std::set<int> ranks;
   for (const auto& [pid, process] : session.processes)
     if (auto rank = RankOfProcess(session, pid)) ranks.insert(*rank);
-  if (ranks.size() >= 2) {
-    const std::vector<JobSession> job = {{&session, &analysis, 0}};
-    analysis.rank_waits =
-        FindRankWaits(job, OwnChains(job),
-                      [&](int, uint32_t pid) { return RankOfProcess(session, pid); },
-                      WorldSizeOf(session));
+  const std::vector<JobSession> job = {{&session, &analysis, 0}};
+  const RankOf rank_of = [&](int, uint32_t pid) { return RankOfProcess(session, pid); };
+  std::vector<NcclCollective> nccl = MatchNcclCollectives(job, rank_of);
+  if (ranks.size() >= 2 || !nccl.empty()) {
+    std::vector<RankWait> nccl_waits;
+    if (!nccl.empty()) {
+      const ChainFollower follower(session, waits, options);
+      nccl_waits = NcclRankWaits(job, nccl, [&](int, uint32_t tid, uint64_t start, uint64_t end) {
+        std::vector<JobLink> links;
+        for (const ChainLink& link : follower.From(tid, start, end)) links.push_back({0, link});
+        return links;
+      });
+    }
+    analysis.rank_waits = FindRankWaits(job, OwnChains(job), rank_of, WorldSizeOf(session),
+                                        std::move(nccl), std::move(nccl_waits));
   }
   return analysis;
 }

@@ -65,7 +65,9 @@ std::vector<RankWait> OneWaitPerOverlap(std::vector<RankWait> waits) {
       RankWait& into = merged.back();
       const uint64_t start = std::min(into.start_ns, wait.start_ns);
       const uint64_t end = std::max(into.end_ns, wait.end_ns);
+      const int nccl = into.nccl >= 0 ? into.nccl : wait.nccl;
       if (wait.duration() > into.duration()) into = wait;
+      into.nccl = nccl;
       into.start_ns = start;
       into.end_ns = end;
       continue;
@@ -105,6 +107,8 @@ std::vector<Collective> GroupCollectives(const std::vector<RankWait>& waits) {
     std::stable_sort(collective.waits.begin(), collective.waits.end(),
                      [&](int a, int b) { return waits[a].duration() > waits[b].duration(); });
     const RankWait& longest = waits[collective.waits.front()];
+    for (int w : collective.waits)
+      if (collective.nccl < 0) collective.nccl = waits[w].nccl;
     collective.late_rank = longest.late_rank;
     collective.late_ns = longest.duration();
   }
@@ -157,9 +161,11 @@ std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions) {
 
 RankWaits FindRankWaits(const std::vector<JobSession>& sessions,
                         const std::vector<JobChain>& chains, const RankOf& rank_of,
-                        int world_size) {
+                        int world_size, std::vector<NcclCollective> nccl,
+                        std::vector<RankWait> nccl_waits) {
   RankWaits result;
-  std::vector<RankWait> found;
+  result.nccl = std::move(nccl);
+  std::vector<RankWait> found = std::move(nccl_waits);
   for (const JobChain& chain : chains) {
     if (chain.links.empty()) continue;
     if (auto wait = WaitForAnotherRank(sessions, chain, rank_of)) found.push_back(*wait);

@@ -43,16 +43,38 @@ struct JobChain {
   std::vector<JobLink> links;
 };
 
+// A process's rank in the job (its environment's RANK, SLURM_PROCID...), when it has one.
+using RankOf = std::function<std::optional<int>(int session, uint32_t pid)>;
+
+struct NcclArrival {
+  int session = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  int rank = 0;           // in the job (its RANK...), else in the communicator
+  uint64_t start_ns = 0;  // on the job's clock: its enqueue's start
+  uint64_t stop_ns = 0;
+};
+
+// One NCCL collective, matched across ranks (nccl_collectives.h).
+struct NcclCollective {
+  uint64_t comm_hash = 0;
+  uint64_t seq_number = 0;  // NCCL's, or the collective's place on the communicator (by order)
+  bool by_seq = false;      // matched by NCCL's sequence number; false: by order
+  std::string func;         // "AllReduce"
+  std::vector<NcclArrival> arrivals;  // by rank
+};
+
 // One wait of a rank that another rank ended.
 struct RankWait {
   int waiting_rank = 0;
   int late_rank = 0;
-  int session = 0;  // the waiting thread's, and its stall
+  int session = 0;  // the waiting thread's, and its stall (-1: an NCCL collective's wait)
   int stall = 0;
   uint32_t tid = 0;
   uint64_t start_ns = 0;  // on the job's clock
   uint64_t end_ns = 0;
   std::optional<JobLink> root;  // the chain's root in the late rank: why it was late
+  int nccl = -1;  // the NCCL collective it waited in (RankWaits::nccl), -1: none known
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
@@ -64,6 +86,7 @@ struct Collective {
   std::vector<int> waits;  // into RankWaits::waits, longest first
   int late_rank = 0;
   uint64_t late_ns = 0;  // the longest wait for it: how late it was
+  int nccl = -1;         // the NCCL collective it was (RankWaits::nccl), -1: none known
 };
 
 struct RankTotals {
@@ -78,10 +101,9 @@ struct RankWaits {
   std::vector<Collective> collectives;  // the longest wait first
   std::vector<RankTotals> ranks;        // the rank that made others wait most first
   int world_size = 0;                   // the largest the processes were told, or the ranks seen
+  std::vector<NcclCollective> nccl;     // NCCL's collectives matched across ranks
 };
 
-// A process's rank in the job (its environment's RANK, SLURM_PROCID...), when it has one.
-using RankOf = std::function<std::optional<int>(int session, uint32_t pid)>;
 
 // A process's rank in the job, from the environment it was started with; the largest world size
 // a process of the session was told (0: none).
@@ -92,9 +114,12 @@ int WorldSizeOf(const Session& session);
 bool StartedAsRank(const Session& session, uint32_t pid);
 
 // The ranks' waits for each other over `chains` (one per stall to look at; a session's stalls
-// without one are taken with their own chains).
+// without one are taken with their own chains), and in NCCL's collectives, matched across
+// ranks, with their waits (nccl_collectives.h).
 RankWaits FindRankWaits(const std::vector<JobSession>& sessions,
-                        const std::vector<JobChain>& chains, const RankOf& rank_of, int world_size);
+                        const std::vector<JobChain>& chains, const RankOf& rank_of, int world_size,
+                        std::vector<NcclCollective> nccl = {},
+                        std::vector<RankWait> nccl_waits = {});
 
 // The own chains of the stalls that may be a rank's waits (its main thread's), each in its session.
 std::vector<JobChain> OwnChains(const std::vector<JobSession>& sessions);

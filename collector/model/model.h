@@ -642,6 +642,7 @@ struct SessionMeta {
   std::string inject_library;  // the path gprof-run preloaded; empty: unknown
   std::string cuda_mode;       // --cuda: "auto", "cupti", "preload", "off"; empty: unknown
   std::string nvtx_tool;       // the user's own NVTX tool, forwarded to; empty: none
+  std::string nccl_plugin;     // the user's own NCCL profiler plugin, chained; empty: none
   uint64_t start_monotonic_ns = 0;
   uint64_t end_monotonic_ns = 0;
   uint64_t start_realtime_ns = 0;
@@ -691,6 +692,26 @@ struct SessionMeta {
   int64_t test_realtime_skew_ns = 0;  // GPROF_TEST_REALTIME_SKEW_NS, in every REALTIME reading
   // The rank the launcher gave gprof-run's environment, which the command inherited.
   std::optional<RankIdentity> rank;
+};
+
+// One event of NCCL's profiler plugin in the program (inject/nccl_profiler.cc): a collective or
+// send/receive enqueued, or a communicator's start. Times are the host's.
+struct NcclEvent {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;  // the enqueue's start: the rank arrived
+  uint64_t stop_ns = 0;
+  uint64_t comm_hash = 0;
+  uint64_t seq_number = 0;
+  uint64_t count = 0;
+  int32_t rank = -1;
+  int32_t n_ranks = 0;
+  int32_t peer = -1;
+  uint16_t kind = 0;     // format::NcclEventKind
+  uint16_t flags = 0;    // format::NcclEventFlags
+  uint16_t version = 0;  // of the plugin interface NCCL used
+  uint32_t func = 0;     // Session::nccl_names: "AllReduce"; kCommInit: the chained plugin
+  uint32_t datatype = 0; // Session::nccl_names: "ncclFloat32"; kCommInit: the communicator's name
 };
 
 // An NVTX range of the program (docs/nvtx.md). Push/pop ranges nest on their thread; a start/end
@@ -772,6 +793,8 @@ struct Session {
   std::vector<std::string> nvtx_strings{std::string()};  // printable; [0] is ""
   RecordVector<NvtxRange> nvtx_ranges;                   // sorted by start_ns
   RecordVector<NvtxMark> nvtx_marks;                     // sorted by time_ns
+  std::vector<NcclEvent> nccl_events;  // NCCL's plugin events (nccl_records.h), by start_ns
+  std::vector<std::string> nccl_names{std::string()};  // NcclEvent's texts, printable; [0] is ""
   // The collector's outputs that could not be written (a full disk): the reports that could be
   // name them.
   struct UnwrittenOutput {

@@ -28,6 +28,8 @@ std::optional<size_t> TidOffset(uint16_t type) {
       return offsetof(ProfilerThreadRecord, tid);
     case kNvtxEvent:
       return offsetof(NvtxEventRecord, tid);
+    case kNcclEvent:
+      return offsetof(NcclEventRecord, tid);
   }
   return std::nullopt;
 }

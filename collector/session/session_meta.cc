@@ -105,6 +105,7 @@ constexpr std::string_view kKnownKeys[] = {key::kVersion,
                                            key::kRecordingStopped,
                                            key::kCudaMode,
                                            key::kNvtxTool,
+                                           key::kNcclPlugin,
                                            key::kWindow,
                                            key::kMaxSize,
                                            key::kCapture,
@@ -521,6 +522,7 @@ void ReadRun(MetaReader& read, const json& meta, SessionMeta* out) {
   out->inject_library = read.String(meta, "", key::kInjectLibrary).value_or("");
   out->cuda_mode = read.String(meta, "", key::kCudaMode).value_or("");
   out->nvtx_tool = read.String(meta, "", key::kNvtxTool).value_or("");
+  out->nccl_plugin = read.String(meta, "", key::kNcclPlugin).value_or("");
   // Sessions of gprof-run before "finished" was written: an end time meant the same.
   bool finished = read.Boolean(meta, "", key::kFinished).value_or(out->end_monotonic_ns != 0);
   if (!finished) {

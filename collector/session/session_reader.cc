@@ -17,6 +17,7 @@
 #include "collector/session/chunk_reader.h"
 #include "collector/session/kernel_events_records.h"
 #include "collector/session/lock_owners.h"
+#include "collector/session/nccl_records.h"
 #include "collector/session/nvtx_records.h"
 #include "collector/session/pid_namespaces.h"
 #include "collector/session/process_maps.h"
@@ -70,6 +71,7 @@ class SessionBuilder {
     std::unordered_map<uint32_t, uint32_t> api_index;  // this file's api_id -> Session::api_names
     CaptureRecordDecoder capture(session_, &kernel_name_index_, path);
     NvtxRecordDecoder nvtx(session_, &nvtx_strings_, path);
+    NcclRecordDecoder nccl(session_, path);
     bool reserved = false;
     // A process in a PID namespace of its own names it first: its ids become the kernel's.
     std::optional<NamespaceTranslation> translation;
@@ -94,7 +96,7 @@ class SessionBuilder {
         ReserveLarge(session_->api_calls, session_->api_calls.size() + record.file_records);
         reserved = true;
       }
-      if (!capture.Decode(record) && !nvtx.Decode(record))
+      if (!capture.Decode(record) && !nvtx.Decode(record) && !nccl.Decode(record))
         DecodeInject(record, record.writer_pid, &api_index, path);
     };
     ReadGuarded(path, &session_->diagnostics, [&] {
@@ -328,6 +330,8 @@ void SessionBuilder::Finish() {
   SortByTime(session_->off_cpu, start_of);
   SortByTime(session_->futex_calls, start_of);
   std::stable_sort(session_->nvtx_ranges.begin(), session_->nvtx_ranges.end(), by_start);
+  std::stable_sort(session_->nccl_events.begin(), session_->nccl_events.end(),
+                   [](const NcclEvent& a, const NcclEvent& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(session_->nvtx_marks.begin(), session_->nvtx_marks.end(),
                    [](const NvtxMark& a, const NvtxMark& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->task_starts.begin(), session_->task_starts.end(),

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "collector/model/value_format.h"
+#include "inject/format/session_format.h"
 #include "collector/writers/words/diagnosis_sentences.h"
 
 namespace gprof::collector {
@@ -27,6 +28,53 @@ std::string WordsOf(const std::vector<JobSession>& sessions, const JobLink& link
   return DescribeLink(*sessions[link.session].session, link.link);
 }
 
+// How NCCL's collectives were told apart across ranks, in words; "" without any.
+std::string NcclMatchingText(const RankWaits& waits) {
+  size_t by_seq = 0;
+  for (const NcclCollective& collective : waits.nccl) by_seq += collective.by_seq ? 1 : 0;
+  const size_t by_order = waits.nccl.size() - by_seq;
+  std::ostringstream out;
+  if (by_seq != 0)
+    out << "  NCCL: " << by_seq << " collective" << (by_seq == 1 ? "" : "s")
+        << " matched across ranks by communicator and NCCL's sequence number (its profiler "
+           "plugin)\n";
+  if (by_order != 0)
+    out << "  NCCL: " << by_order << " collective" << (by_order == 1 ? "" : "s")
+        << " matched across ranks by their order on each communicator (NCCL told no sequence "
+           "numbers)\n";
+  return out.str();
+}
+
+// The user's own NCCL profiler plugin that gprof-run's chained, where a session had one.
+std::string NcclChainText(const std::vector<JobSession>& sessions) {
+  for (const JobSession& job_session : sessions) {
+    const Session& session = *job_session.session;
+    if (session.meta.nccl_plugin.empty()) continue;
+    bool failed = false, chained = false;
+    for (const NcclEvent& event : session.nccl_events) {
+      if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit)) continue;
+      chained |= (event.flags & format::kNcclChained) != 0;
+      failed |= (event.flags & format::kNcclChainFailed) != 0;
+    }
+    if (chained)
+      return "  NCCL: the program's own profiler plugin (" + session.meta.nccl_plugin +
+             ") was chained: it got every event it asked for\n";
+    if (failed)
+      return "  NCCL: the program's own profiler plugin (" + session.meta.nccl_plugin +
+             ") could not be chained (not found, or no interface version NCCL asked for)\n";
+  }
+  return "";
+}
+
+std::string NcclCollectiveText(const NcclCollective& collective) {
+  std::ostringstream out;
+  out << "NCCL " << (collective.func.empty() ? "collective" : collective.func);
+  if (collective.by_seq) out << " #" << collective.seq_number;
+  else out << " (the " << collective.seq_number + 1 << "th on its communicator)";
+  if (collective.comm_hash != 0) out << " on communicator " << std::hex << collective.comm_hash;
+  return out.str();
+}
+
 }  // namespace
 
 std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWaits& waits,
@@ -41,6 +89,7 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
     out << "  (no launcher variable named the ranks: each is numbered by the order in which their\n"
            "  parent started them, as torch.multiprocessing.spawn starts rank 0 first)\n";
   }
+  out << NcclMatchingText(waits) << NcclChainText(sessions);
   out << "  rank      waited for others   made others wait\n";
   for (const RankTotals& rank : waits.ranks) {
     std::string name = RankName(rank.rank);
@@ -62,7 +111,9 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
                *waiting.session,
                static_cast<uint64_t>(static_cast<int64_t>(longest.start_ns) - waiting.offset_ns))
         << ": " << RankName(collective.late_rank) << " arrived last, "
-        << FormatDuration(collective.late_ns) << " late; ";
+        << FormatDuration(collective.late_ns) << " late";
+    if (collective.nccl >= 0) out << " to " << NcclCollectiveText(waits.nccl[collective.nccl]);
+    out << "; ";
     for (size_t w = 0; w < collective.waits.size(); ++w) {
       const RankWait& wait = waits.waits[collective.waits[w]];
       out << (w == 0 ? "" : ", ") << RankName(wait.waiting_rank) << " waited "
@@ -148,6 +199,7 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
                          {"tid", wait.tid},
                          {"start_ns", wait.start_ns},
                          {"end_ns", wait.end_ns},
+                         {"nccl", wait.nccl >= 0 ? json(wait.nccl) : json(nullptr)},
                          {"root", std::move(root)}});
   }
   for (const Collective& collective : waits.collectives) {
@@ -155,13 +207,32 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
                            {"end_ns", collective.end_ns},
                            {"late_rank", collective.late_rank},
                            {"late_ns", collective.late_ns},
+                           {"nccl", collective.nccl >= 0 ? json(collective.nccl) : json(nullptr)},
                            {"waits", collective.waits}});
+  }
+  json nccl = json::array();
+  for (const NcclCollective& collective : waits.nccl) {
+    json arrivals = json::array();
+    for (const NcclArrival& arrival : collective.arrivals) {
+      arrivals.push_back({{"rank", arrival.rank},
+                          {"session", arrival.session},
+                          {"pid", arrival.pid},
+                          {"tid", arrival.tid},
+                          {"start_ns", arrival.start_ns},
+                          {"stop_ns", arrival.stop_ns}});
+    }
+    nccl.push_back({{"func", collective.func},
+                    {"comm_hash", collective.comm_hash},
+                    {"seq_number", collective.seq_number},
+                    {"matched_by", collective.by_seq ? "sequence_number" : "order"},
+                    {"arrivals", std::move(arrivals)}});
   }
   return {{"world_size", waits.world_size},
           {"ranks_inferred", RanksInferred(sessions)},
           {"ranks", std::move(ranks)},
           {"waits", std::move(all_waits)},
-          {"collectives", std::move(collectives)}};
+          {"collectives", std::move(collectives)},
+          {"nccl_collectives", std::move(nccl)}};
 }
 
 }  // namespace gprof::collector

@@ -1,0 +1,33 @@
+// NCCL's collectives matched across ranks (docs/distributed.md, "NCCL"): the plugin's record of
+// each rank's enqueue (Session::nccl_events) grouped by communicator and NCCL's sequence number
+// where the plugin had them, else by the order of each rank's collectives on the communicator.
+// A rank arrives when its enqueue starts; the GPU kernel of an earlier rank waits for the last
+// one, so each rank waited from its arrival to the last's. Why the last was late is its own
+// thread's chain over the time it kept the others waiting (diagnosis.h's ChainFollower).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collector/analysis/rank_waits.h"
+
+namespace gprof::collector {
+
+// A chain of `tid` in `session` over [start_ns, end_ns] of that session's clock.
+using ChainOf = std::function<std::vector<JobLink>(int session, uint32_t tid, uint64_t start_ns,
+                                                   uint64_t end_ns)>;
+
+// The job's NCCL collectives that two ranks or more took part in, by their first arrival.
+std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& sessions,
+                                                 const RankOf& rank_of);
+
+// Each rank's wait for the last to arrive, with the last's chain's root as why (RankWait::nccl
+// indexes `collectives`).
+std::vector<RankWait> NcclRankWaits(const std::vector<JobSession>& sessions,
+                                    const std::vector<NcclCollective>& collectives,
+                                    const ChainOf& chain_of);
+
+}  // namespace gprof::collector

@@ -297,6 +297,8 @@ int Init(void** context, int* mask, int version, uint64_t comm_hash, bool has_co
          int n_ranks, int rank, const char* comm_name, CallTheirs&& call_theirs) {
   *context = nullptr;
   *mask = 0;
+  // Starts recording in this process, if it records (nothing else may have yet).
+  const bool recording = !SecureExecution() && RecordingActive();
   LoadChained(version);
   Comm* comm = Claim(g_plugin.comms, g_plugin.next_comm);
   // No context left: nothing of this communicator is recorded or chained.
@@ -306,7 +308,7 @@ int Init(void** context, int* mask, int version, uint64_t comm_hash, bool has_co
   comm->has_comm_hash = has_comm_hash;
   comm->n_ranks = n_ranks;
   comm->rank = rank;
-  comm->our_mask = version >= 2 ? static_cast<int>(kProfileColl | kProfileP2p) : 0;
+  comm->our_mask = recording && version >= 2 ? static_cast<int>(kProfileColl | kProfileP2p) : 0;
   comm->their_mask = 0;
   comm->theirs = nullptr;
   // Their mask lives as long as the context: a plugin may keep the pointer (NCCL's example does)

@@ -28,8 +28,25 @@ std::string WordsOf(const std::vector<JobSession>& sessions, const JobLink& link
   return DescribeLink(*sessions[link.session].session, link.link);
 }
 
+// The oldest profiler interface a communicator of the job's NCCL used (0: no plugin events).
+int OldestNcclInterface(const std::vector<JobSession>& sessions) {
+  int oldest = 0;
+  for (const JobSession& job_session : sessions) {
+    for (const NcclEvent& event : job_session.session->nccl_events) {
+      if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit) &&
+          (oldest == 0 || event.version < oldest))
+        oldest = event.version;
+    }
+  }
+  return oldest;
+}
+
 // How NCCL's collectives were told apart across ranks, in words; "" without any.
-std::string NcclMatchingText(const RankWaits& waits) {
+std::string NcclMatchingText(const std::vector<JobSession>& sessions, const RankWaits& waits) {
+  if (waits.nccl.empty() && OldestNcclInterface(sessions) == 1) {
+    return "  NCCL: its profiler plugin interface is v1 (NCCL 2.23), which gprof-run does not "
+           "read: its collectives are not matched across ranks\n";
+  }
   size_t by_seq = 0;
   for (const NcclCollective& collective : waits.nccl) by_seq += collective.by_seq ? 1 : 0;
   const size_t by_order = waits.nccl.size() - by_seq;
@@ -89,7 +106,7 @@ std::string RankWaitsText(const std::vector<JobSession>& sessions, const RankWai
     out << "  (no launcher variable named the ranks: each is numbered by the order in which their\n"
            "  parent started them, as torch.multiprocessing.spawn starts rank 0 first)\n";
   }
-  out << NcclMatchingText(waits) << NcclChainText(sessions);
+  out << NcclMatchingText(sessions, waits) << NcclChainText(sessions);
   out << "  rank      waited for others   made others wait\n";
   for (const RankTotals& rank : waits.ranks) {
     std::string name = RankName(rank.rank);
@@ -232,7 +249,8 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
           {"ranks", std::move(ranks)},
           {"waits", std::move(all_waits)},
           {"collectives", std::move(collectives)},
-          {"nccl_collectives", std::move(nccl)}};
+          {"nccl_collectives", std::move(nccl)},
+          {"nccl_interface", OldestNcclInterface(sessions)}};
 }
 
 }  // namespace gprof::collector

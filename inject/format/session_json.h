@@ -29,6 +29,9 @@ inline constexpr char kCudaMode[] = "cuda_mode";                  // string: gpr
 // string: the user's own NVTX_INJECTION64_PATH, which the injected library forwarded every NVTX
 // call to (docs/nvtx.md); absent when none was set.
 inline constexpr char kNvtxTool[] = "nvtx_tool";
+// string: the user's own NCCL_PROFILER_PLUGIN, which the injected library's NCCL plugin loaded and
+// forwarded every event to (docs/distributed.md); absent when none was set.
+inline constexpr char kNcclPlugin[] = "nccl_plugin";
 inline constexpr char kWindow[] = "window";     // object, with --delay/--duration: kWindow* below
 inline constexpr char kMaxSize[] = "max_size";  // object, with --max-size: kMaxSize* below
 inline constexpr char kCapture[] = "capture";   // object, with --capture-range: kCapture* below

@@ -1,0 +1,225 @@
+// NCCL's collectives matched across ranks through NCCL's profiler plugin (issue 37, item 5), on
+// the fake NCCL (tests/fake_nccl) with jobs of tests/apps/nccl_ranks_app.cc: gprof-run names
+// itself in NCCL_PROFILER_PLUGIN, NCCL takes the newest interface the injected library exports
+// that it knows, and the report matches each collective by communicator and sequence number,
+// names the rank that arrived last, the others' waits (within 5% of what they measured), and why
+// it was late. A user's own plugin keeps getting its events; an NCCL whose interface is v1 only
+// is said not to be read.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/scenario_facts.h"
+#include "tests/test_support.h"
+
+namespace gprof::test {
+namespace {
+
+using nlohmann::json;
+
+struct Span {
+  int rank = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+struct JobRun {
+  std::vector<Span> waits;     // each rank's collective call, as it measured it
+  std::set<uint32_t> loggers;  // the lock mode's logging threads
+  std::string out;
+};
+
+struct Job {
+  int world = 2;
+  int late = 1;
+  int iters = 5;
+  int late_ms = 120;
+  std::string mode = "sleep";
+  std::vector<std::string> environment;  // more of the job's variables, "NAME=VALUE"
+};
+
+JobRun RunJob(const std::string& session, const Job& job) {
+  JobRun run;
+  ProcessSpec spec;
+  spec.argv = {GprofRunPath(), "-q", "-o", session, "--", AppPath("nccl_ranks_app"), "launch",
+               "--world", std::to_string(job.world), "--late", std::to_string(job.late),
+               "--iters", std::to_string(job.iters), "--late-ms", std::to_string(job.late_ms),
+               "--mode", job.mode};
+  spec.set_env = job.environment;
+  spec.timeout_s = 120;
+  ProcessResult result = RunProcess(spec);
+  EXPECT_EQ(result.exit_code(), 0) << result.out << result.err;
+  run.out = result.out + result.err;
+  for (const Fact& fact : ParseFacts(result.out)) {
+    if (fact.kind == "logger") run.loggers.insert(static_cast<uint32_t>(fact.Number("tid")));
+    if (fact.kind == "wait")
+      run.waits.push_back({static_cast<int>(fact.Number("rank")), fact.Number("start_ns"),
+                           fact.Number("end_ns")});
+  }
+  return run;
+}
+
+json ReadJson(const std::string& path) {
+  json report = json::parse(ReadFile(path), nullptr, false);
+  EXPECT_FALSE(report.is_discarded()) << path;
+  return report;
+}
+
+// Every collective of the job matched across all ranks by NCCL's sequence number, in order.
+void ExpectMatchedBySeq(const json& ranks, const Job& job) {
+  ASSERT_TRUE(ranks.is_object());
+  const json& nccl = ranks["nccl_collectives"];
+  ASSERT_EQ(nccl.size(), static_cast<size_t>(job.iters)) << ranks.dump(1);
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    EXPECT_EQ(nccl[i]["matched_by"], "sequence_number");
+    EXPECT_EQ(nccl[i]["seq_number"], i);
+    EXPECT_EQ(nccl[i]["func"], i % 3 == 2 ? "Broadcast" : "AllReduce");
+    EXPECT_EQ(nccl[i]["arrivals"].size(), static_cast<size_t>(job.world));
+  }
+}
+
+// Each wait a waiting rank measured (20 ms or more) lies in a wait of the report for the late
+// rank in an NCCL collective; their total is within 5% of the measured total; each's why is on
+// the late rank: `cause` in its words, or (`root_tids` given) one of those threads.
+void ExpectStraggler(const json& ranks, const JobRun& run, int late, const std::string& cause,
+                     const std::set<uint32_t>& root_tids = {}) {
+  ASSERT_TRUE(ranks.is_object()) << run.out;
+  uint64_t measured_ns = 0, reported_ns = 0;
+  size_t measured = 0;
+  for (const Span& span : run.waits) {
+    if (span.rank == late || span.end_ns - span.start_ns < 20'000'000) continue;
+    measured_ns += span.end_ns - span.start_ns;
+    ++measured;
+    const json* found = nullptr;
+    for (const json& wait : ranks["waits"]) {
+      if (wait["waiting_rank"] != span.rank) continue;
+      if (wait["start_ns"].get<uint64_t>() < span.end_ns &&
+          span.start_ns < wait["end_ns"].get<uint64_t>())
+        found = &wait;
+    }
+    ASSERT_NE(found, nullptr) << "rank " << span.rank << "'s wait at " << span.start_ns
+                              << " is in no wait of the report\n"
+                              << ranks.dump(1);
+    EXPECT_EQ((*found)["late_rank"], late) << found->dump(1);
+    EXPECT_FALSE((*found)["nccl"].is_null()) << found->dump(1);
+    reported_ns += (*found)["end_ns"].get<uint64_t>() - (*found)["start_ns"].get<uint64_t>();
+    ASSERT_FALSE((*found)["root"].is_null()) << found->dump(1);
+    if (root_tids.empty()) {
+      EXPECT_NE((*found)["root"]["text"].get<std::string>().find(cause), std::string::npos)
+          << found->dump(1);
+    } else {
+      EXPECT_TRUE(root_tids.contains((*found)["root"]["tid"].get<uint32_t>())) << found->dump(1);
+    }
+  }
+  EXPECT_GE(measured, 3u) << run.out;
+  EXPECT_NEAR(static_cast<double>(reported_ns), static_cast<double>(measured_ns),
+              0.05 * static_cast<double>(measured_ns));
+}
+
+class Nccl : public ::testing::Test {
+ protected:
+  void SetUp() override { GPROF_NEED_BPF(); }
+  TempDir dir_;
+};
+
+TEST_F(Nccl, TwoRanksTheSleepingRankNamedInCollectivesMatchedBySequenceNumber) {
+  Job job;
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
+  const std::string text = ReadFile(dir_.Sub("job/report.txt"));
+  EXPECT_NE(text.find("matched across ranks by communicator and NCCL's sequence number"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 1 arrived last"), std::string::npos) << text;
+  EXPECT_NE(text.find("late to NCCL AllReduce #0"), std::string::npos) << text;
+}
+
+// Four ranks, NCCL 2.26's interface (v4: the communicator told at init): rank 2 waits for the
+// log's lock, which its own logging thread holds while it writes.
+TEST_F(Nccl, FourRanksTheRankBlockedOnItsLoggersLockNamedWithTheLogger) {
+  Job job;
+  job.world = 4;
+  job.late = 2;
+  job.mode = "lock";
+  job.environment = {"FAKE_NCCL_PROFILER_MAX=4"};
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  ASSERT_EQ(run.loggers.size(), 1u) << run.out;
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  ExpectStraggler(report["ranks"], run, 2, "", run.loggers);
+  EXPECT_EQ(report["ranks"]["ranks"][0]["rank"], 2) << report["ranks"].dump(1);
+}
+
+// Each interface NCCL 2.24 to 2.29 asks for (v2 to v6) gives the collectives their numbers.
+class NcclVersions : public Nccl, public ::testing::WithParamInterface<int> {};
+
+TEST_P(NcclVersions, CollectivesMatchedBySequenceNumber) {
+  Job job;
+  job.iters = 4;
+  job.late_ms = 40;
+  job.environment = {"FAKE_NCCL_PROFILER_MAX=" + std::to_string(GetParam())};
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  EXPECT_EQ(report["ranks"]["nccl_interface"], GetParam());
+  // v2/v3 told natively by their own NCCL (2.24, 2.25) and v4+ at init carry the communicator.
+  for (const json& collective : report["ranks"]["nccl_collectives"])
+    EXPECT_NE(collective["comm_hash"], 0) << collective.dump(1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Interfaces, NcclVersions, ::testing::Values(2, 3, 4, 5, 6));
+
+// The user's own plugin (v4 and v5 only) under an NCCL asking v6: it is chained with v5, and
+// counts every group and collective with its own handles as their parents.
+TEST_F(Nccl, UsersOwnPluginChainedKeepsItsEvents) {
+  Job job;
+  job.iters = 4;
+  job.late_ms = 40;
+  const std::string plugin = BuildDir() + "/tests/apps/libnccl_counting_plugin.so";
+  job.environment = {"FAKE_NCCL_PROFILER_MAX=6", "NCCL_PROFILER_PLUGIN=" + plugin,
+                     "NCCL_COUNT_OUT=" + dir_.Sub("counts")};
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  for (int rank = 0; rank < job.world; ++rank) {
+    std::vector<Fact> facts = ParseFacts(ReadFile(dir_.Sub("counts." + std::to_string(rank))));
+    ASSERT_EQ(facts.size(), 1u) << rank;
+    EXPECT_EQ(facts[0].Number("inits"), 1u);
+    EXPECT_EQ(facts[0].Number("groups"), 4u);
+    EXPECT_EQ(facts[0].Number("colls"), 4u);
+    EXPECT_EQ(facts[0].Number("stops"), 8u);
+    EXPECT_EQ(facts[0].Number("parents_ok"), 4u);
+    EXPECT_EQ(facts[0].Number("finalizes"), 1u);
+  }
+  json meta = ReadJson(dir_.Sub("job/session.json"));
+  EXPECT_EQ(meta.value("nccl_plugin", ""), plugin);
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  const std::string text = ReadFile(dir_.Sub("job/report.txt"));
+  EXPECT_NE(text.find("the program's own profiler plugin (" + plugin + ") was chained"),
+            std::string::npos)
+      << text;
+}
+
+// NCCL 2.23 knows only v1, whose collectives gprof-run does not read: the report says so, and
+// the user's plugin (no v1) is not called by it either, as without gprof-run.
+TEST_F(Nccl, AnNcclOfInterfaceV1IsSaidNotToBeRead) {
+  Job job;
+  job.iters = 3;
+  job.late_ms = 40;
+  job.environment = {"FAKE_NCCL_PROFILER_MAX=1"};
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ASSERT_TRUE(report["ranks"].is_object()) << run.out;
+  EXPECT_TRUE(report["ranks"]["nccl_collectives"].empty());
+  EXPECT_EQ(report["ranks"]["nccl_interface"], 1);
+  const std::string text = ReadFile(dir_.Sub("job/report.txt"));
+  EXPECT_NE(text.find("interface is v1 (NCCL 2.23), which gprof-run does not read"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace gprof::test

@@ -154,6 +154,27 @@ TEST_F(Nccl, FourRanksTheRankBlockedOnItsLoggersLockNamedWithTheLogger) {
   EXPECT_EQ(report["ranks"]["ranks"][0]["rank"], 2) << report["ranks"].dump(1);
 }
 
+// One session per rank (each rank under its own gprof-run, as srun would start them), merged: the
+// collectives are matched across the sessions, the late rank and its cause named as in one.
+TEST_F(Nccl, PerRankSessionsMergedMatchTheCollectives) {
+  Job job;
+  job.world = 3;
+  job.late = 0;
+  job.environment = {"NCCL_TEST_WRAP=" + GprofRunPath() + " -q -o " + dir_.Sub("r%r") + " --"};
+  JobRun run = RunJob(dir_.Sub("launcher"), job);
+  ProcessResult merge = RunGprof({"merge", "-o", dir_.Sub("job"), dir_.Sub("r0"), dir_.Sub("r1"),
+                                  dir_.Sub("r2")});
+  ASSERT_EQ(merge.exit_code(), 0) << merge.out << merge.err;
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  ExpectStraggler(report["ranks"], run, 0, "nanosleep");
+  for (const json& collective : report["ranks"]["nccl_collectives"]) {
+    std::set<int> sessions;
+    for (const json& arrival : collective["arrivals"]) sessions.insert(arrival["session"].get<int>());
+    EXPECT_EQ(sessions.size(), 3u) << collective.dump(1);
+  }
+}
+
 // Each interface NCCL 2.24 to 2.29 asks for (v2 to v6) gives the collectives their numbers.
 class NcclVersions : public Nccl, public ::testing::WithParamInterface<int> {};
 

@@ -4,7 +4,9 @@
 // starts N rank processes as a launcher does (RANK, LOCAL_RANK, WORLD_SIZE set, each exec'd
 // anew), which meet through ncclGetUniqueId's id and run K collectives (all_reduce, every third a
 // broadcast). Before each, rank R is late by D ms: `sleep` sleeps; `lock` waits for a lock its
-// own logging thread holds while it writes (asleep) for D ms. Each rank prints, one fact a line:
+// own logging thread holds while it writes (asleep) for D ms. NCCL_TEST_WRAP, when set, is a
+// command (words split at spaces, "%r" the rank) each rank runs under: its own gprof-run, say.
+// Each rank prints, one fact a line:
 //   wait rank=N iter=I start_ns=.. end_ns=..   (its collective's call, CLOCK_MONOTONIC)
 //   logger rank=N tid=..                       (the lock mode's logging thread)
 #include <pthread.h>
@@ -147,10 +149,29 @@ int main(int argc, char** argv) {
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(options.world).c_str(), 1);
       setenv("NCCL_TEST_ID", id.internal, 1);
-      std::vector<char*> args(argv, argv + argc);
-      args[1] = const_cast<char*>("rank");
+      std::vector<std::string> words;
+      if (const char* wrap = getenv("NCCL_TEST_WRAP")) {
+        std::string word;
+        for (const char* c = wrap;; ++c) {
+          if (*c == ' ' || *c == '\0') {
+            if (!word.empty()) words.push_back(word);
+            word.clear();
+            if (*c == '\0') break;
+          } else if (c[0] == '%' && c[1] == 'r') {
+            word += std::to_string(rank);
+            ++c;
+          } else {
+            word += *c;
+          }
+        }
+      }
+      words.push_back(self);
+      words.push_back("rank");
+      for (int i = 2; i < argc; ++i) words.push_back(argv[i]);
+      std::vector<char*> args;
+      for (std::string& word : words) args.push_back(word.data());
       args.push_back(nullptr);
-      execv(self, args.data());
+      execv(args[0], args.data());
       _exit(127);
     }
     children.push_back(child);

@@ -7,6 +7,8 @@
 // is said not to be read.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "tests/scenario_facts.h"
 #include "tests/test_support.h"
+#include "tests/trace_decoder.h"
 
 namespace gprof::test {
 namespace {
@@ -136,6 +139,21 @@ TEST_F(Nccl, TwoRanksTheSleepingRankNamedInCollectivesMatchedBySequenceNumber) {
       << text;
   EXPECT_NE(text.find("rank 1 arrived last"), std::string::npos) << text;
   EXPECT_NE(text.find("late to NCCL AllReduce #0"), std::string::npos) << text;
+  // The trace: each rank's collectives on its thread's track, numbered alike on both ranks.
+  DecodedTrace trace = DecodeTraceFile(dir_.Sub("job/trace.perfetto-trace"));
+  std::map<uint64_t, std::vector<std::string>> seq_by_track;
+  for (const DecodedEvent& event : trace.events) {
+    if (std::find(event.categories.begin(), event.categories.end(), "nccl") ==
+        event.categories.end())
+      continue;
+    seq_by_track[event.track_uuid].push_back(event.name + "#" +
+                                             event.annotations.at("seq_number"));
+  }
+  ASSERT_EQ(seq_by_track.size(), 2u);
+  const std::vector<std::string> expected = {"ncclAllReduce#0", "ncclAllReduce#1",
+                                             "ncclBroadcast#2", "ncclAllReduce#3",
+                                             "ncclAllReduce#4"};
+  for (const auto& [track, seqs] : seq_by_track) EXPECT_EQ(seqs, expected);
 }
 
 // Four ranks, NCCL 2.26's interface (v4: the communicator told at init): rank 2 waits for the

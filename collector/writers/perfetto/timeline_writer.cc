@@ -92,6 +92,7 @@ class TimelineWriter {
   void RunPendingUpTo(uint64_t time_ns);
   void Run(const Pending& pending);
   void BeginNvtxRange(const NvtxRange& range);
+  void BeginNcclEvent(const NcclEvent& nccl);
   TrackEventSpec NvtxEvent(uint32_t name, uint32_t domain, uint64_t time_ns);
   void WriteNvtxMark(const NvtxMark& mark);
   uint64_t InnermostRangeIid(uint32_t tid, uint64_t time_ns);
@@ -239,7 +240,10 @@ void TimelineWriter::Write() {
   RecordCursor page_faults(session_.page_faults);
   RecordCursor lock_waits(session_.lock_waits);
   RecordCursor gpu_activities(session_.gpu_activities);
+  size_t nccl = 0;  // into session_.nccl_events, by start
   while (true) {
+    const uint64_t nccl_next =
+        nccl < session_.nccl_events.size() ? session_.nccl_events[nccl].start_ns : kNever;
     // Pairwise, without branches: which vector comes next changes from one record to the next.
     uint64_t next =
         std::min(std::min(std::min(std::min(nvtx_ranges.next_start(), api_calls.next_start()),
@@ -248,12 +252,15 @@ void TimelineWriter::Write() {
                  std::min(std::min(memory_map_calls.next_start(), device_waits.next_start()),
                           std::min(std::min(page_faults.next_start(), lock_waits.next_start()),
                                    gpu_activities.next_start())));
+    next = std::min(next, nccl_next);
     RunPendingUpTo(next);
     if (next == kNever) return;
     // An API call before the GPU work that starts in the same nanosecond: its launch arrow starts
     // before the slice it ends in. On the kernel track, what holds the others first: a system
     // call, then a page fault in it, then a lock wait in that.
-    if (nvtx_ranges.next_start() == next) {  // a range holds the calls that start with it
+    if (nccl_next == next) {  // an NCCL enqueue holds the calls NCCL makes in it
+      BeginNcclEvent(session_.nccl_events[nccl++]);
+    } else if (nvtx_ranges.next_start() == next) {  // a range holds the calls that start with it
       BeginNvtxRange(session_.nvtx_ranges[nvtx_ranges.Take()]);
     } else if (nvtx_marks.next_start() == next) {
       WriteNvtxMark(session_.nvtx_marks[nvtx_marks.Take()]);
@@ -315,6 +322,27 @@ void TimelineWriter::BeginNvtxRange(const NvtxRange& range) {
   if (range.open) event.Annotate(vocabulary_.still_open_at_end, Annotation::Kind::kUint, 1);
   open_ranges_[range.tid].push_back(&range);
   BeginSlice(tracks_.Thread(range.tid, range.pid).thread, event, range.end_ns);
+}
+
+// An NCCL collective's or send/receive's enqueue on its thread's track (NCCL's profiler plugin),
+// with its number on the communicator: the same number on every rank is the same collective.
+void TimelineWriter::BeginNcclEvent(const NcclEvent& nccl) {
+  using Kind = Annotation::Kind;
+  if (nccl.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) return;
+  TrackEventSpec event;
+  event.timestamp_ns = nccl.start_ns;
+  const std::string& func = session_.nccl_names[nccl.func < session_.nccl_names.size() ? nccl.func : 0];
+  event.name_iid = interner_.Intern(InternTable::kEventNames, "nccl" + (func.empty() ? "Event" : func));
+  event.category_iid = vocabulary_.nccl;
+  if (nccl.flags & format::kNcclHasSeqNumber)
+    event.Annotate(vocabulary_.seq_number, Kind::kUint, nccl.seq_number);
+  if (nccl.flags & format::kNcclHasCommHash)
+    event.Annotate(vocabulary_.comm_hash, Kind::kUint, nccl.comm_hash);
+  event.Annotate(vocabulary_.rank, Kind::kUint, static_cast<uint64_t>(std::max(nccl.rank, 0)));
+  if (nccl.n_ranks > 0) event.Annotate(vocabulary_.n_ranks, Kind::kUint, nccl.n_ranks);
+  event.Annotate(vocabulary_.count, Kind::kUint, nccl.count);
+  if (nccl.peer >= 0) event.Annotate(vocabulary_.peer, Kind::kUint, nccl.peer);
+  BeginSlice(tracks_.Thread(nccl.tid, nccl.pid).thread, event, nccl.stop_ns);
 }
 
 // An NVTX mark: an instant on its thread's track.

@@ -20,6 +20,7 @@ struct Vocabulary {
         kernel(interner.Intern(InternTable::kCategories, "kernel")),
         signal(interner.Intern(InternTable::kCategories, "signal")),
         nvtx(interner.Intern(InternTable::kCategories, "nvtx")),
+        nccl(interner.Intern(InternTable::kCategories, "nccl")),
         stream(Name(interner, "stream")),
         correlation_id(Name(interner, "correlation_id")),
         return_code(Name(interner, "return_code")),
@@ -69,14 +70,19 @@ struct Vocabulary {
         major(Name(interner, "major")),
         outcome(Name(interner, "outcome")),
         nvtx_range(Name(interner, "nvtx_range")),
-        still_open_at_end(Name(interner, "still_open_at_end")) {}
+        still_open_at_end(Name(interner, "still_open_at_end")),
+        seq_number(Name(interner, "seq_number")),
+        comm_hash(Name(interner, "comm_hash")),
+        rank(Name(interner, "rank")),
+        n_ranks(Name(interner, "n_ranks")),
+        peer(Name(interner, "peer")) {}
 
   static uint64_t Name(StringInterner& interner, std::string_view name) {
     return interner.Intern(InternTable::kAnnotationNames, name);
   }
 
   // Categories.
-  uint64_t cuda, sched, futex, gprof_run, gpu, kernel, signal, nvtx;
+  uint64_t cuda, sched, futex, gprof_run, gpu, kernel, signal, nvtx, nccl;
   // Annotation names.
   uint64_t stream, correlation_id, return_code, recorded_duration_ns;
   uint64_t state, still_off_cpu_at_end, waker;
@@ -88,6 +94,7 @@ struct Vocabulary {
   uint64_t lock, lock_kind, owner, owner_inferred, explanation, cause, cause_rank, fd, request,
       length, address, prot, flags, major, outcome;
   uint64_t nvtx_range, still_open_at_end;
+  uint64_t seq_number, comm_hash, rank, n_ranks, peer;  // an NCCL collective's
 };
 
 }  // namespace gprof::collector::perfetto

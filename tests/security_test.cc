@@ -166,7 +166,8 @@ TEST(Security, UnderSudoTheCommandRunsAsTheInvokingUserWhoOwnsTheSession) {
                                        "GPROF_RUN_PID",
                                        "GPROF_SESSION_CONTROL",
                                        "GPROF_SESSION_DIR_ID",
-                                       "NVTX_INJECTION64_PATH"};
+                                       "NVTX_INJECTION64_PATH",
+                                       "NCCL_PROFILER_PLUGIN"};
   for (const auto& [name, value] : given) {
     if (name.starts_with("GPROF_") && added.contains(name)) continue;
     auto found = identity.environment.find(name);

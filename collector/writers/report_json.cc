@@ -70,6 +70,8 @@ json ReportJson(const Session& session, const Analysis& analysis, Arrays arrays,
   // A job's ranks that waited for each other (rank_waits.h), where there were.
   if (!analysis.rank_waits.waits.empty())
     report["ranks"] = RankWaitsJson({{&session, &analysis, 0}}, analysis.rank_waits);
+  // NCCL's profiler plugin's records, with their kernels (docs/distributed.md, "NCCL").
+  if (!session.nccl_events.empty()) report["nccl"] = NcclRecordsJson(session);
   return report;
 }
 

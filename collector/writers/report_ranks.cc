@@ -1,6 +1,7 @@
 #include "collector/writers/report_ranks.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "collector/model/value_format.h"
@@ -189,6 +190,82 @@ std::string RankWaitsSvg(const RankWaits& waits, size_t collectives_shown) {
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ranks\" width=\"" << kLabel + kBars + 10
       << "\" height=\"" << y << "\">" << rows.str() << "</svg>";
   return out.str();
+}
+
+nlohmann::json NcclRecordsJson(const Session& session) {
+  using nlohmann::json;
+  if (session.nccl_events.empty()) return nullptr;
+  constexpr size_t kMaxRecords = 5000;
+  // NCCL's kernels by the launching call's (pid, correlation id).
+  std::map<std::pair<uint32_t, uint64_t>, const GpuActivity*> kernels;
+  for (const GpuActivity& activity : session.gpu_activities) {
+    const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
+    if (kernel == nullptr || activity.correlation_id == 0) continue;
+    if (session.KernelName(*kernel).find("nccl") == std::string::npos) continue;
+    kernels[{activity.pid, activity.correlation_id}] = &activity;
+  }
+  // Each record's next record on its thread: its kernel is launched before that one starts.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const NcclEvent*>> by_thread;
+  for (const NcclEvent& event : session.nccl_events)
+    if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit))
+      by_thread[{event.pid, event.tid}].push_back(&event);
+  std::map<const NcclEvent*, const GpuActivity*> kernel_of;
+  std::map<const NcclEvent*, uint64_t> launch_of;
+  for (const auto& [thread, events] : by_thread) {
+    for (size_t i = 0; i < events.size(); ++i) {
+      const uint64_t until = i + 1 < events.size() ? events[i + 1]->start_ns : UINT64_MAX;
+      auto call = std::lower_bound(
+          session.api_calls.begin(), session.api_calls.end(), events[i]->start_ns,
+          [](const ApiCall& c, uint64_t at) { return c.enter_ns < at; });
+      for (; call != session.api_calls.end() && call->enter_ns < until; ++call) {
+        if (call->pid != thread.first || call->tid != thread.second) continue;
+        auto kernel = kernels.find({call->pid, call->correlation_id});
+        if (kernel == kernels.end()) continue;
+        kernel_of[events[i]] = kernel->second;
+        launch_of[events[i]] = call->enter_ns;
+        break;
+      }
+    }
+  }
+  json records = json::array();
+  int interface = 0;
+  for (const NcclEvent& event : session.nccl_events) {
+    if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) {
+      interface = std::max<int>(interface, event.version);
+      continue;
+    }
+    if (records.size() >= kMaxRecords) break;
+    json kernel = nullptr;
+    if (auto found = kernel_of.find(&event); found != kernel_of.end()) {
+      const GpuActivity& activity = *found->second;
+      kernel = {{"name", session.KernelName(std::get<GpuKernel>(activity.detail))},
+                {"launch_ns", launch_of[&event]},
+                {"start_ns", activity.start_ns},
+                {"end_ns", activity.end_ns}};
+    }
+    records.push_back(
+        {{"pid", event.pid},
+         {"tid", event.tid},
+         {"kind", event.kind == static_cast<uint16_t>(format::NcclEventKind::kP2p) ? "p2p"
+                                                                                  : "collective"},
+         {"func", session.nccl_names[event.func < session.nccl_names.size() ? event.func : 0]},
+         {"rank", event.rank},
+         {"n_ranks", event.n_ranks},
+         {"comm_hash", (event.flags & format::kNcclHasCommHash) ? json(event.comm_hash) : json()},
+         {"seq_number",
+          (event.flags & format::kNcclHasSeqNumber) ? json(event.seq_number) : json()},
+         {"count", event.count},
+         {"start_ns", event.start_ns},
+         {"stop_ns", event.stop_ns},
+         {"kernel", std::move(kernel)}});
+  }
+  const size_t total = std::count_if(
+      session.nccl_events.begin(), session.nccl_events.end(), [](const NcclEvent& event) {
+        return event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit);
+      });
+  return {{"interface", interface},
+          {"records_total", total},
+          {"records", std::move(records)}};
 }
 
 nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const RankWaits& waits) {

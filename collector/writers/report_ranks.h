@@ -24,6 +24,10 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
 // it in words. Empty when no rank waited for another.
 std::string RankWaitsSvg(const RankWaits& waits, size_t collectives_shown = 12);
 
+// The session's own NCCL records (its profiler plugin's), each with the NCCL kernel its thread
+// launched next on the GPU timeline, where there was one; null without any record.
+nlohmann::json NcclRecordsJson(const Session& session);
+
 // "rank 1".
 std::string RankName(int rank);
 

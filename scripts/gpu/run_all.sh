@@ -8,7 +8,7 @@
 #   scripts/gpu/run_all.sh bench      short waits counted (ResNet-50, 60 s, both settings), the
 #                                     Python stacks' cost, the H200 freeze's report.html
 #   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers handoffs
-#                                     python_stacks dump attach nvtx short_waits python_cost kernel_cost
+#                                     python_stacks dump attach nvtx nccl short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
 #                                     kernel_5min_pipe)
 set -u
@@ -100,6 +100,10 @@ run() {
     nvtx)
       # Issue 39: torch.cuda.nvtx ranges and emit_nvtx's operators against torch.profiler.
       part nvtx 330 env OUT="$results" GPROF_BUILD="$PWD/.gpu/build" scripts/gpu/nvtx_torch.sh
+      ;;
+    nccl)
+      # Issue 37: NCCL's profiler plugin on real NCCL, a world-size-1 torch.distributed loop.
+      part nccl 260 env OUT="$results" GPROF_BUILD="$PWD/.gpu/build" scripts/gpu/nccl_world1.sh
       ;;
     handoffs)
       # Issue 35: a DataLoader-bound training loop; the GPU's idle time followed through the main

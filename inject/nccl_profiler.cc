@@ -235,10 +235,12 @@ void* OpenChained(const char* value) {
   void* library = dlopen(value, RTLD_NOW | RTLD_LOCAL);
   if (library != nullptr) return library;
   size_t length = strlen(value);
-  bool library_name = strncmp(value, "lib", 3) == 0 || (length >= 3 && strcmp(value + length - 3, ".so") == 0);
+  bool library_name =
+      strncmp(value, "lib", 3) == 0 || (length >= 3 && strcmp(value + length - 3, ".so") == 0);
   if (strchr(value, '/') != nullptr || library_name) return nullptr;
   char name[256];
-  if (snprintf(name, sizeof(name), "libnccl-profiler-%s.so", value) >= static_cast<int>(sizeof(name)))
+  if (snprintf(name, sizeof(name), "libnccl-profiler-%s.so", value) >=
+      static_cast<int>(sizeof(name)))
     return nullptr;
   return dlopen(name, RTLD_NOW | RTLD_LOCAL);
 }
@@ -263,6 +265,12 @@ void LoadChained(int version) {
           break;
         }
       }
+      // A table without its init cannot be used. (Every version's init follows the name.)
+      void* init = nullptr;
+      if (g_plugin.chain_table != nullptr)
+        memcpy(&init, static_cast<const char*>(g_plugin.chain_table) + sizeof(const char*),
+               sizeof(init));
+      if (init == nullptr) g_plugin.chain_table = nullptr;
       g_plugin.chain_failed = g_plugin.chain_table == nullptr;
     }
   }
@@ -413,7 +421,8 @@ int StartEvent(void* context, void** handle, void* descr) {
     const auto start = comm->version >= 5   ? Chained<TableV5>()->start
                        : comm->version == 4 ? Chained<TableV4>()->start
                                             : Chained<TableV1V2V3>()->start;
-    if (start(comm->theirs, &event->theirs, descr) != kNcclSuccess) event->theirs = nullptr;
+    if (start == nullptr || start(comm->theirs, &event->theirs, descr) != kNcclSuccess)
+      event->theirs = nullptr;
   }
   *handle = event;
   return kNcclSuccess;
@@ -427,7 +436,7 @@ int StopEvent(void* handle) {
     const auto stop = comm.version >= 5   ? Chained<TableV5>()->stop
                       : comm.version == 4 ? Chained<TableV4>()->stop
                                           : Chained<TableV1V2V3>()->stop;
-    stop(event->theirs);
+    if (stop != nullptr) stop(event->theirs);
   }
   if (event->recorded) {
     event->record.stop_ns = MonotonicNs();
@@ -444,7 +453,7 @@ int RecordEventState(void* handle, int state, void* args) {
   const auto record_state = comm.version >= 5   ? Chained<TableV5>()->record_state
                             : comm.version == 4 ? Chained<TableV4>()->record_state
                                                 : Chained<TableV1V2V3>()->record_state;
-  return record_state(event->theirs, state, args);
+  return record_state != nullptr ? record_state(event->theirs, state, args) : kNcclSuccess;
 }
 
 int Finalize(void* context) {
@@ -454,7 +463,7 @@ int Finalize(void* context) {
     const auto finalize = comm->version >= 5   ? Chained<TableV5>()->finalize
                           : comm->version == 4 ? Chained<TableV4>()->finalize
                                                : Chained<TableV1V2V3>()->finalize;
-    finalize(comm->theirs);
+    if (finalize != nullptr) finalize(comm->theirs);
   }
   comm->theirs = nullptr;
   comm->busy.store(0, std::memory_order_release);
@@ -463,9 +472,10 @@ int Finalize(void* context) {
 
 template <int kVersion>
 int InitV1V2V3(void** context, int* mask) {
-  return Init(context, mask, kVersion, 0, false, 0, -1, nullptr, [&](void** theirs, int* their_mask) {
-    return Chained<TableV1V2V3>()->init(theirs, their_mask);
-  });
+  return Init(context, mask, kVersion, 0, false, 0, -1, nullptr,
+              [&](void** theirs, int* their_mask) {
+                return Chained<TableV1V2V3>()->init(theirs, their_mask);
+              });
 }
 
 int InitV4(void** context, int* mask, const char* comm_name, uint64_t comm_hash, int n_nodes,
@@ -493,15 +503,15 @@ int InitV5(void** context, uint64_t comm_id, int* mask, const char* comm_name, i
 using namespace gprof::inject;
 
 #define GPROF_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
-GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v1 = {"gprof-run", InitV1V2V3<1>, StartEvent,
-                                                       StopEvent, RecordEventState, Finalize};
-GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v2 = {"gprof-run", InitV1V2V3<2>, StartEvent,
-                                                       StopEvent, RecordEventState, Finalize};
-GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v3 = {"gprof-run", InitV1V2V3<3>, StartEvent,
-                                                       StopEvent, RecordEventState, Finalize};
-GPROF_NCCL_EXPORT const TableV4 ncclProfiler_v4 = {"gprof-run", InitV4, StartEvent,
-                                                   StopEvent, RecordEventState, Finalize};
-GPROF_NCCL_EXPORT const TableV5 ncclProfiler_v5 = {"gprof-run", InitV5<5>, StartEvent,
-                                                   StopEvent, RecordEventState, Finalize};
-GPROF_NCCL_EXPORT const TableV5 ncclProfiler_v6 = {"gprof-run", InitV5<6>, StartEvent,
-                                                   StopEvent, RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v1 = {"gprof-run", InitV1V2V3<1>,    StartEvent,
+                                                       StopEvent,   RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v2 = {"gprof-run", InitV1V2V3<2>,    StartEvent,
+                                                       StopEvent,   RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV1V2V3 ncclProfiler_v3 = {"gprof-run", InitV1V2V3<3>,    StartEvent,
+                                                       StopEvent,   RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV4 ncclProfiler_v4 = {"gprof-run", InitV4,           StartEvent,
+                                                   StopEvent,   RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV5 ncclProfiler_v5 = {"gprof-run", InitV5<5>,        StartEvent,
+                                                   StopEvent,   RecordEventState, Finalize};
+GPROF_NCCL_EXPORT const TableV5 ncclProfiler_v6 = {"gprof-run", InitV5<6>,        StartEvent,
+                                                   StopEvent,   RecordEventState, Finalize};

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "collector/analysis/nccl_collectives.h"
+#include "inject/format/session_format.h"
 #include "tests/scenario_facts.h"
 #include "tests/test_support.h"
 #include "tests/trace_decoder.h"
@@ -46,10 +48,23 @@ struct Job {
 JobRun RunJob(const std::string& session, const Job& job) {
   JobRun run;
   ProcessSpec spec;
-  spec.argv = {GprofRunPath(), "-q", "-o", session, "--", AppPath("nccl_ranks_app"), "launch",
-               "--world", std::to_string(job.world), "--late", std::to_string(job.late),
-               "--iters", std::to_string(job.iters), "--late-ms", std::to_string(job.late_ms),
-               "--mode", job.mode};
+  spec.argv = {GprofRunPath(),
+               "-q",
+               "-o",
+               session,
+               "--",
+               AppPath("nccl_ranks_app"),
+               "launch",
+               "--world",
+               std::to_string(job.world),
+               "--late",
+               std::to_string(job.late),
+               "--iters",
+               std::to_string(job.iters),
+               "--late-ms",
+               std::to_string(job.late_ms),
+               "--mode",
+               job.mode};
   spec.set_env = job.environment;
   spec.timeout_s = 120;
   ProcessResult result = RunProcess(spec);
@@ -58,8 +73,8 @@ JobRun RunJob(const std::string& session, const Job& job) {
   for (const Fact& fact : ParseFacts(result.out)) {
     if (fact.kind == "logger") run.loggers.insert(static_cast<uint32_t>(fact.Number("tid")));
     if (fact.kind == "wait")
-      run.waits.push_back({static_cast<int>(fact.Number("rank")), fact.Number("start_ns"),
-                           fact.Number("end_ns")});
+      run.waits.push_back(
+          {static_cast<int>(fact.Number("rank")), fact.Number("start_ns"), fact.Number("end_ns")});
   }
   return run;
 }
@@ -146,8 +161,7 @@ TEST_F(Nccl, TwoRanksTheSleepingRankNamedInCollectivesMatchedBySequenceNumber) {
     if (std::find(event.categories.begin(), event.categories.end(), "nccl") ==
         event.categories.end())
       continue;
-    seq_by_track[event.track_uuid].push_back(event.name + "#" +
-                                             event.annotations.at("seq_number"));
+    seq_by_track[event.track_uuid].push_back(event.name + "#" + event.annotations.at("seq_number"));
   }
   ASSERT_EQ(seq_by_track.size(), 2u);
   const std::vector<std::string> expected = {"ncclAllReduce#0", "ncclAllReduce#1",
@@ -180,15 +194,16 @@ TEST_F(Nccl, PerRankSessionsMergedMatchTheCollectives) {
   job.late = 0;
   job.environment = {"NCCL_TEST_WRAP=" + GprofRunPath() + " -q -o " + dir_.Sub("r%r") + " --"};
   JobRun run = RunJob(dir_.Sub("launcher"), job);
-  ProcessResult merge = RunGprof({"merge", "-o", dir_.Sub("job"), dir_.Sub("r0"), dir_.Sub("r1"),
-                                  dir_.Sub("r2")});
+  ProcessResult merge =
+      RunGprof({"merge", "-o", dir_.Sub("job"), dir_.Sub("r0"), dir_.Sub("r1"), dir_.Sub("r2")});
   ASSERT_EQ(merge.exit_code(), 0) << merge.out << merge.err;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ExpectMatchedBySeq(report["ranks"], job);
   ExpectStraggler(report["ranks"], run, 0, "nanosleep");
   for (const json& collective : report["ranks"]["nccl_collectives"]) {
     std::set<int> sessions;
-    for (const json& arrival : collective["arrivals"]) sessions.insert(arrival["session"].get<int>());
+    for (const json& arrival : collective["arrivals"])
+      sessions.insert(arrival["session"].get<int>());
     EXPECT_EQ(sessions.size(), 3u) << collective.dump(1);
   }
 }
@@ -258,6 +273,52 @@ TEST_F(Nccl, AnNcclOfInterfaceV1IsSaidNotToBeRead) {
   EXPECT_NE(text.find("interface is v1 (NCCL 2.23), which gprof-run does not read"),
             std::string::npos)
       << text;
+}
+
+// Records without NCCL's sequence number are matched by their order on each communicator, and
+// said to be; records with it by the number, whatever their order.
+TEST(NcclMatching, WithoutSequenceNumbersByOrderOnEachCommunicator) {
+  using collector::NcclEvent;
+  auto event = [](uint32_t pid, int rank, uint64_t comm, uint64_t start, int64_t seq) {
+    NcclEvent e;
+    e.pid = e.tid = pid;
+    e.rank = rank;
+    e.kind = static_cast<uint16_t>(format::NcclEventKind::kCollective);
+    e.comm_hash = comm;
+    e.flags = format::kNcclHasCommHash;
+    if (seq >= 0) {
+      e.seq_number = static_cast<uint64_t>(seq);
+      e.flags |= format::kNcclHasSeqNumber;
+    }
+    e.start_ns = e.stop_ns = start;
+    return e;
+  };
+  collector::Session one, two;
+  // Rank 0: two collectives on communicator 7, one on 9; rank 1 the same, 9's first.
+  one.nccl_events = {event(10, 0, 7, 100, -1), event(10, 0, 9, 150, -1), event(10, 0, 7, 200, -1)};
+  two.nccl_events = {event(20, 1, 9, 120, -1), event(20, 1, 7, 300, -1), event(20, 1, 7, 400, -1)};
+  std::vector<collector::JobSession> sessions = {{&one, nullptr, 0}, {&two, nullptr, 0}};
+  auto matched =
+      collector::MatchNcclCollectives(sessions, [](int, uint32_t) { return std::optional<int>(); });
+  ASSERT_EQ(matched.size(), 3u);
+  for (const auto& collective : matched) {
+    EXPECT_FALSE(collective.by_seq);
+    ASSERT_EQ(collective.arrivals.size(), 2u);
+  }
+  // Communicator 7's first on each rank is one collective: arrivals at 100 and 300.
+  EXPECT_EQ(matched[0].comm_hash, 7u);
+  EXPECT_EQ(matched[0].arrivals[0].start_ns, 100u);
+  EXPECT_EQ(matched[0].arrivals[1].start_ns, 300u);
+  EXPECT_EQ(matched[1].comm_hash, 9u);
+  // With NCCL's numbers, the numbers decide.
+  one.nccl_events = {event(10, 0, 7, 100, 5), event(10, 0, 7, 200, 6)};
+  two.nccl_events = {event(20, 1, 7, 150, 6), event(20, 1, 7, 250, 5)};
+  matched =
+      collector::MatchNcclCollectives(sessions, [](int, uint32_t) { return std::optional<int>(); });
+  ASSERT_EQ(matched.size(), 2u);
+  EXPECT_TRUE(matched[0].by_seq);
+  EXPECT_EQ(matched[0].seq_number, 5u);
+  EXPECT_EQ(matched[0].arrivals[1].start_ns, 250u);
 }
 
 }  // namespace

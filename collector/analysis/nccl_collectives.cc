@@ -33,10 +33,10 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
       arrival.pid = event.pid;
       arrival.tid = event.tid;
       arrival.rank = rank ? *rank : event.rank;
-      arrival.start_ns = static_cast<uint64_t>(static_cast<int64_t>(event.start_ns) +
-                                               sessions[s].offset_ns);
-      arrival.stop_ns = static_cast<uint64_t>(static_cast<int64_t>(event.stop_ns) +
-                                              sessions[s].offset_ns);
+      arrival.start_ns =
+          static_cast<uint64_t>(static_cast<int64_t>(event.start_ns) + sessions[s].offset_ns);
+      arrival.stop_ns =
+          static_cast<uint64_t>(static_cast<int64_t>(event.stop_ns) + sessions[s].offset_ns);
       // One arrival per rank: a second of the same rank (two sessions of one rank) is not kept.
       bool known = std::any_of(collective.arrivals.begin(), collective.arrivals.end(),
                                [&](const NcclArrival& a) { return a.rank == arrival.rank; });
@@ -55,10 +55,9 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
     for (const NcclArrival& a : c.arrivals) at = std::min(at, a.start_ns);
     return at;
   };
-  std::stable_sort(collectives.begin(), collectives.end(),
-                   [&](const NcclCollective& a, const NcclCollective& b) {
-                     return first(a) < first(b);
-                   });
+  std::stable_sort(
+      collectives.begin(), collectives.end(),
+      [&](const NcclCollective& a, const NcclCollective& b) { return first(a) < first(b); });
   return collectives;
 }
 

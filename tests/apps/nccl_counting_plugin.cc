@@ -56,7 +56,8 @@ int Start(void*, void** handle, void* descr) {
     return 0;
   }
   // v4: the group is parentObj (offset 8); v5: coll.parentGroup, at 24 + 80.
-  memcpy(&parent, static_cast<char*>(descr) + (g_counts.version >= 5 ? 24 + 80 : 8), sizeof(parent));
+  memcpy(&parent, static_cast<char*>(descr) + (g_counts.version >= 5 ? 24 + 80 : 8),
+         sizeof(parent));
   if (parent == g_last_group) ++g_counts.parents_ok;
   *handle = Handle(g_counts.colls++);
   return 0;
@@ -74,7 +75,8 @@ int Finalize(void*) {
   char path[512];
   snprintf(path, sizeof(path), "%s.%d", out, g_counts.rank);
   if (FILE* file = fopen(path, "a")) {
-    fprintf(file, "counts rank=%d inits=%d groups=%d colls=%d stops=%d parents_ok=%d finalizes=%d\n",
+    fprintf(file,
+            "counts rank=%d inits=%d groups=%d colls=%d stops=%d parents_ok=%d finalizes=%d\n",
             g_counts.rank, g_counts.inits, g_counts.groups, g_counts.colls, g_counts.stops,
             g_counts.parents_ok, g_counts.finalizes);
     fclose(file);
@@ -102,8 +104,8 @@ struct TableV5 {
 }  // namespace
 
 extern "C" {
-__attribute__((visibility("default"))) TableV4 ncclProfiler_v4 = {"counting", InitV4, Start, Stop,
-                                                                  RecordState, Finalize};
-__attribute__((visibility("default"))) TableV5 ncclProfiler_v5 = {"counting", InitV5, Start, Stop,
-                                                                  RecordState, Finalize};
+__attribute__((visibility("default")))
+TableV4 ncclProfiler_v4 = {"counting", InitV4, Start, Stop, RecordState, Finalize};
+__attribute__((visibility("default")))
+TableV5 ncclProfiler_v5 = {"counting", InitV5, Start, Stop, RecordState, Finalize};
 }

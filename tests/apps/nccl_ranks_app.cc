@@ -112,10 +112,10 @@ int Rank(const Options& options) {
       pthread_mutex_unlock(&logger.log_lock);
     }
     const uint64_t start = Now();
-    ncclResult_t result =
-        i % 3 == 2 ? ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat32, 0, comm, nullptr)
-                   : ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm,
-                                   nullptr);
+    ncclResult_t result = i % 3 == 2 ? ncclBroadcast(data.data(), data.data(), data.size(),
+                                                     ncclFloat32, 0, comm, nullptr)
+                                     : ncclAllReduce(data.data(), data.data(), data.size(),
+                                                     ncclFloat32, ncclSum, comm, nullptr);
     const uint64_t end = Now();
     if (result != ncclSuccess) return 3;
     facts += "wait rank=" + std::to_string(rank) + " iter=" + std::to_string(i) +

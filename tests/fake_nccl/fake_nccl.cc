@@ -15,8 +15,6 @@
 // for) and, inside it, a collective event, started and stopped around the enqueue with the
 // descriptor of that version. A NCCL newer than 2.25 gives v2/v3 plugins a commHash of 0, as the
 // real one's adapters do.
-#include "tests/fake_nccl/nccl.h"
-
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -30,6 +28,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "tests/fake_nccl/nccl.h"
 
 namespace {
 
@@ -159,7 +159,8 @@ void NoLog(int, unsigned long, const char*, int, const char*, ...) {}
 void* OpenPlugin() {
   const char* value = getenv("NCCL_PROFILER_PLUGIN");
   if (value != nullptr && strcasecmp(value, "none") == 0) return nullptr;
-  if (value == nullptr || value[0] == '\0') return dlopen("libnccl-profiler.so", RTLD_NOW | RTLD_LOCAL);
+  if (value == nullptr || value[0] == '\0')
+    return dlopen("libnccl-profiler.so", RTLD_NOW | RTLD_LOCAL);
   if (void* library = dlopen(value, RTLD_NOW | RTLD_LOCAL)) return library;
   size_t length = strlen(value);
   if (strchr(value, '/') != nullptr || strncmp(value, "lib", 3) == 0 ||
@@ -208,7 +209,8 @@ struct Shared {
 
 uint64_t Fnv1a64(const void* data, size_t size) {
   uint64_t hash = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ull;
+  for (size_t i = 0; i < size; ++i)
+    hash = (hash ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ull;
   return hash;
 }
 
@@ -233,7 +235,8 @@ namespace {
 void Barrier(ncclComm* comm) {
   Shared* shared = comm->shared;
   const uint32_t generation = shared->generation.load(std::memory_order_acquire);
-  if (shared->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(comm->nranks)) {
+  if (shared->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      static_cast<uint32_t>(comm->nranks)) {
     shared->arrived.store(0, std::memory_order_relaxed);
     shared->generation.fetch_add(1, std::memory_order_release);
     Futex(&shared->generation, FUTEX_WAKE, INT32_MAX);
@@ -290,18 +293,18 @@ ncclResult_t Collective(ncclComm* comm, const char* func, uint8_t func_id, const
         break;
       case 3:
         StartColl<uint8_t>(comm, group, &coll,
-                           CollV3{func, hash, seq, func, send, recv, count, root, "ncclFloat32",
-                                  1, 1, "RING", "LL"});
+                           CollV3{func, hash, seq, func, send, recv, count, root, "ncclFloat32", 1,
+                                  1, "RING", "LL"});
         break;
       case 4:
-        StartColl<uint8_t>(comm, group, &coll,
-                           CollV4{seq, func, send, recv, count, root, "ncclFloat32", 1, 1, "RING",
-                                  "LL"});
+        StartColl<uint8_t>(
+            comm, group, &coll,
+            CollV4{seq, func, send, recv, count, root, "ncclFloat32", 1, 1, "RING", "LL"});
         break;
       default:
-        StartColl<uint64_t>(comm, group, &coll,
-                            CollV5{seq, func, send, recv, count, root, "ncclFloat32", 1, 1,
-                                   "RING", "LL", group});
+        StartColl<uint64_t>(
+            comm, group, &coll,
+            CollV5{seq, func, send, recv, count, root, "ncclFloat32", 1, 1, "RING", "LL", group});
         break;
     }
     if (coll != nullptr) Stop(coll);
@@ -382,9 +385,12 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclInvalidArgument;
   if (comm->context != nullptr) {
-    if (g_plugin.version >= 5) Tab<TableV5>()->finalize(comm->context);
-    else if (g_plugin.version == 4) Tab<TableV4>()->finalize(comm->context);
-    else Tab<TableV1V2V3>()->finalize(comm->context);
+    if (g_plugin.version >= 5)
+      Tab<TableV5>()->finalize(comm->context);
+    else if (g_plugin.version == 4)
+      Tab<TableV4>()->finalize(comm->context);
+    else
+      Tab<TableV1V2V3>()->finalize(comm->context);
   }
   munmap(comm->shared, sizeof(Shared));
   delete comm;

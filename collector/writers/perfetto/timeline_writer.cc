@@ -331,8 +331,10 @@ void TimelineWriter::BeginNcclEvent(const NcclEvent& nccl) {
   if (nccl.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) return;
   TrackEventSpec event;
   event.timestamp_ns = nccl.start_ns;
-  const std::string& func = session_.nccl_names[nccl.func < session_.nccl_names.size() ? nccl.func : 0];
-  event.name_iid = interner_.Intern(InternTable::kEventNames, "nccl" + (func.empty() ? "Event" : func));
+  const std::string& func =
+      session_.nccl_names[nccl.func < session_.nccl_names.size() ? nccl.func : 0];
+  event.name_iid =
+      interner_.Intern(InternTable::kEventNames, "nccl" + (func.empty() ? "Event" : func));
   event.category_iid = vocabulary_.nccl;
   if (nccl.flags & format::kNcclHasSeqNumber)
     event.Annotate(vocabulary_.seq_number, Kind::kUint, nccl.seq_number);

@@ -257,6 +257,27 @@ TEST_F(Nccl, UsersOwnPluginChainedKeepsItsEvents) {
       << text;
 }
 
+// A plugin named as NCCL names them (NCCL_PROFILER_PLUGIN=counting: libnccl-profiler-counting.so,
+// found on the library path) is chained too, under NCCL 2.26's interface (v4).
+TEST_F(Nccl, UsersPluginNamedByItsShortNameIsChained) {
+  Job job;
+  job.iters = 3;
+  job.late_ms = 40;
+  job.environment = {"FAKE_NCCL_PROFILER_MAX=4", "NCCL_PROFILER_PLUGIN=counting",
+                     "LD_LIBRARY_PATH=" + BuildDir() + "/tests/apps",
+                     "NCCL_COUNT_OUT=" + dir_.Sub("counts")};
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  for (int rank = 0; rank < job.world; ++rank) {
+    std::vector<Fact> facts = ParseFacts(ReadFile(dir_.Sub("counts." + std::to_string(rank))));
+    ASSERT_EQ(facts.size(), 1u) << rank;
+    EXPECT_EQ(facts[0].Number("colls"), 3u);
+    EXPECT_EQ(facts[0].Number("parents_ok"), 3u);
+  }
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  EXPECT_NE(ReadFile(dir_.Sub("job/report.txt")).find("(counting) was chained"), std::string::npos);
+}
+
 // NCCL 2.23 knows only v1, whose collectives gprof-run does not read: the report says so, and
 // the user's plugin (no v1) is not called by it either, as without gprof-run.
 TEST_F(Nccl, AnNcclOfInterfaceV1IsSaidNotToBeRead) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,8 +16,11 @@
 #include <vector>
 
 #include "collector/analysis/nccl_collectives.h"
+#include "collector/session/session_reader.h"
+#include "collector/writers/report_ranks.h"
 #include "inject/format/session_format.h"
 #include "tests/scenario_facts.h"
+#include "tests/session_builder.h"
 #include "tests/test_support.h"
 #include "tests/trace_decoder.h"
 
@@ -340,6 +344,83 @@ TEST(NcclMatching, WithoutSequenceNumbersByOrderOnEachCommunicator) {
   EXPECT_TRUE(matched[0].by_seq);
   EXPECT_EQ(matched[0].seq_number, 5u);
   EXPECT_EQ(matched[0].arrivals[1].start_ns, 250u);
+}
+
+// An inject file's NCCL records read back as written (a malformed one a diagnostic), and
+// report.json's `nccl` gives each collective the NCCL kernel its thread launched next.
+TEST(NcclRecords, ReadBackAndGivenTheirKernels) {
+  TempDir dir;
+  {
+    std::ofstream meta(dir.Sub("session.json"));
+    meta << R"({"version": 1, "command": ["./app"], "root_pid": 100,
+      "start": {"monotonic_ns": 1000, "realtime_ns": 5, "boottime_ns": 2000},
+      "end": {"monotonic_ns": 90000}, "exit": {"code": 0},
+      "kernel_recording": {"enabled": false, "note": ""}})";
+  }
+  ChunkFileWriter file;
+  ASSERT_EQ(file.Create(dir.Sub("inject-100.gpr").c_str(), format::Source::kInject, 100), 0);
+  RecordBatch batch;
+  AddCaptureInfo(&batch, format::CaptureMode::kCupti, 130001, "/usr/lib/libcupti.so");
+  AddApiName(&batch, 1, "cudaLaunchKernel");
+  auto nccl = [](uint16_t kind, uint64_t start, uint64_t stop, uint64_t seq) {
+    format::NcclEventRecord record{};
+    record.start_ns = start;
+    record.stop_ns = stop;
+    record.comm_hash = 0xabc;
+    record.seq_number = seq;
+    record.count = 1024;
+    record.tid = 101;
+    record.rank = 1;
+    record.n_ranks = 2;
+    record.peer = -1;
+    record.kind = kind;
+    record.flags = format::kNcclHasCommHash | format::kNcclHasSeqNumber;
+    record.version = 5;
+    return record;
+  };
+  auto init = nccl(static_cast<uint16_t>(format::NcclEventKind::kCommInit), 1500, 1500, 0);
+  batch.Add(init, format::kNcclEvent);
+  const uint16_t collective = static_cast<uint16_t>(format::NcclEventKind::kCollective);
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    auto record = nccl(collective, 2000 + seq * 1000, 2500 + seq * 1000, seq);
+    record.func_len = 9;
+    record.datatype_len = 11;
+    batch.Add(record, format::kNcclEvent, "AllReducencclFloat32");
+    auto launch = ApiCall(101, 1, 2100 + seq * 1000, 2200 + seq * 1000);
+    launch.correlation_id = 7 + seq;
+    batch.Add(launch, format::kApiCall);
+  }
+  auto broken = nccl(collective, 5000, 5100, 2);
+  broken.func_len = 200;  // more text than the record holds
+  batch.Add(broken, format::kNcclEvent, "AllReduce");
+  AddGpuName(&batch, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  batch.Add(KernelRecord(Placement(2300, 2900, 7, 13), 1), format::kGpuKernel);
+  batch.Add(KernelRecord(Placement(3300, 3900, 8, 13), 1), format::kGpuKernel);
+  batch.WriteTo(&file);
+  file.Close();
+
+  auto session = collector::ReadSession(dir.path());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_EQ(session->nccl_events.size(), 3u);
+  size_t malformed = 0;
+  for (const auto& diagnostic : session->diagnostics)
+    malformed += diagnostic.message.find("malformed NCCL event") != std::string::npos;
+  EXPECT_EQ(malformed, 1u);
+  const collector::NcclEvent& first = session->nccl_events[1];
+  EXPECT_EQ(session->nccl_names[first.func], "AllReduce");
+  EXPECT_EQ(session->nccl_names[first.datatype], "ncclFloat32");
+  EXPECT_EQ(first.comm_hash, 0xabcu);
+  json records = collector::NcclRecordsJson(*session);
+  EXPECT_EQ(records["interface"], 5);
+  ASSERT_EQ(records["records"].size(), 2u);
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    const json& record = records["records"][seq];
+    EXPECT_EQ(record["seq_number"], seq);
+    ASSERT_FALSE(record["kernel"].is_null()) << record.dump(1);
+    EXPECT_EQ(record["kernel"]["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    EXPECT_EQ(record["kernel"]["launch_ns"], 2100 + seq * 1000);
+    EXPECT_EQ(record["kernel"]["start_ns"], 2300 + seq * 1000);
+  }
 }
 
 }  // namespace

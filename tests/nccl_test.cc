@@ -282,21 +282,31 @@ TEST_F(Nccl, UsersPluginNamedByItsShortNameIsChained) {
   EXPECT_NE(ReadFile(dir_.Sub("job/report.txt")).find("(counting) was chained"), std::string::npos);
 }
 
-// NCCL 2.23 knows only v1, whose collectives gprof-run does not read: the report says so, and
-// the user's plugin (no v1) is not called by it either, as without gprof-run.
-TEST_F(Nccl, AnNcclOfInterfaceV1IsSaidNotToBeRead) {
+// NCCL 2.23 knows only v1, whose collectives gprof-run does not read: they are matched by the order
+// of each rank's NCCL kernels on the GPU timeline instead, and the report says so.
+TEST_F(Nccl, AnNcclOfInterfaceV1IsMatchedByTheOrderOfItsKernels) {
   Job job;
-  job.iters = 3;
-  job.late_ms = 40;
+  job.iters = 4;
+  job.late_ms = 60;
   job.environment = {"FAKE_NCCL_PROFILER_MAX=1"};
   JobRun run = RunJob(dir_.Sub("job"), job);
   json report = ReadJson(dir_.Sub("job/report.json"));
   ASSERT_TRUE(report["ranks"].is_object()) << run.out;
-  EXPECT_TRUE(report["ranks"]["nccl_collectives"].empty());
   EXPECT_EQ(report["ranks"]["nccl_interface"], 1);
+  const json& nccl = report["ranks"]["nccl_collectives"];
+  ASSERT_EQ(nccl.size(), static_cast<size_t>(job.iters)) << report["ranks"].dump(1);
+  for (size_t i = 0; i < nccl.size(); ++i) {
+    EXPECT_EQ(nccl[i]["matched_by"], "order");
+    EXPECT_EQ(nccl[i]["seq_number"], i);
+    EXPECT_EQ(nccl[i]["func"], i % 3 == 2 ? "Broadcast" : "AllReduce");
+    EXPECT_EQ(nccl[i]["arrivals"].size(), 2u);
+  }
+  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
   const std::string text = ReadFile(dir_.Sub("job/report.txt"));
   EXPECT_NE(text.find("interface is v1 (NCCL 2.23), which gprof-run does not read"),
             std::string::npos)
+      << text;
+  EXPECT_NE(text.find("matched across ranks by their order on each rank"), std::string::npos)
       << text;
 }
 

@@ -2,11 +2,64 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string_view>
 #include <tuple>
 
 #include "inject/format/session_format.h"
 
 namespace gprof::collector {
+
+namespace {
+
+// The collective an NCCL kernel's name says ("ncclDevKernel_AllReduce_Sum_f32_RING_LL":
+// "AllReduce"), or "" for a kernel that is not NCCL's.
+std::string NcclKernelFunc(const std::string& name) {
+  for (std::string_view prefix : {"ncclDevKernel_", "ncclKernel_"}) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t end = name.find('_', prefix.size());
+    return name.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size());
+  }
+  return "";
+}
+
+// A process's collectives as the GPU timeline shows them where the plugin told none: its NCCL
+// kernels, each arriving when its launch call began, in the order they were launched.
+std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
+                                              const std::set<uint32_t>& told,
+                                              std::vector<std::string>* funcs) {
+  std::map<std::pair<uint32_t, uint64_t>, const ApiCall*> launches;
+  for (const ApiCall& call : session.api_calls)
+    if (call.correlation_id != 0) launches[{call.pid, call.correlation_id}] = &call;
+  std::vector<NcclEvent> events;
+  for (const GpuActivity& activity : session.gpu_activities) {
+    const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
+    if (kernel == nullptr || told.contains(activity.pid)) continue;
+    std::string func = NcclKernelFunc(session.KernelName(*kernel));
+    if (func.empty()) continue;
+    auto launch = launches.find({activity.pid, activity.correlation_id});
+    NcclEvent event;
+    event.pid = activity.pid;
+    // A kernel whose launch was not seen (launched before CUPTI started) keeps its place in the
+    // order, without an arrival: sorted by its start on the GPU, its host time unknown (0).
+    event.start_ns = activity.start_ns;
+    if (launch != launches.end()) {
+      event.tid = launch->second->tid;
+      event.start_ns = launch->second->enter_ns;
+      event.stop_ns = launch->second->exit_ns;
+    }
+    event.kind = static_cast<uint16_t>(format::NcclEventKind::kCollective);
+    event.func = static_cast<uint32_t>(funcs->size());
+    funcs->push_back(std::move(func));
+    events.push_back(event);
+  }
+  std::stable_sort(events.begin(), events.end(), [](const NcclEvent& a, const NcclEvent& b) {
+    return a.start_ns < b.start_ns;
+  });
+  return events;
+}
+
+}  // namespace
 
 std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& sessions,
                                                  const RankOf& rank_of) {
@@ -16,7 +69,17 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
     const Session& session = *sessions[s].session;
     // Without NCCL's number, a collective's place among its process's on the communicator.
     std::map<std::pair<uint32_t, uint64_t>, uint64_t> next_place;
-    for (const NcclEvent& event : session.nccl_events) {
+    std::set<uint32_t> told;  // processes the plugin told of collectives
+    for (const NcclEvent& event : session.nccl_events)
+      if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCollective))
+        told.insert(event.pid);
+    std::vector<std::string> kernel_funcs;
+    std::vector<NcclEvent> events = session.nccl_events;
+    std::vector<NcclEvent> from_kernels = CollectivesFromKernels(session, told, &kernel_funcs);
+    const size_t first_from_kernels = events.size();
+    events.insert(events.end(), from_kernels.begin(), from_kernels.end());
+    for (size_t e = 0; e < events.size(); ++e) {
+      const NcclEvent& event = events[e];
       if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCollective)) continue;
       const bool by_seq = (event.flags & format::kNcclHasSeqNumber) != 0;
       const uint64_t comm = (event.flags & format::kNcclHasCommHash) != 0 ? event.comm_hash : 0;
@@ -25,8 +88,11 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
       collective.comm_hash = comm;
       collective.seq_number = seq;
       collective.by_seq = by_seq;
-      if (collective.func.empty() && event.func < session.nccl_names.size())
+      if (collective.func.empty() && e >= first_from_kernels)
+        collective.func = kernel_funcs[event.func];
+      else if (collective.func.empty() && event.func < session.nccl_names.size())
         collective.func = session.nccl_names[event.func];
+      if (event.tid == 0) continue;  // its place kept, no arrival known
       std::optional<int> rank = rank_of(static_cast<int>(s), event.pid);
       NcclArrival arrival;
       arrival.session = static_cast<int>(s);

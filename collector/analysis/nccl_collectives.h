@@ -1,6 +1,8 @@
 // NCCL's collectives matched across ranks (docs/distributed.md, "NCCL"): the plugin's record of
 // each rank's enqueue (Session::nccl_events) grouped by communicator and NCCL's sequence number
-// where the plugin had them, else by the order of each rank's collectives on the communicator.
+// where the plugin had them, else by the order of each rank's collectives on the communicator;
+// a process the plugin told nothing of gives its NCCL kernels of the GPU timeline instead
+// (ncclDevKernel_AllReduce_...), each arriving at its launch, matched by their order.
 // A rank arrives when its enqueue starts; the GPU kernel of an earlier rank waits for the last
 // one, so each rank waited from its arrival to the last's. Why the last was late is its own
 // thread's chain over the time it kept the others waiting (diagnosis.h's ChainFollower).

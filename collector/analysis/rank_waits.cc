@@ -60,6 +60,14 @@ std::vector<RankWait> OneWaitPerOverlap(std::vector<RankWait> waits) {
   });
   std::vector<RankWait> merged;
   for (const RankWait& wait : waits) {
+    // Two NCCL collectives are two waits, however close: the earlier ends where the next began.
+    if (!merged.empty() && merged.back().waiting_rank == wait.waiting_rank &&
+        merged.back().nccl >= 0 && wait.nccl >= 0 && merged.back().nccl != wait.nccl &&
+        wait.start_ns < merged.back().end_ns) {
+      merged.back().end_ns = std::max(merged.back().start_ns, wait.start_ns);
+      merged.push_back(wait);
+      continue;
+    }
     if (!merged.empty() && merged.back().waiting_rank == wait.waiting_rank &&
         wait.start_ns < merged.back().end_ns) {
       RankWait& into = merged.back();

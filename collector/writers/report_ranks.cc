@@ -44,22 +44,22 @@ int OldestNcclInterface(const std::vector<JobSession>& sessions) {
 
 // How NCCL's collectives were told apart across ranks, in words; "" without any.
 std::string NcclMatchingText(const std::vector<JobSession>& sessions, const RankWaits& waits) {
-  if (waits.nccl.empty() && OldestNcclInterface(sessions) == 1) {
-    return "  NCCL: its profiler plugin interface is v1 (NCCL 2.23), which gprof-run does not "
-           "read: its collectives are not matched across ranks\n";
+  std::ostringstream out;
+  if (OldestNcclInterface(sessions) == 1) {
+    out << "  NCCL: its profiler plugin interface is v1 (NCCL 2.23), which gprof-run does not read"
+        << (waits.nccl.empty() ? ": its collectives are not matched across ranks\n" : "\n");
   }
   size_t by_seq = 0;
   for (const NcclCollective& collective : waits.nccl) by_seq += collective.by_seq ? 1 : 0;
   const size_t by_order = waits.nccl.size() - by_seq;
-  std::ostringstream out;
   if (by_seq != 0)
     out << "  NCCL: " << by_seq << " collective" << (by_seq == 1 ? "" : "s")
         << " matched across ranks by communicator and NCCL's sequence number (its profiler "
            "plugin)\n";
   if (by_order != 0)
     out << "  NCCL: " << by_order << " collective" << (by_order == 1 ? "" : "s")
-        << " matched across ranks by their order on each communicator (NCCL told no sequence "
-           "numbers)\n";
+        << " matched across ranks by their order on each rank (NCCL told no sequence numbers: "
+           "its kernels on the GPU timeline, or its plugin's records)\n";
   return out.str();
 }
 

@@ -7,7 +7,8 @@
 // own logging thread holds while it writes (asleep) for D ms. NCCL_TEST_WRAP, when set, is a
 // command (words split at spaces, "%r" the rank) each rank runs under: its own gprof-run, say.
 // Each rank prints, one fact a line:
-//   wait rank=N iter=I start_ns=.. end_ns=..   (its collective's call, CLOCK_MONOTONIC)
+//   wait rank=N iter=I start_ns=.. end_ns=..   (its collective's call and the stream's
+//                                              synchronization after it, CLOCK_MONOTONIC)
 //   logger rank=N tid=..                       (the lock mode's logging thread)
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -21,6 +22,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "tests/fake_nccl/nccl.h"
 
@@ -97,7 +100,10 @@ int Rank(const Options& options) {
     pthread_create(&thread, nullptr, LoggerMain, &logger);
     pthread_setname_np(thread, "logger");
   }
-  std::vector<float> data(1024, 1.0f);
+  // The data, on the GPU as a training job's is (its first CUDA call, before any collective).
+  void* data = nullptr;
+  const size_t count = 1024;
+  if (cudaMalloc(&data, count * sizeof(float)) != cudaSuccess) return 2;
   std::string facts;
   for (int i = 0; i < options.iters; ++i) {
     if (rank == options.late && options.mode == "sleep") SleepMs(options.late_ms);
@@ -112,12 +118,13 @@ int Rank(const Options& options) {
       pthread_mutex_unlock(&logger.log_lock);
     }
     const uint64_t start = Now();
-    ncclResult_t result = i % 3 == 2 ? ncclBroadcast(data.data(), data.data(), data.size(),
-                                                     ncclFloat32, 0, comm, nullptr)
-                                     : ncclAllReduce(data.data(), data.data(), data.size(),
-                                                     ncclFloat32, ncclSum, comm, nullptr);
+    ncclResult_t result =
+        i % 3 == 2 ? ncclBroadcast(data, data, count, ncclFloat32, 0, comm, nullptr)
+                   : ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, nullptr);
+    // The collective's kernel, which waits on the GPU for the other ranks.
+    const bool synced = cudaStreamSynchronize(nullptr) == cudaSuccess;
     const uint64_t end = Now();
-    if (result != ncclSuccess) return 3;
+    if (result != ncclSuccess || !synced) return 3;
     facts += "wait rank=" + std::to_string(rank) + " iter=" + std::to_string(i) +
              " start_ns=" + std::to_string(start) + " end_ns=" + std::to_string(end) + "\n";
   }

@@ -58,6 +58,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace fake_cuda {
@@ -71,6 +72,16 @@ inline constexpr char kKernel = 0;
 // Set in a kernel's duration word: the kernel is in the module the driver loads on first use.
 inline constexpr uint32_t kInLazyModule = 1u << 31;
 inline constexpr uint64_t kModuleLoadNs = 40'000'000;
+
+// Set in a kernel's duration word: `args[1]` points to a KernelGate. The kernel runs its duration,
+// then until the gate's word (in memory other processes may share) holds `open`, as NCCL's kernels
+// wait for the other ranks; its activity record is named `name` (null: the usual name).
+inline constexpr uint32_t kUntilGateOpens = 1u << 30;
+struct KernelGate {
+  const std::atomic<uint32_t>* word;
+  uint32_t open;
+  const char* name;
+};
 
 // Launches a kernel that keeps the GPU busy for `duration_us` microseconds (with kInLazyModule:
 // a kernel of the lazily loaded module).

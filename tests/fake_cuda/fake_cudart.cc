@@ -39,6 +39,7 @@ struct GpuWork {
   uint64_t duration_ns;
   std::optional<GpuRecord> record = std::nullopt;
   uint64_t graph_node_id = 0;  // set when captured into a graph
+  FakeGpu::Gate gate = {};     // kUntilGateOpens: what else it runs until
 };
 
 }  // namespace fake_cuda
@@ -226,7 +227,8 @@ GpuRecord EmptyRecord() {
 
 // The records of GPU work, every field but the stream, correlation, graph and timestamps (Place
 // and the mock fill those). Callers hold the driver lock.
-GpuRecord KernelRecord(dim3 grid, dim3 block, size_t shared_mem_bytes) {
+GpuRecord KernelRecord(dim3 grid, dim3 block, size_t shared_mem_bytes,
+                       const char* name = kKernelName) {
   GpuRecord record = EmptyRecord();
   CUpti_ActivityKernel10& kernel = record.kernel;
   kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -245,7 +247,7 @@ GpuRecord KernelRecord(dim3 grid, dim3 block, size_t shared_mem_bytes) {
   kernel.blockY = int32_t(block.y);
   kernel.blockZ = int32_t(block.z);
   kernel.dynamicSharedMemory = int32_t(shared_mem_bytes);
-  kernel.name = kKernelName;
+  kernel.name = name;
   kernel.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
   kernel.sharedMemoryExecuted = uint32_t(shared_mem_bytes);
   kernel.shmemLimitConfig = CUPTI_FUNC_SHMEM_LIMIT_DEFAULT;
@@ -353,7 +355,8 @@ cudaError_t Submit(CUstream_st& stream, GpuWork work, uint32_t graph_id) {
       };
     }
   }
-  const std::optional<Seq> seq = driver->gpu.Submit(work.duration_ns, std::move(on_run));
+  const std::optional<Seq> seq =
+      driver->gpu.Submit(work.duration_ns, std::move(on_run), work.gate);
   if (!seq) return cudaErrorInitializationError;
   stream.last_seq = *seq;
   return cudaSuccess;
@@ -466,7 +469,13 @@ cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
   if (args == nullptr || args[0] == nullptr) return cudaErrorInvalidValue;
   uint32_t duration_word;
   std::memcpy(&duration_word, args[0], sizeof duration_word);  // read at launch time, as CUDA does
-  const uint32_t duration_us = duration_word & ~kInLazyModule;
+  const uint32_t duration_us = duration_word & ~(kInLazyModule | kUntilGateOpens);
+  KernelGate gate{nullptr, 0, nullptr};
+  if (duration_word & kUntilGateOpens) {
+    if (args[1] == nullptr) return cudaErrorInvalidValue;
+    std::memcpy(&gate, args[1], sizeof gate);
+  }
+  const char* name = gate.name != nullptr ? gate.name : kKernelName;
   const cuLaunchKernel_params params{.f = reinterpret_cast<CUfunction>(const_cast<void*>(func)),
                                      .gridDimX = grid.x,
                                      .gridDimY = grid.y,
@@ -485,8 +494,10 @@ cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
       [&] {
         LoadModuleOf(duration_word);
         return EnqueueOn(stream, null_stream, [&] {
-          return Work(uint64_t(duration_us) * 1000,
-                      [&] { return KernelRecord(grid, block, shared_mem_bytes); });
+          GpuWork work = Work(uint64_t(duration_us) * 1000,
+                              [&] { return KernelRecord(grid, block, shared_mem_bytes, name); });
+          work.gate = {gate.word, gate.open};
+          return work;
         });
       },
       kKernelName);

@@ -1,5 +1,9 @@
 #include "tests/fake_cuda/fake_gpu.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -34,7 +38,7 @@ void CpuRelax() {
 
 }  // namespace
 
-std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns, OnRun on_run) {
+std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns, OnRun on_run, Gate gate) {
   std::unique_lock lock(mutex_);
   if (!worker_started_) {
     // All signals blocked in the worker, as in the real driver's threads: signals sent to the
@@ -54,7 +58,7 @@ std::optional<FakeGpu::Seq> FakeGpu::Submit(uint64_t duration_ns, OnRun on_run) 
     worker_started_ = true;
   }
   const Seq seq = ++last_submitted_;
-  queue_.push_back({seq, MonotonicNs(), duration_ns, std::move(on_run)});
+  queue_.push_back({seq, MonotonicNs(), duration_ns, std::move(on_run), gate});
   lock.unlock();
   work_queued_.notify_one();
   return seq;
@@ -93,6 +97,13 @@ void FakeGpu::RunWorker() {
     const uint64_t start_ns = std::max(busy_until_ns, item.submit_ns);
     busy_until_ns = start_ns + item.duration_ns;
     SleepUntil(busy_until_ns);
+    if (item.gate.word != nullptr) {
+      // Not FUTEX_PRIVATE: the word may be in memory another process opens it from.
+      auto* word = const_cast<uint32_t*>(reinterpret_cast<const uint32_t*>(item.gate.word));
+      for (uint32_t seen; (seen = item.gate.word->load(std::memory_order_acquire)) != item.gate.open;)
+        syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
+      busy_until_ns = std::max(busy_until_ns, MonotonicNs());
+    }
     if (item.on_run) item.on_run(start_ns, busy_until_ns);
     lock.lock();
     completed_.store(item.seq, std::memory_order_release);

@@ -14,6 +14,14 @@ namespace fake_cuda {
 // CLOCK_MONOTONIC in nanoseconds: the clock of every time the fake GPU keeps.
 uint64_t MonotonicNs();
 
+// What an item runs until after its duration: `*word` holding `open` (another process may set it,
+// in memory both map: a process-shared futex wakes the GPU), as NCCL's kernels wait for the other
+// ranks. No word: nothing more.
+struct GpuGate {
+  const std::atomic<uint32_t>* word = nullptr;
+  uint32_t open = 0;
+};
+
 class FakeGpu {
  public:
   // Items are numbered from 1 in submission order and complete in that order, so "item N is done"
@@ -24,9 +32,11 @@ class FakeGpu {
   // clock (CLOCK_MONOTONIC), before it counts as done: a host that waited for it finds it reported.
   using OnRun = std::function<void(uint64_t start_ns, uint64_t end_ns)>;
 
-  // Queues an item that keeps the GPU busy for `duration_ns`. Starts the fake-gpu thread on first
-  // use; returns nullopt only if that thread cannot be created.
-  std::optional<Seq> Submit(uint64_t duration_ns, OnRun on_run = {});
+  using Gate = GpuGate;
+
+  // Queues an item that keeps the GPU busy for `duration_ns` (and, with a gate, until it opens).
+  // Starts the fake-gpu thread on first use; returns nullopt only if that thread cannot be created.
+  std::optional<Seq> Submit(uint64_t duration_ns, OnRun on_run = {}, Gate gate = {});
 
   Seq LastSubmitted() const;
   bool IsDone(Seq seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
@@ -42,6 +52,7 @@ class FakeGpu {
     uint64_t submit_ns;  // CLOCK_MONOTONIC
     uint64_t duration_ns;
     OnRun on_run;
+    Gate gate;
   };
 
   static void* WorkerMain(void* self);

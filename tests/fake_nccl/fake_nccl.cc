@@ -3,9 +3,12 @@
 // do (docs/distributed.md, "NCCL").
 //
 // Ranks meet through a file in /dev/shm that ncclGetUniqueId creates and names in the id; its
-// pages hold a barrier that every collective passes, waited on with process-shared futexes. A
-// collective returns once every rank has arrived: the host waits here where a real NCCL's kernel
-// waits on the GPU (no kernel is launched), so the collective's wait is the caller's.
+// pages count each collective's arrivals. A collective launches a kernel named as NCCL's are
+// (ncclDevKernel_AllReduce_Sum_f32_RING_LL) on the fake CUDA runtime's GPU and returns at once;
+// the kernel runs until the last rank has arrived (fake_cuda.h's kUntilGateOpens, a
+// process-shared futex), so a rank that arrived early has a long kernel and the last a short one,
+// and a program waits for it as for NCCL's, on its stream. Up to 64 collectives of one
+// communicator may be in flight.
 //
 // The profiler plugin: NCCL_PROFILER_PLUGIN as NCCL reads it ("none": no plugin; a name that
 // dlopen cannot open, has no '/', and is no library name becomes libnccl-profiler-NAME.so;
@@ -30,6 +33,8 @@
 #include <cstring>
 
 #include "tests/fake_nccl/nccl.h"
+
+#include "tests/fake_cuda/fake_cuda.h"
 
 namespace {
 
@@ -202,9 +207,13 @@ int Stop(void* handle) {
   return Tab<TableV1V2V3>()->stop(handle);
 }
 
+constexpr uint32_t kSlots = 64;  // collectives in flight on one communicator
+
 struct Shared {
-  std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> arrived;  // ncclCommInitRank's barrier
   std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> collective_arrived[kSlots];  // by sequence number modulo kSlots
+  std::atomic<uint32_t> collective_done[kSlots];     // the last done there, plus one
 };
 
 uint64_t Fnv1a64(const void* data, size_t size) {
@@ -231,6 +240,19 @@ struct ncclComm {
 
 namespace {
 
+// Counts this rank in collective `seq`: the last to arrive opens its kernels' gate.
+void Arrive(ncclComm* comm, uint64_t seq) {
+  Shared* shared = comm->shared;
+  const uint32_t slot = static_cast<uint32_t>(seq % kSlots);
+  const uint32_t open = static_cast<uint32_t>(seq + 1);
+  if (shared->collective_arrived[slot].fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      static_cast<uint32_t>(comm->nranks)) {
+    shared->collective_arrived[slot].store(0, std::memory_order_relaxed);
+    shared->collective_done[slot].store(open, std::memory_order_release);
+    Futex(&shared->collective_done[slot], FUTEX_WAKE, INT32_MAX);
+  }
+}
+
 // Every rank passes; the last to arrive releases the others.
 void Barrier(ncclComm* comm) {
   Shared* shared = comm->shared;
@@ -256,9 +278,9 @@ void StartColl(ncclComm* comm, void* group, void** handle, Coll coll) {
   Start(comm->context, handle, &descr);
 }
 
-// The plugin's events around one collective's enqueue, then the wait for every rank.
-ncclResult_t Collective(ncclComm* comm, const char* func, uint8_t func_id, const void* send,
-                        void* recv, size_t count, int root) {
+// The plugin's events around one collective's enqueue, in which its kernel is launched.
+ncclResult_t Collective(ncclComm* comm, const char* func, const char* kernel, uint8_t func_id,
+                        const void* send, void* recv, size_t count, int root, void* stream) {
   if (comm == nullptr) return ncclInvalidArgument;
   const uint64_t seq = comm->seq++;
   const int version = g_plugin.version;
@@ -307,11 +329,20 @@ ncclResult_t Collective(ncclComm* comm, const char* func, uint8_t func_id, const
             CollV5{seq, func, send, recv, count, root, "ncclFloat32", 1, 1, "RING", "LL", group});
         break;
     }
-    if (coll != nullptr) Stop(coll);
   }
+  // Launched first, then counted: a rank has arrived once its kernel is on its stream, and the
+  // others' kernels cannot end before this launch began.
+  const uint32_t slot = static_cast<uint32_t>(seq % kSlots);
+  fake_cuda::KernelGate gate{&comm->shared->collective_done[slot], static_cast<uint32_t>(seq + 1),
+                             kernel};
+  uint32_t duration = fake_cuda::kUntilGateOpens | 5;  // 5 us of work once all have arrived
+  void* args[] = {&duration, &gate};
+  const cudaError_t launched = cudaLaunchKernel(&fake_cuda::kKernel, dim3(1), dim3(1), args, 0,
+                                                static_cast<cudaStream_t>(stream));
+  Arrive(comm, seq);
+  if (coll != nullptr) Stop(coll);
   if (group != nullptr) Stop(group);
-  Barrier(comm);
-  return ncclSuccess;
+  return launched == cudaSuccess ? ncclSuccess : ncclSystemError;
 }
 
 }  // namespace
@@ -373,13 +404,15 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t,
-                           ncclRedOp_t, ncclComm_t comm, void*) {
-  return Collective(comm, "AllReduce", 4, sendbuff, recvbuff, count, -1);
+                           ncclRedOp_t, ncclComm_t comm, void* stream) {
+  return Collective(comm, "AllReduce", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4, sendbuff,
+                    recvbuff, count, -1, stream);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t,
-                           int root, ncclComm_t comm, void*) {
-  return Collective(comm, "Broadcast", 1, sendbuff, recvbuff, count, root);
+                           int root, ncclComm_t comm, void* stream) {
+  return Collective(comm, "Broadcast", "ncclDevKernel_Broadcast_RING_LL", 1, sendbuff, recvbuff,
+                    count, root, stream);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {

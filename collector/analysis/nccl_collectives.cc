@@ -53,9 +53,8 @@ std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
     funcs->push_back(std::move(func));
     events.push_back(event);
   }
-  std::stable_sort(events.begin(), events.end(), [](const NcclEvent& a, const NcclEvent& b) {
-    return a.start_ns < b.start_ns;
-  });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const NcclEvent& a, const NcclEvent& b) { return a.start_ns < b.start_ns; });
   return events;
 }
 

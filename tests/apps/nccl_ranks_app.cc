@@ -10,6 +10,7 @@
 //   wait rank=N iter=I start_ns=.. end_ns=..   (its collective's call and the stream's
 //                                              synchronization after it, CLOCK_MONOTONIC)
 //   logger rank=N tid=..                       (the lock mode's logging thread)
+#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,8 +23,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "tests/fake_nccl/nccl.h"
 

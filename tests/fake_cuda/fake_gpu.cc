@@ -100,7 +100,8 @@ void FakeGpu::RunWorker() {
     if (item.gate.word != nullptr) {
       // Not FUTEX_PRIVATE: the word may be in memory another process opens it from.
       auto* word = const_cast<uint32_t*>(reinterpret_cast<const uint32_t*>(item.gate.word));
-      for (uint32_t seen; (seen = item.gate.word->load(std::memory_order_acquire)) != item.gate.open;)
+      for (uint32_t seen;
+           (seen = item.gate.word->load(std::memory_order_acquire)) != item.gate.open;)
         syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
       busy_until_ns = std::max(busy_until_ns, MonotonicNs());
     }

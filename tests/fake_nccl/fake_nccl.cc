@@ -32,9 +32,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tests/fake_nccl/nccl.h"
-
 #include "tests/fake_cuda/fake_cuda.h"
+#include "tests/fake_nccl/nccl.h"
 
 namespace {
 

@@ -60,6 +60,24 @@ std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
 
 }  // namespace
 
+std::vector<NcclEvent> NcclEventsOf(const Session& session, std::vector<std::string>* names) {
+  std::set<uint32_t> told;  // processes the plugin told of collectives
+  for (const NcclEvent& event : session.nccl_events)
+    if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCollective))
+      told.insert(event.pid);
+  *names = session.nccl_names;
+  std::vector<std::string> kernel_funcs;
+  std::vector<NcclEvent> events = session.nccl_events;
+  std::vector<NcclEvent> from_kernels = CollectivesFromKernels(session, told, &kernel_funcs);
+  for (NcclEvent& event : from_kernels) {
+    std::string& func = kernel_funcs[event.func];
+    event.func = static_cast<uint32_t>(names->size());
+    names->push_back(std::move(func));
+    events.push_back(event);
+  }
+  return events;
+}
+
 std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& sessions,
                                                  const RankOf& rank_of) {
   // (communicator, sequence number, matched by seq) -> the collective.
@@ -68,17 +86,9 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
     const Session& session = *sessions[s].session;
     // Without NCCL's number, a collective's place among its process's on the communicator.
     std::map<std::pair<uint32_t, uint64_t>, uint64_t> next_place;
-    std::set<uint32_t> told;  // processes the plugin told of collectives
-    for (const NcclEvent& event : session.nccl_events)
-      if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCollective))
-        told.insert(event.pid);
-    std::vector<std::string> kernel_funcs;
-    std::vector<NcclEvent> events = session.nccl_events;
-    std::vector<NcclEvent> from_kernels = CollectivesFromKernels(session, told, &kernel_funcs);
-    const size_t first_from_kernels = events.size();
-    events.insert(events.end(), from_kernels.begin(), from_kernels.end());
-    for (size_t e = 0; e < events.size(); ++e) {
-      const NcclEvent& event = events[e];
+    std::vector<std::string> names;
+    const std::vector<NcclEvent> events = NcclEventsOf(session, &names);
+    for (const NcclEvent& event : events) {
       if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCollective)) continue;
       const bool by_seq = (event.flags & format::kNcclHasSeqNumber) != 0;
       const uint64_t comm = (event.flags & format::kNcclHasCommHash) != 0 ? event.comm_hash : 0;
@@ -87,10 +97,7 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
       collective.comm_hash = comm;
       collective.seq_number = seq;
       collective.by_seq = by_seq;
-      if (collective.func.empty() && e >= first_from_kernels)
-        collective.func = kernel_funcs[event.func];
-      else if (collective.func.empty() && event.func < session.nccl_names.size())
-        collective.func = session.nccl_names[event.func];
+      if (collective.func.empty() && event.func < names.size()) collective.func = names[event.func];
       if (event.tid == 0) continue;  // its place kept, no arrival known
       std::optional<int> rank = rank_of(static_cast<int>(s), event.pid);
       NcclArrival arrival;

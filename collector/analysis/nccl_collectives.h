@@ -22,6 +22,11 @@ namespace gprof::collector {
 using ChainOf = std::function<std::vector<JobLink>(int session, uint32_t tid, uint64_t start_ns,
                                                    uint64_t end_ns)>;
 
+// A session's NCCL events as the matching reads them: the plugin's, then, for each process the
+// plugin told no collective of, its NCCL kernels on the GPU timeline in launch order (no
+// sequence number). Their `func` indexes `names`, the session's nccl_names and the kernels'.
+std::vector<NcclEvent> NcclEventsOf(const Session& session, std::vector<std::string>* names);
+
 // The job's NCCL collectives that two ranks or more took part in, by their first arrival.
 std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& sessions,
                                                  const RankOf& rank_of);

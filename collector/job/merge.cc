@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
+#include <tuple>
 
+#include "collector/analysis/nccl_collectives.h"
 #include "collector/analysis/wait_reader.h"
 #include "collector/job/job_chains.h"
 #include "collector/job/merge_writers.h"
+#include "collector/job/session_summary.h"
 #include "collector/job/session_messages.h"
 #include "collector/model/record_storage.h"
 #include "collector/model/value_format.h"
@@ -93,6 +97,46 @@ Expected<MergedJob> Summarize(const std::vector<std::string>& directories,
   return job;
 }
 
+// The late ranks' chains NCCL's collectives ask for (NcclRankWaits), answered as the second pass
+// holds each session: NcclRankWaits is asked once to learn the questions, and again for the
+// waits once every session has answered.
+class NcclChains {
+ public:
+  NcclChains(const std::vector<JobSession>& views, const std::vector<NcclCollective>& collectives)
+      : views_(views), collectives_(collectives) {
+    NcclRankWaits(views_, collectives_, [&](int s, uint32_t tid, uint64_t start, uint64_t end) {
+      answers_[{s, tid, start, end}];
+      return std::vector<JobLink>();
+    });
+  }
+  bool Asks(int s) const {
+    auto next = answers_.lower_bound({s, 0, 0, 0});
+    return next != answers_.end() && std::get<0>(next->first) == s;
+  }
+  void Answer(int s, const Session& session, const ChainFollower& follower) {
+    for (auto it = answers_.lower_bound({s, 0, 0, 0});
+         it != answers_.end() && std::get<0>(it->first) == s; ++it) {
+      const auto& [unused, tid, start, end] = it->first;
+      (void)unused;
+      for (const ChainLink& link : follower.From(tid, start, end))
+        it->second.push_back(Detached(session, s, link));
+    }
+  }
+  std::vector<RankWait> Waits() const {
+    return NcclRankWaits(views_, collectives_,
+                         [&](int s, uint32_t tid, uint64_t start, uint64_t end) {
+                           auto found = answers_.find({s, tid, start, end});
+                           return found != answers_.end() ? found->second
+                                                          : std::vector<JobLink>();
+                         });
+  }
+
+ private:
+  const std::vector<JobSession>& views_;
+  const std::vector<NcclCollective>& collectives_;
+  std::map<std::tuple<int, uint32_t, uint64_t, uint64_t>, std::vector<JobLink>> answers_;
+};
+
 // A session's chains that another session's ask of it: read it again for them.
 Status AnswerChains(size_t i, const MergedJob& job, const MergeOptions& options,
                     JobChains* chains) {
@@ -122,6 +166,16 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
   std::vector<const SessionSummary*> summaries;
   for (const MergedSession& merged : job.sessions) summaries.push_back(&merged.summary);
   JobChains chains(std::move(summaries), offsets, options.analysis.max_chain * 3);
+  // NCCL's collectives, matched from the summaries; what each late rank's thread did meanwhile
+  // is asked of its session while the second pass holds it.
+  std::vector<JobSession> views;
+  for (const MergedSession& merged : job.sessions)
+    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
+  const RankOf rank_of = [&](int s, uint32_t pid) {
+    return RankOfProcess(job.sessions[s].summary.kept, pid);
+  };
+  std::vector<NcclCollective> nccl = MatchNcclCollectives(views, rank_of);
+  NcclChains nccl_chains(views, nccl);
   MergedOutputs outputs(job, out_directory, out_fd);
   // The second pass: each session explained and written, its chains started, and those of the
   // sessions before it that ask it followed into it.
@@ -135,9 +189,12 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
       analysis = Analyze(*session, options.analysis, waits);
       KeepStalls(analysis, &job.sessions[i].summary);
       chains.Start(static_cast<int>(i), *session, analysis);
-      if (chains.WaitsFor(static_cast<int>(i))) {
+      const bool nccl_asks = nccl_chains.Asks(static_cast<int>(i));
+      if (chains.WaitsFor(static_cast<int>(i)) || nccl_asks) {
         ChainFollower follower(*session, waits, options.analysis);
-        chains.Answer(static_cast<int>(i), *session, follower);
+        if (chains.WaitsFor(static_cast<int>(i)))
+          chains.Answer(static_cast<int>(i), *session, follower);
+        if (nccl_asks) nccl_chains.Answer(static_cast<int>(i), *session, follower);
       }
     }
     session->trace_detail_under_ns = job.trace_detail_under_ns;
@@ -155,13 +212,9 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
   int world_size = 0;
   for (const MergedSession& merged : job.sessions)
     world_size = std::max(world_size, WorldSizeOf(merged.summary.kept));
-  std::vector<JobSession> views;
-  for (const MergedSession& merged : job.sessions)
-    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
-  job.rank_waits = FindRankWaits(
-      views, std::move(chains).Chains(),
-      [&](int s, uint32_t pid) { return RankOfProcess(job.sessions[s].summary.kept, pid); },
-      world_size);
+  std::vector<RankWait> nccl_waits = nccl_chains.Waits();
+  job.rank_waits = FindRankWaits(views, std::move(chains).Chains(), rank_of, world_size,
+                                 std::move(nccl), std::move(nccl_waits));
   return outputs.Finish(std::move(result));
 }
 

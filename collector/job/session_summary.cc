@@ -1,5 +1,6 @@
 #include "collector/job/session_summary.h"
 
+#include "collector/analysis/nccl_collectives.h"
 #include "collector/model/value_format.h"
 #include "collector/writers/words/diagnosis_sentences.h"
 
@@ -33,6 +34,9 @@ SessionSummary Summarize(const Session& session) {
   }
   kept.threads = session.threads;
   kept.tcp_transfers = session.tcp_transfers;
+  // NCCL's collectives are matched across sessions: the plugin's events, or the NCCL kernels
+  // that stand in for them.
+  kept.nccl_events = NcclEventsOf(session, &kept.nccl_names);
   summary.trace_counts = CountTraceDetail(session);
   return summary;
 }

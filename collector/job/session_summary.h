@@ -1,6 +1,6 @@
 // What the merge keeps of a session while it reads the others (merge.h): a Session that holds
 // only what the steps across sessions read (its meta, processes and their ranks, threads, TCP
-// transfers), the trace guard's counts, and a stand-in for its analysis whose main threads'
+// transfers, NCCL events), the trace guard's counts, and a stand-in for its analysis whose main threads'
 // stalls keep only who waited and when. The records, the index of waits and the analysis are
 // let go with the session: the merge's memory is one session's and these.
 #pragma once
@@ -15,7 +15,7 @@
 namespace gprof::collector {
 
 struct SessionSummary {
-  Session kept;     // no records but its TCP transfers; nothing in it points elsewhere
+  Session kept;  // no records but its TCP transfers and NCCL events; nothing points elsewhere
   Analysis stalls;  // only stalls: each main thread's with its ids and wait times
   TraceDetailCounts trace_counts;
   uint64_t start_monotonic_ns = 0;  // session.json's (kept.meta's may be the first record's)

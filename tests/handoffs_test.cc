@@ -65,28 +65,41 @@ void ExpectHandoffFound(const HandoffRun& run) {
   const json& diagnosis = run.report["diagnosis"];
   uint64_t measured_ns = 0;
   for (const Span& wait : run.waits) measured_ns += wait.end_ns - wait.start_ns;
+  // Its cost over the waits the program measured (a handoff at the thread's start, Python's
+  // Thread.start, or torch's rendezvous is the program's too but not one it measured).
+  auto measured_cost = [&](const json& cause) {
+    uint64_t cost_ns = 0;
+    for (int index : cause["stalls"]) {
+      const json& wait = diagnosis["stalls"][index]["wait"];
+      const uint64_t start = wait["start_ns"], end = wait["end_ns"];
+      for (const Span& span : run.waits) {
+        if (start < span.end_ns && span.start_ns < end) {
+          cost_ns += end - start;
+          break;
+        }
+      }
+    }
+    return cost_ns;
+  };
+  // The consumer's handoff cause over the measured waits: of its handoff causes, the one that
+  // covers most of them.
   int found = -1;
+  uint64_t cost_ns = 0;
   const json& causes = diagnosis["causes"];
   for (size_t c = 0; c < causes.size(); ++c) {
     if (causes[c]["kind"] != "handoff") continue;
-    for (const json& thread : causes[c]["threads"])
-      if (thread["tid"] == run.consumer && found < 0) found = static_cast<int>(c);
+    for (const json& thread : causes[c]["threads"]) {
+      if (thread["tid"] != run.consumer) continue;
+      const uint64_t cost = measured_cost(causes[c]);
+      if (found < 0 || cost > cost_ns) {
+        found = static_cast<int>(c);
+        cost_ns = cost;
+      }
+      break;
+    }
   }
   ASSERT_GE(found, 0) << "no handoff cause of the consumer " << run.consumer << "\n" << run.text;
   const json& cause = causes[found];
-  // Its cost over the waits the program measured (a handoff at the thread's start, Python's
-  // Thread.start, is the program's too but not one it measured).
-  uint64_t cost_ns = 0;
-  for (int index : cause["stalls"]) {
-    const json& wait = diagnosis["stalls"][index]["wait"];
-    const uint64_t start = wait["start_ns"], end = wait["end_ns"];
-    for (const Span& span : run.waits) {
-      if (start < span.end_ns && span.start_ns < end) {
-        cost_ns += end - start;
-        break;
-      }
-    }
-  }
   EXPECT_NEAR(static_cast<double>(cost_ns), static_cast<double>(measured_ns),
               0.05 * static_cast<double>(measured_ns))
       << run.text;

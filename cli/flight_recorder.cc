@@ -1,5 +1,6 @@
 #include "cli/flight_recorder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -9,9 +10,12 @@
 namespace gprof::cli {
 namespace {
 
-// What the recorders still record after a trigger fired, so that what followed the freeze (the
-// threads it released) is in the report too.
+// What the recorders still record after what froze ran again (the threads the freeze released),
+// so that it is in the report too.
 constexpr uint64_t kTailNs = 1'000'000'000;
+// A freeze that lasts is not waited for past half the seconds kept (and at least the tail): the
+// span held then still holds as much before the trigger as after it.
+uint64_t TailBoundNs(uint64_t keep_ns) { return std::max(kTailNs, keep_ns / 2); }
 // How often kernel.gpr's old data is punched out (the injected library's writers do the same).
 constexpr uint64_t kTrimIntervalNs = 1'000'000'000;
 
@@ -38,6 +42,17 @@ const char* EndedBy(uint32_t cause) {
   }
 }
 
+const char* FreezeKindWord(uint32_t kind) {
+  switch (static_cast<FreezeKind>(kind)) {
+    case FreezeKind::kCallRunning:
+      return "running";
+    case FreezeKind::kThreadsBlocked:
+      return "threads";
+    default:
+      return "call";
+  }
+}
+
 }  // namespace
 
 Status ParseFlightTrigger(const std::string& text, RunOptions* options) {
@@ -54,8 +69,9 @@ Status ParseFlightTrigger(const std::string& text, RunOptions* options) {
   }
   return Status::Error(StatusCode::kInvalid,
                        "--trigger " + text +
-                           ": expected freeze:MS (a CUDA call of MS milliseconds or longer) or "
-                           "hang:SEC (no CUDA call finished for SEC seconds)");
+                           ": expected freeze:MS (a CUDA call running MS milliseconds, or threads "
+                           "doing CUDA work blocked together that long) or hang:SEC (no CUDA call "
+                           "finished for SEC seconds)");
 }
 
 void FlightRecorder::Start(SessionControl* control, const RunOptions& options) {
@@ -84,13 +100,27 @@ void FlightRecorder::Tick(bpf::KernelRecorder* recorder, uint64_t now_ns) {
       calls_seen_ = calls;
       calls_changed_ns_ = now_ns;
     } else if (calls > 0 && now_ns - calls_changed_ns_ >= hang_ns_) {
-      FireFlightTrigger(state, CaptureSwitch::kHangTrigger, 0, 0, 0, now_ns,
-                        now_ns - calls_changed_ns_);
+      FlightTrigger trigger;
+      trigger.cause = CaptureSwitch::kHangTrigger;
+      trigger.at_ns = now_ns;
+      trigger.duration_ns = now_ns - calls_changed_ns_;
+      FireFlightTrigger(state, trigger);
     }
   }
   uint32_t fired = state->flight.fired.load(std::memory_order_acquire);
   uint64_t fired_ns = state->flight.fired_ns.load(std::memory_order_acquire);
-  if (open && fired != 0 && fired_ns != 0 && now_ns >= fired_ns + kTailNs) {
+  if (open && fired == static_cast<uint32_t>(CaptureSwitch::kHangTrigger) &&
+      state->flight.released_ns.load(std::memory_order_relaxed) == 0) {
+    // A call finished again: the hang is over.
+    uint64_t calls = 0;
+    control_->ForEachWriterCalls(
+        [&](uint32_t, uint64_t, uint64_t submitted, uint64_t) { calls += submitted; });
+    if (calls != calls_seen_) state->flight.released_ns.store(now_ns, std::memory_order_relaxed);
+  }
+  uint64_t released_ns = state->flight.released_ns.load(std::memory_order_relaxed);
+  bool tail_over = fired_ns != 0 && (now_ns >= fired_ns + TailBoundNs(state->flight.keep_ns) ||
+                                     (released_ns != 0 && now_ns >= released_ns + kTailNs));
+  if (open && fired != 0 && tail_over) {
     uint64_t transitions = 0;
     CloseCaptureWindow(state, 0, static_cast<CaptureSwitch>(fired), 0, &transitions);
   }
@@ -121,6 +151,8 @@ void FlightRecorder::Describe(RunDescription* run) const {
     flight.pid = state->flight.pid;
     flight.tid = state->flight.tid;
     flight.api_id = state->flight.api_id;
+    flight.freeze_kind = FreezeKindWord(state->flight.freeze_kind);
+    flight.threads = state->flight.threads;
   } else {
     CaptureWindow window{};
     flight.ended_by =

@@ -426,7 +426,9 @@ std::string SessionMetaText(const RunDescription& run) {
                                            {key::kFlightDurationNs, flight->duration_ns},
                                            {key::kFlightPid, flight->pid},
                                            {key::kFlightTid, flight->tid},
-                                           {key::kFlightApiId, flight->api_id}};
+                                           {key::kFlightApiId, flight->api_id},
+                                           {key::kFlightFreezeKind, flight->freeze_kind},
+                                           {key::kFlightThreads, flight->threads}};
     }
   }
   if (run.attach) {

@@ -106,6 +106,18 @@ void OnNvtxCaptureRangeClosed() {
                      kKernelWaitNs, &transitions);
 }
 
+uint64_t FreezeTriggerNs() { return g_windows != nullptr ? g_windows->flight.freeze_ns : 0; }
+
+bool FireFreezeTrigger(const FlightTrigger& trigger) {
+  return g_windows != nullptr && FireFlightTrigger(g_windows, trigger);
+}
+
+void NoteFreezeReleased(uint64_t ns) {
+  if (g_windows == nullptr) return;
+  uint64_t none = 0;
+  g_windows->flight.released_ns.compare_exchange_strong(none, ns, std::memory_order_relaxed);
+}
+
 void OnFlightCall(const format::ApiCallRecord& call) {
   if (g_windows == nullptr) return;
   uint64_t freeze_ns = g_windows->flight.freeze_ns;
@@ -113,8 +125,16 @@ void OnFlightCall(const format::ApiCallRecord& call) {
       g_windows->flight.fired.load(std::memory_order_relaxed) != 0) {
     return;
   }
-  FireFlightTrigger(g_windows, CaptureSwitch::kFreezeTrigger, static_cast<uint32_t>(getpid()),
-                    call.tid, call.api_id, call.exit_ns, call.exit_ns - call.enter_ns);
+  FlightTrigger trigger;
+  trigger.cause = CaptureSwitch::kFreezeTrigger;
+  trigger.kind = FreezeKind::kCallReturned;
+  trigger.pid = static_cast<uint32_t>(getpid());
+  trigger.tid = call.tid;
+  trigger.api_id = call.api_id;
+  trigger.at_ns = call.exit_ns;
+  trigger.duration_ns = call.exit_ns - call.enter_ns;
+  trigger.released_ns = call.exit_ns;
+  FireFlightTrigger(g_windows, trigger);
 }
 
 }  // namespace gprof::inject

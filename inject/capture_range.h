@@ -46,5 +46,12 @@ void OnNvtxCaptureRangeClosed();
 // (the first one only; gprof-run then ends the recording a short tail later). One load and a
 // compare otherwise.
 void OnFlightCall(const format::ApiCallRecord& call);
+// --flight-recorder --trigger freeze:MS, when set: calls are watched while they run, and threads
+// while they are blocked (freeze_watch.h); after it fired, until what froze runs again.
+uint64_t FreezeTriggerNs();  // MS in ns; 0: none
+// The writer thread's freeze watch: fires the freeze trigger (false when one fired already), and
+// says when what froze ran again.
+bool FireFreezeTrigger(const FlightTrigger& trigger);
+void NoteFreezeReleased(uint64_t ns);
 
 }  // namespace gprof::inject

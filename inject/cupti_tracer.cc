@@ -158,6 +158,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
                                                                    : format::ApiDomain::kDriver,
                              cbid);
       state.correlation_id = call->correlationId;
+      if (state.enter_ns != 0) NoteCallEntered(state.api_id, state.enter_ns);
     }
     return;
   }
@@ -171,6 +172,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
   if (state.depth == 0 || --state.depth != 0) return;  // nested, or an exit seen without its enter
   if (state.enter_ns == 0) return;                       // entered outside every capture window
   uint64_t exit_ns = MonotonicNs();
+  NoteCallLeft(exit_ns);
   int saved_errno = errno;
   format::ApiCallRecord record{};
   record.api_id = state.api_id;

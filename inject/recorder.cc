@@ -293,6 +293,9 @@ ThreadRing* RegisterThread() {
   if (ring != nullptr) {
     ring->tid = static_cast<uint32_t>(syscall(SYS_gettid));
     ring->owner_serial += 1;
+    ring->call_entered_ns.store(0, std::memory_order_relaxed);
+    ring->call_left_ns.store(0, std::memory_order_relaxed);
+    ring->busy_since_ns.store(0, std::memory_order_relaxed);
     memset(ring->initial_name, 0, sizeof(ring->initial_name));
     prctl(PR_GET_NAME, ring->initial_name);
     ring->state.store(RingState::kActive, std::memory_order_release);
@@ -342,6 +345,37 @@ bool EnsureWriterRunning() {
   return running;
 }
 
+// The calling thread's ring, registered now if it has none yet (the thread's first call).
+ThreadRing* CurrentRing() {
+  ThreadState& state = t_thread_state;
+  if (state.ring != nullptr && state.generation == g.generation.load(std::memory_order_relaxed))
+    return state.ring;
+  return RegisterThread();
+}
+
+void NoteCallEntered(uint32_t api_id, uint64_t enter_ns) {
+  uint64_t freeze_ns = FreezeTriggerNs();
+  if (freeze_ns == 0 || !g.active.load(std::memory_order_relaxed)) return;
+  if (ThreadRing* ring = CurrentRing()) {
+    uint64_t left_ns = ring->call_left_ns.load(std::memory_order_relaxed);
+    if (left_ns == 0 || enter_ns - left_ns >= freeze_ns)
+      ring->busy_since_ns.store(enter_ns, std::memory_order_relaxed);
+    ring->call_api_id.store(api_id, std::memory_order_relaxed);
+    ring->call_entered_ns.store(enter_ns, std::memory_order_release);
+  }
+}
+
+void NoteCallLeft(uint64_t exit_ns) {
+  if (FreezeTriggerNs() == 0) return;
+  ThreadState& state = t_thread_state;
+  if (ThreadRing* ring = state.ring;
+      ring != nullptr && state.generation == g.generation.load(std::memory_order_relaxed) &&
+      ring->call_entered_ns.load(std::memory_order_relaxed) != 0) {
+    ring->call_left_ns.store(exit_ns, std::memory_order_relaxed);
+    ring->call_entered_ns.store(0, std::memory_order_release);
+  }
+}
+
 void SubmitCall(format::ApiCallRecord record) {
   if (!g.active.load(std::memory_order_relaxed)) return;  // stopped: CUPTI's callbacks still come
   if (!g.window.Contains(record.enter_ns)) return;
@@ -349,15 +383,11 @@ void SubmitCall(format::ApiCallRecord record) {
       capture != nullptr && !CaptureAdmits(capture, record.enter_ns)) {
     return;
   }
-  ThreadState& state = t_thread_state;
-  ThreadRing* ring = state.ring;
-  if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
-    ring = RegisterThread();
-    if (ring == nullptr) {
-      CountCall(0);
-      g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+  ThreadRing* ring = CurrentRing();
+  if (ring == nullptr) {
+    CountCall(0);
+    g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   CountCall(ring->call_stripe);
   record.header = {sizeof(record), format::kApiCall, 0};

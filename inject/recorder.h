@@ -51,6 +51,12 @@ void SetCuptiRecordsApiCalls(bool enabled);
 // did not start inside the recording window (--delay, --duration) is left out, silently.
 void SubmitCall(format::ApiCallRecord record);
 
+// The calling thread's outermost CUDA call begins (`enter_ns`, the time its record will have) and
+// ends: what --trigger freeze:MS watches while the call runs (freeze_watch.h). Two stores when
+// that trigger is set, one load otherwise.
+void NoteCallEntered(uint32_t api_id, uint64_t enter_ns);
+void NoteCallLeft(uint64_t exit_ns);
+
 // Stores one NVTX event of the calling thread with `record.text_len` bytes of `text` (tid and
 // header filled in here), like SubmitCall: never blocks; not counted as a CUDA call.
 void SubmitNvtxEvent(format::NvtxEventRecord record, const char* text);
@@ -118,8 +124,10 @@ inline auto RecordCall(RuntimeApi api, CallStream stream, Call&& call) {
   }
   state.interposition_recording = 1;
   uint64_t enter_ns = MonotonicNs();
+  NoteCallEntered(ApiId(api), enter_ns);
   auto result = call();
   uint64_t exit_ns = MonotonicNs();
+  NoteCallLeft(exit_ns);
   state.interposition_recording = 0;
   int saved_errno = errno;
   format::ApiCallRecord record;

@@ -17,6 +17,7 @@
 
 #include "inject/capture_range.h"
 #include "inject/cupti_tracer.h"
+#include "inject/freeze_watch.h"
 #include "inject/native_stack.h"
 #include "inject/own_descriptors.h"
 #include "inject/profiler_watch.h"
@@ -726,6 +727,7 @@ void* WriterThreadMain(void* session_dir) {
   }
   ProfilerWatch profiler;
   profiler.Start(&writer.control());
+  FreezeWatch freeze_watch;
   bool signal_flushed = false;
   while (!WriterStopRequested()) {
     WaitForWork(kFlushIntervalMs);
@@ -738,6 +740,7 @@ void* WriterThreadMain(void* session_dir) {
       continue;
     }
     writer.Cycle(/*force_flush=*/false);
+    freeze_watch.Check(MonotonicNs());
     // The command has ended and gprof-run collects the session (or gprof-run is gone): this
     // process runs on, and its record ends here.
     bool closed = writer.SessionClosed();

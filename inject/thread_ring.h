@@ -26,6 +26,13 @@ struct alignas(64) ThreadRing {
   // Producer side.
   alignas(64) std::atomic<uint64_t> head{0};
   std::atomic<uint64_t> dropped{0};
+  // What the freeze trigger watches (freeze_watch.h), written only while one is set: the
+  // outermost CUDA call in flight (its start; 0: none), when the owner's latest call ended, and
+  // the start of the first call after its latest pause of the trigger's MS or longer.
+  std::atomic<uint64_t> call_entered_ns{0};
+  std::atomic<uint64_t> call_left_ns{0};
+  std::atomic<uint64_t> busy_since_ns{0};
+  std::atomic<uint32_t> call_api_id{0};
   // Consumer side.
   alignas(64) std::atomic<uint64_t> tail{0};
   // Ownership, changed at thread start and exit only.

@@ -599,9 +599,13 @@ struct FlightRecording {
   // command's end).
   std::string ended_by;
   uint64_t fired_monotonic_ns = 0;  // when the trigger fired; 0: none fired
-  uint64_t duration_ns = 0;         // the call's (freeze) or the silence's (hang)
+  uint64_t duration_ns = 0;         // the call's (so far), the block's, the silence's
   uint32_t pid = 0, tid = 0;        // the call's process and thread (freeze)
   uint32_t api_id = 0;              // the call's, in that process's names
+  // With "freeze": "call" (the call returned), "running" (still running when it fired), "threads"
+  // (`threads` threads doing CUDA work blocked together; pid and tid: the first of them).
+  std::string freeze_kind = "call";
+  uint32_t threads = 0;
 };
 struct CaptureRanges {
   std::string range;  // "cudaProfilerApi", "manual", "flight"

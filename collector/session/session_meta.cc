@@ -414,6 +414,8 @@ void ReadOptions(MetaReader& read, const json& meta, SessionMeta* out) {
       kept.pid = read.Integer<uint32_t>(*flight, where, key::kFlightPid).value_or(0);
       kept.tid = read.Integer<uint32_t>(*flight, where, key::kFlightTid).value_or(0);
       kept.api_id = read.Integer<uint32_t>(*flight, where, key::kFlightApiId).value_or(0);
+      kept.freeze_kind = read.String(*flight, where, key::kFlightFreezeKind).value_or("call");
+      kept.threads = read.Integer<uint32_t>(*flight, where, key::kFlightThreads).value_or(0);
     }
   }
   if (const json* attach = read.Object(meta, "", key::kAttach)) {

@@ -111,6 +111,8 @@ json CaptureJson(const Session& session) {
               {"duration_ns", kept->duration_ns},
               {"pid", kept->pid},
               {"tid", kept->tid},
+              {"freeze_kind", kept->ended_by == "freeze" ? json(kept->freeze_kind) : json(nullptr)},
+              {"threads", kept->threads},
               {"held_start_monotonic_ns", start},
               {"held_end_monotonic_ns", end},
               {"trimmed_chunks", session.trimmed_chunks},

@@ -131,6 +131,10 @@ inline constexpr char kFlightDurationNs[] = "duration_ns";  // the call's (freez
 inline constexpr char kFlightPid[] = "pid";                 // the call's process (freeze); 0: none
 inline constexpr char kFlightTid[] = "tid";                 // and thread
 inline constexpr char kFlightApiId[] = "api_id";            // the call's, in that process's names
+// With "freeze": "call" (a call that took MS returned), "running" (a call still running after
+// MS), "threads" (threads doing CUDA work all blocked for MS: inject/freeze_watch.h).
+inline constexpr char kFlightFreezeKind[] = "freeze_kind";
+inline constexpr char kFlightThreads[] = "threads";  // "threads": how many were blocked together
 
 // "max_size": gprof-run --max-size, the size budget's counters at the end.
 inline constexpr char kMaxSizeLimitBytes[] = "limit_bytes";               // integer

@@ -36,7 +36,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared between proces
 inline constexpr char kSizeBudgetMagic[8] = {'G', 'P', 'R', 'B', 'U', 'D', 'G', '2'};
 
 // The session's control (session_control.h).
-inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '5'};
+inline constexpr char kSessionControlMagic[8] = {'G', 'P', 'R', 'C', 'T', 'R', 'L', '6'};
 
 // The capture windows of --capture-range (inject/shared/capture_windows.h): what every recorder
 // of the session keeps is what starts inside one of them.
@@ -53,13 +53,18 @@ struct CaptureWindowsState {
   // tail after the first trigger fires (or at `gprof-run stop`, or at the command's end).
   struct Flight {
     uint64_t keep_ns;                // --flight-recorder SEC: data older than this is trimmed
-    uint64_t freeze_ns;              // --trigger freeze:MS, for the CUDA calls; 0: none
+    uint64_t freeze_ns;              // --trigger freeze:MS; 0: none
     std::atomic<uint32_t> fired;     // CaptureSwitch of the first trigger; 0: none yet
     uint32_t pid;                    // what fired: the process (its own PID namespace's number)
     uint32_t tid;                    // and thread; 0 for a hang
     uint32_t api_id;                 // the CUDA call's (an ApiNameRecord's id); 0: not a call
     std::atomic<uint64_t> fired_ns;  // CLOCK_MONOTONIC when it fired; 0: not yet stored
     uint64_t duration_ns;            // the call's (freeze), or the silence's (hang)
+    uint32_t freeze_kind;            // FreezeKind (capture_windows.h), with kFreezeTrigger
+    uint32_t threads;                // kThreadsBlocked: how many were blocked together
+    // When what froze ran again (the call returned, a blocked thread ran): the trigger's tail
+    // counts from there. 0: not yet, or not known (gprof-run then ends the tail at its bound).
+    std::atomic<uint64_t> released_ns;
   };
   static constexpr uint32_t kWindows = 1024;
   std::atomic<uint32_t> mode;            // CaptureRange; 0: none (everything is recorded)
@@ -72,8 +77,8 @@ struct CaptureWindowsState {
   Window windows[kWindows];
 };
 static_assert(sizeof(CaptureWindowsState::Window) == 32);
-static_assert(sizeof(CaptureWindowsState::Flight) == 48);
-static_assert(sizeof(CaptureWindowsState) == 32 + 48 + 1024 * 32);
+static_assert(sizeof(CaptureWindowsState::Flight) == 64);
+static_assert(sizeof(CaptureWindowsState) == 32 + 64 + 1024 * 32);
 
 struct SessionControlState {
   struct Writer {

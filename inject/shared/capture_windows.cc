@@ -79,19 +79,21 @@ bool CaptureAdmits(const CaptureWindowsState* state, uint64_t ns) {
   return false;
 }
 
-bool FireFlightTrigger(CaptureWindowsState* state, CaptureSwitch cause, uint32_t pid, uint32_t tid,
-                       uint32_t api_id, uint64_t at_ns, uint64_t duration_ns) {
+bool FireFlightTrigger(CaptureWindowsState* state, const FlightTrigger& trigger) {
   auto& flight = state->flight;
   uint32_t none = 0;
-  if (!flight.fired.compare_exchange_strong(none, static_cast<uint32_t>(cause),
+  if (!flight.fired.compare_exchange_strong(none, static_cast<uint32_t>(trigger.cause),
                                             std::memory_order_acq_rel)) {
     return false;
   }
-  flight.pid = pid;
-  flight.tid = tid;
-  flight.api_id = api_id;
-  flight.duration_ns = duration_ns;
-  flight.fired_ns.store(at_ns != 0 ? at_ns : 1, std::memory_order_release);
+  flight.pid = trigger.pid;
+  flight.tid = trigger.tid;
+  flight.api_id = trigger.api_id;
+  flight.duration_ns = trigger.duration_ns;
+  flight.freeze_kind = static_cast<uint32_t>(trigger.kind);
+  flight.threads = trigger.threads;
+  flight.released_ns.store(trigger.released_ns, std::memory_order_relaxed);
+  flight.fired_ns.store(trigger.at_ns != 0 ? trigger.at_ns : 1, std::memory_order_release);
   return true;
 }
 

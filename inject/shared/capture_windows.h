@@ -48,10 +48,24 @@ bool CloseCaptureWindow(CaptureWindowsState* state, uint32_t pid, CaptureSwitch 
 // True when what starts at `ns` is to be recorded: no capture range, or inside a window.
 bool CaptureAdmits(const CaptureWindowsState* state, uint64_t ns);
 
+// What --trigger freeze:MS saw (append only: written in session.json as a word).
+enum class FreezeKind : uint32_t {
+  kCallReturned = 0,    // a CUDA call that took MS or longer returned
+  kCallRunning = 1,     // a CUDA call was still running MS after it began
+  kThreadsBlocked = 2,  // threads doing CUDA work were all blocked for MS (freeze_watch.h)
+};
+// What fired a trigger: `pid`, `tid`, `api_id` name it, 0 where nothing does.
+struct FlightTrigger {
+  CaptureSwitch cause = CaptureSwitch::kNone;
+  FreezeKind kind = FreezeKind::kCallReturned;
+  uint32_t pid = 0, tid = 0, api_id = 0;
+  uint32_t threads = 0;  // kThreadsBlocked: how many
+  uint64_t at_ns = 0, duration_ns = 0;
+  uint64_t released_ns = 0;  // what froze runs again from then; 0: not yet
+};
 // --flight-recorder: notes the first trigger (later ones change nothing); false when one fired
-// already. `pid`, `tid`, `api_id`: what fired, 0 where nothing names it.
-bool FireFlightTrigger(CaptureWindowsState* state, CaptureSwitch cause, uint32_t pid, uint32_t tid,
-                       uint32_t api_id, uint64_t at_ns, uint64_t duration_ns);
+// already.
+bool FireFlightTrigger(CaptureWindowsState* state, const FlightTrigger& trigger);
 // --flight-recorder: each recorder trims the data it wrote before this time (0: nothing to trim):
 // the window's end, or now while it is open, less the seconds kept.
 uint64_t FlightTrimBefore(const CaptureWindowsState* state, uint64_t now_ns);

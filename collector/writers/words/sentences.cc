@@ -136,16 +136,26 @@ std::string FlightEndText(const Session& session) {
   uint64_t fired = flight.fired_monotonic_ns;
   std::string after = fired != 0 && end > fired ? FormatDuration(end - fired) + " later" : "then";
   if (flight.ended_by == "freeze") {
+    std::string head = "the freeze trigger fired at " + FormatOffset(session, fired) + " (";
+    std::string where = " on thread " + std::to_string(flight.tid) + ", pid " +
+                        std::to_string(flight.pid) + ") and the recording ended " + after;
+    if (flight.freeze_kind == "threads") {
+      return head + std::to_string(flight.threads) +
+             " threads doing CUDA work all blocked outside it for " +
+             FormatDuration(flight.duration_ns) + ", the first" + where;
+    }
+    bool running = flight.freeze_kind == "running";
     std::string call = "a CUDA call";
     for (const ApiCall& each : session.api_calls) {
-      if (each.tid == flight.tid && each.exit_ns == fired) {
+      bool that_call =
+          running ? each.enter_ns + flight.duration_ns == fired : each.exit_ns == fired;
+      if (each.tid == flight.tid && that_call) {
         call = session.ApiName(each);
         break;
       }
     }
-    return "the freeze trigger fired at " + FormatOffset(session, fired) + " (" + call + " took " +
-           FormatDuration(flight.duration_ns) + " on thread " + std::to_string(flight.tid) +
-           ", pid " + std::to_string(flight.pid) + ") and the recording ended " + after;
+    return head + call + (running ? " still running after " : " took ") +
+           FormatDuration(flight.duration_ns) + where;
   }
   if (flight.ended_by == "hang") {
     return "the hang trigger fired at " + FormatOffset(session, fired) +

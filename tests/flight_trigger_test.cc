@@ -51,11 +51,16 @@ ProcessResult RunFlightApp(std::vector<std::string> args, const std::vector<std:
   return RunGprof(args);
 }
 
-TEST(FlightTrigger, ACallStillRunningFiresTheFreezeTrigger) {
+// Under CUPTI's callbacks (the mock CUPTI) and under the interposer alike.
+class FlightTriggerCall : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(CudaModes, FlightTriggerCall, ::testing::Values("cupti", "preload"));
+
+TEST_P(FlightTriggerCall, ACallStillRunningFiresTheFreezeTrigger) {
   TempDir dir;
   std::string session_dir = dir.Sub("s");
   ProcessResult run = RunFlightApp(
-      {"-o", session_dir, "--flight-recorder", "6", "--trigger", "freeze:400"},
+      {"-o", session_dir, "--cuda", GetParam(), "--flight-recorder", "6", "--trigger",
+       "freeze:400"},
       {"--calm-s", "3", "--freeze-ms", "5000", "--after-s", "1", "--times-out", dir.Sub("times")});
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   auto times = AppTimes(dir.Sub("times"));

@@ -29,9 +29,14 @@ Expected<std::unique_ptr<KernelRecorder>> KernelRecorder::Start(
 void KernelRecorder::SetWindow(uint64_t start_ns, uint64_t end_ns) {
   if (state_->finished) return;
   RecordingWindow window = RecordingWindow::Between(start_ns, end_ns);
-  // The programs read these on every event: a plain store into the mapped data section.
+  // A window that has ended already (a capture range's close, none opened yet): the programs
+  // that only start intervals stop first thing (unshut before the window is set, shut after).
+  bool shut = end_ns != 0 && end_ns <= MonotonicNs();
+  // The programs read these on every event: plain stores into the mapped data section.
+  if (!shut) __atomic_store_n(&state_->skel->data->window_shut, 0, __ATOMIC_RELEASE);
   state_->skel->data->window_start_ns = window.start_ns;
   state_->skel->data->window_length_ns = window.length_ns;
+  if (shut) __atomic_store_n(&state_->skel->data->window_shut, 1, __ATOMIC_RELEASE);
 }
 
 void KernelRecorder::TrimBefore(uint64_t before_ns) {

@@ -112,6 +112,7 @@ static __always_inline void native_stack(__u32 slot, __u32 kind, __u32 key_tid, 
  * that runs there was running, natively and in Python. */
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data* ctx) {
+  if (window_shut) return 0;
   __u64 now = bpf_ktime_get_ns();
   if (!in_window(now)) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();

@@ -22,6 +22,7 @@
 
 static __always_inline int on_page_fault(u64* ctx) {
   /* (unsigned long address, struct pt_regs *regs, unsigned long error_code) */
+  if (window_shut) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (!is_tracked(pid_tgid >> 32)) return 0;
   __u64 start_ns = bpf_ktime_get_ns();

@@ -85,7 +85,8 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
   __u32 prev_tid = (__u32)prev_pid_tgid;
   struct gprof_thread_state* prev = NULL;
-  if (prev_tid != 0 && !(prev_state & TASK_DEAD)) prev = bpf_map_lookup_elem(&threads, &prev_tid);
+  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && !window_shut)
+    prev = bpf_map_lookup_elem(&threads, &prev_tid);
   if (prev) {
     now = bpf_ktime_get_ns();
     struct gprof_offcpu_pending* entry = &prev->offcpu;

@@ -531,7 +531,7 @@ static __always_inline bool device_call(struct gprof_syscall_pending* entry) {
 static __always_inline int on_sys_enter(u64* ctx, bool btf) {
   /* (struct pt_regs *regs, long id) */
   long nr = (long)ctx[1];
-  if (!recorded_syscall(nr)) return 0;
+  if (window_shut || !recorded_syscall(nr)) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)pid_tgid;
   struct gprof_thread_state* thread = bpf_map_lookup_elem(&threads, &tid);

@@ -2,6 +2,7 @@
 """What a session costs outside its capture windows (--capture-range, issue 39).
 
 usage: scripts/bench/capture_cost.py BUILD_DIR [--rounds N] [--calls N] [--switches N] [--json FILE]
+                                     [--baseline OTHER_BUILD_DIR] [--only calls|switches]
 
 BUILD_DIR holds a built bin/gprof-run, tests/apps/capture_app and tests/apps/pingpong; this script
 builds nothing. Run as root (the kernel recorder loads BPF). Each round runs, back to back and in
@@ -14,6 +15,9 @@ turn:
 - Thread switches: `pingpong futex SWITCHES` plain; under `gprof-run --cuda=off` (the kernel
   recorder records every wait); and under `gprof-run --cuda=off --capture-range=manual` with no
   window (the BPF programs run and drop every event at their window check).
+
+With --baseline, OTHER_BUILD_DIR's gprof-run (another commit's build) runs too, recorded and
+outside a window, in the same rounds: a change's effect without the machine's drift between runs.
 
 Printed: for each, the median ns per call (or per round trip) and the median of the pairwise ratios
 to plain. Everything also goes to --json FILE (default: capture_cost.json in the results folder of
@@ -47,8 +51,11 @@ def main():
     parser.add_argument("--calls", type=int, default=300000)
     parser.add_argument("--switches", type=int, default=100000)
     parser.add_argument("--json")
+    parser.add_argument("--baseline")
+    parser.add_argument("--only", choices=["calls", "switches"])
     args = parser.parse_args()
     gprof = os.path.join(args.build_dir, "bin", "gprof-run")
+    baseline = os.path.join(args.baseline, "bin", "gprof-run") if args.baseline else None
     app = os.path.join(args.build_dir, "tests", "apps", "capture_app")
     pingpong = os.path.join(args.build_dir, "tests", "apps", "pingpong")
     calls = [app, "--bench-calls", str(args.calls)]
@@ -76,6 +83,17 @@ def main():
                                              "--capture-range=manual", "--"],
             }),
         }
+        if baseline:
+            kinds["calls"][3]["baseline recorded"] = lambda: [baseline, *session(), "--no-kernel",
+                                                              "--"]
+            kinds["calls"][3]["baseline outside"] = lambda: [baseline, *session(), "--no-kernel",
+                                                             "--capture-range=manual", "--"]
+            kinds["switches"][3]["baseline recorded"] = lambda: [baseline, *session(),
+                                                                 "--cuda=off", "--"]
+            kinds["switches"][3]["baseline outside"] = lambda: [baseline, *session(), "--cuda=off",
+                                                                "--capture-range=manual", "--"]
+        if args.only:
+            kinds = {args.only: kinds[args.only]}
         results = {}
         for kind, (argv, pattern, per, ways) in kinds.items():
             times = {way: [] for way in ways}

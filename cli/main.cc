@@ -293,13 +293,13 @@ void AddLaunchOptions(CLI::App* app, CommandLine* line) {
   app->add_option("--flight-recorder", line->run.flight_recorder_s,
                   "Keep only the last SEC seconds of the recording (every recorder, in bounded "
                   "disk), written and explained at the command's end, at 'gprof-run stop DIR', or "
-                  "a second after a --trigger fires; the command runs on untouched")
+                  "a second after what a --trigger fired on ran again; the command runs on untouched")
       ->type_name("SEC")
       ->check(Seconds(/*allow_zero=*/false));
   app->add_option("--trigger", line->triggers,
-                  "With --flight-recorder: end the recording at freeze:MS (a CUDA call took MS "
-                  "milliseconds or longer) or hang:SEC (no CUDA call finished for SEC seconds); "
-                  "may be given twice")
+                  "With --flight-recorder: end the recording at freeze:MS (a CUDA call running MS "
+                  "milliseconds, or threads doing CUDA work blocked together that long) or "
+                  "hang:SEC (no CUDA call finished for SEC seconds); may be given twice")
       ->type_name("freeze:MS|hang:SEC")
       ->check([](const std::string& text) {
         gprof::cli::RunOptions ignored;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What a session costs outside its capture windows (--capture-range, issue 39).
 
-usage: scripts/bench/capture_cost.py BUILD_DIR [--rounds N] [--calls N] [--switches N] [--json FILE]
-                                     [--baseline OTHER_BUILD_DIR] [--only calls|switches]
+usage: scripts/bench/capture_cost.py BUILD_DIR [--rounds N] [--calls N] [--switches N] [--faults N]
+                                     [--json FILE] [--baseline OTHER_BUILD_DIR]
+                                     [--only calls|switches|faults]
 
 BUILD_DIR holds a built bin/gprof-run, tests/apps/capture_app and tests/apps/pingpong; this script
 builds nothing. Run as root (the kernel recorder loads BPF). Each round runs, back to back and in
@@ -15,6 +16,8 @@ turn:
 - Thread switches: `pingpong futex SWITCHES` plain; under `gprof-run --cuda=off` (the kernel
   recorder records every wait); and under `gprof-run --cuda=off --capture-range=manual` with no
   window (the BPF programs run and drop every event at their window check).
+- Page faults: `pingpong faults FAULTS` (one thread, a minor fault per round: a workload of one
+  BPF program that only starts intervals, and of no thread switch), the same three ways.
 
 With --baseline, OTHER_BUILD_DIR's gprof-run (another commit's build) runs too, recorded and
 outside a window, in the same rounds: a change's effect without the machine's drift between runs.
@@ -52,7 +55,8 @@ def main():
     parser.add_argument("--switches", type=int, default=100000)
     parser.add_argument("--json")
     parser.add_argument("--baseline")
-    parser.add_argument("--only", choices=["calls", "switches"])
+    parser.add_argument("--faults", type=int, default=300000)
+    parser.add_argument("--only", choices=["calls", "switches", "faults"])
     args = parser.parse_args()
     gprof = os.path.join(args.build_dir, "bin", "gprof-run")
     baseline = os.path.join(args.baseline, "bin", "gprof-run") if args.baseline else None
@@ -60,6 +64,7 @@ def main():
     pingpong = os.path.join(args.build_dir, "tests", "apps", "pingpong")
     calls = [app, "--bench-calls", str(args.calls)]
     switches = [pingpong, "futex", str(args.switches)]
+    faults = [pingpong, "faults", str(args.faults)]
     call_time = r"elapsed_ns=(\d+)"
     switch_time = r"elapsed_ns=(\d+)"
     with tempfile.TemporaryDirectory() as work:
@@ -82,6 +87,12 @@ def main():
                 "outside a window": lambda: [gprof, *session(), "--cuda=off",
                                              "--capture-range=manual", "--"],
             }),
+            "faults": (faults, switch_time, args.faults, {
+                "plain": lambda: [],
+                "recorded": lambda: [gprof, *session(), "--cuda=off", "--"],
+                "outside a window": lambda: [gprof, *session(), "--cuda=off",
+                                             "--capture-range=manual", "--"],
+            }),
         }
         if baseline:
             kinds["calls"][3]["baseline recorded"] = lambda: [baseline, *session(), "--no-kernel",
@@ -92,6 +103,8 @@ def main():
                                                                  "--cuda=off", "--"]
             kinds["switches"][3]["baseline outside"] = lambda: [baseline, *session(), "--cuda=off",
                                                                 "--capture-range=manual", "--"]
+            kinds["faults"][3]["baseline recorded"] = kinds["switches"][3]["baseline recorded"]
+            kinds["faults"][3]["baseline outside"] = kinds["switches"][3]["baseline outside"]
         if args.only:
             kinds = {args.only: kinds[args.only]}
         results = {}

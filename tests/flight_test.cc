@@ -175,7 +175,8 @@ TEST(FlightRecorder, FrozenThreadsTriggerKeepsTheLastSecondsAndExplainsTheFreeze
   ASSERT_TRUE(flight.is_object()) << meta.dump();
   EXPECT_EQ(flight["ended_by"], "freeze");
   EXPECT_EQ(flight["freeze_kind"], "threads");
-  EXPECT_EQ(flight["threads"], 2);
+  // The worker and the calls thread (a pool thread too, should it have got items in a row).
+  EXPECT_GE(flight["threads"].get<int>(), 2);
   uint64_t fired = flight["fired_monotonic_ns"].get<uint64_t>();
   EXPECT_GE(fired, block_start + 400'000'000u);
   EXPECT_LT(fired, block_end);

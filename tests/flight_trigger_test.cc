@@ -115,8 +115,12 @@ TEST(FlightTrigger, ThreadsBlockedTogetherOutsideCudaFireTheFreezeTrigger) {
   ASSERT_TRUE(flight.is_object());
   EXPECT_EQ(flight["ended_by"], "freeze") << flight.dump();
   EXPECT_EQ(flight["freeze_kind"], "threads") << flight.dump();
-  // The worker and the calls thread; not the idle pool's, nor the main thread (no CUDA).
-  EXPECT_EQ(flight["threads"], 2) << flight.dump();
+  // The worker and the calls thread, and maybe a pool thread: the main thread, which feeds the
+  // pool every 400 ms, does not while it holds the mutex, and one that got items in a row (less
+  // than the 800 ms apart) was doing CUDA work when it was starved. Never the main thread (no
+  // CUDA).
+  EXPECT_GE(flight["threads"].get<int>(), 2) << flight.dump();
+  EXPECT_LE(flight["threads"].get<int>(), 4) << flight.dump();
   uint64_t fired = flight["fired_monotonic_ns"].get<uint64_t>();
   EXPECT_GE(fired, block_start + 800 * kMsNs);
   EXPECT_LT(fired, block_end);
@@ -135,7 +139,7 @@ TEST(FlightTrigger, ThreadsBlockedTogetherOutsideCudaFireTheFreezeTrigger) {
   EXPECT_NE(ReadFile(session_dir + "/report.txt").find("  trigger   the freeze trigger fired at "),
             std::string::npos);
   std::string text = report["session"]["capture"]["flight"]["text"];
-  std::regex said(R"(the freeze trigger fired at \+[0-9.]+ s \(2 threads doing CUDA work all )"
+  std::regex said(R"(the freeze trigger fired at \+[0-9.]+ s \([234] threads doing CUDA work all )"
                   R"(blocked outside it for [0-9.]+ (ms|s), the first on thread \d+, pid \d+\))");
   EXPECT_TRUE(std::regex_search(text, said)) << text;
 }

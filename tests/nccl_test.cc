@@ -20,6 +20,7 @@
 #include "collector/writers/report_ranks.h"
 #include "inject/format/session_format.h"
 #include "tests/scenario_facts.h"
+#include "tests/straggler_support.h"
 #include "tests/session_builder.h"
 #include "tests/test_support.h"
 #include "tests/trace_decoder.h"
@@ -28,17 +29,6 @@ namespace gprof::test {
 namespace {
 
 using nlohmann::json;
-
-struct Span {
-  int rank = 0;
-  uint64_t start_ns = 0, end_ns = 0;
-};
-
-struct JobRun {
-  std::vector<Span> waits;     // each rank's collective call, as it measured it
-  std::set<uint32_t> loggers;  // the lock mode's logging threads
-  std::string out;
-};
 
 struct Job {
   int world = 2;
@@ -102,44 +92,6 @@ void ExpectMatchedBySeq(const json& ranks, const Job& job) {
   }
 }
 
-// Each wait a waiting rank measured (20 ms or more) lies in a wait of the report for the late
-// rank in an NCCL collective; their total is within 5% of the measured total; each's why is on
-// the late rank: `cause` in its words, or (`root_tids` given) one of those threads.
-void ExpectStraggler(const json& ranks, const JobRun& run, int late, const std::string& cause,
-                     const std::set<uint32_t>& root_tids = {}) {
-  ASSERT_TRUE(ranks.is_object()) << run.out;
-  uint64_t measured_ns = 0, reported_ns = 0;
-  size_t measured = 0;
-  for (const Span& span : run.waits) {
-    if (span.rank == late || span.end_ns - span.start_ns < 20'000'000) continue;
-    measured_ns += span.end_ns - span.start_ns;
-    ++measured;
-    const json* found = nullptr;
-    for (const json& wait : ranks["waits"]) {
-      if (wait["waiting_rank"] != span.rank) continue;
-      if (wait["start_ns"].get<uint64_t>() < span.end_ns &&
-          span.start_ns < wait["end_ns"].get<uint64_t>())
-        found = &wait;
-    }
-    ASSERT_NE(found, nullptr) << "rank " << span.rank << "'s wait at " << span.start_ns
-                              << " is in no wait of the report\n"
-                              << ranks.dump(1);
-    EXPECT_EQ((*found)["late_rank"], late) << found->dump(1);
-    EXPECT_FALSE((*found)["nccl"].is_null()) << found->dump(1);
-    reported_ns += (*found)["end_ns"].get<uint64_t>() - (*found)["start_ns"].get<uint64_t>();
-    ASSERT_FALSE((*found)["root"].is_null()) << found->dump(1);
-    if (root_tids.empty()) {
-      EXPECT_NE((*found)["root"]["text"].get<std::string>().find(cause), std::string::npos)
-          << found->dump(1);
-    } else {
-      EXPECT_TRUE(root_tids.contains((*found)["root"]["tid"].get<uint32_t>())) << found->dump(1);
-    }
-  }
-  EXPECT_GE(measured, 3u) << run.out;
-  EXPECT_NEAR(static_cast<double>(reported_ns), static_cast<double>(measured_ns),
-              0.05 * static_cast<double>(measured_ns));
-}
-
 class Nccl : public ::testing::Test {
  protected:
   void SetUp() override { GPROF_NEED_BPF(); }
@@ -151,7 +103,7 @@ TEST_F(Nccl, TwoRanksTheSleepingRankNamedInCollectivesMatchedBySequenceNumber) {
   JobRun run = RunJob(dir_.Sub("job"), job);
   json report = ReadJson(dir_.Sub("job/report.json"));
   ExpectMatchedBySeq(report["ranks"], job);
-  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "nanosleep", .nccl = true});
   const std::string text = ReadFile(dir_.Sub("job/report.txt"));
   EXPECT_NE(text.find("matched across ranks by communicator and NCCL's sequence number"),
             std::string::npos)
@@ -186,7 +138,7 @@ TEST_F(Nccl, FourRanksTheRankBlockedOnItsLoggersLockNamedWithTheLogger) {
   ASSERT_EQ(run.loggers.size(), 1u) << run.out;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ExpectMatchedBySeq(report["ranks"], job);
-  ExpectStraggler(report["ranks"], run, 2, "", run.loggers);
+  ExpectStraggler(report["ranks"], run, {.late = 2, .root_tids = run.loggers, .nccl = true});
   EXPECT_EQ(report["ranks"]["ranks"][0]["rank"], 2) << report["ranks"].dump(1);
 }
 
@@ -203,7 +155,7 @@ TEST_F(Nccl, PerRankSessionsMergedMatchTheCollectives) {
   ASSERT_EQ(merge.exit_code(), 0) << merge.out << merge.err;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ExpectMatchedBySeq(report["ranks"], job);
-  ExpectStraggler(report["ranks"], run, 0, "nanosleep");
+  ExpectStraggler(report["ranks"], run, {.late = 0, .cause = "nanosleep", .nccl = true});
   for (const json& collective : report["ranks"]["nccl_collectives"]) {
     std::set<int> sessions;
     for (const json& arrival : collective["arrivals"])
@@ -301,7 +253,7 @@ TEST_F(Nccl, AnNcclOfInterfaceV1IsMatchedByTheOrderOfItsKernels) {
     EXPECT_EQ(nccl[i]["func"], i % 3 == 2 ? "Broadcast" : "AllReduce");
     EXPECT_EQ(nccl[i]["arrivals"].size(), 2u);
   }
-  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "nanosleep", .nccl = true});
   const std::string text = ReadFile(dir_.Sub("job/report.txt"));
   EXPECT_NE(text.find("interface is v1 (NCCL 2.23), which gprof-run does not read"),
             std::string::npos)

@@ -12,23 +12,13 @@
 #include <vector>
 
 #include "tests/scenario_facts.h"
+#include "tests/straggler_support.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {
 namespace {
 
 using nlohmann::json;
-
-struct Span {
-  int rank = 0;
-  uint64_t start_ns = 0, end_ns = 0;
-};
-
-struct JobRun {
-  std::vector<Span> waits;     // each rank's all_reduce, as it measured it
-  std::set<uint32_t> loggers;  // the logging threads (the lock mode)
-  std::string out;
-};
 
 std::string Script() { return SourceDir() + "/tests/apps/ranks/straggler_ranks.py"; }
 
@@ -57,46 +47,6 @@ json ReadJson(const std::string& path) {
   return report;
 }
 
-// The straggler and its cause: every wait of a waiting rank the program measured (20 ms or more,
-// all in the late rank's steps) is matched by the report's waits of that rank for the late one,
-// their total within 5% of the measured total, each with its root on the late rank saying
-// `cause`, or (`root_tids` given) its root one of those threads. `shift_ns`: the program's clock
-// minus the report's (a time namespace).
-void ExpectStraggler(const json& ranks, const JobRun& run, int late, const std::string& cause,
-                     int64_t shift_ns = 0, const std::set<uint32_t>& root_tids = {}) {
-  ASSERT_TRUE(ranks.is_object()) << run.out;
-  uint64_t measured_ns = 0, reported_ns = 0;
-  size_t measured = 0;
-  for (const Span& span : run.waits) {
-    if (span.rank == late || span.end_ns - span.start_ns < 20'000'000) continue;
-    measured_ns += span.end_ns - span.start_ns;
-    ++measured;
-    const int64_t start = static_cast<int64_t>(span.start_ns) - shift_ns;
-    const int64_t end = static_cast<int64_t>(span.end_ns) - shift_ns;
-    const json* found = nullptr;
-    for (const json& wait : ranks["waits"]) {
-      if (wait["waiting_rank"] != span.rank) continue;
-      const int64_t wait_start = wait["start_ns"], wait_end = wait["end_ns"];
-      if (wait_start < end && start < wait_end) found = &wait;
-    }
-    ASSERT_NE(found, nullptr) << "rank " << span.rank << "'s wait at " << span.start_ns
-                              << " is in no wait of the report\n"
-                              << ranks.dump(1);
-    EXPECT_EQ((*found)["late_rank"], late) << found->dump(1);
-    reported_ns += (*found)["end_ns"].get<uint64_t>() - (*found)["start_ns"].get<uint64_t>();
-    ASSERT_FALSE((*found)["root"].is_null()) << found->dump(1);
-    if (root_tids.empty()) {
-      EXPECT_NE((*found)["root"]["text"].get<std::string>().find(cause), std::string::npos)
-          << found->dump(1);
-    } else {
-      EXPECT_TRUE(root_tids.contains((*found)["root"]["tid"].get<uint32_t>())) << found->dump(1);
-    }
-  }
-  EXPECT_GE(measured, 3u) << run.out;
-  EXPECT_NEAR(static_cast<double>(reported_ns), static_cast<double>(measured_ns),
-              0.05 * static_cast<double>(measured_ns));
-}
-
 class Ranks : public ::testing::Test {
  protected:
   void SetUp() override { GPROF_NEED_BPF(); }
@@ -108,7 +58,7 @@ TEST_F(Ranks, OneSessionForTheJobNamesTheSleepingRank) {
   JobRun run = Launch({GprofRunPath(), "-q", "-o", dir_.Sub("job"), "--", "/usr/bin/python3",
                        Script(), "launch", "--world", "2", "--late", "1", "--mode", "sleep"});
   json report = ReadJson(dir_.Sub("job/report.json"));
-  ExpectStraggler(report["ranks"], run, 1, "nanosleep");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "nanosleep"});
   EXPECT_EQ(report["ranks"]["ranks"][0]["rank"], 1) << report["ranks"].dump(1);
   const std::string text = ReadFile(dir_.Sub("job/report.txt"));
   EXPECT_NE(text.find("RANKS: 2 ranks; rank 1 made the others wait most"), std::string::npos)
@@ -123,7 +73,7 @@ TEST_F(Ranks, ALockHeldByTheLateRanksOwnLoggingThread) {
                        Script(), "launch", "--world", "3", "--late", "2", "--mode", "lock"});
   ASSERT_FALSE(run.loggers.empty()) << run.out;
   json report = ReadJson(dir_.Sub("job/report.json"));
-  ExpectStraggler(report["ranks"], run, 2, "", 0, run.loggers);
+  ExpectStraggler(report["ranks"], run, {.late = 2, .root_tids = run.loggers});
 }
 
 // One session per rank, merged: rank 1's DataLoader worker is slow.
@@ -136,7 +86,7 @@ TEST_F(Ranks, SessionsPerRankMergedNameTheRankWithTheSlowWorker) {
   ASSERT_EQ(merged.exit_code(), 0) << merged.err;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ASSERT_EQ(report["sessions"].size(), 2u);
-  ExpectStraggler(report["ranks"], run, 1, "DataLoader worker");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "DataLoader worker"});
   EXPECT_NE(merged.out.find("RANKS: 2 ranks"), std::string::npos) << merged.out;
   // The job's page links each session's own page, which is report.html as `report` writes it.
   const std::string page = ReadFile(dir_.Sub("job/report.html"));
@@ -156,7 +106,7 @@ TEST_F(Ranks, RanksStartedByTorchMultiprocessingSpawnAreNumberedByStartOrder) {
   JobRun run = Launch({GprofRunPath(), "-q", "-o", dir_.Sub("job"), "--", "/usr/bin/python3",
                        Script(), "spawn", "--world", "3", "--late", "1", "--mode", "dataloader"});
   json report = ReadJson(dir_.Sub("job/report.json"));
-  ExpectStraggler(report["ranks"], run, 1, "DataLoader worker 0 of rank 1");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "DataLoader worker 0 of rank 1"});
   EXPECT_EQ(report["ranks"]["ranks_inferred"], true) << report["ranks"].dump(1);
   EXPECT_EQ(report["ranks"]["world_size"], 3) << report["ranks"].dump(1);
   EXPECT_NE(ReadFile(dir_.Sub("job/report.txt")).find("no launcher variable named the ranks"),
@@ -168,7 +118,7 @@ TEST_F(Ranks, ACpuStarvedRank) {
   JobRun run = Launch({GprofRunPath(), "-q", "-o", dir_.Sub("job"), "--", "/usr/bin/python3",
                        Script(), "launch", "--world", "2", "--late", "1", "--mode", "cpu"});
   json report = ReadJson(dir_.Sub("job/report.json"));
-  ExpectStraggler(report["ranks"], run, 1, "waiting for a CPU");
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "waiting for a CPU"});
 }
 
 // Two "hosts": each rank in a network namespace of its own joined by a veth pair and in a time
@@ -242,7 +192,7 @@ TEST_F(Ranks, HostsOfTheirOwnAreAlignedByTheirMessages) {
   EXPECT_NEAR(static_cast<double>(correction), -40e6, 2e6) << clock.dump();
   // The waiting rank 0 measured its waits on its namespace's clock, 7 s ahead of the kernel's,
   // which rank 0's gprof-run wrote and the job's clock is.
-  ExpectStraggler(report["ranks"], run, 1, "nanosleep", 7'000'000'000);
+  ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "nanosleep", .shift_ns = 7'000'000'000});
   EXPECT_NE(merged.out.find("corrected by"), std::string::npos) << merged.out;
 }
 

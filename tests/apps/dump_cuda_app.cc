@@ -36,8 +36,8 @@ void* Launch(void*) {
 }  // namespace
 
 int main() {
-  constexpr uint32_t kNeverUs = 70u * 60 * 1000 * 1000;
-  if (fake_cuda::LaunchKernel(kNeverUs, nullptr) != cudaSuccess) return 1;
+  // Longer than any test waits (the fake's longest kernel, about 18 minutes).
+  if (fake_cuda::LaunchKernel(fake_cuda::kMaxKernelUs, nullptr) != cudaSuccess) return 1;
   pthread_t sync, launch;
   pthread_create(&sync, nullptr, Synchronize, nullptr);
   while (started == 0) usleep(1000);

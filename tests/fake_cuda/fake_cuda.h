@@ -58,6 +58,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -83,9 +84,13 @@ struct KernelGate {
   const char* name;
 };
 
-// Launches a kernel that keeps the GPU busy for `duration_us` microseconds (with kInLazyModule:
-// a kernel of the lazily loaded module).
+// The longest kernel the duration word holds below its flags: about 17.9 minutes.
+inline constexpr uint32_t kMaxKernelUs = kUntilGateOpens - 1;
+
+// Launches a kernel that keeps the GPU busy for `duration_us` microseconds, at most kMaxKernelUs
+// (with kInLazyModule: a kernel of the lazily loaded module).
 inline cudaError_t LaunchKernel(uint32_t duration_us, cudaStream_t stream) {
+  duration_us = (duration_us & kInLazyModule) | std::min(duration_us & ~kInLazyModule, kMaxKernelUs);
   void* args[] = {&duration_us};
   return cudaLaunchKernel(&kKernel, dim3(1), dim3(1), args, 0, stream);
 }

@@ -10,7 +10,7 @@ mkdir -p "$out"
 build=${GPROF_BUILD:-$PWD/build-lead}
 gprof=$build/bin/gprof-run
 work=$(mktemp -d)
-steps=${1:-200}
+steps=${1:-100}
 timeout 240 "$gprof" -q -o "$work/s" -- \
   python3 scripts/gpu/nccl_world1.py run "$steps" > "$out/nccl_world1.stdout" 2>&1
 echo "gprof-run status $?"

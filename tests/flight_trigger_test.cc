@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collector/session/session_reader.h"
+#include "tests/flight_support.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {
@@ -26,20 +27,6 @@ json ReadJson(const std::string& path) {
   json parsed = json::parse(ReadFile(path), nullptr, false);
   EXPECT_FALSE(parsed.is_discarded()) << path;
   return parsed;
-}
-
-// flight_app's own times: "freeze START END", "block START END", "end NS".
-std::map<std::string, std::vector<uint64_t>> AppTimes(const std::string& path) {
-  std::map<std::string, std::vector<uint64_t>> times;
-  std::istringstream in(ReadFile(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string name;
-    words >> name;
-    for (uint64_t ns; words >> ns;) times[name].push_back(ns);
-  }
-  return times;
 }
 
 // gprof-run ARGS -- flight_app APP_ARGS, with the kernel recorder where BPF is there.

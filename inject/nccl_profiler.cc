@@ -332,6 +332,31 @@ int Init(void** context, int* mask, int version, uint64_t comm_hash, bool has_co
   return kNcclSuccess;
 }
 
+// What a descriptor's union tells of a collective (CollV2, CollV4: with a sequence number and a
+// root) or a send/receive (P2pV2, P2pV4: a peer); a v2/v3 one also its communicator's hash.
+template <typename Body>
+void Take(const char* body, Event& event) {
+  Body fields;
+  memcpy(&fields, body, sizeof(fields));
+  NcclEventRecord& record = event.record;
+  record.count = fields.count;
+  event.func = fields.func;
+  event.datatype = fields.datatype;
+  if constexpr (requires { fields.seq_number; }) {
+    record.seq_number = fields.seq_number;
+    record.flags |= format::kNcclHasSeqNumber;
+    record.peer = fields.root;
+  } else {
+    record.peer = fields.peer;
+  }
+  if constexpr (requires { fields.comm_hash; }) {
+    if (fields.comm_hash != 0) {  // a native v2/v3 NCCL's; 0 where a newer one adapts
+      record.comm_hash = fields.comm_hash;
+      record.flags |= format::kNcclHasCommHash;
+    }
+  }
+}
+
 // Fills `event`'s record from a collective's or send/receive's descriptor.
 void Describe(Event& event, const Comm& comm, const void* descr, uint64_t type) {
   NcclEventRecord& record = event.record;
@@ -348,50 +373,10 @@ void Describe(Event& event, const Comm& comm, const void* descr, uint64_t type) 
   if (comm.has_comm_hash) record.flags |= format::kNcclHasCommHash;
   record.kind = static_cast<uint16_t>(type == kProfileColl ? NcclEventKind::kCollective
                                                            : NcclEventKind::kP2p);
-  if (comm.version <= 3) {
-    if (type == kProfileColl) {
-      CollV2 coll;
-      memcpy(&coll, body, sizeof(coll));
-      record.seq_number = coll.seq_number;
-      record.flags |= format::kNcclHasSeqNumber;
-      record.count = coll.count;
-      record.peer = coll.root;
-      event.func = coll.func;
-      event.datatype = coll.datatype;
-      if (coll.comm_hash != 0) {  // a native v2/v3 NCCL's; 0 where a newer one adapts
-        record.comm_hash = coll.comm_hash;
-        record.flags |= format::kNcclHasCommHash;
-      }
-    } else {
-      P2pV2 p2p;
-      memcpy(&p2p, body, sizeof(p2p));
-      record.count = p2p.count;
-      record.peer = p2p.peer;
-      event.func = p2p.func;
-      event.datatype = p2p.datatype;
-      if (p2p.comm_hash != 0) {
-        record.comm_hash = p2p.comm_hash;
-        record.flags |= format::kNcclHasCommHash;
-      }
-    }
-    return;
-  }
   if (type == kProfileColl) {
-    CollV4 coll;
-    memcpy(&coll, body, sizeof(coll));
-    record.seq_number = coll.seq_number;
-    record.flags |= format::kNcclHasSeqNumber;
-    record.count = coll.count;
-    record.peer = coll.root;
-    event.func = coll.func;
-    event.datatype = coll.datatype;
+    comm.version <= 3 ? Take<CollV2>(body, event) : Take<CollV4>(body, event);
   } else {
-    P2pV4 p2p;
-    memcpy(&p2p, body, sizeof(p2p));
-    record.count = p2p.count;
-    record.peer = p2p.peer;
-    event.func = p2p.func;
-    event.datatype = p2p.datatype;
+    comm.version <= 3 ? Take<P2pV2>(body, event) : Take<P2pV4>(body, event);
   }
 }
 

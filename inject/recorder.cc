@@ -403,44 +403,33 @@ void SubmitCall(format::ApiCallRecord record) {
 void SubmitNvtxEvent(format::NvtxEventRecord record, const char* text) {
   if (!g.active.load(std::memory_order_relaxed)) return;
   if (!g.window.Contains(record.time_ns)) return;
-  ThreadState& state = t_thread_state;
-  ThreadRing* ring = state.ring;
-  if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
-    ring = RegisterThread();
-    if (ring == nullptr) {
-      g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+  ThreadRing* ring = CurrentRing();
+  if (ring == nullptr) {
+    g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   record.header = {static_cast<uint32_t>(sizeof(record) + record.text_len), format::kNvtxEvent, 0};
   record.tid = ring->tid;
-  if (ring->PushEvent(record, text)) NotifyWriter();
+  if (ring->PushSpanning({{&record, sizeof(record)}, {text, record.text_len}})) NotifyWriter();
 }
 
 void SubmitNcclEvent(format::NcclEventRecord record, const char* func, const char* datatype) {
   if (!g.active.load(std::memory_order_relaxed)) return;
   if (!g.window.Contains(record.start_ns)) return;
-  ThreadState& state = t_thread_state;
-  ThreadRing* ring = state.ring;
-  if (ring == nullptr || state.generation != g.generation.load(std::memory_order_relaxed)) {
-    ring = RegisterThread();
-    if (ring == nullptr) {
-      g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+  ThreadRing* ring = CurrentRing();
+  if (ring == nullptr) {
+    g.unregistered_drops.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
-  char bytes[sizeof(record) + 2 * format::kNcclMaxText];
   record.func_len = static_cast<uint8_t>(func ? strnlen(func, format::kNcclMaxText) : 0);
   record.datatype_len =
       static_cast<uint8_t>(datatype ? strnlen(datatype, format::kNcclMaxText) : 0);
-  const uint32_t size = sizeof(record) + record.func_len + record.datatype_len;
-  record.header = {size, format::kNcclEvent, 0};
+  record.header = {static_cast<uint32_t>(sizeof(record) + record.func_len + record.datatype_len),
+                   format::kNcclEvent, 0};
   if (record.tid == 0) record.tid = ring->tid;
-  memcpy(bytes, &record, sizeof(record));
-  if (record.func_len != 0) memcpy(bytes + sizeof(record), func, record.func_len);
-  if (record.datatype_len != 0)
-    memcpy(bytes + sizeof(record) + record.func_len, datatype, record.datatype_len);
-  if (ring->PushSpanning(bytes, size)) NotifyWriter();
+  if (ring->PushSpanning(
+          {{&record, sizeof(record)}, {func, record.func_len}, {datatype, record.datatype_len}}))
+    NotifyWriter();
 }
 
 void NoteProfilerThread(format::ProfilerThreadRole role) {

@@ -499,11 +499,7 @@ void SessionWriter::DrainRings() {
     uint64_t tail = ring->tail.load(std::memory_order_relaxed);
     for (; tail < head; ++tail) {
       const format::ApiCallRecord& record = ring->slots[tail % ThreadRing::kSlots];
-      if (record.header.type == format::kNvtxEvent) {
-        tail += AppendNvtxEvent(*ring, tail) - 1;
-        continue;
-      }
-      if (record.header.type == format::kNcclEvent) {
+      if (record.header.type == format::kNvtxEvent || record.header.type == format::kNcclEvent) {
         tail += AppendSpanning(*ring, tail) - 1;
         continue;
       }
@@ -526,36 +522,22 @@ void SessionWriter::DrainRings() {
   }
 }
 
-uint64_t SessionWriter::AppendNvtxEvent(const ThreadRing& ring, uint64_t at) {
-  format::NvtxEventRecord event;
-  memcpy(&event, &ring.slots[at % ThreadRing::kSlots], sizeof(event));
-  char text[ThreadRing::TextSlots(format::kNvtxMaxText) * sizeof(format::ApiCallRecord)];
-  uint64_t text_len = event.text_len <= format::kNvtxMaxText ? event.text_len : 0;
-  for (uint64_t copied = 0, slot = at + 1; copied < text_len; ++slot) {
-    uint64_t piece = std::min<uint64_t>(text_len - copied, sizeof(format::ApiCallRecord));
-    memcpy(text + copied, &ring.slots[slot % ThreadRing::kSlots], piece);
-    copied += piece;
-  }
-  event.text_len = static_cast<uint16_t>(text_len);
-  event.header = {static_cast<uint32_t>(sizeof(event) + text_len), format::kNvtxEvent, 0};
-  Append(&event, sizeof(event), text, text_len);
-  return 1 + ThreadRing::TextSlots(text_len);
-}
-
 uint64_t SessionWriter::AppendSpanning(const ThreadRing& ring, uint64_t at) {
-  constexpr uint64_t kMaxSize = sizeof(format::NcclEventRecord) + 2 * format::kNcclMaxText;
-  char bytes[ThreadRing::TextSlots(kMaxSize) * sizeof(format::ApiCallRecord)];
+  constexpr uint64_t kMaxSize =
+      std::max(sizeof(format::NvtxEventRecord) + format::kNvtxMaxText,
+               sizeof(format::NcclEventRecord) + 2 * format::kNcclMaxText);
+  char bytes[ThreadRing::SlotsFor(kMaxSize) * ThreadRing::kSlotBytes];
   format::RecordHeader header;
   memcpy(&header, &ring.slots[at % ThreadRing::kSlots], sizeof(header));
   // Only this library pushes it; a size out of bounds would mean a bug: skip the one slot.
   if (header.size < sizeof(header) || header.size > kMaxSize) return 1;
   for (uint64_t copied = 0, slot = at; copied < header.size; ++slot) {
-    uint64_t piece = std::min<uint64_t>(header.size - copied, sizeof(format::ApiCallRecord));
+    uint64_t piece = std::min<uint64_t>(header.size - copied, ThreadRing::kSlotBytes);
     memcpy(bytes + copied, &ring.slots[slot % ThreadRing::kSlots], piece);
     copied += piece;
   }
   Append(bytes, header.size);
-  return ThreadRing::TextSlots(header.size);
+  return ThreadRing::SlotsFor(header.size);
 }
 
 void SessionWriter::RefreshThreadNames() {

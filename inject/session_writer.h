@@ -53,9 +53,8 @@ class SessionWriter : public RecordSink {
   // What every pass writes, in the order a reader needs it (names before their uses).
   void DrainAll();
   void DrainRings();
-  // Writes the NVTX event at slot `at` of `ring` with its text; returns the slots it took.
-  uint64_t AppendNvtxEvent(const ThreadRing& ring, uint64_t at);
-  // A record pushed whole across slots (ThreadRing::PushSpanning); returns the slots it took.
+  // A record pushed across slots (ThreadRing::PushSpanning: an NVTX or NCCL event); returns the
+  // slots it took.
   uint64_t AppendSpanning(const ThreadRing& ring, uint64_t at);
   void DrainActivityBuffers();
   void WriteCaptureStatus();

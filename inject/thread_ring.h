@@ -1,5 +1,5 @@
-// A single-producer, single-consumer ring of CUDA call records (and NVTX events, PushEvent): the
-// calling thread pushes, the writer thread drains. Pushing is two loads, a 56-byte copy and a
+// A single-producer, single-consumer ring of CUDA call records (and records of variable size,
+// PushSpanning): the calling thread pushes, the writer thread drains. Pushing is two loads, a 56-byte copy and a
 // release store: no lock, no allocation, no syscall on the CUDA call's path. A full ring drops and
 // counts, never blocks.
 #pragma once
@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "inject/format/session_format.h"
 
@@ -58,47 +59,41 @@ struct alignas(64) ThreadRing {
     return used + 1 == kWakeWriterAt;
   }
 
-  // An NVTX event and its text, in 1 + TextSlots(text_len) consecutive slots (the text from the
-  // second on, wrapping as the ring does), published at once. Same contract as Push.
-  static constexpr uint64_t TextSlots(uint64_t text_len) {
-    return (text_len + sizeof(format::ApiCallRecord) - 1) / sizeof(format::ApiCallRecord);
+  // A slot's bytes, and how many slots a record of `bytes` bytes spans.
+  static constexpr uint64_t kSlotBytes = sizeof(format::ApiCallRecord);
+  static constexpr uint64_t SlotsFor(uint64_t bytes) {
+    return (bytes + kSlotBytes - 1) / kSlotBytes;
   }
-  bool PushEvent(const format::NvtxEventRecord& record, const char* text) {
-    static_assert(sizeof(format::NvtxEventRecord) <= sizeof(format::ApiCallRecord));
-    uint64_t needed = 1 + TextSlots(record.text_len);
+  struct Piece {
+    const void* bytes;
+    uint64_t size;
+  };
+  // A record of variable size (an NVTX event and its text, an NCCL event and its names): the
+  // pieces, one after another, are its header's size in bytes, laid across SlotsFor(size)
+  // consecutive slots, wrapping as the ring does; the writer copies header.size bytes back. Same
+  // contract as Push.
+  bool PushSpanning(std::initializer_list<Piece> pieces) {
+    uint64_t size = 0;
+    for (const Piece& piece : pieces) size += piece.size;
+    uint64_t needed = SlotsFor(size);
     uint64_t h = head.load(std::memory_order_relaxed);
     uint64_t used = h - tail.load(std::memory_order_acquire);
     if (used + needed > kSlots) {
       dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return false;
     }
-    memcpy(&slots[h % kSlots], &record, sizeof(record));
-    for (uint64_t copied = 0, slot = h + 1; copied < record.text_len; ++slot) {
-      uint64_t piece = record.text_len - copied;
-      if (piece > sizeof(format::ApiCallRecord)) piece = sizeof(format::ApiCallRecord);
-      memcpy(&slots[slot % kSlots], text + copied, piece);
-      copied += piece;
-    }
-    head.store(h + needed, std::memory_order_release);
-    return used < kWakeWriterAt && used + needed >= kWakeWriterAt;
-  }
-
-  // A whole record of `size` bytes (its header's size), in TextSlots(size) consecutive slots,
-  // wrapping as the ring does; the writer copies header.size bytes back. Same contract as Push.
-  bool PushSpanning(const void* bytes, uint32_t size) {
-    uint64_t needed = TextSlots(size);
-    uint64_t h = head.load(std::memory_order_relaxed);
-    uint64_t used = h - tail.load(std::memory_order_acquire);
-    if (used + needed > kSlots) {
-      dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return false;
-    }
-    const char* from = static_cast<const char*>(bytes);
-    for (uint64_t copied = 0, slot = h; copied < size; ++slot) {
-      uint64_t piece = size - copied;
-      if (piece > sizeof(format::ApiCallRecord)) piece = sizeof(format::ApiCallRecord);
-      memcpy(&slots[slot % kSlots], from + copied, piece);
-      copied += piece;
+    uint64_t at = 0;  // the record's byte being written
+    for (const Piece& piece : pieces) {
+      const char* from = static_cast<const char*>(piece.bytes);
+      for (uint64_t copied = 0; copied < piece.size;) {
+        uint64_t offset = at % kSlotBytes;
+        uint64_t chunk = piece.size - copied;
+        if (chunk > kSlotBytes - offset) chunk = kSlotBytes - offset;
+        memcpy(reinterpret_cast<char*>(&slots[(h + at / kSlotBytes) % kSlots]) + offset,
+               from + copied, chunk);
+        copied += chunk;
+        at += chunk;
+      }
     }
     head.store(h + needed, std::memory_order_release);
     return used < kWakeWriterAt && used + needed >= kWakeWriterAt;

@@ -152,8 +152,9 @@ static __always_inline bool in_window(__u64 now) {
 /* 1 while the window has closed and no other is open (a capture range between its windows, the
  * flight recorder once ended; KernelRecorder::SetWindow): a program that only starts intervals
  * returns on it, first thing, before any lookup or clock read, so that outside every window the
- * kernel recorder costs little more than its attachment. Those that end an interval (which may
- * have started inside the window, and is kept whole) still look. */
+ * kernel recorder costs little more than its attachment; the switch-out still looks its thread up
+ * (no clock read) to clear what an interval inside the window left. Those that end an interval
+ * (which may have started inside the window, and is kept whole) still look. */
 __u32 window_shut SEC(".data") = 0;
 
 struct {

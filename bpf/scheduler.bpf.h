@@ -85,12 +85,14 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
   __u64 prev_pid_tgid = bpf_get_current_pid_tgid();
   __u32 prev_tid = (__u32)prev_pid_tgid;
   struct gprof_thread_state* prev = NULL;
-  if (prev_tid != 0 && !(prev_state & TASK_DEAD) && !window_shut)
-    prev = bpf_map_lookup_elem(&threads, &prev_tid);
+  if (prev_tid != 0 && !(prev_state & TASK_DEAD)) prev = bpf_map_lookup_elem(&threads, &prev_tid);
   if (prev) {
-    now = bpf_ktime_get_ns();
+    /* Between capture windows no clock read, but the lookup stays: its else-branch clears the
+     * start an interval inside the window left, which a wakeup would otherwise take for a wait
+     * in progress and walk stacks for. */
+    if (!window_shut) now = bpf_ktime_get_ns();
     struct gprof_offcpu_pending* entry = &prev->offcpu;
-    if (in_window(now)) {
+    if (!window_shut && in_window(now)) {
       entry->pid = prev_pid_tgid >> 32;
       /* A preempted task may have set a sleeping state it had not acted on yet: it is runnable. */
       entry->state = preempt ? 0 : prev_state;

@@ -3,7 +3,6 @@
 #include <linux/futex.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include "bpf/python_locks.h"
@@ -16,18 +15,6 @@ namespace {
 using collector::live::HolderSource;
 using collector::live::ProcessSnapshot;
 using collector::live::ThreadSnapshot;
-
-// /proc/PID/maps, at most 16 MiB of it.
-std::string MapsText(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-  std::string text;
-  char buffer[8192];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > (16u << 20)) break;
-  }
-  return text;
-}
 
 std::vector<collector::live::PythonFrameLine> FrameLines(const bpf::PythonThreadRead& thread,
                                                          uint32_t line_format) {
@@ -139,9 +126,8 @@ void DescribePythonLock(const bpf::ProcessMemory& memory, const bpf::PythonInter
 }
 
 void AddToProcess(ProcessSnapshot* process) {
-  std::string maps = MapsText(process->pid);
   bpf::PythonInterpreter python =
-      bpf::FindPythonInterpreter(static_cast<uint32_t>(process->pid), maps);
+      bpf::FindPythonInterpreter(static_cast<uint32_t>(process->pid), process->maps_text);
   if (python.status == 0) return;
   process->python = "CPython " + bpf::PythonVersionText(python.version_hex);
   if (python.status != GPROF_PY_READABLE) {

@@ -197,6 +197,19 @@ TEST(DumpTest, ShowsWhereAMutexHolderSleeps) {
   EXPECT_LT(FrameIndex(waiting, "WaitForHolder"), waiting.size()) << dump.out;
 }
 
+// A process whose maps run past 64 KiB (3000 regions before libc's lines): libc's frames are
+// named all the same.
+TEST(DumpTest, NamesFramesOfAProcessWithLongMaps) {
+  StuckProgram program({"sleeper-many-maps"});
+  program.WaitReady();
+  int holder = program.Printed("holder");
+  ProcessResult dump = DumpUntil(program.pid(), "(the root)");
+  ASSERT_EQ(dump.exit_code(), 0) << dump.err;
+  std::vector<std::string> held = NativeFrames(ThreadSection(dump.out, holder));
+  EXPECT_LT(FrameIndex(held, "nanosleep"), FrameIndex(held, "HoldWhileSleeping")) << dump.out;
+  EXPECT_LT(FrameIndex(held, "HoldWhileSleeping"), held.size()) << dump.out;
+}
+
 // A thread always on a CPU: /proc gives no registers of a running thread, so it is stopped, only
 // it and only while its registers and stack are copied; the time is said, and it runs on after,
 // no longer traced.

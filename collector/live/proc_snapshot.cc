@@ -25,6 +25,7 @@ namespace gprof::collector::live {
 namespace {
 
 constexpr size_t kMaxProcFile = 64 << 10;           // stat, syscall and stack are far smaller
+constexpr size_t kMaxMapsFile = 16 << 20;           // a CUDA process's maps run to megabytes
 constexpr unsigned kKernelThreadFlag = 0x00200000;  // PF_KTHREAD in /proc/PID/stat's flags
 
 struct FileRead {
@@ -32,7 +33,7 @@ struct FileRead {
   int error = 0;  // errno of the open or read; 0 when read
 };
 
-FileRead ReadProcFile(const std::string& path) {
+FileRead ReadProcFile(const std::string& path, size_t limit = kMaxProcFile) {
   FileRead result;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
@@ -40,7 +41,7 @@ FileRead ReadProcFile(const std::string& path) {
     return result;
   }
   char buffer[4096];
-  while (result.text.size() < kMaxProcFile) {
+  while (result.text.size() < limit) {
     ssize_t got = read(fd, buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
@@ -374,15 +375,17 @@ ThreadSnapshot ReadThread(pid_t pid, pid_t tid, StackUnwinder& unwinder) {
   return thread;
 }
 
-// The process's maps and executable, which name its native stacks' frames.
-void ReadMaps(pid_t pid, Session* maps) {
+// The process's maps and executable, which name its native stacks' frames; the maps' text.
+std::string ReadMaps(pid_t pid, Session* maps) {
   Process& process = maps->processes[static_cast<uint32_t>(pid)];
   process.pid = static_cast<uint32_t>(pid);
   char exe[4096];
   ssize_t length = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
   if (length > 0) process.exe.assign(exe, static_cast<size_t>(length));
-  FileRead text = ReadProcFile("/proc/" + std::to_string(pid) + "/maps");
-  if (text.error == 0) process.maps = {MapsSnapshot{0, ParseMaps(text.text)}};
+  FileRead text = ReadProcFile("/proc/" + std::to_string(pid) + "/maps", kMaxMapsFile);
+  if (text.error != 0) return "";
+  process.maps = {MapsSnapshot{0, ParseMaps(text.text)}};
+  return std::move(text.text);
 }
 
 ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snapshot,
@@ -391,7 +394,7 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
   process.pid = pid;
   process.ppid = fields.ppid;
   process.name = fields.comm;
-  ReadMaps(pid, &snapshot->maps);
+  process.maps_text = ReadMaps(pid, &snapshot->maps);
   for (pid_t tid : NumericEntries("/proc/" + std::to_string(pid) + "/task")) {
     process.threads.push_back(ReadThread(pid, tid, unwinder));
     const ThreadSnapshot& thread = process.threads.back();

@@ -89,6 +89,7 @@ struct ProcessSnapshot {
   pid_t pid = 0;
   pid_t ns_pid = 0;    // its pid in its own PID namespace (a container's); = pid in ours
   std::string python;  // the CPython it runs ("CPython 3.11"), or why it cannot be read; "" none
+  std::string maps_text;  // /proc/PID/maps as read (the frames' names and the Python reader's)
   pid_t ppid = 0;
   std::string name;
   std::vector<ThreadSnapshot> threads;

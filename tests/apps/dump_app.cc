@@ -2,6 +2,8 @@
 // that matter, then "ready" once every thread is about to block, then sleeps until killed.
 //   deadlock:  two threads, each holding one pthread mutex and waiting for the other's
 //   sleeper:   one thread holds a mutex inside nanosleep, another waits for that mutex
+//   sleeper-many-maps: the same after mapping 3000 regions of their own (maps of about 250 KiB, as
+//              a CUDA process has, with libc's lines after them)
 //   threads N: N threads blocked on one condition variable
 //   ring N [pi]: N threads, thread i holding mutex i and waiting for mutex i+1 (mod N); with "pi",
 //              priority-inheriting mutexes (the kernel's PI futexes, whose word holds the owner)
@@ -15,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -248,7 +251,15 @@ int main(int argc, char** argv) {
     Start(TakeFirstThenSecond);
     Start(TakeSecondThenFirst);
     while (started < 2) usleep(1000);  // both have printed their ids
-  } else if (strcmp(mode, "sleeper") == 0) {
+  } else if (strcmp(mode, "sleeper") == 0 || strcmp(mode, "sleeper-many-maps") == 0) {
+    if (strcmp(mode, "sleeper-many-maps") == 0) {
+      // Neighbours of different protections stay separate lines of /proc/PID/maps.
+      const long page = sysconf(_SC_PAGESIZE);
+      char* region = static_cast<char*>(
+          mmap(nullptr, 3000 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      if (region == MAP_FAILED) return 2;
+      for (int i = 1; i < 3000; i += 2) mprotect(region + i * page, page, PROT_NONE);
+    }
     Start(HoldWhileSleeping);
     while (started == 0) usleep(1000);
     Start(WaitForHolder);

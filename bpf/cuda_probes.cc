@@ -23,8 +23,6 @@
 namespace gprof::bpf {
 namespace {
 
-// An exported function of the CUDA driver API: "cu" and a capital (cuLaunchKernel, cuMemcpyAsync),
-// not the runtime's "cuda..." nor a lower-case internal name.
 // The driver calls that block, launch, copy, allocate or load, and their _v2/_ptsz/_ptds forms:
 // not every cu* function. Removing a uprobe waits for RCU grace periods, one removal after
 // another (about 100 ms each on these kernels, even from many threads): a real libcuda's some

@@ -28,15 +28,20 @@ std::string NcclKernelFunc(const std::string& name) {
 std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
                                               const std::set<uint32_t>& told,
                                               std::vector<std::string>* funcs) {
-  std::map<std::pair<uint32_t, uint64_t>, const ApiCall*> launches;
-  for (const ApiCall& call : session.api_calls)
-    if (call.correlation_id != 0) launches[{call.pid, call.correlation_id}] = &call;
-  std::vector<NcclEvent> events;
+  std::vector<std::pair<const GpuActivity*, std::string>> kernels;
   for (const GpuActivity& activity : session.gpu_activities) {
     const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
     if (kernel == nullptr || told.contains(activity.pid)) continue;
     std::string func = NcclKernelFunc(session.KernelName(*kernel));
-    if (func.empty()) continue;
+    if (!func.empty()) kernels.emplace_back(&activity, std::move(func));
+  }
+  std::vector<NcclEvent> events;
+  if (kernels.empty()) return events;  // no index of the calls for a session without NCCL
+  std::map<std::pair<uint32_t, uint64_t>, const ApiCall*> launches;
+  for (const ApiCall& call : session.api_calls)
+    if (call.correlation_id != 0) launches[{call.pid, call.correlation_id}] = &call;
+  for (auto& [kernel_activity, func] : kernels) {
+    const GpuActivity& activity = *kernel_activity;
     auto launch = launches.find({activity.pid, activity.correlation_id});
     NcclEvent event;
     event.pid = activity.pid;

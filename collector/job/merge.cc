@@ -189,11 +189,11 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
       analysis = Analyze(*session, options.analysis, waits);
       KeepStalls(analysis, &job.sessions[i].summary);
       chains.Start(static_cast<int>(i), *session, analysis);
+      const bool chains_ask = chains.WaitsFor(static_cast<int>(i));
       const bool nccl_asks = nccl_chains.Asks(static_cast<int>(i));
-      if (chains.WaitsFor(static_cast<int>(i)) || nccl_asks) {
+      if (chains_ask || nccl_asks) {
         ChainFollower follower(*session, waits, options.analysis);
-        if (chains.WaitsFor(static_cast<int>(i)))
-          chains.Answer(static_cast<int>(i), *session, follower);
+        if (chains_ask) chains.Answer(static_cast<int>(i), *session, follower);
         if (nccl_asks) nccl_chains.Answer(static_cast<int>(i), *session, follower);
       }
     }

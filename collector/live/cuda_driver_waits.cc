@@ -10,8 +10,6 @@
 namespace gprof::collector::live {
 namespace {
 
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
 bool IsDriverFile(const std::string& name) { return name.starts_with("libcuda"); }
 
 // libc's and the loader's frames (the futex call, the lock function) are not where a wait is from.
@@ -26,9 +24,10 @@ std::vector<std::string> FrameFiles(const Snapshot& snapshot, const ThreadSnapsh
   const std::vector<uint64_t>& ips = thread.native_stack.ips;
   for (size_t i = 0; i < ips.size(); ++i) {
     AddressUse use = i == 0 ? AddressUse::kInstruction : AddressUse::kReturnAddress;
-    files.push_back(BaseName(
+    // (a module is named by its file's base name already)
+    files.push_back(
         LocateUserAddress(snapshot.maps, static_cast<uint32_t>(thread.pid), ips[i], kLatest, use)
-            .module));
+            .module);
   }
   return files;
 }

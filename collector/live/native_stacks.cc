@@ -8,7 +8,6 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,14 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "inject/shared/clock.h"
+
 namespace gprof::collector::live {
 namespace {
-
-uint64_t NowNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
-}
 
 // `bytes` of `pid`'s memory from `sp` up, in page-sized pieces so that the copy ends where the
 // stack's mapping ends rather than failing.
@@ -101,7 +96,7 @@ bool CopyStopped(pid_t pid, pid_t tid, StackCopy* copy, uint64_t* stopped_ns, st
                            : "");
     return false;
   }
-  uint64_t start = NowNs();
+  uint64_t start = MonotonicNs();
   if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
     *why = std::string("it could not be stopped: ptrace: ") + strerror(errno);
     ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
@@ -113,7 +108,7 @@ bool CopyStopped(pid_t pid, pid_t tid, StackCopy* copy, uint64_t* stopped_ns, st
     waited = waitpid(tid, &status, __WALL);
   } while (waited < 0 && errno == EINTR);
   if (waited != tid || !WIFSTOPPED(status)) {
-    *stopped_ns = NowNs() - start;
+    *stopped_ns = MonotonicNs() - start;
     *why = "it exited while it was stopped to read its stack";
     return false;
   }
@@ -123,7 +118,7 @@ bool CopyStopped(pid_t pid, pid_t tid, StackCopy* copy, uint64_t* stopped_ns, st
   bool have_registers = ptrace(PTRACE_GETREGS, tid, nullptr, &registers) == 0;
   if (have_registers) CopyStack(pid, registers.rsp, copy);
   ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(deliver)));
-  *stopped_ns = NowNs() - start;
+  *stopped_ns = MonotonicNs() - start;
   if (!have_registers) {
     *why = std::string("its registers could not be read: ptrace: ") + strerror(errno);
     return false;

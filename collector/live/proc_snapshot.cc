@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 
 #include "collector/live/native_stacks.h"
 #include "collector/session/process_maps.h"
+#include "inject/shared/clock.h"
 
 namespace gprof::collector::live {
 namespace {
@@ -430,16 +430,10 @@ ProcessSnapshot ReadProcess(pid_t pid, const StatFields& fields, Snapshot* snaps
   return process;
 }
 
-uint64_t NowNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
-}
-
 }  // namespace
 
 Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
-  uint64_t start = NowNs();
+  uint64_t start = MonotonicNs();
   Snapshot snapshot;
   snapshot.requested = pids;
   std::vector<std::pair<pid_t, StatFields>> roots;
@@ -469,7 +463,7 @@ Expected<Snapshot> ReadProcessTrees(const std::vector<pid_t>& pids) {
     for (auto child = found->second.rbegin(); child != found->second.rend(); ++child)
       pending.push_back(*child);
   }
-  snapshot.read_ns = NowNs() - start;
+  snapshot.read_ns = MonotonicNs() - start;
   return snapshot;
 }
 

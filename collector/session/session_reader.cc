@@ -330,8 +330,7 @@ void SessionBuilder::Finish() {
   SortByTime(session_->off_cpu, start_of);
   SortByTime(session_->futex_calls, start_of);
   std::stable_sort(session_->nvtx_ranges.begin(), session_->nvtx_ranges.end(), by_start);
-  std::stable_sort(session_->nccl_events.begin(), session_->nccl_events.end(),
-                   [](const NcclEvent& a, const NcclEvent& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(session_->nccl_events.begin(), session_->nccl_events.end(), by_start);
   std::stable_sort(session_->nvtx_marks.begin(), session_->nvtx_marks.end(),
                    [](const NvtxMark& a, const NvtxMark& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->task_starts.begin(), session_->task_starts.end(),

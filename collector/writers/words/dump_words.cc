@@ -7,15 +7,10 @@
 #include <map>
 
 #include "collector/writers/words/lines.h"
+#include "collector/model/value_format.h"
 #include "collector/writers/words/names.h"
 
 namespace gprof::collector {
-
-std::string DumpHex(uint64_t value) {
-  char text[24];
-  snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
 
 std::string FutexOperation(uint64_t op) {
   static const std::map<unsigned, const char*> kNames = {
@@ -103,10 +98,10 @@ std::string DescribeWait(const live::ThreadSnapshot& thread) {
   std::string name = live::SystemCallName(thread.syscall);
   if (name.empty()) name = "system call " + std::to_string(thread.syscall);
   if (thread.syscall == live::kFutexSystemCall) {
-    std::string words = "futex " + DumpHex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
+    std::string words = "futex " + FormatHex(thread.args[0]) + " " + FutexOperation(thread.args[1]);
     if (thread.futex_word) words += " (word " + std::to_string(*thread.futex_word) + ")";
     if (!thread.lock_name.empty())
-      return thread.lock_name + " at " + DumpHex(thread.lock_address) + " (" + words + ")";
+      return thread.lock_name + " at " + FormatHex(thread.lock_address) + " (" + words + ")";
     return words;
   }
   if (!thread.object.empty())

@@ -12,8 +12,6 @@
 
 namespace gprof::collector {
 
-// "0x7f12"
-std::string DumpHex(uint64_t value);
 // A futex operation: "FUTEX_WAIT_PRIVATE", "FUTEX_LOCK_PI".
 std::string FutexOperation(uint64_t op);
 // /proc's state letter in words: "sleeping", "running", "in uninterruptible sleep".

@@ -19,4 +19,11 @@ cp "$work/s/report.txt" "$out/nccl_world1.report.txt" 2>/dev/null
 cp "$work/s/report.json" "$out/nccl_world1.report.json" 2>/dev/null
 python3 scripts/gpu/nccl_world1.py check "$work/s/report.json" "$out/nccl_world1.stdout" "$steps" \
   | tee "$out/nccl_world1.txt"
-exit "${PIPESTATUS[0]}"
+status=${PIPESTATUS[0]}
+if [ "$status" != 0 ]; then
+  # What NCCL said of its plugins, for the miss: a short run with NCCL's own log.
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,PROFILE NCCL_DEBUG_FILE="$out/nccl_debug.%p.txt" \
+    timeout 120 "$gprof" -q -o "$work/d" -- python3 scripts/gpu/nccl_world1.py run 3 \
+    > "$out/nccl_world1.debug.stdout" 2>&1
+fi
+exit "$status"

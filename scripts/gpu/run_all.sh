@@ -103,7 +103,7 @@ run() {
       ;;
     nccl)
       # Issue 37: NCCL's profiler plugin on real NCCL, a world-size-1 torch.distributed loop.
-      part nccl 260 env OUT="$results" GPROF_BUILD="$PWD/.gpu/build" scripts/gpu/nccl_world1.sh
+      part nccl 420 env OUT="$results" GPROF_BUILD="$PWD/.gpu/build" scripts/gpu/nccl_world1.sh
       ;;
     handoffs)
       # Issue 35: a DataLoader-bound training loop; the GPU's idle time followed through the main

@@ -79,6 +79,10 @@ json ReadJson(const std::string& path) {
   return report;
 }
 
+// The job's i-th collective: every third a broadcast. NCCL numbers each function's apart.
+std::string FuncOf(size_t i) { return i % 3 == 2 ? "Broadcast" : "AllReduce"; }
+size_t SeqOf(size_t i) { return i % 3 == 2 ? i / 3 : i - i / 3; }
+
 // Every collective of the job matched across all ranks by NCCL's sequence number, in order.
 void ExpectMatchedBySeq(const json& ranks, const Job& job) {
   ASSERT_TRUE(ranks.is_object());
@@ -86,8 +90,8 @@ void ExpectMatchedBySeq(const json& ranks, const Job& job) {
   ASSERT_EQ(nccl.size(), static_cast<size_t>(job.iters)) << ranks.dump(1);
   for (size_t i = 0; i < nccl.size(); ++i) {
     EXPECT_EQ(nccl[i]["matched_by"], "sequence_number");
-    EXPECT_EQ(nccl[i]["seq_number"], i);
-    EXPECT_EQ(nccl[i]["func"], i % 3 == 2 ? "Broadcast" : "AllReduce");
+    EXPECT_EQ(nccl[i]["func"], FuncOf(i));
+    EXPECT_EQ(nccl[i]["seq_number"], SeqOf(i));
     EXPECT_EQ(nccl[i]["arrivals"].size(), static_cast<size_t>(job.world));
   }
 }
@@ -121,8 +125,8 @@ TEST_F(Nccl, TwoRanksTheSleepingRankNamedInCollectivesMatchedBySequenceNumber) {
   }
   ASSERT_EQ(seq_by_track.size(), 2u);
   const std::vector<std::string> expected = {"ncclAllReduce#0", "ncclAllReduce#1",
-                                             "ncclBroadcast#2", "ncclAllReduce#3",
-                                             "ncclAllReduce#4"};
+                                             "ncclBroadcast#0", "ncclAllReduce#2",
+                                             "ncclAllReduce#3"};
   for (const auto& [track, seqs] : seq_by_track) EXPECT_EQ(seqs, expected);
 }
 
@@ -144,6 +148,30 @@ TEST_F(Nccl, FourRanksTheRankBlockedOnItsLoggersLockNamedWithTheLogger) {
 
 // One session per rank (each rank under its own gprof-run, as srun would start them), merged: the
 // collectives are matched across the sessions, the late rank and its cause named as in one.
+// Rank 1's thread is on time, but its GPU is busy with a kernel of its own when it launches the
+// collective's: the others wait for its NCCL kernel to start on the GPU, and the report says the
+// kernel waited behind that work, not what the thread did.
+TEST_F(Nccl, ARankWhoseGpuIsBusyIsNamedWithTheKernelItsCollectiveWaitedBehind) {
+  Job job;
+  job.mode = "gpu";
+  job.late_ms = 150;
+  JobRun run = RunJob(dir_.Sub("job"), job);
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectMatchedBySeq(report["ranks"], job);
+  ExpectStraggler(report["ranks"], run,
+                  {.late = 1, .cause = "on its GPU behind fakeKernel", .nccl = true});
+  for (const json& collective : report["ranks"]["nccl_collectives"]) {
+    for (const json& arrival : collective["arrivals"]) {
+      if (arrival["rank"] != 1) continue;
+      EXPECT_EQ(arrival["queued_behind"], "fakeKernel(unsigned int)") << collective.dump(1);
+      // Its thread launched the kernel about 150 ms before the kernel started.
+      EXPECT_GT(arrival["start_ns"].get<uint64_t>() - arrival["launch_ns"].get<uint64_t>(),
+                100'000'000u)
+          << collective.dump(1);
+    }
+  }
+}
+
 TEST_F(Nccl, PerRankSessionsMergedMatchTheCollectives) {
   Job job;
   job.world = 3;
@@ -250,7 +278,7 @@ TEST_F(Nccl, AnNcclOfInterfaceV1IsMatchedByTheOrderOfItsKernels) {
   for (size_t i = 0; i < nccl.size(); ++i) {
     EXPECT_EQ(nccl[i]["matched_by"], "order");
     EXPECT_EQ(nccl[i]["seq_number"], i);
-    EXPECT_EQ(nccl[i]["func"], i % 3 == 2 ? "Broadcast" : "AllReduce");
+    EXPECT_EQ(nccl[i]["func"], FuncOf(i));
     EXPECT_EQ(nccl[i]["arrivals"].size(), 2u);
   }
   ExpectStraggler(report["ranks"], run, {.late = 1, .cause = "nanosleep", .nccl = true});
@@ -306,10 +334,24 @@ TEST(NcclMatching, WithoutSequenceNumbersByOrderOnEachCommunicator) {
   EXPECT_TRUE(matched[0].by_seq);
   EXPECT_EQ(matched[0].seq_number, 5u);
   EXPECT_EQ(matched[0].arrivals[1].start_ns, 250u);
+  // NCCL numbers each function's collectives apart: AllReduce #0 and Broadcast #0 are two.
+  one.nccl_names = two.nccl_names = {"AllReduce", "Broadcast"};
+  one.nccl_events = {event(10, 0, 7, 100, 0), event(10, 0, 7, 200, 0)};
+  one.nccl_events[1].func = 1;
+  two.nccl_events = {event(20, 1, 7, 150, 0), event(20, 1, 7, 250, 0)};
+  two.nccl_events[1].func = 1;
+  matched =
+      collector::MatchNcclCollectives(sessions, [](int, uint32_t) { return std::optional<int>(); });
+  ASSERT_EQ(matched.size(), 2u);
+  EXPECT_EQ(matched[0].func, "AllReduce");
+  EXPECT_EQ(matched[0].arrivals[1].start_ns, 150u);
+  EXPECT_EQ(matched[1].func, "Broadcast");
+  EXPECT_EQ(matched[1].arrivals[0].start_ns, 200u);
 }
 
 // An inject file's NCCL records read back as written (a malformed one a diagnostic), and
-// report.json's `nccl` gives each collective the NCCL kernel its thread launched next.
+// report.json's `nccl` gives each collective the NCCL kernel its thread had launched just before
+// (NCCL starts the event after the launch), with the GPU work the kernel waited behind.
 TEST(NcclRecords, ReadBackAndGivenTheirKernels) {
   TempDir dir;
   {
@@ -344,20 +386,26 @@ TEST(NcclRecords, ReadBackAndGivenTheirKernels) {
   batch.Add(init, format::kNcclEvent);
   const uint16_t collective = static_cast<uint16_t>(format::NcclEventKind::kCollective);
   for (uint64_t seq = 0; seq < 2; ++seq) {
-    auto record = nccl(collective, 2000 + seq * 1000, 2500 + seq * 1000, seq);
-    record.func_len = 9;
-    record.datatype_len = 11;
-    batch.Add(record, format::kNcclEvent, "AllReducencclFloat32");
     auto launch = ApiCall(101, 1, 2100 + seq * 1000, 2200 + seq * 1000);
     launch.correlation_id = 7 + seq;
     batch.Add(launch, format::kApiCall);
+    auto record = nccl(collective, 2250 + seq * 1000, 2280 + seq * 1000, seq);
+    record.func_len = 9;
+    record.datatype_len = 11;
+    batch.Add(record, format::kNcclEvent, "AllReducencclFloat32");
   }
+  // The second collective's kernel waits behind a long kernel of the program on the GPU.
+  auto gemm_launch = ApiCall(101, 1, 3000, 3050);
+  gemm_launch.correlation_id = 20;
+  batch.Add(gemm_launch, format::kApiCall);
   auto broken = nccl(collective, 5000, 5100, 2);
   broken.func_len = 200;  // more text than the record holds
   batch.Add(broken, format::kNcclEvent, "AllReduce");
   AddGpuName(&batch, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  AddGpuName(&batch, 2, "big_gemm");
   batch.Add(KernelRecord(Placement(2300, 2900, 7, 13), 1), format::kGpuKernel);
-  batch.Add(KernelRecord(Placement(3300, 3900, 8, 13), 1), format::kGpuKernel);
+  batch.Add(KernelRecord(Placement(3060, 4000, 20, 13), 2), format::kGpuKernel);
+  batch.Add(KernelRecord(Placement(4000, 4500, 8, 13), 1), format::kGpuKernel);
   batch.WriteTo(&file);
   file.Close();
 
@@ -381,8 +429,11 @@ TEST(NcclRecords, ReadBackAndGivenTheirKernels) {
     ASSERT_FALSE(record["kernel"].is_null()) << record.dump(1);
     EXPECT_EQ(record["kernel"]["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     EXPECT_EQ(record["kernel"]["launch_ns"], 2100 + seq * 1000);
-    EXPECT_EQ(record["kernel"]["start_ns"], 2300 + seq * 1000);
   }
+  EXPECT_EQ(records["records"][0]["kernel"]["start_ns"], 2300);
+  EXPECT_TRUE(records["records"][0]["kernel"]["queued_behind"].is_null());
+  EXPECT_EQ(records["records"][1]["kernel"]["start_ns"], 4000);
+  EXPECT_EQ(records["records"][1]["kernel"]["queued_behind"], "big_gemm");
 }
 
 }  // namespace

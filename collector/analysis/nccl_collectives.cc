@@ -23,44 +23,150 @@ std::string NcclKernelFunc(const std::string& name) {
   return "";
 }
 
-// A process's collectives as the GPU timeline shows them where the plugin told none: its NCCL
-// kernels, each arriving when its launch call began, in the order they were launched.
-std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
-                                              const std::set<uint32_t>& told,
-                                              std::vector<std::string>* funcs) {
-  std::vector<std::pair<const GpuActivity*, std::string>> kernels;
+// An NCCL kernel of the GPU timeline, with the call that launched it (nullptr: launched before
+// CUPTI started).
+struct NcclKernel {
+  const GpuActivity* activity = nullptr;
+  std::string func;  // "AllReduce"
+  const ApiCall* launch = nullptr;
+};
+
+// The session's NCCL kernels, by their start on the GPU.
+std::vector<NcclKernel> NcclKernels(const Session& session) {
+  std::vector<NcclKernel> kernels;
   for (const GpuActivity& activity : session.gpu_activities) {
     const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
-    if (kernel == nullptr || told.contains(activity.pid)) continue;
+    if (kernel == nullptr) continue;
     std::string func = NcclKernelFunc(session.KernelName(*kernel));
-    if (!func.empty()) kernels.emplace_back(&activity, std::move(func));
+    if (!func.empty()) kernels.push_back({&activity, std::move(func), nullptr});
   }
-  std::vector<NcclEvent> events;
-  if (kernels.empty()) return events;  // no index of the calls for a session without NCCL
+  if (kernels.empty()) return kernels;  // no index of the calls for a session without NCCL
   std::map<std::pair<uint32_t, uint64_t>, const ApiCall*> launches;
   for (const ApiCall& call : session.api_calls)
     if (call.correlation_id != 0) launches[{call.pid, call.correlation_id}] = &call;
-  for (auto& [kernel_activity, func] : kernels) {
-    const GpuActivity& activity = *kernel_activity;
-    auto launch = launches.find({activity.pid, activity.correlation_id});
+  for (NcclKernel& kernel : kernels) {
+    auto launch = launches.find({kernel.activity->pid, kernel.activity->correlation_id});
+    if (launch != launches.end()) kernel.launch = launch->second;
+  }
+  return kernels;
+}
+
+// The GPU work of `kernel`'s process and device that ran longest between `from_ns` (its launch)
+// and the kernel's start: what it waited behind. Looked for among the few hundred activities
+// that started last before it.
+const GpuActivity* QueuedBehind(const Session& session, const GpuActivity& kernel,
+                                uint64_t from_ns) {
+  constexpr int kLookBack = 512;
+  const auto& all = session.gpu_activities;
+  auto it = std::lower_bound(all.begin(), all.end(), kernel.start_ns,
+                             [](const GpuActivity& a, uint64_t at) { return a.start_ns < at; });
+  const GpuActivity* longest = nullptr;
+  uint64_t longest_ns = 0;
+  for (int seen = 0; it != all.begin() && seen < kLookBack; ++seen) {
+    const GpuActivity& activity = *--it;
+    if (&activity == &kernel || activity.pid != kernel.pid ||
+        activity.device_id != kernel.device_id || !activity.occupies_gpu())
+      continue;
+    const uint64_t from = std::max(activity.start_ns, from_ns);
+    const uint64_t to = std::min(activity.end_ns, kernel.start_ns);
+    if (to > from && to - from > longest_ns) {
+      longest = &activity;
+      longest_ns = to - from;
+    }
+  }
+  return longest;
+}
+
+// Session::nccl_names grown by the kernels' names, each once.
+class NameTable {
+ public:
+  explicit NameTable(std::vector<std::string>* names) : names_(names) {
+    for (size_t i = 0; i < names->size(); ++i)
+      index_.try_emplace((*names)[i], static_cast<uint32_t>(i));
+  }
+  uint32_t Of(const std::string& name) {
+    auto [it, inserted] = index_.try_emplace(name, static_cast<uint32_t>(names_->size()));
+    if (inserted) names_->push_back(name);
+    return it->second;
+  }
+
+ private:
+  std::vector<std::string>* names_;
+  std::map<std::string, uint32_t> index_;
+};
+
+// Gives `event` its kernel: where it ran on the GPU, and what it waited behind there.
+void PlaceOn(const Session& session, const NcclKernel& kernel, NcclEvent* event,
+             NameTable& names) {
+  const GpuActivity& activity = *kernel.activity;
+  event->launch_ns = kernel.launch ? kernel.launch->enter_ns : 0;
+  event->gpu_start_ns = activity.start_ns;
+  event->gpu_end_ns = activity.end_ns;
+  event->kernel = names.Of(session.KernelName(std::get<GpuKernel>(activity.detail)));
+  if (kernel.launch == nullptr) return;
+  if (const GpuActivity* behind = QueuedBehind(session, activity, kernel.launch->enter_ns)) {
+    const auto* other = std::get_if<GpuKernel>(&behind->detail);
+    event->queued_behind = names.Of(other != nullptr ? session.KernelName(*other)
+                                    : std::holds_alternative<GpuMemcpy>(behind->detail)
+                                        ? "a memory copy"
+                                        : "a memset");
+  }
+}
+
+// A process's collectives as the GPU timeline shows them where the plugin told none: its NCCL
+// kernels, each arriving when its launch call began, in the order they were launched.
+std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
+                                              const std::vector<NcclKernel>& kernels,
+                                              const std::set<uint32_t>& told,
+                                              NameTable& names) {
+  std::vector<NcclEvent> events;
+  for (const NcclKernel& kernel : kernels) {
+    const GpuActivity& activity = *kernel.activity;
+    if (told.contains(activity.pid)) continue;
     NcclEvent event;
     event.pid = activity.pid;
     // A kernel whose launch was not seen (launched before CUPTI started) keeps its place in the
     // order, without an arrival: sorted by its start on the GPU, its host time unknown (0).
     event.start_ns = activity.start_ns;
-    if (launch != launches.end()) {
-      event.tid = launch->second->tid;
-      event.start_ns = launch->second->enter_ns;
-      event.stop_ns = launch->second->exit_ns;
+    if (kernel.launch != nullptr) {
+      event.tid = kernel.launch->tid;
+      event.start_ns = kernel.launch->enter_ns;
+      event.stop_ns = kernel.launch->exit_ns;
     }
     event.kind = static_cast<uint16_t>(format::NcclEventKind::kCollective);
-    event.func = static_cast<uint32_t>(funcs->size());
-    funcs->push_back(std::move(func));
+    event.func = names.Of(kernel.func);
+    PlaceOn(session, kernel, &event, names);
     events.push_back(event);
   }
   std::stable_sort(events.begin(), events.end(),
                    [](const NcclEvent& a, const NcclEvent& b) { return a.start_ns < b.start_ns; });
   return events;
+}
+
+// The plugin's events given their kernels. NCCL starts a collective's or send/receive's event on
+// the thread that launched its kernel, just after the launch (one kernel runs every task of a
+// group): an event's kernel is the last NCCL kernel its thread launched before it started.
+void PlacePluginEvents(const Session& session, const std::vector<NcclKernel>& kernels,
+                       std::vector<NcclEvent>* events, NameTable& names) {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const NcclKernel*>> by_thread;
+  for (const NcclKernel& kernel : kernels)
+    if (kernel.launch != nullptr)
+      by_thread[{kernel.launch->pid, kernel.launch->tid}].push_back(&kernel);
+  for (auto& [thread, launched] : by_thread)
+    std::sort(launched.begin(), launched.end(), [](const NcclKernel* a, const NcclKernel* b) {
+      return a->launch->enter_ns < b->launch->enter_ns;
+    });
+  for (NcclEvent& event : *events) {
+    if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) continue;
+    auto thread = by_thread.find({event.pid, event.tid});
+    if (thread == by_thread.end()) continue;  // started on NCCL's host-callback thread
+    const auto& launched = thread->second;
+    auto after = std::upper_bound(
+        launched.begin(), launched.end(), event.start_ns,
+        [](uint64_t at, const NcclKernel* k) { return at < k->launch->enter_ns; });
+    if (after == launched.begin()) continue;
+    PlaceOn(session, **std::prev(after), &event, names);
+  }
 }
 
 }  // namespace
@@ -71,22 +177,21 @@ std::vector<NcclEvent> NcclEventsOf(const Session& session, std::vector<std::str
     if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCollective))
       told.insert(event.pid);
   *names = session.nccl_names;
-  std::vector<std::string> kernel_funcs;
   std::vector<NcclEvent> events = session.nccl_events;
-  std::vector<NcclEvent> from_kernels = CollectivesFromKernels(session, told, &kernel_funcs);
-  for (NcclEvent& event : from_kernels) {
-    std::string& func = kernel_funcs[event.func];
-    event.func = static_cast<uint32_t>(names->size());
-    names->push_back(std::move(func));
-    events.push_back(event);
-  }
+  const std::vector<NcclKernel> kernels = NcclKernels(session);
+  if (kernels.empty()) return events;
+  NameTable table(names);
+  PlacePluginEvents(session, kernels, &events, table);
+  std::vector<NcclEvent> from_kernels = CollectivesFromKernels(session, kernels, told, table);
+  events.insert(events.end(), from_kernels.begin(), from_kernels.end());
   return events;
 }
 
 std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& sessions,
                                                  const RankOf& rank_of) {
-  // (communicator, sequence number, matched by seq) -> the collective.
-  std::map<std::tuple<uint64_t, uint64_t, bool>, NcclCollective> by_key;
+  // (communicator, function, sequence number, matched by seq) -> the collective. NCCL numbers
+  // each function's collectives apart (comm->seqNumber[func]); by order, the function is "".
+  std::map<std::tuple<uint64_t, std::string, uint64_t, bool>, NcclCollective> by_key;
   for (size_t s = 0; s < sessions.size(); ++s) {
     const Session& session = *sessions[s].session;
     // Without NCCL's number, a collective's place among its process's on the communicator.
@@ -98,11 +203,12 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
       const bool by_seq = (event.flags & format::kNcclHasSeqNumber) != 0;
       const uint64_t comm = (event.flags & format::kNcclHasCommHash) != 0 ? event.comm_hash : 0;
       const uint64_t seq = by_seq ? event.seq_number : next_place[{event.pid, comm}]++;
-      NcclCollective& collective = by_key[{comm, seq, by_seq}];
+      const std::string func = event.func < names.size() ? names[event.func] : "";
+      NcclCollective& collective = by_key[{comm, by_seq ? func : "", seq, by_seq}];
       collective.comm_hash = comm;
       collective.seq_number = seq;
       collective.by_seq = by_seq;
-      if (collective.func.empty() && event.func < names.size()) collective.func = names[event.func];
+      if (collective.func.empty()) collective.func = func;
       if (event.tid == 0) continue;  // its place kept, no arrival known
       std::optional<int> rank = rank_of(static_cast<int>(s), event.pid);
       NcclArrival arrival;
@@ -110,10 +216,14 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
       arrival.pid = event.pid;
       arrival.tid = event.tid;
       arrival.rank = rank ? *rank : event.rank;
-      arrival.start_ns =
-          static_cast<uint64_t>(static_cast<int64_t>(event.start_ns) + sessions[s].offset_ns);
-      arrival.stop_ns =
-          static_cast<uint64_t>(static_cast<int64_t>(event.stop_ns) + sessions[s].offset_ns);
+      const auto on_job_clock = [&](uint64_t ns) {
+        return static_cast<uint64_t>(static_cast<int64_t>(ns) + sessions[s].offset_ns);
+      };
+      arrival.host_ns = on_job_clock(event.launch_ns != 0 ? event.launch_ns : event.start_ns);
+      arrival.start_ns = arrival.host_ns;
+      if (event.gpu_start_ns != 0)
+        arrival.start_ns = std::max(arrival.start_ns, on_job_clock(event.gpu_start_ns));
+      if (event.queued_behind < names.size()) arrival.queued_behind = names[event.queued_behind];
       // One arrival per rank: a second of the same rank (two sessions of one rank) is not kept.
       bool known = std::any_of(collective.arrivals.begin(), collective.arrivals.end(),
                                [&](const NcclArrival& a) { return a.rank == arrival.rank; });
@@ -151,15 +261,28 @@ std::vector<RankWait> NcclRankWaits(const std::vector<JobSession>& sessions,
       if (arrival.start_ns < first->start_ns) first = &arrival;
     }
     if (last->start_ns == first->start_ns) continue;
-    // Why the last was late: its thread over the time it kept the first waiting.
     const JobSession& late_session = sessions[last->session];
     const auto local = [&](uint64_t job_ns) {
       return static_cast<uint64_t>(static_cast<int64_t>(job_ns) - late_session.offset_ns);
     };
     std::optional<JobLink> root;
-    std::vector<JobLink> chain =
-        chain_of(last->session, last->tid, local(first->start_ns), local(last->start_ns));
-    if (!chain.empty()) root = chain.back();
+    // Why the last was late: its GPU, where its kernel waited there behind other work for half
+    // the time it kept the first waiting or more; else its thread until it launched the kernel.
+    const uint64_t late_ns = last->start_ns - first->start_ns;
+    const uint64_t queued_ns = last->start_ns - last->host_ns;
+    if (!last->queued_behind.empty() && queued_ns * 2 >= late_ns) {
+      JobLink gpu{last->session, {}, "", last->queued_behind};
+      gpu.link.pid = last->pid;
+      gpu.link.tid = last->tid;
+      gpu.link.state = ChainLink::State::kGpu;
+      gpu.link.start_ns = local(last->host_ns);
+      gpu.link.end_ns = local(last->start_ns);
+      root = std::move(gpu);
+    } else if (last->host_ns > first->start_ns) {
+      std::vector<JobLink> chain =
+          chain_of(last->session, last->tid, local(first->start_ns), local(last->host_ns));
+      if (!chain.empty()) root = chain.back();
+    }
     for (const NcclArrival& arrival : collective.arrivals) {
       if (&arrival == last || arrival.start_ns == last->start_ns) continue;
       RankWait wait;

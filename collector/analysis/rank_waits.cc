@@ -52,7 +52,9 @@ std::optional<RankWait> WaitForAnotherRank(const std::vector<JobSession>& sessio
   return wait;
 }
 
-// Each rank's overlapping waits made one, the longest of them standing for it.
+// Each rank's overlapping waits made one, the longest of them standing for it; an NCCL
+// collective's wait before any other (NCCL's record names the collective and the late rank's
+// kernel; a host thread's chain through the same time only sees what its GPU's driver did).
 std::vector<RankWait> OneWaitPerOverlap(std::vector<RankWait> waits) {
   std::stable_sort(waits.begin(), waits.end(), [](const RankWait& a, const RankWait& b) {
     return a.waiting_rank != b.waiting_rank ? a.waiting_rank < b.waiting_rank
@@ -74,7 +76,10 @@ std::vector<RankWait> OneWaitPerOverlap(std::vector<RankWait> waits) {
       const uint64_t start = std::min(into.start_ns, wait.start_ns);
       const uint64_t end = std::max(into.end_ns, wait.end_ns);
       const int nccl = into.nccl >= 0 ? into.nccl : wait.nccl;
-      if (wait.duration() > into.duration()) into = wait;
+      const bool prefer = (wait.nccl >= 0) != (into.nccl >= 0)
+                              ? wait.nccl >= 0
+                              : wait.duration() > into.duration();
+      if (prefer) into = wait;
       into.nccl = nccl;
       into.start_ns = start;
       into.end_ns = end;

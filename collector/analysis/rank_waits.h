@@ -33,6 +33,9 @@ struct JobLink {
   // DescribeLink's words for it, where its session is no longer held when they are written (the
   // merge reads one session at a time: its links point into nothing); empty: said from the session.
   std::string text;
+  // A late rank whose NCCL kernel, launched by link.tid, waited on its GPU behind this work
+  // (the longest of it) for link.start_ns to link.end_ns: its GPU was late, not its thread.
+  std::string queued_behind;
 };
 
 // A stall's chain across the job's sessions: the stall's own chain, extended where it left its
@@ -46,19 +49,25 @@ struct JobChain {
 // A process's rank in the job (its environment's RANK, SLURM_PROCID...), when it has one.
 using RankOf = std::function<std::optional<int>(int session, uint32_t pid)>;
 
+// A rank's arrival at a collective, on the job's clock: when its NCCL kernel started on its GPU,
+// where the GPU timeline has it; else when its thread launched the kernel (NCCL's event, just
+// after the launch, stands for it where the launch is unknown).
 struct NcclArrival {
   int session = 0;
   uint32_t pid = 0;
   uint32_t tid = 0;
   int rank = 0;           // in the job (its RANK...), else in the communicator
-  uint64_t start_ns = 0;  // on the job's clock: its enqueue's start
-  uint64_t stop_ns = 0;
+  uint64_t start_ns = 0;  // the arrival
+  uint64_t host_ns = 0;   // its thread's launch: start_ns less the time the kernel was queued
+  std::string queued_behind;  // the GPU work its kernel waited behind longest, if any
 };
 
 // One NCCL collective, matched across ranks (nccl_collectives.h).
 struct NcclCollective {
   uint64_t comm_hash = 0;
-  uint64_t seq_number = 0;  // NCCL's, or the collective's place on the communicator (by order)
+  // NCCL's (it numbers each function's collectives on a communicator apart), or the collective's
+  // place among all of the communicator's (by order).
+  uint64_t seq_number = 0;
   bool by_seq = false;      // matched by NCCL's sequence number; false: by order
   std::string func;         // "AllReduce"
   std::vector<NcclArrival> arrivals;  // by rank

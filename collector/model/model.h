@@ -699,12 +699,23 @@ struct SessionMeta {
 };
 
 // One event of NCCL's profiler plugin in the program (inject/nccl_profiler.cc): a collective or
-// send/receive enqueued, or a communicator's start. Times are the host's.
+// send/receive enqueued, or a communicator's start. Times are the host's. NCCL starts a
+// collective's event on the thread that launched its kernel, just after the launch (2.24-2.30:
+// hostStreamPlanTask, after ncclLaunchKernel), and stops it at once.
 struct NcclEvent {
+  static constexpr uint32_t kNoName = UINT32_MAX;
   uint32_t pid = 0;
   uint32_t tid = 0;
-  uint64_t start_ns = 0;  // the enqueue's start: the rank arrived
+  uint64_t start_ns = 0;
   uint64_t stop_ns = 0;
+  // Its NCCL kernel, where the GPU timeline has it (nccl_collectives.h's PlaceNcclKernels): the
+  // launch call's start on the host; the kernel's run on the GPU; its name. 0, kNoName: unknown.
+  uint64_t launch_ns = 0;
+  uint64_t gpu_start_ns = 0;
+  uint64_t gpu_end_ns = 0;
+  uint32_t kernel = kNoName;         // Session::nccl_names
+  uint32_t queued_behind = kNoName;  // Session::nccl_names: the GPU work that ran longest
+                                     // between the launch and the kernel's start
   uint64_t comm_hash = 0;
   uint64_t seq_number = 0;
   uint64_t count = 0;

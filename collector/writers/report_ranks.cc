@@ -4,9 +4,11 @@
 #include <map>
 #include <sstream>
 
+#include "collector/analysis/nccl_collectives.h"
 #include "collector/model/value_format.h"
 #include "inject/format/session_format.h"
 #include "collector/writers/words/diagnosis_sentences.h"
+#include "collector/writers/words/names.h"
 
 namespace gprof::collector {
 
@@ -26,6 +28,12 @@ bool RanksInferred(const std::vector<JobSession>& sessions) {
 
 std::string WordsOf(const std::vector<JobSession>& sessions, const JobLink& link) {
   if (!link.text.empty()) return link.text;
+  if (!link.queued_behind.empty()) {
+    return QuotedThread(*sessions[link.session].session, link.link.tid) +
+           " had launched its NCCL kernel, which waited " +
+           FormatDuration(link.link.end_ns - link.link.start_ns) +
+           " on its GPU behind " + ShortCppName(link.queued_behind) + " [GPU busy]";
+  }
   return DescribeLink(*sessions[link.session].session, link.link);
 }
 
@@ -196,61 +204,41 @@ nlohmann::json NcclRecordsJson(const Session& session) {
   using nlohmann::json;
   if (session.nccl_events.empty()) return nullptr;
   constexpr size_t kMaxRecords = 5000;
-  // NCCL's kernels by the launching call's (pid, correlation id).
-  std::map<std::pair<uint32_t, uint64_t>, const GpuActivity*> kernels;
-  for (const GpuActivity& activity : session.gpu_activities) {
-    const auto* kernel = std::get_if<GpuKernel>(&activity.detail);
-    if (kernel == nullptr || activity.correlation_id == 0) continue;
-    if (session.KernelName(*kernel).find("nccl") == std::string::npos) continue;
-    kernels[{activity.pid, activity.correlation_id}] = &activity;
-  }
-  // Each record's next record on its thread: its kernel is launched before that one starts.
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<const NcclEvent*>> by_thread;
-  for (const NcclEvent& event : session.nccl_events)
-    if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit))
-      by_thread[{event.pid, event.tid}].push_back(&event);
-  std::map<const NcclEvent*, const GpuActivity*> kernel_of;
-  std::map<const NcclEvent*, uint64_t> launch_of;
-  for (const auto& [thread, events] : by_thread) {
-    for (size_t i = 0; i < events.size(); ++i) {
-      const uint64_t until = i + 1 < events.size() ? events[i + 1]->start_ns : UINT64_MAX;
-      auto call = std::lower_bound(
-          session.api_calls.begin(), session.api_calls.end(), events[i]->start_ns,
-          [](const ApiCall& c, uint64_t at) { return c.enter_ns < at; });
-      for (; call != session.api_calls.end() && call->enter_ns < until; ++call) {
-        if (call->pid != thread.first || call->tid != thread.second) continue;
-        auto kernel = kernels.find({call->pid, call->correlation_id});
-        if (kernel == kernels.end()) continue;
-        kernel_of[events[i]] = kernel->second;
-        launch_of[events[i]] = call->enter_ns;
-        break;
-      }
-    }
-  }
+  // The plugin's events with their kernels (NcclEventsOf adds, after them, the kernels that stand
+  // for a process the plugin told nothing of: not records).
+  std::vector<std::string> names;
+  std::vector<NcclEvent> events = NcclEventsOf(session, &names);
+  events.resize(session.nccl_events.size());
+  const auto name = [&](uint32_t index) { return index < names.size() ? names[index] : ""; };
   json records = json::array();
   int interface = 0;
-  for (const NcclEvent& event : session.nccl_events) {
+  for (const NcclEvent& event : events) {
     if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) {
       interface = std::max<int>(interface, event.version);
       continue;
     }
     if (records.size() >= kMaxRecords) break;
     json kernel = nullptr;
-    if (auto found = kernel_of.find(&event); found != kernel_of.end()) {
-      const GpuActivity& activity = *found->second;
-      kernel = {{"name", session.KernelName(std::get<GpuKernel>(activity.detail))},
-                {"launch_ns", launch_of[&event]},
-                {"start_ns", activity.start_ns},
-                {"end_ns", activity.end_ns}};
+    if (event.kernel != NcclEvent::kNoName) {
+      kernel = {{"name", name(event.kernel)},
+                {"launch_ns", event.launch_ns != 0 ? json(event.launch_ns) : json()},
+                {"start_ns", event.gpu_start_ns},
+                {"end_ns", event.gpu_end_ns},
+                {"queued_behind", event.queued_behind != NcclEvent::kNoName
+                                      ? json(name(event.queued_behind))
+                                      : json()}};
     }
     records.push_back(
         {{"pid", event.pid},
          {"tid", event.tid},
          {"kind", event.kind == static_cast<uint16_t>(format::NcclEventKind::kP2p) ? "p2p"
                                                                                   : "collective"},
-         {"func", session.nccl_names[event.func < session.nccl_names.size() ? event.func : 0]},
+         {"func", name(event.func)},
          {"rank", event.rank},
          {"n_ranks", event.n_ranks},
+         {"peer", event.kind == static_cast<uint16_t>(format::NcclEventKind::kP2p)
+                      ? json(event.peer)
+                      : json()},
          {"comm_hash", (event.flags & format::kNcclHasCommHash) ? json(event.comm_hash) : json()},
          {"seq_number",
           (event.flags & format::kNcclHasSeqNumber) ? json(event.seq_number) : json()},
@@ -313,7 +301,10 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
                           {"pid", arrival.pid},
                           {"tid", arrival.tid},
                           {"start_ns", arrival.start_ns},
-                          {"stop_ns", arrival.stop_ns}});
+                          {"launch_ns", arrival.host_ns},
+                          {"queued_behind", arrival.queued_behind.empty()
+                                                ? json()
+                                                : json(arrival.queued_behind)}});
     }
     nccl.push_back({{"func", collective.func},
                     {"comm_hash", collective.comm_hash},

@@ -1,16 +1,19 @@
 """Issue 37 on the GPU machine: a world-size-1 torch.distributed NCCL loop under gprof-run.
 
-  nccl_world1.py run STEPS        all_reduce STEPS times (and all_to_all_single STEPS times);
-                                  prints nccl_version=X.Y.Z
+  nccl_world1.py run STEPS        all_reduce STEPS times, all_to_all_single STEPS times, then
+                                  STEPS groups of ncclSend + ncclRecv to itself on a communicator
+                                  of its own (NCCL called through ctypes); prints
+                                  nccl_version=X.Y.Z and p2p_steps=N
   nccl_world1.py check REPORT_JSON STDOUT STEPS
 
 The check: the injected library was loaded as NCCL's profiler plugin (report.json's `nccl`: the
-interface version NCCL used), and each collective record the plugin made has its NCCL kernel on
-the GPU timeline, in sequence-number order, launched inside the record's enqueue and started
-after it. NCCL handles a communicator of one rank without its enqueue path (ncclLaunchOneRank:
-no profiler event), so an all_reduce of one rank may give no record at all: then that is said,
-and the NCCL kernels of the GPU timeline are only listed. An NCCL older than 2.24
-has no profiler interface gprof-run reads: that is said, and the kernels are only listed.
+interface version NCCL used), and each record the plugin made has its NCCL kernel on the GPU
+timeline, launched by the record's thread just before the record started (NCCL starts its events
+after the launch) and started on the GPU after that launch, the kernels in the records' order.
+NCCL hands a one-rank communicator's collectives to ncclLaunchOneRank before any profiler event
+(src/enqueue.cc, taskAppend), and torch may call ncclAlltoAll, which goes the same way: so the
+records come from the sends and receives to itself, which NCCL does enqueue. An NCCL older than
+2.24 has no profiler interface gprof-run reads: that is said, and the kernels are only listed.
 Exits 1 on a miss.
 """
 import json
@@ -33,14 +36,90 @@ def run(steps):
     torch.cuda.synchronize()
     print("nccl_version=" + ".".join(str(v) for v in torch.cuda.nccl.version()))
     dist.destroy_process_group()
+    print("p2p_steps=%d" % send_recv_to_self(torch, x, y, steps), flush=True)
+
+
+def send_recv_to_self(torch, x, y, steps):
+    """NCCL's own send and receive to itself, STEPS groups: the records a one-rank job can have.
+    Returns the steps run (0 where torch's NCCL cannot be loaded by its soname)."""
+    import ctypes
+    try:
+        nccl = ctypes.CDLL("libnccl.so.2")  # torch's, already loaded
+    except OSError as error:
+        print("no libnccl.so.2 to call:", error)
+        return 0
+
+    class UniqueId(ctypes.Structure):
+        _fields_ = [("internal", ctypes.c_char * 128)]
+
+    uid = UniqueId()
+    comm = ctypes.c_void_p()
+    assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+    assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    float32 = 7
+    for _ in range(steps):
+        assert nccl.ncclGroupStart() == 0
+        assert nccl.ncclSend(ctypes.c_void_p(x.data_ptr()), ctypes.c_size_t(x.numel()), float32,
+                             0, comm, stream) == 0
+        assert nccl.ncclRecv(ctypes.c_void_p(y.data_ptr()), ctypes.c_size_t(y.numel()), float32,
+                             0, comm, stream) == 0
+        assert nccl.ncclGroupEnd() == 0
+    torch.cuda.synchronize()
+    nccl.ncclCommDestroy(comm)
+    return steps
+
+
+def check_records(nccl, p2p_steps, misses):
+    records = nccl["records"]
+    collectives = [r for r in records if r["kind"] == "collective"]
+    p2p = [r for r in records if r["kind"] == "p2p"]
+    print("plugin interface v%d, %d records: %d collective, %d send/receive" %
+          (nccl["interface"], nccl["records_total"], len(collectives), len(p2p)))
+    if not collectives:
+        print("no collective record: NCCL ran the one-rank collectives without its enqueue path "
+              "(ncclLaunchOneRank), which starts no profiler event")
+    if len(p2p) < 2 * p2p_steps:
+        misses.append("%d send/receive records for %d groups of a send and a receive to itself" %
+                      (len(p2p), p2p_steps))
+    with_kernel = [r for r in records if r["kernel"]]
+    print("%d records with their kernel: %s" %
+          (len(with_kernel), sorted({r["kernel"]["name"][:50] for r in with_kernel})))
+    if len(with_kernel) < len(records):
+        misses.append("%d records without a kernel" % (len(records) - len(with_kernel)))
+    launched_before = [r for r in with_kernel if r["kernel"]["launch_ns"] is not None
+                       and r["kernel"]["launch_ns"] <= r["start_ns"]]
+    close = [r for r in launched_before if r["start_ns"] - r["kernel"]["launch_ns"] < 5_000_000]
+    ran_after = [r for r in with_kernel if r["kernel"]["launch_ns"] is not None
+                 and r["kernel"]["start_ns"] >= r["kernel"]["launch_ns"]]
+    print("%d launched before their record (%d within 5 ms of it), %d started on the GPU after "
+          "their launch" % (len(launched_before), len(close), len(ran_after)))
+    if len(launched_before) < len(with_kernel) or len(close) < len(with_kernel):
+        misses.append("a record whose kernel was not launched just before it")
+    if len(ran_after) < len(with_kernel):
+        misses.append("a kernel that started on the GPU before its launch")
+    for pid in {r["pid"] for r in with_kernel}:
+        starts = [r["kernel"]["start_ns"] for r in with_kernel if r["pid"] == pid]
+        if starts != sorted(starts):
+            misses.append("kernels of pid %d not in the records' order" % pid)
+    by_func = {}
+    for r in collectives:
+        if r["seq_number"] is not None:
+            by_func.setdefault((r["comm_hash"], r["func"]), []).append(r["seq_number"])
+    for key, seqs in by_func.items():
+        if seqs != sorted(seqs):
+            misses.append("sequence numbers of %s out of order: %s" % (key, seqs[:20]))
 
 
 def check(report_path, stdout_path, steps):
     report = json.load(open(report_path))
     version = None
+    p2p_steps = 0
     for line in open(stdout_path):
         if line.startswith("nccl_version="):
             version = tuple(int(v) for v in line.strip().split("=")[1].split("."))
+        if line.startswith("p2p_steps="):
+            p2p_steps = int(line.strip().split("=")[1])
     misses = []
     kernels = [k for k in report["tables"]["gpu_kernels"] if "nccl" in k["name"].lower()
                or "onerank" in k["name"].lower()]
@@ -55,32 +134,7 @@ def check(report_path, stdout_path, steps):
         if nccl is None:
             misses.append("no NCCL plugin record: NCCL did not load the injected library")
         else:
-            print("plugin interface v%d, %d collective records" %
-                  (nccl["interface"], nccl["records_total"]))
-            records = [r for r in nccl["records"] if r["kind"] == "collective"]
-            p2p = [r for r in nccl["records"] if r["kind"] == "p2p"]
-            print("%d p2p records (all_to_all_single's sends and receives to itself), %d with "
-                  "their kernel" % (len(p2p), len([r for r in p2p if r["kernel"]])))
-            if not records:
-                print("no collective record: NCCL ran the one-rank collectives without its "
-                      "enqueue path (ncclLaunchOneRank), which starts no profiler event")
-                records = p2p
-            seqs = [r["seq_number"] for r in records if r["seq_number"] is not None]
-            if seqs != sorted(seqs):
-                misses.append("sequence numbers out of order: %s" % seqs[:20])
-            with_kernel = [r for r in records if r["kernel"]]
-            inside = [r for r in with_kernel
-                      if r["start_ns"] <= r["kernel"]["launch_ns"] <= r["stop_ns"]]
-            after = [r for r in with_kernel if r["kernel"]["start_ns"] >= r["start_ns"]]
-            print("%d records with their kernel, %d launched inside the enqueue, %d started "
-                  "after it" % (len(with_kernel), len(inside), len(after)))
-            if records and len(with_kernel) < len(records):
-                misses.append("%d records without a kernel" % (len(records) - len(with_kernel)))
-            if len(after) < len(with_kernel):
-                misses.append("a kernel started before its record")
-            starts = [r["kernel"]["start_ns"] for r in with_kernel]
-            if starts != sorted(starts):
-                misses.append("kernels not in the records' order")
+            check_records(nccl, p2p_steps, misses)
     if sum(k["count"] for k in kernels) < steps:
         # One rank's in-place reduction may need no kernel at all: said, not counted a miss.
         print("note: fewer NCCL kernels than all_reduce steps")

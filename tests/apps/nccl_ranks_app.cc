@@ -1,10 +1,11 @@
 // A job of NCCL ranks on the fake NCCL (tests/fake_nccl), one rank late before each collective
 // for a known reason (tests/nccl_test.cc):
-//   nccl_ranks_app launch --world N --late R --mode sleep|lock --iters K --late-ms D
+//   nccl_ranks_app launch --world N --late R --mode sleep|lock|gpu --iters K --late-ms D
 // starts N rank processes as a launcher does (RANK, LOCAL_RANK, WORLD_SIZE set, each exec'd
 // anew), which meet through ncclGetUniqueId's id and run K collectives (all_reduce, every third a
 // broadcast). Before each, rank R is late by D ms: `sleep` sleeps; `lock` waits for a lock its
-// own logging thread holds while it writes (asleep) for D ms. NCCL_TEST_WRAP, when set, is a
+// own logging thread holds while it writes (asleep) for D ms; `gpu` launches a kernel of D ms on
+// its stream first, so that its thread is on time and its collective's kernel starts late. NCCL_TEST_WRAP, when set, is a
 // command (words split at spaces, "%r" the rank) each rank runs under: its own gprof-run, say.
 // Each rank prints, one fact a line:
 //   wait rank=N iter=I start_ns=.. end_ns=..   (its collective's call and the stream's
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_nccl/nccl.h"
 
 namespace {
@@ -116,6 +118,9 @@ int Rank(const Options& options) {
       pthread_mutex_lock(&logger.log_lock);  // to log the step: the logger has it
       pthread_mutex_unlock(&logger.log_lock);
     }
+    if (rank == options.late && options.mode == "gpu" &&
+        fake_cuda::LaunchKernel(options.late_ms * 1000, nullptr) != cudaSuccess)
+      return 3;
     const uint64_t start = Now();
     ncclResult_t result =
         i % 3 == 2 ? ncclBroadcast(data, data, count, ncclFloat32, 0, comm, nullptr)

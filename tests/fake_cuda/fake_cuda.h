@@ -76,12 +76,16 @@ inline constexpr uint64_t kModuleLoadNs = 40'000'000;
 
 // Set in a kernel's duration word: `args[1]` points to a KernelGate. The kernel runs its duration,
 // then until the gate's word (in memory other processes may share) holds `open`, as NCCL's kernels
-// wait for the other ranks; its activity record is named `name` (null: the usual name).
+// wait for the other ranks; its activity record is named `name` (null: the usual name). With
+// `arrivals`, the kernel counts itself there as it starts on the GPU (an NCCL kernel takes part
+// once it runs, not when it is launched), and the last of `parties` opens the gate.
 inline constexpr uint32_t kUntilGateOpens = 1u << 30;
 struct KernelGate {
-  const std::atomic<uint32_t>* word;
+  std::atomic<uint32_t>* word;
   uint32_t open;
   const char* name;
+  std::atomic<uint32_t>* arrivals = nullptr;
+  uint32_t parties = 0;
 };
 
 // The longest kernel the duration word holds below its flags: about 17.9 minutes.

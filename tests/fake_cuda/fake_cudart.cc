@@ -496,7 +496,7 @@ cudaError_t QueueKernel(const void* func, dim3 grid, dim3 block, void** args,
         return EnqueueOn(stream, null_stream, [&] {
           GpuWork work = Work(uint64_t(duration_us) * 1000,
                               [&] { return KernelRecord(grid, block, shared_mem_bytes, name); });
-          work.gate = {gate.word, gate.open};
+          work.gate = {gate.word, gate.open, gate.arrivals, gate.parties};
           return work;
         });
       },

@@ -96,10 +96,16 @@ void FakeGpu::RunWorker() {
     // Start at the previous item's end, not at this thread's wake-up, so latency does not add up.
     const uint64_t start_ns = std::max(busy_until_ns, item.submit_ns);
     busy_until_ns = start_ns + item.duration_ns;
+    // Not FUTEX_PRIVATE: the words may be in memory another process opens them from.
+    auto* word = reinterpret_cast<uint32_t*>(item.gate.word);
+    if (item.gate.arrivals != nullptr &&
+        item.gate.arrivals->fetch_add(1, std::memory_order_acq_rel) + 1 == item.gate.parties) {
+      item.gate.arrivals->store(0, std::memory_order_relaxed);
+      item.gate.word->store(item.gate.open, std::memory_order_release);
+      syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+    }
     SleepUntil(busy_until_ns);
     if (item.gate.word != nullptr) {
-      // Not FUTEX_PRIVATE: the word may be in memory another process opens it from.
-      auto* word = const_cast<uint32_t*>(reinterpret_cast<const uint32_t*>(item.gate.word));
       for (uint32_t seen;
            (seen = item.gate.word->load(std::memory_order_acquire)) != item.gate.open;)
         syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);

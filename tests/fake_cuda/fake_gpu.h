@@ -16,10 +16,13 @@ uint64_t MonotonicNs();
 
 // What an item runs until after its duration: `*word` holding `open` (another process may set it,
 // in memory both map: a process-shared futex wakes the GPU), as NCCL's kernels wait for the other
-// ranks. No word: nothing more.
+// ranks. No word: nothing more. With `arrivals`, the item counts itself there as it starts; the
+// last of `parties` sets `open` and wakes the others.
 struct GpuGate {
-  const std::atomic<uint32_t>* word = nullptr;
+  std::atomic<uint32_t>* word = nullptr;
   uint32_t open = 0;
+  std::atomic<uint32_t>* arrivals = nullptr;
+  uint32_t parties = 0;
 };
 
 class FakeGpu {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iterator>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -233,24 +234,12 @@ struct ncclComm {
   int rank = 0;
   int nranks = 0;
   uint64_t hash = 0;
-  uint64_t seq = 0;
+  uint64_t seq = 0;              // the communicator's collectives: their kernels' gate
+  uint64_t func_seq[16] = {};    // NCCL's sequence numbers, each function's counted apart
   void* context = nullptr;
 };
 
 namespace {
-
-// Counts this rank in collective `seq`: the last to arrive opens its kernels' gate.
-void Arrive(ncclComm* comm, uint64_t seq) {
-  Shared* shared = comm->shared;
-  const uint32_t slot = static_cast<uint32_t>(seq % kSlots);
-  const uint32_t open = static_cast<uint32_t>(seq + 1);
-  if (shared->collective_arrived[slot].fetch_add(1, std::memory_order_acq_rel) + 1 ==
-      static_cast<uint32_t>(comm->nranks)) {
-    shared->collective_arrived[slot].store(0, std::memory_order_relaxed);
-    shared->collective_done[slot].store(open, std::memory_order_release);
-    Futex(&shared->collective_done[slot], FUTEX_WAKE, INT32_MAX);
-  }
-}
 
 // Every rank passes; the last to arrive releases the others.
 void Barrier(ncclComm* comm) {
@@ -277,11 +266,23 @@ void StartColl(ncclComm* comm, void* group, void** handle, Coll coll) {
   Start(comm->context, handle, &descr);
 }
 
-// The plugin's events around one collective's enqueue, in which its kernel is launched.
+// One collective: its kernel launched, then the plugin's events, as NCCL (2.24-2.30) starts and
+// stops them just after the launch (hostStreamPlanTask). The kernel takes part once it runs on
+// the GPU, and runs until every rank's has started.
 ncclResult_t Collective(ncclComm* comm, const char* func, const char* kernel, uint8_t func_id,
                         const void* send, void* recv, size_t count, int root, void* stream) {
-  if (comm == nullptr) return ncclInvalidArgument;
-  const uint64_t seq = comm->seq++;
+  if (comm == nullptr || func_id >= std::size(comm->func_seq)) return ncclInvalidArgument;
+  const uint64_t gate_seq = comm->seq++;
+  const uint32_t slot = static_cast<uint32_t>(gate_seq % kSlots);
+  fake_cuda::KernelGate gate{&comm->shared->collective_done[slot],
+                             static_cast<uint32_t>(gate_seq + 1), kernel,
+                             &comm->shared->collective_arrived[slot],
+                             static_cast<uint32_t>(comm->nranks)};
+  uint32_t duration = fake_cuda::kUntilGateOpens | 5;  // 5 us of work once all have arrived
+  void* args[] = {&duration, &gate};
+  const cudaError_t launched = cudaLaunchKernel(&fake_cuda::kKernel, dim3(1), dim3(1), args, 0,
+                                                static_cast<cudaStream_t>(stream));
+  const uint64_t seq = comm->func_seq[func_id]++;
   const int version = g_plugin.version;
   void* group = nullptr;
   void* coll = nullptr;
@@ -329,16 +330,6 @@ ncclResult_t Collective(ncclComm* comm, const char* func, const char* kernel, ui
         break;
     }
   }
-  // Launched first, then counted: a rank has arrived once its kernel is on its stream, and the
-  // others' kernels cannot end before this launch began.
-  const uint32_t slot = static_cast<uint32_t>(seq % kSlots);
-  fake_cuda::KernelGate gate{&comm->shared->collective_done[slot], static_cast<uint32_t>(seq + 1),
-                             kernel};
-  uint32_t duration = fake_cuda::kUntilGateOpens | 5;  // 5 us of work once all have arrived
-  void* args[] = {&duration, &gate};
-  const cudaError_t launched = cudaLaunchKernel(&fake_cuda::kKernel, dim3(1), dim3(1), args, 0,
-                                                static_cast<cudaStream_t>(stream));
-  Arrive(comm, seq);
   if (coll != nullptr) Stop(coll);
   if (group != nullptr) Stop(group);
   return launched == cudaSuccess ? ncclSuccess : ncclSystemError;

@@ -6,23 +6,31 @@
 // (collector/analysis/nccl_collectives.h). It lives here, not in a library of its own, because its
 // records go through the calling thread's ring and the one writer of the process (recorder.h).
 //
-// The interface's facts (NCCL's src/include/plugin/profiler/profiler_v*.h; none of its code):
+// The interface's facts (NCCL's src/include/plugin/profiler/profiler_v*.h; none of its code;
+// checked field by field against the headers of NCCL 2.23.4 to 2.30.7):
 //   v1 (2.23): descriptors carry commHash and seqNumber, func and datatype as numbers. Only
 //       forwarded: its numbers are NCCL's internal enums.
-//   v2 (2.24), v3 (2.25): init(context, mask); coll and p2p carry commHash (0 when a newer NCCL
-//       adapts to them), coll its seqNumber; func and datatype are strings.
-//   v4 (2.26, 2.27): init(context, mask, commName, commHash, nNodes, nRanks, rank, logger);
+//   v2 (2.24, 2.25), v3 (2.26): init(context, mask); coll and p2p carry commHash (0 when a newer
+//       NCCL adapts to them), coll its seqNumber; func and datatype are strings.
+//   v4 (2.27): init(context, mask, commName, commHash, nNodes, nRanks, rank, logger);
 //       descriptors lose commHash.
-//   v5 (2.28), v6 (2.29): init(context, commId, mask, commName, nNodes, nRanks, rank, logger);
-//       the event type is 64 bits wide; coll and p2p end with parentGroup. v6 adds only event types
-//       (copy-engine collectives) after v5's, with v5's layouts: a v5 plugin serves a v6 NCCL.
+//   v5 (2.28), v6 (2.29, 2.30): init(context, commId, mask, commName, nNodes, nRanks, rank,
+//       logger); the event type is 64 bits wide; coll and p2p end with parentGroup. v6 adds only
+//       event types (copy-engine collectives) after v5's, with v5's layouts: a v5 plugin serves a
+//       v6 NCCL.
 // In every version the descriptor is {type, parentObj, rank, union}, the union at offset 24.
-// The plugin sets the activation mask NCCL passes to init; NCCL then starts only those events.
+// seqNumber counts each communicator's collectives of one function (AllReduce, Broadcast, ...)
+// apart. NCCL starts a plan's group, collective and send/receive events after its kernel's launch,
+// on the launching thread (or, for a plan with proxy work on a busy or captured stream, on CUDA's
+// host-callback thread), and stops them right after, not waiting for the kernel; startEvent's
+// result is ignored.
+// The activation mask is one int of the process: each communicator's init rewrites it.
 //
-// A plugin the user had named (GPROF_NCCL_CHAIN_PLUGIN) is loaded as NCCL would load it (the
-// value as given, else libnccl-profiler-VALUE.so) and called for every event it asked for, with
-// its own handles in place of ours (parentObj, parentGroup). It must export the version NCCL
-// asked of us (or v5 for v6); else it is not called, and the communicator's record says so.
+// A plugin the user had named (GPROF_NCCL_CHAIN_PLUGIN), or else the libnccl-profiler.so NCCL
+// loads unasked, is loaded as NCCL would load it (OpenChained) and called for every event it
+// asked for, with its own handles in place of ours (parentObj, parentGroup). It must export the
+// version NCCL asked of us (or v5 for v6); else it is not called, and the communicator's record
+// says so.
 //
 // Nothing on the event path allocates, locks or prints: handles and contexts come from fixed
 // pools, claimed with one atomic exchange; a full pool loses the event (counted nowhere else).
@@ -109,7 +117,7 @@ struct P2pV4 {  // v4; v5 and v6 add parentGroup at kParentGroupP2p
 static_assert(offsetof(CollV2, datatype) == 64 && offsetof(P2pV2, peer) == 48);
 static_assert(offsetof(CollV4, datatype) == 48 && offsetof(P2pV4, peer) == 32);
 constexpr size_t kParentGroupColl = 80;  // v5, v6: after nChannels, nWarps, algo, proto
-constexpr size_t kParentGroupP2p = 48;   // v5, v6: after nChannels
+constexpr size_t kParentGroupP2p = 40;   // v5, v6: after peer and nChannels (uint8_t)
 
 // The function tables of each version (the first member is the plugin's name).
 struct TableV1V2V3 {
@@ -231,12 +239,16 @@ class TheirParents {
   int swapped_ = 0;
 };
 
+// The user's plugin as NCCL 2.27 and later open theirs: the value as given, then, for a value
+// that is no path and not a library's file name (lib...so), libnccl-profiler-VALUE.so; without
+// a value, libnccl-profiler.so, which NCCL loads by default (a plugin on the library path).
 void* OpenChained(const char* value) {
+  if (value == nullptr) return dlopen("libnccl-profiler.so", RTLD_NOW | RTLD_LOCAL);
   void* library = dlopen(value, RTLD_NOW | RTLD_LOCAL);
   if (library != nullptr) return library;
   size_t length = strlen(value);
   bool library_name =
-      strncmp(value, "lib", 3) == 0 || (length >= 3 && strcmp(value + length - 3, ".so") == 0);
+      strncmp(value, "lib", 3) == 0 && length >= 3 && strcmp(value + length - 3, ".so") == 0;
   if (strchr(value, '/') != nullptr || library_name) return nullptr;
   char name[256];
   if (snprintf(name, sizeof(name), "libnccl-profiler-%s.so", value) >=
@@ -251,28 +263,29 @@ void LoadChained(int version) {
   if (!g_plugin.chain_tried) {
     g_plugin.chain_tried = true;
     const char* value = SecureExecution() ? nullptr : getenv(kChainEnv);
-    if (value != nullptr && value[0] != '\0') {
+    if (value != nullptr && value[0] == '\0') value = nullptr;
+    g_plugin.chain_library = OpenChained(value);
+    if (value != nullptr)
       snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "%s", value);
-      g_plugin.chain_library = OpenChained(value);
-      for (int asked = version; g_plugin.chain_library != nullptr && asked >= version - 1;
-           --asked) {
-        if (asked < version && version != 6) break;  // only v5 stands in, for v6
-        char symbol[32];
-        snprintf(symbol, sizeof(symbol), "ncclProfiler_v%d", asked);
-        if (const void* table = dlsym(g_plugin.chain_library, symbol)) {
-          g_plugin.chain_table = table;
-          g_plugin.chain_version = asked;
-          break;
-        }
+    else if (g_plugin.chain_library != nullptr)
+      snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "libnccl-profiler.so");
+    for (int asked = version; g_plugin.chain_library != nullptr && asked >= version - 1; --asked) {
+      if (asked < version && version != 6) break;  // only v5 stands in, for v6
+      char symbol[32];
+      snprintf(symbol, sizeof(symbol), "ncclProfiler_v%d", asked);
+      if (const void* table = dlsym(g_plugin.chain_library, symbol)) {
+        g_plugin.chain_table = table;
+        g_plugin.chain_version = asked;
+        break;
       }
-      // A table without its init cannot be used. (Every version's init follows the name.)
-      void* init = nullptr;
-      if (g_plugin.chain_table != nullptr)
-        memcpy(&init, static_cast<const char*>(g_plugin.chain_table) + sizeof(const char*),
-               sizeof(init));
-      if (init == nullptr) g_plugin.chain_table = nullptr;
-      g_plugin.chain_failed = g_plugin.chain_table == nullptr;
     }
+    // A table without its init cannot be used. (Every version's init follows the name.)
+    void* init = nullptr;
+    if (g_plugin.chain_table != nullptr)
+      memcpy(&init, static_cast<const char*>(g_plugin.chain_table) + sizeof(const char*),
+             sizeof(init));
+    if (init == nullptr) g_plugin.chain_table = nullptr;
+    g_plugin.chain_failed = g_plugin.chain_name[0] != '\0' && g_plugin.chain_table == nullptr;
   }
   pthread_mutex_unlock(&g_plugin.chain_lock);
 }
@@ -304,12 +317,12 @@ template <typename CallTheirs>
 int Init(void** context, int* mask, int version, uint64_t comm_hash, bool has_comm_hash,
          int n_ranks, int rank, const char* comm_name, CallTheirs&& call_theirs) {
   *context = nullptr;
-  *mask = 0;
   // Starts recording in this process, if it records (nothing else may have yet).
   const bool recording = !SecureExecution() && RecordingActive();
   LoadChained(version);
   Comm* comm = Claim(g_plugin.comms, g_plugin.next_comm);
-  // No context left: nothing of this communicator is recorded or chained.
+  // No context left: nothing of this communicator is recorded or chained. The mask is left as
+  // it was: it is the whole process's, and the other communicators' events still want it.
   if (comm == nullptr) return kNcclSuccess;
   comm->version = version;
   comm->comm_hash = comm_hash;

@@ -143,29 +143,47 @@ std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
   return events;
 }
 
-// The plugin's events given their kernels. NCCL starts a collective's or send/receive's event on
-// the thread that launched its kernel, just after the launch (one kernel runs every task of a
-// group): an event's kernel is the last NCCL kernel its thread launched before it started.
+// The plugin's events given their kernels. NCCL launches a plan's kernel, then starts the events
+// of all its collectives and sends and stops them, on the same thread (or, under graph capture,
+// on CUDA's host-callback thread, which launches nothing): an event's kernel is the last NCCL
+// kernel its thread launched since the previous event started; with none launched since, an
+// event started while the previous one ran is of its plan and shares its kernel.
 void PlacePluginEvents(const Session& session, const std::vector<NcclKernel>& kernels,
                        std::vector<NcclEvent>* events, NameTable& names) {
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<const NcclKernel*>> by_thread;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const NcclKernel*>> launched_by;
   for (const NcclKernel& kernel : kernels)
     if (kernel.launch != nullptr)
-      by_thread[{kernel.launch->pid, kernel.launch->tid}].push_back(&kernel);
-  for (auto& [thread, launched] : by_thread)
+      launched_by[{kernel.launch->pid, kernel.launch->tid}].push_back(&kernel);
+  for (auto& [thread, launched] : launched_by)
     std::sort(launched.begin(), launched.end(), [](const NcclKernel* a, const NcclKernel* b) {
       return a->launch->enter_ns < b->launch->enter_ns;
     });
-  for (NcclEvent& event : *events) {
-    if (event.kind == static_cast<uint16_t>(format::NcclEventKind::kCommInit)) continue;
-    auto thread = by_thread.find({event.pid, event.tid});
-    if (thread == by_thread.end()) continue;  // started on NCCL's host-callback thread
-    const auto& launched = thread->second;
-    auto after = std::upper_bound(
-        launched.begin(), launched.end(), event.start_ns,
-        [](uint64_t at, const NcclKernel* k) { return at < k->launch->enter_ns; });
-    if (after == launched.begin()) continue;
-    PlaceOn(session, **std::prev(after), &event, names);
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<NcclEvent*>> by_thread;
+  for (NcclEvent& event : *events)
+    if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit))
+      by_thread[{event.pid, event.tid}].push_back(&event);
+  for (auto& [thread, on_thread] : by_thread) {
+    auto launches = launched_by.find(thread);
+    if (launches == launched_by.end()) continue;
+    const auto& launched = launches->second;
+    std::stable_sort(on_thread.begin(), on_thread.end(),
+                     [](const NcclEvent* a, const NcclEvent* b) { return a->start_ns < b->start_ns; });
+    const NcclKernel* previous_kernel = nullptr;
+    for (size_t i = 0; i < on_thread.size(); ++i) {
+      NcclEvent& event = *on_thread[i];
+      const NcclEvent* previous = i > 0 ? on_thread[i - 1] : nullptr;
+      auto after = std::upper_bound(
+          launched.begin(), launched.end(), event.start_ns,
+          [](uint64_t at, const NcclKernel* k) { return at < k->launch->enter_ns; });
+      const NcclKernel* kernel = nullptr;
+      if (after != launched.begin() &&
+          (previous == nullptr || (*std::prev(after))->launch->enter_ns >= previous->start_ns))
+        kernel = *std::prev(after);
+      else if (previous != nullptr && event.start_ns <= previous->stop_ns)
+        kernel = previous_kernel;
+      previous_kernel = kernel;
+      if (kernel != nullptr) PlaceOn(session, *kernel, &event, names);
+    }
   }
 }
 

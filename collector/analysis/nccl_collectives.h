@@ -1,11 +1,14 @@
 // NCCL's collectives matched across ranks (docs/distributed.md, "NCCL"): the plugin's record of
-// each rank's enqueue (Session::nccl_events) grouped by communicator and NCCL's sequence number
-// where the plugin had them, else by the order of each rank's collectives on the communicator;
-// a process the plugin told nothing of gives its NCCL kernels of the GPU timeline instead
-// (ncclDevKernel_AllReduce_...), each arriving at its launch, matched by their order.
-// A rank arrives when its enqueue starts; the GPU kernel of an earlier rank waits for the last
-// one, so each rank waited from its arrival to the last's. Why the last was late is its own
-// thread's chain over the time it kept the others waiting (diagnosis.h's ChainFollower).
+// each rank's collective (Session::nccl_events) grouped by communicator, function and NCCL's
+// sequence number (which counts each function's collectives apart) where the plugin had them,
+// else by the order of each rank's collectives on the communicator; a process the plugin told
+// nothing of gives its NCCL kernels of the GPU timeline instead (ncclDevKernel_AllReduce_...),
+// matched by their order. NCCL starts a record just after launching the collective's kernel, on
+// the launching thread: the record's kernel is the last NCCL kernel that thread launched. A rank
+// arrives when that kernel starts on its GPU (else at the launch); an earlier rank's kernel
+// waits for the last one's, so each rank waited from its arrival to the last's. Why the last was
+// late: its GPU, where its kernel waited there behind other work most of that time; else its
+// thread's chain until it launched the kernel (diagnosis.h's ChainFollower).
 #pragma once
 
 #include <cstdint>

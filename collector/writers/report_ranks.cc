@@ -71,22 +71,27 @@ std::string NcclMatchingText(const std::vector<JobSession>& sessions, const Rank
   return out.str();
 }
 
-// The user's own NCCL profiler plugin that gprof-run's chained, where a session had one.
+// The user's own NCCL profiler plugin that gprof-run's chained, where a session had one: the
+// one NCCL_PROFILER_PLUGIN named, else the one the plugin says it loaded as NCCL would unasked
+// (libnccl-profiler.so).
 std::string NcclChainText(const std::vector<JobSession>& sessions) {
   for (const JobSession& job_session : sessions) {
     const Session& session = *job_session.session;
-    if (session.meta.nccl_plugin.empty()) continue;
+    std::string name = session.meta.nccl_plugin;
     bool failed = false, chained = false;
     for (const NcclEvent& event : session.nccl_events) {
       if (event.kind != static_cast<uint16_t>(format::NcclEventKind::kCommInit)) continue;
       chained |= (event.flags & format::kNcclChained) != 0;
       failed |= (event.flags & format::kNcclChainFailed) != 0;
+      if (name.empty() && event.func < session.nccl_names.size())
+        name = session.nccl_names[event.func];
     }
+    if (name.empty()) continue;
     if (chained)
-      return "  NCCL: the program's own profiler plugin (" + session.meta.nccl_plugin +
+      return "  NCCL: the program's own profiler plugin (" + name +
              ") was chained: it got every event it asked for\n";
     if (failed)
-      return "  NCCL: the program's own profiler plugin (" + session.meta.nccl_plugin +
+      return "  NCCL: the program's own profiler plugin (" + name +
              ") could not be chained (not found, or no interface version NCCL asked for)\n";
   }
   return "";

@@ -6,7 +6,12 @@
 
 extern "C" {
 
-typedef enum { ncclSuccess = 0, ncclSystemError = 2, ncclInvalidArgument = 4 } ncclResult_t;
+typedef enum {
+  ncclSuccess = 0,
+  ncclSystemError = 2,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5
+} ncclResult_t;
 typedef enum { ncclFloat32 = 7 } ncclDataType_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
 typedef struct ncclComm* ncclComm_t;
@@ -21,5 +26,11 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, void* stream);
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, void* stream);
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, void* stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, void* stream);
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 }

@@ -1,8 +1,8 @@
 """Issue 37 on the GPU machine: a world-size-1 torch.distributed NCCL loop under gprof-run.
 
-  nccl_world1.py run STEPS        all_reduce STEPS times, all_to_all_single STEPS times, then
-                                  STEPS groups of ncclSend + ncclRecv to itself on a communicator
-                                  of its own (NCCL called through ctypes); prints
+  nccl_world1.py run STEPS        all_reduce, all_to_all_single and all_to_all STEPS times
+                                  each, then STEPS groups of ncclSend + ncclRecv to itself on a
+                                  communicator of its own (NCCL called through ctypes); prints
                                   nccl_version=X.Y.Z and p2p_steps=N
   nccl_world1.py check REPORT_JSON STDOUT STEPS
 
@@ -11,8 +11,10 @@ interface version NCCL used), and each record the plugin made has its NCCL kerne
 timeline, launched by the record's thread just before the record started (NCCL starts its events
 after the launch) and started on the GPU after that launch, the kernels in the records' order.
 NCCL hands a one-rank communicator's collectives to ncclLaunchOneRank before any profiler event
-(src/enqueue.cc, taskAppend), and torch may call ncclAlltoAll, which goes the same way: so the
-records come from the sends and receives to itself, which NCCL does enqueue. An NCCL older than
+(src/enqueue.cc, taskAppend: a copy, or nothing in place), and torch built with NCCL 2.28 or
+later sends all_to_all_single to ncclAlltoAll, which goes the same way: so the records come from
+the sends and receives to itself, which NCCL does enqueue (one ncclDevKernel_SendRecv kernel and
+a P2p record each per group): all_to_all's (a list of tensors: torch's nccl::all2all) and ours. An NCCL older than
 2.24 has no profiler interface gprof-run reads: that is said, and the kernels are only listed.
 Exits 1 on a miss.
 """
@@ -33,6 +35,8 @@ def run(steps):
         dist.all_reduce(x)
     for _ in range(steps):
         dist.all_to_all_single(y, x)
+    for _ in range(steps):
+        dist.all_to_all([y], [x])
     torch.cuda.synchronize()
     print("nccl_version=" + ".".join(str(v) for v in torch.cuda.nccl.version()))
     dist.destroy_process_group()

@@ -429,6 +429,7 @@ TEST(NcclRecords, ReadBackAndGivenTheirKernels) {
     ASSERT_FALSE(record["kernel"].is_null()) << record.dump(1);
     EXPECT_EQ(record["kernel"]["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     EXPECT_EQ(record["kernel"]["launch_ns"], 2100 + seq * 1000);
+    EXPECT_EQ(record["kernel"]["launch_end_ns"], 2200 + seq * 1000);
   }
   EXPECT_EQ(records["records"][0]["kernel"]["start_ns"], 2300);
   EXPECT_TRUE(records["records"][0]["kernel"]["queued_behind"].is_null());

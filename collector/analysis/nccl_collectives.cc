@@ -100,6 +100,7 @@ void PlaceOn(const Session& session, const NcclKernel& kernel, NcclEvent* event,
              NameTable& names) {
   const GpuActivity& activity = *kernel.activity;
   event->launch_ns = kernel.launch ? kernel.launch->enter_ns : 0;
+  event->launch_end_ns = kernel.launch ? kernel.launch->exit_ns : 0;
   event->gpu_start_ns = activity.start_ns;
   event->gpu_end_ns = activity.end_ns;
   event->kernel = names.Of(session.KernelName(std::get<GpuKernel>(activity.detail)));

@@ -711,6 +711,7 @@ struct NcclEvent {
   // Its NCCL kernel, where the GPU timeline has it (nccl_collectives.h's PlaceNcclKernels): the
   // launch call's start on the host; the kernel's run on the GPU; its name. 0, kNoName: unknown.
   uint64_t launch_ns = 0;
+  uint64_t launch_end_ns = 0;
   uint64_t gpu_start_ns = 0;
   uint64_t gpu_end_ns = 0;
   uint32_t kernel = kNoName;         // Session::nccl_names

@@ -227,6 +227,7 @@ nlohmann::json NcclRecordsJson(const Session& session) {
     if (event.kernel != NcclEvent::kNoName) {
       kernel = {{"name", name(event.kernel)},
                 {"launch_ns", event.launch_ns != 0 ? json(event.launch_ns) : json()},
+                {"launch_end_ns", event.launch_ns != 0 ? json(event.launch_end_ns) : json()},
                 {"start_ns", event.gpu_start_ns},
                 {"end_ns", event.gpu_end_ns},
                 {"queued_behind", event.queued_behind != NcclEvent::kNoName

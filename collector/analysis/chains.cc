@@ -40,10 +40,12 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     }
     // The wait that ended last was ended by data another thread wrote (a socket's reader woken
     // from softirq): what it waited for at the end, whatever its longer waits were (timeouts).
+    // Waits after it that nobody ended (a poll's timeout, an interrupt that brought nothing) do
+    // not hide it.
     for (auto wait = split.waits.rbegin(); wait != split.waits.rend(); ++wait) {
       if (wait->state == OffCpuState::kRunnable) continue;
       if (wait->data_written_ns != 0) longest = &*wait;
-      break;
+      if (wait->data_written_ns != 0 || wait->waker_tid != 0 || wait->ended_by_exit) break;
     }
     if (longest != nullptr) {
       link.wait = *longest;
@@ -144,10 +146,13 @@ void Diagnoser::FollowChain(Stall& stall) const {
 
 Diagnoser::Holder Diagnoser::HolderOf(uint32_t waiter, const Wait& wait) const {
   const uint64_t asleep_until = wait.wake_ns != 0 ? wait.wake_ns : wait.end_ns;
-  // Found through its data: the writer held it up until it wrote.
-  Holder holder{wait.waker_tid,
-                wait.data_written_ns != 0 ? std::min(wait.data_written_ns, asleep_until)
-                                          : asleep_until};
+  // Found through its data: the writer held it up until it wrote. The TCP send that queued the
+  // bytes it read may have begun after its wake (a poll's timeout woke it, the bytes came
+  // before its read): until then all the same.
+  Holder holder{wait.waker_tid, wait.data_send != nullptr ? wait.data_send->start_ns
+                                : wait.data_written_ns != 0
+                                    ? std::min(wait.data_written_ns, asleep_until)
+                                    : asleep_until};
   if (const LockWait* lock = wait.kernel_lock;
       lock != nullptr && lock->owner_tid != 0 && !wait.owner_hint_stale) {
     if (holder.tid == 0 || !InTree(holder.tid)) holder.tid = lock->owner_tid;

@@ -415,8 +415,8 @@ static __always_inline bool was_woken(const struct gprof_offcpu_pending* entry) 
 
 /* Per-thread state --------------------------------------------------------------------------- */
 
-/* Writes the count of a thread's quick page faults and forgets it. */
-static __always_inline void flush_quick_faults(__u32 tid) {
+/* Writes the count of a thread's quick page faults, counted up to `now`, and forgets it. */
+static __always_inline void flush_quick_faults(__u32 tid, __u64 now) {
   struct gprof_fault_state* quick = bpf_map_lookup_elem(&fault_pending, &tid);
   if (!quick || quick->quick_count == 0) return;
   struct gprof_event_count* rec = reserve(sizeof(*rec), GPROF_REC_EVENT_COUNT);
@@ -428,6 +428,7 @@ static __always_inline void flush_quick_faults(__u32 tid) {
     rec->count = quick->quick_count;
     rec->total_ns = quick->quick_total_ns;
     rec->limit_ns = slow_fault_ns;
+    rec->time_ns = now;
     submit(rec);
   }
   quick->quick_count = 0;

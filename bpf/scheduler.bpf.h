@@ -108,6 +108,9 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
        * stores in order; the barrier keeps the compiler from moving them). */
       asm volatile("" ::: "memory");
       entry->start_ns = now;
+      /* Its quick page faults since it last switched out fell in the run that ends here: what
+       * a page-fault storm cost is then known by run, not only by thread. */
+      flush_quick_faults(prev_tid, now);
     } else if (entry->start_ns) {
       /* No interval: none for a wakeup outside the window to take, none for a switch-in to end
        * (one whose own switch-in went unseen ends here, unrecorded). */

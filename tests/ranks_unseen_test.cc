@@ -1,7 +1,6 @@
 // Issue 37's straggler diagnosis against programs of other shapes than straggler_ranks.py
-// (tests/apps/ranks/unseen_ranks.py): other causes (a child process, a C sleep, a page-fault
-// storm, a checkpoint thread's RLock, a slow producer queue, a busy shell on the rank's CPU),
-// other collectives (broadcast, all_gather, reduce, barrier), two late ranks in one run. And what
+// (tests/apps/ranks/unseen_ranks.py): other causes (a child process, a page-fault storm, a
+// checkpoint thread's RLock), another collective (broadcast), two late ranks in one run. And what
 // those runs found, on synthetic sessions: a gloo socket thread that polls with timeouts, woken
 // by one a moment before the bytes that ended its wait were sent, or sleeping a moment more after
 // them, hid the rank that sent them.
@@ -202,6 +201,14 @@ TEST_F(RanksUnseen, ACheckpointThreadsRLockUnderSpawn) {
   ASSERT_FALSE(run.run.loggers.empty()) << run.run.out;
   json report = ReadJson(dir_.Sub("job/report.json"));
   ExpectStraggler(report["ranks"], run.run, {.late = 2, .root_tids = run.run.loggers});
+}
+
+// Rank 1 faults in 64 MB page by page, several times, before each broadcast: the root, on CPU,
+// says how much of it went in page faults.
+TEST_F(RanksUnseen, APageFaultStormBeforeABroadcast) {
+  UnseenRun run = Launch(OneSession("launch", "pagefault", 2));
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectStraggler(report["ranks"], run.run, {.late = 1, .cause = "page faults"});
 }
 
 // Rank 1 late (asleep) in odd steps, rank 2 (on CPU) in even ones: each step's waits name its

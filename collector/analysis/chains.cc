@@ -67,6 +67,7 @@ ChainLink Diagnoser::MakeLink(uint32_t tid, uint64_t start_ns, uint64_t end_ns) 
     // On CPU in a memory map call: a munmap freeing a large region, holding the mmap_lock.
     link.memory_call = reader_.MemoryCallAt(tid, link.end_ns);
     link.ran = WhatRanOnCpu(session_, tid, link.start_ns, link.end_ns);
+    link.faults = reader_.QuickFaultsDuring(tid, link.start_ns, link.end_ns);
   }
   return link;
 }

@@ -64,6 +64,7 @@ struct ChainLink {
   const GpuActivity* gpu_activity = nullptr;   // kGpu: what the GPU ran longest meanwhile
   const MemoryMapCall* memory_call = nullptr;  // the memory map call it was in (a munmap)
   OnCpuActivity ran;  // kOnCpu: what it ran, from the samples of the window
+  FaultTime faults;   // kOnCpu: its quick page faults in the window (a page-fault storm)
 };
 
 // A sleep of at least the threshold.

@@ -148,6 +148,7 @@ struct ThreadIndex {
         calls(session.api_calls),
         lock_waits(session.lock_waits),
         page_faults(session.page_faults),
+        quick_fault_runs(session.quick_fault_runs),
         device_waits(session.device_waits),
         memory_map_calls(session.memory_map_calls) {}
 
@@ -157,6 +158,7 @@ struct ThreadIndex {
   PerThread<ApiCall> calls;
   PerThread<LockWait> lock_waits;
   PerThread<PageFault> page_faults;
+  PerThread<QuickFaultRun> quick_fault_runs;
   PerThread<DeviceWait> device_waits;
   PerThread<MemoryMapCall> memory_map_calls;
 };

@@ -25,6 +25,27 @@ const ApiCall* WaitReader::CallAt(uint32_t tid, uint64_t time_ns) const {
   return index_->calls.At(tid, time_ns);
 }
 
+FaultTime WaitReader::QuickFaultsDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const {
+  FaultTime time;
+  for (const QuickFaultRun* run : index_->quick_fault_runs.During(tid, start_ns, UINT64_MAX)) {
+    const OffCpuInterval* before = index_->off_cpu.LastBefore(tid, run->end_ns);
+    // Its first run without an interval before it: counted at its end only.
+    const uint64_t from = before != nullptr ? std::min(before->end_ns, run->end_ns) : run->end_ns;
+    if (from >= end_ns) break;
+    const uint64_t first = std::max(from, start_ns), last = std::min(run->end_ns, end_ns);
+    if (from == run->end_ns) {
+      time.faults += run->count;
+      time.ns += run->total_ns;
+      continue;
+    }
+    if (last <= first) continue;
+    const double share = static_cast<double>(last - first) / static_cast<double>(run->end_ns - from);
+    time.faults += static_cast<uint64_t>(static_cast<double>(run->count) * share);
+    time.ns += static_cast<uint64_t>(static_cast<double>(run->total_ns) * share);
+  }
+  return time;
+}
+
 CallTime WaitReader::CallTimeDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns,
                                     const ApiCall* except) const {
   CallTime time;

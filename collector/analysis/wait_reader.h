@@ -24,6 +24,12 @@ struct TimeSplit {
   std::vector<Wait> waits;
 };
 
+// A thread's quick page faults over an interval, and the time they took.
+struct FaultTime {
+  uint64_t faults = 0;
+  uint64_t ns = 0;
+};
+
 // How much of an interval a thread spent inside CUDA calls.
 struct CallTime {
   uint64_t in_calls_ns = 0;  // inside any of its calls (nested ones counted once)
@@ -69,6 +75,8 @@ class WaitReader {
   TimeSplit Split(uint32_t tid, uint64_t start, uint64_t end) const;
   // The CUDA call of `tid` in progress at `time_ns` (the innermost), or nullptr.
   const ApiCall* CallAt(uint32_t tid, uint64_t time_ns) const;
+  // The quick page faults of `tid` in [start_ns, end_ns): each run's, spread evenly over the run.
+  FaultTime QuickFaultsDuring(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
   // The time `tid` spent inside CUDA calls during [start_ns, end_ns); `except` is the call asked
   // about, kept out of CallTime's other calls. (A call in progress at start_ns whose nested call
   // ended before it is missed, as CallAt misses it: only activity records nest calls.)

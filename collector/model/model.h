@@ -463,6 +463,19 @@ struct PageFault {
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
+// Quick page faults of one thread (under Session::quick_page_fault_limit_ns) in its run on CPU
+// that ended at time_ns, its switch-out, where the kernel recorder wrote them (a run's start is
+// the end of the thread's off-CPU interval before). start_ns and end_ns are both time_ns, for the
+// per-thread index.
+struct QuickFaultRun {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t count = 0;
+  uint64_t total_ns = 0;  // their summed duration
+};
+
 // A signal the kernel generated for a thread of the tree (gprof_signal of
 // inject/format/kernel_events.h).
 struct SignalSent {
@@ -770,6 +783,7 @@ struct Session {
   std::map<std::pair<uint32_t, uint64_t>, StreamRead> stream_reads;
   RecordVector<TcpTransfer> tcp_transfers;         // sorted by start_ns
   RecordVector<PageFault> page_faults;             // sorted by start_ns
+  RecordVector<QuickFaultRun> quick_fault_runs;    // sorted by start_ns
   RecordVector<MemoryMapCall> memory_map_calls;    // sorted by start_ns
   RecordVector<TaskStart> task_starts;             // sorted by time_ns
   std::vector<SignalSent> signals;                 // as recorded: by time on each CPU

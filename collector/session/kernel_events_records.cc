@@ -554,8 +554,9 @@ void KernelRecordDecoder::DecodeLost(const RecordView& record) {
 }
 
 void KernelRecordDecoder::DecodeEventCount(const RecordView& record) {
-  gprof_event_count event;
-  if (!ReadRecord(record.bytes, &event)) return Malformed(record, "event count");
+  gprof_event_count event{};
+  if (!ReadGrownRecord(record.bytes, GPROF_EVENT_COUNT_FIRST_SIZE, &event))
+    return Malformed(record, "event count");
   switch (event.kind) {
     case GPROF_COUNT_QUICK_PAGE_FAULTS: {
       if (event.tid == 0) return Malformed(record, "page fault count");
@@ -564,6 +565,9 @@ void KernelRecordDecoder::DecodeEventCount(const RecordView& record) {
       thread.tid = event.tid;
       thread.quick_page_faults += event.count;
       thread.quick_page_fault_ns += event.total_ns;
+      if (event.time_ns != 0)
+        session_->quick_fault_runs.push_back(QuickFaultRun{
+            event.time_ns, event.time_ns, event.pid, event.tid, event.count, event.total_ns});
       session_->quick_page_fault_limit_ns = event.limit_ns;
       threads_->SeeThread(event.tid, event.pid);
       return;

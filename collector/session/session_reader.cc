@@ -341,6 +341,7 @@ void SessionBuilder::Finish() {
   std::sort(session_->device_waits.begin(), session_->device_waits.end(), by_start);
   std::sort(session_->tcp_transfers.begin(), session_->tcp_transfers.end(), by_start);
   std::sort(session_->page_faults.begin(), session_->page_faults.end(), by_start);
+  std::sort(session_->quick_fault_runs.begin(), session_->quick_fault_runs.end(), by_start);
   std::sort(session_->recording_stops.begin(), session_->recording_stops.end(),
             [](const RecordingStop& a, const RecordingStop& b) { return a.time_ns < b.time_ns; });
   std::sort(session_->memory_map_calls.begin(), session_->memory_map_calls.end(), by_start);

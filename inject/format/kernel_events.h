@@ -420,9 +420,9 @@ enum gprof_event_count_kind {
                                         recorded one by one; total_ns is 0 (not measured) */
 };
 
-/* Events counted rather than recorded. Quick page faults: one record per thread, written when
- * it exits (or execs as another thread, see exec_old_tid) and by the loader at the end for
- * threads still alive. Spin contention: one record per CPU, by the loader at the end (pid and
+/* Events counted rather than recorded. Quick page faults: one record per run on CPU of a thread
+ * that had some, written when it switches out, exits (or execs as another thread, see
+ * exec_old_tid), and by the loader at the end for threads still alive (time_ns 0 there). Spin contention: one record per CPU, by the loader at the end (pid and
  * tid 0: the whole tree). */
 struct gprof_event_count {
   struct gprof_rec_hdr hdr;
@@ -433,7 +433,12 @@ struct gprof_event_count {
   __u64 count;
   __u64 total_ns; /* their summed duration */
   __u64 limit_ns; /* quick page faults: the threshold they stayed under */
+  /* Added later (gprof_event_count_first_size before): when they were counted up to. Quick page
+   * faults are written at each switch-out of a thread that had some, so they fell in its run on
+   * CPU that ended then; 0 from an older recorder. */
+  __u64 time_ns;
 };
+#define GPROF_EVENT_COUNT_FIRST_SIZE 48
 
 enum gprof_signal_flags {
   GPROF_SIGNAL_TO_THREAD = 1u << 0, /* to one thread (tgkill, a fault's SIGSEGV); else to the
@@ -776,7 +781,7 @@ _Static_assert(sizeof(struct gprof_python_stack) == 48, "gprof_python_stack layo
 #ifdef __cplusplus
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_wait_count) == 104, "");
-static_assert(sizeof(struct gprof_event_count) == 48, "");
+static_assert(sizeof(struct gprof_event_count) == 56, "");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
 static_assert(sizeof(struct gprof_lock_wait) == 80, "");
 static_assert(sizeof(struct gprof_device_wait) == 72, "");
@@ -805,7 +810,7 @@ _Static_assert(sizeof(struct gprof_futex) == 88, "gprof_futex layout");
 _Static_assert(sizeof(struct gprof_task_new) == 72, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
-_Static_assert(sizeof(struct gprof_event_count) == 48, "gprof_event_count layout");
+_Static_assert(sizeof(struct gprof_event_count) == 56, "gprof_event_count layout");
 _Static_assert(sizeof(struct gprof_signal) == 64, "gprof_signal layout");
 _Static_assert(sizeof(struct gprof_wait_count) == 104, "gprof_wait_count layout");
 #endif

@@ -179,6 +179,10 @@ std::string DescribeLink(const Session& session, const ChainLink& link, const Lo
       return text + " (had exited)";
     case ChainLink::State::kOnCpu:
       text += " on CPU " + FormatDuration(link.on_cpu_ns) + OnCpuWords(link.ran);
+      // Page faults are said where they took a tenth of its time on CPU or more.
+      if (link.faults.ns * 10 >= link.on_cpu_ns && link.faults.ns > 0)
+        text += ", " + FormatDuration(link.faults.ns) + " of it in " +
+                WithThousands(link.faults.faults) + " page faults";
       break;
     case ChainLink::State::kRunnable:
       text += " waiting for a CPU " + FormatDuration(link.runnable_ns);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collector/analysis/diagnosis.h"
+#include "collector/analysis/rank_waits.h"
 #include "tests/analysis_sessions.h"
 #include "tests/scenario_facts.h"
 #include "tests/straggler_support.h"
@@ -108,6 +109,34 @@ TEST(PollingSocketThread, ASendJustAfterAPollsTimeoutIsFollowedIntoItsSender) {
 // hid the wait the bytes ended: its longest sleep, a timeout, was taken for what it waited on.
 TEST(PollingSocketThread, AShortSleepAfterTheDataDoesNotHideTheSender) {
   ExpectChainToTheWorker(PollingSocketThread(54 * kMs + 100 * kUs, 54 * kMs, true));
+}
+
+// Rank 1 late in one step, rank 2 in the next (alternate): rank 1's wait for rank 2 begins
+// before rank 0's wait for rank 1 has ended (rank 0 was woken a moment after rank 1 went on).
+// The two steps are two collectives: rank 1 arrived last in one and waited in the other. Taken
+// for one (they overlap), rank 1 was said to have waited in the collective it was late to.
+TEST(RankCollectives, TwoStepsThatTouchAreTwoCollectives) {
+  auto wait = [](int waiting, int late, uint64_t start, uint64_t end) {
+    RankWait w;
+    w.waiting_rank = waiting;
+    w.late_rank = late;
+    w.start_ns = start;
+    w.end_ns = end;
+    return w;
+  };
+  std::vector<RankWait> waits = {wait(0, 1, 0, 205 * kMs), wait(2, 1, 1 * kMs, 202 * kMs),
+                                 wait(1, 2, 201 * kMs, 405 * kMs),
+                                 wait(0, 2, 206 * kMs, 405 * kMs)};
+  RankWaits found = FindRankWaits({}, {}, [](int, uint32_t) { return std::optional<int>(); }, 3,
+                                  {}, waits);
+  ASSERT_EQ(found.collectives.size(), 2u);
+  for (const Collective& collective : found.collectives) {
+    EXPECT_EQ(collective.waits.size(), 2u);
+    for (int w : collective.waits) {
+      EXPECT_EQ(found.waits[w].late_rank, collective.late_rank);
+      EXPECT_NE(found.waits[w].waiting_rank, collective.late_rank);
+    }
+  }
 }
 
 }  // namespace

@@ -92,29 +92,36 @@ std::vector<RankWait> OneWaitPerOverlap(std::vector<RankWait> waits) {
   return merged;
 }
 
-// Waits of different ranks that overlap, each rank once: one collective.
+// Waits of different ranks that overlap, each rank once: one collective. A rank waited for in it
+// waits in it for no one, and no rank waits in it for one that waits: the waits of two steps that
+// touch (one rank late in one, another in the next) are two collectives.
 std::vector<Collective> GroupCollectives(const std::vector<RankWait>& waits) {
   std::vector<Collective> collectives;
-  std::vector<bool> rank_in;  // by rank: the current collective has a wait of it
-  auto has = [&](int rank) {
-    return rank >= 0 && static_cast<size_t>(rank) < rank_in.size() && rank_in[rank];
+  // By rank: the current collective has a wait of it, a wait for it.
+  std::vector<bool> waiting_in, late_in;
+  auto has = [](const std::vector<bool>& ranks, int rank) {
+    return rank >= 0 && static_cast<size_t>(rank) < ranks.size() && ranks[rank];
+  };
+  auto add = [](std::vector<bool>& ranks, int rank) {
+    if (rank < 0) return;
+    if (ranks.size() <= static_cast<size_t>(rank)) ranks.resize(rank + 1, false);
+    ranks[rank] = true;
   };
   for (size_t i = 0; i < waits.size(); ++i) {
     const RankWait& wait = waits[i];
     if (collectives.empty() || wait.start_ns >= collectives.back().end_ns ||
-        has(wait.waiting_rank)) {
+        has(waiting_in, wait.waiting_rank) || has(late_in, wait.waiting_rank) ||
+        has(waiting_in, wait.late_rank)) {
       collectives.push_back({wait.start_ns, wait.end_ns, {}, 0, 0});
-      rank_in.assign(rank_in.size(), false);
+      waiting_in.assign(waiting_in.size(), false);
+      late_in.assign(late_in.size(), false);
     }
     Collective& collective = collectives.back();
     collective.start_ns = std::min(collective.start_ns, wait.start_ns);
     collective.end_ns = std::max(collective.end_ns, wait.end_ns);
     collective.waits.push_back(static_cast<int>(i));
-    if (wait.waiting_rank >= 0) {
-      if (rank_in.size() <= static_cast<size_t>(wait.waiting_rank))
-        rank_in.resize(wait.waiting_rank + 1, false);
-      rank_in[wait.waiting_rank] = true;
-    }
+    add(waiting_in, wait.waiting_rank);
+    add(late_in, wait.late_rank);
   }
   for (Collective& collective : collectives) {
     std::stable_sort(collective.waits.begin(), collective.waits.end(),

@@ -223,6 +223,14 @@ TEST_F(RanksUnseen, ARankWaitingForItsChildProcessMerged) {
   ExpectStraggler(report["ranks"], run.run, {.late = 0, .cause = "of sleep of rank 0 asleep"});
 }
 
+// The same under torch.multiprocessing.spawn: the child `sleep`, read between its fork and its
+// exec with its parent's Python frames (spawn_main), is no multiprocessing child.
+TEST_F(RanksUnseen, ARankWaitingForItsChildProcessUnderSpawn) {
+  UnseenRun run = Launch(OneSession("spawn", "subproc", 2));
+  json report = ReadJson(dir_.Sub("job/report.json"));
+  ExpectStraggler(report["ranks"], run.run, {.late = 0, .cause = "of sleep of rank 0 asleep"});
+}
+
 // Three ranks started by torch.multiprocessing.spawn; rank 2's checkpoint thread holds an RLock
 // that its main thread waits for on a Condition: the root is that thread.
 TEST_F(RanksUnseen, ACheckpointThreadsRLockUnderSpawn) {

@@ -269,8 +269,15 @@ std::map<uint32_t, std::string> FindProcessRoles(const Session& session) {
   };
   std::map<uint32_t, size_t> best;  // pid -> marker
   std::set<std::pair<uint32_t, uint32_t>> looked;  // (pid, frame set)
+  // A stack read before the process's last exec is of the program it replaced: a child that
+  // subprocess forked, read between its fork and its exec, shows its parent's frames.
+  auto before_exec = [&](const PythonStack& stack) {
+    auto process = session.processes.find(stack.pid);
+    return process != session.processes.end() && !process->second.exec_ns.empty() &&
+           stack.time_ns < process->second.exec_ns.back();
+  };
   for (const PythonStack& stack : python.stacks) {
-    if (!looked.insert({stack.pid, stack.frames}).second) continue;
+    if (before_exec(stack) || !looked.insert({stack.pid, stack.frames}).second) continue;
     for (const PythonFrameRef& frame : python.FramesOf(stack)) {
       // In the process, or one it was forked from (a few generations).
       uint32_t reader = stack.pid;

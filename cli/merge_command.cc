@@ -1,6 +1,5 @@
 #include "cli/merge_command.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/run_command.h"
+#include "cli/session_directory.h"
 #include "collector/job/merge.h"
 #include "collector/model/value_format.h"
 #include "collector/session/session_files.h"
@@ -46,29 +46,6 @@ std::string AsTheSessionsOwner(const std::vector<std::string>& directories) {
   return "";
 }
 
-// OUT made afresh (a directory already there is used only when empty), and opened once.
-Expected<collector::FileDescriptor> MakeOutputDirectory(const std::string& path) {
-  const std::string shown = collector::PrintableName(path);
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::FromErrno(errno, "cannot make " + shown + ": " + strerror(errno));
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "cannot open " + shown + ": " + strerror(errno));
-  collector::FileDescriptor dir(fd);
-  int probe = dup(fd);
-  DIR* listing = probe >= 0 ? fdopendir(probe) : nullptr;
-  bool empty = listing != nullptr;
-  while (listing != nullptr) {
-    dirent* entry = readdir(listing);
-    if (entry == nullptr) break;
-    if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) empty = false;
-  }
-  if (listing != nullptr) closedir(listing);
-  if (!empty)
-    return Status::Error(StatusCode::kInvalid,
-                         shown + " is not empty: -o names a new directory for the merged report");
-  return dir;
-}
-
 }  // namespace
 
 int MergeCommand(const MergeCommandOptions& options) {
@@ -78,7 +55,13 @@ int MergeCommand(const MergeCommandOptions& options) {
       return kExitToolFailure;
     }
   }
-  auto out = MakeOutputDirectory(options.output_dir);
+  if (options.output_dir.empty()) {
+    Say("merge: -o names a new directory for the merged report");
+    return kExitToolFailure;
+  }
+  // OUT holds every session's report (command lines, memory maps, kernel addresses): made as a
+  // session directory is, and claimed by its report.txt, so that two merges never share it.
+  auto out = CreateOutputDirectory(options.output_dir, "report.txt");
   if (!out.ok()) {
     Say(out.status().message());
     return kExitToolFailure;
@@ -88,7 +71,8 @@ int MergeCommand(const MergeCommandOptions& options) {
   merge.memory_budget_bytes = options.collector_memory_bytes;
   Expected<collector::MergeResult> result = [&]() -> Expected<collector::MergeResult> {
     try {
-      return collector::MergeSessions(options.directories, options.output_dir, out->get(), merge);
+      return collector::MergeSessions(options.directories, options.output_dir, out->fd.get(),
+                                      merge);
     } catch (const std::bad_alloc&) {
       return Status::Error(StatusCode::kOutOfMemory, "out of memory merging the sessions");
     } catch (const std::exception& error) {
@@ -97,6 +81,7 @@ int MergeCommand(const MergeCommandOptions& options) {
   }();
   if (!result.ok()) {
     Say(result.status().message());
+    DiscardSession(*out, LaunchSettings{});  // nothing half made is left, nor OUT if it was made
     return kExitToolFailure;
   }
   fputs(result->text_report.c_str(), stdout);

@@ -93,8 +93,9 @@ Status InUse(const std::string& shown, bool session) {
 }
 
 // Opens `name`, made or found in `parent_fd`, never through a link, and checks that it may hold a
-// session: a directory of this process's user (for root, writable by no one else), empty.
-Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
+// session: a directory of this process's user (for root, writable by no one else), empty. It is
+// claimed by making `claim` in it.
+Status OpenAndCheck(SessionDirectory* dir, const std::string& shown, const char* claim) {
   dir->fd = collector::FileDescriptor(openat(dir->parent_fd.get(), dir->name.c_str(),
                                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat info {};
@@ -149,21 +150,22 @@ Status OpenAndCheck(SessionDirectory* dir, const std::string& shown) {
   // The claim: of the runs that found it empty, the one that makes session.json has it (O_EXCL is
   // atomic, also on NFS 3 and later); the others stop here. It is made empty and written once the
   // command is set up (WriteSessionMeta, through a temporary file renamed over it).
-  int claim = openat(dir->fd.get(), format::kSessionMetaFile,
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (claim < 0) {
-    if (errno == EEXIST) return InUse(shown, true);
+  int claimed = openat(dir->fd.get(), claim, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0644);
+  if (claimed < 0) {
+    if (errno == EEXIST) return InUse(shown, strcmp(claim, format::kSessionMetaFile) == 0);
     return Status::FromErrno(errno, "cannot write in session directory " + shown + ": " +
                                         strerror(errno));
   }
-  close(claim);
+  close(claimed);
   dir->path = PathOf(dir->fd.get(), shown);
   return {};
 }
 
 // The work of CreateSessionDirectory, as whoever this process is.
 Expected<SessionDirectory> MakeSessionDirectory(const std::string& requested,
-                                                const std::string& command) {
+                                                const std::string& command,
+                                                const char* claim = format::kSessionMetaFile) {
   SessionDirectory dir;
   if (!requested.empty()) {
     const std::string shown = collector::PrintableName(requested);
@@ -189,7 +191,7 @@ Expected<SessionDirectory> MakeSessionDirectory(const std::string& requested,
       return Status::FromErrno(errno,
                                "cannot create session directory " + shown + ": " + strerror(errno));
     }
-    if (Status checked = OpenAndCheck(&dir, shown); !checked.ok()) return checked;
+    if (Status checked = OpenAndCheck(&dir, shown, claim); !checked.ok()) return checked;
     return dir;
   }
   dir.parent_fd = collector::FileDescriptor(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -200,7 +202,7 @@ Expected<SessionDirectory> MakeSessionDirectory(const std::string& requested,
     dir.name = attempt == 1 ? base : base + "-" + std::to_string(attempt);
     if (mkdirat(dir.parent_fd.get(), dir.name.c_str(), kSessionDirectoryMode) == 0) {
       dir.created = true;
-      Status checked = OpenAndCheck(&dir, collector::PrintableName(dir.name));
+      Status checked = OpenAndCheck(&dir, collector::PrintableName(dir.name), claim);
       if (!checked.ok()) return checked;
       return dir;
     }
@@ -363,6 +365,10 @@ Expected<SessionDirectory> CreateSessionDirectory(const std::string& requested,
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   return dir;
+}
+
+Expected<SessionDirectory> CreateOutputDirectory(const std::string& requested, const char* claim) {
+  return MakeSessionDirectory(requested, "", claim);
 }
 
 std::string SessionMetaText(const RunDescription& run) {

@@ -48,6 +48,11 @@ Expected<SessionDirectory> CreateSessionDirectory(const std::string& requested,
                                                   const std::string& command,
                                                   const LaunchSettings& as);
 
+// A new directory for outputs made from sessions (`gprof-run merge -o`), made and checked as a
+// session directory given with -o is (mode 0700; an existing one empty, this process's user's, for
+// root writable by no one else, not a link) and claimed by making `claim` in it.
+Expected<SessionDirectory> CreateOutputDirectory(const std::string& requested, const char* claim);
+
 // What session.json says about the run (read back by collector/session/session_reader.cc).
 struct RunDescription {
   std::vector<std::string> command;

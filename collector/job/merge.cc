@@ -1,8 +1,11 @@
 #include "collector/job/merge.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -34,14 +37,25 @@ class SpillInto {
   SpillInto& operator=(const SpillInto&) = delete;
 };
 
-// The session directories, each opened once for every pass: a pass reads what the first did.
+// The session directories, each opened once for every pass: a pass reads what the first did. One
+// directory given twice (under two names, or a link) would count its ranks and waits twice.
 Expected<std::vector<FileDescriptor>> OpenAll(const std::vector<std::string>& directories) {
   std::vector<FileDescriptor> opened;
-  for (const std::string& directory : directories) {
-    auto dir = OpenSessionDirectory(directory);
+  std::map<std::pair<dev_t, ino_t>, size_t> seen;
+  for (size_t i = 0; i < directories.size(); ++i) {
+    auto dir = OpenSessionDirectory(directories[i]);
     if (!dir.ok())
       return Status::Error(StatusCode::kNotFound,
-                           PrintableName(directory) + ": no such session directory");
+                           PrintableName(directories[i]) + ": no such session directory");
+    struct stat info {};
+    if (fstat(dir->get(), &info) != 0)
+      return Status::FromErrno(errno, PrintableName(directories[i]) + ": " + strerror(errno));
+    auto [first, added] = seen.emplace(std::make_pair(info.st_dev, info.st_ino), i);
+    if (!added)
+      return Status::Error(StatusCode::kInvalid,
+                           PrintableName(directories[first->second]) + " and " +
+                               PrintableName(directories[i]) +
+                               " are one session directory: give each session once");
     opened.push_back(std::move(*dir));
   }
   return opened;

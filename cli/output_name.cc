@@ -30,16 +30,25 @@ Expected<std::string> ExpandOutputName(const std::string& requested) {
       }
       name += host;
       ++i;
-    } else if (kind == 'q' && i + 2 < requested.size() && requested[i + 2] == '{' &&
-               requested.find('}', i + 3) != std::string::npos) {
-      size_t close = requested.find('}', i + 3);
+    } else if (kind == 'q') {
+      // %q{VAR}: VAR's value, as written (slashes included: %q{OUTDIR}/r0 names a path).
+      const size_t close = i + 2 < requested.size() && requested[i + 2] == '{'
+                               ? requested.find('}', i + 3)
+                               : std::string::npos;
+      if (close == std::string::npos || close == i + 3) {
+        return Status::Error(StatusCode::kInvalid,
+                             "-o " + collector::PrintableName(requested) +
+                                 ": %q takes an environment variable's name in braces, as "
+                                 "%q{RANK}");
+      }
       std::string variable = requested.substr(i + 3, close - i - 3);
-      const char* value = variable.empty() ? nullptr : getenv(variable.c_str());
+      const char* value = getenv(variable.c_str());
       if (value == nullptr || *value == '\0') {
         return Status::Error(StatusCode::kInvalid,
                              "-o " + collector::PrintableName(requested) + ": %q{" +
                                  collector::PrintableName(variable) +
-                                 "} names an environment variable that is not set");
+                                 "} names an environment variable that is " +
+                                 (value == nullptr ? "not set" : "empty"));
       }
       name += value;
       i = close;

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -653,6 +654,9 @@ Expected<std::unique_ptr<Session>> MakeSession(const RunOptions& options,
   if (!output_dir.ok()) return output_dir.status();
   auto session_dir = CreateSessionDirectory(*output_dir, name, launch);
   if (!session_dir.ok()) return session_dir.status();
+  // Held while this runs, gone with it however it ends: a reader (report, merge) of a session
+  // not finished tells one still being recorded from one whose gprof-run died (session_reader.cc).
+  (void)flock(session_dir->fd.get(), LOCK_EX | LOCK_NB);
   return std::unique_ptr<Session>(new Session{std::move(*session_dir), std::move(launch)});
 }
 

@@ -86,6 +86,10 @@ Expected<MergedJob> Summarize(const std::vector<std::string>& directories,
       damage[i].push_back(diagnostic.file + " at offset " + std::to_string(diagnostic.offset) +
                           ": " + diagnostic.message);
     }
+    if (session->meta.cut_short == "still_recording")
+      damage[i].insert(damage[i].begin(),
+                       PrintableName(directories[i]) +
+                           ": gprof-run is still recording it: merged as far as written");
     merged.summary = Summarize(*session);
     first->emplace(std::move(*session));
   }

@@ -164,6 +164,7 @@ std::string RenderMergedText(const MergedJob& job, const std::vector<std::string
     out << "    " << i + 1 << ". " << PrintableName(merged.directory) << ": "
         << RanksOf(merged.summary.kept);
     if (!meta.host_name.empty()) out << ", host " << PrintableName(meta.host_name);
+    if (meta.cut_short == "still_recording") out << ", still being recorded";
     out << "; " << ClockWords(merged) << "\n";
   }
   if (!job.messages.empty())

@@ -684,7 +684,8 @@ struct SessionMeta {
   // gprof-run -p: the processes ran before and after the recording; none has an exit status.
   std::optional<AttachedRecording> attach;
   // Why the record ends before the command's own end, when it does: "killed_by_signal" (the
-  // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status).
+  // command died of exit_signal), "gprof_run_ended" (gprof-run died first: no exit status),
+  // "still_recording" (its gprof-run still runs: the session was read while being recorded).
   // Empty: the command ran to its end, or there is no session.json to say.
   std::string cut_short;
   std::string cut_short_text;  // the same in words, for the report

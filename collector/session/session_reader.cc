@@ -1,6 +1,8 @@
 #include "collector/session/session_reader.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -382,6 +384,16 @@ void SessionBuilder::Finish() {
   }
 }
 
+// A session whose run has not ended is either still being recorded or was cut short by
+// gprof-run's death: a live gprof-run holds the directory locked (cli/run_command.cc).
+bool StillRecorded(int dir_fd) {
+  int probe = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // a lock of its own
+  if (probe < 0) return false;
+  const bool locked = flock(probe, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(probe);
+  return locked;
+}
+
 // `given`: the file's contents as gprof-run meant them, when it could not write them.
 Status ReadSessionMeta(int dir_fd, const std::string& path, const std::string* given,
                        Session* session) {
@@ -521,6 +533,12 @@ Expected<Session> ReadSession(int dir_fd, const std::string& directory, ReadProg
       ReadSessionMeta(dir_fd, (fs::path(directory) / kSessionMetaFile).string(), meta_text,
                       &session);
   if (!meta.ok()) return meta;
+  if (session.meta.cut_short == "gprof_run_ended" && StillRecorded(dir_fd)) {
+    session.meta.cut_short = "still_recording";
+    session.meta.cut_short_text =
+        "gprof-run is still recording this session: what was written when it was read is "
+        "explained; read it again once the command has ended";
+  }
   if (!session.meta.known) {
     // Whether the kernel was recorded is then told by its file, not by a guess that it was not.
     session.meta.kernel_recording = has_kernel;

@@ -22,7 +22,7 @@ int64_t TestRealtimeSkewNs();
 
 // CLOCK_REALTIME (plus the test skew) and the kernel's CLOCK_MONOTONIC and CLOCK_BOOTTIME, read
 // a few times as MONOTONIC, REALTIME, BOOTTIME, MONOTONIC: the narrowest bracket's middle and
-// width.
+// width; and the kernel's bound on REALTIME's own error (adjtimex), plus the test skew.
 collector::ClockAnchor ReadClockAnchor();
 
 std::string HostName();

@@ -293,7 +293,8 @@ nlohmann::json AnchorJson(const collector::ClockAnchor& anchor) {
   return {{key::kAnchorMonotonicNs, anchor.monotonic_ns},
           {key::kAnchorRealtimeNs, anchor.realtime_ns},
           {key::kAnchorBoottimeNs, anchor.boottime_ns},
-          {key::kAnchorUncertaintyNs, anchor.uncertainty_ns}};
+          {key::kAnchorUncertaintyNs, anchor.uncertainty_ns},
+          {key::kAnchorRealtimeMaxErrorNs, anchor.realtime_max_error_ns}};
 }
 
 // The host, the clock anchors, gprof-run's time namespace and the launcher's rank.

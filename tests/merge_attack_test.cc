@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "collector/job/clock_alignment.h"
 #include "tests/test_support.h"
 
 namespace gprof::test {
@@ -184,6 +185,68 @@ TEST(MergeAttack, AnUnexpandableVariableIsNamedForWhatIsWrong) {
     EXPECT_EQ(refused.exit_code(), 125) << refused.err;
     EXPECT_NE(refused.err.find(each.said), std::string::npos) << refused.err;
     EXPECT_TRUE(Names(dir.path()).empty());
+  }
+}
+
+// Two hosts with no message between them are placed by their wall clocks alone: the uncertainty
+// stated holds those clocks' own error (here the test's 30 ms skew, which stands for NTP's), so
+// the truth (one machine: no offset at all) lies within it, as the report says it does.
+TEST(MergeAttack, HostsPlacedOnlyByTheirWallClocksSayHowFarThoseMayDisagree) {
+  TempDir dir;
+  ProcessSpec a, b;
+  a.set_env = {"GPROF_TEST_BOOT_ID=11111111-2222-3333-4444-555555555555"};
+  b.set_env = {"GPROF_TEST_BOOT_ID=66666666-7777-8888-9999-000000000000",
+               "GPROF_TEST_REALTIME_SKEW_NS=30000000"};
+  ASSERT_EQ(RunGprof({"-q", "-o", dir.Sub("a"), "--", "/bin/true"}, a).exit_code(), 0);
+  ASSERT_EQ(RunGprof({"-q", "-o", dir.Sub("b"), "--", "/bin/true"}, b).exit_code(), 0);
+  ProcessResult merged = Merge({"-o", dir.Sub("job"), dir.Sub("a"), dir.Sub("b")});
+  ASSERT_EQ(merged.exit_code(), 0) << merged.err;
+  nlohmann::json clock =
+      nlohmann::json::parse(ReadFile(dir.Sub("job/report.json")))["sessions"][1]["clock"];
+  ASSERT_EQ(clock["how"], "REALTIME anchors") << clock.dump();
+  const int64_t offset = clock["offset_ns"];
+  const int64_t uncertainty = clock["uncertainty_ns"];
+  EXPECT_NEAR(static_cast<double>(offset), 30e6, 1e6) << clock.dump();
+  EXPECT_LE(std::abs(offset), uncertainty) << clock.dump();
+  EXPECT_NE(merged.out.find("own error"), std::string::npos) << merged.out;
+}
+
+collector::SessionMeta HostMeta(const std::string& boot, int64_t realtime_minus_monotonic,
+                                uint64_t max_error_ns) {
+  collector::SessionMeta meta;
+  meta.boot_id = boot;
+  meta.start_anchor = collector::ClockAnchor{
+      1'000'000'000, static_cast<uint64_t>(1'000'000'000 + realtime_minus_monotonic), 0, 100,
+      max_error_ns};
+  return meta;
+}
+
+// Messages one way only bound one side: the other comes from the wall clocks' error, and the
+// truth is within what is stated, whichever way the wall clock is off and the messages go.
+TEST(MergeAttack, MessagesOneWayAndTheWallClocksBoundTheOffsetTogether) {
+  constexpr int64_t kTrueOffset = -5'000'000'000;  // b's time + offset = a's time
+  constexpr int64_t kFlight = 80'000;
+  for (int64_t skew : {-20'000'000, 3'000'000, 20'000'000}) {
+    for (bool a_to_b : {true, false}) {
+      SCOPED_TRACE("skew " + std::to_string(skew) + (a_to_b ? ", a to b" : ", b to a"));
+      collector::SessionMeta a = HostMeta("boot-a", 1'700'000'000'000'000'000, 10'000'000);
+      collector::SessionMeta b =
+          HostMeta("boot-b", 1'700'000'000'000'000'000 + kTrueOffset + skew, 15'000'000);
+      std::vector<collector::SessionMessage> messages;
+      for (uint64_t t = 2'000'000'000; t < 3'000'000'000; t += 50'000'000) {
+        const uint64_t in_b = static_cast<uint64_t>(static_cast<int64_t>(t) - kTrueOffset);
+        if (a_to_b)
+          messages.push_back({0, 1, t, in_b + kFlight});
+        else
+          messages.push_back({1, 0, in_b, t + kFlight});
+      }
+      std::vector<collector::SessionClock> clocks = collector::AlignClocks({&a, &b}, messages);
+      const int64_t off = clocks[1].offset_ns - kTrueOffset;
+      EXPECT_LE(std::abs(off), static_cast<int64_t>(clocks[1].uncertainty_ns))
+          << clocks[1].offset_ns << " within " << clocks[1].uncertainty_ns;
+      // No wider than the anchors alone allow, and narrower where the messages cut it.
+      EXPECT_LE(clocks[1].uncertainty_ns, 25'000'200u);
+    }
   }
 }
 

@@ -12,6 +12,7 @@ namespace {
 struct WallOffset {
   int64_t realtime_minus_monotonic_ns = 0;
   uint64_t width_ns = 0;
+  uint64_t max_error_ns = 0;  // REALTIME's own error bound; 0: not recorded
 };
 
 std::optional<WallOffset> WallOffsetOf(const SessionMeta& meta) {
@@ -23,7 +24,7 @@ std::optional<WallOffset> WallOffsetOf(const SessionMeta& meta) {
   if (best == nullptr) return std::nullopt;
   return WallOffset{
       static_cast<int64_t>(best->realtime_ns) - static_cast<int64_t>(best->monotonic_ns),
-      best->uncertainty_ns};
+      best->uncertainty_ns, best->realtime_max_error_ns};
 }
 
 bool SameBoot(const SessionMeta& a, const SessionMeta& b) {
@@ -62,7 +63,13 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
     }
     // Equal REALTIME: monotonic_ref = monotonic + (wall - wall_ref).
     boot_offset[first] = wall->realtime_minus_monotonic_ns - reference->realtime_minus_monotonic_ns;
+    // The brackets' widths, and each wall clock's own error: two hosts' REALTIME agree only as
+    // well as NTP keeps each (unknown in sessions that did not record it).
     boot_uncertainty[first] = wall->width_ns + reference->width_ns;
+    if (wall->max_error_ns != 0 && reference->max_error_ns != 0) {
+      boot_uncertainty[first] += wall->max_error_ns + reference->max_error_ns;
+      clocks[first].wall_error_known = true;
+    }
     boot_how[first] = "REALTIME anchors";
   }
   // Corrected by the messages between boots: received after sent, on the job's clock. For boot
@@ -94,10 +101,21 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
       corrected = low / 2 + high / 2;
       boot_uncertainty[first] = static_cast<uint64_t>(low - high) / 2;
     } else {
+      // What the anchors allow, where their error is known, narrows what the messages allow:
+      // messages one way alone bound only one side. Anchors that the messages contradict were
+      // off by more than their clocks said: the messages alone then.
+      if (clocks[first].wall_error_known) {
+        const int64_t reach = static_cast<int64_t>(boot_uncertainty[first]);
+        const int64_t anchors_low = placed - reach, anchors_high = placed + reach;
+        if (anchors_low <= high && anchors_high >= low) {
+          low = std::max(low, anchors_low);
+          high = std::min(high, anchors_high);
+        }
+      }
       corrected = std::clamp(placed, low, high);
       if (low != std::numeric_limits<int64_t>::min() &&
           high != std::numeric_limits<int64_t>::max()) {
-        // Bounded both ways: the middle of what the messages allow, as NTP takes it.
+        // Bounded both ways: the middle of what is allowed, as NTP takes it.
         corrected = low + (high - low) / 2;
         boot_uncertainty[first] = static_cast<uint64_t>(high - low) / 2;
       }
@@ -119,6 +137,7 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
     if (static_cast<int>(i) != first) {
       clocks[i].correction_ns = clocks[first].correction_ns;
       clocks[i].messages = clocks[first].messages;
+      clocks[i].wall_error_known = clocks[first].wall_error_known;
     }
   }
   return clocks;

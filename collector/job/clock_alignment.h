@@ -34,6 +34,9 @@ struct SessionClock {
   std::string how;
   int64_t correction_ns = 0;  // what the messages moved it by from the anchors' placement
   size_t messages = 0;
+  // Placed by anchors: both sessions recorded their wall clock's error bound, which the
+  // uncertainty then includes; false: it holds only the anchors' brackets.
+  bool wall_error_known = false;
 };
 
 // The clocks of `sessions` (their SessionMeta: boot id, anchors) on the first session's, given

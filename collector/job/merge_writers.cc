@@ -55,6 +55,11 @@ std::string ClockWords(const MergedSession& merged) {
   if (clock.messages > 0)
     text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
   text += ", within " + FormatDuration(clock.uncertainty_ns);
+  if (clock.messages == 0 && clock.how == "REALTIME anchors") {
+    text += clock.wall_error_known
+                ? " (the wall clocks' own error bounds, as each host's kernel keeps them)"
+                : " of the anchors: how far the hosts' wall clocks disagree was not recorded";
+  }
   return text;
 }
 
@@ -117,7 +122,8 @@ class MergedJson {
                    {"same_boot", merged.clock.same_boot},
                    {"how", merged.clock.how},
                    {"correction_ns", merged.clock.correction_ns},
-                   {"messages", merged.clock.messages}}}};
+                   {"messages", merged.clock.messages},
+                   {"wall_error_known", merged.clock.wall_error_known}}}};
     std::string text = Dump(head);
     text.pop_back();  // the closing brace: the report follows
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();

@@ -647,6 +647,8 @@ struct ClockAnchor {
   uint64_t realtime_ns = 0;  // ns since the epoch
   uint64_t boottime_ns = 0;  // the kernel's CLOCK_BOOTTIME
   uint64_t uncertainty_ns = 0;
+  // How far REALTIME itself may be from the true time (the kernel's maxerror); 0: not recorded.
+  uint64_t realtime_max_error_ns = 0;
 };
 
 struct SessionMeta {

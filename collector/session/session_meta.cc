@@ -611,7 +611,8 @@ void ReadPlace(MetaReader& read, const json& meta, SessionMeta* out) {
     return ClockAnchor{
         *monotonic, *realtime,
         read.Integer<uint64_t>(*object, where, key::kAnchorBoottimeNs).value_or(0),
-        read.Integer<uint64_t>(*object, where, key::kAnchorUncertaintyNs).value_or(0)};
+        read.Integer<uint64_t>(*object, where, key::kAnchorUncertaintyNs).value_or(0),
+        read.Integer<uint64_t>(*object, where, key::kAnchorRealtimeMaxErrorNs).value_or(0)};
   };
   out->start_anchor = anchor(key::kAnchorsStart);
   out->end_anchor = anchor(key::kAnchorsEnd);

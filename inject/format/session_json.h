@@ -71,6 +71,9 @@ inline constexpr char kAnchorMonotonicNs[] = "monotonic_ns";      // integer: th
 inline constexpr char kAnchorRealtimeNs[] = "realtime_ns";        // integer: ns since the epoch
 inline constexpr char kAnchorBoottimeNs[] = "boottime_ns";        // integer
 inline constexpr char kAnchorUncertaintyNs[] = "uncertainty_ns";  // integer: the bracket's width
+// integer: how far CLOCK_REALTIME itself may be from the true time, as the kernel bounds it
+// (adjtimex's maxerror, which NTP keeps; 16 s when unsynchronised). Absent in older sessions.
+inline constexpr char kAnchorRealtimeMaxErrorNs[] = "realtime_max_error_ns";
 
 // "time_namespace": gprof-run's own (`unshare -T ... gprof-run`), whose offsets it took off
 // every time it wrote; both 0 outside one.

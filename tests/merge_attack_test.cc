@@ -211,6 +211,33 @@ TEST(MergeAttack, HostsPlacedOnlyByTheirWallClocksSayHowFarThoseMayDisagree) {
   EXPECT_NE(merged.out.find("own error"), std::string::npos) << merged.out;
 }
 
+// Sessions of two runs merged together (prof/r* over both): each rank is in two sessions, which
+// the merge says (on stderr and in report.txt) rather than mixing the runs' waits in silence;
+// sessions of one run, none is said.
+TEST(MergeAttack, ARankInTwoSessionsIsSaid) {
+  TempDir dir;
+  for (const char* name : {"a0", "a1", "b0"}) {
+    ProcessSpec spec;
+    spec.set_env = {std::string("RANK=") + name[1], "WORLD_SIZE=2", "LOCAL_RANK=0"};
+    ASSERT_EQ(RunGprof({"-q", "-o", dir.Sub(name), "--", "/bin/sleep", "0.01"}, spec).exit_code(),
+              0);
+  }
+  ProcessResult one_run = Merge({"-o", dir.Sub("job"), dir.Sub("a0"), dir.Sub("a1")});
+  ASSERT_EQ(one_run.exit_code(), 0) << one_run.err;
+  EXPECT_EQ(one_run.err.find("sessions ("), std::string::npos) << one_run.err;
+  ProcessResult two_runs =
+      Merge({"-o", dir.Sub("mixed"), dir.Sub("a0"), dir.Sub("a1"), dir.Sub("b0")});
+  ASSERT_EQ(two_runs.exit_code(), 0) << two_runs.err;
+  EXPECT_NE(two_runs.err.find("rank 0 is in 2 sessions (1 " + dir.Sub("a0") + ", 3 " +
+                              dir.Sub("b0") + ")"),
+            std::string::npos)
+      << two_runs.err;
+  EXPECT_EQ(two_runs.err.find("rank 1 is in"), std::string::npos) << two_runs.err;
+  const std::string text = ReadFile(dir.Sub("mixed/report.txt"));
+  EXPECT_NE(text.find("WARNING   rank 0 is in 2 sessions (1, 3)"), std::string::npos) << text;
+  ExpectReadableReport(text);
+}
+
 collector::SessionMeta HostMeta(const std::string& boot, int64_t realtime_minus_monotonic,
                                 uint64_t max_error_ns) {
   collector::SessionMeta meta;

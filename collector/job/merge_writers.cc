@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "collector/model/value_format.h"
@@ -36,6 +38,32 @@ std::string RanksOf(const Session& session) {
   std::string text = "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) text += (i == 0 ? "" : ",") + std::to_string(ranks[i]);
   return text;
+}
+
+// A rank that processes of several sessions claim: sessions of two runs of a job (prof/r* over
+// both) would have their ranks' waits mixed as if they were one run's. Said, not refused: a
+// restarted rank is recorded anew. One line per rank, naming the sessions by number (as the
+// report lists them), with their directories where `named`.
+std::vector<std::string> RanksInSeveralSessions(const MergedJob& job, bool named) {
+  std::map<int, std::vector<size_t>> sessions_of;
+  for (size_t i = 0; i < job.sessions.size(); ++i) {
+    const Session& session = job.sessions[i].summary.kept;
+    std::set<int> ranks;
+    for (const auto& [pid, process] : session.processes)
+      if (auto rank = RankOfProcess(session, pid)) ranks.insert(*rank);
+    for (int rank : ranks) sessions_of[rank].push_back(i);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [rank, sessions] : sessions_of) {
+    if (sessions.size() < 2) continue;
+    std::string line = "rank " + std::to_string(rank) + " is in " +
+                       std::to_string(sessions.size()) + " sessions (";
+    for (size_t k = 0; k < sessions.size(); ++k)
+      line += (k == 0 ? "" : ", ") + std::to_string(sessions[k] + 1) +
+              (named ? " " + PrintableName(job.sessions[sessions[k]].directory) : "");
+    lines.push_back(line + "): taken for one run's; merge different runs' sessions apart");
+  }
+  return lines;
 }
 
 // The SUMMARY section of a session's report.txt, without its heading.
@@ -176,6 +204,8 @@ std::string RenderMergedText(const MergedJob& job, const std::vector<std::string
   if (!job.messages.empty())
     out << "  messages  " << job.messages.size()
         << " TCP transfers between sessions matched by connection and byte position\n";
+  for (const std::string& line : RanksInSeveralSessions(job, false))
+    out << "  WARNING   " << line << "\n";
   std::string ranks = RankWaitsText(Views(job), job.rank_waits);
   out << (ranks.empty() ? "\nRANKS: no rank waited for another\n" : ranks);
   for (size_t i = 0; i < job.sessions.size(); ++i) {
@@ -254,6 +284,8 @@ MergeResult MergedOutputs::Finish(MergeResult result) {
   const MergedJob& job = state.job;
   const std::filesystem::path& dir = state.dir;
   result.text_report = RenderMergedText(job, state.summaries, state.shown_directory);
+  for (std::string& line : RanksInSeveralSessions(job, true))
+    result.warnings.push_back(std::move(line));
   auto note = [&](const std::string& name, const Status& status) {
     if (status.ok()) {
       result.written.push_back((dir / name).string());

@@ -238,6 +238,29 @@ TEST(MergeAttack, ARankInTwoSessionsIsSaid) {
   ExpectReadableReport(text);
 }
 
+// A host's session placed before the first session's clock began (its wall clock two days back:
+// a session recorded before the first's host booted) still gets the trace, whichever comes first.
+TEST(MergeAttack, ASessionBeforeTheFirstsBootStillGetsTheTrace) {
+  TempDir dir;
+  ProcessSpec a, b;
+  a.set_env = {"GPROF_TEST_BOOT_ID=11111111-2222-3333-4444-555555555555"};
+  b.set_env = {"GPROF_TEST_BOOT_ID=66666666-7777-8888-9999-000000000000",
+               "GPROF_TEST_REALTIME_SKEW_NS=-172800000000000"};
+  ASSERT_EQ(RunGprof({"-q", "-o", dir.Sub("a"), "--", "/bin/true"}, a).exit_code(), 0);
+  ASSERT_EQ(RunGprof({"-q", "-o", dir.Sub("b"), "--", "/bin/true"}, b).exit_code(), 0);
+  for (const auto& [out, order] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"ab", {dir.Sub("a"), dir.Sub("b")}}, {"ba", {dir.Sub("b"), dir.Sub("a")}}}) {
+    SCOPED_TRACE(out);
+    std::vector<std::string> args = {"-o", dir.Sub(out)};
+    args.insert(args.end(), order.begin(), order.end());
+    ProcessResult merged = Merge(args);
+    ASSERT_EQ(merged.exit_code(), 0) << merged.err;
+    EXPECT_EQ(merged.err.find("trace"), std::string::npos) << merged.err;
+    EXPECT_TRUE(Exists(dir.Sub(out + "/trace.perfetto-trace")));
+  }
+}
+
 collector::SessionMeta HostMeta(const std::string& boot, int64_t realtime_minus_monotonic,
                                 uint64_t max_error_ns) {
   collector::SessionMeta meta;

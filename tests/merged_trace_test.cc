@@ -106,7 +106,8 @@ class MergedTraceTest : public testing::Test {
         << "the convoys must give the diagnosis a track";
     path_ = dir_.path() + "/merged.perfetto-trace";
     Status written = WriteMergedPerfettoTrace(
-        {{&first_, &first_analysis_, 0, "rank 0"}, {&second_, &second_analysis_, kLater, "rank 1"}},
+        {{&first_, &first_analysis_, 0, "rank 0"},
+         {&second_, &second_analysis_, second_offset_, "rank 1"}},
         AT_FDCWD, path_, path_);
     ASSERT_TRUE(written.ok()) << written.message();
     bytes_ = ReadFile(path_);
@@ -153,6 +154,7 @@ class MergedTraceTest : public testing::Test {
     return events;
   }
 
+  int64_t second_offset_ = kLater;
   TempDir dir_;
   Session first_, second_;
   Analysis first_analysis_, second_analysis_;
@@ -267,14 +269,24 @@ TEST(MergedTrace, OneSessionIsWritePerfettoTracesFileByteForByte) {
   EXPECT_TRUE(bytes == ReadFile(merged));
 }
 
-TEST(MergedTrace, RefusesASessionBeforeTheJobsClock) {
-  TempDir dir;
-  Session session = ConvoySession();  // starts at 1 s
-  std::string path = dir.path() + "/merged.perfetto-trace";
-  Status written =
-      WriteMergedPerfettoTrace({{&session, nullptr, -2 * kSecond, "rank 0"}}, AT_FDCWD, path, path);
-  ASSERT_FALSE(written.ok());
-  EXPECT_NE(written.message().find(path), std::string::npos) << written.message();
+// The second session 2 s before the first, so before the job clock's 0 (another host's, recorded
+// before the first's booted): the whole trace moves later by what that takes, the clock snapshot
+// with it, and the sessions keep their 2 s apart.
+class MergedTraceBeforeZeroTest : public MergedTraceTest {
+ protected:
+  MergedTraceBeforeZeroTest() { second_offset_ = -2 * kSecond; }
+};
+
+TEST_F(MergedTraceBeforeZeroTest, ASessionBeforeTheJobsClockMovesTheWholeTraceLater) {
+  std::vector<const DecodedEvent*> first = EventsOn(TracksOf("rank 0: python3"));
+  std::vector<const DecodedEvent*> second = EventsOn(TracksOf("rank 1: python3"));
+  ASSERT_FALSE(first.empty());
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i)
+    EXPECT_EQ(first[i]->timestamp_ns, second[i]->timestamp_ns + 2 * kSecond) << first[i]->name;
+  // The second session's start (kStart - 2 s) is the trace's 0.
+  EXPECT_EQ(trace_.clock_snapshot.at(kClockMonotonic), 2 * kSecond);
+  EXPECT_EQ(trace_.errors, std::vector<std::string>{});
 }
 
 // The long-run guard applies to the trace as a whole: two sessions that each fit alone but not

@@ -244,13 +244,11 @@ MergedOutputs::MergedOutputs(const MergedJob& job, const std::string& out_direct
           {},
           {}}) {
   std::vector<int64_t> starts;
-  std::vector<std::string> directories;
   for (const MergedSession& merged : job.sessions) {
     starts.push_back(static_cast<int64_t>(merged.summary.start_monotonic_ns) +
                      merged.clock.offset_ns);
-    directories.push_back(merged.summary.kept.directory);
   }
-  state_->trace_opened = state_->trace.Open(starts, directories);
+  state_->trace_opened = state_->trace.Open(starts);
 }
 
 MergedOutputs::~MergedOutputs() = default;

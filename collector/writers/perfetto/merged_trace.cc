@@ -4,6 +4,7 @@
 // each session keeps its own interners.
 #include "collector/writers/perfetto/merged_trace.h"
 
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct MergedTraceWriter::State {
   bool open = false;
   size_t added = 0;
   perfetto::SessionEnd end{1, 0};
+  int64_t shift_ns = 0;  // added to every session's offset
 };
 
 MergedTraceWriter::MergedTraceWriter(int dir_fd, const std::string& name, const std::string& path)
@@ -37,16 +39,10 @@ MergedTraceWriter::MergedTraceWriter(int dir_fd, const std::string& name, const 
 
 MergedTraceWriter::~MergedTraceWriter() = default;
 
-Status MergedTraceWriter::Open(const std::vector<int64_t>& starts_ns,
-                               const std::vector<std::string>& directories) {
-  for (size_t i = 0; i < starts_ns.size(); ++i) {
-    if (starts_ns[i] < 0) {
-      state_->status = Status::Error(StatusCode::kInvalid,
-                                     "cannot write Perfetto trace " + state_->path + ": session " +
-                                         directories[i] + " would start before the job's clock");
-      return state_->status;
-    }
-  }
+Status MergedTraceWriter::Open(const std::vector<int64_t>& starts_ns) {
+  // A session placed before the job clock's 0 (another host's, recorded before the first
+  // session's host booted) moves every session as much later: a trace's times are unsigned.
+  for (int64_t start : starts_ns) state_->shift_ns = std::max(state_->shift_ns, -start);
   state_->status = state_->file.Open();
   state_->open = state_->status.ok();
   return state_->status;
@@ -60,7 +56,7 @@ void MergedTraceWriter::Add(const TraceSession& part) {
     perfetto::SessionScope scope;
     scope.first_sequence_id = state_->end.next_sequence_id;
     scope.clock_snapshot = i == 0;
-    scope.placement.time_offset_ns = static_cast<uint64_t>(part.offset_ns);
+    scope.placement.time_offset_ns = static_cast<uint64_t>(part.offset_ns + state_->shift_ns);
     scope.placement.flow_id_offset = state_->end.max_flow_id;
     scope.tracks.uuid_salt = uint64_t{i} << perfetto::kTrackUuidSaltShift;
     scope.tracks.label = part.label;
@@ -82,13 +78,10 @@ Status MergedTraceWriter::Close() {
 Status WriteMergedPerfettoTrace(const std::vector<TraceSession>& sessions, int dir_fd,
                                 const std::string& name, const std::string& path) {
   std::vector<int64_t> starts;
-  std::vector<std::string> directories;
-  for (const TraceSession& part : sessions) {
+  for (const TraceSession& part : sessions)
     starts.push_back(static_cast<int64_t>(part.session->meta.start_monotonic_ns) + part.offset_ns);
-    directories.push_back(part.session->directory);
-  }
   MergedTraceWriter writer(dir_fd, name, path);
-  if (Status opened = writer.Open(starts, directories); !opened.ok()) return opened;
+  if (Status opened = writer.Open(starts); !opened.ok()) return opened;
   for (const TraceSession& part : sessions) writer.Add(part);
   return writer.Close();
 }

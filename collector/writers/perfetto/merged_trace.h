@@ -35,8 +35,9 @@ void ShareTraceDetail(std::span<Session* const> sessions, uint64_t max_bytes = k
 // Writes `sessions`, in this order, into the file `name` of the directory `dir_fd` (output_file.h),
 // shown as `path`. The trace's clock snapshot is the first session's, moved by its offset. With one
 // session whose offset is 0 and label empty, the file is WritePerfettoTrace's byte for byte.
-// Returns an error naming `path` when the file cannot be written, or when a session would start
-// before the job clock's 0 (its start_monotonic_ns + offset_ns < 0).
+// Returns an error naming `path` when the file cannot be written. A session that would start
+// before the job clock's 0 (its start_monotonic_ns + offset_ns < 0) moves every session later by
+// as much, the clock snapshot with them: trace time = job time + that shift.
 Status WriteMergedPerfettoTrace(const std::vector<TraceSession>& sessions, int dir_fd,
                                 const std::string& name, const std::string& path);
 
@@ -50,8 +51,8 @@ class MergedTraceWriter {
   MergedTraceWriter(const MergedTraceWriter&) = delete;
   MergedTraceWriter& operator=(const MergedTraceWriter&) = delete;
 
-  // `starts_ns`: each session's start_monotonic_ns + offset_ns, checked before anything is made.
-  Status Open(const std::vector<int64_t>& starts_ns, const std::vector<std::string>& directories);
+  // `starts_ns`: each session's start_monotonic_ns + offset_ns, which set the shift (above).
+  Status Open(const std::vector<int64_t>& starts_ns);
   void Add(const TraceSession& part);
   Status Close();
 

@@ -171,7 +171,7 @@ int CaptureSwitchCommand(const std::string& directory, bool start) {
   const std::string shown = collector::PrintableName(directory);
   auto dir = collector::OpenSessionDirectory(directory);
   if (!dir.ok()) {
-    Say(shown + ": no such session directory");
+    Say(dir.status().message());
     return kExitToolFailure;
   }
   // As root, only as the directory's owner: the control is theirs (0600), so a session.json they

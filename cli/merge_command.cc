@@ -27,7 +27,7 @@ std::string AsTheSessionsOwner(const std::vector<std::string>& directories) {
   std::set<uid_t> owners;
   for (const std::string& directory : directories) {
     auto dir = collector::OpenSessionDirectory(directory);
-    if (!dir.ok()) return collector::PrintableName(directory) + ": no such session directory";
+    if (!dir.ok()) return dir.status().message();
     struct stat info {};
     if (fstat(dir->get(), &info) != 0)
       return collector::PrintableName(directory) + ": " + strerror(errno);

@@ -896,7 +896,7 @@ int ReportCommand(const std::string& directory, double threshold_ms,
   // Resolved once; everything after is relative to the descriptor.
   auto dir = collector::OpenSessionDirectory(directory);
   if (!dir.ok()) {
-    Say(collector::PrintableName(directory) + ": no such session directory");
+    Say(dir.status().message());
     return kExitToolFailure;
   }
   if (geteuid() == 0) {

@@ -63,9 +63,7 @@ Expected<CollectResult> CollectSession(const std::string& directory, const Colle
   int dir_fd = options.directory_fd;
   if (dir_fd < 0) {
     auto dir = OpenSessionDirectory(directory);
-    if (!dir.ok())
-      return Status::Error(StatusCode::kNotFound,
-                           PrintableName(directory) + ": no such session directory");
+    if (!dir.ok()) return dir.status();
     opened = std::move(*dir);
     dir_fd = opened.get();
   }

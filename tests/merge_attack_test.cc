@@ -123,6 +123,29 @@ TEST(MergeAttack, AsRootOutIsNeitherAnotherUsersNorWritableByOthersNorALink) {
   EXPECT_TRUE(Names(dir.Sub("roots")).empty());
 }
 
+// A session another user may not read is said to be that, not missing: it is there.
+TEST(MergeAttack, ASessionThatCannotBeOpenedSaysWhyNotThatItIsMissing) {
+  if (geteuid() != 0) GPROF_SKIP_OR_FAIL("needs root, to make a user");
+  ThrowawayUser user;
+  ASSERT_TRUE(user.ok());
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  Record(dir.Sub("a"), {"/bin/true"});  // 0700, root's
+  ProcessSpec as_user;
+  as_user.run_as_uid = static_cast<int>(user.uid());
+  as_user.cwd = "/";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"merge", "-o", "/tmp/never-made", dir.Sub("a")},
+        std::vector<std::string>{"report", dir.Sub("a")}}) {
+    SCOPED_TRACE(args[0]);
+    ProcessResult refused = RunGprof(args, as_user);
+    EXPECT_EQ(refused.exit_code(), 125) << refused.err;
+    EXPECT_NE(refused.err.find(dir.Sub("a") + ": cannot open: Permission denied"),
+              std::string::npos)
+        << refused.err;
+  }
+}
+
 // Waits up to a minute for `path` to hold `text`.
 bool WaitForText(const std::string& path, const std::string& text) {
   for (int i = 0; i < 1200; ++i) {

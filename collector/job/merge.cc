@@ -44,9 +44,7 @@ Expected<std::vector<FileDescriptor>> OpenAll(const std::vector<std::string>& di
   std::map<std::pair<dev_t, ino_t>, size_t> seen;
   for (size_t i = 0; i < directories.size(); ++i) {
     auto dir = OpenSessionDirectory(directories[i]);
-    if (!dir.ok())
-      return Status::Error(StatusCode::kNotFound,
-                           PrintableName(directories[i]) + ": no such session directory");
+    if (!dir.ok()) return dir.status();
     struct stat info {};
     if (fstat(dir->get(), &info) != 0)
       return Status::FromErrno(errno, PrintableName(directories[i]) + ": " + strerror(errno));

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "collector/model/value_format.h"
+
 namespace gprof::collector {
 namespace {
 
@@ -24,7 +26,13 @@ void FileDescriptor::reset() {
 
 Expected<FileDescriptor> OpenSessionDirectory(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, std::strerror(errno));
+  if (fd < 0) {
+    const int error = errno;
+    return Status::FromErrno(error, PrintableName(path) + (error == ENOENT
+                                                               ? ": no such session directory"
+                                                               : ": cannot open: " +
+                                                                     ErrnoText(error)));
+  }
   return FileDescriptor(fd);
 }
 

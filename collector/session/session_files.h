@@ -41,7 +41,8 @@ class FileDescriptor {
 };
 
 // Opens a directory for reading and for opening files in it (O_DIRECTORY; a link given as the
-// directory itself is followed, once). The error says why, without the path.
+// directory itself is followed, once). The error names the path and says why: "no such session
+// directory" only when there is none (a directory it may not read says so).
 Expected<FileDescriptor> OpenSessionDirectory(const std::string& path);
 
 // Opens the session file `name` in the directory `dir_fd` (AT_FDCWD: `name` is a path) for

@@ -486,9 +486,7 @@ void CapDiagnostics(std::vector<Diagnostic>* diagnostics) {
 
 Expected<Session> ReadSession(const std::string& directory, ReadProgress* progress) {
   auto dir = OpenSessionDirectory(directory);
-  if (!dir.ok())
-    return Status::Error(StatusCode::kNotFound,
-                         PrintableName(directory) + ": no such session directory");
+  if (!dir.ok()) return dir.status();
   return ReadSession(dir->get(), directory, progress);
 }
 

@@ -294,6 +294,24 @@ collector::SessionMeta HostMeta(const std::string& boot, int64_t realtime_minus_
   return meta;
 }
 
+// Anchors of no sense (a hostile or damaged session.json) are not taken, and an error bound past
+// any the kernel keeps does not wrap the sum it is in to a small, confident uncertainty.
+TEST(MergeAttack, AnchorsOfNoSenseAreNeitherTakenNorWrapped) {
+  collector::SessionMeta a = HostMeta("boot-a", 1'700'000'000'000'000'000, 10'000'000);
+  collector::SessionMeta wide = HostMeta("boot-b", 1'700'000'000'000'000'000, UINT64_MAX);
+  std::vector<collector::SessionClock> clocks = collector::AlignClocks({&a, &wide}, {});
+  EXPECT_GE(clocks[1].uncertainty_ns, 1'000'000'000'000u) << clocks[1].how;
+  for (auto damage : {+[](collector::ClockAnchor* anchor) { anchor->realtime_ns = UINT64_MAX; },
+                      +[](collector::ClockAnchor* anchor) { anchor->monotonic_ns = 1ull << 63; },
+                      +[](collector::ClockAnchor* anchor) { anchor->uncertainty_ns = UINT64_MAX; }}) {
+    collector::SessionMeta damaged = HostMeta("boot-b", 1'700'000'000'000'000'000, 10'000'000);
+    damage(&*damaged.start_anchor);
+    clocks = collector::AlignClocks({&a, &damaged}, {});
+    EXPECT_NE(clocks[1].how.find("no clock anchors"), std::string::npos) << clocks[1].how;
+    EXPECT_EQ(clocks[1].offset_ns, 0);
+  }
+}
+
 // Messages one way only bound one side: the other comes from the wall clocks' error, and the
 // truth is within what is stated, whichever way the wall clock is off and the messages go.
 TEST(MergeAttack, MessagesOneWayAndTheWallClocksBoundTheOffsetTogether) {

@@ -15,16 +15,24 @@ struct WallOffset {
   uint64_t max_error_ns = 0;  // REALTIME's own error bound; 0: not recorded
 };
 
+// Past these an anchor read from a session is no reading (146 years since the epoch or the boot;
+// an error bound of 18 minutes, where the kernel's stops at 16 s): taken, their sums would wrap.
+constexpr uint64_t kMostClockNs = uint64_t{1} << 62;
+constexpr uint64_t kMostErrorNs = uint64_t{1} << 40;
+
 std::optional<WallOffset> WallOffsetOf(const SessionMeta& meta) {
   const ClockAnchor* best = nullptr;
   for (const std::optional<ClockAnchor>* anchor : {&meta.start_anchor, &meta.end_anchor}) {
     if (!*anchor || (*anchor)->realtime_ns == 0 || (*anchor)->monotonic_ns == 0) continue;
+    if ((*anchor)->realtime_ns >= kMostClockNs || (*anchor)->monotonic_ns >= kMostClockNs ||
+        (*anchor)->uncertainty_ns >= kMostErrorNs)
+      continue;
     if (best == nullptr || (*anchor)->uncertainty_ns < best->uncertainty_ns) best = &**anchor;
   }
   if (best == nullptr) return std::nullopt;
   return WallOffset{
       static_cast<int64_t>(best->realtime_ns) - static_cast<int64_t>(best->monotonic_ns),
-      best->uncertainty_ns, best->realtime_max_error_ns};
+      best->uncertainty_ns, std::min(best->realtime_max_error_ns, kMostErrorNs)};
 }
 
 bool SameBoot(const SessionMeta& a, const SessionMeta& b) {

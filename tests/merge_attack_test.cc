@@ -309,6 +309,7 @@ TEST(MergeAttack, AnchorsOfNoSenseAreNeitherTakenNorWrapped) {
     clocks = collector::AlignClocks({&a, &damaged}, {});
     EXPECT_NE(clocks[1].how.find("no clock anchors"), std::string::npos) << clocks[1].how;
     EXPECT_EQ(clocks[1].offset_ns, 0);
+    EXPECT_FALSE(clocks[1].uncertainty_known) << "nothing bounds it: not 'within 0 ns'";
   }
 }
 

@@ -67,6 +67,7 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
     std::optional<WallOffset> wall = WallOffsetOf(*sessions[first]);
     if (!reference || !wall) {
       boot_how[first] = "no clock anchors: its times are taken as they are";
+      clocks[first].uncertainty_known = false;
       continue;
     }
     // Equal REALTIME: monotonic_ref = monotonic + (wall - wall_ref).
@@ -108,6 +109,7 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
       // cannot be met by any offset; the middle of the two is the best there is.
       corrected = low / 2 + high / 2;
       boot_uncertainty[first] = static_cast<uint64_t>(low - high) / 2;
+      clocks[first].uncertainty_known = true;
     } else {
       // What the anchors allow, where their error is known, narrows what the messages allow:
       // messages one way alone bound only one side. Anchors that the messages contradict were
@@ -126,6 +128,7 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
         // Bounded both ways: the middle of what is allowed, as NTP takes it.
         corrected = low + (high - low) / 2;
         boot_uncertainty[first] = static_cast<uint64_t>(high - low) / 2;
+        clocks[first].uncertainty_known = true;
       }
     }
     clocks[first].correction_ns = corrected - placed;
@@ -146,6 +149,7 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
       clocks[i].correction_ns = clocks[first].correction_ns;
       clocks[i].messages = clocks[first].messages;
       clocks[i].wall_error_known = clocks[first].wall_error_known;
+      clocks[i].uncertainty_known = clocks[first].uncertainty_known;
     }
   }
   return clocks;

@@ -37,6 +37,9 @@ struct SessionClock {
   // Placed by anchors: both sessions recorded their wall clock's error bound, which the
   // uncertainty then includes; false: it holds only the anchors' brackets.
   bool wall_error_known = false;
+  // False where nothing bounds it: no anchors, and no messages both ways (uncertainty_ns is then
+  // meaningless).
+  bool uncertainty_known = true;
 };
 
 // The clocks of `sessions` (their SessionMeta: boot id, anchors) on the first session's, given

@@ -82,6 +82,7 @@ std::string ClockWords(const MergedSession& merged) {
   std::string text = clock.how + ": " + SignedDuration(clock.offset_ns);
   if (clock.messages > 0)
     text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
+  if (!clock.uncertainty_known) return text + ", off by an unknown amount";
   text += ", within " + FormatDuration(clock.uncertainty_ns);
   if (clock.messages == 0 && clock.how == "REALTIME anchors") {
     text += clock.wall_error_known
@@ -146,7 +147,9 @@ class MergedJson {
                  {"ranks", std::move(ranks)},
                  {"clock",
                   {{"offset_ns", merged.clock.offset_ns},
-                   {"uncertainty_ns", merged.clock.uncertainty_ns},
+                   {"uncertainty_ns", merged.clock.uncertainty_known
+                                          ? json(merged.clock.uncertainty_ns)
+                                          : json(nullptr)},
                    {"same_boot", merged.clock.same_boot},
                    {"how", merged.clock.how},
                    {"correction_ns", merged.clock.correction_ns},

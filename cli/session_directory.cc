@@ -147,9 +147,10 @@ Status OpenAndCheck(SessionDirectory* dir, const std::string& shown, const char*
   }
   closedir(listing);
   if (!empty) return InUse(shown, session);
-  // The claim: of the runs that found it empty, the one that makes session.json has it (O_EXCL is
-  // atomic, also on NFS 3 and later); the others stop here. It is made empty and written once the
-  // command is set up (WriteSessionMeta, through a temporary file renamed over it).
+  // The claim: of the runs that found it empty, the one that makes `claim` has it (O_EXCL is
+  // atomic, also on NFS 3 and later); the others stop here. A run's session.json is made empty
+  // and written once the command is set up (WriteSessionMeta, through a temporary file renamed
+  // over it); a merge's report.txt is replaced by the report.
   int claimed = openat(dir->fd.get(), claim, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0644);
   if (claimed < 0) {

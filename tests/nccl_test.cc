@@ -349,6 +349,52 @@ TEST(NcclMatching, WithoutSequenceNumbersByOrderOnEachCommunicator) {
   EXPECT_EQ(matched[1].arrivals[0].start_ns, 200u);
 }
 
+// Across hosts, a rank is said to have waited for the last only where it arrived earlier by more
+// than the two sessions' clocks may be off (docs/distributed.md): no order finer than that.
+TEST(NcclMatching, NoRankIsNamedLateByLessThanTheClocksUncertainty) {
+  using collector::NcclEvent;
+  auto event = [](uint32_t pid, int rank, uint64_t start, uint64_t seq) {
+    NcclEvent e;
+    e.pid = e.tid = pid;
+    e.rank = rank;
+    e.kind = static_cast<uint16_t>(format::NcclEventKind::kCollective);
+    e.comm_hash = 7;
+    e.seq_number = seq;
+    e.flags = format::kNcclHasCommHash | format::kNcclHasSeqNumber;
+    e.start_ns = e.stop_ns = start;
+    return e;
+  };
+  collector::Session one, two;
+  // Collective 0: rank 1 later by 0.5 ms; collective 1: by 5 ms.
+  one.nccl_events = {event(10, 0, 1'000'000, 0), event(10, 0, 20'000'000, 1)};
+  two.nccl_events = {event(20, 1, 1'500'000, 0), event(20, 1, 25'000'000, 1)};
+  const auto no_rank = [](int, uint32_t) { return std::optional<int>(); };
+  const auto no_chain = [](int, uint32_t, uint64_t, uint64_t) {
+    return std::vector<collector::JobLink>();
+  };
+  for (const uint64_t uncertainty : {uint64_t{1'000'000}, UINT64_MAX}) {
+    // Two hosts, each placed within 1 ms (or not placed at all).
+    std::vector<collector::JobSession> sessions = {{&one, nullptr, 0, uncertainty, 0},
+                                                   {&two, nullptr, 0, uncertainty, 1}};
+    auto matched = collector::MatchNcclCollectives(sessions, no_rank);
+    ASSERT_EQ(matched.size(), 2u);
+    EXPECT_TRUE(matched[0].order_unknown);
+    EXPECT_EQ(matched[1].order_unknown, uncertainty == UINT64_MAX);
+    auto waits = collector::NcclRankWaits(sessions, matched, no_chain);
+    ASSERT_EQ(waits.size(), uncertainty == UINT64_MAX ? 0u : 1u);
+    if (!waits.empty()) {
+      EXPECT_EQ(waits[0].nccl, 1);
+      EXPECT_EQ(waits[0].late_rank, 1);
+    }
+  }
+  // One host (one clock): 0.5 ms is an order.
+  std::vector<collector::JobSession> one_host = {{&one, nullptr, 0, 1'000'000, 0},
+                                                 {&two, nullptr, 0, 1'000'000, 0}};
+  auto matched = collector::MatchNcclCollectives(one_host, no_rank);
+  EXPECT_FALSE(matched[0].order_unknown);
+  EXPECT_EQ(collector::NcclRankWaits(one_host, matched, no_chain).size(), 2u);
+}
+
 // An inject file's NCCL records read back as written (a malformed one a diagnostic), and
 // report.json's `nccl` gives each collective the NCCL kernel its thread had launched just before
 // (NCCL starts the event after the launch), with the GPU work the kernel waited behind.

@@ -12,6 +12,23 @@ namespace gprof::collector {
 
 namespace {
 
+// The arrival that came last, by the job's clock.
+const NcclArrival& LastArrival(const NcclCollective& collective) {
+  const NcclArrival* last = &collective.arrivals.front();
+  for (const NcclArrival& arrival : collective.arrivals)
+    if (arrival.start_ns > last->start_ns) last = &arrival;
+  return *last;
+}
+
+// Whether `arrival` is known to have come before `last`: by more than their clocks' uncertainty.
+bool KnownEarlier(const std::vector<JobSession>& sessions, const NcclArrival& arrival,
+                  const NcclArrival& last) {
+  const uint64_t uncertainty =
+      PairUncertainty(sessions[arrival.session], sessions[last.session]);
+  return arrival.start_ns < last.start_ns &&
+         (uncertainty == UINT64_MAX ? false : last.start_ns - arrival.start_ns > uncertainty);
+}
+
 // The collective an NCCL kernel's name says ("ncclDevKernel_AllReduce_Sum_f32_RING_LL":
 // "AllReduce"), or "" for a kernel that is not NCCL's.
 std::string NcclKernelFunc(const std::string& name) {
@@ -254,6 +271,10 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
     if (collective.arrivals.size() < 2) continue;
     std::sort(collective.arrivals.begin(), collective.arrivals.end(),
               [](const NcclArrival& a, const NcclArrival& b) { return a.rank < b.rank; });
+    const NcclArrival& last = LastArrival(collective);
+    for (const NcclArrival& arrival : collective.arrivals)
+      if (&arrival != &last && !KnownEarlier(sessions, arrival, last))
+        collective.order_unknown = true;
     collectives.push_back(std::move(collective));
   }
   auto first = [](const NcclCollective& c) {
@@ -273,13 +294,15 @@ std::vector<RankWait> NcclRankWaits(const std::vector<JobSession>& sessions,
   std::vector<RankWait> waits;
   for (size_t c = 0; c < collectives.size(); ++c) {
     const NcclCollective& collective = collectives[c];
-    const NcclArrival* last = &collective.arrivals.front();
-    const NcclArrival* first = last;
-    for (const NcclArrival& arrival : collective.arrivals) {
-      if (arrival.start_ns > last->start_ns) last = &arrival;
-      if (arrival.start_ns < first->start_ns) first = &arrival;
-    }
-    if (last->start_ns == first->start_ns) continue;
+    // Only the waits of ranks known to have arrived before the last (by more than their
+    // clocks' uncertainty) are claimed.
+    const NcclArrival* last = &LastArrival(collective);
+    const NcclArrival* first = nullptr;
+    for (const NcclArrival& arrival : collective.arrivals)
+      if (KnownEarlier(sessions, arrival, *last) &&
+          (first == nullptr || arrival.start_ns < first->start_ns))
+        first = &arrival;
+    if (first == nullptr) continue;
     const JobSession& late_session = sessions[last->session];
     const auto local = [&](uint64_t job_ns) {
       return static_cast<uint64_t>(static_cast<int64_t>(job_ns) - late_session.offset_ns);
@@ -303,7 +326,7 @@ std::vector<RankWait> NcclRankWaits(const std::vector<JobSession>& sessions,
       if (!chain.empty()) root = chain.back();
     }
     for (const NcclArrival& arrival : collective.arrivals) {
-      if (&arrival == last || arrival.start_ns == last->start_ns) continue;
+      if (!KnownEarlier(sessions, arrival, *last)) continue;
       RankWait wait;
       wait.waiting_rank = arrival.rank;
       wait.late_rank = last->rank;

@@ -23,7 +23,18 @@ struct JobSession {
   const Session* session = nullptr;
   const Analysis* analysis = nullptr;
   int64_t offset_ns = 0;  // job time = session time + offset_ns
+  // How far offset_ns may be off (UINT64_MAX: unknown); sessions of one `clock` (one boot) share
+  // one and are exact against each other.
+  uint64_t uncertainty_ns = 0;
+  int clock = 0;
 };
+
+// How far apart two sessions' times may be placed wrongly on the job's clock.
+inline uint64_t PairUncertainty(const JobSession& a, const JobSession& b) {
+  if (a.clock == b.clock) return 0;
+  if (a.uncertainty_ns == UINT64_MAX || b.uncertainty_ns == UINT64_MAX) return UINT64_MAX;
+  return a.uncertainty_ns + b.uncertainty_ns;
+}
 
 // A link of a chain in the session it lies in (a chain followed across sessions goes on in
 // another: merge.h).
@@ -71,6 +82,9 @@ struct NcclCollective {
   bool by_seq = false;      // matched by NCCL's sequence number; false: by order
   std::string func;         // "AllReduce"
   std::vector<NcclArrival> arrivals;  // by rank
+  // Some rank's wait for the last is not claimed: the two arrived closer together than their
+  // sessions' clocks can be placed (merge, other hosts), so which came first is not known.
+  bool order_unknown = false;
 };
 
 // One wait of a rank that another rank ended.

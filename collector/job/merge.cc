@@ -184,9 +184,7 @@ Expected<MergeResult> MergeSessions(const std::vector<std::string>& directories,
   JobChains chains(std::move(summaries), offsets, options.analysis.max_chain * 3);
   // NCCL's collectives, matched from the summaries; what each late rank's thread did meanwhile
   // is asked of its session while the second pass holds it.
-  std::vector<JobSession> views;
-  for (const MergedSession& merged : job.sessions)
-    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
+  const std::vector<JobSession> views = JobViews(job);
   const RankOf rank_of = [&](int s, uint32_t pid) {
     return RankOfProcess(job.sessions[s].summary.kept, pid);
   };

@@ -92,12 +92,24 @@ std::string ClockWords(const MergedSession& merged) {
   return text;
 }
 
-std::vector<JobSession> Views(const MergedJob& job) {
+}  // namespace
+
+std::vector<JobSession> JobViews(const MergedJob& job) {
   std::vector<JobSession> views;
-  for (const MergedSession& merged : job.sessions)
-    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns});
+  std::map<std::string, int> clocks;  // by boot id: sessions of one boot share the kernel's clock
+  for (const MergedSession& merged : job.sessions) {
+    const std::string& boot = merged.summary.kept.meta.boot_id;
+    const int clock = boot.empty() ? static_cast<int>(views.size()) + 1'000'000
+                                   : clocks.try_emplace(boot, static_cast<int>(clocks.size()))
+                                         .first->second;
+    views.push_back({&merged.summary.kept, &merged.summary.stalls, merged.clock.offset_ns,
+                     merged.clock.uncertainty_known ? merged.clock.uncertainty_ns : UINT64_MAX,
+                     clock});
+  }
   return views;
 }
+
+namespace {
 
 // The ranks' collectives as a picture (report_ranks.h), where a rank waited for another.
 std::string CollectivesFigure(const RankWaits& waits) {
@@ -168,7 +180,7 @@ class MergedJson {
   Status Finish(const MergedJob& job) {
     if (!status_.ok()) return status_;
     Put("\n ],\n \"messages\": " + std::to_string(job.messages.size()) + ",\n \"ranks\": ");
-    Put(Dump(RankWaitsJson(Views(job), job.rank_waits)));
+    Put(Dump(RankWaitsJson(JobViews(job), job.rank_waits)));
     Put("\n}\n");
     if (std::fclose(file_.release()) != 0 && error_ == 0) error_ = errno != 0 ? errno : EIO;
     if (error_ != 0)
@@ -209,7 +221,7 @@ std::string RenderMergedText(const MergedJob& job, const std::vector<std::string
         << " TCP transfers between sessions matched by connection and byte position\n";
   for (const std::string& line : RanksInSeveralSessions(job, false))
     out << "  WARNING   " << line << "\n";
-  std::string ranks = RankWaitsText(Views(job), job.rank_waits);
+  std::string ranks = RankWaitsText(JobViews(job), job.rank_waits);
   out << (ranks.empty() ? "\nRANKS: no rank waited for another\n" : ranks);
   for (size_t i = 0; i < job.sessions.size(); ++i) {
     const MergedSession& merged = job.sessions[i];

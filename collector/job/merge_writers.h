@@ -39,4 +39,8 @@ class MergedOutputs {
 std::string RenderMergedText(const MergedJob& job, const std::vector<std::string>& summaries,
                              const std::string& out_directory);
 
+// The job's sessions as the analysis takes them: each on the job's clock, with how far it may be
+// off and which share one clock (one boot).
+std::vector<JobSession> JobViews(const MergedJob& job);
+
 }  // namespace gprof::collector

@@ -68,6 +68,13 @@ std::string NcclMatchingText(const std::vector<JobSession>& sessions, const Rank
     out << "  NCCL: " << by_order << " collective" << (by_order == 1 ? "" : "s")
         << " matched across ranks by their order on each rank (NCCL told no sequence numbers: "
            "its kernels on the GPU timeline, or its plugin's records)\n";
+  const size_t unknown = std::count_if(waits.nccl.begin(), waits.nccl.end(),
+                                       [](const NcclCollective& c) { return c.order_unknown; });
+  if (unknown != 0)
+    out << "  NCCL: in " << unknown << " collective" << (unknown == 1 ? "" : "s")
+        << ", ranks on other hosts arrived closer together than their clocks are aligned "
+           "(the sessions' clocks, above): who came first there is not known, and those waits are "
+           "not counted\n";
   return out.str();
 }
 
@@ -316,6 +323,7 @@ nlohmann::json RankWaitsJson(const std::vector<JobSession>& sessions, const Rank
                     {"comm_hash", collective.comm_hash},
                     {"seq_number", collective.seq_number},
                     {"matched_by", collective.by_seq ? "sequence_number" : "order"},
+                    {"order_unknown", collective.order_unknown},
                     {"arrivals", std::move(arrivals)}});
   }
   return {{"world_size", waits.world_size},

@@ -415,10 +415,12 @@ static __always_inline bool was_woken(const struct gprof_offcpu_pending* entry) 
 
 /* Per-thread state --------------------------------------------------------------------------- */
 
-/* Writes the count of a thread's quick page faults, counted up to `now`, and forgets it. */
+/* Writes the count of a thread's quick page faults, counted up to `now` (0: read the clock, only
+ * where there is a count), and forgets it. */
 static __always_inline void flush_quick_faults(__u32 tid, __u64 now) {
   struct gprof_fault_state* quick = bpf_map_lookup_elem(&fault_pending, &tid);
   if (!quick || quick->quick_count == 0) return;
+  if (!now) now = bpf_ktime_get_ns();
   struct gprof_event_count* rec = reserve(sizeof(*rec), GPROF_REC_EVENT_COUNT);
   if (rec) {
     rec->kind = GPROF_COUNT_QUICK_PAGE_FAULTS;

@@ -147,7 +147,7 @@ static __always_inline int on_sched_process_exec(u64* ctx) {
   /* A thread other than the leader took the leader's tid (de_thread): its old tid is free for
    * reuse from now on, and what it counted belongs to it. */
   if (old_tid != tid) {
-    flush_quick_faults(old_tid, bpf_ktime_get_ns());
+    flush_quick_faults(old_tid, 0);
     forget_thread(old_tid);
   }
   /* The leader's entry went with the leader's exit; a hidden process has none. */
@@ -176,7 +176,7 @@ static __always_inline int on_sched_process_exit(u64* ctx) {
     rec->flags = group_dead ? GPROF_TASK_EXIT_PROCESS : 0;
     submit(rec);
   }
-  flush_quick_faults(tid, bpf_ktime_get_ns());
+  flush_quick_faults(tid, 0);
   /* The thread is running, so it has no off-CPU entry, and the other entries end before it gets
    * here; forgetting them anyway keeps a missed event from leaking to a reused tid. */
   forget_thread(tid);

@@ -50,9 +50,18 @@ size_t BpfRecordSize(uint16_t type) {
 
 // --flight-recorder: what the threads did, which goes once older than the seconds kept. Every
 // other record (stacks, processes and threads, maps, symbols, counts, losses, messages, and any
-// type this list does not know) names what later records refer to, and stays.
-bool IsTrimmableRecord(uint16_t type) {
-  switch (type) {
+// type this list does not know) names what later records refer to, and stays. A count of quick
+// page faults written at a switch-out (time_ns set) is of that run on CPU, and goes with it.
+bool IsTrimmableRecord(const char* bytes, size_t size) {
+  gprof_rec_hdr hdr{};
+  memcpy(&hdr, bytes, sizeof(hdr));
+  switch (hdr.type) {
+    case GPROF_REC_EVENT_COUNT: {
+      gprof_event_count count{};
+      if (size < sizeof(count)) return false;
+      memcpy(&count, bytes, sizeof(count));
+      return count.time_ns != 0;
+    }
     case GPROF_REC_OFFCPU:
     case GPROF_REC_FUTEX:
     case GPROF_REC_LOCK_WAIT:
@@ -135,7 +144,7 @@ void KernelRecorder::State::Append(const void* data, size_t size) {
   if (writer.trims() && size >= sizeof(gprof_rec_hdr)) {
     gprof_rec_hdr hdr{};
     memcpy(&hdr, bytes, sizeof(hdr));
-    if (!IsTrimmableRecord(hdr.type)) {
+    if (!IsTrimmableRecord(bytes, size)) {
       if (staged_state.empty()) state_staged_ns = MonotonicNs();
       state_due |= hdr.type != GPROF_REC_KERNEL_STACK && hdr.type != GPROF_REC_USER_STACK &&
                    hdr.type != GPROF_REC_KERNEL_SYMBOL;

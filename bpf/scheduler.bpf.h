@@ -108,15 +108,16 @@ static __always_inline int on_sched_switch(u64* ctx, bool btf) {
        * stores in order; the barrier keeps the compiler from moving them). */
       asm volatile("" ::: "memory");
       entry->start_ns = now;
-      /* Its quick page faults since it last switched out fell in the run that ends here: what
-       * a page-fault storm cost is then known by run, not only by thread. */
-      flush_quick_faults(prev_tid, now);
     } else if (entry->start_ns) {
       /* No interval: none for a wakeup outside the window to take, none for a switch-in to end
        * (one whose own switch-in went unseen ends here, unrecorded). */
       entry->open = 0;
       entry->start_ns = 0;
     }
+    /* Its quick page faults since it last switched out fell in the run that ends here: what a
+     * page-fault storm cost is then known by run, not only by thread. Faults are counted inside
+     * a window only; a run the window's end cut is flushed at its own end, outside. */
+    flush_quick_faults(prev_tid, window_shut ? 0 : now);
   }
 
   /* Switch-in: an interval started at the thread's switch-out ends, even if its process left the

@@ -262,13 +262,20 @@ void LoadChained(int version) {
   pthread_mutex_lock(&g_plugin.chain_lock);
   if (!g_plugin.chain_tried) {
     g_plugin.chain_tried = true;
-    const char* value = SecureExecution() ? nullptr : getenv(kChainEnv);
+    const char* value = getenv(kChainEnv);
     if (value != nullptr && value[0] == '\0') value = nullptr;
-    g_plugin.chain_library = OpenChained(value);
-    if (value != nullptr)
-      snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "%s", value);
-    else if (g_plugin.chain_library != nullptr)
-      snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "libnccl-profiler.so");
+    if (value != nullptr && SecureExecution()) {
+      // A plugin named in the environment of a setuid program is not loaded (nor the default in
+      // its place): said, as a chain that failed.
+      snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "%s",
+               "(the plugin named; not loaded into a setuid program)");
+    } else {
+      g_plugin.chain_library = OpenChained(value);
+      if (value != nullptr)
+        snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "%s", value);
+      else if (g_plugin.chain_library != nullptr)
+        snprintf(g_plugin.chain_name, sizeof(g_plugin.chain_name), "libnccl-profiler.so");
+    }
     for (int asked = version; g_plugin.chain_library != nullptr && asked >= version - 1; --asked) {
       if (asked < version && version != 6) break;  // only v5 stands in, for v6
       char symbol[32];
@@ -279,6 +286,13 @@ void LoadChained(int version) {
         break;
       }
     }
+    // This very library, under another name (a link called libnccl-profiler.so), would call
+    // itself for every event.
+    Dl_info ours{}, theirs{};
+    if (g_plugin.chain_table != nullptr &&
+        dladdr(reinterpret_cast<const void*>(&LoadChained), &ours) != 0 &&
+        dladdr(g_plugin.chain_table, &theirs) != 0 && ours.dli_fbase == theirs.dli_fbase)
+      g_plugin.chain_table = nullptr;
     // A table without its init cannot be used. (Every version's init follows the name.)
     void* init = nullptr;
     if (g_plugin.chain_table != nullptr)

@@ -113,6 +113,8 @@ TEST(ClockAlignment, AnotherHostIsPlacedByItsAnchorsThenByItsMessages) {
   std::vector<SessionClock> placed = AlignClocks({&a, &b}, {});
   EXPECT_EQ(placed[1].offset_ns, kTrueOffset + kWallSkew);
   EXPECT_EQ(placed[1].how, "REALTIME anchors");
+  // The anchors recorded no wall-clock error bound: how far off that is, is not known.
+  EXPECT_FALSE(placed[1].uncertainty_known);
   // Messages both ways, each 50 us in flight: a -> b bounds b's offset from below, b -> a from
   // above; the middle is within the flight time of the truth.
   std::vector<SessionMessage> messages;
@@ -125,6 +127,7 @@ TEST(ClockAlignment, AnotherHostIsPlacedByItsAnchorsThenByItsMessages) {
   std::vector<SessionClock> clocks = AlignClocks({&a, &b}, messages);
   EXPECT_NEAR(static_cast<double>(clocks[1].offset_ns), static_cast<double>(kTrueOffset), 50'000);
   EXPECT_LE(clocks[1].uncertainty_ns, 50'000u);
+  EXPECT_TRUE(clocks[1].uncertainty_known);
   EXPECT_NEAR(static_cast<double>(clocks[1].correction_ns), static_cast<double>(-kWallSkew),
               50'000);
   EXPECT_EQ(clocks[1].messages, messages.size());

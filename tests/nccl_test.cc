@@ -387,6 +387,21 @@ TEST(NcclMatching, NoRankIsNamedLateByLessThanTheClocksUncertainty) {
       EXPECT_EQ(waits[0].late_rank, 1);
     }
   }
+  // Ranks 0 and 1 on one host, 100 ms apart; rank 2 on another, 0.5 ms after rank 1: rank 1 or
+  // rank 2 came last, not known which, so rank 0's wait is not given to either.
+  collector::Session three;
+  three.nccl_events = {event(30, 2, 20'500'000, 1)};
+  one.nccl_events = {event(10, 0, 0, 1)};
+  two.nccl_events = {event(20, 1, 20'000'000, 1)};
+  std::vector<collector::JobSession> hosts = {{&one, nullptr, 0, 1'000'000, 0},
+                                              {&two, nullptr, 0, 1'000'000, 0},
+                                              {&three, nullptr, 0, 1'000'000, 1}};
+  auto three_ranks = collector::MatchNcclCollectives(hosts, no_rank);
+  ASSERT_EQ(three_ranks.size(), 1u);
+  EXPECT_TRUE(three_ranks[0].order_unknown);
+  EXPECT_TRUE(collector::NcclRankWaits(hosts, three_ranks, no_chain).empty());
+  one.nccl_events = {event(10, 0, 1'000'000, 0), event(10, 0, 20'000'000, 1)};
+  two.nccl_events = {event(20, 1, 1'500'000, 0), event(20, 1, 25'000'000, 1)};
   // One host (one clock): 0.5 ms is an order.
   std::vector<collector::JobSession> one_host = {{&one, nullptr, 0, 1'000'000, 0},
                                                  {&two, nullptr, 0, 1'000'000, 0}};

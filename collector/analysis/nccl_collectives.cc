@@ -271,9 +271,12 @@ std::vector<NcclCollective> MatchNcclCollectives(const std::vector<JobSession>& 
     if (collective.arrivals.size() < 2) continue;
     std::sort(collective.arrivals.begin(), collective.arrivals.end(),
               [](const NcclArrival& a, const NcclArrival& b) { return a.rank < b.rank; });
+    // Which came last is not known where an arrival that may have (not known to be earlier than
+    // the latest) is on another clock than the latest.
     const NcclArrival& last = LastArrival(collective);
     for (const NcclArrival& arrival : collective.arrivals)
-      if (&arrival != &last && !KnownEarlier(sessions, arrival, last))
+      if (!KnownEarlier(sessions, arrival, last) &&
+          sessions[arrival.session].clock != sessions[last.session].clock)
         collective.order_unknown = true;
     collectives.push_back(std::move(collective));
   }
@@ -295,7 +298,8 @@ std::vector<RankWait> NcclRankWaits(const std::vector<JobSession>& sessions,
   for (size_t c = 0; c < collectives.size(); ++c) {
     const NcclCollective& collective = collectives[c];
     // Only the waits of ranks known to have arrived before the last (by more than their
-    // clocks' uncertainty) are claimed.
+    // clocks' uncertainty) are claimed, and none where which came last is not known.
+    if (collective.order_unknown) continue;
     const NcclArrival* last = &LastArrival(collective);
     const NcclArrival* first = nullptr;
     for (const NcclArrival& arrival : collective.arrivals)

@@ -78,6 +78,10 @@ std::vector<SessionClock> AlignClocks(const std::vector<const SessionMeta*>& ses
     if (wall->max_error_ns != 0 && reference->max_error_ns != 0) {
       boot_uncertainty[first] += wall->max_error_ns + reference->max_error_ns;
       clocks[first].wall_error_known = true;
+    } else {
+      // The brackets alone say nothing of how far the wall clocks disagree: not known, unless
+      // messages both ways bound it below.
+      clocks[first].uncertainty_known = false;
     }
     boot_how[first] = "REALTIME anchors";
   }

@@ -37,8 +37,8 @@ struct SessionClock {
   // Placed by anchors: both sessions recorded their wall clock's error bound, which the
   // uncertainty then includes; false: it holds only the anchors' brackets.
   bool wall_error_known = false;
-  // False where nothing bounds it: no anchors, and no messages both ways (uncertainty_ns is then
-  // meaningless).
+  // False where nothing bounds it: no anchors, or anchors without both wall clocks' error bounds,
+  // and no messages both ways (uncertainty_ns is then meaningless).
   bool uncertainty_known = true;
 };
 

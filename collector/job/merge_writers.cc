@@ -82,13 +82,14 @@ std::string ClockWords(const MergedSession& merged) {
   std::string text = clock.how + ": " + SignedDuration(clock.offset_ns);
   if (clock.messages > 0)
     text += " (the messages moved it " + SignedDuration(clock.correction_ns) + ")";
-  if (!clock.uncertainty_known) return text + ", off by an unknown amount";
-  text += ", within " + FormatDuration(clock.uncertainty_ns);
-  if (clock.messages == 0 && clock.how == "REALTIME anchors") {
-    text += clock.wall_error_known
-                ? " (the wall clocks' own error bounds, as each host's kernel keeps them)"
-                : " of the anchors: how far the hosts' wall clocks disagree was not recorded";
+  if (!clock.uncertainty_known) {
+    return text + (clock.how.starts_with("REALTIME anchors")
+                       ? ", off by as much as the hosts' wall clocks disagree (not recorded)"
+                       : ", off by an unknown amount");
   }
+  text += ", within " + FormatDuration(clock.uncertainty_ns);
+  if (clock.messages == 0 && clock.how == "REALTIME anchors")
+    text += " (the wall clocks' own error bounds, as each host's kernel keeps them)";
   return text;
 }
 

@@ -782,6 +782,8 @@ _Static_assert(sizeof(struct gprof_python_stack) == 48, "gprof_python_stack layo
 static_assert(sizeof(struct gprof_rec_hdr) == 8, "");
 static_assert(sizeof(struct gprof_wait_count) == 104, "");
 static_assert(sizeof(struct gprof_event_count) == 56, "");
+static_assert(__builtin_offsetof(struct gprof_event_count, time_ns) ==
+                  GPROF_EVENT_COUNT_FIRST_SIZE, "the older records end where time_ns begins");
 static_assert(sizeof(struct gprof_offcpu) == 96, "");
 static_assert(sizeof(struct gprof_lock_wait) == 80, "");
 static_assert(sizeof(struct gprof_device_wait) == 72, "");
@@ -811,6 +813,8 @@ _Static_assert(sizeof(struct gprof_task_new) == 72, "gprof_task_new layout");
 _Static_assert(sizeof(struct gprof_task_rename) == 48, "gprof_task_rename layout");
 _Static_assert(sizeof(struct gprof_task_exit) == 32, "gprof_task_exit layout");
 _Static_assert(sizeof(struct gprof_event_count) == 56, "gprof_event_count layout");
+_Static_assert(__builtin_offsetof(struct gprof_event_count, time_ns) ==
+                   GPROF_EVENT_COUNT_FIRST_SIZE, "the older records end where time_ns begins");
 _Static_assert(sizeof(struct gprof_signal) == 64, "gprof_signal layout");
 _Static_assert(sizeof(struct gprof_wait_count) == 104, "gprof_wait_count layout");
 #endif

@@ -10,7 +10,8 @@
 #   scripts/gpu/run_all.sh PART...    the parts named (bpf_tests signals self_blame gpu_idle freeze containers handoffs
 #                                     python_stacks dump attach nvtx nccl short_waits python_cost kernel_cost
 #                                     kernel_cost_pinned kernel_long_futex kernel_long_pipe
-#                                     kernel_5min_pipe)
+#                                     kernel_5min_pipe; KINDS=futex,pipe,tcp,bulk,faults picks
+#                                     kernel_cost's programs)
 set -u
 # $OUT, or today's results folder outside the tree (scripts/results_dir.py), gpu/ in it.
 out=${OUT:-$(python3 "$(dirname "$0")/../results_dir.py" gpu)} || exit 1
@@ -140,7 +141,7 @@ run() {
         [ -x .gpu/baseline/bin/gprof-run ] && extra+=(--baseline .gpu/baseline)
         part "${name}_latency_$latency" 270 env PATH="$PWD/.gpu/tools:$PATH" \
           python3 scripts/bench/kernel_cost.py .gpu/build "${extra[@]}" --runs 11 --rounds 30000 \
-          --kinds futex,pipe --count-under "$under" \
+          --kinds "${KINDS:-futex,pipe}" --count-under "$under" \
           --stats-windows 3 --long-seconds 0 --json "$results/${name}_latency_$latency.json"
       done
       { nproc; lscpu | grep -i "model name"; lscpu -e

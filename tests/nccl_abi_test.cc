@@ -124,6 +124,39 @@ TEST(NcclAbi, ARecordIsGivenTheKernelItsThreadLaunchedJustBefore) {
   EXPECT_TRUE(records[3]["kernel"].is_null()) << records[3].dump(1);
 }
 
+// Where the plugin told nothing, the NCCL kernels stand for the collectives, named as CUPTI
+// names them on a real GPU (demangled, with their arguments); sends and receives, which pair two
+// ranks, stand for none.
+TEST(NcclAbi, KernelsOfARealGpuStandForCollectivesButSendsDoNot) {
+  collector::Session session;
+  session.kernel_names = {"ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                          "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    collector::ApiCall call;
+    call.pid = call.tid = 100;
+    call.enter_ns = 1000 + i * 1000;
+    call.exit_ns = call.enter_ns + 20;
+    call.correlation_id = i + 1;
+    session.api_calls.push_back(call);
+    collector::GpuActivity activity;
+    activity.pid = 100;
+    activity.correlation_id = i + 1;
+    activity.start_ns = call.enter_ns + 30;
+    activity.end_ns = call.enter_ns + 500;
+    collector::GpuKernel detail;
+    detail.name_index = i % 2;
+    activity.detail = detail;
+    session.gpu_activities.push_back(activity);
+  }
+  std::vector<std::string> names;
+  std::vector<collector::NcclEvent> events = collector::NcclEventsOf(session, &names);
+  ASSERT_EQ(events.size(), 2u);
+  for (const collector::NcclEvent& event : events) {
+    EXPECT_EQ(names.at(event.func), "AllReduce");
+    EXPECT_EQ(event.gpu_start_ns, event.launch_ns + 30);
+  }
+}
+
 struct OneRankRun {
   json report;
   std::string out;

@@ -29,12 +29,13 @@ bool KnownEarlier(const std::vector<JobSession>& sessions, const NcclArrival& ar
          (uncertainty == UINT64_MAX ? false : last.start_ns - arrival.start_ns > uncertainty);
 }
 
-// The collective an NCCL kernel's name says ("ncclDevKernel_AllReduce_Sum_f32_RING_LL":
-// "AllReduce"), or "" for a kernel that is not NCCL's.
+// The collective an NCCL kernel's name says ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", with
+// or without its demangled arguments: "AllReduce"; "ncclDevKernel_SendRecv(...)": "SendRecv"),
+// or "" for a kernel that is not NCCL's.
 std::string NcclKernelFunc(const std::string& name) {
   for (std::string_view prefix : {"ncclDevKernel_", "ncclKernel_"}) {
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const size_t end = name.find('_', prefix.size());
+    const size_t end = name.find_first_of("_(", prefix.size());
     return name.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size());
   }
   return "";
@@ -140,7 +141,8 @@ std::vector<NcclEvent> CollectivesFromKernels(const Session& session,
   std::vector<NcclEvent> events;
   for (const NcclKernel& kernel : kernels) {
     const GpuActivity& activity = *kernel.activity;
-    if (told.contains(activity.pid)) continue;
+    // Sends and receives pair two ranks, not the communicator's: no collective of all by order.
+    if (told.contains(activity.pid) || kernel.func == "SendRecv") continue;
     NcclEvent event;
     event.pid = activity.pid;
     // A kernel whose launch was not seen (launched before CUPTI started) keeps its place in the

@@ -82,8 +82,8 @@ struct NcclCollective {
   bool by_seq = false;      // matched by NCCL's sequence number; false: by order
   std::string func;         // "AllReduce"
   std::vector<NcclArrival> arrivals;  // by rank
-  // Some rank's wait for the last is not claimed: the two arrived closer together than their
-  // sessions' clocks can be placed (merge, other hosts), so which came first is not known.
+  // Which rank came last is not known: one on another clock than the latest (merge, other
+  // hosts) arrived closer to it than the two clocks can be placed. No wait in it is claimed.
   bool order_unknown = false;
 };
 

@@ -119,33 +119,33 @@ static_assert(offsetof(CollV4, datatype) == 48 && offsetof(P2pV4, peer) == 32);
 constexpr size_t kParentGroupColl = 80;  // v5, v6: after nChannels, nWarps, algo, proto
 constexpr size_t kParentGroupP2p = 40;   // v5, v6: after peer and nChannels (uint8_t)
 
-// The function tables of each version (the first member is the plugin's name).
-struct TableV1V2V3 {
-  const char* name;
-  int (*init)(void** context, int* mask);
+// The function tables of each version: the plugin's name, its init (which differs by version),
+// then the same four calls in every version.
+struct TableCalls {
   int (*start)(void* context, void** handle, void* descr);
   int (*stop)(void* handle);
   int (*record_state)(void* handle, int state, void* args);
   int (*finalize)(void* context);
+};
+struct TableV1V2V3 {
+  const char* name;
+  int (*init)(void** context, int* mask);
+  TableCalls calls;
 };
 struct TableV4 {
   const char* name;
   int (*init)(void** context, int* mask, const char* comm_name, uint64_t comm_hash, int n_nodes,
               int n_ranks, int rank, Logger logger);
-  int (*start)(void* context, void** handle, void* descr);
-  int (*stop)(void* handle);
-  int (*record_state)(void* handle, int state, void* args);
-  int (*finalize)(void* context);
+  TableCalls calls;
 };
 struct TableV5 {
   const char* name;
   int (*init)(void** context, uint64_t comm_id, int* mask, const char* comm_name, int n_nodes,
               int n_ranks, int rank, Logger logger);
-  int (*start)(void* context, void** handle, void* descr);
-  int (*stop)(void* handle);
-  int (*record_state)(void* handle, int state, void* args);
-  int (*finalize)(void* context);
+  TableCalls calls;
 };
+static_assert(offsetof(TableV1V2V3, calls) == 16 && offsetof(TableV4, calls) == 16 &&
+              offsetof(TableV5, calls) == 16 && sizeof(TableV5) == 48);
 
 // One communicator's context.
 struct Comm {
@@ -309,6 +309,13 @@ const Table* Chained() {
   return static_cast<const Table*>(g_plugin.chain_table);
 }
 
+// The chained plugin's calls, for a communicator of interface `version`.
+const TableCalls& TheirCalls(int version) {
+  if (version >= 5) return Chained<TableV5>()->calls;
+  if (version == 4) return Chained<TableV4>()->calls;
+  return Chained<TableV1V2V3>()->calls;
+}
+
 void RecordCommInit(const Comm& comm, const char* comm_name) {
   NcclEventRecord record{};
   record.start_ns = record.stop_ns = MonotonicNs();
@@ -430,9 +437,7 @@ int StartEvent(void* context, void** handle, void* descr) {
   if (ours) Describe(*event, *comm, descr, type);
   if (theirs) {
     TheirParents swap(descr, comm->version, type);
-    const auto start = comm->version >= 5   ? Chained<TableV5>()->start
-                       : comm->version == 4 ? Chained<TableV4>()->start
-                                            : Chained<TableV1V2V3>()->start;
+    const auto start = TheirCalls(comm->version).start;
     if (start == nullptr || start(comm->theirs, &event->theirs, descr) != kNcclSuccess)
       event->theirs = nullptr;
   }
@@ -444,10 +449,7 @@ int StopEvent(void* handle) {
   Event* event = OurEvent(handle);
   if (event == nullptr) return kNcclSuccess;
   if (event->theirs != nullptr) {
-    const Comm& comm = *event->comm;
-    const auto stop = comm.version >= 5   ? Chained<TableV5>()->stop
-                      : comm.version == 4 ? Chained<TableV4>()->stop
-                                          : Chained<TableV1V2V3>()->stop;
+    const auto stop = TheirCalls(event->comm->version).stop;
     if (stop != nullptr) stop(event->theirs);
   }
   if (event->recorded) {
@@ -461,10 +463,7 @@ int StopEvent(void* handle) {
 int RecordEventState(void* handle, int state, void* args) {
   Event* event = OurEvent(handle);
   if (event == nullptr || event->theirs == nullptr) return kNcclSuccess;
-  const Comm& comm = *event->comm;
-  const auto record_state = comm.version >= 5   ? Chained<TableV5>()->record_state
-                            : comm.version == 4 ? Chained<TableV4>()->record_state
-                                                : Chained<TableV1V2V3>()->record_state;
+  const auto record_state = TheirCalls(event->comm->version).record_state;
   return record_state != nullptr ? record_state(event->theirs, state, args) : kNcclSuccess;
 }
 
@@ -472,9 +471,7 @@ int Finalize(void* context) {
   auto* comm = static_cast<Comm*>(context);
   if (comm == nullptr) return kNcclSuccess;
   if (comm->theirs != nullptr) {
-    const auto finalize = comm->version >= 5   ? Chained<TableV5>()->finalize
-                          : comm->version == 4 ? Chained<TableV4>()->finalize
-                                               : Chained<TableV1V2V3>()->finalize;
+    const auto finalize = TheirCalls(comm->version).finalize;
     if (finalize != nullptr) finalize(comm->theirs);
   }
   comm->theirs = nullptr;
